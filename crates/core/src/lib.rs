@@ -1,1 +1,10 @@
+//! The shared core of every mcp-bridges bridge: MCP hosting (stdio and Streamable HTTP, both protocol eras),
+//! the tool and error model, event streams, and the toolkit for links to live systems.
+//!
+//! Bridges describe tools, resources and events through this crate's own types; rmcp stays behind this
+//! boundary so an SDK upgrade touches one crate.
 
+pub mod error;
+pub mod link;
+
+pub use error::{ErrorCode, ToolError};

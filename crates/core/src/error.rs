@@ -1,0 +1,221 @@
+//! One error taxonomy for every bridge.
+//!
+//! Agents read tool errors, so each carries a stable code they can branch on, a message saying what went wrong,
+//! and a hint saying what to do next. Input errors and failures of the live system are tool results with
+//! `isError: true`, never JSON-RPC errors: clients show the former to the model and hide the latter.
+
+use serde::Serialize;
+use serde_json::Value;
+use std::fmt;
+
+/// Stable error codes. Their string forms are part of the public contract: never rename one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+pub enum ErrorCode {
+    /// The arguments are wrong; nothing was sent to the live system.
+    #[serde(rename = "E_INVALID_ARGUMENT")]
+    InvalidArgument,
+    /// The live system is not connected, or its link dropped while the call was in flight.
+    #[serde(rename = "E_DISCONNECTED")]
+    Disconnected,
+    /// The call, or the live system's answer, took longer than its deadline.
+    #[serde(rename = "E_TIMEOUT")]
+    Timeout,
+    /// The thing named does not exist.
+    #[serde(rename = "E_NOT_FOUND")]
+    NotFound,
+    /// The live system answered with an error of its own; the message is its text, verbatim.
+    #[serde(rename = "E_REMOTE")]
+    Remote,
+    /// The client cancelled the call.
+    #[serde(rename = "E_CANCELLED")]
+    Cancelled,
+    /// Too much is in flight already; retry later.
+    #[serde(rename = "E_BUSY")]
+    Busy,
+    /// The live system (or this version of it) cannot do this.
+    #[serde(rename = "E_UNSUPPORTED")]
+    Unsupported,
+    /// The request conflicts with the current state (for example a path that is a directory).
+    #[serde(rename = "E_CONFLICT")]
+    Conflict,
+    /// A payload exceeds a size limit.
+    #[serde(rename = "E_TOO_LARGE")]
+    TooLarge,
+    /// A bug or an unexpected state in the bridge itself.
+    #[serde(rename = "E_INTERNAL")]
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidArgument => "E_INVALID_ARGUMENT",
+            Self::Disconnected => "E_DISCONNECTED",
+            Self::Timeout => "E_TIMEOUT",
+            Self::NotFound => "E_NOT_FOUND",
+            Self::Remote => "E_REMOTE",
+            Self::Cancelled => "E_CANCELLED",
+            Self::Busy => "E_BUSY",
+            Self::Unsupported => "E_UNSUPPORTED",
+            Self::Conflict => "E_CONFLICT",
+            Self::TooLarge => "E_TOO_LARGE",
+            Self::Internal => "E_INTERNAL",
+        }
+    }
+
+    /// The hint used when the bridge gives none: generic, but still an action.
+    fn default_hint(self) -> &'static str {
+        match self {
+            Self::InvalidArgument => "fix the named argument and call again",
+            Self::Disconnected => "reconnect the live system, then call again",
+            Self::Timeout => "check that the live system is responsive, then retry",
+            Self::NotFound => "list what exists first, then call again with an existing name",
+            Self::Remote => "read the live system's message; change the request accordingly",
+            Self::Cancelled => "call again if the result is still needed",
+            Self::Busy => "wait for running calls to finish, then retry",
+            Self::Unsupported => "use another tool or upgrade the live system",
+            Self::Conflict => "inspect the current state, then call again",
+            Self::TooLarge => "send a smaller payload",
+            Self::Internal => "retry once; if it persists, report a bug with the bridge's log",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed tool call, as the agent sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
+#[error("[{code}] {message} — {hint}")]
+pub struct ToolError {
+    code: ErrorCode,
+    message: String,
+    hint: String,
+    details: Value,
+}
+
+impl ToolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            hint: code.default_hint().to_owned(),
+            details: Value::Object(Default::default()),
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = hint.into();
+        self
+    }
+
+    /// Machine-readable facts about the failure; an object, merged into any details already present.
+    pub fn with_details(mut self, details: Value) -> Self {
+        match (&mut self.details, details) {
+            (Value::Object(mine), Value::Object(theirs)) => mine.extend(theirs),
+            (slot, other) => *slot = other,
+        }
+        self
+    }
+
+    /// An argument failed validation; `details.field` names it so the agent knows what to change.
+    pub fn invalid_argument(field: &str, message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+            .with_hint(format!("fix `{field}` and call again; nothing was sent"))
+            .with_details(serde_json::json!({ "field": field }))
+    }
+
+    pub fn disconnected(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Disconnected, message)
+    }
+
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Timeout, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn remote(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Remote, message)
+    }
+
+    pub fn cancelled(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Cancelled, message)
+    }
+
+    pub fn busy(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Busy, message)
+    }
+
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unsupported, message)
+    }
+
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::TooLarge, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn hint(&self) -> &str {
+        &self.hint
+    }
+
+    pub fn details(&self) -> &Value {
+        &self.details
+    }
+
+    /// The `structuredContent` of the error result: `{code, message, hint, details}`.
+    pub fn to_structured(&self) -> Value {
+        serde_json::json!({
+            "code": self.code,
+            "message": self.message,
+            "hint": self.hint,
+            "details": self.details,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_form_is_code_message_hint() {
+        let e = ToolError::not_found("no file foo.js").with_hint("call list_files");
+        assert_eq!(e.to_string(), "[E_NOT_FOUND] no file foo.js — call list_files");
+    }
+
+    #[test]
+    fn structured_form_has_the_four_fields() {
+        let e = ToolError::invalid_argument("filename", "must not be empty");
+        let v = e.to_structured();
+        assert_eq!(v["code"], "E_INVALID_ARGUMENT");
+        assert_eq!(v["message"], "must not be empty");
+        assert_eq!(v["details"]["field"], "filename");
+        assert!(v["hint"].as_str().is_some_and(|h| h.contains("filename")));
+    }
+
+    #[test]
+    fn details_merge_instead_of_replacing() {
+        let e = ToolError::invalid_argument("content", "too big")
+            .with_details(serde_json::json!({"limit": 10}));
+        assert_eq!(e.details()["field"], "content");
+        assert_eq!(e.details()["limit"], 10);
+    }
+}

@@ -1,0 +1,1 @@
+//! Links to live systems: WebSocket listener, request correlator, reconnect backoff.
