@@ -1,0 +1,213 @@
+"""Shared helpers for the interop tests: build a workspace binary, start it as an HTTP MCP server on a free
+loopback port, wait until its /health answers, and stop it afterwards.
+
+Bridge engineers: add your tests next to these files and reuse the helpers, e.g.
+
+    from conftest import cargo_bin, HttpServer
+
+    @pytest.fixture(scope="module")
+    def bitburner_http():
+        with HttpServer.start([str(cargo_bin("mcp-bridges")), "bitburner"]) as server:
+            yield server          # server.mcp_url, server.health(), server.stderr_text()
+
+The peers (Python `mcp`, pytest, Node 24, the Inspector CLI) come from `scripts/install-peers`; run the tests
+with `scripts/test` or, after `source scripts/peers-env`, with `pytest tests/interop`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS = Path(os.environ.get("PEERS_DIR", ROOT / ".peers"))
+
+# How long a server may take from spawn to a healthy /health. Generous: CI machines are shared and slow; the
+# wait ends as soon as /health answers, so a fast start costs nothing.
+STARTUP_TIMEOUT_S = 60.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    # The mcp client is anyio-based; one backend keeps runs deterministic.
+    return "asyncio"
+
+
+@functools.cache
+def cargo_bin(package: str, bin_name: str | None = None) -> Path:
+    """Builds `bin_name` (default: the package name) of a workspace package in the dev profile and returns the
+    path of the executable. A no-op for cargo when it is already up to date."""
+    bin_name = bin_name or package
+    override = os.environ.get(f"{bin_name.upper().replace('-', '_')}_BIN")
+    if override:
+        return Path(override)
+    out = subprocess.run(
+        ["cargo", "build", "--quiet", "-p", package, "--bin", bin_name, "--message-format=json"],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    ).stdout
+    for line in out.splitlines():
+        msg = json.loads(line)
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["target"]["name"] == bin_name:
+            return Path(msg["executable"])
+    raise RuntimeError(f"cargo built no executable named {bin_name} in package {package}")
+
+
+def peer_tool(name: str) -> Path:
+    """A peer executable installed by scripts/install-peers. A missing peer fails the test: never a skip."""
+    for candidate in (PEERS / "venv" / "bin" / name, PEERS / "node" / "node_modules" / ".bin" / name):
+        if candidate.exists():
+            return candidate
+    pytest.fail(f"peer {name} is not installed under {PEERS}: run scripts/install-peers", pytrace=False)
+
+
+def peer_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for running peers: the venv's Node 24 first on PATH (the Node tools start with
+    `#!/usr/bin/env node`)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(PEERS / "venv" / "bin"), str(PEERS / "node" / "node_modules" / ".bin"), env.get("PATH", "")])
+    env.update(extra or {})
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class HttpServer:
+    """A server process serving MCP over Streamable HTTP on 127.0.0.1."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    stderr_path: Path
+    _tmp: tempfile.TemporaryDirectory[str] = field(repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base_url}/mcp"
+
+    def health(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.base_url}/health", timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def stderr_text(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    @classmethod
+    def start(
+        cls,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        http_args: list[str] | None = None,
+        attempts: int = 3,
+    ) -> HttpServer:
+        """Starts `argv` + HTTP flags on a free port and returns once GET /health answers 200.
+
+        `http_args` are the flags that select HTTP on that port; `{port}` in them is replaced. The default fits
+        every binary that flattens the core's McpArgs. A port taken between choosing and binding (another
+        process won the race) is retried on a new port."""
+        template = http_args or ["--http", "--host", "127.0.0.1", "--port", "{port}"]
+        last_error = ""
+        for _ in range(attempts):
+            port = free_port()
+            tmp = tempfile.TemporaryDirectory(prefix="mcp-interop-")
+            stderr_path = Path(tmp.name) / "stderr.log"
+            with open(stderr_path, "wb") as stderr:
+                proc = subprocess.Popen(
+                    argv + [a.replace("{port}", str(port)) for a in template],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env={**os.environ, **(env or {})},
+                )
+            server = cls(proc, port, stderr_path, tmp)
+            if server._wait_healthy():
+                return server
+            last_error = server.stderr_text()
+            server.stop()
+            if "in use" not in last_error.lower():
+                break
+        raise RuntimeError(f"server {argv} did not become healthy; its stderr:\n{last_error}")
+
+    def _wait_healthy(self) -> bool:
+        # /health is the readiness signal; the poll ends at the first 200 or when the process exits.
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return True
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> HttpServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def run_inspector(target: list[str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Runs the Inspector CLI (`mcp-inspector --cli`) against a stdio command or an HTTP URL. Its catalog and
+    client config go to a private temporary directory, never to ~/.mcp-inspector."""
+    inspector = peer_tool("mcp-inspector")
+    with tempfile.TemporaryDirectory(prefix="mcp-inspector-") as home:
+        env = peer_env(
+            {
+                "MCP_CATALOG_PATH": str(Path(home) / "mcp.json"),
+                "MCP_CLIENT_CONFIG_PATH": str(Path(home) / "client.json"),
+                "HOME": home,
+                "NO_COLOR": "1",
+            }
+        )
+        return subprocess.run(
+            [str(inspector), "--cli", *target, *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+
+
+def require_node() -> None:
+    node = shutil.which("node", path=peer_env()["PATH"])
+    if node is None:
+        pytest.fail("node is not installed: run scripts/install-peers", pytrace=False)
