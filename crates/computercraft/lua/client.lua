@@ -1,0 +1,543 @@
+-- mcp-bridges ComputerCraft client: links this computer to the MCP bridge and answers its requests.
+-- Usage: client <ws://host:port/link> [token]     (install.lua writes a startup.lua that runs this on boot)
+--
+-- Why it is shaped like this (see the bridge's reference notes on CC:Tweaked):
+-- * sleep(), turtle.* and any filtered os.pullEvent discard every other event, including websocket
+--   messages, so the main loop never calls them: each request runs in its own coroutine, and the loop fans
+--   every event out to the coroutines whose filter matches, the way `parallel` does.
+-- * frames over 128 KiB close the link, so replies larger than MAX_FRAME are sent as `chunk` frames.
+-- * textutils.serializeJSON drops nils, numeric keys of mixed tables and chokes on functions and NaN, so
+--   every value is cleaned first and multiple results travel as {n, values}.
+-- * os.getComputerLabel() returns no value at all when unlabelled; always assign it to a local first.
+
+local args = { ... }
+local LINK_URL = args[1]
+local TOKEN = args[2]
+if type(LINK_URL) ~= "string" or LINK_URL == "" then
+  error("usage: client <ws://host:port/link> [token]", 0)
+end
+
+local PROTOCOL = 1
+local MAX_FRAME = 65536          -- lowered (never raised) by the bridge's hello-ok
+local CHUNK_PIECE = 30000        -- JSON escaping at most doubles a piece: 2 * 30000 + envelope < MAX_FRAME
+local MAX_REPLY = 4 * 1024 * 1024 -- CC refuses more than 512 sends in flight; 4 MiB is ~140 chunks
+local MAX_TASKS = 32             -- the bridge caps in-flight requests lower; this guards against a bad peer
+local MAX_OUTPUT = 32 * 1024     -- printed output kept per run_lua call
+local DEFAULT_TIMEOUT = 30
+local FORWARDED = {
+  redstone = true, turtle_inventory = true, peripheral = true, peripheral_detach = true,
+  disk = true, disk_eject = true, monitor_touch = true, monitor_resize = true,
+}
+local JSON_IN = { parse_empty_array = false } -- the default returns a read-only sentinel for []
+
+---------------------------------------------------------------------------------------------------------
+-- values → JSON-safe values
+
+local function clean(v, depth, seen)
+  local t = type(v)
+  if t == "number" then
+    if v ~= v then return "nan" end
+    if v == math.huge then return "inf" end
+    if v == -math.huge then return "-inf" end
+    return v
+  elseif t == "string" or t == "boolean" or t == "nil" then
+    return v
+  elseif t ~= "table" then
+    return tostring(v)
+  end
+  depth = depth or 0
+  seen = seen or {}
+  if seen[v] or depth > 32 then return tostring(v) end
+  seen[v] = true
+  local count, maxIndex, arrayLike = 0, 0, true
+  for k in pairs(v) do
+    count = count + 1
+    if type(k) == "number" and k >= 1 and k == math.floor(k) then
+      if k > maxIndex then maxIndex = k end
+    else
+      arrayLike = false
+    end
+  end
+  local out = {}
+  if arrayLike and maxIndex <= 2 * count + 16 then
+    for i = 1, maxIndex do out[i] = clean(v[i], depth + 1, seen) end
+  else
+    -- Mixed or sparse: every key becomes a string so serializeJSON keeps it.
+    for k, val in pairs(v) do out[tostring(k)] = clean(val, depth + 1, seen) end
+  end
+  seen[v] = nil
+  return out
+end
+
+local function pack(...)
+  local values = {}
+  local n = select("#", ...)
+  for i = 1, n do values[i] = (select(i, ...)) end
+  return { n = n, values = values }
+end
+
+---------------------------------------------------------------------------------------------------------
+-- base64 (file bytes: CC's JSON would escape every byte >= 0x7F as six characters)
+
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+local ENC, DEC = {}, {}
+for i = 1, 64 do
+  ENC[i - 1] = B64:sub(i, i)
+  DEC[B64:byte(i)] = i - 1
+end
+
+local function b64encode(s)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local n = a * 65536 + (b or 0) * 256 + (c or 0)
+    local s1 = math.floor(n / 262144)
+    local s2 = math.floor(n / 4096) % 64
+    local s3 = math.floor(n / 64) % 64
+    local s4 = n % 64
+    out[#out + 1] = ENC[s1] .. ENC[s2] .. (b and ENC[s3] or "=") .. (c and ENC[s4] or "=")
+  end
+  return table.concat(out)
+end
+
+local function b64decode(s)
+  if #s % 4 ~= 0 then return nil, "base64 length is not a multiple of 4" end
+  local out = {}
+  for i = 1, #s, 4 do
+    local c1, c2, c3, c4 = s:byte(i, i + 3)
+    local last = i + 3 == #s
+    local v1, v2 = DEC[c1], DEC[c2]
+    local v3 = c3 == 61 and last and 0 or DEC[c3]
+    local v4 = c4 == 61 and last and 0 or DEC[c4]
+    if not (v1 and v2 and v3 and v4) then return nil, "invalid base64 at " .. i end
+    local n = v1 * 262144 + v2 * 4096 + v3 * 64 + v4
+    local bytes = string.char(math.floor(n / 65536), math.floor(n / 256) % 256, n % 256)
+    if c3 == 61 then
+      bytes = bytes:sub(1, 1)
+    elseif c4 == 61 then
+      bytes = bytes:sub(1, 2)
+    end
+    out[#out + 1] = bytes
+  end
+  return table.concat(out)
+end
+
+---------------------------------------------------------------------------------------------------------
+-- request handlers: each runs in its own coroutine; raise fail(code, message) for classified errors
+
+local function fail(code, message, data)
+  error({ code = code, message = message, data = data }, 0)
+end
+
+local function myLabel()
+  local label = os.getComputerLabel()
+  return label
+end
+
+local function myKind()
+  if turtle then return "turtle" end
+  if pocket then return "pocket" end
+  return "computer"
+end
+
+local handlers = {}
+
+handlers.ping = function()
+  local label = myLabel()
+  return ("pong from %d (Label: %s)"):format(os.getComputerID(), tostring(label))
+end
+
+handlers.info = function()
+  local info = { id = os.getComputerID(), label = myLabel(), kind = myKind(), host = _HOST, uptime = os.clock() }
+  if turtle then
+    info.fuel = turtle.getFuelLevel()
+    info.fuelLimit = turtle.getFuelLimit and turtle.getFuelLimit() or nil
+  end
+  return info
+end
+
+handlers["lua.run"] = function(p)
+  if type(p.code) ~= "string" then fail("invalid", "code must be a string") end
+  local out, size, truncated = {}, 0, false
+  local function emit(s)
+    if size >= MAX_OUTPUT then truncated = true return end
+    if size + #s > MAX_OUTPUT then
+      s = s:sub(1, MAX_OUTPUT - size)
+      truncated = true
+    end
+    out[#out + 1] = s
+    size = size + #s
+  end
+  local env = setmetatable({}, { __index = _ENV or _G })
+  env.print = function(...)
+    local parts = {}
+    for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
+    emit(table.concat(parts, "\t") .. "\n")
+    return 1
+  end
+  env.write = function(s) emit(tostring(s)) return 1 end
+  env.printError = env.print
+  local fn, err = load(p.code, "=mcp", "t", env)
+  if not fn then fail("syntax", err, { output = "" }) end
+  local r = table.pack(pcall(fn))
+  if not r[1] then
+    local msg = r[2]
+    if type(msg) ~= "string" then msg = tostring(msg) end
+    fail("lua", msg, { output = table.concat(out), truncated = truncated })
+  end
+  local result = pack(table.unpack(r, 2, r.n))
+  result.output = table.concat(out)
+  result.truncated = truncated
+  return result
+end
+
+local function needPath(p)
+  if type(p.path) ~= "string" then fail("invalid", "path must be a string") end
+  return p.path
+end
+
+handlers["fs.list"] = function(p)
+  local path = needPath(p)
+  if not fs.exists(path) then fail("not_found", "No such directory: " .. path) end
+  if not fs.isDir(path) then fail("conflict", "Not a directory: " .. path) end
+  local entries = {}
+  for _, name in ipairs(fs.list(path)) do
+    local full = fs.combine(path, name)
+    local dir = fs.isDir(full)
+    entries[#entries + 1] = { name = name, dir = dir, size = dir and 0 or fs.getSize(full) }
+  end
+  return { entries = entries }
+end
+
+handlers["fs.read"] = function(p)
+  local path = needPath(p)
+  local offset, length = tonumber(p.offset) or 0, tonumber(p.length) or 49152
+  if not fs.exists(path) then fail("not_found", "No such file: " .. path) end
+  if fs.isDir(path) then fail("conflict", "Is a directory: " .. path) end
+  local size = fs.getSize(path)
+  local h, err = fs.open(path, "rb")
+  if not h then fail("remote", err or ("cannot open " .. path)) end
+  if offset > 0 then h.seek("set", offset) end
+  local data = ""
+  if length > 0 and offset < size then data = h.read(length) or "" end
+  h.close()
+  return { size = size, offset = offset, data = b64encode(data), eof = offset + #data >= size }
+end
+
+handlers["fs.write"] = function(p)
+  local path = needPath(p)
+  if type(p.data) ~= "string" then fail("invalid", "data must be base64 text") end
+  local part = p.part or "whole"
+  local bytes, err = b64decode(p.data)
+  if not bytes then fail("invalid", err) end
+  if fs.isReadOnly(path) then fail("conflict", "Path is read-only: " .. path) end
+  if fs.isDir(path) then fail("conflict", "Is a directory: " .. path) end
+  -- Chunks go to a side file that replaces the target only when complete, so a dropped link never leaves
+  -- a half-written program behind.
+  local tmp = path .. ".mcp-part"
+  local dir = fs.getDir(path)
+  if dir ~= "" and not fs.exists(dir) then fs.makeDir(dir) end
+  local mode = (part == "whole" or part == "first") and "wb" or "ab"
+  if mode == "ab" and not fs.exists(tmp) then fail("conflict", "no write in progress for " .. path) end
+  local h, openErr = fs.open(tmp, mode)
+  if not h then fail("remote", openErr or ("cannot open " .. tmp)) end
+  h.write(bytes)
+  h.close()
+  if part == "whole" or part == "last" then
+    if fs.exists(path) then fs.delete(path) end
+    fs.move(tmp, path)
+    return { size = fs.getSize(path), done = true }
+  end
+  return { size = fs.getSize(tmp), done = false }
+end
+
+handlers["fs.delete"] = function(p)
+  local path = needPath(p)
+  if not fs.exists(path) then fail("not_found", "No such file: " .. path) end
+  if fs.isReadOnly(path) then fail("conflict", "Path is read-only: " .. path) end
+  fs.delete(path)
+  return { deleted = path }
+end
+
+local TURTLE_ACTIONS = {}
+for name in ([[forward back up down turnLeft turnRight dig digUp digDown place placeUp placeDown
+  detect detectUp detectDown inspect inspectUp inspectDown select getSelectedSlot getItemCount getItemSpace
+  getItemDetail getFuelLevel getFuelLimit refuel suck suckUp suckDown drop dropUp dropDown attack attackUp
+  attackDown compare compareUp compareDown compareTo transferTo equipLeft equipRight craft]]):gmatch("%S+") do
+  TURTLE_ACTIONS[name] = true
+end
+
+local function needTurtle()
+  if not turtle then fail("unsupported", "computer " .. os.getComputerID() .. " is not a turtle") end
+end
+
+handlers.turtle = function(p)
+  needTurtle()
+  local action = p.action
+  if not TURTLE_ACTIONS[action] or type(turtle[action]) ~= "function" then
+    fail("unsupported", "turtle action not available: " .. tostring(action))
+  end
+  local a = p.args or {}
+  return pack(turtle[action](table.unpack(a, 1, tonumber(p.nargs) or #a)))
+end
+
+handlers["turtle.inventory"] = function()
+  needTurtle()
+  local slots = {}
+  for slot = 1, 16 do
+    local item = turtle.getItemDetail(slot)
+    if item then slots[#slots + 1] = { slot = slot, name = item.name, count = item.count } end
+  end
+  return { selected = turtle.getSelectedSlot(), fuel = turtle.getFuelLevel(), slots = slots }
+end
+
+handlers["peripheral.list"] = function()
+  local list = {}
+  for _, name in ipairs(peripheral.getNames()) do
+    list[#list + 1] = { name = name, types = { peripheral.getType(name) }, methods = peripheral.getMethods(name) or {} }
+  end
+  return { peripherals = list }
+end
+
+handlers["peripheral.call"] = function(p)
+  if type(p.name) ~= "string" or type(p.method) ~= "string" then fail("invalid", "name and method are strings") end
+  if not peripheral.isPresent(p.name) then fail("not_found", "No peripheral attached as " .. p.name) end
+  local known = false
+  for _, m in ipairs(peripheral.getMethods(p.name) or {}) do
+    if m == p.method then known = true end
+  end
+  if not known then fail("not_found", "No such method " .. p.method .. " on " .. p.name) end
+  local a = p.args or {}
+  return pack(peripheral.call(p.name, p.method, table.unpack(a, 1, tonumber(p.nargs) or #a)))
+end
+
+local function sideState(side)
+  return {
+    side = side, input = redstone.getInput(side), analogInput = redstone.getAnalogInput(side),
+    output = redstone.getOutput(side), analogOutput = redstone.getAnalogOutput(side),
+  }
+end
+
+local function needSide(side)
+  for _, s in ipairs(redstone.getSides()) do
+    if s == side then return side end
+  end
+  fail("invalid", "side must be one of " .. table.concat(redstone.getSides(), ", "))
+end
+
+handlers["redstone.get"] = function(p)
+  local sides = {}
+  if p.side ~= nil then
+    sides[1] = sideState(needSide(p.side))
+  else
+    for _, s in ipairs(redstone.getSides()) do sides[#sides + 1] = sideState(s) end
+  end
+  return { sides = sides }
+end
+
+handlers["redstone.set"] = function(p)
+  local side = needSide(p.side)
+  if type(p.strength) == "number" then
+    redstone.setAnalogOutput(side, p.strength)
+  else
+    redstone.setOutput(side, p.on == true)
+  end
+  return sideState(side)
+end
+
+---------------------------------------------------------------------------------------------------------
+-- the link
+
+local ws, url, linked = nil, nil, false
+local nonce = 0
+local attempt = 0
+local retryTimer = nil
+local tasks = {}        -- request id → { co, filter, timer }
+local taskCount = 0
+local timeouts = {}     -- timer id → request id
+
+local function log(...)
+  print("[mcp] " .. table.concat({ ... }, " "))
+end
+
+local function rawSend(text)
+  if not ws then return false end
+  local ok, err = pcall(ws.send, text)
+  if not ok then
+    log("send failed: " .. tostring(err))
+    return false
+  end
+  return true
+end
+
+local function send(frame)
+  local ok, text = pcall(textutils.serializeJSON, clean(frame))
+  if not ok then
+    return rawSend(textutils.serializeJSON({ type = "response", id = frame.id, ok = false, code = "remote",
+      error = "result cannot be serialised: " .. tostring(text) }))
+  end
+  if #text <= MAX_FRAME then return rawSend(text) end
+  if frame.type ~= "response" then return false end
+  if #text > MAX_REPLY then
+    return rawSend(textutils.serializeJSON({ type = "response", id = frame.id, ok = false, code = "too_large",
+      error = ("reply of %d bytes exceeds %d"):format(#text, MAX_REPLY) }))
+  end
+  local seq = 0
+  for i = 1, #text, CHUNK_PIECE do
+    local last = i + CHUNK_PIECE > #text
+    if not rawSend(textutils.serializeJSON({ type = "chunk", id = frame.id, seq = seq, last = last,
+        data = text:sub(i, i + CHUNK_PIECE - 1) })) then
+      return false
+    end
+    seq = seq + 1
+  end
+  return true
+end
+
+local function finish(id, ok, value)
+  local task = tasks[id]
+  if not task then return end
+  tasks[id] = nil
+  taskCount = taskCount - 1
+  if task.timer then
+    timeouts[task.timer] = nil
+    if os.cancelTimer then os.cancelTimer(task.timer) end
+  end
+  if not linked then return end
+  if ok then
+    send({ type = "response", id = id, ok = true, result = value })
+  elseif type(value) == "table" and value.message ~= nil then
+    send({ type = "response", id = id, ok = false, error = tostring(value.message), code = value.code,
+      data = value.data })
+  else
+    send({ type = "response", id = id, ok = false, error = tostring(value) })
+  end
+end
+
+local function resume(id, ...)
+  local task = tasks[id]
+  local r = table.pack(coroutine.resume(task.co, ...))
+  if coroutine.status(task.co) == "dead" then
+    finish(id, r[1], r[2])
+  else
+    task.filter = r[2]
+  end
+end
+
+local function startRequest(frame)
+  local id = frame.id
+  if type(id) ~= "string" then return end
+  if tasks[id] then return end
+  local handler = handlers[frame.method]
+  if not handler then
+    send({ type = "response", id = id, ok = false, code = "unsupported", error = "unknown method " .. tostring(frame.method) })
+    return
+  end
+  if taskCount >= MAX_TASKS then
+    send({ type = "response", id = id, ok = false, code = "busy", error = "too many requests in flight" })
+    return
+  end
+  local params = type(frame.params) == "table" and frame.params or {}
+  local task = { co = coroutine.create(function() return handler(params) end) }
+  local timeout = tonumber(params.timeout) or DEFAULT_TIMEOUT
+  if timeout > 0 then
+    task.timer = os.startTimer(timeout)
+    timeouts[task.timer] = id
+  end
+  tasks[id] = task
+  taskCount = taskCount + 1
+  resume(id)
+end
+
+local function dropTasks()
+  tasks, taskCount, timeouts = {}, 0, {}
+end
+
+local function scheduleRetry(reason)
+  ws, linked = nil, false
+  dropTasks()
+  attempt = attempt + 1
+  local delay = math.min(30, 2 ^ math.min(attempt - 1, 5)) * (0.75 + math.random() * 0.5)
+  log(("link down (%s); retrying in %.1fs"):format(tostring(reason), delay))
+  retryTimer = os.startTimer(delay)
+end
+
+local function connect()
+  nonce = nonce + 1
+  -- Events carry only the URL, so each connection gets its own.
+  local sep = LINK_URL:find("?", 1, true) and "&" or "?"
+  url = ("%s%sid=%d&n=%d%d"):format(LINK_URL, sep, os.getComputerID(), nonce, math.random(0, 99999))
+  local headers = TOKEN and { Authorization = "Bearer " .. TOKEN } or nil
+  local ok, err = http.websocketAsync(url, headers)
+  if ok == false then scheduleRetry(err) end
+end
+
+local function onFrame(text)
+  local frame = textutils.unserialiseJSON(text, JSON_IN)
+  if type(frame) ~= "table" then
+    log("ignored a malformed frame")
+    return
+  end
+  if frame.type == "request" then
+    startRequest(frame)
+  elseif frame.type == "cancel" then
+    local task = tasks[frame.id]
+    if task then
+      tasks[frame.id] = nil
+      taskCount = taskCount - 1
+      if task.timer then timeouts[task.timer] = nil end
+    end
+  elseif frame.type == "hello-ok" then
+    linked, attempt = true, 0
+    if tonumber(frame.maxFrame) and frame.maxFrame < MAX_FRAME then MAX_FRAME = frame.maxFrame end
+    log("linked to " .. LINK_URL)
+  elseif frame.type == "hello-rejected" then
+    log("bridge refused the link: " .. tostring(frame.error))
+    pcall(ws.close)
+    url = nil
+    attempt = math.max(attempt, 5)
+    scheduleRetry("rejected")
+  end
+end
+
+local function handleEvent(ev)
+  local name = ev[1]
+  if name == "websocket_success" and ev[2] == url then
+    ws = ev[3]
+    rawSend(textutils.serializeJSON({ type = "hello", protocol = PROTOCOL, computerId = os.getComputerID(),
+      computerLabel = myLabel(), kind = myKind(), host = _HOST }))
+  elseif name == "websocket_failure" and ev[2] == url then
+    scheduleRetry(ev[3])
+  elseif name == "websocket_closed" and ev[2] == url then
+    url = nil
+    scheduleRetry(ev[3] or "closed")
+  elseif name == "websocket_message" and ev[2] == url then
+    if not ev[4] then onFrame(ev[3]) end
+  elseif name == "timer" and ev[2] == retryTimer then
+    retryTimer = nil
+    connect()
+  elseif name == "timer" and timeouts[ev[2]] then
+    local id = timeouts[ev[2]]
+    timeouts[ev[2]] = nil
+    if tasks[id] then tasks[id].timer = nil end
+    finish(id, false, { code = "timeout", message = "request timed out on the computer" })
+  elseif linked and FORWARDED[name] then
+    send({ type = "event", event = name, args = pack(table.unpack(ev, 2, ev.n)).values })
+  end
+end
+
+math.randomseed(os.getComputerID() * 7919 + math.floor((os.epoch and os.epoch("utc") or 0) % 100000))
+connect()
+while true do
+  local ev = table.pack(os.pullEventRaw())
+  -- Snapshot first: a request started by this very event must not also receive it.
+  local waiting = {}
+  for id, task in pairs(tasks) do waiting[#waiting + 1] = { id = id, task = task } end
+  handleEvent(ev)
+  for _, w in ipairs(waiting) do
+    local task = tasks[w.id]
+    if task == w.task and (task.filter == nil or task.filter == ev[1] or ev[1] == "terminate") then
+      resume(w.id, table.unpack(ev, 1, ev.n))
+    end
+  end
+end

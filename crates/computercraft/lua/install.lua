@@ -1,0 +1,62 @@
+-- mcp-bridges installer. In-game:   wget run http://<bridge-host>:3001/install.lua [token]
+-- Downloads the client to /mcp/client.lua and writes a startup.lua that links on every boot, in the
+-- background, so the computer keeps its normal shell. An existing startup.lua is kept and still run.
+-- The bridge fills in the two addresses below when it serves this file.
+
+local HTTP_BASE = "__MCP_HTTP_BASE__"
+local LINK_URL = "__MCP_LINK_URL__"
+local token = ...
+
+local CLIENT = "/mcp/client.lua"
+local PREVIOUS = "/mcp/previous-startup.lua"
+local STARTUP = "/startup.lua"
+local MARKER = "-- mcp-bridges link"
+
+local response, err = http.get(HTTP_BASE .. "/client.lua", nil, true)
+if not response then error("could not download the client: " .. tostring(err), 0) end
+local code = response.readAll()
+response.close()
+if not code or not load(code, "=client", "t", {}) then error("the downloaded client does not compile", 0) end
+
+local function writeFile(path, text)
+  local h, openErr = fs.open(path, "wb")
+  if not h then error("cannot write " .. path .. ": " .. tostring(openErr), 0) end
+  h.write(text)
+  h.close()
+end
+
+local function readFile(path)
+  local h = fs.open(path, "rb")
+  if not h then return nil end
+  local text = h.readAll()
+  h.close()
+  return text
+end
+
+if not fs.exists("/mcp") then fs.makeDir("/mcp") end
+writeFile(CLIENT, code)
+
+local existing = fs.exists(STARTUP) and readFile(STARTUP) or nil
+if existing and existing:sub(1, #MARKER) ~= MARKER then
+  if fs.exists(PREVIOUS) then fs.delete(PREVIOUS) end
+  fs.move(STARTUP, PREVIOUS)
+  print("Kept your old startup.lua as " .. PREVIOUS .. "; it still runs at boot.")
+end
+
+local startup = MARKER .. [[ (written by install.lua; run the installer again to update)
+local client = assert(loadfile("]] .. CLIENT .. [["))
+local url, token = ]] .. ("%q"):format(LINK_URL) .. ", " .. (token and ("%q"):format(token) or "nil") .. [[
+
+local function link() client(url, token) end
+local function userShell()
+  if fs.exists("]] .. PREVIOUS .. [[") then shell.run("]] .. PREVIOUS .. [[") end
+  shell.run("shell")
+end
+parallel.waitForAny(link, userShell)
+]]
+writeFile(STARTUP, startup)
+
+print("mcp-bridges client installed; linking to " .. LINK_URL)
+print("Rebooting to start it...")
+sleep(1)
+os.reboot()
