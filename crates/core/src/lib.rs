@@ -4,7 +4,16 @@
 //! Bridges describe tools, resources and events through this crate's own types; rmcp stays behind this
 //! boundary so an SDK upgrade touches one crate.
 
+pub mod bridge;
+pub mod config;
 pub mod error;
+pub mod events;
 pub mod link;
+pub mod resource;
+mod schema;
+pub mod serve;
+pub mod tool;
 
+pub use bridge::{Bridge, BridgeBuilder};
 pub use error::{ErrorCode, ToolError};
+pub use tool::{Content, NoArgs, Rendered, ToolCtx, ToolSpec, Validate, check};

@@ -1,0 +1,233 @@
+//! A bridge as the core sees it: a name, tools, resources, prompts, event streams and a health report.
+
+use crate::error::ToolError;
+use crate::events::EventHub;
+use crate::resource::ResourceProvider;
+use crate::tool::ToolSpec;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+mod poll_events;
+mod prompt;
+
+pub use prompt::{PromptMessage, PromptRole, PromptSpec};
+
+pub(crate) type HealthFn = Arc<dyn Fn() -> Map<String, Value> + Send + Sync>;
+
+/// A bridge ready to be served. Cheap to clone.
+#[derive(Clone)]
+pub struct Bridge {
+    pub(crate) inner: Arc<BridgeInner>,
+}
+
+pub(crate) struct BridgeInner {
+    pub name: String,
+    pub version: String,
+    pub instructions: Option<String>,
+    /// In declaration order: `tools/list` must be deterministic.
+    pub tools: Vec<ToolSpec>,
+    pub tool_index: HashMap<String, usize>,
+    pub prompts: Vec<PromptSpec>,
+    pub providers: Vec<Arc<dyn ResourceProvider>>,
+    pub events: EventHub,
+    pub health: Option<HealthFn>,
+}
+
+/// Why a bridge could not be assembled: programming errors, caught at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("tool `{0}` is declared twice")]
+    DuplicateTool(String),
+    #[error("tool name `{0}` is invalid: use 1-128 characters from A-Z a-z 0-9 _ - .")]
+    InvalidToolName(String),
+    #[error("tool `{0}` has no handler")]
+    MissingHandler(String),
+}
+
+pub struct BridgeBuilder {
+    name: String,
+    version: String,
+    instructions: Option<String>,
+    tools: Vec<ToolSpec>,
+    prompts: Vec<PromptSpec>,
+    providers: Vec<Arc<dyn ResourceProvider>>,
+    events: EventHub,
+    health: Option<HealthFn>,
+}
+
+impl Bridge {
+    /// `name` is also the URI scheme of the bridge's resources (`<name>://events/<stream>`).
+    pub fn builder(name: &str, version: &str) -> BridgeBuilder {
+        BridgeBuilder {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            instructions: None,
+            tools: Vec::new(),
+            prompts: Vec::new(),
+            providers: Vec::new(),
+            events: EventHub::new(name),
+            health: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn version(&self) -> &str {
+        &self.inner.version
+    }
+
+    pub fn events(&self) -> &EventHub {
+        &self.inner.events
+    }
+
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.inner.tools.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// The bridge's own part of `GET /health`.
+    pub fn health(&self) -> Map<String, Value> {
+        self.inner.health.as_ref().map(|f| f()).unwrap_or_default()
+    }
+
+    pub(crate) fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.inner
+            .tool_index
+            .get(name)
+            .map(|&i| &self.inner.tools[i])
+    }
+}
+
+impl BridgeBuilder {
+    pub fn instructions(&mut self, text: impl Into<String>) -> &mut Self {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// The bridge's event streams; create them with [`EventHub::stream`] before `build`.
+    pub fn events(&self) -> EventHub {
+        self.events.clone()
+    }
+
+    pub fn tool(&mut self, spec: ToolSpec) -> &mut Self {
+        self.tools.push(spec);
+        self
+    }
+
+    pub fn prompt(&mut self, spec: PromptSpec) -> &mut Self {
+        self.prompts.push(spec);
+        self
+    }
+
+    pub fn resources(&mut self, provider: Arc<dyn ResourceProvider>) -> &mut Self {
+        self.providers.push(provider);
+        self
+    }
+
+    /// Fields merged into the JSON of `GET /health`; called on every health request, so keep it cheap.
+    pub fn health(&mut self, f: impl Fn() -> Value + Send + Sync + 'static) -> &mut Self {
+        self.health = Some(Arc::new(move || match f() {
+            Value::Object(map) => map,
+            other => Map::from_iter([("state".to_owned(), other)]),
+        }));
+        self
+    }
+
+    pub fn build(self) -> Result<Bridge, BuildError> {
+        let mut tools = self.tools;
+        if !self.events.streams().is_empty() {
+            tools.push(poll_events::tool(self.events.clone()));
+        }
+        let mut tool_index = HashMap::new();
+        for (i, tool) in tools.iter().enumerate() {
+            if !valid_tool_name(&tool.name) {
+                return Err(BuildError::InvalidToolName(tool.name.clone()));
+            }
+            if tool.handler.is_none() {
+                return Err(BuildError::MissingHandler(tool.name.clone()));
+            }
+            if tool_index.insert(tool.name.clone(), i).is_some() {
+                return Err(BuildError::DuplicateTool(tool.name.clone()));
+            }
+        }
+        Ok(Bridge {
+            inner: Arc::new(BridgeInner {
+                name: self.name,
+                version: self.version,
+                instructions: self.instructions,
+                tools,
+                tool_index,
+                prompts: self.prompts,
+                providers: self.providers,
+                events: self.events,
+                health: self.health,
+            }),
+        })
+    }
+}
+
+fn valid_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// Shared by the tool and resource paths: the error for an event stream name that does not exist.
+pub(crate) fn unknown_stream(events: &EventHub, name: &str) -> ToolError {
+    let known: Vec<String> = events
+        .streams()
+        .iter()
+        .map(|s| s.name().to_owned())
+        .collect();
+    ToolError::not_found(format!("no event stream named `{name}`"))
+        .with_hint(format!("use one of: {}", known.join(", ")))
+        .with_details(serde_json::json!({ "field": "stream", "streams": known }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::{NoArgs, ToolCtx};
+
+    fn noop(name: &str) -> ToolSpec {
+        ToolSpec::new(name, "does nothing")
+            .handler(|_: NoArgs, _: ToolCtx| async { Ok(serde_json::json!({})) })
+    }
+
+    #[test]
+    fn tool_names_are_checked() {
+        for (name, ok) in [
+            ("read_file", true),
+            ("probe-computers", true),
+            ("a.b", true),
+            ("", false),
+            ("a b", false),
+        ] {
+            let mut b = Bridge::builder("t", "0");
+            b.tool(noop(name));
+            assert_eq!(b.build().is_ok(), ok, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn duplicates_and_missing_handlers_are_rejected() {
+        let mut b = Bridge::builder("t", "0");
+        b.tool(noop("x")).tool(noop("x"));
+        assert!(matches!(b.build(), Err(BuildError::DuplicateTool(_))));
+        let mut b = Bridge::builder("t", "0");
+        b.tool(ToolSpec::new("y", "no handler"));
+        assert!(matches!(b.build(), Err(BuildError::MissingHandler(_))));
+    }
+
+    #[test]
+    fn poll_events_appears_only_with_streams() {
+        let b = Bridge::builder("t", "0");
+        assert!(b.build().unwrap().tool("poll_events").is_none());
+        let b = Bridge::builder("t", "0");
+        b.events().stream("chat", "", 8);
+        assert!(b.build().unwrap().tool("poll_events").is_some());
+    }
+}

@@ -1,0 +1,83 @@
+//! The MCP-side command-line flags every bridge subcommand flattens in.
+
+use crate::config;
+use std::net::IpAddr;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    Http,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// How clients reach this bridge over MCP.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "MCP transport")]
+pub struct McpArgs {
+    /// Serve MCP over Streamable HTTP at http://MCP_HOST:MCP_PORT/mcp (with /health and /metrics beside it).
+    #[arg(long, conflicts_with = "stdio")]
+    pub http: bool,
+
+    /// Serve MCP over standard input and output (what desktop MCP clients launch).
+    #[arg(long)]
+    pub stdio: bool,
+
+    /// Address the HTTP transport binds. Anything but loopback exposes the bridge to your network: set
+    /// a token then.
+    #[arg(long = "mcp-host", env = "MCP_HOST", default_value = "127.0.0.1", value_parser = config::ip("MCP_HOST"))]
+    pub host: IpAddr,
+
+    /// Port of the HTTP transport (0 picks a free one and logs it).
+    #[arg(long = "mcp-port", env = "MCP_PORT", default_value = "3000", value_parser = config::ranged("MCP_PORT", 0u16, 65535))]
+    pub port: u16,
+
+    /// Bearer token HTTP clients must send (`Authorization: Bearer <token>`).
+    #[arg(long = "mcp-token", env = "MCP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// Extra browser origins allowed to call the HTTP transport, e.g. `https://app.example:*` (comma-separated).
+    /// Requests from other origins get 403 (DNS-rebinding protection); requests without Origin are allowed.
+    #[arg(
+        long = "mcp-allowed-origin",
+        env = "MCP_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+
+    /// Extra Host header values accepted by the HTTP transport (comma-separated); localhost is always accepted.
+    #[arg(
+        long = "mcp-allowed-host",
+        env = "MCP_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+
+    /// Override a tool's timeout: TOOL=MILLISECONDS (repeatable, or comma-separated in the variable).
+    #[arg(long = "tool-timeout", env = "MCP_TOOL_TIMEOUTS", value_delimiter = ',', value_parser = config::tool_timeout)]
+    pub tool_timeouts: Vec<(String, Duration)>,
+
+    /// How long in-flight calls may finish after SIGINT/SIGTERM before the bridge exits.
+    #[arg(long = "shutdown-grace-ms", env = "MCP_SHUTDOWN_GRACE_MS", default_value = "5000", value_parser = config::millis("MCP_SHUTDOWN_GRACE_MS", 0, 600_000))]
+    pub shutdown_grace: Duration,
+
+    /// Log format on stderr (stdout carries the stdio transport and never gets logs).
+    #[arg(long = "log-format", env = "MCP_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+impl McpArgs {
+    /// The transport the user chose, or the bridge's default.
+    pub fn transport(&self, default: Transport) -> Transport {
+        match (self.http, self.stdio) {
+            (true, _) => Transport::Http,
+            (_, true) => Transport::Stdio,
+            _ => default,
+        }
+    }
+}

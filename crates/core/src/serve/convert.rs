@@ -1,0 +1,129 @@
+//! The one place where the core's types become rmcp's wire types.
+
+use crate::bridge::{PromptMessage, PromptRole, PromptSpec};
+use crate::error::ToolError;
+use crate::resource::{ResourceBody, ResourceInfo, ResourceTemplateInfo};
+use crate::tool::{Content, ToolOutput, ToolSpec};
+use rmcp::model::{
+    CallToolResult, ContentBlock, Prompt, PromptArgument, Resource, ResourceContents,
+    ResourceTemplate, Role, Tool, ToolAnnotations,
+};
+use std::sync::Arc;
+
+pub(crate) fn tool(spec: &ToolSpec) -> Tool {
+    let a = spec.annotations;
+    let mut annotations = ToolAnnotations::new()
+        .read_only(a.read_only)
+        .destructive(a.destructive && !a.read_only)
+        .idempotent(a.idempotent)
+        .open_world(a.open_world);
+    annotations.title = spec.title.clone();
+    let mut tool = Tool::new_with_raw(
+        spec.name.clone(),
+        Some(spec.description.clone().into()),
+        Arc::new(spec.input_schema.clone()),
+    )
+    .with_annotations(annotations);
+    if let Some(title) = &spec.title {
+        tool = tool.with_title(title.clone());
+    }
+    if let Some(output) = &spec.output_schema {
+        tool = tool.with_raw_output_schema(Arc::new(output.clone()));
+    }
+    tool
+}
+
+pub(crate) fn content(c: &Content) -> ContentBlock {
+    match c {
+        Content::Text(text) => ContentBlock::text(text.clone()),
+        Content::Image { base64, mime_type } => {
+            ContentBlock::image(base64.clone(), mime_type.clone())
+        }
+        Content::Audio { base64, mime_type } => {
+            ContentBlock::audio(base64.clone(), mime_type.clone())
+        }
+        Content::Resource {
+            uri,
+            mime_type,
+            text,
+        } => ContentBlock::resource(ResourceContents::TextResourceContents {
+            uri: uri.clone(),
+            mime_type: Some(mime_type.clone()),
+            text: text.clone(),
+            meta: None,
+        }),
+    }
+}
+
+pub(crate) fn success(output: ToolOutput) -> CallToolResult {
+    let mut result = CallToolResult::success(output.content.iter().map(content).collect());
+    result.structured_content = output.structured;
+    result
+}
+
+pub(crate) fn failure(error: &ToolError) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
+    result.structured_content = Some(error.to_structured());
+    result
+}
+
+pub(crate) fn resource(info: &ResourceInfo) -> Resource {
+    let mut resource = Resource::new(info.uri.clone(), info.name.clone());
+    resource.description = info.description.clone();
+    resource.mime_type = info.mime_type.clone();
+    resource
+}
+
+pub(crate) fn resource_template(info: &ResourceTemplateInfo) -> ResourceTemplate {
+    let mut template = ResourceTemplate::new(info.uri_template.clone(), info.name.clone());
+    template.description = info.description.clone();
+    template.mime_type = info.mime_type.clone();
+    template
+}
+
+pub(crate) fn resource_body(uri: &str, body: ResourceBody) -> ResourceContents {
+    match body {
+        ResourceBody::Text { mime_type, text } => ResourceContents::TextResourceContents {
+            uri: uri.to_owned(),
+            mime_type: Some(mime_type),
+            text,
+            meta: None,
+        },
+        ResourceBody::Blob { mime_type, bytes } => ResourceContents::BlobResourceContents {
+            uri: uri.to_owned(),
+            mime_type: Some(mime_type),
+            blob: base64_encode(&bytes),
+            meta: None,
+        },
+    }
+}
+
+pub(crate) fn prompt(spec: &PromptSpec) -> Prompt {
+    let arguments: Vec<PromptArgument> = spec
+        .arguments
+        .iter()
+        .map(|(name, description, required)| {
+            PromptArgument::new(name.clone())
+                .with_description(description.clone())
+                .with_required(*required)
+        })
+        .collect();
+    Prompt::new(
+        spec.name.clone(),
+        Some(spec.description.clone()),
+        (!arguments.is_empty()).then_some(arguments),
+    )
+}
+
+pub(crate) fn prompt_message(m: &PromptMessage) -> rmcp::model::PromptMessage {
+    let role = match m.role {
+        PromptRole::User => Role::User,
+        PromptRole::Assistant => Role::Assistant,
+    };
+    rmcp::model::PromptMessage::new(role, content(&m.content))
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}

@@ -1,0 +1,473 @@
+//! The rmcp `ServerHandler` behind every bridge: dispatch, timeouts, cancellation, progress, resources and
+//! subscriptions in both protocol eras.
+
+use super::convert;
+use super::metrics::Metrics;
+use crate::bridge::{Bridge, unknown_stream};
+use crate::error::ToolError;
+use crate::tool::ToolCtx;
+use crate::tool::ctx::ProgressSink;
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, PromptsCapability, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinHandle;
+
+/// How many recent events the resource of an event stream shows.
+const RESOURCE_EVENT_LIMIT: usize = 100;
+
+/// Per-process settings every handler instance shares.
+pub(crate) struct Shared {
+    pub bridge: Bridge,
+    pub timeouts: HashMap<String, Duration>,
+    pub metrics: Metrics,
+}
+
+/// One handler per MCP session (legacy era) or per request (stateless era); state that must outlive a
+/// request lives in `Shared`.
+#[derive(Clone)]
+pub(crate) struct McpHandler {
+    shared: Arc<Shared>,
+    session: Arc<SessionSubscriptions>,
+}
+
+/// `resources/subscribe` state of one legacy session.
+#[derive(Default)]
+struct SessionSubscriptions {
+    uris: Arc<Mutex<HashSet<String>>>,
+    forwarder: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for SessionSubscriptions {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.forwarder.lock()
+            && let Some(task) = slot.take()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl McpHandler {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            session: Arc::new(SessionSubscriptions::default()),
+        }
+    }
+
+    fn bridge(&self) -> &Bridge {
+        &self.shared.bridge
+    }
+
+    fn timeout_for(&self, tool: &str, default: Duration) -> Duration {
+        self.shared.timeouts.get(tool).copied().unwrap_or(default)
+    }
+
+    async fn run_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let Some(spec) = self.bridge().tool(&name) else {
+            return Err(McpError::invalid_params(
+                format!("tool not found: {name}"),
+                None,
+            ));
+        };
+        let Some(handler) = spec.handler.clone() else {
+            return Err(McpError::internal_error(
+                format!("tool {name} has no handler"),
+                None,
+            ));
+        };
+        let timeout = self.timeout_for(&name, spec.timeout);
+        let cancel = context.ct.child_token();
+        let progress = context.meta.get_progress_token().map(|token| {
+            Arc::new(PeerProgress {
+                peer: context.peer.clone(),
+                token,
+            }) as Arc<dyn ProgressSink>
+        });
+        let ctx = ToolCtx::new(progress, cancel.clone());
+        let args = request
+            .arguments
+            .map(serde_json::Value::Object)
+            .unwrap_or(serde_json::Value::Null);
+        let started = Instant::now();
+        let outcome = tokio::select! {
+            result = tokio::time::timeout(timeout, handler(args, ctx)) => match result {
+                Ok(outcome) => outcome,
+                Err(_) => Err(timed_out(&name, timeout)),
+            },
+            () = context.ct.cancelled() => Err(ToolError::cancelled(format!("`{name}` was cancelled by the client"))),
+        };
+        // Whatever the handler left running (a link request, a wait) learns it is no longer wanted.
+        cancel.cancel();
+        let elapsed = started.elapsed();
+        self.shared.metrics.record_call(
+            &name,
+            outcome.as_ref().err().map(ToolError::code),
+            elapsed,
+        );
+        Ok(match outcome {
+            Ok(output) => convert::success(output),
+            Err(error) => {
+                tracing::debug!(tool = %name, code = %error.code(), "tool call failed: {error}");
+                convert::failure(&error)
+            }
+        }
+        .into())
+    }
+
+    async fn read(&self, uri: &str) -> Result<ResourceContents, McpError> {
+        let events = self.bridge().events();
+        if let Some(stream) = events.by_uri(uri) {
+            let body = serde_json::json!({
+                "stream": stream.name(),
+                "description": stream.description(),
+                "last_seq": stream.last_seq(),
+                "events": stream.recent(RESOURCE_EVENT_LIMIT),
+                "hint": "call poll_events with `since` for events after a cursor",
+            });
+            return Ok(ResourceContents::TextResourceContents {
+                uri: uri.to_owned(),
+                mime_type: Some("application/json".into()),
+                text: body.to_string(),
+                meta: None,
+            });
+        }
+        if let Some(name) = uri.strip_prefix(&format!("{}://events/", self.bridge().name())) {
+            return Err(McpError::resource_not_found(
+                unknown_stream(events, name).to_string(),
+                None,
+            ));
+        }
+        for provider in &self.bridge().inner.providers {
+            match provider.read(uri).await {
+                Ok(Some(body)) => return Ok(convert::resource_body(uri, body)),
+                Ok(None) => {}
+                Err(error) => {
+                    return Err(McpError::resource_not_found(
+                        error.to_string(),
+                        Some(error.to_structured()),
+                    ));
+                }
+            }
+        }
+        Err(McpError::resource_not_found(
+            format!("no resource at {uri}; call resources/list for what exists"),
+            Some(serde_json::json!({ "uri": uri })),
+        ))
+    }
+
+    fn ensure_forwarder(&self, peer: Peer<RoleServer>) {
+        let Ok(mut slot) = self.session.forwarder.lock() else {
+            return;
+        };
+        if slot.as_ref().is_some_and(|task| !task.is_finished()) {
+            return;
+        }
+        let mut updates = self.bridge().events().subscribe_updates();
+        let uris = self.session.uris.clone();
+        *slot = Some(tokio::spawn(async move {
+            loop {
+                let uri = match updates.recv().await {
+                    Ok(uri) => uri,
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return,
+                };
+                let wanted = uris.lock().map(|set| set.contains(&uri)).unwrap_or(false);
+                if wanted
+                    && peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+            }
+        }));
+    }
+}
+
+fn timed_out(name: &str, timeout: Duration) -> ToolError {
+    ToolError::timeout(format!(
+        "`{name}` did not finish within {} ms",
+        timeout.as_millis()
+    ))
+    .with_hint(format!(
+        "retry, or raise this tool's limit with --tool-timeout {name}=MS (MCP_TOOL_TIMEOUTS)"
+    ))
+    .with_details(
+        serde_json::json!({ "timeout_ms": u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX) }),
+    )
+}
+
+struct PeerProgress {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+}
+
+impl ProgressSink for PeerProgress {
+    fn send(&self, done: f64, total: Option<f64>, message: String) -> BoxFuture<'static, ()> {
+        let peer = self.peer.clone();
+        let mut param = ProgressNotificationParam::new(self.token.clone(), done);
+        param.total = total;
+        if !message.is_empty() {
+            param.message = Some(message);
+        }
+        Box::pin(async move {
+            if let Err(e) = peer.notify_progress(param).await {
+                tracing::debug!("progress notification not delivered: {e}");
+            }
+        })
+    }
+}
+
+impl ServerHandler for McpHandler {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
+        if !self.bridge().inner.prompts.is_empty() {
+            capabilities.prompts = Some(PromptsCapability::default());
+        }
+        let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            format!("mcp-bridges-{}", self.bridge().name()),
+            self.bridge().version(),
+        ));
+        if let Some(instructions) = &self.bridge().inner.instructions {
+            info = info.with_instructions(instructions.clone());
+        }
+        info
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(
+            self.bridge()
+                .inner
+                .tools
+                .iter()
+                .map(convert::tool)
+                .collect(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.bridge().tool(name).map(convert::tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.run_tool(request, context).await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let mut resources: Vec<_> = self
+            .bridge()
+            .events()
+            .streams()
+            .iter()
+            .map(|s| {
+                convert::resource(&crate::resource::ResourceInfo {
+                    uri: s.uri().to_owned(),
+                    name: format!("events/{}", s.name()),
+                    description: Some(s.description().to_owned()),
+                    mime_type: Some("application/json".into()),
+                })
+            })
+            .collect();
+        for provider in &self.bridge().inner.providers {
+            match provider.list().await {
+                Ok(list) => resources.extend(list.iter().map(convert::resource)),
+                // One unreachable live system must not hide the others' resources.
+                Err(e) => tracing::debug!("resource provider could not list: {e}"),
+            }
+        }
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let templates = self
+            .bridge()
+            .inner
+            .providers
+            .iter()
+            .flat_map(|p| p.templates())
+            .map(|t| convert::resource_template(&t))
+            .collect();
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let contents = self.read(&request.uri).await?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        if self.bridge().inner.prompts.is_empty() {
+            return Err(McpError::method_not_found::<
+                rmcp::model::ListPromptsRequestMethod,
+            >());
+        }
+        Ok(ListPromptsResult::with_all_items(
+            self.bridge()
+                .inner
+                .prompts
+                .iter()
+                .map(convert::prompt)
+                .collect(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let Some(spec) = self
+            .bridge()
+            .inner
+            .prompts
+            .iter()
+            .find(|p| p.name == request.name)
+        else {
+            return Err(McpError::invalid_params(
+                format!("prompt not found: {}", request.name),
+                None,
+            ));
+        };
+        let arguments: BTreeMap<String, String> = request
+            .arguments
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                (k, text)
+            })
+            .collect();
+        for (name, _, required) in &spec.arguments {
+            if *required && !arguments.contains_key(name) {
+                return Err(McpError::invalid_params(
+                    format!("missing required argument `{name}`"),
+                    None,
+                ));
+            }
+        }
+        let messages =
+            (spec.render)(&arguments).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        Ok(
+            GetPromptResult::new(messages.iter().map(convert::prompt_message).collect())
+                .with_description(spec.description.clone())
+                .into(),
+        )
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Ok(mut uris) = self.session.uris.lock() {
+            uris.insert(request.uri);
+        }
+        self.ensure_forwarder(context.peer);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Ok(mut uris) = self.session.uris.lock() {
+            uris.remove(&request.uri);
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut builder = SubscriptionFilter::builder();
+        if let Some(uris) = &requested.resource_subscriptions {
+            builder = builder.resource_subscriptions(uris.clone());
+        }
+        Some(builder.build())
+    }
+
+    async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
+        let uris: HashSet<String> = cx
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let mut updates = self.bridge().events().subscribe_updates();
+        loop {
+            tokio::select! {
+                () = cx.cancelled() => return Ok(()),
+                received = updates.recv() => match received {
+                    Ok(uri) if uris.contains(&uri) => {
+                        if cx.sink().notify_resource_updated(uri).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+}

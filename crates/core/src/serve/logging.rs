@@ -1,0 +1,17 @@
+//! Logs go to stderr only: on the stdio transport, stdout is the protocol.
+
+use super::LogFormat;
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global subscriber. Level from `RUST_LOG` (default `info`). Safe to call twice: the second
+/// call is ignored, which tests rely on.
+pub fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

@@ -1,0 +1,253 @@
+//! How a bridge declares a tool: strict typed arguments, a typed output, annotations and a default timeout.
+//!
+//! The typed handler is erased here into one shape (`JSON in, JSON + text out`) so the MCP layer never sees
+//! bridge types, and bridges never see rmcp types.
+
+use crate::error::ToolError;
+use crate::schema;
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub mod check;
+pub(crate) mod ctx;
+
+pub use ctx::ToolCtx;
+
+/// The timeout a tool gets when neither the bridge nor the user names one.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Checks on arguments that JSON Schema from schemars cannot express (non-empty, byte limits, path rules).
+/// The core runs it after deserialising and before the handler, so a rejected call reaches no live system.
+pub trait Validate {
+    fn validate(&self) -> Result<(), ToolError> {
+        Ok(())
+    }
+}
+
+/// Tool arguments for tools that take none. Still strict: `{"bogus": 1}` is rejected.
+#[derive(Debug, Default, Clone, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+impl Validate for NoArgs {}
+
+/// A tool output with its own text for the model, instead of the default JSON text.
+pub struct Rendered<O> {
+    pub value: O,
+    pub text: String,
+}
+
+/// MCP tool annotations: hints to clients about side effects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Annotations {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+/// One piece of a tool result's `content`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    Image {
+        base64: String,
+        mime_type: String,
+    },
+    Audio {
+        base64: String,
+        mime_type: String,
+    },
+    /// An embedded text resource.
+    Resource {
+        uri: String,
+        mime_type: String,
+        text: String,
+    },
+}
+
+/// What a handler produced, already in wire shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// `structuredContent`; present whenever the tool declares an output schema.
+    pub structured: Option<Value>,
+    pub content: Vec<Content>,
+}
+
+pub(crate) type ErasedHandler =
+    Arc<dyn Fn(Value, ToolCtx) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync>;
+
+/// A declared tool. Build with [`ToolSpec::new`], then annotations, then a handler.
+#[derive(Clone)]
+pub struct ToolSpec {
+    pub(crate) name: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: String,
+    pub(crate) annotations: Annotations,
+    pub(crate) timeout: Duration,
+    pub(crate) input_schema: Map<String, Value>,
+    pub(crate) output_schema: Option<Map<String, Value>>,
+    pub(crate) handler: Option<ErasedHandler>,
+}
+
+impl std::fmt::Debug for ToolSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSpec")
+            .field("name", &self.name)
+            .field("annotations", &self.annotations)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolSpec {
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            title: None,
+            description: description.into(),
+            annotations: Annotations::default(),
+            timeout: DEFAULT_TOOL_TIMEOUT,
+            input_schema: Map::new(),
+            output_schema: None,
+            handler: None,
+        }
+    }
+
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Reads only; safe to call at any time. Implies idempotent.
+    pub fn read_only(mut self) -> Self {
+        self.annotations.read_only = true;
+        self.annotations.idempotent = true;
+        self
+    }
+
+    /// May destroy or overwrite state in the live system.
+    pub fn destructive(mut self) -> Self {
+        self.annotations.destructive = true;
+        self
+    }
+
+    /// Calling it twice with the same arguments has the effect of calling it once.
+    pub fn idempotent(mut self) -> Self {
+        self.annotations.idempotent = true;
+        self
+    }
+
+    /// Reaches a system outside the bridge's own process (a game, a computer, a debugger).
+    pub fn open_world(mut self) -> Self {
+        self.annotations.open_world = true;
+        self
+    }
+
+    /// The default deadline of one call; the user's `--tool-timeout NAME=MS` overrides it.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the handler; its argument and output types give the tool's input and output schemas.
+    pub fn handler<A, O, F, Fut>(self, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Validate + Send + 'static,
+        O: Serialize + JsonSchema + 'static,
+        F: Fn(A, ToolCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
+    {
+        self.handler_with_text(move |args: A, ctx| {
+            let fut = f(args, ctx);
+            async move {
+                let value = fut.await?;
+                let text = match serde_json::to_string_pretty(&value) {
+                    Ok(text) => text,
+                    Err(e) => {
+                        return Err(ToolError::internal(format!("output not serialisable: {e}")));
+                    }
+                };
+                Ok(Rendered { value, text })
+            }
+        })
+    }
+
+    /// Like [`handler`](Self::handler), for tools whose text for the model is not their JSON.
+    pub fn handler_with_text<A, O, F, Fut>(mut self, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Validate + Send + 'static,
+        O: Serialize + JsonSchema + 'static,
+        F: Fn(A, ToolCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Rendered<O>, ToolError>> + Send + 'static,
+    {
+        self.input_schema = schema::input_schema::<A>();
+        self.output_schema = Some(schema::output_schema::<O>());
+        let input_schema = Arc::new(Value::Object(self.input_schema.clone()));
+        let f = Arc::new(f);
+        self.handler = Some(Arc::new(move |raw: Value, ctx: ToolCtx| {
+            let f = f.clone();
+            let input_schema = input_schema.clone();
+            Box::pin(async move {
+                let args: A = parse_args(raw, &input_schema)?;
+                args.validate()?;
+                let rendered = f(args, ctx).await?;
+                let structured = serde_json::to_value(&rendered.value)
+                    .map_err(|e| ToolError::internal(format!("output not serialisable: {e}")))?;
+                Ok(ToolOutput {
+                    structured: Some(structured),
+                    content: vec![Content::Text(rendered.text)],
+                })
+            })
+        }));
+        self
+    }
+}
+
+impl ToolSpec {
+    /// A handler that takes raw JSON and returns any content, for tools whose shape no Rust type describes
+    /// (the conformance fixture's image and audio tools). Bridges should prefer [`handler`](Self::handler).
+    pub fn raw_handler<F, Fut>(mut self, input_schema: Map<String, Value>, f: F) -> Self
+    where
+        F: Fn(Value, ToolCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        self.input_schema = input_schema;
+        self.output_schema = None;
+        let f = Arc::new(f);
+        self.handler = Some(Arc::new(move |raw, ctx| {
+            let f = f.clone();
+            Box::pin(async move { f(raw, ctx).await })
+        }));
+        self
+    }
+}
+
+/// Deserialises arguments strictly, after turning numeric strings into numbers where the schema wants a number
+/// (models often send `"5"` for `5`).
+fn parse_args<A: DeserializeOwned>(raw: Value, input_schema: &Value) -> Result<A, ToolError> {
+    let mut raw = match raw {
+        Value::Null => Value::Object(Map::new()),
+        other => other,
+    };
+    schema::coerce_numeric_strings(&mut raw, input_schema);
+    serde_json::from_value(raw).map_err(|e| {
+        let message = e.to_string();
+        let field = schema::field_named_in_serde_error(&message);
+        let mut err = ToolError::invalid_argument(field.as_deref().unwrap_or("arguments"), message);
+        if field.is_none() {
+            err = err.with_hint("check the tool's inputSchema and call again; nothing was sent");
+        }
+        err
+    })
+}
