@@ -1,0 +1,239 @@
+//! The Remote API's wire format as the game really speaks it (`reference/bitburner.md` §2, §6): we send
+//! requests, the game sends responses; `error` is a plain string; ids are echoed verbatim.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Every Remote API method the bridge uses. There is no passthrough: a method not listed here is never sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Method {
+    #[serde(rename = "pushFile")]
+    PushFile,
+    #[serde(rename = "getFile")]
+    GetFile,
+    #[serde(rename = "deleteFile")]
+    DeleteFile,
+    #[serde(rename = "getFileNames")]
+    GetFileNames,
+    #[serde(rename = "getAllFiles")]
+    GetAllFiles,
+    #[serde(rename = "calculateRam")]
+    CalculateRam,
+    #[serde(rename = "getDefinitionFile")]
+    GetDefinitionFile,
+    #[serde(rename = "getAllServers")]
+    GetAllServers,
+    #[serde(rename = "getSaveFile")]
+    GetSaveFile,
+    #[serde(rename = "getFileMetadata")]
+    GetFileMetadata,
+    #[serde(rename = "getAllFileMetadata")]
+    GetAllFileMetadata,
+}
+
+impl Method {
+    pub const ALL: [Method; 11] = [
+        Self::PushFile,
+        Self::GetFile,
+        Self::DeleteFile,
+        Self::GetFileNames,
+        Self::GetAllFiles,
+        Self::CalculateRam,
+        Self::GetDefinitionFile,
+        Self::GetAllServers,
+        Self::GetSaveFile,
+        Self::GetFileMetadata,
+        Self::GetAllFileMetadata,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PushFile => "pushFile",
+            Self::GetFile => "getFile",
+            Self::DeleteFile => "deleteFile",
+            Self::GetFileNames => "getFileNames",
+            Self::GetAllFiles => "getAllFiles",
+            Self::CalculateRam => "calculateRam",
+            Self::GetDefinitionFile => "getDefinitionFile",
+            Self::GetAllServers => "getAllServers",
+            Self::GetSaveFile => "getSaveFile",
+            Self::GetFileMetadata => "getFileMetadata",
+            Self::GetAllFileMetadata => "getAllFileMetadata",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The first game version that answers this method (changelogs, `reference/bitburner.md` §3).
+    pub fn since(self) -> &'static str {
+        match self {
+            Self::GetAllServers => "2.6.0",
+            Self::GetSaveFile => "2.8.1",
+            Self::GetFileMetadata | Self::GetAllFileMetadata => "3.0.0",
+            _ => "2.1.0",
+        }
+    }
+}
+
+/// The dispatcher's answer to a method it does not know (`Remote.ts` `handleMessageEvent`). It is the one
+/// string that has not changed between versions, and the only way to learn what a game supports.
+pub const UNKNOWN_METHOD: &str = "Unknown message received";
+
+/// One request frame. `params` is always an object: v2.x games never answer a request without one.
+pub fn request_frame(id: u64, method: Method, params: Map<String, Value>) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": method.name(),
+        "params": params,
+    })
+    .to_string()
+}
+
+/// What the game answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Result(Value),
+    /// The game's error text, verbatim.
+    Error(String),
+}
+
+/// One response frame from the game.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// Absent when the request had none, or for the answer to a batch.
+    pub id: Option<Value>,
+    pub outcome: Outcome,
+}
+
+impl Response {
+    /// Our ids are sequential integers from 1; anything else cannot be ours.
+    pub fn numeric_id(&self) -> Option<u64> {
+        self.id.as_ref().and_then(Value::as_u64)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("frame is not JSON: {0}")]
+    NotJson(String),
+    #[error("frame is not a JSON object")]
+    NotAnObject,
+    #[error("frame has neither `result` nor `error`")]
+    NoOutcome,
+}
+
+/// Parse a frame from the game. Success or failure is decided by which key is present, never by truthiness:
+/// `""` is a valid file content (§6.6). Key order and `jsonrpc` are not checked (they vary by version).
+pub fn parse_response(text: &str) -> Result<Response, WireError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| WireError::NotJson(e.to_string()))?;
+    let Value::Object(mut object) = value else {
+        return Err(WireError::NotAnObject);
+    };
+    let id = object.remove("id");
+    let outcome = match (object.remove("error"), object.remove("result")) {
+        (Some(Value::String(message)), _) => Outcome::Error(message),
+        // Leniency for forks that send `{code, message}`: keep all of it rather than lose it.
+        (Some(other), _) if !other.is_null() => Outcome::Error(other.to_string()),
+        (_, Some(result)) => Outcome::Result(result),
+        (Some(_), None) | (None, None) => return Err(WireError::NoOutcome),
+    };
+    Ok(Response { id, outcome })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn request_always_carries_a_params_object() {
+        let frame = request_frame(7, Method::GetDefinitionFile, Map::new());
+        let v: Value = serde_json::from_str(&frame).unwrap_or_default();
+        assert_eq!(
+            v,
+            json!({"jsonrpc":"2.0","id":7,"method":"getDefinitionFile","params":{}})
+        );
+    }
+
+    #[test]
+    fn responses_as_seen_on_the_wire() {
+        // Frames copied from the v2.6.1 transcript (reference §8) and the dev key order (§2.1).
+        let cases: &[(&str, Option<Value>, Outcome)] = &[
+            (
+                r#"{"jsonrpc":"2.0","result":"OK","id":2}"#,
+                Some(json!(2)),
+                Outcome::Result(json!("OK")),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":2,"result":"OK"}"#,
+                Some(json!(2)),
+                Outcome::Result(json!("OK")),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","result":"","id":16}"#,
+                Some(json!(16)),
+                Outcome::Result(json!("")),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","error":"File doesn't exist","id":5}"#,
+                Some(json!(5)),
+                Outcome::Error("File doesn't exist".into()),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","error":"Unknown message received"}"#,
+                None,
+                Outcome::Error(UNKNOWN_METHOD.into()),
+            ),
+            (
+                r#"{"result":1.7,"id":"str-id"}"#,
+                Some(json!("str-id")),
+                Outcome::Result(json!(1.7)),
+            ),
+            (
+                r#"{"error":{"code":1,"message":"m"},"id":3}"#,
+                Some(json!(3)),
+                Outcome::Error(r#"{"code":1,"message":"m"}"#.into()),
+            ),
+        ];
+        for (text, id, outcome) in cases {
+            let r = parse_response(text);
+            assert_eq!(
+                r,
+                Ok(Response {
+                    id: id.clone(),
+                    outcome: outcome.clone()
+                }),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_frames_are_errors_not_panics() {
+        assert!(matches!(
+            parse_response("this is not json"),
+            Err(WireError::NotJson(_))
+        ));
+        assert_eq!(parse_response("[1]"), Err(WireError::NotAnObject));
+        assert_eq!(parse_response(r#"{"id":1}"#), Err(WireError::NoOutcome));
+    }
+
+    #[test]
+    fn only_our_integer_ids_are_numeric() {
+        let ours = parse_response(r#"{"result":1,"id":9}"#).map(|r| r.numeric_id());
+        assert_eq!(ours, Ok(Some(9)));
+        let theirs = parse_response(r#"{"result":1,"id":1.5}"#).map(|r| r.numeric_id());
+        assert_eq!(theirs, Ok(None));
+    }
+
+    #[test]
+    fn method_names_round_trip() {
+        for m in Method::ALL {
+            assert_eq!(Method::from_name(m.name()), Some(m));
+        }
+        assert_eq!(Method::from_name("runScript"), None);
+    }
+}
