@@ -4,6 +4,10 @@
 //! vanishes without a close, answers late or never, answers out of order, or is not who it claims to be. This
 //! module solves those once so bridges only speak their protocol:
 //!
+//! - [`ws_router`] + [`bind`] + [`serve`]: a WebSocket endpoint for systems that dial in, with an origin
+//!   allow-list ([`OriginPolicy`]), an optional token, a frame size limit and ping-based liveness. Each link
+//!   arrives as a [`WsConnection`]: a [`WsSender`], a stream of text frames, and a token cancelled when the
+//!   link dies.
 //! - [`Correlator`]: integer request ids (1, 2, 3, ... below 2^53, safe for JavaScript peers), one waiter per
 //!   id, per-request timeout, all waiters failed at once with [`LinkError::Disconnected`] when the link drops,
 //!   unknown ids logged and dropped, and no entry outlives its waiter.
@@ -11,11 +15,21 @@
 //!
 //! Errors are [`LinkError`]; `ToolError::from(link_error)` gives the agent-facing form
 //! (`E_DISCONNECTED`, `E_TIMEOUT`, ...).
+//!
+//! A typical dial-in bridge, per connection: make a `Correlator`, publish it with the `WsSender` as the
+//! current link, loop over `incoming` resolving answers by [`parse_id`], and when `incoming` ends call
+//! `correlator.close(sender.disconnected())` so every request in flight fails at once.
 
 mod backoff;
 mod correlator;
 mod error;
+mod listen;
+mod origin;
+mod ws;
 
 pub use backoff::Backoff;
 pub use correlator::{Correlator, MAX_ID, Pending, parse_id};
 pub use error::LinkError;
+pub use listen::{bind, serve};
+pub use origin::{MissingOrigin, OriginPolicy};
+pub use ws::{WsConfig, WsConnection, WsSender, ws_router};
