@@ -25,6 +25,7 @@ mod correlator;
 mod error;
 mod listen;
 mod origin;
+mod session;
 mod ws;
 
 pub use backoff::Backoff;
@@ -32,4 +33,5 @@ pub use correlator::{Correlator, MAX_ID, Pending, parse_id};
 pub use error::LinkError;
 pub use listen::{bind, serve};
 pub use origin::{MissingOrigin, OriginPolicy};
-pub use ws::{WsConfig, WsConnection, WsSender, ws_router};
+pub use session::{WsConnection, WsSender};
+pub use ws::{WsConfig, ws_router};
