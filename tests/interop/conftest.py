@@ -19,12 +19,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import queue
+import re
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
-import urllib.error
+import threading
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,10 +85,9 @@ def peer_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# The core logs "serving MCP at http://HOST:PORT/mcp" once it is listening: the readiness signal, and with
+# `--mcp-port 0` the only way to learn the port the kernel picked (no race with other processes for a port).
+_LISTENING = re.compile(r"serving MCP at http://(?P<host>[^\s/]+):(?P<port>\d+)/mcp")
 
 
 @dataclass
@@ -99,6 +98,7 @@ class HttpServer:
     port: int
     stderr_path: Path
     _tmp: tempfile.TemporaryDirectory[str] = field(repr=False)
+    _reader: threading.Thread = field(repr=False)
 
     @property
     def base_url(self) -> str:
@@ -122,50 +122,50 @@ class HttpServer:
         *,
         env: dict[str, str] | None = None,
         http_args: list[str] | None = None,
-        attempts: int = 3,
     ) -> HttpServer:
-        """Starts `argv` + HTTP flags on a free port and returns once GET /health answers 200.
+        """Starts `argv` + `http_args` and returns once the server logged its address and GET /health answers
+        200. The default `http_args` fit every binary that flattens the core's McpArgs: HTTP on 127.0.0.1, port
+        chosen by the kernel."""
+        args = http_args if http_args is not None else ["--http", "--mcp-host", "127.0.0.1", "--mcp-port", "0"]
+        tmp = tempfile.TemporaryDirectory(prefix="mcp-interop-")
+        stderr_path = Path(tmp.name) / "stderr.log"
+        proc = subprocess.Popen(
+            argv + args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        )
+        found: queue.Queue[int] = queue.Queue()
 
-        `http_args` are the flags that select HTTP on that port; `{port}` in them is replaced. The default fits
-        every binary that flattens the core's McpArgs. A port taken between choosing and binding (another
-        process won the race) is retried on a new port."""
-        template = http_args or ["--http", "--host", "127.0.0.1", "--port", "{port}"]
-        last_error = ""
-        for _ in range(attempts):
-            port = free_port()
-            tmp = tempfile.TemporaryDirectory(prefix="mcp-interop-")
-            stderr_path = Path(tmp.name) / "stderr.log"
-            with open(stderr_path, "wb") as stderr:
-                proc = subprocess.Popen(
-                    argv + [a.replace("{port}", str(port)) for a in template],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=stderr,
-                    env={**os.environ, **(env or {})},
-                )
-            server = cls(proc, port, stderr_path, tmp)
-            if server._wait_healthy():
-                return server
-            last_error = server.stderr_text()
+        def pump() -> None:
+            # Copies the server's stderr to a file for diagnostics and reports the first listening line.
+            assert proc.stderr is not None
+            with open(stderr_path, "wb") as log:
+                for line in proc.stderr:
+                    log.write(line)
+                    log.flush()
+                    m = _LISTENING.search(line.decode(errors="replace"))
+                    if m and found.empty():
+                        found.put(int(m.group("port")))
+            found.put(-1)  # stderr closed: the process is gone
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            port = found.get(timeout=STARTUP_TIMEOUT_S)
+        except queue.Empty:
+            port = -1
+        server = cls(proc, port, stderr_path, tmp, reader)
+        try:
+            if port < 0:
+                raise RuntimeError("it exited or never logged its address")
+            server.health()  # raises unless 200 with JSON
+        except Exception as e:
+            text = server.stderr_text()
             server.stop()
-            if "in use" not in last_error.lower():
-                break
-        raise RuntimeError(f"server {argv} did not become healthy; its stderr:\n{last_error}")
-
-    def _wait_healthy(self) -> bool:
-        # /health is the readiness signal; the poll ends at the first 200 or when the process exits.
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return True
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.05)
-        return False
+            raise RuntimeError(f"server {argv + args} did not start ({e}); its stderr:\n{text}") from e
+        return server
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -175,6 +175,7 @@ class HttpServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self._reader.join(timeout=10)
         self._tmp.cleanup()
 
     def __enter__(self) -> HttpServer:
