@@ -56,9 +56,26 @@ pub async fn serve_stdio(
     tool_timeouts: &[(String, Duration)],
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
+    let (stdin, stdout) = rmcp::transport::stdio();
+    serve_io(bridge, stdin, stdout, tool_timeouts, shutdown).await
+}
+
+/// Serves MCP as newline-delimited JSON over any byte streams: the stdio transport without the process
+/// boundary, so tests can drive it through an in-memory pipe.
+pub async fn serve_io<R, W>(
+    bridge: Bridge,
+    read: R,
+    write: W,
+    tool_timeouts: &[(String, Duration)],
+    shutdown: CancellationToken,
+) -> Result<(), ServeError>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
     let handler = McpHandler::new(shared(bridge, tool_timeouts));
     let service = handler
-        .serve_with_ct(rmcp::transport::stdio(), shutdown.child_token())
+        .serve_with_ct((read, write), shutdown.child_token())
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
     service

@@ -1,0 +1,103 @@
+//! The life of one call: timeout, cancellation, progress.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_core::serve::HttpOptions;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+use rmcp::service::PeerRequestOptions;
+use serde_json::json;
+use std::time::Duration;
+use support::*;
+
+#[tokio::test]
+async fn a_call_past_its_timeout_is_e_timeout_and_its_handler_is_cancelled() {
+    for era in ERAS {
+        let mut tb = test_bridge();
+        let client = stdio_client(tb.bridge.clone(), era, vec![]).await;
+        // `sleep` declares a 400 ms timeout.
+        let r = call(&client, "sleep", json!({"ms": 5000})).await;
+        let e = error_of(&r);
+        assert_eq!(e["code"], "E_TIMEOUT", "{era:?}");
+        assert_eq!(e["details"]["timeout_ms"], 400, "{era:?}");
+        assert!(
+            e["hint"]
+                .as_str()
+                .unwrap()
+                .contains("--tool-timeout sleep="),
+            "{era:?}"
+        );
+        within("the handler to be stopped", tb.cancelled.recv())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn user_timeout_overrides_the_tool_default() {
+    let tb = test_bridge();
+    let client = stdio_client(
+        tb.bridge.clone(),
+        Era::Legacy,
+        vec![("sleep".into(), Duration::from_secs(5))],
+    )
+    .await;
+    let r = call(&client, "sleep", json!({"ms": 600})).await;
+    assert_eq!(
+        r.is_error,
+        Some(false),
+        "600 ms fits in the overridden 5 s: {r:?}"
+    );
+    let server = start_http(
+        test_bridge().bridge,
+        HttpOptions::default(),
+        vec![("sleep".into(), Duration::from_millis(100))],
+    )
+    .await;
+    let client = http_client(server.addr, Era::Modern).await;
+    let r = call(&client, "sleep", json!({"ms": 300})).await;
+    assert_eq!(error_of(&r)["details"]["timeout_ms"], 100);
+}
+
+#[tokio::test]
+async fn client_cancellation_reaches_the_handler() {
+    for era in ERAS {
+        let mut tb = test_bridge();
+        let client = stdio_client(tb.bridge.clone(), era, vec![]).await;
+        let mut args = serde_json::Map::new();
+        args.insert("ms".into(), json!(350));
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new("sleep").with_arguments(args),
+        ));
+        let handle = client
+            .service
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        handle
+            .cancel(Some("user changed their mind".into()))
+            .await
+            .unwrap();
+        within("the handler to be stopped", tb.cancelled.recv())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn progress_is_reported_in_order() {
+    for era in ERAS {
+        let tb = test_bridge();
+        let mut client = stdio_client(tb.bridge.clone(), era, vec![]).await;
+        let r = call(&client, "sleep", json!({"ms": 200})).await;
+        assert_eq!(r.is_error, Some(false), "{era:?}");
+        let mut seen = Vec::new();
+        while let Ok(Some(p)) =
+            tokio::time::timeout(Duration::from_millis(300), client.progress.recv()).await
+        {
+            seen.push(p);
+        }
+        assert_eq!(seen, vec![1.0, 2.0, 3.0, 4.0], "{era:?}");
+    }
+}
