@@ -43,7 +43,8 @@ async fn main() -> std::process::ExitCode {
     for spec in &args.files {
         let (name, content) = spec.split_once('=').unwrap_or((spec, ""));
         if let Some(home) = game.world().server_mut("home") {
-            let is_script = name.ends_with(".js") || name.ends_with(".ts") || name.ends_with(".script");
+            let is_script =
+                name.ends_with(".js") || name.ends_with(".ts") || name.ends_with(".script");
             home.write(name, content, is_script);
         }
     }
@@ -90,7 +91,9 @@ async fn main() -> std::process::ExitCode {
             }
         };
         let how = match &closed {
-            Closed::ByPeer { code, reason } => json!({"by": "bridge", "code": code, "reason": reason}),
+            Closed::ByPeer { code, reason } => {
+                json!({"by": "bridge", "code": code, "reason": reason})
+            }
             Closed::ByUs => json!({"by": "game"}),
             Closed::Dropped(why) => json!({"by": "network", "reason": why}),
         };

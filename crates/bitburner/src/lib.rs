@@ -1,8 +1,161 @@
 //! The Bitburner bridge: the game's Remote API as MCP tools.
 //!
 //! The game is the WebSocket client and only answers; this bridge listens, sends every request, and times
-//! each one out itself (`reference/bitburner.md`).
+//! each one out itself (`reference/bitburner.md`). Entry point for the binary: [`run`].
 
+pub mod config;
 pub mod fake_game;
+pub mod link;
 pub mod path;
+pub mod resources;
+pub mod sync;
+pub mod tools;
 pub mod wire;
+
+pub use config::{BitburnerArgs, BitburnerCommand, GameArgs, SyncArgs};
+
+use bridge_core::bridge::BuildError;
+use bridge_core::link::{LinkError, MissingOrigin, OriginPolicy, WsConfig, bind, serve};
+use bridge_core::serve::{ServeError, Transport, run_bridge, shutdown_on_signals};
+use bridge_core::{Bridge, BridgeBuilder};
+use link::{GameLink, LinkConfig};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use tools::{Ctx, Limits};
+
+/// Saves can be several MB and the definitions ~350 KB; nothing the game sends should hit the limit.
+const MAX_GAME_FRAME_BYTES: usize = 128 << 20;
+
+const INSTRUCTIONS: &str = "Tools for the game Bitburner through its Remote API: read, write and delete the \
+scripts and text files on in-game servers, compute a script's RAM cost, and read the NetScript type \
+declarations. `server` defaults to `home`. The game connects to this bridge, not the other way round: when a \
+tool reports E_DISCONNECTED, tell the player the hint's steps. Scripts cannot be run through this API: write \
+them, then ask the player to run them.";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Link(#[from] LinkError),
+    #[error("{0}")]
+    Serve(#[from] ServeError),
+    #[error("{0}")]
+    Build(#[from] BuildError),
+    #[error("{0}")]
+    Sync(#[from] sync::SyncError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The game's listener, serving until its shutdown token is cancelled.
+pub struct GameListener {
+    /// Where it listens (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    pub link: GameLink,
+}
+
+/// Binds the game's WebSocket listener and starts serving it. A taken port is an error that names the
+/// usual culprits and how to pick another port.
+pub async fn listen(
+    game: &GameArgs,
+    shutdown: CancellationToken,
+) -> Result<GameListener, RunError> {
+    let wanted = SocketAddr::new(game.host, game.port);
+    let listener = bind(
+        wanted,
+        "bitburner-filesync, viteburner or another mcp-bridges bitburner",
+        "--game-port / BITBURNER_PORT (and enter the same port in the game's Options → Remote API)",
+    )
+    .await?;
+    let addr = listener.local_addr()?;
+    let host = if addr.ip().is_unspecified() {
+        "localhost".to_owned()
+    } else {
+        addr.ip().to_string()
+    };
+    let link = GameLink::new(LinkConfig {
+        rpc_timeout: game.rpc_timeout,
+        save_timeout: game.save_timeout,
+        connect_wait: game.connect_wait,
+        advertised: (host, addr.port()),
+    });
+    let origins = OriginPolicy::new(game.origin_patterns(), MissingOrigin::Accept)?;
+    let mut ws = WsConfig::new(origins);
+    ws.max_frame_bytes = MAX_GAME_FRAME_BYTES;
+    ws.ping_interval = game.ping_interval;
+    ws.shutdown = shutdown.clone();
+    let router = link.router(ws);
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            "the game listener is on {addr}, beyond this machine: anyone on your network who can reach it can \
+             pose as the game. Bind 127.0.0.1 unless you need this."
+        );
+    }
+    tracing::info!(
+        "waiting for Bitburner on ws://{addr} (in game: Options → Remote API, port {})",
+        addr.port()
+    );
+    tokio::spawn(async move {
+        if let Err(e) = serve(listener, router, shutdown).await {
+            tracing::error!(error = %e, "the game listener stopped");
+        }
+    });
+    Ok(GameListener { addr, link })
+}
+
+/// The tools' shared context and a builder holding nothing yet but the event hub it uses.
+pub fn context(link: GameLink, game: &GameArgs) -> (BridgeBuilder, Ctx) {
+    let builder = Bridge::builder("bitburner", env!("CARGO_PKG_VERSION"));
+    let ctx = Ctx {
+        link,
+        hub: builder.events(),
+        limits: Limits {
+            file_write_max_bytes: game.file_write_max_bytes,
+            save_dir: game.save_dir.clone(),
+        },
+    };
+    (builder, ctx)
+}
+
+/// The MCP bridge: tools, resources, health.
+pub fn build_bridge(link: GameLink, game: &GameArgs) -> Result<Bridge, BuildError> {
+    let (mut builder, ctx) = context(link.clone(), game);
+    builder.instructions(INSTRUCTIONS);
+    for spec in tools::specs(&ctx) {
+        builder.tool(spec);
+    }
+    builder.resources(Arc::new(resources::GameResources { ctx }));
+    builder.health(move || {
+        let status = link.status();
+        serde_json::json!({
+            "game_connected": status.connected,
+            "game_listen": status.listen,
+            "game_connections_total": status.connections_total,
+        })
+    });
+    builder.build()
+}
+
+/// `mcp-bridges bitburner`: serve MCP (stdio unless `--http`), or run `push`/`pull` once. Logging is set up
+/// by the caller.
+pub async fn run(args: BitburnerArgs) -> Result<(), RunError> {
+    let shutdown = shutdown_on_signals();
+    let game = listen(&args.game, shutdown.clone()).await?;
+    match &args.command {
+        None => {
+            let bridge = build_bridge(game.link, &args.game)?;
+            run_bridge(bridge, &args.mcp, Transport::Stdio, shutdown).await?;
+        }
+        Some(BitburnerCommand::Push(sync_args)) => {
+            let (_, ctx) = context(game.link, &args.game);
+            sync::push(&ctx, sync_args).await?.print("pushed");
+            shutdown.cancel();
+        }
+        Some(BitburnerCommand::Pull(sync_args)) => {
+            let (_, ctx) = context(game.link, &args.game);
+            sync::pull(&ctx, sync_args).await?.print("pulled");
+            shutdown.cancel();
+        }
+    }
+    Ok(())
+}

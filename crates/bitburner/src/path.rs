@@ -81,7 +81,9 @@ impl fmt::Display for PathError {
                 f.write_str("filename has an empty directory name (`//` or a trailing `/`)")
             }
             Self::ClimbsAboveRoot => f.write_str("filename climbs above the root with `..`"),
-            Self::NoExtension => f.write_str("filename needs a name and an extension, e.g. `dir/hack.js`"),
+            Self::NoExtension => {
+                f.write_str("filename needs a name and an extension, e.g. `dir/hack.js`")
+            }
             Self::BadExtension { allowed } => {
                 write!(f, "the game stores only these extensions: {allowed}")
             }
@@ -143,20 +145,14 @@ pub fn resolve_file_path(input: &str) -> Option<String> {
 fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,
-        '\t' | '\n'
-            | '\u{000B}'
-            | '\u{000C}'
-            | '\r'
-            | ' '
-            | '\u{00A0}'
-            | '\u{1680}'
-            | '\u{2000}'..='\u{200A}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{202F}'
-            | '\u{205F}'
-            | '\u{3000}'
-            | '\u{FEFF}'
+        '\t' | '\n' | '\u{000B}' | '\u{000C}' | '\r' | ' ' | '\u{00A0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200A}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202F}'
+                | '\u{205F}'
+                | '\u{3000}'
+                | '\u{FEFF}'
     )
 }
 

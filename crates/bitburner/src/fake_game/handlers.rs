@@ -50,7 +50,12 @@ fn frame(version: GameVersion, id: Option<Value>, outcome: Result<Value, String>
 
 type Outcome = Option<Result<Value, String>>;
 
-fn handle(world: &mut World, version: GameVersion, method: &str, params: Option<&Value>) -> Outcome {
+fn handle(
+    world: &mut World,
+    version: GameVersion,
+    method: &str,
+    params: Option<&Value>,
+) -> Outcome {
     let v2 = version == GameVersion::V2_6;
     match method {
         "pushFile" => push_file(world, version, params),
@@ -126,7 +131,9 @@ fn failure(version: GameVersion, f: Failure<'_>) -> String {
     match f {
         Failure::Path(_) if v2 => "Invalid file path".to_owned(),
         Failure::PathDeleteOrRam(_) if v2 => "Invalid filename".to_owned(),
-        Failure::Path(name) | Failure::PathDeleteOrRam(name) => format!("Invalid file path: {name}"),
+        Failure::Path(name) | Failure::PathDeleteOrRam(name) => {
+            format!("Invalid file path: {name}")
+        }
         Failure::Extension(_) if v2 => "Invalid file extension".to_owned(),
         Failure::Extension(name) => format!("Invalid file extension. Filename: {name}"),
         Failure::Host(_) if v2 => "Server hostname invalid".to_owned(),
@@ -247,7 +254,7 @@ fn delete_file(world: &mut World, version: GameVersion, params: Option<&Value>) 
     )
 }
 
-fn server_param<'a>(version: GameVersion, params: Option<&'a Value>) -> Option<Result<&'a str, String>> {
+fn server_param(version: GameVersion, params: Option<&Value>) -> Option<Result<&str, String>> {
     Some(
         fields(version, params, &["server"], "Message misses parameters")?
             .map(|f| f.first().copied().unwrap_or_default()),
@@ -508,7 +515,9 @@ mod tests {
             ),
             (
                 json!({"id":25,"method":"getFileNames","params":{"server":"home"}}),
-                Some(json!({"jsonrpc":"2.0","result":["notes.txt","dir/sub/x.js","bad.js"],"id":25})),
+                Some(
+                    json!({"jsonrpc":"2.0","result":["notes.txt","dir/sub/x.js","bad.js"],"id":25}),
+                ),
             ),
             (
                 json!([{"id":26,"method":"getFileNames","params":{"server":"home"}}]),
@@ -532,17 +541,12 @@ mod tests {
             ),
             (
                 json!({"id":1.5,"method":"getAllServers","params":{}}),
-                Some(
-                    json!({"jsonrpc":"2.0","result":[
+                Some(json!({"jsonrpc":"2.0","result":[
                     {"hostname":"home","hasAdminRights":true,"purchasedByPlayer":true},
                     {"hostname":"n00dles","hasAdminRights":false,"purchasedByPlayer":false},
-                    {"hostname":"pserv-0","hasAdminRights":true,"purchasedByPlayer":true}],"id":1.5}),
-                ),
+                    {"hostname":"pserv-0","hasAdminRights":true,"purchasedByPlayer":true}],"id":1.5})),
             ),
-            (
-                json!({"jsonrpc":"2.0","id":36,"method":"getFile"}),
-                None,
-            ),
+            (json!({"jsonrpc":"2.0","id":36,"method":"getFile"}), None),
             (
                 json!({"id":37,"method":"getSaveFile","params":{}}),
                 Some(json!({"jsonrpc":"2.0","error":"Unknown message received","id":37})),
@@ -585,7 +589,11 @@ mod tests {
             ),
         ];
         for (request, expected) in cases {
-            assert_eq!(run(&mut w, v, &request.to_string()), Some(expected), "{request}");
+            assert_eq!(
+                run(&mut w, v, &request.to_string()),
+                Some(expected),
+                "{request}"
+            );
         }
     }
 
@@ -597,7 +605,10 @@ mod tests {
             GameVersion::Dev,
             r#"{"id":1,"method":"getFileNames","params":{"server":"home"}}"#,
         );
-        assert_eq!(reply, Reply::Send(r#"{"jsonrpc":"2.0","id":1,"result":[]}"#.into()));
+        assert_eq!(
+            reply,
+            Reply::Send(r#"{"jsonrpc":"2.0","id":1,"result":[]}"#.into())
+        );
     }
 
     #[test]

@@ -36,7 +36,9 @@ impl std::str::FromStr for GameVersion {
             "2.6" | "v2.6" => Ok(Self::V2_6),
             "3.0" | "v3.0" => Ok(Self::V3_0),
             "dev" => Ok(Self::Dev),
-            other => Err(format!("unknown game version {other:?}: use 2.6, 3.0 or dev")),
+            other => Err(format!(
+                "unknown game version {other:?}: use 2.6, 3.0 or dev"
+            )),
         }
     }
 }
@@ -85,7 +87,11 @@ impl FakeGame {
 
     /// Connect as the game does on "Connect": `new WebSocket("ws://host:port")`, no subprotocol, with an
     /// Origin header (`None` sends none).
-    pub async fn connect(&self, url: &str, origin: Option<&str>) -> Result<GameConnection, FakeGameError> {
+    pub async fn connect(
+        &self,
+        url: &str,
+        origin: Option<&str>,
+    ) -> Result<GameConnection, FakeGameError> {
         let mut request = url
             .into_client_request()
             .map_err(|source| FakeGameError::Connect {
@@ -209,7 +215,8 @@ impl GameConnection {
     }
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn run(
     socket: Socket,

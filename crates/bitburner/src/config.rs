@@ -1,0 +1,183 @@
+//! Command-line flags (each with an environment variable) of `mcp-bridges bitburner`.
+
+use bridge_core::config;
+use bridge_core::serve::McpArgs;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Origins the game itself connects from: the hosted web build, local builds (`npm run start`, the jsdom
+/// test environment sends `http://localhost`), and the Steam/Electron build, which loads the game from
+/// `file://`. A missing Origin (a non-browser program on this machine) is accepted too.
+pub const DEFAULT_GAME_ORIGINS: [&str; 8] = [
+    "https://bitburner-official.github.io",
+    "http://localhost:*",
+    "https://localhost:*",
+    "http://127.0.0.1:*",
+    "https://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://[::1]:*",
+    "file://",
+];
+
+/// `mcp-bridges bitburner [push|pull DIR]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BitburnerArgs {
+    #[command(flatten)]
+    pub mcp: McpArgs,
+    #[command(flatten)]
+    pub game: GameArgs,
+    /// Without a command: serve MCP. With one: sync files once and exit.
+    #[command(subcommand)]
+    pub command: Option<BitburnerCommand>,
+}
+
+/// One-shot file sync for players, with the same code as the MCP tools.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum BitburnerCommand {
+    /// Upload every script and text file under DIR to the game (paths relative to DIR), then exit.
+    Push(SyncArgs),
+    /// Download every script and text file of a game server into DIR, then exit.
+    Pull(SyncArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SyncArgs {
+    /// Local directory.
+    pub dir: PathBuf,
+    /// In-game server to sync with.
+    #[arg(long, default_value = "home")]
+    pub server: String,
+    /// How long to wait for the game to connect.
+    #[arg(long = "wait-ms", env = "BITBURNER_SYNC_WAIT_MS", default_value = "120000",
+          value_parser = config::millis("BITBURNER_SYNC_WAIT_MS", 0, 3_600_000))]
+    pub wait: Duration,
+}
+
+/// How the game reaches the bridge, and the limits of what the bridge sends it.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Game link")]
+pub struct GameArgs {
+    /// Address the game's WebSocket listener binds (the game connects to it: Options → Remote API).
+    #[arg(id = "game_host", long = "game-host", env = "BITBURNER_HOST", default_value = "127.0.0.1",
+          value_parser = config::ip("BITBURNER_HOST"))]
+    pub host: IpAddr,
+
+    /// Port the game connects to. bitburner-filesync and viteburner default to 12525 too: run only one,
+    /// or give this bridge another port and enter the same port in the game.
+    #[arg(id = "game_port", long = "game-port", env = "BITBURNER_PORT", default_value = "12525",
+          value_parser = config::ranged("BITBURNER_PORT", 0u16, 65535))]
+    pub port: u16,
+
+    /// Extra Origins allowed to connect as the game, added to the built-in list (the web build,
+    /// localhost, file://). `*` allows any; `null` is needed if your game build sends `Origin: null`.
+    #[arg(
+        id = "game_allowed_origins",
+        long = "game-allowed-origin",
+        env = "BITBURNER_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+
+    /// Deadline of one request to the game (the game has none and silently ignores some requests).
+    #[arg(long = "rpc-timeout-ms", env = "RPC_TIMEOUT_MS", default_value = "5000",
+          value_parser = config::millis("RPC_TIMEOUT_MS", 1, 600_000))]
+    pub rpc_timeout: Duration,
+
+    /// Deadline of `get_save_file` (the game builds a save of several MB first).
+    #[arg(long = "save-timeout-ms", env = "BITBURNER_SAVE_TIMEOUT_MS", default_value = "60000",
+          value_parser = config::millis("BITBURNER_SAVE_TIMEOUT_MS", 1, 600_000))]
+    pub save_timeout: Duration,
+
+    /// Largest `content` `write_file` sends, in bytes (UTF-8).
+    #[arg(long = "file-write-max-bytes", env = "FILE_WRITE_MAX_BYTES", default_value = "1000000",
+          value_parser = config::ranged("FILE_WRITE_MAX_BYTES", 1usize, 64 << 20))]
+    pub file_write_max_bytes: usize,
+
+    /// How long a tool call waits for the game to connect before failing with E_DISCONNECTED.
+    #[arg(long = "connect-wait-ms", env = "BITBURNER_CONNECT_WAIT_MS", default_value = "0",
+          value_parser = config::millis("BITBURNER_CONNECT_WAIT_MS", 0, 600_000))]
+    pub connect_wait: Duration,
+
+    /// How often the bridge pings the game to notice a game that vanished without closing (0: never).
+    #[arg(long = "ping-interval-ms", env = "BITBURNER_PING_INTERVAL_MS", default_value = "15000",
+          value_parser = config::millis("BITBURNER_PING_INTERVAL_MS", 0, 600_000))]
+    pub ping_interval: Duration,
+
+    /// Directory `get_save_file` may write saves into. Without it, `get_save_file` is refused.
+    #[arg(long = "save-dir", env = "BITBURNER_SAVE_DIR")]
+    pub save_dir: Option<PathBuf>,
+}
+
+impl GameArgs {
+    /// The settings with their documented defaults, for tests and embedding.
+    pub fn defaults() -> Self {
+        Self {
+            host: IpAddr::from([127, 0, 0, 1]),
+            port: 12525,
+            allowed_origins: Vec::new(),
+            rpc_timeout: Duration::from_millis(5000),
+            save_timeout: Duration::from_secs(60),
+            file_write_max_bytes: 1_000_000,
+            connect_wait: Duration::ZERO,
+            ping_interval: Duration::from_secs(15),
+            save_dir: None,
+        }
+    }
+
+    /// The built-in origins plus the user's.
+    pub fn origin_patterns(&self) -> Vec<String> {
+        DEFAULT_GAME_ORIGINS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain(self.allowed_origins.iter().map(|s| s.trim().to_owned()))
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::path::Path;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BitburnerArgs,
+    }
+
+    #[test]
+    fn defaults_match_the_documented_ones() {
+        let cli = Cli::try_parse_from(["x"]).map(|c| c.args.game);
+        let game = cli
+            .as_ref()
+            .map(|g| (g.host, g.port, g.rpc_timeout, g.file_write_max_bytes));
+        let d = GameArgs::defaults();
+        assert_eq!(
+            game.ok(),
+            Some((d.host, d.port, d.rpc_timeout, d.file_write_max_bytes))
+        );
+    }
+
+    #[test]
+    fn push_and_pull_are_subcommands() {
+        let cli = Cli::try_parse_from(["x", "--game-port", "12600", "push", "scripts"]);
+        let Ok(cli) = cli else {
+            panic!("push did not parse");
+        };
+        assert_eq!(cli.args.game.port, 12600);
+        assert!(
+            matches!(cli.args.command, Some(BitburnerCommand::Push(ref s)) if s.dir == Path::new("scripts"))
+        );
+    }
+
+    #[test]
+    fn a_bad_value_names_its_variable() {
+        let err = Cli::try_parse_from(["x", "--rpc-timeout-ms", "0"])
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("RPC_TIMEOUT_MS")));
+    }
+}

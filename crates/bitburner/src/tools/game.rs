@@ -1,0 +1,403 @@
+//! Tools beyond the seed: definitions, servers, file metadata, saves, and the link status.
+
+use super::Ctx;
+use super::args::{DefinitionArgs, FileArgs, SaveArgs, ServerArgs};
+use crate::link::{LinkStatus, Support};
+use crate::wire::Method;
+use bridge_core::{ErrorCode, NoArgs, Rendered, ToolError, ToolSpec};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Definitions {
+    /// `NetscriptDefinitions.d.ts` of the connected game version.
+    pub content: String,
+    pub bytes: usize,
+    pub strip_exports: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ServerInfo {
+    pub hostname: String,
+    #[serde(rename(deserialize = "hasAdminRights"))]
+    pub has_admin_rights: bool,
+    #[serde(rename(deserialize = "purchasedByPlayer"))]
+    pub purchased_by_player: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Servers {
+    pub servers: Vec<ServerInfo>,
+    pub count: usize,
+}
+
+/// File times in milliseconds since the Unix epoch, as the game reports them.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct FileMetadata {
+    pub filename: String,
+    pub atime: f64,
+    pub mtime: f64,
+    pub btime: f64,
+    /// Only some game versions report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<f64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AllMetadata {
+    pub server: String,
+    pub files: Vec<FileMetadata>,
+    pub count: usize,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SavedGame {
+    /// Where the save was written on this machine.
+    pub path: String,
+    pub bytes: usize,
+    pub identifier: String,
+    /// Whether the game sent a compressed (binary) save.
+    pub binary: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Status {
+    #[serde(flatten)]
+    pub link: LinkStatus,
+    /// Per Remote API method: does the connected game answer it? Learned by asking; `unknown` until then.
+    pub methods: BTreeMap<String, Support>,
+    /// The game version range implied by `methods`.
+    pub game_version: String,
+    /// What to do next.
+    pub advice: String,
+}
+
+#[derive(Deserialize)]
+struct RawSave {
+    identifier: String,
+    binary: bool,
+    save: String,
+}
+
+fn unexpected(method: Method, got: &Value) -> ToolError {
+    let mut shown = got.to_string();
+    shown.truncate(200);
+    ToolError::remote(format!(
+        "the game answered {} with an unexpected value: {shown}",
+        method.name()
+    ))
+}
+
+/// `removeExportFromDeclarations` of bitburner-filesync: the in-game editor treats the types as globals.
+fn strip_exports(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let indent = line.len() - line.trim_start().len();
+            match line[indent..].strip_prefix("export ") {
+                Some(rest) => format!("{}{}", &line[..indent], rest),
+                None => line.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Ctx {
+    pub async fn definitions(&self) -> Result<Arc<String>, ToolError> {
+        if let Some(text) = self.link.cached_definitions() {
+            return Ok(text);
+        }
+        let value = self
+            .link
+            .call(Method::GetDefinitionFile, Map::new())
+            .await?;
+        let Value::String(text) = value else {
+            return Err(unexpected(Method::GetDefinitionFile, &value));
+        };
+        let text = Arc::new(text);
+        self.link.cache_definitions(Arc::clone(&text));
+        Ok(text)
+    }
+
+    pub async fn get_netscript_definitions(
+        &self,
+        args: DefinitionArgs,
+    ) -> Result<Definitions, ToolError> {
+        let text = self.definitions().await?;
+        let content = if args.strip_exports {
+            strip_exports(&text)
+        } else {
+            text.as_str().to_owned()
+        };
+        Ok(Definitions {
+            bytes: content.len(),
+            content,
+            strip_exports: args.strip_exports,
+        })
+    }
+
+    pub async fn get_all_servers(&self) -> Result<Servers, ToolError> {
+        let value = self.link.call(Method::GetAllServers, Map::new()).await?;
+        let servers: Vec<ServerInfo> = serde_json::from_value(value.clone())
+            .map_err(|_| unexpected(Method::GetAllServers, &value))?;
+        Ok(Servers {
+            count: servers.len(),
+            servers,
+        })
+    }
+
+    pub async fn get_file_metadata(&self, args: FileArgs) -> Result<FileMetadata, ToolError> {
+        let (_, params) = args.params()?;
+        let value = self.link.call(Method::GetFileMetadata, params).await?;
+        serde_json::from_value(value.clone())
+            .map_err(|_| unexpected(Method::GetFileMetadata, &value))
+    }
+
+    pub async fn get_all_file_metadata(&self, args: ServerArgs) -> Result<AllMetadata, ToolError> {
+        let value = self
+            .link
+            .call(Method::GetAllFileMetadata, args.params())
+            .await?;
+        let files: Vec<FileMetadata> = serde_json::from_value(value.clone())
+            .map_err(|_| unexpected(Method::GetAllFileMetadata, &value))?;
+        Ok(AllMetadata {
+            server: args.server,
+            count: files.len(),
+            files,
+        })
+    }
+
+    pub async fn get_save_file(&self, args: SaveArgs) -> Result<SavedGame, ToolError> {
+        let Some(dir) = self.limits.save_dir.clone() else {
+            return Err(ToolError::unsupported("saving the game to disk is turned off").with_hint(
+                "ask the user to restart the bridge with --save-dir DIR (or BITBURNER_SAVE_DIR) naming a \
+                 directory saves may be written to",
+            ));
+        };
+        let value = self.link.call(Method::GetSaveFile, Map::new()).await?;
+        let raw: RawSave = serde_json::from_value(value.clone())
+            .map_err(|_| unexpected(Method::GetSaveFile, &value))?;
+        let bytes = if raw.binary {
+            // One char per byte (`String.fromCharCode`): not UTF-8.
+            raw.save
+                .chars()
+                .map(|c| u8::try_from(u32::from(c)))
+                .collect::<Result<Vec<u8>, _>>()
+                .map_err(|_| {
+                    ToolError::remote("the game sent a binary save with a character above U+00FF")
+                })?
+        } else {
+            raw.save.into_bytes()
+        };
+        let name = args.filename.unwrap_or_else(|| {
+            let ms = crate::link::unix_ms(std::time::SystemTime::now());
+            let ext = if raw.binary { "json.gz" } else { "json" };
+            format!("bitburner-save-{ms}.{ext}")
+        });
+        let path = dir.join(&name);
+        write_new(&path, &bytes, args.overwrite).await?;
+        Ok(SavedGame {
+            path: path.display().to_string(),
+            bytes: bytes.len(),
+            identifier: raw.identifier,
+            binary: raw.binary,
+        })
+    }
+
+    /// The link state, after asking the game about each method whose support is still unknown. `getSaveFile`
+    /// is never probed (it builds a whole save); its support follows from the version the others imply.
+    pub async fn status(&self) -> Status {
+        if self.link.is_connected() {
+            let support = self.link.support();
+            let unknown = |m: Method| support.get(&m) == Some(&Support::Unknown);
+            // Probes whose only purpose is their "Unknown message received" or not; results are discarded.
+            if unknown(Method::GetAllServers) {
+                let _ = self.link.call(Method::GetAllServers, Map::new()).await;
+            }
+            let probe_file = Map::from_iter([
+                ("filename".to_owned(), Value::from("mcp-bridges-probe.txt")),
+                ("server".to_owned(), Value::from("home")),
+            ]);
+            if unknown(Method::GetFileMetadata) {
+                let _ = self.link.call(Method::GetFileMetadata, probe_file).await;
+            }
+        }
+        let mut support = self.link.support();
+        let servers = support.get(&Method::GetAllServers).copied();
+        let metadata = support.get(&Method::GetFileMetadata).copied();
+        // getAllFileMetadata arrived together with getFileMetadata (v3.0.0).
+        if let Some(m) = metadata.filter(|m| *m != Support::Unknown) {
+            support.entry(Method::GetAllFileMetadata).and_modify(|s| {
+                if *s == Support::Unknown {
+                    *s = m;
+                }
+            });
+        }
+        let game_version = match (servers, metadata) {
+            (_, Some(Support::Yes)) => "3.0 or newer",
+            (Some(Support::No), _) => "older than 2.6",
+            (Some(Support::Yes), Some(Support::No)) => "2.6 to 2.8.x",
+            _ => "unknown",
+        };
+        let save = support
+            .entry(Method::GetSaveFile)
+            .or_insert(Support::Unknown);
+        if *save == Support::Unknown {
+            *save = match (servers, metadata) {
+                (_, Some(Support::Yes)) => Support::Yes,
+                (Some(Support::No), _) => Support::No,
+                _ => Support::Unknown,
+            };
+        }
+        let link = self.link.status();
+        let advice = if link.connected {
+            "connected: every tool can be used".to_owned()
+        } else {
+            self.link
+                .not_connected("no game is connected")
+                .hint()
+                .to_owned()
+        };
+        Status {
+            link,
+            methods: support
+                .into_iter()
+                .map(|(m, s)| (m.name().to_owned(), s))
+                .collect(),
+            game_version: game_version.to_owned(),
+            advice,
+        }
+    }
+}
+
+async fn write_new(path: &std::path::Path, bytes: &[u8], overwrite: bool) -> Result<(), ToolError> {
+    use tokio::io::AsyncWriteExt;
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true);
+    if overwrite {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let mut file = options.open(path).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            ToolError::new(
+                ErrorCode::Conflict,
+                format!("{} already exists", path.display()),
+            )
+            .with_hint("choose another filename, or pass overwrite: true")
+        } else {
+            ToolError::internal(format!("cannot write {}: {e}", path.display()))
+                .with_hint("check that the save directory exists and is writable")
+        }
+    })?;
+    file.write_all(bytes)
+        .await
+        .map_err(|e| ToolError::internal(format!("cannot write {}: {e}", path.display())))?;
+    file.flush()
+        .await
+        .map_err(|e| ToolError::internal(format!("cannot write {}: {e}", path.display())))
+}
+
+pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
+    let c = ctx.clone();
+    let defs = ToolSpec::new(
+        "get_netscript_definitions",
+        "The TypeScript declarations (NetscriptDefinitions.d.ts, ~300 KB) of the connected game's NetScript \
+         API (game method getDefinitionFile). Also readable as resource bitburner://definitions/NetscriptDefinitions.d.ts.",
+    )
+    .read_only()
+    .open_world()
+    .handler_with_text(move |args: DefinitionArgs, _| {
+        let c = c.clone();
+        async move {
+            let out = c.get_netscript_definitions(args).await?;
+            Ok(Rendered {
+                text: out.content.clone(),
+                value: out,
+            })
+        }
+    });
+
+    let c = ctx.clone();
+    let servers = ToolSpec::new(
+        "get_all_servers",
+        "Every server in the game with admin rights and ownership (game method getAllServers, v2.6+).",
+    )
+    .read_only()
+    .open_world()
+    .handler(move |_: NoArgs, _| {
+        let c = c.clone();
+        async move { c.get_all_servers().await }
+    });
+
+    let c = ctx.clone();
+    let meta = ToolSpec::new(
+        "get_file_metadata",
+        "Creation, modification and access times of one file (game method getFileMetadata, v3.0+).",
+    )
+    .read_only()
+    .open_world()
+    .handler(move |args: FileArgs, _| {
+        let c = c.clone();
+        async move { c.get_file_metadata(args).await }
+    });
+
+    let c = ctx.clone();
+    let all_meta = ToolSpec::new(
+        "get_all_file_metadata",
+        "File times of every file on a server (game method getAllFileMetadata, v3.0+).",
+    )
+    .read_only()
+    .open_world()
+    .handler(move |args: ServerArgs, _| {
+        let c = c.clone();
+        async move { c.get_all_file_metadata(args).await }
+    });
+
+    let c = ctx.clone();
+    let save = ToolSpec::new(
+        "get_save_file",
+        "Write the game's save to the save directory the user allowed (--save-dir), never into this reply \
+         (game method getSaveFile, v2.8.1+). Returns where it was written.",
+    )
+    .open_world()
+    .timeout(ctx.link.config().save_timeout + Duration::from_secs(5))
+    .handler(move |args: SaveArgs, _| {
+        let c = c.clone();
+        async move { c.get_save_file(args).await }
+    });
+
+    let c = ctx.clone();
+    let status = ToolSpec::new(
+        "status",
+        "Whether the game is connected and since when, and which Remote API methods it supports (asked of \
+         the game, which has no version handshake). Call it first when another tool reports E_DISCONNECTED.",
+    )
+    .read_only()
+    .handler(move |_: NoArgs, _| {
+        let c = c.clone();
+        async move { Ok::<_, ToolError>(c.status().await) }
+    });
+
+    vec![defs, servers, meta, all_meta, save, status]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strip_exports_keeps_everything_else() {
+        let text =
+            "export interface NS {\n  hack(): void;\n}\n  export type A = 1;\nconst exported = 1;";
+        assert_eq!(
+            strip_exports(text),
+            "interface NS {\n  hack(): void;\n}\n  type A = 1;\nconst exported = 1;"
+        );
+    }
+}
