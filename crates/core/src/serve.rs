@@ -74,10 +74,21 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let handler = McpHandler::new(shared(bridge, tool_timeouts));
-    let service = handler
+    let service = match handler
         .serve_with_ct((read, write), shutdown.child_token())
         .await
-        .map_err(|e| ServeError::Session(e.to_string()))?;
+    {
+        Ok(service) => service,
+        // A client that goes away before initializing (or a shutdown meanwhile) is an ordinary end.
+        Err(
+            rmcp::service::ServerInitializeError::ConnectionClosed(_)
+            | rmcp::service::ServerInitializeError::Cancelled,
+        ) => {
+            tracing::info!("the MCP client closed the connection before initializing");
+            return Ok(());
+        }
+        Err(e) => return Err(ServeError::Session(e.to_string())),
+    };
     service
         .waiting()
         .await
@@ -109,12 +120,12 @@ pub async fn run_bridge(
             serve_stdio(bridge, &args.tool_timeouts, shutdown).await
         }
         Transport::Http => {
-            let addr = SocketAddr::new(args.host, args.port);
+            let addr = SocketAddr::new(args.mcp_host, args.mcp_port);
             let listener = TcpListener::bind(addr)
                 .await
                 .map_err(|source| ServeError::Bind { addr, source })?;
             let local = listener.local_addr()?;
-            if !args.host.is_loopback() && args.token.is_none() {
+            if !args.mcp_host.is_loopback() && args.mcp_token.is_none() {
                 tracing::warn!(
                     "MCP is listening on {local}, beyond this machine, WITHOUT a token: anyone on your network can \
                      drive this bridge. Set MCP_TOKEN (or --mcp-token), or bind 127.0.0.1."
@@ -125,7 +136,7 @@ pub async fn run_bridge(
                 "serving MCP at http://{local}/mcp (health: http://{local}/health)"
             );
             let options = HttpOptions {
-                token: args.token.clone(),
+                token: args.mcp_token.clone(),
                 extra_origins: args.allowed_origins.clone(),
                 extra_hosts: args.allowed_hosts.clone(),
                 shutdown_grace: args.shutdown_grace,

@@ -31,15 +31,15 @@ pub struct McpArgs {
     /// Address the HTTP transport binds. Anything but loopback exposes the bridge to your network: set
     /// a token then.
     #[arg(long = "mcp-host", env = "MCP_HOST", default_value = "127.0.0.1", value_parser = config::ip("MCP_HOST"))]
-    pub host: IpAddr,
+    pub mcp_host: IpAddr,
 
     /// Port of the HTTP transport (0 picks a free one and logs it).
     #[arg(long = "mcp-port", env = "MCP_PORT", default_value = "3000", value_parser = config::ranged("MCP_PORT", 0u16, 65535))]
-    pub port: u16,
+    pub mcp_port: u16,
 
     /// Bearer token HTTP clients must send (`Authorization: Bearer <token>`).
     #[arg(long = "mcp-token", env = "MCP_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    pub mcp_token: Option<String>,
 
     /// Extra browser origins allowed to call the HTTP transport, e.g. `https://app.example:*` (comma-separated).
     /// Requests from other origins get 403 (DNS-rebinding protection); requests without Origin are allowed.
