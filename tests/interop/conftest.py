@@ -16,7 +16,6 @@ with `scripts/test` or, after `source scripts/peers-env`, with `pytest tests/int
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import queue
@@ -46,26 +45,43 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@functools.cache
+_BUILT: dict[tuple[str, str], Path | str] = {}
+
+
 def cargo_bin(package: str, bin_name: str | None = None) -> Path:
     """Builds `bin_name` (default: the package name) of a workspace package in the dev profile and returns the
-    path of the executable. A no-op for cargo when it is already up to date."""
+    path of the executable. A no-op for cargo when it is already up to date. `<BIN_NAME>_BIN` in the
+    environment (e.g. MCP_FIXTURE_BIN) names a prebuilt executable instead. A failed build fails every test
+    that needs it, with cargo's errors, without building again for each test."""
     bin_name = bin_name or package
     override = os.environ.get(f"{bin_name.upper().replace('-', '_')}_BIN")
     if override:
         return Path(override)
-    out = subprocess.run(
-        ["cargo", "build", "--quiet", "-p", package, "--bin", bin_name, "--message-format=json"],
+    key = (package, bin_name)
+    if key not in _BUILT:
+        _BUILT[key] = _build(package, bin_name)
+    built = _BUILT[key]
+    if isinstance(built, str):
+        pytest.fail(built, pytrace=False)
+    return built
+
+
+def _build(package: str, bin_name: str) -> Path | str:
+    proc = subprocess.run(
+        ["cargo", "build", "--quiet", "-p", package, "--bin", bin_name, "--message-format=json-render-diagnostics"],
         cwd=ROOT,
-        check=True,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-    ).stdout
-    for line in out.splitlines():
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-40:])
+        return f"cargo build -p {package} --bin {bin_name} failed:\n{tail}"
+    for line in proc.stdout.splitlines():
         msg = json.loads(line)
         if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["target"]["name"] == bin_name:
             return Path(msg["executable"])
-    raise RuntimeError(f"cargo built no executable named {bin_name} in package {package}")
+    return f"cargo built no executable named {bin_name} in package {package}"
 
 
 def peer_tool(name: str) -> Path:
