@@ -176,6 +176,11 @@ pub fn decode(text: &str) -> Result<Inbound, FrameError> {
             limit: CC_FRAME_LIMIT,
         });
     }
+    parse(text)
+}
+
+/// Like [`decode`] without the frame size limit, for a reply reassembled from chunks.
+pub fn parse(text: &str) -> Result<Inbound, FrameError> {
     let value: Value = serde_json::from_str(text).map_err(FrameError::NotJson)?;
     let wire: Wire = serde_json::from_value(fix_cc_strings(value)).map_err(FrameError::Invalid)?;
     Ok(match wire {
@@ -250,6 +255,16 @@ pub fn lua_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Value>, D::Error>
             "expected a list, got {other}"
         ))),
     }
+}
+
+/// [`lua_list`] with typed items.
+pub fn lua_seq<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    lua_list(d)?
+        .into_iter()
+        .map(|v| serde_json::from_value(v).map_err(serde::de::Error::custom))
+        .collect()
 }
 
 /// Lua multiple results travel as `{n, values}` because trailing nils vanish from Lua arrays; this restores

@@ -1,0 +1,103 @@
+//! The Lua client and its installer, served over plain HTTP by the link listener so a player installs with
+//! one command: `wget run http://<host>:<port>/install.lua [token]`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::sync::Arc;
+
+pub const CLIENT_LUA: &str = include_str!("../lua/client.lua");
+pub const INSTALL_LUA: &str = include_str!("../lua/install.lua");
+
+/// The WebSocket path computers link on.
+pub const LINK_PATH: &str = "/link";
+
+const LUA: &str = "text/x-lua; charset=utf-8";
+
+#[derive(Clone)]
+struct Assets {
+    public_url: Option<Arc<str>>,
+}
+
+pub fn routes(public_url: Option<String>) -> Router {
+    Router::new()
+        .route("/install.lua", get(install))
+        .route("/client.lua", get(client))
+        .route("/", get(index))
+        .with_state(Assets {
+            public_url: public_url.map(Arc::from),
+        })
+}
+
+/// The base URL computers reach us at: the configured public URL, else the Host they used to download this.
+fn base_url(assets: &Assets, headers: &HeaderMap) -> Result<String, Response> {
+    if let Some(url) = &assets.public_url {
+        return Ok(url.to_string());
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    // The host ends up inside a Lua string literal: allow host-name characters only.
+    let valid = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '_'));
+    if !valid {
+        return Err((StatusCode::BAD_REQUEST, "missing or invalid Host header\n").into_response());
+    }
+    Ok(format!("http://{host}"))
+}
+
+/// `http://h:p` → `ws://h:p/link`; `https` → `wss`.
+pub fn link_url(base: &str) -> String {
+    let ws = match base.strip_prefix("https://") {
+        Some(rest) => format!("wss://{rest}"),
+        None => format!("ws://{}", base.strip_prefix("http://").unwrap_or(base)),
+    };
+    format!("{}{LINK_PATH}", ws.trim_end_matches('/'))
+}
+
+async fn install(State(assets): State<Assets>, headers: HeaderMap) -> Response {
+    let base = match base_url(&assets, &headers) {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let body = INSTALL_LUA
+        .replace("__MCP_HTTP_BASE__", &base)
+        .replace("__MCP_LINK_URL__", &link_url(&base));
+    ([(header::CONTENT_TYPE, LUA)], body).into_response()
+}
+
+async fn client() -> Response {
+    ([(header::CONTENT_TYPE, LUA)], CLIENT_LUA).into_response()
+}
+
+async fn index(State(assets): State<Assets>, headers: HeaderMap) -> Response {
+    let base = base_url(&assets, &headers).unwrap_or_else(|_| "http://<this-host>:<port>".into());
+    let text = format!(
+        "mcp-bridges ComputerCraft link.\n\nInstall the client on a computer or turtle:\n  wget run {base}/install.lua [token]\n\nComputers link on {}\n",
+        link_url(&base)
+    );
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_url_follows_the_scheme() {
+        assert_eq!(link_url("http://10.0.0.2:3001"), "ws://10.0.0.2:3001/link");
+        assert_eq!(link_url("https://mc.example/"), "wss://mc.example/link");
+    }
+
+    #[test]
+    fn installer_placeholders_exist() {
+        assert!(
+            INSTALL_LUA.contains("__MCP_HTTP_BASE__") && INSTALL_LUA.contains("__MCP_LINK_URL__")
+        );
+    }
+}

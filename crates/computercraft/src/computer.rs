@@ -1,0 +1,249 @@
+//! One linked computer and the requests the bridge sends it.
+//!
+//! Requests are correlated by id and capped per computer: CC:Tweaked silently drops events once 256 are
+//! queued, so a burst of requests at one computer would lose some of them. A request waits for a free slot
+//! until its own deadline, then fails with `E_BUSY`.
+
+use crate::protocol::{self, Kind, Outbound, RemoteError};
+use bridge_core::link::{Correlator, LinkError, WsSender};
+use bridge_core::{ErrorCode, ToolError};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+/// Extra time the bridge waits beyond a request's deadline, so the computer's own timeout (sent with the
+/// request) reports first and says what happened there.
+const ANSWER_GRACE: Duration = Duration::from_millis(1500);
+
+pub type Answer = Result<Value, RemoteError>;
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What a computer said about itself in its hello.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub id: u32,
+    pub label: Option<String>,
+    pub kind: Kind,
+    pub host: Option<String>,
+}
+
+impl Identity {
+    /// `12 (Label: base-turtle)` / `0 (Label: nil)`, as the probe lines print it.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} (Label: {})",
+            self.id,
+            self.label.as_deref().unwrap_or("nil")
+        )
+    }
+}
+
+pub struct Computer {
+    pub identity: Identity,
+    /// The WebSocket link's id; a later link from the same computer id replaces this one.
+    pub link_id: u64,
+    pub connected_at_ms: u64,
+    last_seen_ms: AtomicU64,
+    sender: WsSender,
+    correlator: Correlator<Answer>,
+    slots: Arc<Semaphore>,
+    max_in_flight: usize,
+}
+
+impl Computer {
+    pub fn new(identity: Identity, link_id: u64, sender: WsSender, max_in_flight: usize) -> Self {
+        let now = now_ms();
+        Self {
+            identity,
+            link_id,
+            connected_at_ms: now,
+            last_seen_ms: AtomicU64::new(now),
+            sender,
+            correlator: Correlator::new(),
+            slots: Arc::new(Semaphore::new(max_in_flight)),
+            max_in_flight,
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.identity.id
+    }
+
+    pub fn touch(&self) {
+        self.last_seen_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    pub fn last_seen_ms(&self) -> u64 {
+        self.last_seen_ms.load(Ordering::Relaxed)
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.max_in_flight
+            .saturating_sub(self.slots.available_permits())
+    }
+
+    pub fn correlator(&self) -> &Correlator<Answer> {
+        &self.correlator
+    }
+
+    /// Closes the link (a newer one replaced it, or the bridge is stopping).
+    pub fn close(&self, reason: &str) {
+        self.sender.close(reason);
+    }
+
+    /// The link is gone: every request in flight fails now, and so does every later one.
+    pub fn link_lost(&self, err: LinkError) {
+        self.slots.close();
+        self.correlator.close(err);
+    }
+
+    /// Sends `method` and waits for its answer until `timeout` has passed.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ToolError> {
+        self.request_with_grace(method, params, timeout, ANSWER_GRACE)
+            .await
+    }
+
+    /// [`request`](Self::request) waiting `grace` beyond the computer's own deadline (zero for probes, whose
+    /// deadline is the user's).
+    pub async fn request_with_grace(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        grace: Duration,
+    ) -> Result<Value, ToolError> {
+        let deadline = Instant::now() + timeout;
+        let permit = match tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned())
+            .await
+        {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) => return Err(self.gone()),
+            Err(_) => {
+                return Err(ToolError::busy(format!(
+                    "computer {} already has {} requests in flight",
+                    self.id(),
+                    self.max_in_flight
+                ))
+                .with_hint("wait for running calls (long run_lua calls, turtle moves) to finish, then retry")
+                .with_details(json!({"computer": self.id(), "max_in_flight": self.max_in_flight})));
+            }
+        };
+        let (id, pending) = self.correlator.start();
+        let id = id.to_string();
+        let mut params = params;
+        if let Value::Object(map) = &mut params {
+            // The client stops the request itself at this deadline and frees its slot.
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .as_secs_f64();
+            map.insert("timeout".into(), json!((left * 10.0).ceil() / 10.0));
+        }
+        let frame = protocol::encode(&Outbound::Request {
+            id: &id,
+            method,
+            params: &params,
+        })
+        .map_err(|e| {
+            ToolError::too_large(format!("request too large for one frame: {e}"))
+                .with_hint("send less data per call (for files, fs_write splits content itself)")
+        })?;
+        self.sender
+            .send_text(frame)
+            .await
+            .map_err(ToolError::from)?;
+        let cancel = CancelOnDrop {
+            sender: self.sender.clone(),
+            id: Some(id),
+        };
+        let left = deadline.saturating_duration_since(Instant::now()) + grace;
+        let answer = pending.wait(left).await;
+        drop(permit);
+        match answer {
+            Ok(result) => {
+                cancel.disarm();
+                result.map_err(|e| self.remote_error(e))
+            }
+            // A timed-out request keeps the cancel armed: the computer drops the task when it is told.
+            Err(LinkError::Timeout { .. }) => Err(ToolError::timeout(format!(
+                "computer {} did not answer {method} within {} ms",
+                self.id(),
+                timeout.as_millis()
+            ))
+            .with_hint("the computer may be busy or its chunk unloaded; call probe-computers, or retry with a longer timeout")
+            .with_details(json!({"computer": self.id()}))),
+            Err(e) => {
+                cancel.disarm();
+                Err(ToolError::from(e)
+                    .with_hint("the computer will relink by itself when it is back; call list_computers to see when")
+                    .with_details(json!({"computer": self.id()})))
+            }
+        }
+    }
+
+    fn gone(&self) -> ToolError {
+        ToolError::disconnected(format!("computer {} is no longer linked", self.id()))
+            .with_hint("call list_computers; the computer relinks by itself when it is back")
+    }
+
+    fn remote_error(&self, e: RemoteError) -> ToolError {
+        let code = match e.code.as_deref() {
+            Some("not_found") => ErrorCode::NotFound,
+            Some("conflict") => ErrorCode::Conflict,
+            Some("unsupported") => ErrorCode::Unsupported,
+            Some("busy") => ErrorCode::Busy,
+            Some("timeout") => ErrorCode::Timeout,
+            Some("invalid") => ErrorCode::InvalidArgument,
+            Some("too_large") => ErrorCode::TooLarge,
+            _ => ErrorCode::Remote,
+        };
+        let mut err = ToolError::new(code, format!("computer {}: {}", self.id(), e.message))
+            .with_details(json!({"computer": self.id()}));
+        if let Some(kind) = &e.code {
+            err = err.with_details(json!({"kind": kind}));
+        }
+        if e.data.is_object() {
+            err = err.with_details(e.data);
+        }
+        err
+    }
+}
+
+/// Tells the computer to drop a request nobody waits for any more (timed out or the tool call cancelled).
+struct CancelOnDrop {
+    sender: WsSender,
+    id: Option<String>,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let sender = self.sender.clone();
+        runtime.spawn(async move {
+            if let Ok(frame) = protocol::encode(&Outbound::Cancel { id: &id }) {
+                let _ = sender.send_text(frame).await;
+            }
+        });
+    }
+}

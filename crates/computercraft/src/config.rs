@@ -1,0 +1,93 @@
+//! Command-line flags (each with an environment variable) and the validated settings the bridge runs on.
+
+use bridge_core::config;
+use bridge_core::serve::McpArgs;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// `mcp-bridges computercraft`: flags of the ComputerCraft bridge, plus the shared MCP transport flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CcArgs {
+    #[command(flatten)]
+    pub mcp: McpArgs,
+
+    #[command(flatten)]
+    pub link: LinkArgs,
+}
+
+/// Where and how ComputerCraft computers link to the bridge.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "ComputerCraft link")]
+pub struct LinkArgs {
+    /// Address the computers' WebSocket link (and the installer) listens on. The Minecraft server must reach
+    /// it, so the default is every interface; set CC_LINK_TOKEN when it is reachable from a network.
+    #[arg(long = "link-host", env = "CC_LINK_HOST", default_value = "0.0.0.0", value_parser = config::ip("CC_LINK_HOST"))]
+    pub host: IpAddr,
+
+    /// Port of the link listener; `wget run http://<host>:<port>/install.lua` installs the client.
+    #[arg(long = "link-port", env = "CC_LINK_PORT", default_value = "3001", value_parser = config::ranged("CC_LINK_PORT", 0u16, 65535))]
+    pub port: u16,
+
+    /// Token computers must present (the installer takes it as its argument and stores it in startup.lua).
+    #[arg(long = "link-token", env = "CC_LINK_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// How long `probe-computers` waits for answers.
+    #[arg(long = "probe-timeout-ms", env = "CC_PROBE_TIMEOUT_MS", default_value = "2000", value_parser = config::millis("CC_PROBE_TIMEOUT_MS", 1, 600_000))]
+    pub probe_timeout: Duration,
+
+    /// Requests in flight per computer. CC drops events beyond 256 queued, so keep this well below that.
+    #[arg(long = "max-in-flight", env = "CC_MAX_IN_FLIGHT", default_value = "16", value_parser = config::ranged("CC_MAX_IN_FLIGHT", 1usize, 64))]
+    pub max_in_flight: usize,
+
+    /// Address players' computers use to reach this bridge, e.g. `http://mc-host.example:3001`, when it differs
+    /// from the one they downloaded the installer from (proxies, port forwarding).
+    #[arg(long = "link-public-url", env = "CC_LINK_PUBLIC_URL")]
+    pub public_url: Option<String>,
+}
+
+/// Settings of the link side, independent of clap (tests build it directly).
+#[derive(Debug, Clone)]
+pub struct LinkConfig {
+    pub token: Option<String>,
+    pub probe_timeout: Duration,
+    pub max_in_flight: usize,
+    pub public_url: Option<String>,
+    /// How long a new connection has to say hello.
+    pub hello_timeout: Duration,
+    /// WebSocket ping cadence; CC answers pings itself.
+    pub ping_interval: Duration,
+    pub pong_timeout: Duration,
+    /// Deadline of requests whose tool has no timeout argument.
+    pub request_timeout: Duration,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        Self {
+            token: None,
+            probe_timeout: Duration::from_millis(2000),
+            max_in_flight: 16,
+            public_url: None,
+            hello_timeout: Duration::from_secs(10),
+            ping_interval: Duration::from_secs(15),
+            pong_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+impl From<&LinkArgs> for LinkConfig {
+    fn from(a: &LinkArgs) -> Self {
+        Self {
+            token: a.token.clone().filter(|t| !t.is_empty()),
+            probe_timeout: a.probe_timeout,
+            max_in_flight: a.max_in_flight,
+            public_url: a
+                .public_url
+                .clone()
+                .map(|u| u.trim_end_matches('/').to_owned()),
+            ..Self::default()
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Wiring: the link listener (WebSocket + installer) and the MCP bridge with its tools, events and health.
+
+use crate::assets::{self, LINK_PATH};
+use crate::config::{CcArgs, LinkConfig};
+use crate::protocol::CC_FRAME_LIMIT;
+use crate::state::State;
+use crate::{session, tools};
+use bridge_core::Bridge;
+use bridge_core::bridge::BuildError;
+use bridge_core::link::{self, LinkError, MissingOrigin, OriginPolicy, WsConfig};
+use bridge_core::serve::{ServeError, Transport, run_bridge};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const INSTRUCTIONS: &str = "Tools for ComputerCraft (CC:Tweaked) computers and turtles in a Minecraft world. Start \
+with probe-computers or list_computers to learn the computer ids; every other tool takes a `computer` id. run_lua \
+runs arbitrary Lua on a computer; fs_* manage its files; turtle_* move and act with turtles; peripheral_* and \
+redstone_* reach attached devices. Computers link, unlink and forward events (redstone, turtle inventory, \
+peripherals) on the event streams `computercraft://events/computers` and `computercraft://events/computer_events`; \
+read them with poll_events.";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CcError {
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("building the MCP bridge failed: {0}")]
+    Build(#[from] BuildError),
+    #[error("link listener: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("link listener task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// A started bridge: serve `bridge` over MCP however you like; the link listener runs until shutdown.
+pub struct Running {
+    pub bridge: Bridge,
+    pub link_addr: SocketAddr,
+    pub state: Arc<State>,
+    pub link: JoinHandle<Result<(), LinkError>>,
+}
+
+/// Starts the link listener on `listener` and builds the MCP bridge. Tests bind `127.0.0.1:0`.
+pub async fn start(
+    cfg: LinkConfig,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<Running, CcError> {
+    let link_addr = listener.local_addr()?;
+    let mut b = Bridge::builder("computercraft", env!("CARGO_PKG_VERSION"));
+    b.instructions(INSTRUCTIONS);
+    let state = State::new(cfg.clone(), &b.events());
+    tools::register(&mut b, &state);
+    let st = state.clone();
+    b.health(move || json!({ "ok": true, "computers": st.registry.len(), "malformed_frames": st.malformed_frames() }));
+    let bridge = b.build()?;
+
+    // CC sends no Origin; a request with one comes from a web page and has no business on this port.
+    let mut ws = WsConfig::new(OriginPolicy::new(
+        Vec::<String>::new(),
+        MissingOrigin::Accept,
+    )?);
+    ws.token = cfg.token.clone();
+    ws.max_frame_bytes = CC_FRAME_LIMIT + 1024;
+    ws.ping_interval = cfg.ping_interval;
+    ws.pong_timeout = cfg.pong_timeout;
+    ws.shutdown = shutdown.clone();
+    let st = state.clone();
+    let router = link::ws_router(ws, LINK_PATH, move |conn| {
+        tokio::spawn(session::run(st.clone(), conn));
+    })
+    .merge(assets::routes(cfg.public_url.clone()));
+    let link = tokio::spawn(link::serve(listener, router, shutdown));
+    Ok(Running {
+        bridge,
+        link_addr,
+        state,
+        link,
+    })
+}
+
+/// `mcp-bridges computercraft`: binds both listeners and serves until `shutdown` (or stdin closes, on stdio).
+pub async fn run(args: CcArgs, shutdown: CancellationToken) -> Result<(), CcError> {
+    let addr = SocketAddr::new(args.link.host, args.link.port);
+    let listener = link::bind(
+        addr,
+        "another mcp-bridges computercraft",
+        "CC_LINK_PORT (--link-port)",
+    )
+    .await?;
+    let local = listener.local_addr()?;
+    let cfg = LinkConfig::from(&args.link);
+    if !addr.ip().is_loopback() && cfg.token.is_none() {
+        tracing::warn!(
+            "the ComputerCraft link listens on {local}, beyond this machine, WITHOUT a token: anyone who can reach \
+             this port can pose as a computer. Set CC_LINK_TOKEN (--link-token) and install with \
+             `wget run http://<host>:{}/install.lua <token>`.",
+            local.port()
+        );
+    }
+    tracing::info!(
+        "computers link at ws://{local}{LINK_PATH}; install in-game with: wget run http://<this-host>:{}/install.lua",
+        local.port()
+    );
+    let inner = shutdown.child_token();
+    let running = start(cfg, listener, inner.clone()).await?;
+    let served = run_bridge(running.bridge, &args.mcp, Transport::Http, shutdown).await;
+    inner.cancel();
+    let linked = running.link.await;
+    served?;
+    linked??;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! One computer's WebSocket link: the hello handshake, then frames in until the link ends.
+//!
+//! Nothing a computer sends can crash the bridge: a malformed frame is logged, counted and dropped.
+
+use crate::computer::{Computer, Identity};
+use crate::protocol::{self, Chunk, Inbound, Outbound, PROTOCOL_VERSION, RemoteError, Response};
+use crate::state::State;
+use bridge_core::link::{WsConnection, WsSender, parse_id};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Largest reply reassembled from chunks (the client refuses to send more than 4 MiB).
+const MAX_REASSEMBLED: usize = 8 << 20;
+
+pub async fn run(state: Arc<State>, conn: WsConnection) {
+    let WsConnection {
+        id: link_id,
+        peer,
+        mut incoming,
+        sender,
+        ..
+    } = conn;
+    let first = tokio::select! {
+        first = incoming.recv() => first,
+        () = tokio::time::sleep(state.cfg.hello_timeout) => {
+            tracing::warn!(link = link_id, ?peer, "no hello in time; closing");
+            sender.close("expected a hello frame first");
+            return;
+        }
+    };
+    let Some(first) = first else { return };
+    let hello = match protocol::decode(&first) {
+        Ok(Inbound::Hello(h)) => h,
+        Ok(_) => return reject(&state, &sender, "the first frame must be a hello").await,
+        Err(e) => return reject(&state, &sender, &format!("malformed hello: {e}")).await,
+    };
+    if hello.protocol != PROTOCOL_VERSION {
+        let why = format!(
+            "protocol version {} is not supported (this bridge speaks {PROTOCOL_VERSION}); reinstall the client",
+            hello.protocol
+        );
+        return reject(&state, &sender, &why).await;
+    }
+    let identity = Identity {
+        id: hello.computer_id,
+        label: hello.computer_label,
+        kind: hello.kind,
+        host: hello.host,
+    };
+    let computer = Arc::new(Computer::new(
+        identity.clone(),
+        link_id,
+        sender.clone(),
+        state.cfg.max_in_flight,
+    ));
+    let ok = Outbound::HelloOk {
+        protocol: PROTOCOL_VERSION,
+        max_in_flight: state.cfg.max_in_flight,
+        max_frame: protocol::MAX_FRAME,
+    };
+    if let Ok(frame) = protocol::encode(&ok)
+        && sender.send_text(frame).await.is_err()
+    {
+        return;
+    }
+    if let Some(old) = state.registry.insert(computer.clone()) {
+        tracing::info!(
+            computer = identity.id,
+            old_link = old.link_id,
+            new_link = link_id,
+            "computer relinked; old link replaced"
+        );
+        old.close("replaced by a newer link from the same computer id");
+        state.publish_link(
+            "replaced",
+            &old.identity,
+            Some("a newer link from the same computer id"),
+        );
+    }
+    tracing::info!(computer = identity.id, label = ?identity.label, kind = identity.kind.as_str(), ?peer, "computer linked");
+    state.publish_link("connected", &identity, None);
+
+    let mut chunks: HashMap<String, Partial> = HashMap::new();
+    while let Some(text) = incoming.recv().await {
+        computer.touch();
+        match protocol::decode(&text) {
+            Ok(Inbound::Response(r)) => deliver(&computer, r),
+            Ok(Inbound::Chunk(c)) => reassemble(&state, &computer, &mut chunks, c),
+            Ok(Inbound::Event(e)) => {
+                state.computer_events.publish(json!({
+                    "computer": identity.id,
+                    "label": identity.label,
+                    "event": e.event,
+                    "args": e.args,
+                }));
+            }
+            Ok(Inbound::Hello(_)) => {
+                tracing::warn!(computer = identity.id, "second hello on one link; ignored")
+            }
+            Err(e) => {
+                let n = state.count_malformed();
+                tracing::warn!(computer = identity.id, error = %e, total = n, "malformed frame dropped");
+            }
+        }
+    }
+    let reason = sender
+        .close_reason()
+        .unwrap_or_else(|| "link closed".into());
+    computer.link_lost(sender.disconnected());
+    if state.registry.remove_link(identity.id, link_id) {
+        tracing::info!(computer = identity.id, reason = %reason, "computer unlinked");
+        state.publish_link("disconnected", &identity, Some(&reason));
+    }
+}
+
+async fn reject(state: &State, sender: &WsSender, why: &str) {
+    let n = state.count_malformed();
+    tracing::warn!(reason = why, total = n, "link refused");
+    if let Ok(frame) = protocol::encode(&Outbound::HelloRejected { error: why }) {
+        let _ = sender.send_text(frame).await;
+    }
+    sender.close(why);
+}
+
+fn deliver(computer: &Computer, r: Response) {
+    match parse_id(&Value::String(r.id.clone())) {
+        Some(id) => {
+            computer.correlator().resolve(id, r.outcome);
+        }
+        None => {
+            tracing::warn!(computer = computer.id(), id = %r.id, "response with an id the bridge never uses; dropped")
+        }
+    }
+}
+
+struct Partial {
+    next_seq: u32,
+    text: String,
+}
+
+fn reassemble(state: &State, computer: &Computer, chunks: &mut HashMap<String, Partial>, c: Chunk) {
+    let fail = |id: &str, why: String| {
+        tracing::warn!(computer = computer.id(), id, reason = %why, "chunked reply abandoned");
+        if let Some(n) = parse_id(&Value::String(id.to_owned())) {
+            computer.correlator().resolve(
+                n,
+                Err(RemoteError {
+                    message: why,
+                    code: None,
+                    data: Value::Null,
+                }),
+            );
+        }
+    };
+    let partial = chunks.entry(c.id.clone()).or_insert(Partial {
+        next_seq: 0,
+        text: String::new(),
+    });
+    if c.seq != partial.next_seq {
+        let expected = partial.next_seq;
+        chunks.remove(&c.id);
+        return fail(
+            &c.id,
+            format!(
+                "reply chunk {} arrived where {expected} was expected",
+                c.seq
+            ),
+        );
+    }
+    if partial.text.len() + c.data.len() > MAX_REASSEMBLED {
+        chunks.remove(&c.id);
+        return fail(&c.id, format!("reply exceeds {MAX_REASSEMBLED} bytes"));
+    }
+    partial.next_seq += 1;
+    partial.text.push_str(&c.data);
+    if !c.last {
+        return;
+    }
+    let Some(whole) = chunks.remove(&c.id) else {
+        return;
+    };
+    match protocol::parse(&whole.text) {
+        Ok(Inbound::Response(r)) if r.id == c.id => deliver(computer, r),
+        Ok(_) => fail(&c.id, "chunks did not form a reply to this request".into()),
+        Err(e) => {
+            state.count_malformed();
+            fail(&c.id, format!("chunked reply is malformed: {e}"));
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! What the link sessions and the tools share: the registry, the settings and the event streams.
+
+use crate::computer::{Computer, Identity};
+use crate::config::LinkConfig;
+use crate::registry::Registry;
+use bridge_core::ToolError;
+use bridge_core::events::{EventHub, EventStream};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Events kept per stream for pulling.
+const STREAM_CAPACITY: usize = 1000;
+
+pub struct State {
+    pub registry: Registry,
+    pub cfg: LinkConfig,
+    /// `computercraft://events/computers`: connected / disconnected / replaced.
+    pub computers: EventStream,
+    /// `computercraft://events/computer_events`: CC events computers forward (redstone, turtle_inventory,
+    /// peripheral, peripheral_detach, disk, monitor_touch, ...).
+    pub computer_events: EventStream,
+    malformed: AtomicU64,
+}
+
+impl State {
+    pub fn new(cfg: LinkConfig, hub: &EventHub) -> Arc<Self> {
+        Arc::new(Self {
+            registry: Registry::default(),
+            cfg,
+            computers: hub.stream(
+                "computers",
+                "Computers linking and unlinking: {event: connected|disconnected|replaced, computer, label, kind, reason?}",
+                STREAM_CAPACITY,
+            ),
+            computer_events: hub.stream(
+                "computer_events",
+                "CC events forwarded by computers: {computer, label, event, args} for redstone, turtle_inventory, \
+                 peripheral, peripheral_detach, disk, disk_eject, monitor_touch, monitor_resize",
+                STREAM_CAPACITY,
+            ),
+            malformed: AtomicU64::new(0),
+        })
+    }
+
+    /// The linked computer `id`, or `E_NOT_FOUND` listing the ones that are linked.
+    pub fn computer(&self, id: u32) -> Result<Arc<Computer>, ToolError> {
+        self.registry.get(id).ok_or_else(|| {
+            let linked: Vec<u32> = self.registry.snapshot().iter().map(|c| c.id()).collect();
+            ToolError::not_found(format!("computer {id} is not linked"))
+                .with_hint(
+                    "call list_computers for the linked ids; a computer links when it boots with the client \
+                     installed (see the README)",
+                )
+                .with_details(json!({"computer": id, "linked": linked}))
+        })
+    }
+
+    pub fn publish_link(&self, event: &str, who: &Identity, reason: Option<&str>) {
+        let mut data = json!({
+            "event": event,
+            "computer": who.id,
+            "label": who.label,
+            "kind": who.kind,
+        });
+        if let (Some(r), Value::Object(map)) = (reason, &mut data) {
+            map.insert("reason".into(), r.into());
+        }
+        self.computers.publish(data);
+    }
+
+    pub fn count_malformed(&self) -> u64 {
+        self.malformed.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn malformed_frames(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
+    }
+}

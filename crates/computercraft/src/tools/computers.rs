@@ -1,0 +1,89 @@
+//! `list_computers`: who is linked, what they are, since when.
+
+use crate::computer::now_ms;
+use crate::protocol::Kind;
+use crate::state::State;
+use bridge_core::{NoArgs, Rendered, ToolCtx, ToolError, ToolSpec};
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::sync::Arc;
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ComputerInfo {
+    pub id: u32,
+    pub label: Option<String>,
+    pub kind: Kind,
+    /// CC's `_HOST`, e.g. `ComputerCraft 1.113.1 (Minecraft 1.20.1)`.
+    pub host: Option<String>,
+    /// Milliseconds since the Unix epoch when this link was made.
+    pub connected_since_ms: u64,
+    /// Milliseconds since the Unix epoch of the last frame from the computer.
+    pub last_seen_ms: u64,
+    pub requests_in_flight: usize,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListOut {
+    pub count: usize,
+    pub computers: Vec<ComputerInfo>,
+}
+
+pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
+    let s = state.clone();
+    vec![
+        ToolSpec::new(
+            "list_computers",
+            "List the ComputerCraft computers linked to the bridge: id (use it in every other tool), label (may be \
+             null), kind (computer, turtle or pocket; turtle_* tools need a turtle), when the link was made and \
+             when the computer was last heard from.",
+        )
+        .read_only()
+        .handler_with_text(move |_: NoArgs, _ctx: ToolCtx| {
+            let s = s.clone();
+            async move { Ok::<_, ToolError>(list(&s)) }
+        }),
+    ]
+}
+
+fn list(state: &State) -> Rendered<ListOut> {
+    let now = now_ms();
+    let computers: Vec<ComputerInfo> = state
+        .registry
+        .snapshot()
+        .iter()
+        .map(|c| ComputerInfo {
+            id: c.id(),
+            label: c.identity.label.clone(),
+            kind: c.identity.kind,
+            host: c.identity.host.clone(),
+            connected_since_ms: c.connected_at_ms,
+            last_seen_ms: c.last_seen_ms(),
+            requests_in_flight: c.in_flight(),
+        })
+        .collect();
+    let text = if computers.is_empty() {
+        "No computers connected.".to_string()
+    } else {
+        computers
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} (Label: {}) {}: linked {} s ago, last seen {} s ago",
+                    c.id,
+                    c.label.as_deref().unwrap_or("nil"),
+                    c.kind.as_str(),
+                    now.saturating_sub(c.connected_since_ms) / 1000,
+                    now.saturating_sub(c.last_seen_ms) / 1000
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Rendered {
+        value: ListOut {
+            count: computers.len(),
+            computers,
+        },
+        text,
+    }
+}

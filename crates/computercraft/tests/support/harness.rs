@@ -1,0 +1,189 @@
+//! The bridge on loopback ports (link and MCP over HTTP), an rmcp client, and simulated computers.
+
+use super::ccsim::{self, SimConfig, SimHandle, SimKind};
+use bridge_computercraft::state::State;
+use bridge_computercraft::{LinkConfig, start};
+use bridge_core::serve::{HttpOptions, serve_http};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, ResourceUpdatedNotificationParam,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone)]
+pub struct Recorder {
+    pub updates: mpsc::UnboundedSender<String>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.updates.send(params.uri);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+}
+
+pub struct Harness {
+    pub link_addr: SocketAddr,
+    pub mcp_addr: SocketAddr,
+    pub state: Arc<State>,
+    pub shutdown: CancellationToken,
+    pub client: RunningService<RoleClient, Recorder>,
+    pub updates: mpsc::UnboundedReceiver<String>,
+    pub token: Option<String>,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Settings for tests: short timeouts so failure paths stay quick.
+pub fn test_config() -> LinkConfig {
+    LinkConfig {
+        probe_timeout: Duration::from_millis(1500),
+        request_timeout: Duration::from_secs(10),
+        ..LinkConfig::default()
+    }
+}
+
+pub async fn start_bridge(cfg: LinkConfig) -> Harness {
+    start_on(cfg, TcpListener::bind("127.0.0.1:0").await.unwrap()).await
+}
+
+pub async fn start_on(cfg: LinkConfig, link: TcpListener) -> Harness {
+    let token = cfg.token.clone();
+    let shutdown = CancellationToken::new();
+    let running = start(cfg, link, shutdown.clone()).await.unwrap();
+    let mcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mcp_addr = mcp.local_addr().unwrap();
+    let bridge = running.bridge.clone();
+    let stop = shutdown.clone();
+    tokio::spawn(async move { serve_http(bridge, mcp, HttpOptions::default(), &[], stop).await });
+    let (tx, updates) = mpsc::unbounded_channel();
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{mcp_addr}/mcp"));
+    let client = Recorder { updates: tx }
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    Harness {
+        link_addr: running.link_addr,
+        mcp_addr,
+        state: running.state,
+        shutdown,
+        client,
+        updates,
+        token,
+    }
+}
+
+impl Harness {
+    pub fn link_url(&self) -> String {
+        format!("ws://{}/link", self.link_addr)
+    }
+
+    /// A computer running the shipped client, pointed at this bridge.
+    pub fn computer(&self, id: u32, label: Option<&str>, kind: SimKind) -> SimConfig {
+        let mut cfg = SimConfig::new(id, ccsim::temp_root(&format!("c{id}")));
+        cfg.label = label.map(str::to_owned);
+        cfg.kind = kind;
+        if kind == SimKind::Turtle {
+            cfg.world.turtle = Some(ccsim::Turtle::default());
+        }
+        cfg.running_client(&self.link_url(), self.token.as_deref())
+    }
+
+    /// Starts `cfg` and waits until the bridge has registered computer `cfg.id` with that label.
+    pub async fn link(&self, cfg: SimConfig) -> SimHandle {
+        let (id, label) = (cfg.id, cfg.label.clone());
+        let sim = ccsim::spawn(cfg);
+        self.wait_linked(id, label.as_deref(), &sim).await;
+        sim
+    }
+
+    pub async fn wait_linked(&self, id: u32, label: Option<&str>, sim: &SimHandle) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(c) = self.state.registry.get(id)
+                && c.identity.label.as_deref() == label
+            {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "computer {id} did not link; its screen:\n{}",
+                sim.output()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(args) = args else {
+            panic!("arguments must be an object")
+        };
+        within(
+            tool,
+            self.client
+                .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args)),
+        )
+        .await
+        .unwrap()
+    }
+}
+
+/// `structuredContent` of a successful call.
+pub fn ok_of(result: &CallToolResult) -> Value {
+    assert_ne!(
+        result.is_error,
+        Some(true),
+        "expected success, got {result:?}"
+    );
+    result
+        .structured_content
+        .clone()
+        .expect("structuredContent")
+}
+
+/// `{code, message, hint, details}` of a failed call.
+pub fn error_of(result: &CallToolResult) -> Value {
+    assert_eq!(
+        result.is_error,
+        Some(true),
+        "expected a tool error, got {result:?}"
+    );
+    result
+        .structured_content
+        .clone()
+        .expect("error results carry structuredContent")
+}
+
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
