@@ -83,6 +83,8 @@ pub async fn listen(
     let mut ws = WsConfig::new(origins);
     ws.max_frame_bytes = MAX_GAME_FRAME_BYTES;
     ws.ping_interval = game.ping_interval;
+    // A browser answers a ping at once unless the tab is frozen; waiting longer only delays failing calls.
+    ws.pong_timeout = game.ping_interval.min(std::time::Duration::from_secs(10));
     ws.shutdown = shutdown.clone();
     let router = link.router(ws);
     if !addr.ip().is_loopback() {

@@ -191,6 +191,16 @@ impl GameLink {
         }
     }
 
+    /// Waits until the link's status satisfies `pred` (re-checked on every connect and disconnect).
+    pub async fn wait_until(&self, pred: impl Fn(&LinkStatus) -> bool) {
+        let mut rx = self.generation.subscribe();
+        while !pred(&self.status()) {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// `E_DISCONNECTED` with the exact steps that connect the game.
     pub fn not_connected(&self, why: &str) -> ToolError {
         let (host, port) = &self.config.advertised;

@@ -139,6 +139,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 enum Control {
     Send(Message),
     Close(u16),
+    Freeze,
 }
 
 /// How the connection ended.
@@ -174,6 +175,11 @@ impl GameConnection {
     /// Close as the player's Disconnect does.
     pub fn close(&self) {
         let _ = self.control.send(Control::Close(INTENTIONAL_CLOSE));
+    }
+
+    /// Stop reading the socket altogether, as a frozen or suspended browser tab does: pings go unanswered.
+    pub fn freeze(&self) {
+        let _ = self.control.send(Control::Freeze);
     }
 
     /// Every text frame received from the bridge so far.
@@ -238,6 +244,16 @@ async fn run(
                 Some(Control::Close(code)) => {
                     let frame = CloseFrame { code: CloseCode::from(code), reason: "".into() };
                     let _ = sink.send(Message::Close(Some(frame))).await;
+                    break Closed::ByUs;
+                }
+                Some(Control::Freeze) => {
+                    // Hold the socket without reading it until the bridge gives up on us and the OS
+                    // reports the connection gone, or the test ends.
+                    while let Some(command) = control.recv().await {
+                        if let Control::Close(_) = command {
+                            break;
+                        }
+                    }
                     break Closed::ByUs;
                 }
                 None => break Closed::ByUs,

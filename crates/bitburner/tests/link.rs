@@ -1,0 +1,339 @@
+//! The game link as the real game exercises it: late connects, drops with calls in flight, replacement by a
+//! newer connection, reconnects, junk frames, forged ids, foreign origins, a frozen game, a taken port.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_bitburner::fake_game::{Closed, FakeGame, GameVersion};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// A harness whose timeout is far longer than any test: a call that fails fast did not time out.
+async fn slow_timeout_harness() -> Harness {
+    let mut args = game_args();
+    args.rpc_timeout = Duration::from_secs(60);
+    start(args).await
+}
+
+#[tokio::test]
+async fn no_game_yet_says_where_to_connect_then_the_late_game_works() {
+    let h = start(game_args()).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let err = error_of(&call(&client, "list_files", json!({})).await);
+    assert_eq!(err["code"], "E_DISCONNECTED");
+    let hint = err["hint"].as_str().unwrap();
+    assert!(hint.contains("Options → Remote API"), "{hint}");
+    assert!(hint.contains(&h.game_addr.port().to_string()), "{hint}");
+    assert!(hint.contains("127.0.0.1"), "{hint}");
+    let status = ok_of(&call(&client, "status", json!({})).await);
+    assert_eq!(status["connected"], false);
+    assert_eq!(status["methods"]["getFile"], "unknown");
+
+    let game = v3();
+    let _conn = h.connect(&game).await;
+    let listed = ok_of(&call(&client, "list_files", json!({})).await);
+    assert_eq!(listed["files"], json!([]));
+}
+
+#[tokio::test]
+async fn a_call_may_wait_for_the_game_when_configured() {
+    let mut args = game_args();
+    args.connect_wait = Duration::from_secs(30);
+    let h = start(args).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let pending = tokio::spawn(async move { call(&client, "list_files", json!({})).await });
+    // The call is parked waiting for a game; connect one and it completes.
+    let game = v3();
+    let _conn = h.connect(&game).await;
+    let result = within("the parked call", pending).await.unwrap();
+    assert_eq!(ok_of(&result)["files"], json!([]));
+}
+
+#[tokio::test]
+async fn a_drop_fails_calls_in_flight_at_once() {
+    let h = slow_timeout_harness().await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    conn.set_answering(false);
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let started = Instant::now();
+    let pending =
+        tokio::spawn(async move { call(&client, "read_file", json!({"filename": "a.js"})).await });
+    conn.wait_for_frames(1).await;
+    conn.close();
+    let err = error_of(&within("the failed call", pending).await.unwrap());
+    assert_eq!(err["code"], "E_DISCONNECTED", "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("in flight"),
+        "{err}"
+    );
+    // Not a 60 s timeout: the drop itself ended the call (no wall-clock bound asserted beyond that).
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[tokio::test]
+async fn the_newest_game_connection_wins() {
+    let h = slow_timeout_harness().await;
+    let game = v3();
+    let first = h.connect(&game).await;
+    first.set_answering(false);
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let pending = tokio::spawn(async move {
+        let r = call(&client, "list_files", json!({})).await;
+        (client, r)
+    });
+    first.wait_for_frames(1).await;
+
+    let second = h.connect(&game).await;
+    let (client, result) = within("the replaced call", pending).await.unwrap();
+    let err = error_of(&result);
+    assert_eq!(err["code"], "E_DISCONNECTED");
+    assert!(
+        err["message"].as_str().unwrap().contains("replaced"),
+        "{err}"
+    );
+    match within("the old connection to close", first.wait_closed()).await {
+        Closed::ByPeer { reason, .. } => assert!(reason.contains("replaced"), "{reason}"),
+        other => panic!("the bridge should have closed the older connection, got {other:?}"),
+    }
+    // Requests now go to the newer connection only.
+    ok_of(
+        &call(
+            &client,
+            "write_file",
+            json!({"filename": "x.js", "content": "1"}),
+        )
+        .await,
+    );
+    assert_eq!(second.methods(), ["pushFile"]);
+    assert_eq!(first.methods(), ["getFileNames"]);
+    let status = ok_of(&call(&client, "status", json!({})).await);
+    assert_eq!(status["connections_total"], 2);
+}
+
+#[tokio::test]
+async fn reconnect_and_continue() {
+    let h = start(game_args()).await;
+    let game = v3();
+    let client = http_client(h.mcp_addr, Era::Legacy).await;
+    let conn = h.connect(&game).await;
+    ok_of(
+        &call(
+            &client,
+            "write_file",
+            json!({"filename": "keep.txt", "content": "kept"}),
+        )
+        .await,
+    );
+    conn.close();
+    within("the bridge to notice", h.link.wait_until(|s| !s.connected)).await;
+    let err = error_of(&call(&client, "read_file", json!({"filename": "keep.txt"})).await);
+    assert_eq!(err["code"], "E_DISCONNECTED");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("last game connection ended"),
+        "{err}"
+    );
+
+    let _again = h.connect(&game).await;
+    let read = ok_of(&call(&client, "read_file", json!({"filename": "keep.txt"})).await);
+    assert_eq!(read["content"], "kept");
+}
+
+#[tokio::test]
+async fn junk_and_forged_replies_are_ignored() {
+    let h = slow_timeout_harness().await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    game.world()
+        .server_mut("home")
+        .unwrap()
+        .write("real.txt", "real", false);
+    conn.set_answering(false);
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let pending = tokio::spawn(async move {
+        let r = call(&client, "read_file", json!({"filename": "real.txt"})).await;
+        (client, r)
+    });
+    let frames = conn.wait_for_frames(1).await;
+    let request: Value = serde_json::from_str(&frames[0]).unwrap();
+    let id = request["id"].as_u64().unwrap();
+    assert_eq!(
+        request["params"],
+        json!({"filename": "real.txt", "server": "home"})
+    );
+
+    // A malformed frame, a reply with an id never issued, one with a string id, one with no outcome.
+    conn.send_text("this is not json {");
+    conn.send_text(json!({"jsonrpc": "2.0", "result": "forged", "id": id + 1000}).to_string());
+    conn.send_text(json!({"jsonrpc": "2.0", "result": "forged", "id": "x"}).to_string());
+    conn.send_text(json!({"jsonrpc": "2.0", "id": id}).to_string());
+    // Then the real answer, in the dev key order.
+    conn.send_text(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"real"}}"#));
+    let (client, result) = within("the real answer", pending).await.unwrap();
+    assert_eq!(ok_of(&result)["content"], "real");
+    assert!(h.link.is_connected(), "junk does not cost the connection");
+    conn.set_answering(true);
+    ok_of(&call(&client, "list_files", json!({})).await);
+}
+
+#[tokio::test]
+async fn a_silent_game_times_out_with_the_elapsed_time() {
+    let mut args = game_args();
+    args.rpc_timeout = Duration::from_millis(200);
+    let h = start(args).await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    conn.set_answering(false);
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let err = error_of(&call(&client, "list_files", json!({})).await);
+    assert_eq!(err["code"], "E_TIMEOUT");
+    assert!(
+        err["details"]["elapsed_ms"].as_u64().unwrap() >= 200,
+        "{err}"
+    );
+    assert!(err["message"].as_str().unwrap().contains("ms"), "{err}");
+    assert!(h.link.is_connected(), "a timeout is not a disconnect");
+}
+
+#[tokio::test]
+async fn invalid_calls_send_nothing_to_the_game() {
+    let mut args = game_args();
+    args.file_write_max_bytes = 100;
+    let h = start(args).await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let cases = [
+        ("read_file", json!({"filename": ""}), "filename"),
+        ("read_file", json!({"filename": "   "}), "filename"),
+        ("read_file", json!({"filename": "../x.js"}), "filename"),
+        ("read_file", json!({"filename": "has space.js"}), "filename"),
+        ("read_file", json!({"filename": "noext"}), "filename"),
+        ("read_file", json!({"filename": "a.exe"}), "filename"),
+        ("read_file", json!({"filename": "a#b.js"}), "filename"),
+        ("delete_file", json!({"filename": "NUKE.exe"}), "filename"),
+        (
+            "calculate_ram",
+            json!({"filename": "x.js", "server": " "}),
+            "server",
+        ),
+        (
+            "write_file",
+            json!({"filename": "a.js", "content": "x".repeat(101)}),
+            "content",
+        ),
+        ("write_file", json!({"filename": "a.js"}), "content"),
+        (
+            "write_file",
+            json!({"filename": "a.js", "content": "", "method": "runScript"}),
+            "method",
+        ),
+        (
+            "list_files",
+            json!({"server": "home", "params": {}}),
+            "params",
+        ),
+        ("get_all_servers", json!({"bogus": true}), "bogus"),
+        ("status", json!({"bogus": true}), "bogus"),
+    ];
+    for (tool, args, field) in cases {
+        let err = error_of(&call(&client, tool, args.clone()).await);
+        let code = err["code"].as_str().unwrap();
+        assert!(
+            code == "E_INVALID_ARGUMENT" || code == "E_TOO_LARGE",
+            "{tool} {args}: {err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(field),
+            "{tool} {args}: the error names `{field}`: {err}"
+        );
+    }
+    assert_eq!(
+        conn.received(),
+        Vec::<String>::new(),
+        "no frame reached the game"
+    );
+}
+
+#[tokio::test]
+async fn a_foreign_origin_is_refused() {
+    let h = start(game_args()).await;
+    let game = v3();
+    let refused = game
+        .connect(&h.game_url, Some("https://evil.example"))
+        .await;
+    let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("403"), "{message}");
+    assert!(!h.link.is_connected());
+    // The game's own origins connect: the web build, the Steam build (file://), a local build, none at all.
+    for origin in [
+        Some("https://bitburner-official.github.io"),
+        Some("file://"),
+        Some("http://localhost:8000"),
+        None,
+    ] {
+        let conn = game.connect(&h.game_url, origin).await;
+        assert!(conn.is_ok(), "{origin:?} should be accepted");
+    }
+}
+
+#[tokio::test]
+async fn extra_origins_are_configurable() {
+    let mut args = game_args();
+    args.allowed_origins = vec!["null".into()];
+    let h = start(args).await;
+    let conn = v3().connect(&h.game_url, Some("null")).await;
+    assert!(conn.is_ok());
+}
+
+#[tokio::test]
+async fn a_frozen_game_is_noticed_by_its_missing_pongs() {
+    let mut args = game_args();
+    args.rpc_timeout = Duration::from_secs(60);
+    args.ping_interval = Duration::from_millis(100);
+    let h = start(args).await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    ok_of(&call(&client, "list_files", json!({})).await);
+    conn.freeze();
+    let err = error_of(&call(&client, "list_files", json!({})).await);
+    assert_eq!(err["code"], "E_DISCONNECTED", "{err}");
+    assert!(!h.link.is_connected());
+}
+
+#[tokio::test]
+async fn a_taken_port_names_the_culprits_and_the_fix() {
+    let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut args = game_args();
+    args.port = taken.local_addr().unwrap().port();
+    let err = bridge_bitburner::listen(&args, tokio_util::sync::CancellationToken::new())
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("already in use"), "{err}");
+    assert!(err.contains("bitburner-filesync"), "{err}");
+    assert!(err.contains("BITBURNER_PORT"), "{err}");
+}
+
+#[tokio::test]
+async fn v2_games_get_a_params_object_even_for_methods_without_arguments() {
+    // v2.x throws on a request without `params` and never answers; the bridge must always send one.
+    let h = start(game_args()).await;
+    let game = FakeGame::new(GameVersion::V2_6);
+    let conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    ok_of(&call(&client, "get_netscript_definitions", json!({})).await);
+    ok_of(&call(&client, "get_all_servers", json!({})).await);
+    for frame in conn.received() {
+        let v: Value = serde_json::from_str(&frame).unwrap();
+        assert!(v["params"].is_object(), "{frame}");
+        assert!(v["id"].as_u64().is_some_and(|id| id >= 1), "{frame}");
+    }
+}

@@ -1,0 +1,333 @@
+//! Every tool end to end: rmcp client → bridge (HTTP in both eras, and stdio) → fake game → back.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_bitburner::fake_game::{FakeGame, GameVersion};
+use serde_json::{Value, json};
+use support::*;
+
+const SCRIPT: &str = "export async function main(ns){ ns.hack('n00dles'); }";
+
+async fn exercise_every_tool(client: &Client, save_dir: &std::path::Path) {
+    let c = client;
+    // write_file normalises the leading slash as the game does, and names the resource it changed.
+    let written = ok_of(
+        &call(
+            c,
+            "write_file",
+            json!({"filename": "/lib/hack.js", "content": SCRIPT}),
+        )
+        .await,
+    );
+    assert_eq!(written["filename"], "lib/hack.js");
+    assert_eq!(written["server"], "home");
+    assert_eq!(written["bytes"], SCRIPT.len());
+    assert_eq!(written["uri"], "bitburner://files/home/lib/hack.js");
+    ok_of(
+        &call(
+            c,
+            "write_file",
+            json!({"filename": "notes.txt", "content": ""}),
+        )
+        .await,
+    );
+
+    let listed = ok_of(&call(c, "list_files", json!({})).await);
+    assert_eq!(
+        listed["files"],
+        json!(["notes.txt", "lib/hack.js"]),
+        "text files first, as the game lists"
+    );
+    assert_eq!(listed["count"], 2);
+
+    let read = call(c, "read_file", json!({"filename": "lib/hack.js"})).await;
+    assert_eq!(ok_of(&read)["content"], SCRIPT);
+    assert_eq!(text_of(&read), SCRIPT, "the text result is the file itself");
+    let empty = ok_of(
+        &call(
+            c,
+            "read_file",
+            json!({"filename": "notes.txt", "server": "home"}),
+        )
+        .await,
+    );
+    assert_eq!(
+        empty["content"], "",
+        "an empty file is content, not an error"
+    );
+
+    let all = ok_of(&call(c, "get_all_files", json!({"server": "home"})).await);
+    assert_eq!(
+        all["files"][0],
+        json!({"filename": "lib/hack.js", "content": SCRIPT})
+    );
+    assert_eq!(all["count"], 2);
+
+    let ram = ok_of(&call(c, "calculate_ram", json!({"filename": "lib/hack.js"})).await);
+    assert_eq!(ram["ram_gb"], 1.7);
+
+    let defs = call(c, "get_netscript_definitions", json!({})).await;
+    assert!(
+        ok_of(&defs)["content"]
+            .as_str()
+            .unwrap()
+            .contains("export interface NS")
+    );
+    let stripped = ok_of(
+        &call(
+            c,
+            "get_netscript_definitions",
+            json!({"strip_exports": true}),
+        )
+        .await,
+    );
+    let stripped = stripped["content"].as_str().unwrap();
+    assert!(
+        stripped.contains("interface NS") && !stripped.contains("export "),
+        "{stripped}"
+    );
+
+    let servers = ok_of(&call(c, "get_all_servers", json!({})).await);
+    assert_eq!(
+        servers["servers"][0],
+        json!({"hostname": "home", "has_admin_rights": true, "purchased_by_player": true})
+    );
+
+    let meta = ok_of(&call(c, "get_file_metadata", json!({"filename": "notes.txt"})).await);
+    assert_eq!(meta["filename"], "notes.txt");
+    assert!(meta["mtime"].as_f64().unwrap() > 0.0);
+    let all_meta = ok_of(&call(c, "get_all_file_metadata", json!({})).await);
+    assert_eq!(all_meta["count"], 2);
+
+    let save = ok_of(&call(c, "get_save_file", json!({})).await);
+    let path = std::path::PathBuf::from(save["path"].as_str().unwrap());
+    assert!(path.starts_with(save_dir), "{path:?}");
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(
+        &bytes[..6],
+        &[0x1f, 0x8b, 0x08, 0x00, 0xff, 0x80],
+        "binary save decoded byte per char"
+    );
+    assert_eq!(save["bytes"], bytes.len());
+
+    let deleted = ok_of(&call(c, "delete_file", json!({"filename": "notes.txt"})).await);
+    assert_eq!(deleted["deleted"], true);
+    let gone = error_of(&call(c, "read_file", json!({"filename": "notes.txt"})).await);
+    assert_eq!(gone["code"], "E_REMOTE");
+    assert_eq!(
+        gone["message"], "File does not exist. Filename: notes.txt",
+        "the game's words, verbatim"
+    );
+
+    let status = ok_of(&call(c, "status", json!({})).await);
+    assert_eq!(status["connected"], true);
+    assert_eq!(status["game_version"], "3.0 or newer");
+    assert_eq!(status["methods"]["getSaveFile"], "yes");
+}
+
+#[tokio::test]
+async fn every_tool_over_http_in_both_eras() {
+    for era in ERAS {
+        let dir = tempdir(&format!("http-{era:?}"));
+        let mut args = game_args();
+        args.save_dir = Some(dir.clone());
+        let h = start(args).await;
+        let game = v3();
+        let _conn = h.connect(&game).await;
+        let client = http_client(h.mcp_addr, era).await;
+        exercise_every_tool(&client, &dir).await;
+    }
+}
+
+#[tokio::test]
+async fn every_tool_over_stdio() {
+    let dir = tempdir("stdio");
+    let mut args = game_args();
+    args.save_dir = Some(dir.clone());
+    let h = start(args).await;
+    let game = v3();
+    let _conn = h.connect(&game).await;
+    let client = stdio_client(h.bridge.clone(), Era::Legacy).await;
+    exercise_every_tool(&client, &dir).await;
+}
+
+#[tokio::test]
+async fn tools_list_is_strict_and_complete() {
+    let h = start(game_args()).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let tools = within("tools/list", client.service.list_all_tools())
+        .await
+        .unwrap();
+    let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "calculate_ram",
+            "delete_file",
+            "get_all_file_metadata",
+            "get_all_files",
+            "get_all_servers",
+            "get_file_metadata",
+            "get_netscript_definitions",
+            "get_save_file",
+            "list_files",
+            "read_file",
+            "status",
+            "write_file"
+        ]
+    );
+    for tool in &tools {
+        let schema = Value::Object((*tool.input_schema).clone());
+        assert_eq!(
+            schema["additionalProperties"], false,
+            "{} must refuse unknown arguments",
+            tool.name
+        );
+        assert!(
+            tool.output_schema.is_some(),
+            "{} declares its output",
+            tool.name
+        );
+    }
+    let read = tools.iter().find(|t| t.name == "read_file").unwrap();
+    assert_eq!(read.input_schema["properties"]["server"]["default"], "home");
+    let delete = tools.iter().find(|t| t.name == "delete_file").unwrap();
+    assert_eq!(
+        delete.annotations.as_ref().and_then(|a| a.destructive_hint),
+        Some(true)
+    );
+}
+
+#[tokio::test]
+async fn an_older_game_says_what_it_lacks() {
+    let h = start(game_args()).await;
+    let game = FakeGame::new(GameVersion::V2_6);
+    let _conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let err = error_of(&call(&client, "get_file_metadata", json!({"filename": "a.js"})).await);
+    assert_eq!(err["code"], "E_UNSUPPORTED");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown message received")
+    );
+    assert!(err["hint"].as_str().unwrap().contains("3.0.0"));
+    // v2.x words its errors differently; they still arrive verbatim.
+    let missing = error_of(&call(&client, "read_file", json!({"filename": "nope.js"})).await);
+    assert_eq!(missing["message"], "File doesn't exist");
+    let status = ok_of(&call(&client, "status", json!({})).await);
+    assert_eq!(status["methods"]["getAllServers"], "yes");
+    assert_eq!(status["methods"]["getFileMetadata"], "no");
+    assert_eq!(status["methods"]["getAllFileMetadata"], "no");
+    assert_eq!(status["methods"]["getSaveFile"], "unknown");
+    assert_eq!(status["game_version"], "2.6 to 2.8.x");
+}
+
+#[tokio::test]
+async fn saving_is_refused_unless_the_user_allowed_a_directory() {
+    let h = start(game_args()).await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let err = error_of(&call(&client, "get_save_file", json!({})).await);
+    assert_eq!(err["code"], "E_UNSUPPORTED");
+    assert!(err["hint"].as_str().unwrap().contains("--save-dir"));
+    assert!(conn.methods().is_empty(), "nothing was asked of the game");
+}
+
+#[tokio::test]
+async fn an_existing_save_is_not_overwritten_unless_asked() {
+    let dir = tempdir("overwrite");
+    let mut args = game_args();
+    args.save_dir = Some(dir.clone());
+    let h = start(args).await;
+    let game = v3();
+    let _conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    ok_of(&call(&client, "get_save_file", json!({"filename": "s.json.gz"})).await);
+    let again = error_of(&call(&client, "get_save_file", json!({"filename": "s.json.gz"})).await);
+    assert_eq!(again["code"], "E_CONFLICT");
+    ok_of(
+        &call(
+            &client,
+            "get_save_file",
+            json!({"filename": "s.json.gz", "overwrite": true}),
+        )
+        .await,
+    );
+    let escape = error_of(&call(&client, "get_save_file", json!({"filename": "../s.json"})).await);
+    assert_eq!(escape["code"], "E_INVALID_ARGUMENT");
+}
+
+#[tokio::test]
+async fn resources_serve_definitions_and_files_and_announce_changes() {
+    use rmcp::model::{ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
+    let h = start(game_args()).await;
+    let game = v3();
+    let _conn = h.connect(&game).await;
+    let mut client = http_client(h.mcp_addr, Era::Legacy).await;
+    ok_of(
+        &call(
+            &client,
+            "write_file",
+            json!({"filename": "a.js", "content": SCRIPT}),
+        )
+        .await,
+    );
+
+    let listed = within("resources/list", client.service.list_all_resources())
+        .await
+        .unwrap();
+    let uris: Vec<&str> = listed.iter().map(|r| r.uri.as_str()).collect();
+    assert!(
+        uris.contains(&"bitburner://definitions/NetscriptDefinitions.d.ts"),
+        "{uris:?}"
+    );
+    assert!(uris.contains(&"bitburner://files/home/a.js"), "{uris:?}");
+
+    let read = within(
+        "resources/read",
+        client.service.read_resource(ReadResourceRequestParams::new(
+            "bitburner://files/home/a.js",
+        )),
+    )
+    .await
+    .unwrap();
+    let ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("text expected")
+    };
+    assert_eq!(text, SCRIPT);
+
+    // Subscriptions are the legacy era's push channel; this client speaks that era on purpose.
+    #[allow(deprecated)]
+    within(
+        "resources/subscribe",
+        client
+            .service
+            .subscribe(SubscribeRequestParams::new("bitburner://files/home/a.js")),
+    )
+    .await
+    .unwrap();
+    ok_of(
+        &call(
+            &client,
+            "write_file",
+            json!({"filename": "a.js", "content": "// v2"}),
+        )
+        .await,
+    );
+    let uri = within("resources/updated", client.updates.recv())
+        .await
+        .unwrap();
+    assert_eq!(uri, "bitburner://files/home/a.js");
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("bitburner-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
