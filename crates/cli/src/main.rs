@@ -15,7 +15,8 @@ use std::process::ExitCode;
         Examples:\n  \
         mcp-bridges bitburner                      # stdio MCP; the game connects to ws://127.0.0.1:12525\n  \
         mcp-bridges bitburner --http               # Streamable HTTP at http://127.0.0.1:3000/mcp\n  \
-        mcp-bridges bitburner push ./scripts       # upload a folder to the game once, then exit"
+        mcp-bridges bitburner push ./scripts       # upload a folder to the game once, then exit\n  \
+        mcp-bridges computercraft                  # HTTP MCP on :3000; computers link to :3001"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,12 +27,15 @@ struct Cli {
 enum BridgeCommand {
     /// Bitburner: read, write and check the game's scripts through its Remote API.
     Bitburner(bridge_bitburner::BitburnerArgs),
+    /// ComputerCraft: run Lua, move turtles and manage files on CC:Tweaked computers.
+    Computercraft(bridge_computercraft::CcArgs),
 }
 
 impl BridgeCommand {
     fn log_format(&self) -> bridge_core::serve::LogFormat {
         match self {
             Self::Bitburner(args) => args.mcp.log_format,
+            Self::Computercraft(args) => args.mcp.log_format,
         }
     }
 }
@@ -52,6 +56,9 @@ fn main() -> ExitCode {
     let result: anyhow::Result<()> = runtime.block_on(async {
         match cli.bridge {
             BridgeCommand::Bitburner(args) => bridge_bitburner::run(args).await?,
+            BridgeCommand::Computercraft(args) => {
+                bridge_computercraft::run(args, bridge_core::serve::shutdown_on_signals()).await?
+            }
         }
         Ok(())
     });

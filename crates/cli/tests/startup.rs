@@ -26,8 +26,14 @@ fn bad_values_name_the_variable_and_the_range() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{var}={value}: {stderr}");
-        assert!(stderr.contains(var) && stderr.contains(range), "{var}={value}: {stderr}");
-        assert!(out.stdout.is_empty(), "nothing on stdout: it is the stdio transport");
+        assert!(
+            stderr.contains(var) && stderr.contains(range),
+            "{var}={value}: {stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "nothing on stdout: it is the stdio transport"
+        );
     }
 }
 
@@ -50,7 +56,16 @@ fn wait_for_line(reader: &mut impl BufRead, needle: &str) -> Option<String> {
 #[test]
 fn listening_beyond_loopback_without_a_token_is_warned_about_and_sigterm_exits_cleanly() {
     let mut child = Command::new(BIN)
-        .args(["bitburner", "--http", "--mcp-host", "0.0.0.0", "--mcp-port", "0", "--game-port", "0"])
+        .args([
+            "bitburner",
+            "--http",
+            "--mcp-host",
+            "0.0.0.0",
+            "--mcp-port",
+            "0",
+            "--game-port",
+            "0",
+        ])
         .env("MCP_LOG_FORMAT", "text")
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -60,9 +75,15 @@ fn listening_beyond_loopback_without_a_token_is_warned_about_and_sigterm_exits_c
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let warning = wait_for_line(&mut stderr, "WITHOUT a token");
-    assert!(warning.is_some_and(|w| w.contains("MCP_TOKEN")), "a loud warning naming the fix");
+    assert!(
+        warning.is_some_and(|w| w.contains("MCP_TOKEN")),
+        "a loud warning naming the fix"
+    );
     wait_for_line(&mut stderr, "serving MCP at http://").expect("it starts serving");
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
