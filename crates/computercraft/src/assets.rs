@@ -32,9 +32,9 @@ pub fn routes(public_url: Option<String>) -> Router {
 }
 
 /// The base URL computers reach us at: the configured public URL, else the Host they used to download this.
-fn base_url(assets: &Assets, headers: &HeaderMap) -> Result<String, Response> {
+fn base_url(assets: &Assets, headers: &HeaderMap) -> Option<String> {
     if let Some(url) = &assets.public_url {
-        return Ok(url.to_string());
+        return Some(url.to_string());
     }
     let host = headers
         .get(header::HOST)
@@ -45,10 +45,7 @@ fn base_url(assets: &Assets, headers: &HeaderMap) -> Result<String, Response> {
         && host
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '_'));
-    if !valid {
-        return Err((StatusCode::BAD_REQUEST, "missing or invalid Host header\n").into_response());
-    }
-    Ok(format!("http://{host}"))
+    valid.then(|| format!("http://{host}"))
 }
 
 /// `http://h:p` → `ws://h:p/link`; `https` → `wss`.
@@ -61,9 +58,8 @@ pub fn link_url(base: &str) -> String {
 }
 
 async fn install(State(assets): State<Assets>, headers: HeaderMap) -> Response {
-    let base = match base_url(&assets, &headers) {
-        Ok(b) => b,
-        Err(resp) => return resp,
+    let Some(base) = base_url(&assets, &headers) else {
+        return (StatusCode::BAD_REQUEST, "missing or invalid Host header\n").into_response();
     };
     let body = INSTALL_LUA
         .replace("__MCP_HTTP_BASE__", &base)
@@ -76,7 +72,7 @@ async fn client() -> Response {
 }
 
 async fn index(State(assets): State<Assets>, headers: HeaderMap) -> Response {
-    let base = base_url(&assets, &headers).unwrap_or_else(|_| "http://<this-host>:<port>".into());
+    let base = base_url(&assets, &headers).unwrap_or_else(|| "http://<this-host>:<port>".into());
     let text = format!(
         "mcp-bridges ComputerCraft link.\n\nInstall the client on a computer or turtle:\n  wget run {base}/install.lua [token]\n\nComputers link on {}\n",
         link_url(&base)

@@ -45,7 +45,7 @@ fn sextet(c: u8) -> Option<u32> {
 
 pub fn decode(text: &str) -> Result<Vec<u8>, DecodeError> {
     let input = text.as_bytes();
-    if input.len() % 4 != 0 {
+    if !input.len().is_multiple_of(4) {
         return Err(DecodeError {
             position: input.len(),
         });
