@@ -1,0 +1,302 @@
+//! The numbers: load rows, start-up rows, Rust/TypeScript ratios and the targets, as text tables
+//! and as JSON.
+
+use crate::load::{LoadResult, LoadSpec};
+use crate::target::{Era, ServerKind, Target, TransportKind};
+use serde::Serialize;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    pub cpus: usize,
+    pub node_version: String,
+    pub ts_sdk_version: String,
+    pub rmcp_version: &'static str,
+    pub http_connections: String,
+    pub calls_per_run: u64,
+    pub seconds_per_run: f64,
+    pub warmup_calls: u64,
+    pub ready_runs: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadRow {
+    pub server: ServerKind,
+    pub transport: TransportKind,
+    pub era: Era,
+    pub concurrency: usize,
+    pub calls: u64,
+    pub errors: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+    pub seconds: f64,
+    pub calls_per_sec: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+fn ns_to_ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+impl LoadRow {
+    pub fn new(target: &Target, spec: LoadSpec, result: &LoadResult) -> Self {
+        let h = &result.latency_ns;
+        Self {
+            server: target.server,
+            transport: target.transport,
+            era: target.era,
+            concurrency: spec.concurrency,
+            calls: result.calls,
+            errors: result.errors,
+            first_error: result.first_error.clone(),
+            seconds: result.elapsed.as_secs_f64(),
+            calls_per_sec: result.calls_per_sec(),
+            p50_ms: ns_to_ms(h.value_at_quantile(0.50)),
+            p90_ms: ns_to_ms(h.value_at_quantile(0.90)),
+            p99_ms: ns_to_ms(h.value_at_quantile(0.99)),
+            max_ms: ns_to_ms(h.max()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StartupRow {
+    pub server: ServerKind,
+    pub transport: TransportKind,
+    pub samples: usize,
+    pub ready_ms_median: f64,
+    pub ready_ms_min: f64,
+    pub ready_ms_max: f64,
+    pub idle_rss_kib_median: u64,
+    /// Resident memory right after the load runs of the legacy era (a high-water indication).
+    pub rss_after_load_kib: Option<u64>,
+}
+
+impl StartupRow {
+    /// `samples` holds (ready time, idle RSS in KiB) of each start; must not be empty.
+    pub fn new(server: ServerKind, transport: TransportKind, samples: &[(Duration, u64)]) -> Self {
+        let mut ready: Vec<f64> = samples.iter().map(|s| s.0.as_secs_f64() * 1e3).collect();
+        ready.sort_by(f64::total_cmp);
+        let mut rss: Vec<u64> = samples.iter().map(|s| s.1).collect();
+        rss.sort_unstable();
+        Self {
+            server,
+            transport,
+            samples: samples.len(),
+            ready_ms_median: ready.get(ready.len() / 2).copied().unwrap_or(f64::NAN),
+            ready_ms_min: ready.first().copied().unwrap_or(f64::NAN),
+            ready_ms_max: ready.last().copied().unwrap_or(f64::NAN),
+            idle_rss_kib_median: rss.get(rss.len() / 2).copied().unwrap_or(0),
+            rss_after_load_kib: None,
+        }
+    }
+}
+
+/// The Rust server against another server on the same transport and concurrency.
+#[derive(Debug, Clone, Serialize)]
+pub struct RatioRow {
+    pub transport: TransportKind,
+    pub concurrency: usize,
+    pub rust_era: Era,
+    pub other: ServerKind,
+    /// Rust calls/s over the other's calls/s: above 1 means Rust is faster.
+    pub throughput_ratio: f64,
+    /// The other's p50 over Rust's p50: above 1 means Rust is faster.
+    pub p50_ratio: f64,
+    pub p99_ratio: f64,
+}
+
+pub fn ratios(rows: &[LoadRow]) -> Vec<RatioRow> {
+    let mut out = Vec::new();
+    for rust in rows.iter().filter(|r| r.server == ServerKind::Rust) {
+        for other in rows.iter().filter(|o| {
+            o.server != ServerKind::Rust
+                && o.transport == rust.transport
+                && o.concurrency == rust.concurrency
+        }) {
+            out.push(RatioRow {
+                transport: rust.transport,
+                concurrency: rust.concurrency,
+                rust_era: rust.era,
+                other: other.server,
+                throughput_ratio: rust.calls_per_sec / other.calls_per_sec.max(f64::EPSILON),
+                p50_ratio: other.p50_ms / rust.p50_ms.max(f64::EPSILON),
+                p99_ratio: other.p99_ms / rust.p99_ms.max(f64::EPSILON),
+            });
+        }
+    }
+    out
+}
+
+/// One of the targets, reported (never asserted).
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCheck {
+    pub target: String,
+    pub measured: String,
+    pub met: bool,
+}
+
+pub fn targets(rows: &[LoadRow], startup: &[StartupRow], ratios: &[RatioRow]) -> Vec<TargetCheck> {
+    let mut out = Vec::new();
+    for r in rows.iter().filter(|r| {
+        r.server == ServerKind::Rust && r.transport == TransportKind::Http && r.concurrency == 1
+    }) {
+        out.push(TargetCheck {
+            target: format!("HTTP c=1 p99 <= 1 ms (rust, {})", r.era.label()),
+            measured: format!("{:.3} ms", r.p99_ms),
+            met: r.p99_ms <= 1.0,
+        });
+    }
+    for q in ratios
+        .iter()
+        .filter(|q| q.transport == TransportKind::Http && q.other == ServerKind::Ts)
+    {
+        out.push(TargetCheck {
+            target: format!(
+                "HTTP throughput >= 10x TS (rust {} vs ts, c={})",
+                q.rust_era.label(),
+                q.concurrency
+            ),
+            measured: format!("{:.1}x", q.throughput_ratio),
+            met: q.throughput_ratio >= 10.0,
+        });
+    }
+    for era in [Era::Legacy, Era::Modern] {
+        let best = rows
+            .iter()
+            .filter(|r| {
+                r.server == ServerKind::Rust && r.transport == TransportKind::Stdio && r.era == era
+            })
+            .max_by(|a, b| a.calls_per_sec.total_cmp(&b.calls_per_sec));
+        if let Some(best) = best {
+            out.push(TargetCheck {
+                target: format!("stdio >= 20k calls/s (rust, {}, best c)", era.label()),
+                measured: format!("{:.0}/s at c={}", best.calls_per_sec, best.concurrency),
+                met: best.calls_per_sec >= 20_000.0,
+            });
+        }
+    }
+    for s in startup.iter().filter(|s| s.server == ServerKind::Rust) {
+        let mib = s.idle_rss_kib_median as f64 / 1024.0;
+        out.push(TargetCheck {
+            target: format!("idle RSS <= 10 MiB (rust, {})", s.transport.label()),
+            measured: format!("{mib:.1} MiB"),
+            met: mib <= 10.0,
+        });
+        out.push(TargetCheck {
+            target: format!("ready <= 30 ms (rust, {}, median)", s.transport.label()),
+            measured: format!("{:.1} ms", s.ready_ms_median),
+            met: s.ready_ms_median <= 30.0,
+        });
+    }
+    out
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub environment: Environment,
+    pub load: Vec<LoadRow>,
+    pub startup: Vec<StartupRow>,
+    pub ratios: Vec<RatioRow>,
+    pub targets: Vec<TargetCheck>,
+    pub failures: Vec<String>,
+}
+
+pub fn load_header() -> String {
+    format!(
+        "{:<9} {:<7} {:<12} {:>3} {:>8} {:>10} {:>9} {:>9} {:>9} {:>6}",
+        "transport",
+        "era",
+        "server",
+        "c",
+        "calls",
+        "calls/s",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "errors"
+    )
+}
+
+pub fn load_line(r: &LoadRow) -> String {
+    format!(
+        "{:<9} {:<7} {:<12} {:>3} {:>8} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>6}",
+        r.transport.label(),
+        r.era.label(),
+        r.server.label(),
+        r.concurrency,
+        r.calls,
+        r.calls_per_sec,
+        r.p50_ms,
+        r.p99_ms,
+        r.max_ms,
+        r.errors
+    )
+}
+
+pub fn startup_table(rows: &[StartupRow]) -> String {
+    let mut s = format!(
+        "{:<12} {:<9} {:>7} {:>11} {:>8} {:>8} {:>13} {:>15}\n",
+        "server",
+        "transport",
+        "samples",
+        "ready p50ms",
+        "min ms",
+        "max ms",
+        "idle RSS MiB",
+        "RSS@load MiB"
+    );
+    for r in rows {
+        let after = r
+            .rss_after_load_kib
+            .map(|k| format!("{:.1}", k as f64 / 1024.0))
+            .unwrap_or_else(|| "-".into());
+        s.push_str(&format!(
+            "{:<12} {:<9} {:>7} {:>11.1} {:>8.1} {:>8.1} {:>13.1} {:>15}\n",
+            r.server.label(),
+            r.transport.label(),
+            r.samples,
+            r.ready_ms_median,
+            r.ready_ms_min,
+            r.ready_ms_max,
+            r.idle_rss_kib_median as f64 / 1024.0,
+            after
+        ));
+    }
+    s
+}
+
+pub fn ratio_table(rows: &[RatioRow]) -> String {
+    let mut s = format!(
+        "{:<9} {:>3} {:<22} {:>14} {:>13} {:>13}\n",
+        "transport", "c", "pair", "calls/s ratio", "p50 speedup", "p99 speedup"
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "{:<9} {:>3} {:<22} {:>13.1}x {:>12.1}x {:>12.1}x\n",
+            r.transport.label(),
+            r.concurrency,
+            format!("rust {} / {}", r.rust_era.label(), r.other.label()),
+            r.throughput_ratio,
+            r.p50_ratio,
+            r.p99_ratio
+        ));
+    }
+    s
+}
+
+pub fn target_table(rows: &[TargetCheck]) -> String {
+    let mut s = String::new();
+    for r in rows {
+        s.push_str(&format!(
+            "[{}] {:<52} {}\n",
+            if r.met { " met " } else { "MISSED" },
+            r.target,
+            r.measured
+        ));
+    }
+    s
+}
