@@ -11,7 +11,7 @@ use std::sync::Arc;
 mod poll_events;
 mod prompt;
 
-pub use prompt::{PromptMessage, PromptRole, PromptSpec};
+pub use prompt::{PromptMessage, PromptOutcome, PromptRole, PromptSpec};
 
 pub(crate) type HealthFn = Arc<dyn Fn() -> Map<String, Value> + Send + Sync>;
 

@@ -44,6 +44,10 @@ pub enum ErrorCode {
     /// A bug or an unexpected state in the bridge itself.
     #[serde(rename = "E_INTERNAL")]
     Internal,
+    /// The tool needs a client feature (elicitation, sampling, roots) the client did not declare. Sent as the
+    /// JSON-RPC error -32021, as the 2026-07-28 spec requires.
+    #[serde(rename = "E_MISSING_CAPABILITY")]
+    MissingClientCapability,
 }
 
 impl ErrorCode {
@@ -60,6 +64,7 @@ impl ErrorCode {
             Self::Conflict => "E_CONFLICT",
             Self::TooLarge => "E_TOO_LARGE",
             Self::Internal => "E_INTERNAL",
+            Self::MissingClientCapability => "E_MISSING_CAPABILITY",
         }
     }
 
@@ -77,6 +82,7 @@ impl ErrorCode {
             Self::Conflict => "inspect the current state, then call again",
             Self::TooLarge => "send a smaller payload",
             Self::Internal => "retry once; if it persists, report a bug with the bridge's log",
+            Self::MissingClientCapability => "use a client that supports this feature",
         }
     }
 }
@@ -164,6 +170,17 @@ impl ToolError {
         Self::new(ErrorCode::Internal, message)
     }
 
+    pub fn missing_client_capability(capability: crate::tool::ClientCapability) -> Self {
+        Self::new(
+            ErrorCode::MissingClientCapability,
+            format!(
+                "this tool needs the client capability `{}`",
+                capability.as_str()
+            ),
+        )
+        .with_details(serde_json::json!({ "capability": capability.as_str() }))
+    }
+
     pub fn code(&self) -> ErrorCode {
         self.code
     }
@@ -198,7 +215,10 @@ mod tests {
     #[test]
     fn text_form_is_code_message_hint() {
         let e = ToolError::not_found("no file foo.js").with_hint("call list_files");
-        assert_eq!(e.to_string(), "[E_NOT_FOUND] no file foo.js — call list_files");
+        assert_eq!(
+            e.to_string(),
+            "[E_NOT_FOUND] no file foo.js — call list_files"
+        );
     }
 
     #[test]

@@ -42,7 +42,8 @@ fn coerce(value: &mut Value, schema: &Value, root: &Value, depth: usize) {
     let schema = resolve(schema, root);
     match value {
         Value::Object(fields) => {
-            let Some(props) = find_keyword(schema, root, "properties").and_then(Value::as_object) else {
+            let Some(props) = find_keyword(schema, root, "properties").and_then(Value::as_object)
+            else {
                 return;
             };
             for (key, field) in fields.iter_mut() {

@@ -1,6 +1,7 @@
 //! Serving a bridge over MCP: stdio or Streamable HTTP, both protocol eras, graceful shutdown.
 
 mod args;
+mod client_link;
 mod convert;
 mod handler;
 mod http;
@@ -47,6 +48,7 @@ fn shared(bridge: Bridge, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
         bridge,
         timeouts: tool_timeouts.iter().cloned().collect(),
         metrics: metrics::Metrics::new(),
+        seal: client_link::StateSeal::new(),
     })
 }
 

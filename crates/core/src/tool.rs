@@ -16,8 +16,12 @@ use std::time::Duration;
 
 pub mod check;
 pub(crate) mod ctx;
+pub(crate) mod interaction;
 
 pub use ctx::ToolCtx;
+pub use interaction::{
+    ClientCapability, Elicitation, InputRequest, InputRequired, Inputs, LogLevel, Outcome,
+};
 
 /// The timeout a tool gets when neither the bridge nor the user names one.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -81,7 +85,7 @@ pub struct ToolOutput {
 }
 
 pub(crate) type ErasedHandler =
-    Arc<dyn Fn(Value, ToolCtx) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync>;
+    Arc<dyn Fn(Value, ToolCtx) -> BoxFuture<'static, Result<Outcome, ToolError>> + Send + Sync>;
 
 /// A declared tool. Build with [`ToolSpec::new`], then annotations, then a handler.
 #[derive(Clone)]
@@ -204,10 +208,10 @@ impl ToolSpec {
                 let rendered = f(args, ctx).await?;
                 let structured = serde_json::to_value(&rendered.value)
                     .map_err(|e| ToolError::internal(format!("output not serialisable: {e}")))?;
-                Ok(ToolOutput {
+                Ok(Outcome::Done(ToolOutput {
                     structured: Some(structured),
                     content: vec![Content::Text(rendered.text)],
-                })
+                }))
             })
         }));
         self
@@ -215,19 +219,21 @@ impl ToolSpec {
 }
 
 impl ToolSpec {
-    /// A handler that takes raw JSON and returns any content, for tools whose shape no Rust type describes
-    /// (the conformance fixture's image and audio tools). Bridges should prefer [`handler`](Self::handler).
-    pub fn raw_handler<F, Fut>(mut self, input_schema: Map<String, Value>, f: F) -> Self
+    /// A handler that takes raw JSON and returns any content, or asks for input first ([`Outcome`]), for
+    /// tools whose shape no Rust type describes (the conformance fixture's). Bridges should prefer
+    /// [`handler`](Self::handler).
+    pub fn raw_handler<F, Fut, O>(mut self, input_schema: Map<String, Value>, f: F) -> Self
     where
         F: Fn(Value, ToolCtx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+        Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
+        O: Into<Outcome>,
     {
         self.input_schema = input_schema;
         self.output_schema = None;
         let f = Arc::new(f);
         self.handler = Some(Arc::new(move |raw, ctx| {
             let f = f.clone();
-            Box::pin(async move { f(raw, ctx).await })
+            Box::pin(async move { f(raw, ctx).await.map(Into::into) })
         }));
         self
     }

@@ -1,7 +1,7 @@
 //! Prompts: reusable message templates a bridge may offer (the conformance fixture needs them; bridges may too).
 
 use crate::error::ToolError;
-use crate::tool::Content;
+use crate::tool::{Content, InputRequired, Inputs};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -17,8 +17,16 @@ pub struct PromptMessage {
     pub content: Content,
 }
 
-pub(crate) type PromptFn =
-    Arc<dyn Fn(&BTreeMap<String, String>) -> Result<Vec<PromptMessage>, ToolError> + Send + Sync>;
+/// Messages, or a request for input first (SEP-2322, stateless era).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptOutcome {
+    Messages(Vec<PromptMessage>),
+    InputRequired(InputRequired),
+}
+
+pub(crate) type PromptFn = Arc<
+    dyn Fn(&BTreeMap<String, String>, &Inputs) -> Result<PromptOutcome, ToolError> + Send + Sync,
+>;
 
 #[derive(Clone)]
 pub struct PromptSpec {
@@ -34,6 +42,20 @@ impl PromptSpec {
         name: impl Into<String>,
         description: impl Into<String>,
         render: impl Fn(&BTreeMap<String, String>) -> Result<Vec<PromptMessage>, ToolError>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self::interactive(name, description, move |args, _| {
+            render(args).map(PromptOutcome::Messages)
+        })
+    }
+
+    /// A prompt that may ask the client for input before it can be rendered.
+    pub fn interactive(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        render: impl Fn(&BTreeMap<String, String>, &Inputs) -> Result<PromptOutcome, ToolError>
         + Send
         + Sync
         + 'static,

@@ -1,12 +1,17 @@
 //! The rmcp `ServerHandler` behind every bridge: dispatch, timeouts, cancellation, progress, resources and
 //! subscriptions in both protocol eras.
 
+use super::client_link::{
+    PeerClient, SessionLogLevel, StateSeal, from_rmcp_level, missing_capability,
+};
 use super::convert;
 use super::metrics::Metrics;
+use crate::bridge::PromptOutcome;
 use crate::bridge::{Bridge, unknown_stream};
+use crate::error::ErrorCode;
 use crate::error::ToolError;
-use crate::tool::ToolCtx;
 use crate::tool::ctx::ProgressSink;
+use crate::tool::{Inputs, Outcome, ToolCtx};
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
@@ -34,6 +39,7 @@ pub(crate) struct Shared {
     pub bridge: Bridge,
     pub timeouts: HashMap<String, Duration>,
     pub metrics: Metrics,
+    pub seal: StateSeal,
 }
 
 /// One handler per MCP session (legacy era) or per request (stateless era); state that must outlive a
@@ -42,6 +48,7 @@ pub(crate) struct Shared {
 pub(crate) struct McpHandler {
     shared: Arc<Shared>,
     session: Arc<SessionSubscriptions>,
+    log_level: SessionLogLevel,
 }
 
 /// `resources/subscribe` state of one legacy session.
@@ -66,6 +73,7 @@ impl McpHandler {
         Self {
             shared,
             session: Arc::new(SessionSubscriptions::default()),
+            log_level: Arc::default(),
         }
     }
 
@@ -103,7 +111,9 @@ impl McpHandler {
                 token,
             }) as Arc<dyn ProgressSink>
         });
-        let ctx = ToolCtx::new(progress, cancel.clone());
+        let inputs = self.inputs(request.input_responses, request.request_state.as_deref())?;
+        let ctx =
+            ToolCtx::new(progress, cancel.clone()).with_client(self.client_link(&context), inputs);
         let args = request
             .arguments
             .map(serde_json::Value::Object)
@@ -118,20 +128,49 @@ impl McpHandler {
         };
         // Whatever the handler left running (a link request, a wait) learns it is no longer wanted.
         cancel.cancel();
-        let elapsed = started.elapsed();
         self.shared.metrics.record_call(
             &name,
             outcome.as_ref().err().map(ToolError::code),
-            elapsed,
+            started.elapsed(),
         );
-        Ok(match outcome {
-            Ok(output) => convert::success(output),
+        match outcome {
+            Ok(Outcome::Done(output)) => Ok(convert::success(output).into()),
+            Ok(Outcome::InputRequired(input)) => Ok(self.shared.seal.input_required(input)?.into()),
+            Err(error) if error.code() == ErrorCode::MissingClientCapability => {
+                Err(missing_capability(&error))
+            }
             Err(error) => {
                 tracing::debug!(tool = %name, code = %error.code(), "tool call failed: {error}");
-                convert::failure(&error)
+                Ok(convert::failure(&error).into())
             }
         }
-        .into())
+    }
+
+    /// The answers and verified state of a retried request (SEP-2322).
+    fn inputs(
+        &self,
+        responses: Option<rmcp::model::InputResponses>,
+        sealed_state: Option<&str>,
+    ) -> Result<Inputs, McpError> {
+        let state = sealed_state.map(|s| self.shared.seal.open(s)).transpose()?;
+        Ok(Inputs {
+            responses: responses.unwrap_or_default(),
+            state,
+        })
+    }
+
+    fn client_link(&self, context: &RequestContext<RoleServer>) -> Arc<PeerClient> {
+        // Stateless requests carry their log level; legacy sessions set it once with logging/setLevel.
+        let log_threshold = context
+            .meta
+            .log_level()
+            .map(from_rmcp_level)
+            .or_else(|| self.log_level.lock().ok().and_then(|level| *level));
+        Arc::new(PeerClient {
+            peer: context.peer.clone(),
+            capabilities: context.client_capabilities(),
+            log_threshold,
+        })
     }
 
     async fn read(&self, uri: &str) -> Result<ResourceContents, McpError> {
@@ -241,7 +280,9 @@ impl ProgressSink for PeerProgress {
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)]
         let mut capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_tools()
             .enable_resources()
             .enable_resources_subscribe()
@@ -401,13 +442,32 @@ impl ServerHandler for McpHandler {
                 ));
             }
         }
-        let messages =
-            (spec.render)(&arguments).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        Ok(
-            GetPromptResult::new(messages.iter().map(convert::prompt_message).collect())
-                .with_description(spec.description.clone())
-                .into(),
-        )
+        let inputs = self.inputs(request.input_responses, request.request_state.as_deref())?;
+        match (spec.render)(&arguments, &inputs)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?
+        {
+            PromptOutcome::Messages(messages) => Ok(GetPromptResult::new(
+                messages.iter().map(convert::prompt_message).collect(),
+            )
+            .with_description(spec.description.clone())
+            .into()),
+            PromptOutcome::InputRequired(input) => {
+                Ok(self.shared.seal.input_required(input)?.into())
+            }
+        }
+    }
+
+    // Legacy era only (2026-07-28 puts the level in each request's `_meta`).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Ok(mut level) = self.log_level.lock() {
+            *level = Some(from_rmcp_level(request.level));
+        }
+        Ok(())
     }
 
     #[allow(deprecated)]

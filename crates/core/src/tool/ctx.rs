@@ -1,6 +1,9 @@
 //! The per-call context a handler gets: progress reporting and cancellation, with no SDK types.
 
+use super::interaction::{ClientCapability, ClientLink, Elicitation, Inputs, LogLevel};
+use crate::error::ToolError;
 use futures::future::BoxFuture;
+use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +19,8 @@ pub struct ToolCtx {
     /// The spec requires progress to increase; a handler that reports out of order must not break clients.
     last_progress: Arc<Mutex<f64>>,
     cancel: CancellationToken,
+    client: Option<Arc<dyn ClientLink>>,
+    inputs: Arc<Inputs>,
 }
 
 impl ToolCtx {
@@ -24,7 +29,15 @@ impl ToolCtx {
             progress,
             last_progress: Arc::new(Mutex::new(f64::NEG_INFINITY)),
             cancel,
+            client: None,
+            inputs: Arc::new(Inputs::default()),
         }
+    }
+
+    pub(crate) fn with_client(mut self, client: Arc<dyn ClientLink>, inputs: Inputs) -> Self {
+        self.client = Some(client);
+        self.inputs = Arc::new(inputs);
+        self
     }
 
     /// A context that reports nowhere: for calling handlers outside MCP (one-shot CLI commands, tests).
@@ -54,5 +67,58 @@ impl ToolCtx {
 
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// Sends a log line to the client, if it asked for logs at this level (legacy `logging/setLevel`, or the
+    /// request's log level in the stateless era). Otherwise nothing is sent.
+    pub async fn log(&self, level: LogLevel, data: impl Into<Value>) {
+        if let Some(client) = &self.client {
+            client.log(level, data.into()).await;
+        }
+    }
+
+    /// Whether the client declared `capability`.
+    pub fn client_supports(&self, capability: ClientCapability) -> bool {
+        self.client.as_ref().is_some_and(|c| c.supports(capability))
+    }
+
+    /// Asks the user a question through the client (legacy era; in the stateless era return
+    /// [`InputRequired`](super::InputRequired) instead).
+    pub async fn elicit(
+        &self,
+        message: impl Into<String>,
+        schema: Value,
+    ) -> Result<Elicitation, ToolError> {
+        match &self.client {
+            Some(client) => client.elicit(message.into(), schema).await,
+            None => Err(ToolError::missing_client_capability(
+                ClientCapability::Elicitation,
+            )),
+        }
+    }
+
+    /// Asks the client's model to complete `prompt`; returns the `CreateMessageResult` as JSON.
+    pub async fn sample(
+        &self,
+        prompt: impl Into<String>,
+        max_tokens: u32,
+    ) -> Result<Value, ToolError> {
+        match &self.client {
+            Some(client) => client.sample(prompt.into(), max_tokens).await,
+            None => Err(ToolError::missing_client_capability(
+                ClientCapability::Sampling,
+            )),
+        }
+    }
+
+    /// On a retried call, the client's answer to the input request named `key`. Only JSON objects count:
+    /// anything else is treated as missing so the tool asks again.
+    pub fn input_response(&self, key: &str) -> Option<&serde_json::Map<String, Value>> {
+        self.inputs.response(key)
+    }
+
+    /// On a retried call, the state the tool attached to its `InputRequired`, verified untampered.
+    pub fn request_state(&self) -> Option<&Value> {
+        self.inputs.state()
     }
 }
