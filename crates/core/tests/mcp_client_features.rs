@@ -43,14 +43,14 @@ fn bridge() -> Bridge {
                     .into());
                 }
                 // Legacy sessions can ask mid-call; the stateless era must hand a round back to the client.
-                if ctx.client_supports(ClientCapability::Elicitation) {
-                    if let Ok(e) = ctx.elicit("Proceed?", schema()).await {
-                        let answer = e
-                            .content
-                            .map(|c| c["answer"].clone())
-                            .unwrap_or(Value::Null);
-                        return Ok(done(&format!("answer={answer} state=mid-call")).into());
-                    }
+                if ctx.client_supports(ClientCapability::Elicitation)
+                    && let Ok(e) = ctx.elicit("Proceed?", schema()).await
+                {
+                    let answer = e
+                        .content
+                        .map(|c| c["answer"].clone())
+                        .unwrap_or(Value::Null);
+                    return Ok(done(&format!("answer={answer} state=mid-call")).into());
                 }
                 let mut requests = std::collections::BTreeMap::new();
                 requests.insert(
