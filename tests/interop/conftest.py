@@ -106,6 +106,11 @@ def peer_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 _LISTENING = re.compile(r"serving MCP at http://(?P<host>[^\s/]+):(?P<port>\d+)/mcp")
 
 
+def _with_listening_log(rust_log: str | None) -> str:
+    # The listening line is logged at info by bridge_core::serve; keep it even when RUST_LOG is quieter.
+    return f"{rust_log},bridge_core::serve=info" if rust_log else "info"
+
+
 @dataclass
 class HttpServer:
     """A server process serving MCP over Streamable HTTP on 127.0.0.1."""
@@ -150,7 +155,7 @@ class HttpServer:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            env={**os.environ, "NO_COLOR": "1", **(env or {})},
+            env={**os.environ, "NO_COLOR": "1", "RUST_LOG": _with_listening_log(os.environ.get("RUST_LOG")), **(env or {})},
         )
         found: queue.Queue[int] = queue.Queue()
 
