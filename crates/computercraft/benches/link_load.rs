@@ -13,7 +13,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/ccsim/mod.rs"]
-#[allow(dead_code)]
 mod ccsim;
 
 use bridge_computercraft::{LinkConfig, start};
