@@ -6,6 +6,7 @@
 //! by a call count and a wall time. Prints tables and the Rust/TypeScript ratios; `--json PATH` writes them.
 //! Numbers are reported against the core's targets, never asserted: this is not a test.
 
+mod cpu;
 mod error;
 mod load;
 mod report;
@@ -14,7 +15,7 @@ mod target;
 use clap::Parser;
 use error::BenchError;
 use load::LoadSpec;
-use report::{Environment, LoadRow, Report, StartupRow};
+use report::{CpuUse, Environment, LoadRow, Report, StartupRow};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,7 +26,7 @@ use target::{Era, HttpConnections, Programs, ServerKind, Target, TransportKind};
 #[command(name = "mcp-bench", version)]
 struct Cli {
     /// Servers to measure.
-    #[arg(long, value_enum, value_delimiter = ',', default_values = ["rust", "ts"])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["rust", "ts", "ts-stateful"])]
     servers: Vec<ServerKind>,
 
     /// Transports to measure.
@@ -141,8 +142,11 @@ async fn run(cli: &Cli) -> Result<Report, BenchError> {
     let programs = cli.programs();
     let environment = environment(cli, &programs).await;
     println!(
-        "mcp-bench: {} cpus, rmcp {}, node {}, @modelcontextprotocol/sdk {}, HTTP connections {}",
+        "mcp-bench: {} cpus (load average {}), rmcp {}, node {}, @modelcontextprotocol/sdk {}, HTTP connections {}",
         environment.cpus,
+        environment
+            .load_average
+            .map_or_else(|| "unknown".into(), |l| format!("{l:.2}")),
         environment.rmcp_version,
         environment.node_version,
         environment.ts_sdk_version,
@@ -157,7 +161,7 @@ async fn run(cli: &Cli) -> Result<Report, BenchError> {
     println!("== start-to-ready (spawn -> first tools/list) and idle RSS, legacy era ==");
     let mut startup = Vec::new();
     for &transport in &cli.transports {
-        for &server in &cli.servers {
+        for &server in cli.servers.iter().filter(|s| s.own_startup()) {
             let target = cli.target(server, transport, Era::Legacy);
             match startup_samples(&programs, &target, cli.ready_runs.max(1)).await {
                 Ok(samples) => startup.push(StartupRow::new(server, transport, &samples)),
@@ -172,7 +176,7 @@ async fn run(cli: &Cli) -> Result<Report, BenchError> {
     let mut rows = Vec::new();
     for &transport in &cli.transports {
         for &era in &cli.eras {
-            for &server in cli.servers.iter().filter(|s| s.supports(era)) {
+            for &server in cli.servers.iter().filter(|s| s.supports(transport, era)) {
                 let target = cli.target(server, transport, era);
                 match load_runs(cli, &programs, &target).await {
                     Ok((mut new_rows, rss)) => {
@@ -256,7 +260,17 @@ async fn load_runs(
     let mut rows = Vec::new();
     for &c in &cli.concurrency {
         let spec = cli.spec(c);
-        let result = match load::run(&peer, spec).await {
+        let cpu_before = (cpu::cpu_time(Some(running.pid)), cpu::cpu_time(None));
+        let outcome = load::run(&peer, spec).await;
+        let cpu = CpuUse {
+            server: cpu::cpu_time(Some(running.pid))
+                .zip(cpu_before.0)
+                .map(|(after, before)| after.saturating_sub(before)),
+            client: cpu::cpu_time(None)
+                .zip(cpu_before.1)
+                .map(|(after, before)| after.saturating_sub(before)),
+        };
+        let result = match outcome {
             Ok(result) => result,
             Err(e) => {
                 running.stop().await;
@@ -270,7 +284,7 @@ async fn load_runs(
                 message: result.first_error.unwrap_or_default(),
             });
         }
-        let row = LoadRow::new(target, spec, &result);
+        let row = LoadRow::new(target, spec, &result, cpu);
         println!("{}", report::load_line(&row));
         if let Some(e) = &row.first_error {
             println!("    first error: {e}");
@@ -301,6 +315,7 @@ async fn environment(cli: &Cli, programs: &Programs) -> Environment {
         .unwrap_or_else(|| "not installed".into());
     Environment {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        load_average: cpu::load_average(),
         node_version,
         ts_sdk_version,
         rmcp_version: "3.9.0",

@@ -9,6 +9,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Serialize)]
 pub struct Environment {
     pub cpus: usize,
+    /// 1-minute load average when the run started: other work on the box skews every number.
+    pub load_average: Option<f64>,
     pub node_version: String,
     pub ts_sdk_version: String,
     pub rmcp_version: &'static str,
@@ -35,6 +37,17 @@ pub struct LoadRow {
     pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Server CPU (user + system) per successful call, in microseconds.
+    pub server_cpu_us_per_call: Option<f64>,
+    /// The load generator's CPU per successful call, in microseconds.
+    pub client_cpu_us_per_call: Option<f64>,
+}
+
+/// CPU time spent during one run by the server and by the load generator.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuUse {
+    pub server: Option<Duration>,
+    pub client: Option<Duration>,
 }
 
 fn ns_to_ms(ns: u64) -> f64 {
@@ -42,8 +55,9 @@ fn ns_to_ms(ns: u64) -> f64 {
 }
 
 impl LoadRow {
-    pub fn new(target: &Target, spec: LoadSpec, result: &LoadResult) -> Self {
+    pub fn new(target: &Target, spec: LoadSpec, result: &LoadResult, cpu: CpuUse) -> Self {
         let h = &result.latency_ns;
+        let per_call = |d: Duration| d.as_secs_f64() * 1e6 / (result.calls.max(1) as f64);
         Self {
             server: target.server,
             transport: target.transport,
@@ -58,6 +72,8 @@ impl LoadRow {
             p90_ms: ns_to_ms(h.value_at_quantile(0.90)),
             p99_ms: ns_to_ms(h.value_at_quantile(0.99)),
             max_ms: ns_to_ms(h.max()),
+            server_cpu_us_per_call: cpu.server.map(per_call),
+            client_cpu_us_per_call: cpu.client.map(per_call),
         }
     }
 }
@@ -223,7 +239,7 @@ pub fn load_header() -> String {
 
 pub fn load_line(r: &LoadRow) -> String {
     format!(
-        "{:<9} {:<7} {:<12} {:>3} {:>8} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>6}",
+        "{:<9} {:<7} {:<12} {:>3} {:>8} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>6} {:>11} {:>11}",
         r.transport.label(),
         r.era.label(),
         r.server.label(),
@@ -233,8 +249,14 @@ pub fn load_line(r: &LoadRow) -> String {
         r.p50_ms,
         r.p99_ms,
         r.max_ms,
-        r.errors
+        r.errors,
+        opt_us(r.server_cpu_us_per_call),
+        opt_us(r.client_cpu_us_per_call)
     )
+}
+
+fn opt_us(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
 }
 
 pub fn startup_table(rows: &[StartupRow]) -> String {
@@ -271,12 +293,12 @@ pub fn startup_table(rows: &[StartupRow]) -> String {
 
 pub fn ratio_table(rows: &[RatioRow]) -> String {
     let mut s = format!(
-        "{:<9} {:>3} {:<22} {:>14} {:>13} {:>13}\n",
+        "{:<9} {:>3} {:<27} {:>14} {:>13} {:>13}\n",
         "transport", "c", "pair", "calls/s ratio", "p50 speedup", "p99 speedup"
     );
     for r in rows {
         s.push_str(&format!(
-            "{:<9} {:>3} {:<22} {:>13.1}x {:>12.1}x {:>12.1}x\n",
+            "{:<9} {:>3} {:<27} {:>13.1}x {:>12.1}x {:>12.1}x\n",
             r.transport.label(),
             r.concurrency,
             format!("rust {} / {}", r.rust_era.label(), r.other.label()),

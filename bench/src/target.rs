@@ -38,9 +38,16 @@ impl ServerKind {
         }
     }
 
-    /// The TypeScript SDK v1 speaks only the initialize-era protocol.
-    pub fn supports(self, era: Era) -> bool {
-        matches!((self, era), (Self::Rust, _) | (_, Era::Legacy))
+    /// The TypeScript SDK v1 speaks only the initialize-era protocol; sessions exist only over HTTP.
+    pub fn supports(self, transport: TransportKind, era: Era) -> bool {
+        let era_ok = self == Self::Rust || era == Era::Legacy;
+        let transport_ok = self != Self::TsStateful || transport == TransportKind::Http;
+        era_ok && transport_ok
+    }
+
+    /// `ts-stateful` is the `ts` program with another flag: its start-up is the same.
+    pub fn own_startup(self) -> bool {
+        self != Self::TsStateful
     }
 }
 
