@@ -490,6 +490,7 @@ local function onFrame(text)
   elseif frame.type == "hello-ok" then
     linked, attempt = true, 0
     if tonumber(frame.maxFrame) and frame.maxFrame < MAX_FRAME then MAX_FRAME = frame.maxFrame end
+    if tonumber(frame.maxInFlight) and frame.maxInFlight > MAX_TASKS then MAX_TASKS = frame.maxInFlight end
     log("linked to " .. LINK_URL)
   elseif frame.type == "hello-rejected" then
     log("bridge refused the link: " .. tostring(frame.error))

@@ -91,3 +91,55 @@ impl From<&LinkArgs> for LinkConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        cc: CcArgs,
+    }
+
+    #[test]
+    fn defaults_match_the_documentation() {
+        let cli = Cli::try_parse_from(["mcp-bridges"]).unwrap();
+        assert_eq!(cli.cc.link.host.to_string(), "0.0.0.0");
+        assert_eq!(cli.cc.link.port, 3001);
+        assert_eq!(cli.cc.link.probe_timeout, Duration::from_millis(2000));
+        let cfg = LinkConfig::from(&cli.cc.link);
+        assert_eq!(cfg.max_in_flight, 16);
+        assert!(cfg.token.is_none());
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        let err = Cli::try_parse_from(["mcp-bridges", "--probe-timeout-ms", "0"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("CC_PROBE_TIMEOUT_MS"), "{err}");
+        let err = Cli::try_parse_from(["mcp-bridges", "--link-host", "nowhere"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("CC_LINK_HOST"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_token_is_no_token() {
+        let cli = Cli::try_parse_from([
+            "mcp-bridges",
+            "--link-token",
+            "",
+            "--link-public-url",
+            "http://h:1/",
+        ])
+        .unwrap();
+        let cfg = LinkConfig::from(&cli.cc.link);
+        assert!(cfg.token.is_none());
+        assert_eq!(cfg.public_url.as_deref(), Some("http://h:1"));
+    }
+}

@@ -220,16 +220,26 @@ pub fn encode(frame: &Outbound<'_>) -> Result<String, FrameError> {
 }
 
 /// Undoes CC's byte escaping: a string whose chars are all <= U+00FF is really a byte string.
-pub fn fix_cc_strings(value: Value) -> Value {
+pub fn fix_cc_strings(mut value: Value) -> Value {
+    fix_in_place(&mut value);
+    value
+}
+
+/// In place, so the common all-ASCII frame costs a walk and no allocation.
+fn fix_in_place(value: &mut Value) {
     match value {
-        Value::String(s) => Value::String(fix_string(s)),
-        Value::Array(items) => Value::Array(items.into_iter().map(fix_cc_strings).collect()),
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (fix_string(k), fix_cc_strings(v)))
-                .collect(),
-        ),
-        other => other,
+        Value::String(s) if !s.is_ascii() => *s = fix_string(std::mem::take(s)),
+        Value::Array(items) => items.iter_mut().for_each(fix_in_place),
+        Value::Object(map) => {
+            if map.keys().any(|k| !k.is_ascii()) {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, v)| (fix_string(k), v))
+                    .collect();
+            }
+            map.values_mut().for_each(fix_in_place);
+        }
+        _ => {}
     }
 }
 
@@ -357,6 +367,15 @@ mod tests {
             panic!("not a response")
         };
         assert_eq!(r.outcome.unwrap()["s"], "é€");
+    }
+
+    #[test]
+    fn object_keys_are_fixed_too() {
+        let text = r#"{"type":"event","event":"x","args":[{"\u00C3\u00A9":"caf\u00C3\u00A9"}]}"#;
+        let Inbound::Event(e) = decode(text).unwrap() else {
+            panic!("not an event")
+        };
+        assert_eq!(e.args[0]["é"], "café");
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub struct SimConfig {
     pub world: World,
     /// How long a turtle command takes before its `turtle_response` (CC: a few ticks).
     pub turtle_delay: Duration,
+    /// "Too long without yielding" after this long in one resume (CC: 7 s).
+    pub yield_timeout: Duration,
 }
 
 impl SimConfig {
@@ -77,6 +79,7 @@ impl SimConfig {
             command: None,
             world: World::default(),
             turtle_delay: Duration::from_millis(100),
+            yield_timeout: YIELD_TIMEOUT,
         }
     }
 
@@ -304,13 +307,14 @@ async fn drive(h: &SimHandle) {
         };
         let started = Arc::new(Mutex::new(Instant::now()));
         let hook_start = started.clone();
+        let yield_timeout = h.state().cfg.yield_timeout;
         let _ = lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(20_000),
             move |_, _| {
                 let since = *hook_start
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if since.elapsed() > YIELD_TIMEOUT {
+                if since.elapsed() > yield_timeout {
                     return Err(mlua::Error::runtime("Too long without yielding"));
                 }
                 Ok(VmState::Continue)
