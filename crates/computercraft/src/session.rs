@@ -17,6 +17,8 @@ const REJECT_GRACE: Duration = Duration::from_secs(2);
 
 /// Largest reply reassembled from chunks (the client refuses to send more than 4 MiB).
 const MAX_REASSEMBLED: usize = 8 << 20;
+/// All partial replies of one link together; a peer that starts many and finishes none cannot grow past it.
+const MAX_PARTIAL_TOTAL: usize = 16 << 20;
 
 pub async fn run(state: Arc<State>, conn: WsConnection) {
     let WsConnection {
@@ -182,6 +184,20 @@ fn reassemble(state: &State, computer: &Computer, chunks: &mut HashMap<String, P
         chunks.remove(&c.id);
         return fail(&c.id, format!("reply exceeds {MAX_REASSEMBLED} bytes"));
     }
+    let total: usize = chunks.values().map(|p| p.text.len()).sum::<usize>() + c.data.len();
+    if total > MAX_PARTIAL_TOTAL {
+        let ids: Vec<String> = chunks.drain().map(|(id, _)| id).collect();
+        for id in ids {
+            fail(
+                &id,
+                format!("partial replies on this link exceed {MAX_PARTIAL_TOTAL} bytes"),
+            );
+        }
+        return;
+    }
+    let Some(partial) = chunks.get_mut(&c.id) else {
+        return;
+    };
     partial.next_seq += 1;
     partial.text.push_str(&c.data);
     if !c.last {
