@@ -54,7 +54,7 @@ pub async fn start(
     let link_addr = listener.local_addr()?;
     let mut b = Bridge::builder("computercraft", env!("CARGO_PKG_VERSION"));
     b.instructions(INSTRUCTIONS);
-    let state = State::new(cfg.clone(), &b.events());
+    let state = State::new(cfg.clone(), link_addr, &b.events());
     tools::register(&mut b, &state);
     let st = state.clone();
     b.health(move || json!({ "ok": true, "computers": st.registry.len(), "malformed_frames": st.malformed_frames() }));

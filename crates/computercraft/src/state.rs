@@ -6,6 +6,7 @@ use crate::registry::Registry;
 use bridge_core::ToolError;
 use bridge_core::events::{EventHub, EventStream};
 use serde_json::{Value, json};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -15,6 +16,8 @@ const STREAM_CAPACITY: usize = 1000;
 pub struct State {
     pub registry: Registry,
     pub cfg: LinkConfig,
+    /// Where the link listener is bound.
+    pub listen: SocketAddr,
     /// `computercraft://events/computers`: connected / disconnected / replaced.
     pub computers: EventStream,
     /// `computercraft://events/computer_events`: CC events computers forward (redstone, turtle_inventory,
@@ -24,10 +27,11 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(cfg: LinkConfig, hub: &EventHub) -> Arc<Self> {
+    pub fn new(cfg: LinkConfig, listen: SocketAddr, hub: &EventHub) -> Arc<Self> {
         Arc::new(Self {
             registry: Registry::default(),
             cfg,
+            listen,
             computers: hub.stream(
                 "computers",
                 "Computers linking and unlinking: {event: connected|disconnected|replaced, computer, label, kind, reason?}",
@@ -54,6 +58,23 @@ impl State {
                 )
                 .with_details(json!({"computer": id, "linked": linked}))
         })
+    }
+
+    /// The in-game command that installs the client, for telling a player.
+    pub fn install_command(&self) -> String {
+        let base = match &self.cfg.public_url {
+            Some(url) => url.clone(),
+            None if self.listen.ip().is_unspecified() => {
+                format!("http://<this-host>:{}", self.listen.port())
+            }
+            None => format!("http://{}", self.listen),
+        };
+        let token = if self.cfg.token.is_some() {
+            " <link token>"
+        } else {
+            ""
+        };
+        format!("wget run {base}/install.lua{token}")
     }
 
     pub fn publish_link(&self, event: &str, who: &Identity, reason: Option<&str>) {

@@ -26,6 +26,10 @@ pub struct ComputerInfo {
 pub struct ListOut {
     pub count: usize,
     pub computers: Vec<ComputerInfo>,
+    /// Address the computers' link listener is bound to.
+    pub link_listen: String,
+    /// What a player types on a computer to link it (tell the user when a computer is missing).
+    pub install: String,
 }
 
 pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
@@ -35,7 +39,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "list_computers",
             "List the ComputerCraft computers linked to the bridge: id (use it in every other tool), label (may be \
              null), kind (computer, turtle or pocket; turtle_* tools need a turtle), when the link was made and \
-             when the computer was last heard from.",
+             when the computer was last heard from. Also gives the in-game command that links a new computer.",
         )
         .read_only()
         .handler_with_text(move |_: NoArgs, _ctx: ToolCtx| {
@@ -61,8 +65,9 @@ fn list(state: &State) -> Rendered<ListOut> {
             requests_in_flight: c.in_flight(),
         })
         .collect();
+    let install = state.install_command();
     let text = if computers.is_empty() {
-        "No computers connected.".to_string()
+        format!("No computers connected. To link one, run in-game: {install}")
     } else {
         computers
             .iter()
@@ -83,6 +88,8 @@ fn list(state: &State) -> Rendered<ListOut> {
         value: ListOut {
             count: computers.len(),
             computers,
+            link_listen: state.listen.to_string(),
+            install,
         },
         text,
     }
