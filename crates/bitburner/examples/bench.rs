@@ -7,11 +7,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bridge_bitburner::fake_game::{FakeGame, GameVersion, WEB_ORIGIN};
+use bridge_bitburner::wire::Method;
 use bridge_bitburner::{GameArgs, build_bridge, listen};
-use bridge_core::serve::{HttpOptions, serve_http};
+use bridge_core::serve::{HttpOptions, serve_http, serve_io};
 use futures::{SinkExt, StreamExt};
 use hdrhistogram::Histogram;
-use rmcp::model::{CallToolRequestParams, ClientInfo, ProtocolVersion};
+use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Map, Value, json};
@@ -84,7 +85,9 @@ async fn echo_baseline(o: &Opts, body: &str) -> Stats {
             }
         }
     });
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}")).await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
+        .await
+        .unwrap();
     measure(o.iterations, async || {
         ws.send(Message::text(body.clone())).await.unwrap();
         let echoed = ws.next().await.unwrap().unwrap();
@@ -114,13 +117,19 @@ async fn main() {
     game_args.port = 0;
     let game_listener = listen(&game_args, shutdown.clone()).await.unwrap();
     let bridge = build_bridge(game_listener.link.clone(), &game_args).unwrap();
+    let stdio_bridge = bridge.clone();
     let mcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mcp_addr = mcp.local_addr().unwrap();
     let token = shutdown.clone();
     tokio::spawn(async move { serve_http(bridge, mcp, HttpOptions::default(), &[], token).await });
 
     let game = FakeGame::new(GameVersion::V3_0);
-    game.world().server_mut("home").unwrap().write("big.js", &body, true);
+    game.world()
+        .server_mut("home")
+        .unwrap()
+        .write("big.js", &body, true);
+    // Same size as the file, so the cached definitions show the MCP layer's cost without the game hop.
+    game.world().definitions = body.clone();
     let _conn = game
         .connect(&format!("ws://{}", game_listener.addr), Some(WEB_ORIGIN))
         .await
@@ -132,12 +141,28 @@ async fn main() {
         "payload {} bytes, {} iterations (after warm-up), loopback, {} build",
         o.bytes,
         o.iterations,
-        if cfg!(debug_assertions) { "DEBUG" } else { "release" }
+        if cfg!(debug_assertions) {
+            "DEBUG"
+        } else {
+            "release"
+        }
     );
     println!(
         "{:<28} p50 {:>8.3} ms  p99 {:>8.3} ms  mean {:>8.3} ms",
         "raw WebSocket echo", base.p50, base.p99, base.mean
     );
+
+    // The game hop alone: the bridge's link to the fake game, without MCP in front.
+    let link = game_listener.link.clone();
+    let params: Map<String, Value> = Map::from_iter([
+        ("filename".into(), json!("big.js")),
+        ("server".into(), json!("home")),
+    ]);
+    let hop = measure(o.iterations, async || {
+        link.call(Method::GetFile, params.clone()).await.unwrap();
+    })
+    .await;
+    print("getFile game hop (no MCP)", &hop, &base);
 
     for (era_name, lifecycle) in [
         (
@@ -149,7 +174,7 @@ async fn main() {
         ("2025-11-25", ClientLifecycleMode::Initialize),
     ] {
         let transport = StreamableHttpClientTransport::from_uri(format!("http://{mcp_addr}/mcp"));
-        let client = ClientInfo::default()
+        let client = ClientConfig::default()
             .serve_with_lifecycle(transport, lifecycle)
             .await
             .unwrap();
@@ -159,14 +184,49 @@ async fn main() {
             assert_ne!(r.is_error, Some(true), "{r:?}");
         };
         let read_args: Map<String, Value> = Map::from_iter([("filename".into(), json!("big.js"))]);
-        let read = measure(o.iterations, async || call("read_file", read_args.clone()).await).await;
+        let read = measure(o.iterations, async || {
+            call("read_file", read_args.clone()).await
+        })
+        .await;
         print(&format!("read_file  MCP {era_name}"), &read, &base);
-        let write_args: Map<String, Value> =
-            Map::from_iter([("filename".into(), json!("out.js")), ("content".into(), json!(body))]);
-        let write = measure(o.iterations, async || call("write_file", write_args.clone()).await).await;
+        let no_args = Map::new();
+        let cached = measure(o.iterations, async || {
+            call("get_netscript_definitions", no_args.clone()).await
+        })
+        .await;
+        print(&format!("cached defs MCP {era_name}"), &cached, &base);
+        let write_args: Map<String, Value> = Map::from_iter([
+            ("filename".into(), json!("out.js")),
+            ("content".into(), json!(body)),
+        ]);
+        let write = measure(o.iterations, async || {
+            call("write_file", write_args.clone()).await
+        })
+        .await;
         print(&format!("write_file MCP {era_name}"), &write, &base);
         let _ = client.cancel().await;
     }
+    // The stdio framing over an in-memory pipe: MCP without HTTP.
+    let (client_io, server_io) = tokio::io::duplex(8 << 20);
+    let (server_read, server_write) = tokio::io::split(server_io);
+    let token = shutdown.clone();
+    tokio::spawn(
+        async move { serve_io(stdio_bridge, server_read, server_write, &[], token).await },
+    );
+    let client = ClientConfig::default()
+        .serve_with_lifecycle(tokio::io::split(client_io), ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    let read_args: Map<String, Value> = Map::from_iter([("filename".into(), json!("big.js"))]);
+    let read = measure(o.iterations, async || {
+        let params = CallToolRequestParams::new("read_file").with_arguments(read_args.clone());
+        let r = client.call_tool(params).await.unwrap();
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+    })
+    .await;
+    print("read_file  MCP stdio pipe", &read, &base);
+    let _ = client.cancel().await;
+
     shutdown.cancel();
     tokio::time::sleep(Duration::from_millis(10)).await;
 }

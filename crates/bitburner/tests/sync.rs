@@ -26,7 +26,11 @@ fn put(root: &Path, relative: &str, content: &str) {
 #[tokio::test]
 async fn push_waits_for_the_game_then_pull_brings_everything_back() {
     let src = tempdir("src");
-    put(&src, "hack.js", "export async function main(ns) { ns.hack('n00dles'); }");
+    put(
+        &src,
+        "hack.js",
+        "export async function main(ns) { ns.hack('n00dles'); }",
+    );
     put(&src, "lib/util.ts", "export const x = 1;");
     put(&src, "notes.txt", "");
     put(&src, "README.md", "not a game file");
@@ -48,7 +52,10 @@ async fn push_waits_for_the_game_then_pull_brings_everything_back() {
     let pushing = tokio::spawn(async move { sync::push(&push_ctx, &push_args).await });
 
     let game = v3();
-    let _conn = game.connect(&format!("ws://{}", listener.addr), Some(WEB_ORIGIN)).await.unwrap();
+    let _conn = game
+        .connect(&format!("ws://{}", listener.addr), Some(WEB_ORIGIN))
+        .await
+        .unwrap();
     let report = within("push", pushing).await.unwrap().unwrap();
     assert_eq!(report.done, ["hack.js", "lib/util.ts", "notes.txt"]);
     let skipped: Vec<&str> = report.skipped.iter().map(|(f, _)| f.as_str()).collect();
@@ -57,15 +64,30 @@ async fn push_waits_for_the_game_then_pull_brings_everything_back() {
     {
         let world = game.world();
         let home = world.server("home").unwrap();
-        assert_eq!(home.file("lib/util.ts").unwrap().content, "export const x = 1;");
+        assert_eq!(
+            home.file("lib/util.ts").unwrap().content,
+            "export const x = 1;"
+        );
         assert!(home.file("node_modules/dep/index.js").is_none());
     }
 
     let dst = tempdir("dst");
-    let pulled = sync::pull(&ctx, &SyncArgs { dir: dst.clone(), ..args }).await.unwrap();
+    let pulled = sync::pull(
+        &ctx,
+        &SyncArgs {
+            dir: dst.clone(),
+            ..args
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(pulled.done, ["hack.js", "lib/util.ts", "notes.txt"]);
     for f in ["hack.js", "lib/util.ts", "notes.txt"] {
-        assert_eq!(std::fs::read(dst.join(f)).unwrap(), std::fs::read(src.join(f)).unwrap(), "{f}");
+        assert_eq!(
+            std::fs::read(dst.join(f)).unwrap(),
+            std::fs::read(src.join(f)).unwrap(),
+            "{f}"
+        );
     }
     shutdown.cancel();
 }
@@ -82,6 +104,13 @@ async fn push_without_a_game_says_how_to_connect() {
         server: "home".into(),
         wait: Duration::from_millis(50),
     };
-    let err = sync::push(&ctx, &args).await.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(err.contains("E_DISCONNECTED") && err.contains("Options → Remote API"), "{err}");
+    let err = sync::push(&ctx, &args)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("E_DISCONNECTED") && err.contains("Options → Remote API"),
+        "{err}"
+    );
 }
