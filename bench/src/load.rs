@@ -2,6 +2,7 @@
 //! or a wall-time budget runs out, whichever comes first.
 
 use crate::error::BenchError;
+use crate::raw::RawHttp;
 use hdrhistogram::Histogram;
 use rmcp::model::CallToolResponse;
 use rmcp::model::{CallToolRequestParams, JsonObject};
@@ -40,8 +41,24 @@ fn new_histogram() -> Result<Histogram<u64>, BenchError> {
         .map_err(|e| BenchError::Histogram(e.to_string()))
 }
 
+/// Who makes the calls: the rmcp client, or the minimal HTTP client.
+#[derive(Clone)]
+pub enum Caller {
+    Rmcp(Peer<RoleClient>),
+    Raw(Arc<RawHttp>),
+}
+
+impl Caller {
+    pub async fn call(&self) -> Result<(), String> {
+        match self {
+            Self::Rmcp(peer) => call_noop(peer).await,
+            Self::Raw(raw) => raw.call_noop().await,
+        }
+    }
+}
+
 /// One `noop` call; an `isError` result counts as a failure, since the server did not do the call.
-pub async fn call_noop(peer: &Peer<RoleClient>) -> Result<(), String> {
+async fn call_noop(peer: &Peer<RoleClient>) -> Result<(), String> {
     match peer
         .call_tool_once(CallToolRequestParams::new("noop").with_arguments(JsonObject::new()))
         .await
@@ -54,9 +71,9 @@ pub async fn call_noop(peer: &Peer<RoleClient>) -> Result<(), String> {
 }
 
 /// Sequential calls that are not measured: they fill caches, pools and the JIT of the Node server.
-pub async fn warm_up(peer: &Peer<RoleClient>, calls: u64) -> Result<(), String> {
+pub async fn warm_up(caller: &Caller, calls: u64) -> Result<(), String> {
     for _ in 0..calls {
-        call_noop(peer).await?;
+        caller.call().await?;
     }
     Ok(())
 }
@@ -68,13 +85,13 @@ struct TaskResult {
     latency_ns: Histogram<u64>,
 }
 
-pub async fn run(peer: &Peer<RoleClient>, spec: LoadSpec) -> Result<LoadResult, BenchError> {
+pub async fn run(caller: &Caller, spec: LoadSpec) -> Result<LoadResult, BenchError> {
     let issued = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let deadline = start + spec.max_time;
     let mut tasks = Vec::with_capacity(spec.concurrency);
     for _ in 0..spec.concurrency.max(1) {
-        let peer = peer.clone();
+        let caller = caller.clone();
         let issued = issued.clone();
         let mut latency_ns = new_histogram()?;
         tasks.push(tokio::spawn(async move {
@@ -83,7 +100,7 @@ pub async fn run(peer: &Peer<RoleClient>, spec: LoadSpec) -> Result<LoadResult, 
                 && issued.fetch_add(1, Ordering::Relaxed) < spec.max_calls
             {
                 let t0 = Instant::now();
-                let outcome = call_noop(&peer).await;
+                let outcome = caller.call().await;
                 let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 match outcome {
                     Ok(()) => {

@@ -9,15 +9,18 @@
 mod cpu;
 mod error;
 mod load;
+mod raw;
 mod report;
 mod target;
 
 use clap::Parser;
 use error::BenchError;
-use load::LoadSpec;
-use report::{CpuUse, Environment, LoadRow, Report, StartupRow};
+use load::{Caller, LoadSpec};
+use raw::RawHttp;
+use report::{ClientKind, CpuUse, Environment, LoadRow, Report, StartupRow};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 use target::{Era, HttpConnections, Programs, ServerKind, Target, TransportKind};
 
@@ -56,6 +59,11 @@ struct Cli {
     /// Starts per server and transport for start-to-ready time and idle RSS.
     #[arg(long, default_value_t = 5)]
     ready_runs: usize,
+
+    /// Over HTTP, also measure with a minimal raw client (far less client CPU per call than rmcp), which
+    /// shows the server's own capacity.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    raw_http: bool,
 
     /// HTTP client connection handling.
     #[arg(long, value_enum, default_value = "pooled")]
@@ -242,58 +250,78 @@ async fn startup_samples(
     Ok(samples)
 }
 
-/// One server, one client, every concurrency; returns the rows and the server's RSS afterwards.
+/// One server; the rmcp client (and for HTTP the raw client too) at every concurrency; returns the rows and
+/// the server's RSS afterwards.
 async fn load_runs(
     cli: &Cli,
     programs: &Programs,
     target: &Target,
 ) -> Result<(Vec<LoadRow>, u64), BenchError> {
     let running = target::start(programs, target).await?;
-    let peer = running.peer();
-    if let Err(message) = load::warm_up(&peer, cli.warmup).await {
-        running.stop().await;
-        return Err(BenchError::AllCallsFailed {
-            server: target.name(),
-            message,
-        });
-    }
+    let outcome = client_runs(cli, &running, target).await;
+    let rss = target::rss_kib(running.pid);
+    running.stop().await;
+    Ok((outcome?, rss?))
+}
+
+async fn client_runs(
+    cli: &Cli,
+    running: &target::Running,
+    target: &Target,
+) -> Result<Vec<LoadRow>, BenchError> {
     let mut rows = Vec::new();
+    let rmcp = Caller::Rmcp(running.peer());
+    series(cli, running.pid, target, ClientKind::Rmcp, &rmcp, &mut rows).await?;
+    if let (true, Some(url)) = (cli.raw_http, &running.url) {
+        let raw = RawHttp::connect(url.clone(), target.era)
+            .await
+            .map_err(|message| BenchError::Handshake {
+                server: target.name(),
+                message: format!("raw client: {message}"),
+            })?;
+        let raw = Caller::Raw(Arc::new(raw));
+        series(cli, running.pid, target, ClientKind::Raw, &raw, &mut rows).await?;
+    }
+    Ok(rows)
+}
+
+/// Warm-up, then one run per concurrency, printing each row as it completes.
+async fn series(
+    cli: &Cli,
+    pid: u32,
+    target: &Target,
+    client: ClientKind,
+    caller: &Caller,
+    rows: &mut Vec<LoadRow>,
+) -> Result<(), BenchError> {
+    let failed = |message: String| BenchError::AllCallsFailed {
+        server: format!("{} ({} client)", target.name(), client.label()),
+        message,
+    };
+    load::warm_up(caller, cli.warmup).await.map_err(failed)?;
     for &c in &cli.concurrency {
         let spec = cli.spec(c);
-        let cpu_before = (cpu::cpu_time(Some(running.pid)), cpu::cpu_time(None));
-        let outcome = load::run(&peer, spec).await;
+        let before = (cpu::cpu_time(Some(pid)), cpu::cpu_time(None));
+        let result = load::run(caller, spec).await?;
         let cpu = CpuUse {
-            server: cpu::cpu_time(Some(running.pid))
-                .zip(cpu_before.0)
-                .map(|(after, before)| after.saturating_sub(before)),
-            client: cpu::cpu_time(None)
-                .zip(cpu_before.1)
-                .map(|(after, before)| after.saturating_sub(before)),
-        };
-        let result = match outcome {
-            Ok(result) => result,
-            Err(e) => {
-                running.stop().await;
-                return Err(e);
-            }
+            server: elapsed_cpu(before.0, cpu::cpu_time(Some(pid))),
+            client: elapsed_cpu(before.1, cpu::cpu_time(None)),
         };
         if result.calls == 0 {
-            running.stop().await;
-            return Err(BenchError::AllCallsFailed {
-                server: target.name(),
-                message: result.first_error.unwrap_or_default(),
-            });
+            return Err(failed(result.first_error.unwrap_or_default()));
         }
-        let row = LoadRow::new(target, spec, &result, cpu);
+        let row = LoadRow::new(client, target, spec, &result, cpu);
         println!("{}", report::load_line(&row));
         if let Some(e) = &row.first_error {
             println!("    first error: {e}");
         }
         rows.push(row);
     }
-    let rss = target::rss_kib(running.pid);
-    running.stop().await;
-    Ok((rows, rss?))
+    Ok(())
+}
+
+fn elapsed_cpu(before: Option<Duration>, after: Option<Duration>) -> Option<Duration> {
+    Some(after?.saturating_sub(before?))
 }
 
 async fn environment(cli: &Cli, programs: &Programs) -> Environment {

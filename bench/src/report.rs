@@ -23,6 +23,7 @@ pub struct Environment {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadRow {
+    pub client: ClientKind,
     pub server: ServerKind,
     pub transport: TransportKind,
     pub era: Era,
@@ -43,6 +44,25 @@ pub struct LoadRow {
     pub client_cpu_us_per_call: Option<f64>,
 }
 
+/// Which client made the calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientKind {
+    /// The rmcp client: what a Rust agent would use.
+    Rmcp,
+    /// bench/src/raw.rs: pre-shaped HTTP posts, to show the server's capacity.
+    Raw,
+}
+
+impl ClientKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Rmcp => "rmcp",
+            Self::Raw => "raw",
+        }
+    }
+}
+
 /// CPU time spent during one run by the server and by the load generator.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CpuUse {
@@ -55,10 +75,17 @@ fn ns_to_ms(ns: u64) -> f64 {
 }
 
 impl LoadRow {
-    pub fn new(target: &Target, spec: LoadSpec, result: &LoadResult, cpu: CpuUse) -> Self {
+    pub fn new(
+        client: ClientKind,
+        target: &Target,
+        spec: LoadSpec,
+        result: &LoadResult,
+        cpu: CpuUse,
+    ) -> Self {
         let h = &result.latency_ns;
         let per_call = |d: Duration| d.as_secs_f64() * 1e6 / (result.calls.max(1) as f64);
         Self {
+            client,
             server: target.server,
             transport: target.transport,
             era: target.era,
@@ -114,6 +141,7 @@ impl StartupRow {
 /// The Rust server against another server on the same transport and concurrency.
 #[derive(Debug, Clone, Serialize)]
 pub struct RatioRow {
+    pub client: ClientKind,
     pub transport: TransportKind,
     pub concurrency: usize,
     pub rust_era: Era,
@@ -130,10 +158,12 @@ pub fn ratios(rows: &[LoadRow]) -> Vec<RatioRow> {
     for rust in rows.iter().filter(|r| r.server == ServerKind::Rust) {
         for other in rows.iter().filter(|o| {
             o.server != ServerKind::Rust
+                && o.client == rust.client
                 && o.transport == rust.transport
                 && o.concurrency == rust.concurrency
         }) {
             out.push(RatioRow {
+                client: rust.client,
                 transport: rust.transport,
                 concurrency: rust.concurrency,
                 rust_era: rust.era,
@@ -161,7 +191,11 @@ pub fn targets(rows: &[LoadRow], startup: &[StartupRow], ratios: &[RatioRow]) ->
         r.server == ServerKind::Rust && r.transport == TransportKind::Http && r.concurrency == 1
     }) {
         out.push(TargetCheck {
-            target: format!("HTTP c=1 p99 <= 1 ms (rust, {})", r.era.label()),
+            target: format!(
+                "HTTP c=1 p99 <= 1 ms (rust, {}, {} client)",
+                r.era.label(),
+                r.client.label()
+            ),
             measured: format!("{:.3} ms", r.p99_ms),
             met: r.p99_ms <= 1.0,
         });
@@ -172,9 +206,10 @@ pub fn targets(rows: &[LoadRow], startup: &[StartupRow], ratios: &[RatioRow]) ->
     {
         out.push(TargetCheck {
             target: format!(
-                "HTTP throughput >= 10x TS (rust {} vs ts, c={})",
+                "HTTP throughput >= 10x TS (rust {} vs ts, c={}, {} client)",
                 q.rust_era.label(),
-                q.concurrency
+                q.concurrency,
+                q.client.label()
             ),
             measured: format!("{:.1}x", q.throughput_ratio),
             met: q.throughput_ratio >= 10.0,
@@ -223,8 +258,9 @@ pub struct Report {
 
 pub fn load_header() -> String {
     format!(
-        "{:<9} {:<7} {:<12} {:>3} {:>8} {:>10} {:>9} {:>9} {:>9} {:>6}",
+        "{:<9} {:<6} {:<7} {:<12} {:>3} {:>8} {:>10} {:>9} {:>9} {:>9} {:>6} {:>11} {:>11}",
         "transport",
+        "client",
         "era",
         "server",
         "c",
@@ -233,14 +269,17 @@ pub fn load_header() -> String {
         "p50 ms",
         "p99 ms",
         "max ms",
-        "errors"
+        "errors",
+        "srv us/call",
+        "cli us/call"
     )
 }
 
 pub fn load_line(r: &LoadRow) -> String {
     format!(
-        "{:<9} {:<7} {:<12} {:>3} {:>8} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>6} {:>11} {:>11}",
+        "{:<9} {:<6} {:<7} {:<12} {:>3} {:>8} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>6} {:>11} {:>11}",
         r.transport.label(),
+        r.client.label(),
         r.era.label(),
         r.server.label(),
         r.concurrency,
@@ -293,13 +332,14 @@ pub fn startup_table(rows: &[StartupRow]) -> String {
 
 pub fn ratio_table(rows: &[RatioRow]) -> String {
     let mut s = format!(
-        "{:<9} {:>3} {:<27} {:>14} {:>13} {:>13}\n",
-        "transport", "c", "pair", "calls/s ratio", "p50 speedup", "p99 speedup"
+        "{:<9} {:<6} {:>3} {:<27} {:>14} {:>13} {:>13}\n",
+        "transport", "client", "c", "pair", "calls/s ratio", "p50 speedup", "p99 speedup"
     );
     for r in rows {
         s.push_str(&format!(
-            "{:<9} {:>3} {:<27} {:>13.1}x {:>12.1}x {:>12.1}x\n",
+            "{:<9} {:<6} {:>3} {:<27} {:>13.1}x {:>12.1}x {:>12.1}x\n",
             r.transport.label(),
+            r.client.label(),
             r.concurrency,
             format!("rust {} / {}", r.rust_era.label(), r.other.label()),
             r.throughput_ratio,
@@ -314,7 +354,7 @@ pub fn target_table(rows: &[TargetCheck]) -> String {
     let mut s = String::new();
     for r in rows {
         s.push_str(&format!(
-            "[{}] {:<52} {}\n",
+            "[{}] {:<66} {}\n",
             if r.met { " met " } else { "MISSED" },
             r.target,
             r.measured

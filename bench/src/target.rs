@@ -143,6 +143,8 @@ pub struct Running {
     pub pid: u32,
     /// From spawn to the first successful `tools/list`.
     pub ready: Duration,
+    /// The MCP endpoint, for HTTP servers.
+    pub url: Option<String>,
     /// Only for HTTP: over stdio the client transport owns the child.
     http_child: Option<Child>,
 }
@@ -231,6 +233,7 @@ async fn start_stdio(programs: &Programs, target: &Target) -> Result<Running, Be
         client,
         pid,
         ready: t0.elapsed(),
+        url: None,
         http_child: None,
     })
 }
@@ -247,7 +250,8 @@ async fn start_http(programs: &Programs, target: &Target) -> Result<Running, Ben
     let pid = child.id().unwrap_or(0);
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     wait_for_listener(&mut child, addr, target).await?;
-    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+    let url = format!("http://{addr}/mcp");
+    let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
         .max_concurrent_requests(MAX_HTTP_IN_FLIGHT);
     let transport = match target.http {
         HttpConnections::Pooled => {
@@ -271,6 +275,7 @@ async fn start_http(programs: &Programs, target: &Target) -> Result<Running, Ben
         client,
         pid,
         ready: t0.elapsed(),
+        url: Some(url),
         http_child: Some(child),
     })
 }
