@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -63,8 +64,10 @@ struct State {
 #[derive(Clone)]
 pub struct GameLink {
     state: Arc<Mutex<State>>,
-    /// Bumped on every connect and disconnect, so waiters can wake up.
+    /// Bumped on every connect and disconnect, and when a call starts or stops waiting for a game.
     generation: watch::Sender<u64>,
+    /// Calls parked until a game connects (`connect_wait`).
+    waiting: Arc<AtomicUsize>,
     config: Arc<LinkConfig>,
 }
 
@@ -88,6 +91,26 @@ pub struct LinkStatus {
     pub last_disconnect: Option<String>,
     /// Where the game should connect: `ws://host:port`.
     pub listen: String,
+    /// Tool calls waiting for a game to connect (see `BITBURNER_CONNECT_WAIT_MS`).
+    pub calls_waiting_for_game: usize,
+}
+
+/// Counts a call as waiting for a game while it lives.
+struct Parked<'a>(&'a GameLink);
+
+impl<'a> Parked<'a> {
+    fn new(link: &'a GameLink) -> Self {
+        link.waiting.fetch_add(1, Ordering::SeqCst);
+        link.generation.send_modify(|g| *g += 1);
+        Self(link)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.0.generation.send_modify(|g| *g += 1);
+    }
 }
 
 impl GameLink {
@@ -95,6 +118,7 @@ impl GameLink {
         Self {
             state: Arc::default(),
             generation: watch::Sender::new(0),
+            waiting: Arc::default(),
             config: Arc::new(config),
         }
     }
@@ -259,7 +283,8 @@ impl GameLink {
     }
 
     async fn current_or_wait(&self) -> Result<(WsSender, Correlator<Outcome>), ToolError> {
-        if !self.config.connect_wait.is_zero() {
+        if !self.config.connect_wait.is_zero() && !self.is_connected() {
+            let _parked = Parked::new(self);
             self.wait_connected(self.config.connect_wait).await;
         }
         let state = lock(&self.state);
@@ -342,6 +367,7 @@ impl GameLink {
             connections_total: state.connections_total,
             last_disconnect: state.last_disconnect.as_ref().map(|(_, r)| r.clone()),
             listen: format!("ws://{host}:{port}"),
+            calls_waiting_for_game: self.waiting.load(Ordering::SeqCst),
         }
     }
 }

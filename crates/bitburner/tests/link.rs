@@ -43,7 +43,11 @@ async fn a_call_may_wait_for_the_game_when_configured() {
     let h = start(args).await;
     let client = http_client(h.mcp_addr, Era::Modern).await;
     let pending = tokio::spawn(async move { call(&client, "list_files", json!({})).await });
-    // The call is parked waiting for a game; connect one and it completes.
+    within(
+        "the call to park",
+        h.link.wait_until(|s| s.calls_waiting_for_game == 1),
+    )
+    .await;
     let game = v3();
     let _conn = h.connect(&game).await;
     let result = within("the parked call", pending).await.unwrap();

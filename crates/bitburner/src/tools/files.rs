@@ -156,6 +156,7 @@ impl Ctx {
 }
 
 pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
+    let budget = ctx.budget(1, ctx.link.config().rpc_timeout);
     let c = ctx.clone();
     let list = ToolSpec::new(
         "list_files",
@@ -163,6 +164,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
+    .timeout(budget)
     .handler(move |args: ServerArgs, _| {
         let c = c.clone();
         async move { c.list_files(args).await }
@@ -176,6 +178,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
+    .timeout(budget)
     .handler_with_text(move |args: FileArgs, _| {
         let c = c.clone();
         async move {
@@ -196,6 +199,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .destructive()
     .idempotent()
     .open_world()
+    .timeout(budget)
     .handler(move |args: WriteArgs, _| {
         let c = c.clone();
         async move { c.write_file(args).await }
@@ -209,6 +213,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .destructive()
     .open_world()
+    .timeout(budget)
     .handler(move |args: FileArgs, _| {
         let c = c.clone();
         async move { c.delete_file(args).await }
@@ -221,6 +226,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
+    .timeout(budget)
     .handler(move |args: ServerArgs, _| {
         let c = c.clone();
         async move { c.get_all_files(args).await }
@@ -234,6 +240,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
+    .timeout(budget)
     .handler(move |args: FileArgs, _| {
         let c = c.clone();
         async move { c.calculate_ram(args).await }

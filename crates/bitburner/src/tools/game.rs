@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Definitions {
@@ -304,6 +303,8 @@ async fn write_new(path: &std::path::Path, bytes: &[u8], overwrite: bool) -> Res
 }
 
 pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
+    let rpc = ctx.link.config().rpc_timeout;
+    let budget = ctx.budget(1, rpc);
     let c = ctx.clone();
     let defs = ToolSpec::new(
         "get_netscript_definitions",
@@ -312,6 +313,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
+    .timeout(budget)
     .handler_with_text(move |args: DefinitionArgs, _| {
         let c = c.clone();
         async move {
@@ -330,6 +332,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
+    .timeout(budget)
     .handler(move |_: NoArgs, _| {
         let c = c.clone();
         async move { c.get_all_servers().await }
@@ -342,6 +345,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
+    .timeout(budget)
     .handler(move |args: FileArgs, _| {
         let c = c.clone();
         async move { c.get_file_metadata(args).await }
@@ -354,6 +358,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
+    .timeout(budget)
     .handler(move |args: ServerArgs, _| {
         let c = c.clone();
         async move { c.get_all_file_metadata(args).await }
@@ -366,7 +371,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
          (game method getSaveFile, v2.8.1+). Returns where it was written.",
     )
     .open_world()
-    .timeout(ctx.link.config().save_timeout + Duration::from_secs(5))
+    .timeout(ctx.budget(1, ctx.link.config().save_timeout))
     .handler(move |args: SaveArgs, _| {
         let c = c.clone();
         async move { c.get_save_file(args).await }
@@ -379,6 +384,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
          the game, which has no version handshake). Call it first when another tool reports E_DISCONNECTED.",
     )
     .read_only()
+    .timeout(ctx.budget(2, rpc))
     .handler(move |_: NoArgs, _| {
         let c = c.clone();
         async move { Ok::<_, ToolError>(c.status().await) }

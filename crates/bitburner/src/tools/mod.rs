@@ -10,6 +10,7 @@ use crate::link::GameLink;
 use bridge_core::ToolSpec;
 use bridge_core::events::EventHub;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Limits the tools enforce before sending anything.
 #[derive(Debug, Clone)]
@@ -26,6 +27,16 @@ pub struct Ctx {
     /// For `resources/updated` after a tool changed a file.
     pub hub: EventHub,
     pub limits: Limits,
+}
+
+impl Ctx {
+    /// A tool's deadline: room for waiting for the game, `requests` game requests, and a margin, never below
+    /// the core's default, so the core's timer does not cut a call the link would still finish.
+    pub fn budget(&self, requests: u32, per_request: Duration) -> Duration {
+        let config = self.link.config();
+        let needed = config.connect_wait + per_request * requests + Duration::from_secs(5);
+        needed.max(bridge_core::tool::DEFAULT_TOOL_TIMEOUT)
+    }
 }
 
 /// Every tool, in the order `tools/list` shows them.
