@@ -20,7 +20,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -228,8 +227,3 @@ def run_inspector(target: list[str], *args: str, timeout: float = 120) -> subpro
             timeout=timeout,
         )
 
-
-def require_node() -> None:
-    node = shutil.which("node", path=peer_env()["PATH"])
-    if node is None:
-        pytest.fail("node is not installed: run scripts/install-peers", pytrace=False)
