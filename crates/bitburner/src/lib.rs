@@ -149,14 +149,18 @@ pub async fn run(args: BitburnerArgs) -> Result<(), RunError> {
             run_bridge(bridge, &args.mcp, Transport::Stdio, shutdown).await?;
         }
         Some(BitburnerCommand::Push(sync_args)) => {
-            let (_, ctx) = context(game.link, &args.game);
-            sync::push(&ctx, sync_args).await?.print("pushed");
+            let (_, ctx) = context(game.link.clone(), &args.game);
+            let report = sync::push(&ctx, sync_args).await;
+            game.link.close("push finished").await;
             shutdown.cancel();
+            report?.print("pushed");
         }
         Some(BitburnerCommand::Pull(sync_args)) => {
-            let (_, ctx) = context(game.link, &args.game);
-            sync::pull(&ctx, sync_args).await?.print("pulled");
+            let (_, ctx) = context(game.link.clone(), &args.game);
+            let report = sync::pull(&ctx, sync_args).await;
+            game.link.close("pull finished").await;
             shutdown.cancel();
+            report?.print("pulled");
         }
     }
     Ok(())

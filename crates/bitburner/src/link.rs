@@ -196,6 +196,19 @@ impl GameLink {
         }
     }
 
+    /// Closes the current game connection with `reason` (code 1000), so the game shows a normal disconnect
+    /// instead of an error when a one-shot command exits.
+    pub async fn close(&self, reason: &str) {
+        let sender = lock(&self.state).current.as_ref().map(|c| c.sender.clone());
+        let Some(sender) = sender else { return };
+        sender.close(reason);
+        let _ =
+            tokio::time::timeout(Duration::from_secs(2), self.wait_until(|s| !s.connected)).await;
+        // The core's writer sends the close frame after the link is marked closed and offers no signal for
+        // "sent" yet; give it a moment before the process exits.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     pub fn is_connected(&self) -> bool {
         lock(&self.state).current.is_some()
     }

@@ -331,3 +331,43 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[tokio::test]
+async fn modern_clients_hear_file_changes_through_listen() {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+    let h = start(game_args()).await;
+    let game = v3();
+    let _conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let uri = "bitburner://files/home/lib/x.js";
+    let filter = SubscriptionFilter::builder()
+        .resource_subscriptions(vec![uri.to_owned()])
+        .build();
+    let mut sub = within("listen", client.service.peer().listen(filter))
+        .await
+        .unwrap();
+    ok_of(
+        &call(
+            &client,
+            "write_file",
+            json!({"filename": "/lib/x.js", "content": "1"}),
+        )
+        .await,
+    );
+    let note = within("resources/updated", sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    match note {
+        ServerNotification::ResourceUpdatedNotification(n) => assert_eq!(n.params.uri, uri),
+        other => panic!("unexpected {other:?}"),
+    }
+    ok_of(&call(&client, "delete_file", json!({"filename": "lib/x.js"})).await);
+    let note = within("resources/updated", sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(note, ServerNotification::ResourceUpdatedNotification(n) if n.params.uri == uri)
+    );
+}
