@@ -19,8 +19,10 @@ fn root_schema<T: JsonSchema>(settings: SchemaSettings) -> Map<String, Value> {
         // schemars always produces an object for a root schema; `true` would mean "anything".
         _ => Map::new(),
     };
-    // Clients show the tool's description; a Rust type name as title is noise.
+    // Clients show the tool's description; a Rust type name as title, or the argument struct's doc comment
+    // (meant for Rust readers), is noise to a model.
     object.remove("title");
+    object.remove("description");
     object
         .entry("type")
         .or_insert_with(|| Value::String("object".into()));
@@ -185,6 +187,14 @@ mod tests {
         let schema = input_schema::<Args>();
         assert_eq!(schema["additionalProperties"], json!(false));
         assert_eq!(schema["type"], json!("object"));
+    }
+
+    #[test]
+    fn no_args_schema_is_strict_and_silent() {
+        let schema = input_schema::<crate::NoArgs>();
+        assert_eq!(schema["additionalProperties"], json!(false));
+        assert!(schema.get("description").is_none(), "a Rust doc comment is not for the model");
+        assert!(schema.get("title").is_none());
     }
 
     #[test]
