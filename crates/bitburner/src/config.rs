@@ -59,13 +59,13 @@ pub struct SyncArgs {
 #[command(next_help_heading = "Game link")]
 pub struct GameArgs {
     /// Address the game's WebSocket listener binds (the game connects to it: Options → Remote API).
-    #[arg(id = "game_host", long = "game-host", env = "BITBURNER_HOST", default_value = "127.0.0.1",
+    #[arg(id = "game_host", long = "game-host", value_name = "IP", env = "BITBURNER_HOST", default_value = "127.0.0.1",
           value_parser = config::ip("BITBURNER_HOST"))]
     pub host: IpAddr,
 
     /// Port the game connects to. bitburner-filesync and viteburner default to 12525 too: run only one,
     /// or give this bridge another port and enter the same port in the game.
-    #[arg(id = "game_port", long = "game-port", env = "BITBURNER_PORT", default_value = "12525",
+    #[arg(id = "game_port", long = "game-port", value_name = "PORT", env = "BITBURNER_PORT", default_value = "12525",
           value_parser = config::ranged("BITBURNER_PORT", 0u16, 65535))]
     pub port: u16,
 
@@ -74,6 +74,7 @@ pub struct GameArgs {
     #[arg(
         id = "game_allowed_origins",
         long = "game-allowed-origin",
+        value_name = "ORIGINS",
         env = "BITBURNER_ALLOWED_ORIGINS",
         value_delimiter = ','
     )]
