@@ -103,6 +103,28 @@ async fn raw_computer(url: String, id: u32) {
     }
 }
 
+/// User + system CPU time of a process so far, from /proc/<pid>/stat (in clock ticks of 10 ms).
+fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum();
+    ticks * 10.0
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 async fn drive(n: u32, probes: usize, raw: bool) {
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
@@ -169,6 +191,7 @@ async fn drive(n: u32, probes: usize, raw: bool) {
     );
 
     let mut times = Vec::new();
+    let cpu_before = cpu_ms(pid);
     for _ in 0..probes {
         let t = Instant::now();
         let r = client
@@ -184,6 +207,7 @@ async fn drive(n: u32, probes: usize, raw: bool) {
         let pongs = answers.iter().filter(|a| a["status"] == "pong").count();
         assert_eq!(pongs, n as usize, "not every computer answered");
     }
+    let bridge_cpu = (cpu_ms(pid) - cpu_before) / probes as f64;
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let (rss, hwm) = rss_kib(pid);
@@ -195,9 +219,16 @@ async fn drive(n: u32, probes: usize, raw: bool) {
         ms(times[times.len() - 1])
     );
     println!(
+        "bridge CPU per probe-computers: {bridge_cpu:.1} ms (user + system, averaged over {probes} runs)"
+    );
+    println!(
         "bridge RSS after probes: {:.1} MiB (peak {:.1} MiB)",
         rss as f64 / 1024.0,
         hwm as f64 / 1024.0
+    );
+    println!(
+        "load average at the end (2 cores, shared machine): {}",
+        load_average()
     );
     for s in &sims {
         s.stop();
