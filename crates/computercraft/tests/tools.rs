@@ -53,7 +53,7 @@ async fn run_lua_values_output_errors_and_quirks() {
     let h = start_bridge(test_config()).await;
     let mut lab = h.computer(1, Some("lab"), SimKind::Computer);
     lab.yield_timeout = std::time::Duration::from_millis(500);
-    let _c = h.link(lab).await;
+    let c = h.link(lab).await;
 
     let r = h.call("run_lua", json!({"computer": 1, "code": "print('hi', 2) write('x') return 1, nil, 'é€', {}, 0/0, nil"})).await;
     let out = ok_of(&r);

@@ -139,6 +139,9 @@ pub struct Shared {
     pub boots: u32,
     pub halted: Option<String>,
     turtle_ongoing: usize,
+    /// Largest WebSocket message received from / sent to the bridge, in bytes.
+    pub max_frame_in: usize,
+    pub max_frame_out: usize,
 }
 
 impl Shared {
@@ -260,6 +263,8 @@ pub fn spawn(cfg: SimConfig) -> SimHandle {
         boots: 0,
         halted: None,
         turtle_ongoing: 0,
+        max_frame_in: 0,
+        max_frame_out: 0,
     }));
     let handle = SimHandle {
         shared,

@@ -135,6 +135,11 @@ pub fn install(lua: &Lua, sim: &Table, h: &SimHandle, generation: u64) -> LuaRes
 /// Queues an event unless the computer rebooted since the socket was opened.
 fn push(h: &SimHandle, generation: u64, ev: Vec<Ev>) {
     let mut s = h.state();
+    if let (Some(Ev::Str(name)), Some(Ev::Str(body))) = (ev.first(), ev.get(2))
+        && name == b"websocket_message"
+    {
+        s.max_frame_in = s.max_frame_in.max(body.len());
+    }
     if s.generation == generation {
         s.push(ev);
         drop(s);
