@@ -97,6 +97,11 @@ async fn run_lua_values_output_errors_and_quirks() {
         .await,
     );
     assert_eq!(out["values"][0].as_str().unwrap().len(), 200_000);
+    assert!(
+        c.state().max_frame_out <= 65_536,
+        "{}",
+        c.state().max_frame_out
+    );
 
     let e = error_of(
         &h.call("run_lua", json!({"computer": 99, "code": "return 1"}))
