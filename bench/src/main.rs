@@ -147,6 +147,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: &Cli) -> Result<Report, BenchError> {
+    let started = std::time::Instant::now();
     let programs = cli.programs();
     let environment = environment(cli, &programs).await;
     println!(
@@ -213,6 +214,11 @@ async fn run(cli: &Cli) -> Result<Report, BenchError> {
     }
     println!("\n== targets (reported, not asserted) ==");
     print!("{}", report::target_table(&targets));
+    println!(
+        "\nmeasured in {:.0} s; load average now {}",
+        started.elapsed().as_secs_f64(),
+        cpu::load_average().map_or_else(|| "unknown".into(), |l| format!("{l:.2}"))
+    );
 
     let report = Report {
         environment,
