@@ -1,21 +1,15 @@
 //! A small bridge with one tool per core behaviour, and clients for both protocol eras on both transports.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+// Each test file compiles this module on its own and uses a part of it.
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 use bridge_core::events::EventStream;
-use bridge_core::serve::{HttpOptions, serve_http, serve_io};
+use bridge_core::serve::{HttpOptions, serve_http};
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolError, ToolSpec, Validate, check};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, ProgressNotificationParam,
-    ProtocolVersion, ResourceUpdatedNotificationParam,
-};
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
+pub use mcp_testkit::{Client, ERAS, Era, call, error_of, http_client, text_of, within};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -182,77 +176,6 @@ impl Drop for StopGuard {
     }
 }
 
-/// A client handler that forwards notifications to channels.
-#[derive(Clone)]
-pub struct Recorder {
-    pub updates: mpsc::UnboundedSender<String>,
-    pub progress: mpsc::UnboundedSender<f64>,
-}
-
-impl ClientHandler for Recorder {
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _: NotificationContext<RoleClient>,
-    ) {
-        let _ = self.updates.send(params.uri);
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _: NotificationContext<RoleClient>,
-    ) {
-        let _ = self.progress.send(params.progress);
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::default()
-    }
-}
-
-pub struct Client {
-    pub service: RunningService<RoleClient, Recorder>,
-    pub updates: mpsc::UnboundedReceiver<String>,
-    pub progress: mpsc::UnboundedReceiver<f64>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Era {
-    /// `initialize` handshake, 2025-11-25.
-    Legacy,
-    /// Stateless, 2026-07-28.
-    Modern,
-}
-
-pub const ERAS: [Era; 2] = [Era::Legacy, Era::Modern];
-
-fn lifecycle(era: Era) -> ClientLifecycleMode {
-    match era {
-        Era::Legacy => ClientLifecycleMode::Initialize,
-        Era::Modern => ClientLifecycleMode::Discover {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        },
-    }
-}
-
-fn recorder() -> (
-    Recorder,
-    mpsc::UnboundedReceiver<String>,
-    mpsc::UnboundedReceiver<f64>,
-) {
-    let (updates_tx, updates) = mpsc::unbounded_channel();
-    let (progress_tx, progress) = mpsc::unbounded_channel();
-    (
-        Recorder {
-            updates: updates_tx,
-            progress: progress_tx,
-        },
-        updates,
-        progress,
-    )
-}
-
 pub struct HttpServer {
     pub addr: SocketAddr,
     pub shutdown: CancellationToken,
@@ -277,86 +200,7 @@ pub async fn start_http(
     }
 }
 
-pub async fn http_client(addr: SocketAddr, era: Era) -> Client {
-    let (handler, updates, progress) = recorder();
-    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
-    let service = handler
-        .serve_with_lifecycle(transport, lifecycle(era))
-        .await
-        .unwrap();
-    Client {
-        service,
-        updates,
-        progress,
-    }
-}
-
-/// The stdio transport over an in-memory pipe: the same framing as a child process, without one.
+/// The stdio transport over an in-memory pipe.
 pub async fn stdio_client(bridge: Bridge, era: Era, timeouts: Vec<(String, Duration)>) -> Client {
-    let (client_io, server_io) = tokio::io::duplex(1 << 20);
-    let (server_read, server_write) = tokio::io::split(server_io);
-    tokio::spawn(async move {
-        let _ = serve_io(
-            bridge,
-            server_read,
-            server_write,
-            &timeouts,
-            CancellationToken::new(),
-        )
-        .await;
-    });
-    let (handler, updates, progress) = recorder();
-    let (client_read, client_write) = tokio::io::split(client_io);
-    let service = handler
-        .serve_with_lifecycle((client_read, client_write), lifecycle(era))
-        .await
-        .unwrap();
-    Client {
-        service,
-        updates,
-        progress,
-    }
-}
-
-pub async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(args) = args else {
-        panic!("arguments must be an object")
-    };
-    client
-        .service
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-        .await
-        .unwrap()
-}
-
-/// The `{code, message, hint, details}` of an error result; panics if the call succeeded.
-pub fn error_of(result: &CallToolResult) -> Value {
-    assert_eq!(
-        result.is_error,
-        Some(true),
-        "expected a tool error, got {result:?}"
-    );
-    result
-        .structured_content
-        .clone()
-        .expect("error results carry structuredContent")
-}
-
-pub fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(10), fut)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-}
-
-pub fn arc<T>(t: T) -> Arc<T> {
-    Arc::new(t)
+    mcp_testkit::pipe_client(bridge, era, timeouts).await
 }

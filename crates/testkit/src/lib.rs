@@ -1,0 +1,205 @@
+//! MCP client helpers shared by the workspace's tests, so each bridge's tests say what they check, not how
+//! to drive a client. Test-only code: failures panic with a message saying what was expected.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use bridge_core::Bridge;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, ProgressNotificationParam,
+    ProtocolVersion, ResourceUpdatedNotificationParam,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient};
+use serde_json::Value;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The two protocol eras every transport must serve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize` handshake, 2025-11-25.
+    Legacy,
+    /// Stateless, 2026-07-28.
+    Modern,
+}
+
+pub const ERAS: [Era; 2] = [Era::Legacy, Era::Modern];
+
+pub fn lifecycle(era: Era) -> ClientLifecycleMode {
+    match era {
+        Era::Legacy => ClientLifecycleMode::Initialize,
+        Era::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    }
+}
+
+/// A client handler that forwards `resources/updated` and progress notifications to channels.
+#[derive(Clone)]
+pub struct Recorder {
+    updates: mpsc::UnboundedSender<String>,
+    progress: mpsc::UnboundedSender<f64>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.updates.send(params.uri);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.progress.send(params.progress);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+}
+
+/// A connected MCP client and what the server pushed to it.
+pub struct Client {
+    pub service: RunningService<RoleClient, Recorder>,
+    /// URIs from `notifications/resources/updated`.
+    pub updates: mpsc::UnboundedReceiver<String>,
+    /// Values from `notifications/progress`.
+    pub progress: mpsc::UnboundedReceiver<f64>,
+}
+
+impl std::ops::Deref for Client {
+    type Target = RunningService<RoleClient, Recorder>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.service
+    }
+}
+
+fn recorder() -> (
+    Recorder,
+    mpsc::UnboundedReceiver<String>,
+    mpsc::UnboundedReceiver<f64>,
+) {
+    let (updates_tx, updates) = mpsc::unbounded_channel();
+    let (progress_tx, progress) = mpsc::unbounded_channel();
+    (
+        Recorder {
+            updates: updates_tx,
+            progress: progress_tx,
+        },
+        updates,
+        progress,
+    )
+}
+
+/// Connects to `http://addr/mcp` in the given era.
+pub async fn http_client(addr: SocketAddr, era: Era) -> Client {
+    let (handler, updates, progress) = recorder();
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let service = handler
+        .serve_with_lifecycle(transport, lifecycle(era))
+        .await
+        .unwrap();
+    Client {
+        service,
+        updates,
+        progress,
+    }
+}
+
+/// Serves `bridge` over the stdio framing through an in-memory pipe and connects to it: the stdio transport
+/// without a child process.
+pub async fn pipe_client(
+    bridge: Bridge,
+    era: Era,
+    tool_timeouts: Vec<(String, Duration)>,
+) -> Client {
+    let (client_io, server_io) = tokio::io::duplex(1 << 22);
+    let (server_read, server_write) = tokio::io::split(server_io);
+    tokio::spawn(async move {
+        let _ = bridge_core::serve::serve_io(
+            bridge,
+            server_read,
+            server_write,
+            &tool_timeouts,
+            CancellationToken::new(),
+        )
+        .await;
+    });
+    let (handler, updates, progress) = recorder();
+    let service = handler
+        .serve_with_lifecycle(tokio::io::split(client_io), lifecycle(era))
+        .await
+        .unwrap();
+    Client {
+        service,
+        updates,
+        progress,
+    }
+}
+
+/// Calls `tool` with `args` (a JSON object); panics on a protocol error or after 60 s. Takes any client
+/// (`&Client`, `&RunningService`) through deref.
+pub async fn call(client: &Peer<RoleClient>, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments must be a JSON object, got {args}")
+    };
+    within(
+        tool,
+        client.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"))
+}
+
+/// `structuredContent` of a successful call.
+pub fn ok_of(result: &CallToolResult) -> Value {
+    assert_ne!(
+        result.is_error,
+        Some(true),
+        "expected success, got {result:?}"
+    );
+    result
+        .structured_content
+        .clone()
+        .expect("structuredContent")
+}
+
+/// `{code, message, hint, details}` of a failed call.
+pub fn error_of(result: &CallToolResult) -> Value {
+    assert_eq!(
+        result.is_error,
+        Some(true),
+        "expected a tool error, got {result:?}"
+    );
+    result
+        .structured_content
+        .clone()
+        .expect("error results carry structuredContent")
+}
+
+/// The text blocks of a result, joined by newlines.
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Awaits `fut`, panicking with `what` after 60 s: a hung test names what it was waiting for. Generous,
+/// because CI machines are shared and slow; tests never assert speed.
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
