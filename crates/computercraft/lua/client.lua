@@ -147,15 +147,6 @@ handlers.ping = function()
   return ("pong from %d (Label: %s)"):format(os.getComputerID(), tostring(label))
 end
 
-handlers.info = function()
-  local info = { id = os.getComputerID(), label = myLabel(), kind = myKind(), host = _HOST, uptime = os.clock() }
-  if turtle then
-    info.fuel = turtle.getFuelLevel()
-    info.fuelLimit = turtle.getFuelLimit and turtle.getFuelLimit() or nil
-  end
-  return info
-end
-
 handlers["lua.run"] = function(p)
   if type(p.code) ~= "string" then fail("invalid", "code must be a string") end
   local out, size, truncated = {}, 0, false

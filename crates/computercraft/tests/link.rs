@@ -48,6 +48,35 @@ async fn no_request_is_lost_while_another_sleeps_or_a_turtle_moves() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_sent_while_the_computer_is_busy_are_not_lost() {
+    // While Lua runs without yielding, CC queues incoming messages (at most 256, the rest silently dropped).
+    // The in-flight cap keeps the bridge far below that, so a burst at a busy computer loses nothing.
+    let h = start_bridge(test_config()).await;
+    let c = h.link(h.computer(6, None, SimKind::Computer)).await;
+    let busy = h.call("run_lua", json!({"computer": 6, "code": "local t = os.clock() while os.clock() - t < 1 do end return 'done'"}));
+    let burst = async {
+        while h.state.registry.get(6).unwrap().in_flight() < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let calls = (0..100).map(|i| {
+            h.call(
+                "run_lua",
+                json!({"computer": 6, "code": format!("return {i}")}),
+            )
+        });
+        futures::future::join_all(calls).await
+    };
+    let (busy, burst) = tokio::join!(busy, burst);
+    assert_eq!(ok_of(&busy)["values"], json!(["done"]));
+    let values: Vec<Value> = burst
+        .iter()
+        .map(|r| ok_of(r)["values"][0].clone())
+        .collect();
+    assert_eq!(values, (0..100).map(|i| json!(i)).collect::<Vec<_>>());
+    assert_eq!(c.state().dropped_events, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_relinks_after_the_bridge_restarts() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
