@@ -8,6 +8,8 @@
 //!   included; timers rounded to 50 ms ticks; `os.getComputerLabel()` returning *no value* when unlabelled;
 //!   "Too long without yielding" after 7 s without a yield; `os.reboot()` tearing down the Lua state and its
 //!   websockets and booting `startup.lua` again.
+//! * `os.rs`: the `os` API and the captured terminal; `natives.rs`: the Rust side of turtle, peripheral and
+//!   redstone.
 //! * `prelude.lua`: bios-level Lua (`os.pullEvent`, `sleep` discarding other events, `parallel`, the
 //!   synchronous `http.websocket`/`http.get` loops, turtle commands yielding for `turtle_response`).
 //! * `json.rs`: `textutils` JSON quirks. `fs.rs`: the `fs` API. `net.rs`: `http.websocket` on a real
@@ -18,7 +20,9 @@
 
 pub mod fs;
 pub mod json;
+pub mod natives;
 pub mod net;
+mod os;
 pub mod world;
 
 use mlua::thread::ThreadStatus;
@@ -423,7 +427,7 @@ fn boot(h: &SimHandle) -> mlua::Result<(Lua, Thread)> {
         (s.cfg.clone(), s.generation)
     };
     g.set("_HOST", "ComputerCraft 1.113.1 (ccsim)")?;
-    install_os(&lua, h)?;
+    os::install_os(&lua, h)?;
     let textutils = lua.create_table()?;
     g.set("textutils", textutils.clone())?;
     fs::install(&lua, cfg.root.clone())?;
@@ -436,9 +440,9 @@ fn boot(h: &SimHandle) -> mlua::Result<(Lua, Thread)> {
             SimKind::Pocket => "pocket",
         },
     )?;
-    install_output(&lua, &sim, h)?;
+    os::install_output(&lua, &sim, h)?;
     net::install(&lua, &sim, h, generation)?;
-    install_world(&lua, &sim, h)?;
+    natives::install_world(&lua, &sim, h)?;
     g.set("_SIM", sim)?;
     lua.load(PRELUDE).set_name("=prelude").exec()?;
     let make_ws: Function = lua.globals().get::<Table>("_SIM")?.get("make_ws_handle")?;
@@ -457,331 +461,6 @@ fn boot(h: &SimHandle) -> mlua::Result<(Lua, Thread)> {
     Ok((lua, main))
 }
 
-fn install_os(lua: &Lua, h: &SimHandle) -> mlua::Result<()> {
-    let os = lua.create_table()?;
-    let id = h.state().cfg.id;
-    os.set("getComputerID", lua.create_function(move |_, ()| Ok(id))?)?;
-    os.set("computerID", lua.create_function(move |_, ()| Ok(id))?)?;
-    let hh = h.clone();
-    // CC returns zero values, not nil, when there is no label (OSAPI.getComputerLabel).
-    let get_label = lua.create_function(move |lua, ()| {
-        Ok(match hh.state().label.clone() {
-            Some(l) => MultiValue::from_iter([Value::String(lua.create_string(l)?)]),
-            None => MultiValue::new(),
-        })
-    })?;
-    os.set("getComputerLabel", get_label.clone())?;
-    os.set("computerLabel", get_label)?;
-    let hh = h.clone();
-    os.set(
-        "setComputerLabel",
-        lua.create_function(move |_, l: Option<String>| {
-            hh.state().label = l;
-            Ok(())
-        })?,
-    )?;
-    let hh = h.clone();
-    os.set(
-        "startTimer",
-        lua.create_function(move |_, secs: f64| {
-            let mut s = hh.state();
-            s.next_timer += 1;
-            let id = s.next_timer;
-            let ticks = (secs / 0.05).round().max(0.0) as u32;
-            s.timers.insert(id, Instant::now() + TICK * ticks.max(1));
-            drop(s);
-            hh.wake.notify_one();
-            Ok(id)
-        })?,
-    )?;
-    let hh = h.clone();
-    os.set(
-        "cancelTimer",
-        lua.create_function(move |_, id: u64| {
-            hh.state().timers.remove(&id);
-            Ok(())
-        })?,
-    )?;
-    let hh = h.clone();
-    os.set(
-        "clock",
-        lua.create_function(move |_, ()| Ok(hh.state().booted_at.elapsed().as_secs_f64()))?,
-    )?;
-    os.set(
-        "epoch",
-        lua.create_function(|_, _kind: Option<String>| {
-            Ok(std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_millis() as f64))
-        })?,
-    )?;
-    os.set("time", lua.create_function(|_, _: Option<String>| Ok(6.0))?)?;
-    os.set("day", lua.create_function(|_, _: Option<String>| Ok(1))?)?;
-    os.set("version", lua.create_function(|_, ()| Ok("CraftOS 1.9"))?)?;
-    let hh = h.clone();
-    os.set(
-        "queueEvent",
-        lua.create_function(move |_, args: MultiValue| {
-            let ev: Event = args.iter().map(from_lua).collect();
-            hh.state().push(ev);
-            hh.wake.notify_one();
-            Ok(())
-        })?,
-    )?;
-    let hh = h.clone();
-    os.set(
-        "reboot",
-        lua.create_function(move |_, ()| {
-            hh.state().reboot = true;
-            hh.wake.notify_one();
-            Ok(())
-        })?,
-    )?;
-    let hh = h.clone();
-    os.set(
-        "shutdown",
-        lua.create_function(move |_, ()| {
-            hh.stop.cancel();
-            Ok(())
-        })?,
-    )?;
-    lua.globals().set("os", os)?;
-    Ok(())
-}
-
-fn install_output(lua: &Lua, sim: &Table, h: &SimHandle) -> mlua::Result<()> {
-    let hh = h.clone();
-    sim.set(
-        "term_write",
-        lua.create_function(move |_, s: mlua::LuaString| {
-            hh.state()
-                .output
-                .push_str(&String::from_utf8_lossy(&s.as_bytes()));
-            Ok(())
-        })?,
-    )?;
-    let term = lua.create_table()?;
-    for name in [
-        "clear",
-        "clearLine",
-        "setCursorPos",
-        "setTextColor",
-        "setTextColour",
-        "setBackgroundColor",
-    ] {
-        term.set(name, lua.create_function(|_, _: MultiValue| Ok(()))?)?;
-    }
-    lua.globals().set("term", term)?;
-    Ok(())
-}
-
-fn display(v: &Value) -> String {
-    match v {
-        Value::Nil => "nil".into(),
-        Value::Boolean(b) => b.to_string(),
-        Value::Integer(i) => i.to_string(),
-        Value::Number(n) => json::format_number(*n),
-        Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
-        other => format!("{}: {:p}", other.type_name(), other.to_pointer()),
-    }
-}
-
-fn install_world(lua: &Lua, sim: &Table, h: &SimHandle) -> mlua::Result<()> {
-    sim.set("turtle_commands", world::COMMANDS.to_vec())?;
-    sim.set("turtle_queries", world::QUERIES.to_vec())?;
-    let hh = h.clone();
-    sim.set(
-        "turtle_issue",
-        lua.create_function(move |lua, (name, args): (String, MultiValue)| {
-            let args: Vec<Json> = args.iter().map(to_json).collect();
-            let mut s = hh.state();
-            if s.turtle_ongoing >= 16 {
-                return Ok((
-                    Value::Boolean(false),
-                    Value::String(lua.create_string("Too many ongoing turtle commands")?),
-                ));
-            }
-            let delay = s.cfg.turtle_delay;
-            let Some(t) = s.world.turtle.as_mut() else {
-                return Err(mlua::Error::runtime("not a turtle"));
-            };
-            let outcome = t.command(&name, &args).map_err(mlua::Error::runtime)?;
-            s.next_timer += 1;
-            let id = s.next_timer;
-            let mut ev: Event = vec!["turtle_response".into(), Ev::Num(id as f64)];
-            ev.extend(outcome.values.into_iter().map(Ev::Json));
-            let at = Instant::now() + delay;
-            s.delayed.push((at, ev));
-            s.turtle_ongoing += 1;
-            if outcome.inventory_changed {
-                s.delayed.push((at, vec!["turtle_inventory".into()]));
-            }
-            drop(s);
-            hh.wake.notify_one();
-            Ok((Value::Number(id as f64), Value::Nil))
-        })?,
-    )?;
-    let hh = h.clone();
-    sim.set(
-        "turtle_query",
-        lua.create_function(move |lua, (name, args): (String, MultiValue)| {
-            let args: Vec<Json> = args.iter().map(to_json).collect();
-            let s = hh.state();
-            let t = s
-                .world
-                .turtle
-                .as_ref()
-                .ok_or_else(|| mlua::Error::runtime("not a turtle"))?;
-            let values = t.query(&name, &args).map_err(mlua::Error::runtime)?;
-            values
-                .iter()
-                .map(|v| from_json(lua, v))
-                .collect::<mlua::Result<MultiValue>>()
-        })?,
-    )?;
-    let hh = h.clone();
-    sim.set(
-        "peripheral_names",
-        lua.create_function(move |_, ()| {
-            Ok(hh
-                .state()
-                .world
-                .peripherals
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>())
-        })?,
-    )?;
-    let hh = h.clone();
-    sim.set(
-        "peripheral_types",
-        lua.create_function(move |_, name: String| {
-            Ok(hh
-                .state()
-                .world
-                .peripherals
-                .get(&name)
-                .map(|p| p.types().iter().map(|s| s.to_string()).collect::<Vec<_>>()))
-        })?,
-    )?;
-    let hh = h.clone();
-    sim.set(
-        "peripheral_methods",
-        lua.create_function(move |_, name: String| {
-            Ok(hh.state().world.peripherals.get(&name).map(|p| {
-                p.methods()
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect::<Vec<_>>()
-            }))
-        })?,
-    )?;
-    let hh = h.clone();
-    sim.set(
-        "peripheral_call",
-        lua.create_function(
-            move |lua, (name, method, args): (String, String, MultiValue)| {
-                let args: Vec<Json> = args.iter().map(to_json).collect();
-                let mut s = hh.state();
-                let p = s
-                    .world
-                    .peripherals
-                    .get_mut(&name)
-                    .ok_or_else(|| mlua::Error::runtime("No peripheral attached"))?;
-                let values = p.call(&method, &args).map_err(mlua::Error::runtime)?;
-                values
-                    .iter()
-                    .map(|v| from_json(lua, v))
-                    .collect::<mlua::Result<MultiValue>>()
-            },
-        )?,
-    )?;
-    let hh = h.clone();
-    sim.set(
-        "redstone",
-        lua.create_function(move |lua, (op, args): (String, MultiValue)| {
-            let args: Vec<Json> = args.iter().map(to_json).collect();
-            let values = hh
-                .state()
-                .world
-                .redstone(&op, &args)
-                .map_err(mlua::Error::runtime)?;
-            values
-                .iter()
-                .map(|v| from_json(lua, v))
-                .collect::<mlua::Result<MultiValue>>()
-        })?,
-    )?;
-    Ok(())
-}
-
-/// Lua → event value (for `os.queueEvent`).
-fn from_lua(v: &Value) -> Ev {
-    match v {
-        Value::Nil => Ev::Nil,
-        Value::Boolean(b) => Ev::Bool(*b),
-        Value::Integer(i) => Ev::Num(*i as f64),
-        Value::Number(n) => Ev::Num(*n),
-        Value::String(s) => Ev::Str(s.as_bytes().to_vec()),
-        other => Ev::Json(to_json(other)),
-    }
-}
-
-/// Lua → JSON for the Rust-side world (tables become objects or arrays; strings lossy UTF-8).
-pub fn to_json(v: &Value) -> Json {
-    match v {
-        Value::Nil => Json::Null,
-        Value::Boolean(b) => Json::Bool(*b),
-        Value::Integer(i) => Json::from(*i),
-        Value::Number(n) => serde_json::Number::from_f64(*n).map_or(Json::Null, Json::Number),
-        Value::String(s) => Json::String(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
-        Value::Table(t) => {
-            let len = t.raw_len();
-            if len > 0 {
-                Json::Array(
-                    (1..=len)
-                        .map(|i| to_json(&t.raw_get::<Value>(i).unwrap_or(Value::Nil)))
-                        .collect(),
-                )
-            } else {
-                let mut map = serde_json::Map::new();
-                for (k, val) in t.clone().pairs::<Value, Value>().flatten() {
-                    map.insert(display(&k), to_json(&val));
-                }
-                Json::Object(map)
-            }
-        }
-        other => Json::String(other.type_name().to_string()),
-    }
-}
-
-pub fn from_json(lua: &Lua, v: &Json) -> mlua::Result<Value> {
-    Ok(match v {
-        Json::Null => Value::Nil,
-        Json::Bool(b) => Value::Boolean(*b),
-        Json::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
-        Json::String(s) => Value::String(lua.create_string(s)?),
-        Json::Array(items) => {
-            let t = lua.create_table()?;
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, from_json(lua, item)?)?;
-            }
-            Value::Table(t)
-        }
-        Json::Object(map) => {
-            let t = lua.create_table()?;
-            for (k, item) in map {
-                match k.parse::<f64>() {
-                    // Inventory `list()` results are keyed by slot number in CC.
-                    Ok(n) if n.fract() == 0.0 => t.raw_set(n, from_json(lua, item)?)?,
-                    _ => t.raw_set(k.as_str(), from_json(lua, item)?)?,
-                }
-            }
-            Value::Table(t)
-        }
-    })
-}
-
 fn to_lua_event(lua: &Lua, ev: &Event) -> mlua::Result<MultiValue> {
     ev.iter()
         .map(|e| {
@@ -790,7 +469,7 @@ fn to_lua_event(lua: &Lua, ev: &Event) -> mlua::Result<MultiValue> {
                 Ev::Bool(b) => Value::Boolean(*b),
                 Ev::Num(n) => Value::Number(*n),
                 Ev::Str(s) => Value::String(lua.create_string(s)?),
-                Ev::Json(j) => from_json(lua, j)?,
+                Ev::Json(j) => natives::from_json(lua, j)?,
                 Ev::WsHandle(url) => {
                     let make: Function = lua.named_registry_value("ccsim_make_ws")?;
                     make.call::<Value>(url.as_str())?
