@@ -151,6 +151,9 @@ pub struct RatioRow {
     /// The other's p50 over Rust's p50: above 1 means Rust is faster.
     pub p50_ratio: f64,
     pub p99_ratio: f64,
+    /// The other's server CPU per call over Rust's: the cost ratio, which client CPU on the same cores
+    /// does not blur.
+    pub server_cpu_ratio: Option<f64>,
 }
 
 pub fn ratios(rows: &[LoadRow]) -> Vec<RatioRow> {
@@ -171,6 +174,10 @@ pub fn ratios(rows: &[LoadRow]) -> Vec<RatioRow> {
                 throughput_ratio: rust.calls_per_sec / other.calls_per_sec.max(f64::EPSILON),
                 p50_ratio: other.p50_ms / rust.p50_ms.max(f64::EPSILON),
                 p99_ratio: other.p99_ms / rust.p99_ms.max(f64::EPSILON),
+                server_cpu_ratio: other
+                    .server_cpu_us_per_call
+                    .zip(rust.server_cpu_us_per_call)
+                    .map(|(o, r)| o / r.max(f64::EPSILON)),
             });
         }
     }
@@ -332,19 +339,30 @@ pub fn startup_table(rows: &[StartupRow]) -> String {
 
 pub fn ratio_table(rows: &[RatioRow]) -> String {
     let mut s = format!(
-        "{:<9} {:<6} {:>3} {:<27} {:>14} {:>13} {:>13}\n",
-        "transport", "client", "c", "pair", "calls/s ratio", "p50 speedup", "p99 speedup"
+        "{:<9} {:<6} {:>3} {:<27} {:>14} {:>13} {:>13} {:>13}\n",
+        "transport",
+        "client",
+        "c",
+        "pair",
+        "calls/s ratio",
+        "p50 speedup",
+        "p99 speedup",
+        "srv CPU ratio"
     );
     for r in rows {
+        let cpu = r
+            .server_cpu_ratio
+            .map_or_else(|| "-".into(), |v| format!("{v:.1}x"));
         s.push_str(&format!(
-            "{:<9} {:<6} {:>3} {:<27} {:>13.1}x {:>12.1}x {:>12.1}x\n",
+            "{:<9} {:<6} {:>3} {:<27} {:>13.1}x {:>12.1}x {:>12.1}x {:>13}\n",
             r.transport.label(),
             r.client.label(),
             r.concurrency,
             format!("rust {} / {}", r.rust_era.label(), r.other.label()),
             r.throughput_ratio,
             r.p50_ratio,
-            r.p99_ratio
+            r.p99_ratio,
+            cpu
         ));
     }
     s
