@@ -492,12 +492,19 @@ local function onFrame(text)
   end
 end
 
+local helloLabel = nil
+
+local function sayHello()
+  helloLabel = myLabel()
+  rawSend(textutils.serializeJSON({ type = "hello", protocol = PROTOCOL, computerId = os.getComputerID(),
+    computerLabel = helloLabel, kind = myKind(), host = _HOST }))
+end
+
 local function handleEvent(ev)
   local name = ev[1]
   if name == "websocket_success" and ev[2] == url then
     ws = ev[3]
-    rawSend(textutils.serializeJSON({ type = "hello", protocol = PROTOCOL, computerId = os.getComputerID(),
-      computerLabel = myLabel(), kind = myKind(), host = _HOST }))
+    sayHello()
   elseif name == "websocket_failure" and ev[2] == url then
     scheduleRetry(ev[3])
   elseif name == "websocket_closed" and ev[2] == url then
@@ -526,6 +533,8 @@ while true do
   local waiting = {}
   for id, task in pairs(tasks) do waiting[#waiting + 1] = { id = id, task = task } end
   handleEvent(ev)
+  -- CC has no event for a new label; a hello on the same link tells the bridge.
+  if linked and myLabel() ~= helloLabel then sayHello() end
   for _, w in ipairs(waiting) do
     local task = tasks[w.id]
     if task == w.task and (task.filter == nil or task.filter == ev[1] or ev[1] == "terminate") then

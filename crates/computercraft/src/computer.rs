@@ -8,8 +8,8 @@ use crate::protocol::{self, Kind, Outbound, RemoteError};
 use bridge_core::link::{Correlator, LinkError, WsSender};
 use bridge_core::{ErrorCode, ToolError};
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -26,7 +26,7 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// What a computer said about itself in its hello.
+/// What a computer said about itself in its hello (the label may change later; see [`Computer::label`]).
 #[derive(Debug, Clone)]
 pub struct Identity {
     pub id: u32,
@@ -35,23 +35,14 @@ pub struct Identity {
     pub host: Option<String>,
 }
 
-impl Identity {
-    /// `12 (Label: base-turtle)` / `0 (Label: nil)`, as the probe lines print it.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} (Label: {})",
-            self.id,
-            self.label.as_deref().unwrap_or("nil")
-        )
-    }
-}
-
 pub struct Computer {
     pub identity: Identity,
     /// The WebSocket link's id; a later link from the same computer id replaces this one.
     pub link_id: u64,
     pub connected_at_ms: u64,
     last_seen_ms: AtomicU64,
+    /// The current label: players relabel computers while they are linked, and the client says so.
+    label: Mutex<Option<String>>,
     sender: WsSender,
     correlator: Correlator<Answer>,
     slots: Arc<Semaphore>,
@@ -62,6 +53,7 @@ impl Computer {
     pub fn new(identity: Identity, link_id: u64, sender: WsSender, max_in_flight: usize) -> Self {
         let now = now_ms();
         Self {
+            label: Mutex::new(identity.label.clone()),
             identity,
             link_id,
             connected_at_ms: now,
@@ -75,6 +67,30 @@ impl Computer {
 
     pub fn id(&self) -> u32 {
         self.identity.id
+    }
+
+    pub fn label(&self) -> Option<String> {
+        self.label
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records a new label; returns whether it changed.
+    pub fn set_label(&self, label: Option<String>) -> bool {
+        let mut current = self.label.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = *current != label;
+        *current = label;
+        changed
+    }
+
+    /// `12 (Label: base-turtle)` with the current label.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} (Label: {})",
+            self.id(),
+            self.label().as_deref().unwrap_or("nil")
+        )
     }
 
     pub fn touch(&self) {

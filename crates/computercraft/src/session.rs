@@ -97,13 +97,28 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
             Ok(Inbound::Event(e)) => {
                 state.computer_events.publish(json!({
                     "computer": identity.id,
-                    "label": identity.label,
+                    "label": computer.label(),
                     "event": e.event,
                     "args": e.args,
                 }));
             }
-            Ok(Inbound::Hello(_)) => {
-                tracing::warn!(computer = identity.id, "second hello on one link; ignored")
+            Ok(Inbound::Hello(h)) if h.computer_id == identity.id => {
+                // The client says hello again when the player relabels the computer.
+                if computer.set_label(h.computer_label.clone()) {
+                    tracing::info!(computer = identity.id, label = ?h.computer_label, "computer relabelled");
+                    let who = Identity {
+                        label: h.computer_label,
+                        ..identity.clone()
+                    };
+                    state.publish_link("relabelled", &who, None);
+                }
+            }
+            Ok(Inbound::Hello(h)) => {
+                tracing::warn!(
+                    computer = identity.id,
+                    other = h.computer_id,
+                    "hello with another id on one link; ignored"
+                )
             }
             Err(e) => {
                 let n = state.count_malformed();

@@ -18,7 +18,7 @@ pub struct State {
     pub cfg: LinkConfig,
     /// Where the link listener is bound.
     pub listen: SocketAddr,
-    /// `computercraft://events/computers`: connected / disconnected / replaced.
+    /// `computercraft://events/computers`: connected / disconnected / replaced / relabelled.
     pub computers: EventStream,
     /// `computercraft://events/computer_events`: CC events computers forward (redstone, turtle_inventory,
     /// peripheral, peripheral_detach, disk, monitor_touch, ...).
@@ -34,7 +34,7 @@ impl State {
             listen,
             computers: hub.stream(
                 "computers",
-                "Computers linking and unlinking: {event: connected|disconnected|replaced, computer, label, kind, reason?}",
+                "Computers linking and unlinking: {event: connected|disconnected|replaced|relabelled, computer, label, kind, reason?}",
                 STREAM_CAPACITY,
             ),
             computer_events: hub.stream(

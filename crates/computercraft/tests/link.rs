@@ -77,6 +77,29 @@ async fn requests_sent_while_the_computer_is_busy_are_not_lost() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relabelled_computer_tells_the_bridge() {
+    let h = start_bridge(test_config()).await;
+    let c = h.link(h.computer(17, None, SimKind::Computer)).await;
+    ok_of(
+        &h.call(
+            "run_lua",
+            json!({"computer": 17, "code": "os.setComputerLabel('renamed')"}),
+        )
+        .await,
+    );
+    h.wait_linked(17, Some("renamed"), &c).await;
+    let list = ok_of(&h.call("list_computers", json!({})).await);
+    assert_eq!(list["computers"][0]["label"], "renamed");
+    let links = ok_of(&h.call("poll_events", json!({"stream": "computers"})).await);
+    let last = links["events"].as_array().unwrap().last().unwrap()["data"].clone();
+    assert_eq!(
+        (last["event"].as_str(), last["label"].as_str()),
+        (Some("relabelled"), Some("renamed"))
+    );
+    c.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_relinks_after_the_bridge_restarts() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -218,7 +241,7 @@ async fn malformed_frames_never_crash_the_bridge() {
         r#"{"type":"chunk","id":"5","seq":3,"last":true,"data":"x"}"#,
         r#"{"type":"chunk","id":"6","seq":0,"last":true,"data":"{oops"}"#,
         r#"{"type":"event","event":"redstone","args":7}"#,
-        r#"{"type":"hello","computerId":9}"#,
+        r#"{"type":"hello","computerId":10}"#,
         "\u{0}\u{1}",
     ] {
         ws.send(Message::text(junk)).await.unwrap();

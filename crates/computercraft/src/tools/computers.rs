@@ -57,7 +57,7 @@ fn list(state: &State) -> Rendered<ListOut> {
         .iter()
         .map(|c| ComputerInfo {
             id: c.id(),
-            label: c.identity.label.clone(),
+            label: c.label(),
             kind: c.identity.kind,
             host: c.identity.host.clone(),
             connected_since_ms: c.connected_at_ms,

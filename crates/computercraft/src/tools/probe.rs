@@ -69,7 +69,7 @@ pub async fn probe(state: &State) -> Rendered<ProbeOut> {
         let result = c
             .request_with_grace("ping", json!({}), timeout, Duration::ZERO)
             .await;
-        let who = c.identity.describe();
+        let who = c.describe();
         let (status, line, latency) = match result {
             Ok(Value::String(line)) => (ProbeStatus::Pong, line, Some(started.elapsed())),
             Ok(other) => (
@@ -88,7 +88,7 @@ pub async fn probe(state: &State) -> Rendered<ProbeOut> {
         };
         ProbeAnswer {
             computer: c.id(),
-            label: c.identity.label.clone(),
+            label: c.label(),
             status,
             line,
             latency_ms: latency.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),

@@ -120,7 +120,7 @@ impl Harness {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(c) = self.state.registry.get(id)
-                && c.identity.label.as_deref() == label
+                && c.label().as_deref() == label
             {
                 return;
             }
