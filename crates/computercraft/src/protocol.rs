@@ -3,6 +3,9 @@
 //! Computer → bridge: `hello`, `response`, `chunk` (a piece of a response too big for one frame), `event`.
 //! Bridge → computer: `hello-ok`, `hello-rejected`, `request`, `cancel`.
 //!
+//! A `hello` on a new link replaces any older link with the same computer id; a `hello` again on the same link
+//! updates the computer's label (CC has no event for a relabel, so the client checks and says hello again).
+//!
 //! CC's `textutils.serializeJSON` writes every byte >= 0x7F as `\u00XX`, so a string from a computer arrives
 //! as Latin-1 mojibake of its bytes; [`decode`] maps such strings back to bytes and then to UTF-8 where the
 //! bytes are valid UTF-8. Lua's empty table serialises as `{}`, so list fields accept `{}` as empty.
