@@ -277,7 +277,10 @@ pub fn spawn(cfg: SimConfig) -> SimHandle {
         done: Arc::new(Notify::new()),
     };
     let h = handle.clone();
+    let root = TempRoot(h.state().cfg.root.clone());
     tokio::spawn(async move {
+        // Dropped when the computer stops or the test's runtime shuts down, whichever comes first.
+        let _root = root;
         drive(&h).await;
         let mut s = h.state();
         for (_, sock) in std::mem::take(&mut s.sockets) {
@@ -478,6 +481,22 @@ fn to_lua_event(lua: &Lua, ev: &Event) -> mlua::Result<MultiValue> {
             })
         })
         .collect()
+}
+
+/// Removes a computer's directory made by [`temp_root`] when the computer is gone.
+struct TempRoot(PathBuf);
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let ours = self.0.starts_with(std::env::temp_dir())
+            && self
+                .0
+                .components()
+                .any(|c| c.as_os_str().to_string_lossy().starts_with("ccsim-"));
+        if ours {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// A fresh, empty directory under the system temp dir for one simulated computer.
