@@ -58,7 +58,9 @@ pub async fn serve_stdio(
     tool_timeouts: &[(String, Duration)],
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let (stdin, stdout) = rmcp::transport::stdio();
+    // Non-blocking pipes on Linux (falls back to tokio's stdio elsewhere): tokio's stdio does blocking reads on
+    // a thread pool, which costs several times the CPU per call when the machine is busy (bench/README.md).
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
     serve_io(bridge, stdin, stdout, tool_timeouts, shutdown).await
 }
 
