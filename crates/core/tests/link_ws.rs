@@ -362,6 +362,36 @@ async fn bridge_close_sends_a_normal_close_with_reason() {
 }
 
 #[tokio::test]
+async fn close_goes_out_after_the_frames_queued_before_it() {
+    let mut srv = Server::start(open_config()).await;
+    let mut client = connect(&srv.url(""), &[]).await.unwrap();
+    let conn = srv.next_conn().await;
+
+    for i in 0..50 {
+        conn.sender.send_text(format!("answer {i}")).await.unwrap();
+    }
+    conn.sender.close("refused: bad token");
+    assert!(
+        conn.sender.send_text("too late").await.is_err(),
+        "nothing is queued after the close"
+    );
+    for i in 0..50 {
+        match next_data(&mut client).await {
+            Some(Message::Text(t)) => assert_eq!(t.as_str(), format!("answer {i}")),
+            other => panic!("expected answer {i}, got {other:?}"),
+        }
+    }
+    match next_data(&mut client).await {
+        Some(Message::Close(Some(frame))) => {
+            assert_eq!(frame.reason.as_str(), "refused: bad token")
+        }
+        other => panic!("expected the close frame last, got {other:?}"),
+    }
+    within("the goodbye to finish", conn.sender.finished()).await;
+    assert!(conn.sender.is_closed());
+}
+
+#[tokio::test]
 async fn binary_frames_are_dropped_and_text_still_flows() {
     let mut srv = Server::start(open_config()).await;
     let mut client = connect(&srv.url(""), &[]).await.unwrap();

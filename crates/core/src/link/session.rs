@@ -65,6 +65,8 @@ pub struct WsConnection {
 enum Outgoing {
     Text(String),
     Ping,
+    /// Sent after everything queued before it; the reason is already recorded in `LinkState::end`.
+    Close,
 }
 
 /// How a link ended: the close code we send (`None` when the peer ended it or the socket is gone) and why.
@@ -79,6 +81,8 @@ struct LinkState {
     id: u64,
     closed: CancellationToken,
     end: OnceLock<End>,
+    /// Cancelled when the writer has said goodbye and let go of the socket.
+    finished: CancellationToken,
 }
 
 impl LinkState {
@@ -114,6 +118,7 @@ impl std::fmt::Debug for Outgoing {
         match self {
             Self::Text(t) => write!(f, "Text({} bytes)", t.len()),
             Self::Ping => f.write_str("Ping"),
+            Self::Close => f.write_str("Close"),
         }
     }
 }
@@ -128,7 +133,7 @@ impl WsSender {
     /// Waits while the queue is full; fails with `Disconnected` (carrying the close reason) once the link
     /// is closed.
     pub async fn send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
-        if self.state.closed.is_cancelled() {
+        if self.state.closed.is_cancelled() || self.state.end.get().is_some() {
             return Err(self.disconnected());
         }
         tokio::select! {
@@ -138,9 +143,31 @@ impl WsSender {
         }
     }
 
-    /// Closes the link with code 1000 and `reason` (sent to the peer, truncated to 123 bytes).
+    /// Closes the link with code 1000 and `reason` (sent to the peer, truncated to 123 bytes), after the
+    /// frames already queued: a refusal or a last answer reaches the peer before the close. Later sends fail.
     pub fn close(&self, reason: &str) {
-        self.state.finish(Some(CLOSE_NORMAL), reason);
+        let recorded = self
+            .state
+            .end
+            .set(End {
+                code: Some(CLOSE_NORMAL),
+                reason: reason.to_owned(),
+            })
+            .is_ok();
+        if !recorded {
+            return;
+        }
+        tracing::info!(link = self.state.id, reason, "link closing");
+        // A full queue means the peer stopped reading; it would not get the close frame either.
+        if self.tx.try_send(Outgoing::Close).is_err() {
+            self.state.closed.cancel();
+        }
+    }
+
+    /// Waits until the link is closed and the goodbye has been sent (or given up on), for a program that
+    /// must not exit before its peer has been told.
+    pub async fn finished(&self) {
+        self.state.finished.cancelled().await;
     }
 
     pub fn is_closed(&self) -> bool {
@@ -209,6 +236,7 @@ pub(super) async fn run(
         id: NEXT_LINK_ID.fetch_add(1, Ordering::Relaxed),
         closed: shutdown.child_token(),
         end: OnceLock::new(),
+        finished: CancellationToken::new(),
     });
     tracing::info!(link = state.id, peer = ?accepted.peer, origin = ?accepted.origin, "link connected");
     let (out_tx, out_rx) = mpsc::channel(OUTGOING_QUEUE);
@@ -343,7 +371,7 @@ async fn write_loop(
         let msg = match item {
             Some(Outgoing::Text(text)) => Message::Text(text.into()),
             Some(Outgoing::Ping) => Message::Ping(Default::default()),
-            None => break,
+            Some(Outgoing::Close) | None => break,
         };
         // A peer that stopped reading blocks this send; the watchdog notices and cancels.
         let sent = tokio::select! {
@@ -369,6 +397,9 @@ async fn write_loop(
     };
     // The peer may be gone; a goodbye is a courtesy, never a reason to linger.
     let _ = tokio::time::timeout(CLOSE_GRACE, goodbye).await;
+    // A close asked for by the bridge ends the link only now, after its queued frames went out.
+    state.closed.cancel();
+    state.finished.cancel();
 }
 
 async fn watchdog(

@@ -19,6 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// Per-link socket read buffer.
+const READ_BUFFER_BYTES: usize = 8 << 10;
+
 /// Listener settings. Build with [`WsConfig::new`] and adjust the fields.
 #[derive(Debug, Clone)]
 pub struct WsConfig {
@@ -144,6 +147,10 @@ where
     let max = cfg.max_frame_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
+        // tungstenite's default read buffer is 128 KiB per link, zero-filled before every read: with a
+        // thousand computers linked that was most of the bridge's memory and a third of its CPU. Larger
+        // messages still arrive, assembled over several reads.
+        .read_buffer_size(READ_BUFFER_BYTES)
         .on_failed_upgrade(move |e| tracing::warn!(?peer, error = %e, "websocket upgrade failed"))
         .on_upgrade(move |socket| async move {
             let cfg = &shared.cfg;
