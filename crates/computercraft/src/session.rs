@@ -9,11 +9,6 @@ use bridge_core::link::{WsConnection, WsSender, parse_id};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::mpsc;
-
-/// How long a refused peer may take to read the reason and hang up itself.
-const REJECT_GRACE: Duration = Duration::from_secs(2);
 
 /// Largest reply reassembled from chunks (the client refuses to send more than 4 MiB).
 const MAX_REASSEMBLED: usize = 8 << 20;
@@ -39,15 +34,15 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
     let Some(first) = first else { return };
     let hello = match protocol::decode(&first) {
         Ok(Inbound::Hello(h)) => h,
-        Ok(_) => return reject(&state, &sender, incoming, "the first frame must be a hello").await,
-        Err(e) => return reject(&state, &sender, incoming, &format!("malformed hello: {e}")).await,
+        Ok(_) => return reject(&state, &sender, "the first frame must be a hello").await,
+        Err(e) => return reject(&state, &sender, &format!("malformed hello: {e}")).await,
     };
     if hello.protocol != PROTOCOL_VERSION {
         let why = format!(
             "protocol version {} is not supported (this bridge speaks {PROTOCOL_VERSION}); reinstall the client",
             hello.protocol
         );
-        return reject(&state, &sender, incoming, &why).await;
+        return reject(&state, &sender, &why).await;
     }
     let identity = Identity {
         id: hello.computer_id,
@@ -136,17 +131,13 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
     }
 }
 
-/// Tells the peer why, then lets it hang up: closing at once could drop the queued reason unsent.
-async fn reject(state: &State, sender: &WsSender, mut incoming: mpsc::Receiver<String>, why: &str) {
+/// Tells the peer why, then closes: the close goes out after the queued reason.
+async fn reject(state: &State, sender: &WsSender, why: &str) {
     let n = state.count_malformed();
     tracing::warn!(reason = why, total = n, "link refused");
     if let Ok(frame) = protocol::encode(&Outbound::HelloRejected { error: why }) {
         let _ = sender.send_text(frame).await;
     }
-    let _ = tokio::time::timeout(REJECT_GRACE, async {
-        while incoming.recv().await.is_some() {}
-    })
-    .await;
     sender.close(why);
 }
 

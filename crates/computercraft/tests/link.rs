@@ -391,12 +391,13 @@ async fn wget_run_install_links_on_every_boot() {
 
     // Every boot links again.
     let boots = sim.state().boots;
+    let before = h.link_of(40);
     sim.reboot();
     assert!(
         sim.wait_for(Duration::from_secs(5), |s| s.boots > boots)
             .await
     );
-    h.wait_linked(40, Some("fresh"), &sim).await;
+    h.wait_relinked(40, Some("fresh"), &sim, before).await;
     let p = h.call("probe-computers", json!({})).await;
     assert_eq!(text_of(&p), "pong from 40 (Label: fresh)");
     sim.stop();

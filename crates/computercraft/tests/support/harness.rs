@@ -117,10 +117,28 @@ impl Harness {
     }
 
     pub async fn wait_linked(&self, id: u32, label: Option<&str>, sim: &SimHandle) {
+        self.wait_relinked(id, label, sim, None).await;
+    }
+
+    /// The id of computer `id`'s current link, if it is linked.
+    pub fn link_of(&self, id: u32) -> Option<u64> {
+        self.state.registry.get(id).map(|c| c.link_id)
+    }
+
+    /// Like `wait_linked`, but a link whose id is `old_link` does not count: after a reboot the old link can
+    /// still be registered for a moment, and a probe through it would time out.
+    pub async fn wait_relinked(
+        &self,
+        id: u32,
+        label: Option<&str>,
+        sim: &SimHandle,
+        old_link: Option<u64>,
+    ) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(c) = self.state.registry.get(id)
                 && c.label().as_deref() == label
+                && Some(c.link_id) != old_link
             {
                 return;
             }
@@ -147,43 +165,5 @@ impl Harness {
     }
 }
 
-/// `structuredContent` of a successful call.
-pub fn ok_of(result: &CallToolResult) -> Value {
-    assert_ne!(
-        result.is_error,
-        Some(true),
-        "expected success, got {result:?}"
-    );
-    result
-        .structured_content
-        .clone()
-        .expect("structuredContent")
-}
-
-/// `{code, message, hint, details}` of a failed call.
-pub fn error_of(result: &CallToolResult) -> Value {
-    assert_eq!(
-        result.is_error,
-        Some(true),
-        "expected a tool error, got {result:?}"
-    );
-    result
-        .structured_content
-        .clone()
-        .expect("error results carry structuredContent")
-}
-
-pub fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), fut)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-}
+#[allow(unused_imports)] // each test file uses a different part
+pub use mcp_testkit::{error_of, ok_of, text_of, within};
