@@ -193,7 +193,10 @@ mod tests {
     fn no_args_schema_is_strict_and_silent() {
         let schema = input_schema::<crate::NoArgs>();
         assert_eq!(schema["additionalProperties"], json!(false));
-        assert!(schema.get("description").is_none(), "a Rust doc comment is not for the model");
+        assert!(
+            schema.get("description").is_none(),
+            "a Rust doc comment is not for the model"
+        );
         assert!(schema.get("title").is_none());
     }
 
