@@ -187,6 +187,31 @@ impl ToolSpec {
         })
     }
 
+    /// [`handler`](Self::handler) with a shared state (a bridge's context) handed to each call by value, so a
+    /// tool reads `.handler_on(ctx.clone(), |c, args: A, _| async move { c.read(args).await })`.
+    pub fn handler_on<S, A, O, F, Fut>(self, state: S, f: F) -> Self
+    where
+        S: Clone + Send + Sync + 'static,
+        A: DeserializeOwned + JsonSchema + Validate + Send + 'static,
+        O: Serialize + JsonSchema + 'static,
+        F: Fn(S, A, ToolCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
+    {
+        self.handler(move |args: A, ctx| f(state.clone(), args, ctx))
+    }
+
+    /// [`handler_with_text`](Self::handler_with_text) with a shared state, as in [`handler_on`](Self::handler_on).
+    pub fn handler_with_text_on<S, A, O, F, Fut>(self, state: S, f: F) -> Self
+    where
+        S: Clone + Send + Sync + 'static,
+        A: DeserializeOwned + JsonSchema + Validate + Send + 'static,
+        O: Serialize + JsonSchema + 'static,
+        F: Fn(S, A, ToolCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Rendered<O>, ToolError>> + Send + 'static,
+    {
+        self.handler_with_text(move |args: A, ctx| f(state.clone(), args, ctx))
+    }
+
     /// Like [`handler`](Self::handler), for tools whose text for the model is not their JSON.
     pub fn handler_with_text<A, O, F, Fut>(mut self, f: F) -> Self
     where

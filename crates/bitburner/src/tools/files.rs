@@ -157,7 +157,6 @@ impl Ctx {
 
 pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     let budget = ctx.budget(1, ctx.link.config().rpc_timeout);
-    let c = ctx.clone();
     let list = ToolSpec::new(
         "list_files",
         "List the script and text files on an in-game server (game method getFileNames).",
@@ -165,12 +164,10 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler(move |args: ServerArgs, _| {
-        let c = c.clone();
-        async move { c.list_files(args).await }
+    .handler_on(ctx.clone(), |c, args: ServerArgs, _| async move {
+        c.list_files(args).await
     });
 
-    let c = ctx.clone();
     let read = ToolSpec::new(
         "read_file",
         "Read one script or text file from an in-game server (game method getFile). The text result is the \
@@ -179,18 +176,14 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler_with_text(move |args: FileArgs, _| {
-        let c = c.clone();
-        async move {
-            let out = c.read_file(args).await?;
-            Ok(Rendered {
-                text: out.content.clone(),
-                value: out,
-            })
-        }
+    .handler_with_text_on(ctx.clone(), |c, args: FileArgs, _| async move {
+        let out = c.read_file(args).await?;
+        Ok(Rendered {
+            text: out.content.clone(),
+            value: out,
+        })
     });
 
-    let c = ctx.clone();
     let write = ToolSpec::new(
         "write_file",
         "Create or overwrite a script or text file on an in-game server (game method pushFile). Extensions: \
@@ -200,12 +193,8 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .idempotent()
     .open_world()
     .timeout(budget)
-    .handler(move |args: WriteArgs, _| {
-        let c = c.clone();
-        async move { c.write_file(args).await }
-    });
+    .handler_on(ctx.clone(), |c, args: WriteArgs, _| async move { c.write_file(args).await });
 
-    let c = ctx.clone();
     let delete = ToolSpec::new(
         "delete_file",
         "Delete a script or text file from an in-game server (game method deleteFile). A running script \
@@ -214,12 +203,8 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .destructive()
     .open_world()
     .timeout(budget)
-    .handler(move |args: FileArgs, _| {
-        let c = c.clone();
-        async move { c.delete_file(args).await }
-    });
+    .handler_on(ctx.clone(), |c, args: FileArgs, _| async move { c.delete_file(args).await });
 
-    let c = ctx.clone();
     let all = ToolSpec::new(
         "get_all_files",
         "Read every script and text file of an in-game server at once (game method getAllFiles).",
@@ -227,12 +212,10 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler(move |args: ServerArgs, _| {
-        let c = c.clone();
-        async move { c.get_all_files(args).await }
+    .handler_on(ctx.clone(), |c, args: ServerArgs, _| async move {
+        c.get_all_files(args).await
     });
 
-    let c = ctx.clone();
     let ram = ToolSpec::new(
         "calculate_ram",
         "RAM in GB one thread of a script needs (game method calculateRam). The script and the files it \
@@ -241,10 +224,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler(move |args: FileArgs, _| {
-        let c = c.clone();
-        async move { c.calculate_ram(args).await }
-    });
+    .handler_on(ctx.clone(), |c, args: FileArgs, _| async move { c.calculate_ram(args).await });
 
     vec![list, read, write, delete, all, ram]
 }

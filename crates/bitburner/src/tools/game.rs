@@ -305,7 +305,6 @@ async fn write_new(path: &std::path::Path, bytes: &[u8], overwrite: bool) -> Res
 pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     let rpc = ctx.link.config().rpc_timeout;
     let budget = ctx.budget(1, rpc);
-    let c = ctx.clone();
     let defs = ToolSpec::new(
         "get_netscript_definitions",
         "The TypeScript declarations (NetscriptDefinitions.d.ts, ~300 KB) of the connected game's NetScript \
@@ -314,18 +313,14 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler_with_text(move |args: DefinitionArgs, _| {
-        let c = c.clone();
-        async move {
-            let out = c.get_netscript_definitions(args).await?;
-            Ok(Rendered {
-                text: out.content.clone(),
-                value: out,
-            })
-        }
+    .handler_with_text_on(ctx.clone(), |c, args: DefinitionArgs, _| async move {
+        let out = c.get_netscript_definitions(args).await?;
+        Ok(Rendered {
+            text: out.content.clone(),
+            value: out,
+        })
     });
 
-    let c = ctx.clone();
     let servers = ToolSpec::new(
         "get_all_servers",
         "Every server in the game with admin rights and ownership (game method getAllServers, v2.6+).",
@@ -333,12 +328,8 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler(move |_: NoArgs, _| {
-        let c = c.clone();
-        async move { c.get_all_servers().await }
-    });
+    .handler_on(ctx.clone(), |c, _: NoArgs, _| async move { c.get_all_servers().await });
 
-    let c = ctx.clone();
     let meta = ToolSpec::new(
         "get_file_metadata",
         "Creation, modification and access times of one file (game method getFileMetadata, v3.0+).",
@@ -346,12 +337,10 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler(move |args: FileArgs, _| {
-        let c = c.clone();
-        async move { c.get_file_metadata(args).await }
+    .handler_on(ctx.clone(), |c, args: FileArgs, _| async move {
+        c.get_file_metadata(args).await
     });
 
-    let c = ctx.clone();
     let all_meta = ToolSpec::new(
         "get_all_file_metadata",
         "File times of every file on a server (game method getAllFileMetadata, v3.0+).",
@@ -359,12 +348,10 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler(move |args: ServerArgs, _| {
-        let c = c.clone();
-        async move { c.get_all_file_metadata(args).await }
+    .handler_on(ctx.clone(), |c, args: ServerArgs, _| async move {
+        c.get_all_file_metadata(args).await
     });
 
-    let c = ctx.clone();
     let save = ToolSpec::new(
         "get_save_file",
         "Write the game's save to the save directory the user allowed (--save-dir), never into this reply \
@@ -372,12 +359,8 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .open_world()
     .timeout(ctx.budget(1, ctx.link.config().save_timeout))
-    .handler(move |args: SaveArgs, _| {
-        let c = c.clone();
-        async move { c.get_save_file(args).await }
-    });
+    .handler_on(ctx.clone(), |c, args: SaveArgs, _| async move { c.get_save_file(args).await });
 
-    let c = ctx.clone();
     let status = ToolSpec::new(
         "status",
         "Whether the game is connected and since when, and which Remote API methods it supports (asked of \
@@ -385,10 +368,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .timeout(ctx.budget(2, rpc))
-    .handler(move |_: NoArgs, _| {
-        let c = c.clone();
-        async move { Ok::<_, ToolError>(c.status().await) }
-    });
+    .handler_on(ctx.clone(), |c, _: NoArgs, _| async move { Ok::<_, ToolError>(c.status().await) });
 
     vec![defs, servers, meta, all_meta, save, status]
 }
