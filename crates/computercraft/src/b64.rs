@@ -3,7 +3,8 @@
 //! The Lua client has its own copy of this codec; CC's JSON escapes every byte >= 0x7F as `\u00XX`, which
 //! would inflate binary data about sixfold, so bytes cross the link as base64 text instead.
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid base64 at byte {position}")]
@@ -12,66 +13,18 @@ pub struct DecodeError {
 }
 
 pub fn encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let sextets = [(n >> 18) & 63, (n >> 12) & 63, (n >> 6) & 63, n & 63];
-        for (i, s) in sextets.iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[*s as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-fn sextet(c: u8) -> Option<u32> {
-    match c {
-        b'A'..=b'Z' => Some(u32::from(c - b'A')),
-        b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
-        b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
-    }
+    STANDARD.encode(bytes)
 }
 
 pub fn decode(text: &str) -> Result<Vec<u8>, DecodeError> {
-    let input = text.as_bytes();
-    if !input.len().is_multiple_of(4) {
-        return Err(DecodeError {
-            position: input.len(),
-        });
-    }
-    let mut out = Vec::with_capacity(input.len() / 4 * 3);
-    for (q, quad) in input.chunks(4).enumerate() {
-        let last = (q + 1) * 4 == input.len();
-        let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && !last) {
-            return Err(DecodeError { position: q * 4 });
-        }
-        let mut n = 0u32;
-        for (i, &c) in quad.iter().enumerate() {
-            let v = if i >= 4 - pad {
-                0
-            } else {
-                sextet(c).ok_or(DecodeError {
-                    position: q * 4 + i,
-                })?
-            };
-            n = (n << 6) | v;
-        }
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&bytes[..3 - pad]);
-    }
-    Ok(out)
+    STANDARD.decode(text).map_err(|e| DecodeError {
+        position: match e {
+            base64::DecodeError::InvalidByte(at, _)
+            | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+            base64::DecodeError::InvalidLength(len) => len,
+            base64::DecodeError::InvalidPadding => text.len(),
+        },
+    })
 }
 
 #[cfg(test)]
