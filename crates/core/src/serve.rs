@@ -45,10 +45,11 @@ fn shared(bridge: Bridge, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
         }
     }
     Arc::new(Shared {
-        bridge,
         timeouts: tool_timeouts.iter().cloned().collect(),
         metrics: metrics::Metrics::new(),
         seal: client_link::StateSeal::new(),
+        tools: bridge.inner.tools.iter().map(convert::tool).collect(),
+        bridge,
     })
 }
 

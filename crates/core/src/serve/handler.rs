@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     pub timeouts: HashMap<String, Duration>,
     pub metrics: Metrics,
     pub seal: StateSeal,
+    /// The tools in wire form, built once: schemas are shared, not rebuilt per request.
+    pub tools: Arc<[Tool]>,
 }
 
 /// One handler per MCP session (legacy era) or per request (stateless era); state that must outlive a
@@ -309,18 +311,13 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(
-            self.bridge()
-                .inner
-                .tools
-                .iter()
-                .map(convert::tool)
-                .collect(),
-        ))
+        Ok(ListToolsResult::with_all_items(self.shared.tools.to_vec()))
     }
 
+    // rmcp asks for a tool on every HTTP request (to check `Mcp-Param-*` headers against its schema).
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.bridge().tool(name).map(convert::tool)
+        let index = self.bridge().inner.tool_index.get(name)?;
+        self.shared.tools.get(*index).cloned()
     }
 
     async fn call_tool(
