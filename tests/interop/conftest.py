@@ -227,3 +227,16 @@ def run_inspector(target: list[str], *args: str, timeout: float = 120) -> subpro
             timeout=timeout,
         )
 
+
+async def ok(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Calls `tool` through a Python `mcp` client and returns its structuredContent; fails on a tool error."""
+    result = await client.call_tool(tool, args)
+    assert result.is_error is False, f"{tool}: {result.content}"
+    return result.structured_content
+
+
+async def error(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Calls `tool` expecting a tool error; returns its {code, message, hint, details}."""
+    result = await client.call_tool(tool, args)
+    assert result.is_error is True, f"{tool} should fail: {result.structured_content}"
+    return result.structured_content

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import ROOT, HttpServer, cargo_bin
+from conftest import ROOT, HttpServer, cargo_bin, error, ok
 from mcp import Client, StdioServerParameters
 
 ERAS = ["legacy", "2026-07-28"]
@@ -138,18 +138,6 @@ def connect(bridge_bin: Path, save_dir: Path, request: pytest.FixtureRequest):
             yield client
 
     return open_client
-
-
-async def ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert result.is_error is False, f"{tool}: {result.content}"
-    return result.structured_content
-
-
-async def error(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert result.is_error is True, f"{tool} should fail: {result.structured_content}"
-    return result.structured_content
 
 
 @asynccontextmanager

@@ -4,7 +4,7 @@
 //!
 //! `noop-server --stdio` (default) or `noop-server --http --mcp-port N`; logs go to stderr only.
 
-use bridge_core::serve::{McpArgs, Transport, init_logging, run_bridge, shutdown_on_signals};
+use bridge_core::serve::{McpArgs, Transport, init_logging, serve_until_signal};
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolError, ToolSpec};
 use clap::Parser;
 use std::process::ExitCode;
@@ -38,18 +38,5 @@ fn bridge() -> Result<Bridge, bridge_core::bridge::BuildError> {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.mcp.log_format);
-    let bridge = match bridge() {
-        Ok(bridge) => bridge,
-        Err(e) => {
-            tracing::error!("cannot assemble the noop bridge: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match run_bridge(bridge, &cli.mcp, Transport::Stdio, shutdown_on_signals()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            ExitCode::FAILURE
-        }
-    }
+    serve_until_signal(bridge(), &cli.mcp, Transport::Stdio).await
 }

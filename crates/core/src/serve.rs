@@ -151,6 +151,29 @@ pub async fn run_bridge(
     }
 }
 
+/// The `main` of a program that serves one bridge, after argument parsing: serves until SIGINT/SIGTERM and
+/// turns a failure into a logged message and a failing exit code.
+pub async fn serve_until_signal(
+    bridge: Result<Bridge, crate::bridge::BuildError>,
+    args: &McpArgs,
+    default: Transport,
+) -> std::process::ExitCode {
+    let bridge = match bridge {
+        Ok(bridge) => bridge,
+        Err(e) => {
+            tracing::error!("cannot assemble the bridge: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match run_bridge(bridge, args, default, shutdown_on_signals()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// A token cancelled on SIGINT or SIGTERM, for `run_bridge`.
 pub fn shutdown_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
