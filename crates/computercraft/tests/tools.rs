@@ -461,7 +461,8 @@ async fn events_are_pushed_and_pullable() {
     );
     ok_of(&h.call("turtle_refuel", json!({"computer": 3})).await); // inventory changes → turtle_inventory
 
-    let pushed = support::harness::within("a resources/updated push", h.updates.recv()).await;
+    let pushed =
+        support::harness::within("a resources/updated push", h.client.updates.recv()).await;
     assert_eq!(pushed.as_deref(), Some(uri));
 
     let mut seen = Vec::new();

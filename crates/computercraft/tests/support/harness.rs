@@ -4,46 +4,21 @@ use super::ccsim::{self, SimConfig, SimHandle, SimKind};
 use bridge_computercraft::state::State;
 use bridge_computercraft::{LinkConfig, start};
 use bridge_core::serve::{HttpOptions, serve_http};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, ResourceUpdatedNotificationParam,
-};
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
+use rmcp::model::CallToolResult;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-#[derive(Clone)]
-pub struct Recorder {
-    pub updates: mpsc::UnboundedSender<String>,
-}
-
-impl ClientHandler for Recorder {
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _: NotificationContext<RoleClient>,
-    ) {
-        let _ = self.updates.send(params.uri);
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::default()
-    }
-}
 
 pub struct Harness {
     pub link_addr: SocketAddr,
     pub mcp_addr: SocketAddr,
     pub state: Arc<State>,
     pub shutdown: CancellationToken,
-    pub client: RunningService<RoleClient, Recorder>,
-    pub updates: mpsc::UnboundedReceiver<String>,
+    /// An initialize-era (2025-11-25) client; its `updates` carry pushed `resources/updated` URIs.
+    pub client: mcp_testkit::Client,
     pub token: Option<String>,
 }
 
@@ -75,19 +50,13 @@ pub async fn start_on(cfg: LinkConfig, link: TcpListener) -> Harness {
     let bridge = running.bridge.clone();
     let stop = shutdown.clone();
     tokio::spawn(async move { serve_http(bridge, mcp, HttpOptions::default(), &[], stop).await });
-    let (tx, updates) = mpsc::unbounded_channel();
-    let transport = StreamableHttpClientTransport::from_uri(format!("http://{mcp_addr}/mcp"));
-    let client = Recorder { updates: tx }
-        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
-        .await
-        .unwrap();
+    let client = mcp_testkit::http_client(mcp_addr, mcp_testkit::Era::Legacy).await;
     Harness {
         link_addr: running.link_addr,
         mcp_addr,
         state: running.state,
         shutdown,
         client,
-        updates,
         token,
     }
 }
@@ -152,16 +121,7 @@ impl Harness {
     }
 
     pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
-        let Value::Object(args) = args else {
-            panic!("arguments must be an object")
-        };
-        within(
-            tool,
-            self.client
-                .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args)),
-        )
-        .await
-        .unwrap()
+        mcp_testkit::call(&self.client, tool, args).await
     }
 }
 
