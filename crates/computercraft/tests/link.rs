@@ -5,6 +5,7 @@
 mod support;
 
 use futures::{SinkExt, StreamExt};
+use mcp_testkit::http_get;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::ccsim::{self, SimConfig, SimKind};
@@ -414,18 +415,4 @@ async fn the_link_port_serves_the_client_and_installer() {
     assert!(!install.contains("__MCP_"));
     let client = http_get(&format!("http://{}/client.lua", h.link_addr)).await;
     assert_eq!(client, bridge_computercraft::assets::CLIENT_LUA);
-}
-
-/// A minimal HTTP/1.0 GET on loopback.
-async fn http_get(url: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_at(rest.find('/').unwrap());
-    let mut tcp = tokio::net::TcpStream::connect(host).await.unwrap();
-    tcp.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut raw = String::new();
-    tcp.read_to_string(&mut raw).await.unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_string()
 }

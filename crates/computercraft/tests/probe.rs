@@ -3,6 +3,7 @@
 
 mod support;
 
+use mcp_testkit::http_get;
 use serde_json::json;
 use support::ccsim::{self, SimConfig, SimKind};
 use support::harness::{ok_of, start_bridge, test_config, text_of};
@@ -53,18 +54,4 @@ async fn pongs_timeouts_and_a_missing_label() {
 async fn reqwest_get(url: &str) -> serde_json::Value {
     let body = http_get(url).await;
     serde_json::from_str(&body).unwrap()
-}
-
-/// A minimal HTTP/1.0 GET on loopback (no HTTP client crate needed).
-pub async fn http_get(url: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_at(rest.find('/').unwrap());
-    let mut tcp = tokio::net::TcpStream::connect(host).await.unwrap();
-    tcp.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut raw = String::new();
-    tcp.read_to_string(&mut raw).await.unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_string()
 }

@@ -203,3 +203,21 @@ pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
         .await
         .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
+
+/// A minimal HTTP/1.0 GET on loopback, returning the body: enough for `/health` and served files, with no HTTP
+/// client crate in the way of what the server really sent.
+pub async fn http_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (host, path) = rest.split_at(rest.find('/').expect("a path after the host"));
+    let mut tcp = tokio::net::TcpStream::connect(host).await.unwrap();
+    tcp.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut raw = String::new();
+    tcp.read_to_string(&mut raw).await.unwrap();
+    raw.split_once("\r\n\r\n")
+        .expect("an HTTP response")
+        .1
+        .to_string()
+}
