@@ -3,6 +3,8 @@
 
 mod support;
 
+use bridge_core::Bridge;
+use bridge_core::events::{DEFAULT_STREAM_BYTES, MAX_PAGE_BYTES};
 use bridge_core::serve::HttpOptions;
 use rmcp::model::{ServerNotification, SubscribeRequestParams, SubscriptionFilter};
 use serde_json::json;
@@ -189,4 +191,85 @@ async fn modern_listeners_get_only_what_they_asked_for() {
             "{transport}: a listener for another URI hears nothing"
         );
     }
+}
+
+/// Issue 8 item 3, scaled to CI: 1 100 events of 128 KiB from one peer once took the bridge to 2.4 GB, and one
+/// `poll_events` reply was 75 MiB.
+#[tokio::test]
+async fn large_events_are_bounded_in_bytes_held_and_bytes_sent() {
+    let b = Bridge::builder("test", "0");
+    let flood = b.events().stream("flood", "events a peer chooses", 100_000);
+    let bridge = b.build().unwrap();
+    let client = stdio_client(bridge, Era::Modern, vec![]).await;
+    let big = "z".repeat(128 << 10);
+    for i in 0..1_100 {
+        flood.publish(json!({ "i": i, "text": big }));
+    }
+    assert!(
+        flood.retained_bytes() < 1 << 20,
+        "oversize events are held as stubs: {} bytes",
+        flood.retained_bytes()
+    );
+    let page = call(
+        &client,
+        "poll_events",
+        json!({"stream": "flood", "limit": 1000}),
+    )
+    .await;
+    let page = page.structured_content.unwrap();
+    assert_eq!(page["events"][0]["data"]["truncated"], true);
+    let first_size = serde_json::to_string(&json!({ "i": 0, "text": big }))
+        .unwrap()
+        .len();
+    assert_eq!(page["events"][0]["data"]["bytes"], first_size, "its size");
+
+    // Just under the per-event limit, they are kept whole until the stream's byte budget is reached.
+    let near = "w".repeat(60 << 10);
+    for i in 0..1_100 {
+        flood.publish(json!({ "i": i, "text": near }));
+    }
+    assert!(flood.retained_bytes() <= DEFAULT_STREAM_BYTES);
+    let page = call(
+        &client,
+        "poll_events",
+        json!({"stream": "flood", "since": 1_100, "limit": 1000}),
+    )
+    .await;
+    let page = page.structured_content.unwrap();
+    let sent = serde_json::to_string(&page).unwrap().len();
+    assert!(sent <= MAX_PAGE_BYTES, "one reply is capped: {sent} bytes");
+    assert_eq!(page["more"], true);
+    let held = (DEFAULT_STREAM_BYTES / (60 << 10)) as u64;
+    assert!(
+        page["dropped"].as_u64().unwrap() >= 1_100 - held,
+        "readers are told what the budget pushed out: {}",
+        page["dropped"]
+    );
+    let next = page["next_since"].as_u64().unwrap();
+    let rest = call(
+        &client,
+        "poll_events",
+        json!({"stream": "flood", "since": next}),
+    )
+    .await
+    .structured_content
+    .unwrap();
+    assert_eq!(rest["events"][0]["seq"], next + 1, "the rest reads on");
+    assert_eq!(rest["dropped"], 0);
+
+    let read = client
+        .service
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "test://events/flood",
+        ))
+        .await
+        .unwrap();
+    let text = match &read.contents[0] {
+        rmcp::model::ResourceContents::TextResourceContents { text, .. } => text.len(),
+        other => panic!("expected text, got {other:?}"),
+    };
+    assert!(
+        text <= MAX_PAGE_BYTES + 1024,
+        "the resource is capped too: {text}"
+    );
 }
