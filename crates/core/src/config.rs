@@ -53,6 +53,26 @@ pub fn ip(
     }
 }
 
+/// A parser for a secret such as a bearer token: an empty or blank value is refused, because a token nobody
+/// can send locks every client out while looking like protection.
+pub fn secret(
+    var: &'static str,
+) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {
+    move |raw: &str| {
+        if raw.trim().is_empty() {
+            return Err(format!(
+                "{var} is set but empty: give it a token, or unset it to serve without one"
+            ));
+        }
+        if raw.trim() != raw {
+            return Err(format!(
+                "{var} starts or ends with whitespace, which no client would send: remove it"
+            ));
+        }
+        Ok(raw.to_owned())
+    }
+}
+
 /// `NAME=MS` pairs for per-tool timeouts.
 pub(crate) fn tool_timeout(raw: &str) -> Result<(String, Duration), String> {
     const VAR: &str = "MCP_TOOL_TIMEOUTS";
@@ -91,6 +111,15 @@ mod tests {
                 tool_timeout(bad).unwrap_err().contains("MCP_TOOL_TIMEOUTS"),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn secrets_must_not_be_blank() {
+        let p = secret("MCP_TOKEN");
+        assert_eq!(p("s3cret"), Ok("s3cret".to_owned()));
+        for bad in ["", "   ", "\t", " s3cret", "s3cret\n"] {
+            assert!(p(bad).unwrap_err().contains("MCP_TOKEN"), "{bad:?}");
         }
     }
 

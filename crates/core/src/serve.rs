@@ -3,10 +3,12 @@
 mod args;
 mod client_link;
 mod convert;
+mod edges;
 mod handler;
 mod http;
 mod logging;
 mod metrics;
+mod sessions;
 
 use crate::bridge::Bridge;
 use handler::{McpHandler, Shared};
@@ -145,6 +147,8 @@ pub async fn run_bridge(
                 extra_origins: args.allowed_origins.clone(),
                 extra_hosts: args.allowed_hosts.clone(),
                 shutdown_grace: args.shutdown_grace,
+                max_sessions: args.max_sessions,
+                session_idle: args.session_idle,
             };
             serve_http(bridge, listener, options, &args.tool_timeouts, shutdown).await
         }

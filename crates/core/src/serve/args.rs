@@ -37,8 +37,9 @@ pub struct McpArgs {
     #[arg(long = "mcp-port", env = "MCP_PORT", default_value = "3000", value_parser = config::ranged("MCP_PORT", 0u16, 65535))]
     pub mcp_port: u16,
 
-    /// Bearer token HTTP clients must send (`Authorization: Bearer <token>`).
-    #[arg(long = "mcp-token", env = "MCP_TOKEN", hide_env_values = true)]
+    /// Bearer token HTTP clients must send (`Authorization: Bearer <token>`). Empty or blank is refused: it
+    /// would lock every client out.
+    #[arg(long = "mcp-token", env = "MCP_TOKEN", hide_env_values = true, value_parser = config::secret("MCP_TOKEN"))]
     pub mcp_token: Option<String>,
 
     /// Extra browser origins allowed to call the HTTP transport, e.g. `https://app.example:*` (comma-separated).
@@ -65,6 +66,14 @@ pub struct McpArgs {
     /// How long in-flight calls may finish after SIGINT/SIGTERM before the bridge exits.
     #[arg(long = "shutdown-grace-ms", env = "MCP_SHUTDOWN_GRACE_MS", default_value = "5000", value_parser = config::millis("MCP_SHUTDOWN_GRACE_MS", 0, 600_000))]
     pub shutdown_grace: Duration,
+
+    /// Live MCP sessions of the `initialize` era at most (HTTP); more are refused until some close or idle out.
+    #[arg(long = "mcp-max-sessions", env = "MCP_MAX_SESSIONS", default_value = "256", value_parser = config::ranged("MCP_MAX_SESSIONS", 1usize, 100_000))]
+    pub max_sessions: usize,
+
+    /// An `initialize`-era HTTP session with no traffic for this long is closed.
+    #[arg(long = "mcp-session-idle-ms", env = "MCP_SESSION_IDLE_MS", default_value = "300000", value_parser = config::millis("MCP_SESSION_IDLE_MS", 1_000, 86_400_000))]
+    pub session_idle: Duration,
 
     /// Log format on stderr (stdout carries the stdio transport and never gets logs).
     #[arg(long = "log-format", env = "MCP_LOG_FORMAT", default_value = "text")]

@@ -6,6 +6,7 @@ use super::client_link::{
 };
 use super::convert;
 use super::metrics::Metrics;
+use super::sessions::{self, SessionLimit, SessionSlot};
 use crate::bridge::PromptOutcome;
 use crate::bridge::{Bridge, unknown_stream};
 use crate::error::ErrorCode;
@@ -14,19 +15,19 @@ use crate::tool::ctx::ProgressSink;
 use crate::tool::{Inputs, Outcome, ToolCtx};
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, PromptsCapability, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourceUpdatedNotificationParam,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, PromptsCapability,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
@@ -51,6 +52,10 @@ pub(crate) struct McpHandler {
     shared: Arc<Shared>,
     session: Arc<SessionSubscriptions>,
     log_level: SessionLogLevel,
+    /// Where legacy sessions are counted (HTTP); `None` on stdio, which has one session per process.
+    session_limit: Option<Arc<SessionLimit>>,
+    /// This session's place under `session_limit`, held until the handler (the session) goes.
+    session_slot: Arc<OnceLock<SessionSlot>>,
 }
 
 /// `resources/subscribe` state of one legacy session.
@@ -76,7 +81,14 @@ impl McpHandler {
             shared,
             session: Arc::new(SessionSubscriptions::default()),
             log_level: Arc::default(),
+            session_limit: None,
+            session_slot: Arc::default(),
         }
+    }
+
+    pub(crate) fn with_session_limit(mut self, limit: Arc<SessionLimit>) -> Self {
+        self.session_limit = Some(limit);
+        self
     }
 
     fn bridge(&self) -> &Bridge {
@@ -306,6 +318,23 @@ impl ServerHandler for McpHandler {
         Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        if let Some(limit) = &self.session_limit {
+            let slot = limit.admit().inspect_err(|_| {
+                tracing::debug!(max = limit.max(), "refused an MCP session: at the limit");
+            })?;
+            let _ = self.session_slot.set(slot);
+        }
+        let (client, version) = sessions::client_summary(&request);
+        tracing::info!(%client, %version, "MCP session started");
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -474,7 +503,7 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         if let Ok(mut uris) = self.session.uris.lock() {
-            uris.insert(request.uri);
+            sessions::subscribe(&mut uris, request.uri)?;
         }
         self.ensure_forwarder(context.peer);
         Ok(())
@@ -498,9 +527,19 @@ impl ServerHandler for McpHandler {
     ) -> Option<SubscriptionFilter> {
         let mut builder = SubscriptionFilter::builder();
         if let Some(uris) = &requested.resource_subscriptions {
-            builder = builder.resource_subscriptions(uris.clone());
+            builder = builder.resource_subscriptions(sessions::listen_uris(uris));
         }
         Some(builder.build())
+    }
+
+    // rmcp parses a known method whose params do not fit as a custom request; the client must learn what was
+    // wrong with its params, not that the method does not exist.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        Err(super::edges::unparsed_request(&request))
     }
 
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {

@@ -2,6 +2,7 @@
 
 use super::ServeError;
 use super::handler::{McpHandler, Shared};
+use super::sessions::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, SessionLimit};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -28,7 +29,7 @@ const LOCAL_ORIGINS: [&str; 6] = [
 const LOCAL_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
 
 /// Security settings of the HTTP transport.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     /// Required as `Authorization: Bearer <token>` on `/mcp` when set.
     pub token: Option<String>,
@@ -38,12 +39,30 @@ pub struct HttpOptions {
     pub extra_hosts: Vec<String>,
     /// How long in-flight requests may run after shutdown starts.
     pub shutdown_grace: Duration,
+    /// Live legacy-era (`initialize`) sessions at most; more are refused with a JSON-RPC error.
+    pub max_sessions: usize,
+    /// A legacy session with no traffic for this long is closed.
+    pub session_idle: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            token: None,
+            extra_origins: Vec::new(),
+            extra_hosts: Vec::new(),
+            shutdown_grace: Duration::ZERO,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            session_idle: DEFAULT_SESSION_IDLE,
+        }
+    }
 }
 
 #[derive(Clone)]
 struct AppState {
     shared: Arc<Shared>,
     token: Option<Arc<str>>,
+    sessions: Arc<SessionLimit>,
 }
 
 pub(crate) async fn serve(
@@ -73,17 +92,28 @@ pub(crate) async fn serve(
                 .chain(options.extra_origins.iter().cloned()),
         );
     let factory_shared = shared.clone();
-    let mcp = StreamableHttpService::new(
-        move || Ok(McpHandler::new(factory_shared.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let sessions = SessionLimit::new(options.max_sessions);
+    let factory_sessions = sessions.clone();
+    // rmcp reaps a session idle for `keep_alive`; the slot it held under `sessions` goes with it.
+    let mut session_manager = LocalSessionManager::default();
+    session_manager.session_config.keep_alive = Some(options.session_idle);
+    let mcp =
+        StreamableHttpService::new(
+            move || {
+                Ok(McpHandler::new(factory_shared.clone())
+                    .with_session_limit(factory_sessions.clone()))
+            },
+            Arc::new(session_manager),
+            config,
+        );
     let state = AppState {
         shared,
         token: options.token.as_deref().map(Arc::from),
+        sessions,
     };
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn(super::edges::jsonrpc_edges))
         .layer(middleware::from_fn_with_state(state.clone(), require_token));
     let app = Router::new()
         .route("/health", get(health))
@@ -165,6 +195,10 @@ async fn health(State(state): State<AppState>) -> impl IntoResponse {
     body.insert("status".into(), "ok".into());
     body.insert("bridge".into(), bridge.name().into());
     body.insert("version".into(), bridge.version().into());
+    body.insert(
+        "mcp_sessions".into(),
+        serde_json::json!({ "live": state.sessions.live(), "max": state.sessions.max() }),
+    );
     body.extend(bridge.health());
     axum::Json(serde_json::Value::Object(body))
 }

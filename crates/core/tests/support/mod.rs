@@ -200,6 +200,90 @@ pub async fn start_http(
     }
 }
 
+/// One raw HTTP/1.1 exchange, so headers are exactly what the test says. Returns (status, body).
+pub async fn raw(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let reply = raw_exchange(addr, method, path, headers, body).await;
+    (reply.status, reply.body)
+}
+
+/// What a raw exchange got back.
+pub struct RawReply {
+    pub status: u16,
+    /// The status line and headers, as sent.
+    pub head: String,
+    pub body: String,
+}
+
+impl RawReply {
+    /// A response header's value (names compare case-insensitively).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|line| {
+            let (k, v) = line.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
+    /// The body as JSON: the body itself, or the data of its first SSE event.
+    pub fn json(&self) -> serde_json::Value {
+        let text = self
+            .body
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("data:")
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+            })
+            .unwrap_or(self.body.trim());
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+pub async fn raw_exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> RawReply {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    within("an HTTP response", stream.read_to_end(&mut response))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&response).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    RawReply {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
 /// The stdio transport over an in-memory pipe.
 pub async fn stdio_client(bridge: Bridge, era: Era, timeouts: Vec<(String, Duration)>) -> Client {
     mcp_testkit::pipe_client(bridge, era, timeouts).await

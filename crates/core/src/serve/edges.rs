@@ -1,0 +1,183 @@
+//! What a client gets for input rmcp cannot dispatch: JSON-RPC errors a client library can show, where rmcp
+//! would answer with a bare HTTP status or "method not found".
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolRequestParams, CustomRequest, ErrorCode, GetPromptRequestParams,
+    InitializeRequestParams, ReadResourceRequestParams, SubscribeRequestParams,
+};
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde_json::{Value, json};
+
+/// rmcp's own limit on a request body (`StreamableHttpServerConfig::max_request_body_bytes` default).
+const MAX_BODY_BYTES: usize = 4 << 20;
+/// The first protocol version without sessions or `resources/subscribe`.
+const STATELESS_ERA: &str = "2026-07-28";
+/// Methods of both eras whose params rmcp types; anything else it cannot parse is a method we do not know.
+const KNOWN_METHODS: [&str; 16] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "tools/call",
+    "tools/list",
+    "tasks/get",
+];
+
+/// The error for a request rmcp handed over as custom: a known method with params that do not parse
+/// (-32602, saying what is wrong), or a method this server does not have (-32601).
+pub(crate) fn unparsed_request(request: &CustomRequest) -> McpError {
+    let method = request.method.as_str();
+    let problem = match method {
+        "tools/call" => params_problem::<CallToolRequestParams>(request),
+        "resources/read" => params_problem::<ReadResourceRequestParams>(request),
+        "resources/subscribe" | "resources/unsubscribe" => {
+            params_problem::<SubscribeRequestParams>(request)
+        }
+        "prompts/get" => params_problem::<GetPromptRequestParams>(request),
+        "initialize" => params_problem::<InitializeRequestParams>(request),
+        _ if KNOWN_METHODS.contains(&method) => Some("they do not match its schema".to_owned()),
+        _ => None,
+    };
+    match problem {
+        Some(problem) => McpError::invalid_params(
+            format!("invalid params for `{method}`: {problem}"),
+            Some(json!({ "method": method })),
+        ),
+        None => McpError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: `{method}`"),
+            Some(json!({ "method": method })),
+        ),
+    }
+}
+
+fn params_problem<T: DeserializeOwned>(request: &CustomRequest) -> Option<String> {
+    let params = request.params.clone().unwrap_or(Value::Null);
+    match serde_json::from_value::<T>(params) {
+        Err(e) => Some(e.to_string()),
+        Ok(_) => Some("they do not match its schema".to_owned()),
+    }
+}
+
+/// Axum middleware in front of rmcp's `/mcp` service.
+pub(crate) async fn jsonrpc_edges(request: Request, next: Next) -> Response {
+    match *request.method() {
+        Method::POST => post(request, next).await,
+        Method::DELETE => {
+            let response = next.run(request).await;
+            // rmcp answers 202, which the Python SDK logs as a failed termination; it expects 200 or 204.
+            if response.status() == StatusCode::ACCEPTED {
+                return StatusCode::NO_CONTENT.into_response();
+            }
+            response
+        }
+        _ => next.run(request).await,
+    }
+}
+
+async fn post(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body over {MAX_BODY_BYTES} bytes\n"),
+        )
+            .into_response();
+    };
+    if let Some(method) = removed_in_stateless_era(&parts.headers) {
+        return removed_method(method, &body);
+    }
+    let declared_json = declares_json(&parts.headers);
+    let response = next
+        .run(Request::from_parts(parts, Body::from(body.clone())))
+        .await;
+    // rmcp answers a body it cannot parse with 415, whatever the content type; the client sent JSON-RPC and
+    // should get a JSON-RPC error.
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE || !declared_json {
+        return response;
+    }
+    match serde_json::from_slice::<IgnoredAny>(&body) {
+        Err(e) => rpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            ErrorCode::PARSE_ERROR,
+            format!("parse error: the body is not JSON ({e})"),
+        ),
+        Ok(_) => rpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            ErrorCode::INVALID_REQUEST,
+            "invalid request: the body is JSON but not a JSON-RPC 2.0 request, notification or response"
+                .to_owned(),
+        ),
+    }
+}
+
+/// rmcp's 415 means a wrong content type only when the request did not declare JSON; otherwise it means the
+/// body did not parse.
+fn declares_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// `resources/subscribe` sent in the stateless era: rmcp would demand an `Mcp-Name` header no client sends
+/// for a method that era removed.
+fn removed_in_stateless_era(headers: &HeaderMap) -> Option<&'static str> {
+    let version = headers.get("mcp-protocol-version")?.to_str().ok()?;
+    if version < STATELESS_ERA {
+        return None;
+    }
+    match headers.get("mcp-method")?.to_str().ok()? {
+        "resources/subscribe" => Some("resources/subscribe"),
+        "resources/unsubscribe" => Some("resources/unsubscribe"),
+        _ => None,
+    }
+}
+
+fn removed_method(method: &str, body: &Bytes) -> Response {
+    let id = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .unwrap_or(Value::Null);
+    rpc_error(
+        StatusCode::NOT_FOUND,
+        id,
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "`{method}` is not part of protocol {STATELESS_ERA}: open `subscriptions/listen` with \
+             `notifications.resourceSubscriptions` to hear `notifications/resources/updated`"
+        ),
+    )
+}
+
+fn rpc_error(status: StatusCode, id: Value, code: ErrorCode, message: String) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": code.0, "message": message },
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
