@@ -1,12 +1,21 @@
 //! The binary's start-up contract: bad configuration stops it with a message naming the variable and the
-//! accepted range; risky settings are warned about; SIGTERM ends it cleanly.
+//! accepted range; risky settings are warned about; SIGTERM ends it cleanly; what it logs stays small.
+//! Every child starts with an empty environment, so a developer's own MCP_* variables cannot change a result.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-bridges");
+
+/// The binary with nothing inherited from the developer's environment.
+fn bin() -> Command {
+    let mut command = Command::new(BIN);
+    command.env_clear().env("NO_COLOR", "1");
+    command
+}
 
 #[test]
 fn bad_values_name_the_variable_and_the_range() {
@@ -18,7 +27,7 @@ fn bad_values_name_the_variable_and_the_range() {
         ("MCP_SHUTDOWN_GRACE_MS", "-1", "0 to 600000"),
     ];
     for (var, value, range) in cases {
-        let out = Command::new(BIN)
+        let out = bin()
             .args(["bitburner", "--http"])
             .env(var, value)
             .stdin(Stdio::null())
@@ -55,7 +64,7 @@ fn wait_for_line(reader: &mut impl BufRead, needle: &str) -> Option<String> {
 
 #[test]
 fn listening_beyond_loopback_without_a_token_is_warned_about_and_sigterm_exits_cleanly() {
-    let mut child = Command::new(BIN)
+    let child = bin()
         .args([
             "bitburner",
             "--http",
@@ -67,31 +76,144 @@ fn listening_beyond_loopback_without_a_token_is_warned_about_and_sigterm_exits_c
             "0",
         ])
         .env("MCP_LOG_FORMAT", "text")
-        .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut child = Reaped(child);
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
     let warning = wait_for_line(&mut stderr, "WITHOUT a token");
     assert!(
         warning.is_some_and(|w| w.contains("MCP_TOKEN")),
         "a loud warning naming the fix"
     );
     wait_for_line(&mut stderr, "serving MCP at http://").expect("it starts serving");
+    assert_eq!(
+        terminate(&mut child.0),
+        Some(0),
+        "graceful shutdown exits 0"
+    );
+}
+
+/// A child that is killed if the test ends early, so a failing test leaves no bridge running.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends SIGTERM and waits for the exit code.
+fn terminate(child: &mut Child) -> Option<i32> {
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert_eq!(status.code(), Some(0), "graceful shutdown exits 0");
-            break;
-        }
-        assert!(Instant::now() < deadline, "did not exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
+    child.wait().unwrap().code()
+}
+
+#[test]
+fn an_empty_or_blank_token_is_refused_at_start() {
+    for value in ["", "   "] {
+        let out = bin()
+            .args(["bitburner", "--http"])
+            .env("MCP_TOKEN", value)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "MCP_TOKEN={value:?}: {stderr}");
+        assert!(stderr.contains("MCP_TOKEN"), "{stderr}");
+        assert!(!stderr.contains("serving MCP"), "it never starts: {stderr}");
     }
+}
+
+/// One HTTP/1.1 POST to `/mcp`; returns the status line and body.
+fn post_mcp(addr: SocketAddr, headers: &[(&str, &str)], body: &str) -> String {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    tcp.write_all(request.as_bytes()).unwrap();
+    tcp.write_all(body.as_bytes()).unwrap();
+    let mut reply = String::new();
+    tcp.read_to_string(&mut reply).unwrap();
+    reply
+}
+
+/// Issue 8 item 12: a 3 MB `clientInfo` was logged verbatim at INFO, and every stateless call wrote three INFO
+/// lines (100k calls → up to 125 MB of log).
+#[test]
+fn logs_stay_small_under_many_calls_and_a_huge_client_name() {
+    const CALLS: usize = 200;
+    let child = bin()
+        .args(["bitburner", "--http", "--mcp-port", "0", "--game-port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reaped(child);
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
+    let line = wait_for_line(&mut stderr, "serving MCP at http://").expect("it starts serving");
+    let addr: SocketAddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Drained as it comes, so a bridge that logs too much fails the assertion below instead of blocking on a
+    // full pipe.
+    let logged = std::thread::spawn(move || {
+        let mut logged = Vec::new();
+        stderr.read_to_end(&mut logged).unwrap();
+        logged.len()
+    });
+
+    let huge_name = "n".repeat(3 << 20);
+    let init = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"{huge_name}","version":"1"}}}}}}"#
+    );
+    let reply = post_mcp(addr, &[], &init);
+    assert!(
+        reply.contains("\"result\""),
+        "{}",
+        &reply[..reply.len().min(300)]
+    );
+    for id in 0..CALLS {
+        let name = if id == 0 { huge_name.as_str() } else { "agent" };
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"{name}","version":"1"}}}}}}}}"#
+        );
+        let reply = post_mcp(
+            addr,
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/list"),
+            ],
+            &call,
+        );
+        assert!(
+            reply.contains("read_file"),
+            "{}",
+            &reply[..reply.len().min(300)]
+        );
+    }
+    assert_eq!(terminate(&mut child.0), Some(0));
+    let logged = logged.join().unwrap();
+    assert!(
+        logged < 4096,
+        "{CALLS} calls and one session with a 3 MB client name logged {logged} bytes"
+    );
 }
