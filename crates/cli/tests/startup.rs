@@ -119,16 +119,34 @@ fn terminate(child: &mut Child) -> Option<i32> {
 #[test]
 fn an_empty_or_blank_token_is_refused_at_start() {
     for value in ["", "   "] {
-        let out = bin()
-            .args(["bitburner", "--http"])
+        let child = bin()
+            .args(["bitburner", "--http", "--mcp-port", "0", "--game-port", "0"])
             .env("MCP_TOKEN", value)
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "MCP_TOKEN={value:?}: {stderr}");
+        let mut child = Reaped(child);
+        // Read on a thread: a bridge that wrongly starts keeps stderr open, and must fail the test, not hang it.
+        let mut stderr = child.0.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            let _ = tx.send(text);
+        });
+        let stderr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| {
+                panic!("MCP_TOKEN={value:?}: the bridge started instead of refusing")
+            });
+        assert_eq!(
+            child.0.wait().unwrap().code(),
+            Some(2),
+            "MCP_TOKEN={value:?}: {stderr}"
+        );
         assert!(stderr.contains("MCP_TOKEN"), "{stderr}");
-        assert!(!stderr.contains("serving MCP"), "it never starts: {stderr}");
     }
 }
 
