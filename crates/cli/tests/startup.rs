@@ -235,3 +235,48 @@ fn logs_stay_small_under_many_calls_and_a_huge_client_name() {
         "{CALLS} calls and one session with a 3 MB client name logged {logged} bytes"
     );
 }
+
+/// Issue 8 item 12: schemas said `format: uint64`, which the TypeScript SDK warns about on every `tools/list`.
+#[test]
+fn no_bridge_schema_uses_a_format_json_schema_does_not_define() {
+    const RUST_FORMATS: [&str; 7] = [
+        "int8", "int16", "int64", "uint", "uint16", "uint32", "uint64",
+    ];
+    for (bridge, port_flag) in [
+        ("bitburner", "--game-port"),
+        ("computercraft", "--link-port"),
+    ] {
+        let child = bin()
+            .args([bridge, "--stdio", port_flag, "0"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut child = Reaped(child);
+        let mut stdin = child.0.stdin.take().unwrap();
+        stdin
+            .write_all(
+                concat!(
+                    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+                    "\n",
+                    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                    "\n",
+                    r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+                    "\n",
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+        let mut stdout = BufReader::new(child.0.stdout.take().unwrap());
+        let listed = wait_for_line(&mut stdout, r#""id":2"#).expect("a tools/list reply");
+        drop(stdin);
+        assert!(listed.contains("inputSchema"), "{bridge}: {listed}");
+        for format in RUST_FORMATS {
+            assert!(
+                !listed.contains(&format!(r#""format":"{format}""#)),
+                "{bridge}: a schema uses format {format}"
+            );
+        }
+    }
+}

@@ -26,7 +26,35 @@ fn root_schema<T: JsonSchema>(settings: SchemaSettings) -> Map<String, Value> {
     object
         .entry("type")
         .or_insert_with(|| Value::String("object".into()));
+    for value in object.values_mut() {
+        strip_numeric_formats(value);
+    }
     object
+}
+
+/// The `format`s schemars writes for Rust's integer and float types. JSON Schema defines none of them, and the
+/// TypeScript SDK's validator warns about each unknown format on every `tools/list`; `type`, `minimum` and
+/// `maximum` already say what they meant.
+const RUST_NUMERIC_FORMATS: [&str; 14] = [
+    "int", "int8", "int16", "int32", "int64", "int128", "uint", "uint8", "uint16", "uint32",
+    "uint64", "uint128", "float", "double",
+];
+
+fn strip_numeric_formats(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            if object
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| RUST_NUMERIC_FORMATS.contains(&f))
+            {
+                object.remove("format");
+            }
+            object.values_mut().for_each(strip_numeric_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_numeric_formats),
+        _ => {}
+    }
 }
 
 /// Replaces strings that hold numbers (or booleans) with numbers (or booleans) wherever the schema asks for
@@ -160,7 +188,7 @@ pub(crate) fn field_named_in_serde_error(message: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde::Deserialize;
+    use serde::{Deserialize, Serialize};
     use serde_json::json;
 
     #[derive(Deserialize, JsonSchema)]
@@ -198,6 +226,28 @@ mod tests {
             "a Rust doc comment is not for the model"
         );
         assert!(schema.get("title").is_none());
+    }
+
+    #[derive(Deserialize, Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Numbers {
+        a: u64,
+        b: u32,
+        c: i64,
+        d: f64,
+        e: Option<u8>,
+        f: Vec<u16>,
+        when: String,
+    }
+
+    #[test]
+    fn no_rust_numeric_formats_but_bounds_stay() {
+        for schema in [input_schema::<Numbers>(), output_schema::<Numbers>()] {
+            let text = Value::Object(schema.clone()).to_string();
+            assert!(!text.contains("\"format\""), "{text}");
+            assert_eq!(schema["properties"]["a"]["minimum"], json!(0), "{text}");
+            assert_eq!(schema["properties"]["a"]["type"], json!("integer"));
+        }
     }
 
     #[test]
