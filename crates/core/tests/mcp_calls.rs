@@ -59,29 +59,54 @@ async fn user_timeout_overrides_the_tool_default() {
     assert_eq!(error_of(&r)["details"]["timeout_ms"], 100);
 }
 
+/// The tool's limit is far beyond what the test waits for, so only cancellation can stop the handler in time:
+/// if cancellation breaks, this fails instead of passing through the timeout.
 #[tokio::test]
 async fn client_cancellation_reaches_the_handler() {
+    let long = vec![("sleep".to_owned(), Duration::from_secs(3_000))];
     for era in ERAS {
-        let mut tb = test_bridge();
-        let client = stdio_client(tb.bridge.clone(), era, vec![]).await;
-        let mut args = serde_json::Map::new();
-        args.insert("ms".into(), json!(350));
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new("sleep").with_arguments(args),
-        ));
-        let handle = client
-            .service
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(120)).await;
-        handle
-            .cancel(Some("user changed their mind".into()))
-            .await
-            .unwrap();
-        within("the handler to be stopped", tb.cancelled.recv())
-            .await
-            .unwrap();
+        for transport in ["stdio", "http"] {
+            let mut tb = test_bridge();
+            let server = start_http(tb.bridge.clone(), HttpOptions::default(), long.clone()).await;
+            let mut client = if transport == "http" {
+                http_client(server.addr, era).await
+            } else {
+                stdio_client(tb.bridge.clone(), era, long.clone()).await
+            };
+            let mut args = serde_json::Map::new();
+            args.insert("ms".into(), json!(3_000_000));
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+                CallToolRequestParams::new("sleep").with_arguments(args),
+            ));
+            let handle = client
+                .service
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await
+                .unwrap();
+            within("the call to be running", client.progress.recv())
+                .await
+                .unwrap();
+            handle
+                .cancel(Some("user changed their mind".into()))
+                .await
+                .unwrap();
+            within("the handler to be stopped", tb.cancelled.recv())
+                .await
+                .unwrap();
+            if transport == "http" {
+                let cancelled = r#"mcp_tool_calls_total{tool="sleep",outcome="E_CANCELLED"} 1"#;
+                within("the call to be counted as cancelled", async {
+                    while !raw(server.addr, "GET", "/metrics", &[], "")
+                        .await
+                        .1
+                        .contains(cancelled)
+                    {
+                        tokio::task::yield_now().await;
+                    }
+                })
+                .await;
+            }
+        }
     }
 }
 
@@ -93,11 +118,13 @@ async fn progress_is_reported_in_order() {
         let r = call(&client, "sleep", json!({"ms": 200})).await;
         assert_eq!(r.is_error, Some(false), "{era:?}");
         let mut seen = Vec::new();
-        while let Ok(Some(p)) =
-            tokio::time::timeout(Duration::from_millis(300), client.progress.recv()).await
-        {
-            seen.push(p);
+        for _ in 0..4 {
+            seen.push(within("progress", client.progress.recv()).await.unwrap());
         }
         assert_eq!(seen, vec![1.0, 2.0, 3.0, 4.0], "{era:?}");
+        assert!(
+            client.progress.try_recv().is_err(),
+            "{era:?}: no more than four"
+        );
     }
 }

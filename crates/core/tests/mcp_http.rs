@@ -142,12 +142,18 @@ async fn shutdown_lets_in_flight_calls_finish_then_stops() {
             vec![("sleep".into(), Duration::from_secs(5))],
         )
         .await;
-        let client = http_client(server.addr, era).await;
+        let Client {
+            service,
+            mut progress,
+            ..
+        } = http_client(server.addr, era).await;
         let in_flight = tokio::spawn(async move {
-            let r = call(&client, "sleep", json!({"ms": 400})).await;
+            let r = call(&service, "sleep", json!({"ms": 400})).await;
             r.structured_content
         });
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        within("the call to be running", progress.recv())
+            .await
+            .unwrap();
         server.shutdown.cancel();
         let result = within("the in-flight call", in_flight).await.unwrap();
         assert_eq!(
