@@ -9,6 +9,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient};
 use serde_json::Value;
 use std::future::Future;
@@ -103,7 +104,17 @@ fn recorder() -> (
 /// Connects to `http://addr/mcp` in the given era.
 pub async fn http_client(addr: SocketAddr, era: Era) -> Client {
     let (handler, updates, progress) = recorder();
-    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    // reqwest's default honours HTTP_PROXY and friends: a developer's proxy must not sit between a test and
+    // the server it started on loopback.
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let transport = StreamableHttpClientTransport::with_client(
+        http,
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp")),
+    );
     let service = handler
         .serve_with_lifecycle(transport, lifecycle(era))
         .await
