@@ -64,8 +64,8 @@ fn wait_for_line(reader: &mut impl BufRead, needle: &str) -> Option<String> {
 
 #[test]
 fn listening_beyond_loopback_without_a_token_is_warned_about_and_sigterm_exits_cleanly() {
-    let child = bin()
-        .args([
+    let (mut child, stderr) = serve_http(
+        &[
             "bitburner",
             "--http",
             "--mcp-host",
@@ -74,15 +74,10 @@ fn listening_beyond_loopback_without_a_token_is_warned_about_and_sigterm_exits_c
             "0",
             "--game-port",
             "0",
-        ])
-        .env("MCP_LOG_FORMAT", "text")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
-    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
+        ],
+        &[("MCP_LOG_FORMAT", "text")],
+    );
+    let mut stderr = BufReader::new(stderr);
     let warning = wait_for_line(&mut stderr, "WITHOUT a token");
     assert!(
         warning.is_some_and(|w| w.contains("MCP_TOKEN")),
@@ -106,6 +101,20 @@ impl Drop for Reaped {
     }
 }
 
+/// Starts an HTTP bridge with `args` and `env`, its stderr piped for the test to read.
+fn serve_http(args: &[&str], env: &[(&str, &str)]) -> (Reaped, std::process::ChildStderr) {
+    let mut child = bin()
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    (Reaped(child), stderr)
+}
+
 /// Sends SIGTERM and waits for the exit code.
 fn terminate(child: &mut Child) -> Option<i32> {
     let status = Command::new("kill")
@@ -119,17 +128,11 @@ fn terminate(child: &mut Child) -> Option<i32> {
 #[test]
 fn an_empty_or_blank_token_is_refused_at_start() {
     for value in ["", "   "] {
-        let child = bin()
-            .args(["bitburner", "--http", "--mcp-port", "0", "--game-port", "0"])
-            .env("MCP_TOKEN", value)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut child = Reaped(child);
+        let (mut child, mut stderr) = serve_http(
+            &["bitburner", "--http", "--mcp-port", "0", "--game-port", "0"],
+            &[("MCP_TOKEN", value)],
+        );
         // Read on a thread: a bridge that wrongly starts keeps stderr open, and must fail the test, not hang it.
-        let mut stderr = child.0.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -174,15 +177,11 @@ fn post_mcp(addr: SocketAddr, headers: &[(&str, &str)], body: &str) -> String {
 #[test]
 fn logs_stay_small_under_many_calls_and_a_huge_client_name() {
     const CALLS: usize = 200;
-    let child = bin()
-        .args(["bitburner", "--http", "--mcp-port", "0", "--game-port", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
-    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
+    let (mut child, stderr) = serve_http(
+        &["bitburner", "--http", "--mcp-port", "0", "--game-port", "0"],
+        &[],
+    );
+    let mut stderr = BufReader::new(stderr);
     let line = wait_for_line(&mut stderr, "serving MCP at http://").expect("it starts serving");
     let addr: SocketAddr = line
         .split("http://")
