@@ -97,7 +97,10 @@ async fn legacy_sessions_are_capped_and_idle_ones_reaped() {
         health(addr).await["mcp_sessions"],
         json!({"live": 2, "max": 2})
     );
-    let refused = post(addr, &[JSON, ACCEPT], LEGACY_INIT).await.json();
+    let refused = post(addr, &[JSON, ACCEPT], LEGACY_INIT).await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    let refused = refused.json();
+    assert_eq!(refused["id"], 1);
     let message = refused["error"]["message"].as_str().unwrap();
     assert!(message.contains("MCP_MAX_SESSIONS"), "{refused}");
     assert_eq!(refused["error"]["data"]["max_sessions"], 2);

@@ -1,8 +1,9 @@
 //! What a client gets for input rmcp cannot dispatch: JSON-RPC errors a client library can show, where rmcp
 //! would answer with a bare HTTP status or "method not found".
 
+use super::sessions::SessionLimit;
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -13,6 +14,7 @@ use rmcp::model::{
 };
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// rmcp's own limit on a request body (`StreamableHttpServerConfig::max_request_body_bytes` default).
 const MAX_BODY_BYTES: usize = 4 << 20;
@@ -75,9 +77,13 @@ fn params_problem<T: DeserializeOwned>(request: &CustomRequest) -> Option<String
 }
 
 /// Axum middleware in front of rmcp's `/mcp` service.
-pub(crate) async fn jsonrpc_edges(request: Request, next: Next) -> Response {
+pub(crate) async fn jsonrpc_edges(
+    State(sessions): State<Arc<SessionLimit>>,
+    request: Request,
+    next: Next,
+) -> Response {
     match *request.method() {
-        Method::POST => post(request, next).await,
+        Method::POST => post(&sessions, request, next).await,
         Method::DELETE => {
             let response = next.run(request).await;
             // rmcp answers 202, which the Python SDK logs as a failed termination; it expects 200 or 204.
@@ -90,7 +96,7 @@ pub(crate) async fn jsonrpc_edges(request: Request, next: Next) -> Response {
     }
 }
 
-async fn post(request: Request, next: Next) -> Response {
+async fn post(sessions: &SessionLimit, request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
         return (
@@ -101,6 +107,28 @@ async fn post(request: Request, next: Next) -> Response {
     };
     if let Some(method) = removed_in_stateless_era(&parts.headers) {
         return removed_method(method, &body);
+    }
+    // The handler refuses a session past the limit too; refusing here first spares rmcp creating one only to
+    // tear it down, and logging an error each time.
+    if sessions.live() >= sessions.max()
+        && !parts.headers.contains_key("mcp-session-id")
+        && let Some(id) = initialize_id(&body)
+    {
+        let error = sessions.refusal();
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": { "code": error.code.0, "message": error.message, "data": error.data },
+        });
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::RETRY_AFTER, "10"),
+            ],
+            body.to_string(),
+        )
+            .into_response();
     }
     let declared_json = declares_json(&parts.headers);
     let response = next
@@ -126,6 +154,17 @@ async fn post(request: Request, next: Next) -> Response {
                 .to_owned(),
         ),
     }
+}
+
+/// The id of an `initialize` request, or `None` for anything else.
+fn initialize_id(body: &Bytes) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        method: Option<String>,
+        id: Option<Value>,
+    }
+    let head: Head = serde_json::from_slice(body).ok()?;
+    (head.method.as_deref() == Some("initialize")).then(|| head.id.unwrap_or(Value::Null))
 }
 
 /// rmcp's 415 means a wrong content type only when the request did not declare JSON; otherwise it means the

@@ -109,11 +109,14 @@ pub(crate) async fn serve(
     let state = AppState {
         shared,
         token: options.token.as_deref().map(Arc::from),
-        sessions,
+        sessions: sessions.clone(),
     };
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
-        .layer(middleware::from_fn(super::edges::jsonrpc_edges))
+        .layer(middleware::from_fn_with_state(
+            sessions.clone(),
+            super::edges::jsonrpc_edges,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), require_token));
     let app = Router::new()
         .route("/health", get(health))

@@ -51,17 +51,21 @@ impl SessionLimit {
                 (live < self.max).then_some(live + 1)
             })
             .map(|_| SessionSlot(self.clone()))
-            .map_err(|live| {
-                McpError::internal_error(
-                    format!(
-                        "too many MCP sessions: {live} are open, the limit is {} (MCP_MAX_SESSIONS). Close \
-                         sessions you no longer use (HTTP DELETE), wait for idle ones to expire, or use protocol \
-                         2026-07-28, which needs no session",
-                        self.max
-                    ),
-                    Some(serde_json::json!({ "live_sessions": live, "max_sessions": self.max })),
-                )
-            })
+            .map_err(|_| self.refusal())
+    }
+
+    /// The error a client gets for a session past the limit.
+    pub(crate) fn refusal(&self) -> McpError {
+        let live = self.live();
+        McpError::internal_error(
+            format!(
+                "too many MCP sessions: {live} are open, the limit is {} (MCP_MAX_SESSIONS). Close sessions you \
+                 no longer use (HTTP DELETE), wait for idle ones to expire, or use protocol 2026-07-28, which needs \
+                 no session",
+                self.max
+            ),
+            Some(serde_json::json!({ "live_sessions": live, "max_sessions": self.max })),
+        )
     }
 }
 
