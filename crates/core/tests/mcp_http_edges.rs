@@ -76,6 +76,17 @@ async fn bad_tools_call_params_are_invalid_params_not_method_not_found() {
                 .await
                 .unwrap_err();
             assert!(error.to_string().contains("-32601"), "{error}");
+            if era == Era::Modern {
+                // Removed in 2026-07-28: the method does not exist, whatever its params.
+                let removed = ClientRequest::CustomRequest(CustomRequest::new(
+                    "logging/setLevel",
+                    Some(json!({ "level": "info" })),
+                ));
+                let error = within("logging/setLevel", client.service.send_request(removed))
+                    .await
+                    .unwrap_err();
+                assert!(error.to_string().contains("-32601"), "{transport}: {error}");
+            }
         }
     }
 }

@@ -40,11 +40,21 @@ const KNOWN_METHODS: [&str; 16] = [
     "tasks/get",
 ];
 
+/// Methods 2026-07-28 removed: in that era they do not exist (-32601), whatever their params.
+const REMOVED_IN_STATELESS_ERA: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
 /// The error for a request rmcp handed over as custom: a known method with params that do not parse
-/// (-32602, saying what is wrong), or a method this server does not have (-32601).
-pub(crate) fn unparsed_request(request: &CustomRequest) -> McpError {
+/// (-32602, saying what is wrong), or a method this server does not have in the request's era (-32601).
+pub(crate) fn unparsed_request(request: &CustomRequest, stateless_era: bool) -> McpError {
     let method = request.method.as_str();
     let problem = match method {
+        _ if stateless_era && REMOVED_IN_STATELESS_ERA.contains(&method) => None,
         "tools/call" => params_problem::<CallToolRequestParams>(request),
         "resources/read" => params_problem::<ReadResourceRequestParams>(request),
         "resources/subscribe" | "resources/unsubscribe" => {
@@ -68,12 +78,12 @@ pub(crate) fn unparsed_request(request: &CustomRequest) -> McpError {
     }
 }
 
+/// Why params did not parse; `None` when they do, so the method itself is what this server lacks.
 fn params_problem<T: DeserializeOwned>(request: &CustomRequest) -> Option<String> {
     let params = request.params.clone().unwrap_or(Value::Null);
-    match serde_json::from_value::<T>(params) {
-        Err(e) => Some(e.to_string()),
-        Ok(_) => Some("they do not match its schema".to_owned()),
-    }
+    serde_json::from_value::<T>(params)
+        .err()
+        .map(|e| e.to_string())
 }
 
 /// Axum middleware in front of rmcp's `/mcp` service.

@@ -258,6 +258,14 @@ impl McpHandler {
     }
 }
 
+/// Whether a request belongs to protocol 2026-07-28 or later, which removed sessions, `logging/setLevel`,
+/// `ping` and `resources/subscribe`.
+fn stateless_era(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
 fn timed_out(name: &str, timeout: Duration) -> ToolError {
     ToolError::timeout(format!(
         "`{name}` did not finish within {} ms",
@@ -488,8 +496,13 @@ impl ServerHandler for McpHandler {
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        if stateless_era(&context) {
+            return Err(McpError::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >());
+        }
         if let Ok(mut level) = self.log_level.lock() {
             *level = Some(from_rmcp_level(request.level));
         }
@@ -537,9 +550,12 @@ impl ServerHandler for McpHandler {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
-        Err(super::edges::unparsed_request(&request))
+        Err(super::edges::unparsed_request(
+            &request,
+            stateless_era(&context),
+        ))
     }
 
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
