@@ -7,6 +7,7 @@ mod handler;
 mod http;
 mod logging;
 mod metrics;
+mod tasks;
 
 use crate::bridge::Bridge;
 use handler::{McpHandler, Shared};
@@ -48,6 +49,7 @@ fn shared(bridge: Bridge, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
         timeouts: tool_timeouts.iter().cloned().collect(),
         metrics: metrics::Metrics::new(),
         seal: client_link::StateSeal::new(),
+        tasks: tasks::TaskStore::new(tasks::TaskLimits::default()),
         tools: bridge.inner.tools.iter().map(convert::tool).collect(),
         bridge,
     })

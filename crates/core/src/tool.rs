@@ -56,6 +56,19 @@ pub struct Annotations {
     pub open_world: bool,
 }
 
+/// Whether a call of the tool may run as a task (the MCP tasks extension, SEP-2663): the client gets a task id
+/// at once and polls `tasks/get` for the result, instead of holding the request open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Always answered in the request (the default).
+    #[default]
+    Never,
+    /// A task for clients that declare the extension; an ordinary call for the others.
+    Optional,
+    /// Only as a task: clients that do not declare the extension get the JSON-RPC error -32021.
+    Required,
+}
+
 /// One piece of a tool result's `content`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Content {
@@ -95,6 +108,7 @@ pub struct ToolSpec {
     pub(crate) description: String,
     pub(crate) annotations: Annotations,
     pub(crate) timeout: Duration,
+    pub(crate) task_support: TaskSupport,
     pub(crate) input_schema: Map<String, Value>,
     pub(crate) output_schema: Option<Map<String, Value>>,
     pub(crate) handler: Option<ErasedHandler>,
@@ -118,6 +132,7 @@ impl ToolSpec {
             description: description.into(),
             annotations: Annotations::default(),
             timeout: DEFAULT_TOOL_TIMEOUT,
+            task_support: TaskSupport::Never,
             input_schema: Map::new(),
             output_schema: None,
             handler: None,
@@ -157,6 +172,14 @@ impl ToolSpec {
     /// The default deadline of one call; the user's `--tool-timeout NAME=MS` overrides it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Lets a call run as a task, for tools that may wait long (a breakpoint, a build). The call becomes a task
+    /// when its handler first has to wait; a handler that answers, or asks for input, without waiting answers
+    /// in the request (the spec's immediate-result shortcut), so input can be gathered before the task starts.
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
         self
     }
 

@@ -173,17 +173,33 @@ pub fn ok_of(result: &CallToolResult) -> Value {
         .expect("structuredContent")
 }
 
-/// `{code, message, hint, details}` of a failed call.
+/// `{code, message, hint, details}` of a failed call, from the result's `_meta`. Also checks what every client
+/// relies on: no `structuredContent` (clients validate it against the tool's output schema) and the text
+/// `[CODE] message — hint` carrying the same code and hint.
 pub fn error_of(result: &CallToolResult) -> Value {
     assert_eq!(
         result.is_error,
         Some(true),
         "expected a tool error, got {result:?}"
     );
-    result
-        .structured_content
-        .clone()
-        .expect("error results carry structuredContent")
+    assert_eq!(
+        result.structured_content, None,
+        "error results must not carry structuredContent"
+    );
+    let error = result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.0.get(bridge_core::error::ERROR_META_KEY))
+        .cloned()
+        .unwrap_or_else(|| panic!("error results carry _meta[{}]: {result:?}", bridge_core::error::ERROR_META_KEY));
+    let text = text_of(result);
+    let code = error["code"].as_str().expect("a string code");
+    let hint = error["hint"].as_str().expect("a string hint");
+    assert!(
+        text.starts_with(&format!("[{code}] ")) && text.ends_with(&format!(" — {hint}")),
+        "the text {text:?} must read `[{code}] message — {hint}`"
+    );
+    error
 }
 
 /// The text blocks of a result, joined by newlines.

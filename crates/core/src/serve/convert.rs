@@ -1,11 +1,11 @@
 //! The one place where the core's types become rmcp's wire types.
 
 use crate::bridge::{PromptMessage, PromptRole, PromptSpec};
-use crate::error::ToolError;
+use crate::error::{ERROR_META_KEY, ToolError};
 use crate::resource::{ResourceBody, ResourceInfo, ResourceTemplateInfo};
 use crate::tool::{Content, ToolOutput, ToolSpec};
 use rmcp::model::{
-    CallToolResult, ContentBlock, Prompt, PromptArgument, Resource, ResourceContents,
+    CallToolResult, ContentBlock, MetaObject, Prompt, PromptArgument, Resource, ResourceContents,
     ResourceTemplate, Role, Tool, ToolAnnotations,
 };
 use std::sync::Arc;
@@ -61,9 +61,15 @@ pub(crate) fn success(output: ToolOutput) -> CallToolResult {
     result
 }
 
+/// An error result every client delivers intact: no `structuredContent` (the TypeScript SDK validates it against
+/// the tool's `outputSchema` even when `isError` is true, and turns a mismatch into a protocol error that hides
+/// the code and the hint), the text `[CODE] message — hint` for the model, and the machine-readable object in
+/// `_meta` under [`ERROR_META_KEY`], which every SDK passes through untouched.
 pub(crate) fn failure(error: &ToolError) -> CallToolResult {
     let mut result = CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
-    result.structured_content = Some(error.to_structured());
+    let mut meta = serde_json::Map::new();
+    meta.insert(ERROR_META_KEY.to_owned(), error.to_structured());
+    result.meta = Some(MetaObject(meta));
     result
 }
 
