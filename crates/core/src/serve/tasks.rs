@@ -15,7 +15,8 @@ use crate::tool::{InputRequired, Inputs, Outcome, TaskSupport, ToolSpec};
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolResponse, CallToolResult, ClientCapabilities, CreateTaskResult, DetailedTask,
-    InputRequests, JsonObject, ServerCapabilities, TASKS_EXTENSION_ID, Task, TaskPayload, TaskStatus,
+    InputRequests, JsonObject, ServerCapabilities, TASKS_EXTENSION_ID, Task, TaskPayload,
+    TaskStatus,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -208,7 +209,11 @@ impl TaskStore {
 
     /// Records answers; once every pending request is answered the task runs its next round. Answers to keys
     /// that are not pending are ignored, as the spec says.
-    pub(crate) fn update(&self, id: &str, responses: BTreeMap<String, Value>) -> Result<(), McpError> {
+    pub(crate) fn update(
+        &self,
+        id: &str,
+        responses: BTreeMap<String, Value>,
+    ) -> Result<(), McpError> {
         let max_input_bytes = self.limits.max_input_bytes;
         let mut entries = self.lock()?;
         let entry = entries.map.get_mut(id).ok_or_else(|| unknown(id))?;
@@ -236,7 +241,9 @@ impl TaskStore {
                     "inputResponses: the answers to task {id} would hold {bytes} bytes, more than the limit of \
                      {max_input_bytes}; nothing was recorded"
                 ),
-                Some(serde_json::json!({ "field": "inputResponses", "limit_bytes": max_input_bytes })),
+                Some(
+                    serde_json::json!({ "field": "inputResponses", "limit_bytes": max_input_bytes }),
+                ),
             ));
         }
         *answered_bytes = bytes;
@@ -299,7 +306,10 @@ impl TaskStore {
     /// room left for results is replaced by an `E_TOO_LARGE` error result that says so.
     fn finish(&self, id: &str, payload: TaskPayload) {
         let Ok(mut entries) = self.lock() else { return };
-        let room = self.limits.max_result_bytes.saturating_sub(entries.result_bytes);
+        let room = self
+            .limits
+            .max_result_bytes
+            .saturating_sub(entries.result_bytes);
         let mut bytes = payload_bytes(&payload);
         let payload = if bytes > room {
             let error = ToolError::too_large(format!(
@@ -432,7 +442,9 @@ pub(crate) async fn call(
         }
     };
     let id = task.task_id.clone();
-    tokio::spawn(drive(shared, name, timeout, id, cancel, round, first, started));
+    tokio::spawn(drive(
+        shared, name, timeout, id, cancel, round, first, started,
+    ));
     Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
 }
 
@@ -569,25 +581,49 @@ mod tests {
         }))
         .unwrap();
         let _resumed = tasks
-            .wait_for_input(&task.task_id, BTreeMap::from([("k".to_owned(), request)]), None)
+            .wait_for_input(
+                &task.task_id,
+                BTreeMap::from([("k".to_owned(), request)]),
+                None,
+            )
             .unwrap();
-        let answer = BTreeMap::from([("k".to_owned(), serde_json::json!({"roots": "r".repeat(100)}))]);
+        let answer = BTreeMap::from([(
+            "k".to_owned(),
+            serde_json::json!({"roots": "r".repeat(100)}),
+        )]);
         let error = tasks.update(&task.task_id, answer).unwrap_err();
         assert!(error.message.contains("inputResponses") && error.message.contains("64"));
         let detailed = tasks.get(&task.task_id).unwrap();
-        assert_eq!(detailed.status(), TaskStatus::InputRequired, "still waiting for k");
+        assert_eq!(
+            detailed.status(),
+            TaskStatus::InputRequired,
+            "still waiting for k"
+        );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_task_is_forgotten_and_cancelled_after_its_ttl() {
+    #[test]
+    fn a_task_is_kept_for_its_ttl() {
         let tasks = store(4, 1 << 20, 1 << 10);
+        let task = tasks.create(CancellationToken::new()).unwrap().unwrap();
+        assert!(tasks.get(&task.task_id).is_ok());
+        assert_eq!(task.ttl_ms, Some(60_000));
+    }
+
+    #[test]
+    fn a_task_past_its_ttl_is_forgotten_and_cancelled() {
+        let tasks = TaskStore::new(TaskLimits {
+            ttl: Duration::ZERO,
+            ..TaskLimits::default()
+        });
         let cancel = CancellationToken::new();
         let task = tasks.create(cancel.clone()).unwrap().unwrap();
-        tokio::time::advance(Duration::from_secs(59)).await;
-        assert!(tasks.get(&task.task_id).is_ok(), "kept for its whole TTL");
-        tokio::time::advance(Duration::from_secs(2)).await;
         let error = tasks.get(&task.task_id).unwrap_err();
         assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
-        assert!(cancel.is_cancelled(), "a running task is stopped when forgotten");
+        assert!(error.message.contains(&task.task_id));
+        assert!(
+            cancel.is_cancelled(),
+            "a running task is stopped when forgotten"
+        );
+        assert!(tasks.lock().unwrap().map.is_empty());
     }
 }
