@@ -245,13 +245,16 @@ impl ToolSpec {
     {
         self.input_schema = schema::input_schema::<A>();
         self.output_schema = Some(schema::output_schema::<O>());
-        let input_schema = Arc::new(Value::Object(self.input_schema.clone()));
+        // Only schemas with a number, integer or boolean somewhere have strings to coerce: for the others the walk
+        // is skipped on every call (bench/README.md, "Profile").
+        let coercion = admits_scalars_from_strings(&self.input_schema)
+            .then(|| Arc::new(Value::Object(self.input_schema.clone())));
         let f = Arc::new(f);
         self.handler = Some(Arc::new(move |raw: Value, ctx: ToolCtx| {
             let f = f.clone();
-            let input_schema = input_schema.clone();
+            let coercion = coercion.clone();
             Box::pin(async move {
-                let args: A = parse_args(raw, &input_schema)?;
+                let args: A = parse_args(raw, coercion.as_deref())?;
                 args.validate()?;
                 let rendered = f(args, ctx).await?;
                 let structured = serde_json::to_value(&rendered.value)
@@ -287,14 +290,39 @@ impl ToolSpec {
     }
 }
 
+/// Whether any `type` in the schema (nested ones and definitions included) is one that
+/// [`schema::coerce_numeric_strings`] fills from a string.
+fn admits_scalars_from_strings(schema: &Map<String, Value>) -> bool {
+    fn walk(value: &Value) -> bool {
+        match value {
+            Value::Object(map) => map
+                .iter()
+                .any(|(key, v)| (key == "type" && is_coerced_type(v)) || walk(v)),
+            Value::Array(items) => items.iter().any(walk),
+            _ => false,
+        }
+    }
+    fn is_coerced_type(ty: &Value) -> bool {
+        match ty {
+            Value::String(t) => matches!(t.as_str(), "number" | "integer" | "boolean"),
+            Value::Array(types) => types.iter().any(is_coerced_type),
+            _ => false,
+        }
+    }
+    schema.values().any(walk) || schema.get("type").is_some_and(is_coerced_type)
+}
+
 /// Deserialises arguments strictly, after turning numeric strings into numbers where the schema wants a number
 /// (models often send `"5"` for `5`).
-fn parse_args<A: DeserializeOwned>(raw: Value, input_schema: &Value) -> Result<A, ToolError> {
+fn parse_args<A: DeserializeOwned>(raw: Value, coercion: Option<&Value>) -> Result<A, ToolError> {
     let mut raw = match raw {
         Value::Null => Value::Object(Map::new()),
         other => other,
     };
-    schema::coerce_numeric_strings(&mut raw, input_schema);
+    let empty = raw.as_object().is_some_and(Map::is_empty);
+    if let Some(input_schema) = coercion.filter(|_| !empty) {
+        schema::coerce_numeric_strings(&mut raw, input_schema);
+    }
     serde_json::from_value(raw).map_err(|e| {
         let message = e.to_string();
         let field = schema::field_named_in_serde_error(&message);
@@ -304,4 +332,28 @@ fn parse_args<A: DeserializeOwned>(raw: Value, input_schema: &Value) -> Result<A
         }
         err
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn only_schemas_with_numbers_or_booleans_are_coerced() {
+        let strings = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        assert!(!admits_scalars_from_strings(&map(strings)));
+        let nested = json!({"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}},
+            "$defs": {"P": {"type": "object", "properties": {"n": {"type": ["integer", "null"]}}}}});
+        assert!(admits_scalars_from_strings(&map(nested)));
+        let flag = json!({"type": "object", "properties": {"f": {"anyOf": [{"type": "boolean"}]}}});
+        assert!(admits_scalars_from_strings(&map(flag)));
+    }
 }

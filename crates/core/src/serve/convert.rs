@@ -34,29 +34,31 @@ pub(crate) fn tool(spec: &ToolSpec) -> Tool {
 }
 
 pub(crate) fn content(c: &Content) -> ContentBlock {
+    owned_content(c.clone())
+}
+
+// By value: a tool's result is moved into the wire form, not copied (the text can be large).
+fn owned_content(c: Content) -> ContentBlock {
     match c {
-        Content::Text(text) => ContentBlock::text(text.clone()),
-        Content::Image { base64, mime_type } => {
-            ContentBlock::image(base64.clone(), mime_type.clone())
-        }
-        Content::Audio { base64, mime_type } => {
-            ContentBlock::audio(base64.clone(), mime_type.clone())
-        }
+        Content::Text(text) => ContentBlock::text(text),
+        Content::Image { base64, mime_type } => ContentBlock::image(base64, mime_type),
+        Content::Audio { base64, mime_type } => ContentBlock::audio(base64, mime_type),
         Content::Resource {
             uri,
             mime_type,
             text,
         } => ContentBlock::resource(ResourceContents::TextResourceContents {
-            uri: uri.clone(),
-            mime_type: Some(mime_type.clone()),
-            text: text.clone(),
+            uri,
+            mime_type: Some(mime_type),
+            text,
             meta: None,
         }),
     }
 }
 
 pub(crate) fn success(output: ToolOutput) -> CallToolResult {
-    let mut result = CallToolResult::success(output.content.iter().map(content).collect());
+    let mut result =
+        CallToolResult::success(output.content.into_iter().map(owned_content).collect());
     result.structured_content = output.structured;
     result
 }
