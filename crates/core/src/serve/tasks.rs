@@ -50,16 +50,18 @@ pub(crate) fn runs_as_task(
     support: TaskSupport,
     context: &RequestContext<RoleServer>,
 ) -> Result<bool, McpError> {
+    if support == TaskSupport::Never {
+        // Most calls: no look at the client's capabilities, which rmcp clones on every access.
+        return Ok(false);
+    }
     let declared = context
         .client_capabilities()
         .is_some_and(|caps| caps.supports_tasks());
     match (support, declared) {
-        (TaskSupport::Never, _) => Ok(false),
-        (TaskSupport::Optional, declared) => Ok(declared),
-        (TaskSupport::Required, true) => Ok(true),
         (TaskSupport::Required, false) => Err(McpError::missing_required_client_capability(
             ClientCapabilities::builder().enable_tasks().build(),
         )),
+        (_, declared) => Ok(declared),
     }
 }
 
