@@ -177,6 +177,10 @@ impl TaskStore {
         .with_details(serde_json::json!({ "max_tasks": self.limits.max_tasks }))
     }
 
+    fn is_full(&self) -> Result<bool, McpError> {
+        Ok(self.lock()?.map.len() >= self.limits.max_tasks)
+    }
+
     /// Registers a running task; the error is the result to answer instead when the store is full.
     fn create(&self, cancel: CancellationToken) -> Result<Result<Task, ToolError>, McpError> {
         let mut entries = self.lock()?;
@@ -415,6 +419,11 @@ pub(crate) async fn call(
     round: Round,
     inputs: Inputs,
 ) -> Result<CallToolResponse, McpError> {
+    // A full store refuses before the handler starts, so a refused call has done nothing.
+    if shared.tasks.is_full()? {
+        cancel.cancel();
+        return Ok(convert::failure(&shared.tasks.busy()).into());
+    }
     let started = Instant::now();
     let mut first = with_timeout(&name, timeout, round(inputs));
     let outcome = match futures::poll!(first.as_mut()) {
@@ -543,6 +552,7 @@ mod tests {
         let tasks = store(2, 1 << 20, 1 << 10);
         tasks.create(CancellationToken::new()).unwrap().unwrap();
         tasks.create(CancellationToken::new()).unwrap().unwrap();
+        assert!(tasks.is_full().unwrap());
         let busy = tasks.create(CancellationToken::new()).unwrap().unwrap_err();
         assert_eq!(busy.code(), ErrorCode::Busy);
         assert_eq!(busy.details()["max_tasks"], 2);
