@@ -24,14 +24,14 @@ mod backoff;
 mod correlator;
 mod error;
 mod listen;
-mod origin;
 mod session;
 mod ws;
 
+pub use crate::auth::{MissingOrigin, OriginPolicy};
+pub use crate::net::ListenLimits;
 pub use backoff::Backoff;
 pub use correlator::{Correlator, MAX_ID, Pending, parse_id};
 pub use error::LinkError;
-pub use listen::{bind, serve};
-pub use origin::{MissingOrigin, OriginPolicy};
+pub use listen::{bind, serve, serve_with};
 pub use session::{WsConnection, WsSender};
-pub use ws::{WsConfig, ws_router};
+pub use ws::{WsConfig, ws_router, ws_routes};
