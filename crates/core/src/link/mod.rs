@@ -22,16 +22,28 @@
 
 mod backoff;
 mod correlator;
+pub mod dial;
 mod error;
+mod framing;
 mod listen;
+mod peer;
+mod policy;
+mod sender;
 mod session;
+pub mod stream;
 mod ws;
 
 pub use crate::auth::{MissingOrigin, OriginPolicy};
 pub use crate::net::ListenLimits;
 pub use backoff::Backoff;
 pub use correlator::{Correlator, MAX_ID, Pending, parse_id};
+pub use dial::{WsDial, redial};
 pub use error::LinkError;
+pub use framing::{FrameCodec, FrameError, Framing, MAX_HEADER_BYTES};
 pub use listen::{bind, serve, serve_with};
+pub use peer::Peer;
+pub use policy::{Admission, Current, OnDuplicate, PeerRegistry, Registered, SinglePeer};
+pub use sender::{Connection, LinkSender};
 pub use session::{WsConnection, WsSender};
+pub use stream::StreamConfig;
 pub use ws::{WsConfig, ws_router, ws_routes};

@@ -5,18 +5,23 @@
 //! refused client gets a real HTTP status (403 origin, 401 token) with a plain-text reason. What happens
 //! after the upgrade is in `session`.
 
-use super::session::{self, Accepted, Timing, WsConnection};
+use super::sender::CLOSE_INTERNAL;
+use super::session::{self, Accepted, Timing, WsConnection, WsFailure, WsIn, WsOut};
 use crate::auth::{Access, OriginPolicy, Token};
 use crate::net::Conn;
 use axum::Router;
-use axum::extract::ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
+use axum::extract::ws::{
+    CloseFrame, Message, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
+};
 use axum::extract::{FromRequestParts, Query, Request};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use futures::{SinkExt, StreamExt, future};
 use http::header;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_tungstenite::tungstenite;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -177,9 +182,41 @@ where
                 ping_interval: cfg.ping_interval,
                 pong_timeout: cfg.pong_timeout,
             };
-            session::run(socket, accepted, &cfg.shutdown, timing, |conn| {
-                (shared.on_connect)(conn)
-            })
-            .await;
+            let (sink, stream) = socket.split();
+            let stream = stream.map(|read| read.map(from_axum).map_err(classify_axum));
+            let sink = sink
+                .with(|out| future::ready(Ok::<_, axum::Error>(to_axum(out))))
+                .sink_map_err(|e| e.to_string());
+            let (conn, reader) = session::start(stream, sink, accepted, &cfg.shutdown, timing);
+            (shared.on_connect)(conn);
+            reader.await;
         })
+}
+
+fn from_axum(msg: Message) -> WsIn {
+    match msg {
+        Message::Text(text) => WsIn::Text(text.as_str().to_owned()),
+        Message::Binary(data) => WsIn::Binary(data.len()),
+        Message::Ping(_) | Message::Pong(_) => WsIn::Control,
+        Message::Close(frame) => WsIn::Close(frame.map(|f| (f.code, f.reason.as_str().to_owned()))),
+    }
+}
+
+fn to_axum(out: WsOut) -> Message {
+    match out {
+        WsOut::Text(text) => Message::Text(text.into()),
+        WsOut::Ping => Message::Ping(Default::default()),
+        WsOut::Close(frame) => Message::Close(frame.map(|(code, reason)| CloseFrame {
+            code,
+            reason: reason.into(),
+        })),
+    }
+}
+
+fn classify_axum(e: axum::Error) -> WsFailure {
+    let inner = e.into_inner();
+    match inner.downcast_ref::<tungstenite::Error>() {
+        Some(e) => session::classify(e),
+        None => (Some(CLOSE_INTERNAL), format!("websocket error: {inner}")),
+    }
 }

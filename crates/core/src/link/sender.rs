@@ -1,0 +1,244 @@
+//! The half of a link a bridge holds, whatever carries it: a sender that queues frames for the link's one
+//! writer task, a bounded stream of frames in, and the link's end (first reason wins).
+//!
+//! The link's `closed` token is cancelled first, whatever ends it; then `incoming` ends. The first recorded
+//! reason becomes the `Disconnected` reason of every later send and of every request failed by the drop.
+
+use super::error::LinkError;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Frames queued towards the peer before `send_text` waits.
+pub(super) const OUTGOING_QUEUE: usize = 256;
+/// Frames queued towards the bridge before the reader stops reading (backpressure). With each frame bounded
+/// by the link's frame limit, this bounds what one link can hold in bytes.
+pub(super) const INCOMING_QUEUE: usize = 256;
+
+pub(super) const CLOSE_NORMAL: u16 = 1000;
+pub(super) const CLOSE_GOING_AWAY: u16 = 1001;
+pub(super) const CLOSE_PROTOCOL: u16 = 1002;
+pub(super) const CLOSE_INVALID_DATA: u16 = 1007;
+pub(super) const CLOSE_TOO_BIG: u16 = 1009;
+pub(super) const CLOSE_INTERNAL: u16 = 1011;
+
+static NEXT_LINK_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Any link, handed to the bridge: how to send, what arrives, and when it ended.
+#[derive(Debug)]
+pub struct Connection {
+    /// Unique within this process; for logs and for "newest connection wins" bookkeeping.
+    pub id: u64,
+    pub sender: LinkSender,
+    /// Frames from the peer, in order. Ends (`None`) when the link is closed.
+    pub incoming: mpsc::Receiver<String>,
+    /// Cancelled when the link dies, for any reason, before `incoming` ends.
+    pub closed: CancellationToken,
+}
+
+pub(super) enum Outgoing {
+    Text(String),
+    /// WebSocket links only: the watchdog's probe.
+    Ping,
+    /// Sent after everything queued before it; the reason is already recorded in `LinkState::end`.
+    Close,
+}
+
+impl std::fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Text(t) => write!(f, "Text({} bytes)", t.len()),
+            Self::Ping => f.write_str("Ping"),
+            Self::Close => f.write_str("Close"),
+        }
+    }
+}
+
+/// How a link ended: the close code we send (`None` when the peer ended it, the socket is gone, or the
+/// transport has no codes) and why.
+#[derive(Debug)]
+pub(super) struct End {
+    pub code: Option<u16>,
+    pub reason: String,
+}
+
+#[derive(Debug)]
+pub(super) struct LinkState {
+    pub id: u64,
+    pub closed: CancellationToken,
+    end: OnceLock<End>,
+    /// Cancelled when the writer has said goodbye and let go of the transport.
+    pub finished: CancellationToken,
+    /// Largest frame `send_text` accepts; `usize::MAX` where the transport has no limit of its own.
+    max_frame: AtomicUsize,
+}
+
+impl LinkState {
+    /// A new link's state; `shutdown` cancels it from outside.
+    pub fn new(shutdown: &CancellationToken) -> Arc<Self> {
+        Arc::new(Self {
+            id: NEXT_LINK_ID.fetch_add(1, Ordering::Relaxed),
+            closed: shutdown.child_token(),
+            end: OnceLock::new(),
+            finished: CancellationToken::new(),
+            max_frame: AtomicUsize::new(usize::MAX),
+        })
+    }
+
+    /// Makes `send_text` refuse frames over `max` bytes instead of handing them to a writer that would fail.
+    pub fn limit_frames(&self, max: usize) {
+        self.max_frame.store(max, Ordering::Relaxed);
+    }
+
+    /// Records why the link ends (the first reason wins) and tears it down.
+    pub fn finish(&self, code: Option<u16>, reason: impl Into<String>) {
+        let reason = reason.into();
+        if self.end.set(End { code, reason }).is_ok()
+            && let Some(end) = self.end.get()
+        {
+            tracing::info!(link = self.id, reason = %end.reason, "link closing");
+        }
+        self.closed.cancel();
+    }
+
+    /// The recorded end; a link cancelled from outside (server shutdown) has not recorded one yet.
+    pub fn end(&self) -> &End {
+        self.end.get_or_init(|| End {
+            code: Some(CLOSE_GOING_AWAY),
+            reason: "server shutting down".to_owned(),
+        })
+    }
+
+    /// The bridge's half of a link whose writer reads `rx`.
+    pub fn connection(
+        self: &Arc<Self>,
+        tx: mpsc::Sender<Outgoing>,
+        incoming: mpsc::Receiver<String>,
+    ) -> Connection {
+        Connection {
+            id: self.id,
+            sender: LinkSender {
+                tx,
+                state: Arc::clone(self),
+            },
+            incoming,
+            closed: self.closed.clone(),
+        }
+    }
+
+    /// Hands one frame to the bridge, waiting while its queue is full; false once the link is closed.
+    pub async fn deliver(&self, in_tx: &mpsc::Sender<String>, frame: String) -> bool {
+        let delivered = tokio::select! {
+            biased;
+            () = self.closed.cancelled() => return false,
+            sent = in_tx.send(frame) => sent.is_ok(),
+        };
+        if !delivered {
+            tracing::debug!(link = self.id, "frame dropped: nobody reads this link");
+        }
+        true
+    }
+}
+
+/// Sends to one link. Cheap to clone; all clones feed the same writer, so frames never interleave.
+#[derive(Debug, Clone)]
+pub struct LinkSender {
+    pub(super) tx: mpsc::Sender<Outgoing>,
+    pub(super) state: Arc<LinkState>,
+}
+
+impl LinkSender {
+    /// The link's id, as in [`Connection::id`].
+    pub fn id(&self) -> u64 {
+        self.state.id
+    }
+
+    /// Queues one frame. Fails with `FrameTooLarge` over the link's frame limit. `Ok` means queued, not delivered: correlate an answer to know it arrived. Waits while
+    /// the queue is full; fails with `Disconnected` (carrying the close reason) once the link is closed.
+    pub async fn send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
+        if self.state.closed.is_cancelled() || self.state.end.get().is_some() {
+            return Err(self.disconnected());
+        }
+        let text = text.into();
+        let limit = self.state.max_frame.load(Ordering::Relaxed);
+        if text.len() > limit {
+            return Err(LinkError::FrameTooLarge {
+                size: text.len(),
+                limit,
+            });
+        }
+        tokio::select! {
+            biased;
+            () = self.state.closed.cancelled() => Err(self.disconnected()),
+            sent = self.tx.send(Outgoing::Text(text)) => sent.map_err(|_| self.disconnected()),
+        }
+    }
+
+    /// Closes the link with `reason` (on WebSocket: code 1000, the reason sent to the peer truncated to 123
+    /// bytes) after the frames already queued: a refusal or a last answer reaches the peer before the close.
+    /// Later sends fail.
+    pub fn close(&self, reason: &str) {
+        self.close_with(CLOSE_NORMAL, reason);
+    }
+
+    /// [`close`](Self::close) with another WebSocket close code (1011 for a peer judged dead, say).
+    pub fn close_with(&self, code: u16, reason: &str) {
+        let recorded = self
+            .state
+            .end
+            .set(End {
+                code: Some(code),
+                reason: reason.to_owned(),
+            })
+            .is_ok();
+        if !recorded {
+            return;
+        }
+        tracing::info!(link = self.state.id, reason, "link closing");
+        // A full queue means the peer stopped reading; it would not get the close frame either.
+        if self.tx.try_send(Outgoing::Close).is_err() {
+            self.state.closed.cancel();
+        }
+    }
+
+    /// Waits until the link is closed and the goodbye has been sent (or given up on), for a program that
+    /// must not exit before its peer has been told.
+    pub async fn finished(&self) {
+        self.state.finished.cancelled().await;
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state.closed.is_cancelled()
+    }
+
+    /// Waits until the link is closed.
+    pub async fn closed(&self) {
+        self.state.closed.cancelled().await;
+    }
+
+    /// Why the link closed; `None` while it is open.
+    pub fn close_reason(&self) -> Option<String> {
+        self.is_closed().then(|| self.state.end().reason.clone())
+    }
+
+    /// The error for requests on this link now that it is closed: `Disconnected` with the close reason.
+    pub fn disconnected(&self) -> LinkError {
+        LinkError::disconnected(
+            self.close_reason()
+                .unwrap_or_else(|| "link is closing".to_owned()),
+        )
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary.
+pub(super) fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
