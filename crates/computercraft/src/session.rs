@@ -5,17 +5,20 @@
 use crate::computer::{Computer, Identity};
 use crate::protocol::{self, Chunk, Inbound, Outbound, PROTOCOL_VERSION, RemoteError, Response};
 use crate::state::State;
-use bridge_core::link::{WsConnection, WsSender, parse_id};
+use bridge_core::link::{Admission, WsConnection, WsSender, parse_id};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// Largest reply reassembled from chunks (the client refuses to send more than 4 MiB).
 const MAX_REASSEMBLED: usize = 8 << 20;
 /// All partial replies of one link together, ids and data; a peer that starts many and finishes none cannot
 /// grow past it.
 const MAX_PARTIAL_TOTAL: usize = 16 << 20;
+/// Why a link is closed when a newer one from the same computer id replaces it.
+const REPLACED: &str = "replaced by a newer link from the same computer id";
 
 pub async fn run(state: Arc<State>, conn: WsConnection) {
     let WsConnection {
@@ -58,6 +61,19 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
         sender.clone(),
         state.cfg.max_in_flight,
     ));
+    let timeout = state.cfg.probe_timeout;
+    let admission = state
+        .registry
+        .judge(identity.id, state.cfg.on_duplicate, |holder| async move {
+            holder
+                .request_with_grace("ping", json!({}), timeout, Duration::ZERO)
+                .await
+                .is_ok()
+        })
+        .await;
+    if let Admission::Refused { holder } = admission {
+        return reject(&state, &sender, &duplicate_reason(&holder)).await;
+    }
     let ok = Outbound::HelloOk {
         protocol: PROTOCOL_VERSION,
         max_in_flight: state.cfg.max_in_flight,
@@ -68,14 +84,16 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
     {
         return;
     }
-    if let Some(old) = state.registry.insert(computer.clone()) {
+    if let Some(old) = state
+        .registry
+        .insert(identity.id, computer.clone(), REPLACED)
+    {
         tracing::info!(
             computer = identity.id,
             old_link = old.link_id,
             new_link = link_id,
             "computer relinked; old link replaced"
         );
-        old.close("replaced by a newer link from the same computer id");
         state.publish_link(
             "replaced",
             &old.identity,
@@ -86,51 +104,65 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
     state.publish_link("connected", &identity, None);
 
     let mut chunks = Reassembly::new(state.reassembly_gauge());
-    while let Some(text) = incoming.recv().await {
-        computer.touch();
-        match protocol::decode(&text) {
-            Ok(Inbound::Response(r)) => deliver(&computer, r),
-            Ok(Inbound::Chunk(c)) => reassemble(&state, &computer, &mut chunks, c),
-            Ok(Inbound::Event(e)) => {
-                state.computer_events.publish(json!({
-                    "computer": identity.id,
-                    "label": computer.label(),
-                    "event": e.event,
-                    "args": e.args,
-                }));
-            }
-            Ok(Inbound::Hello(h)) if h.computer_id == identity.id => {
-                // The client says hello again when the player relabels the computer.
-                if computer.set_label(h.computer_label.clone()) {
-                    tracing::info!(computer = identity.id, label = ?h.computer_label, "computer relabelled");
-                    let who = Identity {
-                        label: h.computer_label,
-                        ..identity.clone()
-                    };
-                    state.publish_link("relabelled", &who, None);
+    computer
+        .peer()
+        .serve(incoming, |text| {
+            computer.touch();
+            match protocol::decode(&text) {
+                Ok(Inbound::Response(r)) => deliver(&computer, r),
+                Ok(Inbound::Chunk(c)) => reassemble(&state, &computer, &mut chunks, c),
+                Ok(Inbound::Event(e)) => {
+                    state.computer_events.publish(json!({
+                        "computer": identity.id,
+                        "label": computer.label(),
+                        "event": e.event,
+                        "args": e.args,
+                    }));
+                }
+                Ok(Inbound::Hello(h)) if h.computer_id == identity.id => {
+                    // The client says hello again when the player relabels the computer.
+                    if computer.set_label(h.computer_label.clone()) {
+                        tracing::info!(computer = identity.id, label = ?h.computer_label, "computer relabelled");
+                        let who = Identity {
+                            label: h.computer_label,
+                            ..identity.clone()
+                        };
+                        state.publish_link("relabelled", &who, None);
+                    }
+                }
+                Ok(Inbound::Hello(h)) => {
+                    tracing::warn!(
+                        computer = identity.id,
+                        other = h.computer_id,
+                        "hello with another id on one link; ignored"
+                    )
+                }
+                Err(e) => {
+                    let n = state.count_malformed();
+                    tracing::warn!(computer = identity.id, error = %e, total = n, "malformed frame dropped");
                 }
             }
-            Ok(Inbound::Hello(h)) => {
-                tracing::warn!(
-                    computer = identity.id,
-                    other = h.computer_id,
-                    "hello with another id on one link; ignored"
-                )
-            }
-            Err(e) => {
-                let n = state.count_malformed();
-                tracing::warn!(computer = identity.id, error = %e, total = n, "malformed frame dropped");
-            }
-        }
-    }
+        })
+        .await;
+    drop(chunks);
     let reason = sender
         .close_reason()
         .unwrap_or_else(|| "link closed".into());
-    computer.link_lost(sender.disconnected());
+    computer.link_lost();
     if state.registry.remove_link(identity.id, link_id) {
         tracing::info!(computer = identity.id, reason = %reason, "computer unlinked");
         state.publish_link("disconnected", &identity, Some(&reason));
     }
+}
+
+/// Why a computer is refused when another live machine holds its id: shown on its screen by the client.
+pub fn duplicate_reason(holder: &Computer) -> String {
+    format!(
+        "computer id {} is already linked from another machine that is still running ({}); two computers \
+         share this id (a copied computer or a second world): give one of them another id",
+        holder.id(),
+        holder.describe()
+    )
 }
 
 /// Tells the peer why, then closes: the close goes out after the queued reason.

@@ -5,8 +5,8 @@
 //! - [`PeerRegistry`]: many peers by id (ComputerCraft computers). A second peer claiming an id that is held
 //!   is either let in, replacing the holder ([`OnDuplicate::Replace`]), or — when the holder still answers a
 //!   liveness probe — refused ([`OnDuplicate::RefuseIfLive`]), so two live machines with one id do not take
-//!   turns replacing each other. [`Admission`] says what happened, for the bridge to tell the newcomer and
-//!   the user.
+//!   turns replacing each other. [`PeerRegistry::judge`] decides ([`Admission`]), the bridge tells the
+//!   newcomer, then [`PeerRegistry::insert`] registers it.
 
 use super::peer::Peer;
 use std::collections::BTreeMap;
@@ -111,20 +111,27 @@ impl<T: Send + 'static, M> SinglePeer<T, M> {
         }
     }
 
-    /// Serves a new link under this policy: installs `peer`, runs [`Peer::serve`] over `incoming` with
-    /// `on_frame`, and forgets it when its link ends. Returns the close reason.
-    pub async fn run(
+    /// Serves a new link under this policy: installs `peer` now, and returns the future (spawn it) that runs
+    /// [`Peer::serve`] over `incoming` with `on_frame` and forgets the peer when its link ends, resolving to
+    /// the close reason.
+    pub fn run(
         &self,
         peer: Peer<T>,
         meta: M,
         replaced: &str,
         incoming: tokio::sync::mpsc::Receiver<String>,
-        on_frame: impl FnMut(String),
-    ) -> super::LinkError {
+        on_frame: impl FnMut(String) + Send + 'static,
+    ) -> impl Future<Output = super::LinkError> + Send + 'static
+    where
+        M: Send + 'static,
+    {
         self.install(peer.clone(), meta, replaced);
-        let err = peer.serve(incoming, on_frame).await;
-        self.forget(peer.id(), &err.to_string());
-        err
+        let slot = self.clone();
+        async move {
+            let err = peer.serve(incoming, on_frame).await;
+            slot.forget(peer.id(), &err.to_string());
+            err
+        }
     }
 
     /// Wakes everyone waiting on this slot's changes.
@@ -202,15 +209,15 @@ pub enum OnDuplicate {
     RefuseIfLive,
 }
 
-/// The outcome of [`PeerRegistry::admit`].
+/// What [`PeerRegistry::judge`] decided about a peer claiming an id.
 #[derive(Debug)]
 pub enum Admission<V> {
-    /// The id was free.
-    Added,
-    /// The holder was closed with the given reason and replaced.
-    Replaced(Arc<V>),
-    /// The holder answered its liveness probe and stays; the newcomer was not registered. The caller tells
-    /// the newcomer why and closes its link.
+    /// The id is free: [`insert`](PeerRegistry::insert) the newcomer.
+    Free,
+    /// The id is held and the newcomer may take it: `insert` replaces (and closes) the holder.
+    Replace(Arc<V>),
+    /// The holder answered its liveness probe and keeps the id: do not insert the newcomer; tell it why and
+    /// close its link.
     Refused { holder: Arc<V> },
 }
 
@@ -240,50 +247,28 @@ impl<K: Ord + Copy + std::fmt::Debug, V: Registered> PeerRegistry<K, V> {
         old
     }
 
-    /// Registers `value` under `key` following `policy`. For [`OnDuplicate::RefuseIfLive`] the holder is
-    /// asked `is_live` (outside any lock; bound its time yourself) before deciding; a holder replaced
-    /// meanwhile by a third peer is judged again.
-    pub async fn admit<F, Fut>(
-        &self,
-        key: K,
-        value: Arc<V>,
-        policy: OnDuplicate,
-        replaced: &str,
-        is_live: F,
-    ) -> Admission<V>
+    /// Decides, following `policy`, whether a newcomer may take `key`. For [`OnDuplicate::RefuseIfLive`]
+    /// the holder is asked `is_live` (outside any lock; bound its time yourself). Nothing is registered: the
+    /// caller welcomes the newcomer and then [`insert`](Self::insert)s it, so no request reaches a peer that
+    /// has not been told it is in.
+    pub async fn judge<F, Fut>(&self, key: K, policy: OnDuplicate, is_live: F) -> Admission<V>
     where
-        F: Fn(Arc<V>) -> Fut,
+        F: FnOnce(Arc<V>) -> Fut,
         Fut: Future<Output = bool>,
     {
-        loop {
-            let holder = lock(&self.entries).get(&key).cloned();
-            let Some(holder) = holder else {
-                let mut entries = lock(&self.entries);
-                if entries.contains_key(&key) {
-                    continue;
-                }
-                entries.insert(key, value);
-                return Admission::Added;
-            };
-            if policy == OnDuplicate::RefuseIfLive && is_live(Arc::clone(&holder)).await {
-                *lock(&self.refused).entry(key).or_default() += 1;
-                tracing::warn!(
-                    ?key,
-                    holder = holder.link_id(),
-                    newcomer = value.link_id(),
-                    "a second live peer claims a held id; refused"
-                );
-                return Admission::Refused { holder };
-            }
-            let mut entries = lock(&self.entries);
-            if entries.get(&key).map(|h| h.link_id()) != Some(holder.link_id()) {
-                continue;
-            }
-            entries.insert(key, value);
-            drop(entries);
-            holder.close(replaced);
-            return Admission::Replaced(holder);
+        let Some(holder) = self.get(key) else {
+            return Admission::Free;
+        };
+        if policy == OnDuplicate::RefuseIfLive && is_live(Arc::clone(&holder)).await {
+            *lock(&self.refused).entry(key).or_default() += 1;
+            tracing::warn!(
+                ?key,
+                holder = holder.link_id(),
+                "a second live peer claims a held id; refused"
+            );
+            return Admission::Refused { holder };
         }
+        Admission::Replace(holder)
     }
 
     /// Removes `key` if its entry is still on link `link_id` (not a newer replacement).
