@@ -1,10 +1,12 @@
-//! What a hostile or seed-era computer can do to the link: chunk floods hold no memory (issue 8 item 2), a
-//! too-large chunked reply fails only its own request, and the link answers at `/` as the seed's computers
-//! expect (issue 8 item 6). A hand-driven WebSocket plays the computer, so every frame is exactly the test's.
+//! What a hostile, duplicated or seed-era computer can do to the link: chunk floods hold no memory (issue 8
+//! item 2), a too-large chunked reply fails only its own request, the link answers at `/` as the seed's
+//! computers expect (issue 8 item 6), and under `OnDuplicate::RefuseIfLive` a second live machine with a held
+//! id is refused instead of flapping with the first (issue 12 item 2, the bridge's policy). A hand-driven WebSocket plays the computer, so every frame is exactly the test's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
+use bridge_core::link::OnDuplicate;
 use futures::{SinkExt, StreamExt};
 use mcp_testkit::http_get;
 use serde_json::{Value, json};
@@ -21,13 +23,32 @@ struct Puppet {
 
 impl Puppet {
     async fn link(url: &str, id: u32) -> Self {
+        let (puppet, answer) = Self::hello(url, id).await;
+        assert_eq!(answer["type"], "hello-ok", "{answer}");
+        puppet
+    }
+
+    /// Says hello and returns the bridge's answer to it, whatever it is.
+    async fn hello(url: &str, id: u32) -> (Self, Value) {
         let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
         let hello = json!({"type": "hello", "computerId": id, "computerLabel": "puppet"});
         ws.send(Message::text(hello.to_string())).await.unwrap();
         let mut puppet = Self { ws };
-        let ok = puppet.frame().await.expect("an answer to hello");
-        assert_eq!(ok["type"], "hello-ok", "{ok}");
-        puppet
+        let answer = puppet.frame().await.expect("an answer to hello");
+        (puppet, answer)
+    }
+
+    /// Answers every ping from now on, in the background.
+    fn keep_answering(mut self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            while let Some(f) = self.frame().await {
+                if f["method"] == "ping" {
+                    let id = f["id"].clone();
+                    self.send(json!({"type": "response", "id": id, "ok": true, "result": "pong"}))
+                        .await;
+                }
+            }
+        })
     }
 
     async fn send(&mut self, frame: Value) {
@@ -151,4 +172,41 @@ async fn the_link_is_served_at_the_root_too() {
     // A browser at the same address still gets the index page.
     let page = http_get(&format!("http://{}/", h.link_addr)).await;
     assert!(page.contains("install.lua"), "{page}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_live_machine_with_a_held_id_is_refused_not_swapped_in() {
+    let mut cfg = test_config();
+    cfg.on_duplicate = OnDuplicate::RefuseIfLive;
+    let h = start_bridge(cfg).await;
+    let first = Puppet::link(&h.link_url(), 5).await;
+    let first_link = h.state.registry.get(5).unwrap().link_id;
+    let answering = first.keep_answering();
+
+    let (mut second, answer) = Puppet::hello(&h.link_url(), 5).await;
+    assert_eq!(answer["type"], "hello-rejected", "{answer}");
+    let why = answer["error"].as_str().unwrap();
+    assert!(why.contains("computer id 5 is already linked"), "{why}");
+    assert!(second.frame().await.is_none(), "the refused link is closed");
+
+    assert_eq!(
+        h.state.registry.get(5).unwrap().link_id,
+        first_link,
+        "calls still reach the first machine"
+    );
+    assert_eq!(h.state.registry.refused(), vec![(5, 1)]);
+    answering.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_no_longer_answers_is_replaced() {
+    let mut cfg = test_config();
+    cfg.on_duplicate = OnDuplicate::RefuseIfLive;
+    let h = start_bridge(cfg).await;
+    // Linked, then silent: its pings go unanswered (a frozen machine whose socket is still open).
+    let _silent = Puppet::link(&h.link_url(), 6).await;
+    let old_link = h.state.registry.get(6).unwrap().link_id;
+    let _newcomer = Puppet::link(&h.link_url(), 6).await;
+    assert_ne!(h.state.registry.get(6).unwrap().link_id, old_link);
+    assert!(h.state.registry.refused().is_empty());
 }

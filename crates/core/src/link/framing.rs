@@ -28,7 +28,8 @@ pub enum Framing {
 /// A stream that cannot be read as frames. The link ends with this as its reason.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
-    #[error("peer sent a frame of {} bytes; the limit is {limit} bytes", size.map_or_else(|| "more than the limit of".to_owned(), |s| s.to_string()))]
+    /// `size` is `None` when the frame was refused before its end was seen (a line without its newline).
+    #[error("peer sent a frame of {} bytes; the limit is {limit} bytes", size.map_or_else(|| format!("more than {limit}"), |s| s.to_string()))]
     TooLarge { size: Option<usize>, limit: usize },
     #[error("peer sent a malformed frame header: {0}")]
     Header(String),
