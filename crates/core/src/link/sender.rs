@@ -231,6 +231,43 @@ impl LinkSender {
     }
 }
 
+/// A link's writer: sends the queued frames in order, converted by `convert` (`None` skips one the transport
+/// has no use for), until a close is dequeued, the queue ends or the link is closed. The caller says goodbye.
+pub(super) async fn pump<Si, M>(
+    sink: &mut Si,
+    out_rx: &mut mpsc::Receiver<Outgoing>,
+    state: &LinkState,
+    convert: impl Fn(Outgoing) -> Option<M>,
+) where
+    Si: futures::Sink<M> + Unpin,
+    Si::Error: std::fmt::Display,
+{
+    use futures::SinkExt;
+    loop {
+        let item = tokio::select! {
+            biased;
+            () = state.closed.cancelled() => return,
+            item = out_rx.recv() => item,
+        };
+        let msg = match item {
+            Some(Outgoing::Close) | None => return,
+            Some(other) => match convert(other) {
+                Some(msg) => msg,
+                None => continue,
+            },
+        };
+        // A peer that stopped reading blocks this send; the watchdog or probe notices and cancels.
+        let sent = tokio::select! {
+            biased;
+            () = state.closed.cancelled() => return,
+            sent = sink.send(msg) => sent,
+        };
+        if let Err(e) = sent {
+            return state.finish(None, format!("send failed: {e}"));
+        }
+    }
+}
+
 /// Cuts `s` to at most `max` bytes on a character boundary.
 pub(super) fn truncate(s: &str, max: usize) -> &str {
     if s.len() <= max {

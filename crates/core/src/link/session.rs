@@ -11,7 +11,7 @@
 
 use super::sender::{
     CLOSE_INTERNAL, CLOSE_INVALID_DATA, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Connection, INCOMING_QUEUE,
-    LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, truncate,
+    LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, pump, truncate,
 };
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use http::HeaderMap;
@@ -234,28 +234,12 @@ async fn write_loop<Si>(mut sink: Si, mut out_rx: mpsc::Receiver<Outgoing>, stat
 where
     Si: Sink<WsOut, Error = String> + Unpin,
 {
-    loop {
-        let item = tokio::select! {
-            biased;
-            () = state.closed.cancelled() => break,
-            item = out_rx.recv() => item,
-        };
-        let msg = match item {
-            Some(Outgoing::Text(text)) => WsOut::Text(text),
-            Some(Outgoing::Ping) => WsOut::Ping,
-            Some(Outgoing::Close) | None => break,
-        };
-        // A peer that stopped reading blocks this send; the watchdog notices and cancels.
-        let sent = tokio::select! {
-            biased;
-            () = state.closed.cancelled() => break,
-            sent = sink.send(msg) => sent,
-        };
-        if let Err(e) = sent {
-            state.finish(None, format!("send failed: {e}"));
-            break;
-        }
-    }
+    pump(&mut sink, &mut out_rx, &state, |out| match out {
+        Outgoing::Text(text) => Some(WsOut::Text(text)),
+        Outgoing::Ping => Some(WsOut::Ping),
+        Outgoing::Close => None,
+    })
+    .await;
     let end = state.end();
     let goodbye = async {
         if let Some(code) = end.code {

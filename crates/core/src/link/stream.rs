@@ -7,7 +7,7 @@
 //! framing error the stream cannot be resynchronised.
 
 use super::framing::{FrameCodec, Framing};
-use super::sender::{Connection, INCOMING_QUEUE, LinkState, OUTGOING_QUEUE, Outgoing};
+use super::sender::{Connection, INCOMING_QUEUE, LinkState, OUTGOING_QUEUE, Outgoing, pump};
 use futures::{SinkExt, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,27 +84,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut out_rx: mpsc::Receiver<Outgoing>,
     state: Arc<LinkState>,
 ) {
-    loop {
-        let item = tokio::select! {
-            biased;
-            () = state.closed.cancelled() => break,
-            item = out_rx.recv() => item,
-        };
-        let text = match item {
-            Some(Outgoing::Text(text)) => text,
-            Some(Outgoing::Ping) => continue,
-            Some(Outgoing::Close) | None => break,
-        };
-        let sent = tokio::select! {
-            biased;
-            () = state.closed.cancelled() => break,
-            sent = frames.send(text) => sent,
-        };
-        if let Err(e) = sent {
-            state.finish(None, format!("send failed: {e}"));
-            break;
-        }
-    }
+    pump(&mut frames, &mut out_rx, &state, |out| match out {
+        Outgoing::Text(text) => Some(text),
+        Outgoing::Ping | Outgoing::Close => None,
+    })
+    .await;
     // Flush what was queued before a close, then end our direction: the peer reads EOF.
     let _ = tokio::time::timeout(CLOSE_GRACE, frames.close()).await;
     state.finish(None, "link closed");
