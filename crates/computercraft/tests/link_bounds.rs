@@ -22,9 +22,18 @@ struct Puppet {
 }
 
 impl Puppet {
-    async fn link(url: &str, id: u32) -> Self {
+    /// Links as computer `id` and waits until the bridge has registered this link (it does so right after
+    /// its hello-ok).
+    async fn link(h: &Harness, url: &str, id: u32) -> Self {
+        let before = h.state.registry.get(id).map(|c| c.link_id);
         let (puppet, answer) = Self::hello(url, id).await;
         assert_eq!(answer["type"], "hello-ok", "{answer}");
+        within("the registration", async {
+            while h.state.registry.get(id).map(|c| c.link_id) == before {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
         puppet
     }
 
@@ -95,7 +104,7 @@ impl Puppet {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunks_for_ids_not_in_flight_hold_no_memory() {
     let h = start_bridge(test_config()).await;
-    let mut puppet = Puppet::link(&h.link_url(), 9).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 9).await;
     // The attack of issue 8: unique 100 KiB ids with empty data. Before the fix each one was kept.
     const FRAMES: u64 = 300;
     let id_tail = "7".repeat(100 << 10);
@@ -112,7 +121,7 @@ async fn chunks_for_ids_not_in_flight_hold_no_memory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunked_reply_is_reassembled_and_its_bytes_released() {
     let h = start_bridge(test_config()).await;
-    let mut puppet = Puppet::link(&h.link_url(), 3).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 3).await;
     let call = h.call("run_lua", json!({"computer": 3, "code": "return 1"}));
     let bridge = &h;
     let answer = async {
@@ -138,7 +147,7 @@ async fn a_chunked_reply_is_reassembled_and_its_bytes_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunked_reply_over_the_bound_fails_its_own_request_only() {
     let h = start_bridge(test_config()).await;
-    let mut puppet = Puppet::link(&h.link_url(), 4).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 4).await;
     let call = h.call("run_lua", json!({"computer": 4, "code": "return 1"}));
     let answer = async {
         let id = puppet.request("lua.run").await;
@@ -167,7 +176,7 @@ async fn a_chunked_reply_over_the_bound_fails_its_own_request_only() {
 async fn the_link_is_served_at_the_root_too() {
     let h = start_bridge(test_config()).await;
     // The seed's plan has computers open ws://host:port itself.
-    let mut puppet = Puppet::link(&format!("ws://{}", h.link_addr), 11).await;
+    let mut puppet = Puppet::link(&h, &format!("ws://{}", h.link_addr), 11).await;
     puppet.answer_a_probe(&h).await;
     // A browser at the same address still gets the index page.
     let page = http_get(&format!("http://{}/", h.link_addr)).await;
@@ -179,7 +188,7 @@ async fn a_second_live_machine_with_a_held_id_is_refused_not_swapped_in() {
     let mut cfg = test_config();
     cfg.on_duplicate = OnDuplicate::RefuseIfLive;
     let h = start_bridge(cfg).await;
-    let first = Puppet::link(&h.link_url(), 5).await;
+    let first = Puppet::link(&h, &h.link_url(), 5).await;
     let first_link = h.state.registry.get(5).unwrap().link_id;
     let answering = first.keep_answering();
 
@@ -204,9 +213,9 @@ async fn a_holder_that_no_longer_answers_is_replaced() {
     cfg.on_duplicate = OnDuplicate::RefuseIfLive;
     let h = start_bridge(cfg).await;
     // Linked, then silent: its pings go unanswered (a frozen machine whose socket is still open).
-    let _silent = Puppet::link(&h.link_url(), 6).await;
+    let _silent = Puppet::link(&h, &h.link_url(), 6).await;
     let old_link = h.state.registry.get(6).unwrap().link_id;
-    let _newcomer = Puppet::link(&h.link_url(), 6).await;
+    let _newcomer = Puppet::link(&h, &h.link_url(), 6).await;
     assert_ne!(h.state.registry.get(6).unwrap().link_id, old_link);
     assert!(h.state.registry.refused().is_empty());
 }
