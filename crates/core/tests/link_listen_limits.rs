@@ -6,7 +6,7 @@
 use bridge_core::link::{ListenLimits, OriginPolicy, WsConfig, bind, serve_with, ws_router};
 use bridge_core::net::{GuardedListener, ListenStats};
 use futures::{SinkExt, StreamExt};
-use mcp_testkit::{http_get, within};
+use mcp_testkit::{http_get, idle_connections, slow_loris, within};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,23 +66,6 @@ async fn closed_by_server(mut stream: TcpStream) {
     }
 }
 
-/// A client that sends a request head one byte at a time and never finishes it.
-fn slow_loris(addr: SocketAddr) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        for byte in b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
-            .iter()
-            .cycle()
-        {
-            if stream.write_all(&[*byte]).await.is_err() {
-                return;
-            }
-            // Pace, not a timing assertion: the point is a byte well within any idle timeout.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-}
-
 /// The attack of issue 8 item 4: 1 000 idle connections and 100 slow-loris clients.
 #[tokio::test]
 async fn idle_and_slow_loris_connections_cannot_pin_the_listener() {
@@ -92,11 +75,10 @@ async fn idle_and_slow_loris_connections_cannot_pin_the_listener() {
         ..LIMITS
     };
     let srv = start(limits).await;
-    let mut idle = Vec::new();
-    for _ in 0..1000 {
-        idle.push(TcpStream::connect(srv.addr).await.unwrap());
-    }
-    let loris: Vec<_> = (0..100).map(|_| slow_loris(srv.addr)).collect();
+    let idle = idle_connections(srv.addr, 1000).await;
+    let loris: Vec<_> = (0..100)
+        .map(|_| slow_loris(srv.addr, b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: "))
+        .collect();
 
     // A real request queues behind them all and is still served once the deadlines free the slots.
     let body = within("a real request", http_get(&format!("http://{}/", srv.addr))).await;

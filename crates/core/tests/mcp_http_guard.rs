@@ -74,22 +74,9 @@ async fn idle_and_slow_connections_do_not_keep_real_calls_out() {
     };
     let server = start_http(test_bridge().bridge, options, vec![]).await;
     let addr = server.addr;
-    let mut idle = Vec::new();
-    for _ in 0..50 {
-        idle.push(TcpStream::connect(addr).await.unwrap());
-    }
+    let idle = mcp_testkit::idle_connections(addr, 50).await;
     let slow: Vec<_> = (0..10)
-        .map(|_| {
-            tokio::spawn(async move {
-                let mut stream = TcpStream::connect(addr).await.unwrap();
-                for byte in b"POST /mcp HTTP/1.1\r\nX-Slow: ".iter().cycle() {
-                    if stream.write_all(&[*byte]).await.is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            })
-        })
+        .map(|_| mcp_testkit::slow_loris(addr, b"POST /mcp HTTP/1.1\r\nX-Slow: "))
         .collect();
 
     let client = within("a client to connect", http_client(addr, Era::Modern)).await;

@@ -119,6 +119,13 @@ fn to_tungstenite(out: WsOut) -> Message {
     }
 }
 
+fn connect_failed(target: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> LinkError {
+    move |e| LinkError::Connect {
+        target: target.to_string(),
+        reason: e.to_string(),
+    }
+}
+
 /// Opens a TCP link to `target` (`host:port`).
 pub async fn tcp(
     target: &str,
@@ -127,10 +134,7 @@ pub async fn tcp(
 ) -> Result<Connection, LinkError> {
     let tcp = tokio::net::TcpStream::connect(target)
         .await
-        .map_err(|e| LinkError::Connect {
-            target: target.to_owned(),
-            reason: e.to_string(),
-        })?;
+        .map_err(connect_failed(target))?;
     // Request/response links suffer from Nagle's delay.
     let _ = tcp.set_nodelay(true);
     let (read, write) = tcp.into_split();
@@ -146,10 +150,7 @@ pub async fn unix(
 ) -> Result<Connection, LinkError> {
     let socket = tokio::net::UnixStream::connect(path)
         .await
-        .map_err(|e| LinkError::Connect {
-            target: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        .map_err(connect_failed(path.display()))?;
     let (read, write) = socket.into_split();
     Ok(stream::spawn(read, write, cfg, shutdown))
 }
