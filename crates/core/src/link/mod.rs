@@ -16,7 +16,8 @@
 //! and `crate::auth` (one origin grammar and one constant-time token check, shared with the MCP HTTP port).
 //!
 //! Bounds, in bytes, on what a peer can make the bridge hold: one frame ≤ the framing's or socket's
-//! `max_frame_bytes`; queued frames ≤ 256 × that per link each way; a `Content-Length` header block ≤
+//! `max_frame_bytes`; frames queued towards the bridge ≤ [`INCOMING_BYTES`] per link plus the one frame
+//! the reader holds; a `Content-Length` header block ≤
 //! [`MAX_HEADER_BYTES`]; pending requests are the bridge's own, one entry each.
 //!
 //! Errors are [`LinkError`]; `ToolError::from(link_error)` gives the agent-facing form (`E_DISCONNECTED`,
@@ -49,7 +50,7 @@ pub use framing::{FrameCodec, FrameError, Framing, MAX_HEADER_BYTES};
 pub use listen::{bind, serve, serve_with};
 pub use peer::Peer;
 pub use policy::{Admission, Current, OnDuplicate, PeerRegistry, Registered, SinglePeer};
-pub use sender::{Connection, LinkSender};
+pub use sender::{Connection, INCOMING_BYTES, Incoming, LinkSender};
 pub use session::{WsConnection, WsSender};
 pub use stream::StreamConfig;
 pub use ws::{WsConfig, ws_router, ws_routes};

@@ -9,10 +9,9 @@
 
 use super::correlator::{Correlator, Pending};
 use super::error::LinkError;
-use super::sender::{CLOSE_INTERNAL, LinkSender};
+use super::sender::{CLOSE_INTERNAL, Incoming, LinkSender};
 use std::future::Future;
 use std::time::Duration;
-use tokio::sync::mpsc;
 
 /// One connected peer: its link and the requests waiting for its answers. Cheap to clone; clones share both.
 pub struct Peer<T> {
@@ -93,7 +92,7 @@ impl<T: Send + 'static> Peer<T> {
     /// flight, and every later one, with the link's close reason, which it returns.
     pub async fn serve(
         &self,
-        mut incoming: mpsc::Receiver<String>,
+        mut incoming: Incoming,
         mut on_frame: impl FnMut(String),
     ) -> LinkError {
         while let Some(frame) = incoming.recv().await {

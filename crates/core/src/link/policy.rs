@@ -119,7 +119,7 @@ impl<T: Send + 'static, M> SinglePeer<T, M> {
         peer: Peer<T>,
         meta: M,
         replaced: &str,
-        incoming: tokio::sync::mpsc::Receiver<String>,
+        incoming: super::Incoming,
         on_frame: impl FnMut(String) + Send + 'static,
     ) -> impl Future<Output = super::LinkError> + Send + 'static
     where

@@ -7,14 +7,16 @@
 use super::error::LinkError;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// Frames queued towards the peer before `send_text` waits.
 pub(super) const OUTGOING_QUEUE: usize = 256;
-/// Frames queued towards the bridge before the reader stops reading (backpressure). With each frame bounded
-/// by the link's frame limit, this bounds what one link can hold in bytes.
+/// Frames queued towards the bridge before the reader stops reading (backpressure).
 pub(super) const INCOMING_QUEUE: usize = 256;
+/// Bytes of frames queued towards the bridge per link before the reader stops reading: a peer that floods
+/// a slow bridge holds at most this much plus the one frame the reader is waiting to queue.
+pub const INCOMING_BYTES: usize = 1 << 20;
 
 pub(super) const CLOSE_NORMAL: u16 = 1000;
 pub(super) const CLOSE_GOING_AWAY: u16 = 1001;
@@ -32,9 +34,50 @@ pub struct Connection {
     pub id: u64,
     pub sender: LinkSender,
     /// Frames from the peer, in order. Ends (`None`) when the link is closed.
-    pub incoming: mpsc::Receiver<String>,
+    pub incoming: Incoming,
     /// Cancelled when the link dies, for any reason, before `incoming` ends.
     pub closed: CancellationToken,
+}
+
+/// Frames from the peer, bounded by count and by bytes ([`INCOMING_BYTES`]): the reader waits until the
+/// bridge has taken enough.
+#[derive(Debug)]
+pub struct Incoming {
+    rx: mpsc::Receiver<(String, OwnedSemaphorePermit)>,
+    budget: Arc<Semaphore>,
+}
+
+impl Incoming {
+    /// The next frame; `None` once the link is closed and every frame was taken.
+    pub async fn recv(&mut self) -> Option<String> {
+        // The permit goes with the frame's bytes: dropping it lets the reader queue more.
+        self.rx.recv().await.map(|(frame, _permit)| frame)
+    }
+
+    /// Bytes of the budget in use: frames waiting to be taken, and the part of the budget the reader has
+    /// already set aside for the next one.
+    pub fn queued_bytes(&self) -> usize {
+        INCOMING_BYTES.saturating_sub(self.budget.available_permits())
+    }
+}
+
+/// The reader's end of [`Incoming`].
+pub(super) struct Deliverer {
+    tx: mpsc::Sender<(String, OwnedSemaphorePermit)>,
+    budget: Arc<Semaphore>,
+}
+
+/// A link's incoming queue.
+pub(super) fn incoming() -> (Deliverer, Incoming) {
+    let (tx, rx) = mpsc::channel(INCOMING_QUEUE);
+    let budget = Arc::new(Semaphore::new(INCOMING_BYTES));
+    (
+        Deliverer {
+            tx,
+            budget: Arc::clone(&budget),
+        },
+        Incoming { rx, budget },
+    )
 }
 
 pub(super) enum Outgoing {
@@ -110,11 +153,11 @@ impl LinkState {
         })
     }
 
-    /// The bridge's half of a link whose writer reads `rx`.
+    /// The bridge's half of a link whose writer reads `tx`'s other end.
     pub fn connection(
         self: &Arc<Self>,
         tx: mpsc::Sender<Outgoing>,
-        incoming: mpsc::Receiver<String>,
+        incoming: Incoming,
     ) -> Connection {
         Connection {
             id: self.id,
@@ -127,12 +170,21 @@ impl LinkState {
         }
     }
 
-    /// Hands one frame to the bridge, waiting while its queue is full; false once the link is closed.
-    pub async fn deliver(&self, in_tx: &mpsc::Sender<String>, frame: String) -> bool {
+    /// Hands one frame to the bridge, waiting while its queue is full (by count or by bytes); false once the
+    /// link is closed.
+    pub async fn deliver(&self, to: &Deliverer, frame: String) -> bool {
+        // A frame larger than the whole budget waits for an empty queue, then takes all of it.
+        let need = u32::try_from(frame.len().clamp(1, INCOMING_BYTES)).unwrap_or(u32::MAX);
+        let permit = tokio::select! {
+            biased;
+            () = self.closed.cancelled() => return false,
+            permit = Arc::clone(&to.budget).acquire_many_owned(need) => permit,
+        };
+        let Ok(permit) = permit else { return false };
         let delivered = tokio::select! {
             biased;
             () = self.closed.cancelled() => return false,
-            sent = in_tx.send(frame) => sent.is_ok(),
+            sent = to.tx.send((frame, permit)) => sent.is_ok(),
         };
         if !delivered {
             tracing::debug!(link = self.id, "frame dropped: nobody reads this link");

@@ -10,8 +10,8 @@
 //! dialled ones share them; each side adapts its own message type (`ws.rs`, `dial.rs`).
 
 use super::sender::{
-    CLOSE_INTERNAL, CLOSE_INVALID_DATA, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Connection, INCOMING_QUEUE,
-    LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, pump, truncate,
+    CLOSE_INTERNAL, CLOSE_INVALID_DATA, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Connection, Deliverer,
+    Incoming, LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, incoming, pump, truncate,
 };
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use http::HeaderMap;
@@ -48,7 +48,7 @@ pub struct WsConnection {
     pub sender: WsSender,
     /// Text frames from the peer, in order. Ends (`None`) when the link is closed; binary frames are logged
     /// and dropped, invalid UTF-8 closes the link (code 1007) as RFC 6455 requires.
-    pub incoming: mpsc::Receiver<String>,
+    pub incoming: Incoming,
     /// Cancelled when the link dies, for any reason, before `incoming` ends.
     pub closed: CancellationToken,
 }
@@ -153,7 +153,7 @@ where
     let state = LinkState::new(shutdown);
     tracing::info!(link = state.id, peer = ?accepted.peer, origin = ?accepted.origin, "link connected");
     let (out_tx, out_rx) = mpsc::channel(OUTGOING_QUEUE);
-    let (in_tx, in_rx) = mpsc::channel(INCOMING_QUEUE);
+    let (in_tx, in_rx) = incoming();
     let liveness = Arc::new(Liveness::default());
 
     tokio::spawn(write_loop(sink, out_rx, Arc::clone(&state)));
@@ -180,12 +180,8 @@ where
     (ws, reader)
 }
 
-async fn read_loop<St>(
-    mut stream: St,
-    in_tx: mpsc::Sender<String>,
-    liveness: &Liveness,
-    state: &LinkState,
-) where
+async fn read_loop<St>(mut stream: St, in_tx: Deliverer, liveness: &Liveness, state: &LinkState)
+where
     St: Stream<Item = Result<WsIn, WsFailure>> + Unpin,
 {
     loop {

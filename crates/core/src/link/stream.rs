@@ -7,7 +7,7 @@
 //! framing error the stream cannot be resynchronised.
 
 use super::framing::{FrameCodec, Framing};
-use super::sender::{Connection, INCOMING_QUEUE, LinkState, OUTGOING_QUEUE, Outgoing, pump};
+use super::sender::{Connection, Deliverer, LinkState, OUTGOING_QUEUE, Outgoing, incoming, pump};
 use futures::{SinkExt, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +48,7 @@ where
     state.limit_frames(cfg.max_frame_bytes);
     tracing::info!(link = state.id, framing = ?cfg.framing, "link connected");
     let (out_tx, out_rx) = mpsc::channel(OUTGOING_QUEUE);
-    let (in_tx, in_rx) = mpsc::channel(INCOMING_QUEUE);
+    let (in_tx, in_rx) = incoming();
     let reader = FramedRead::new(read, FrameCodec::new(cfg.framing, cfg.max_frame_bytes));
     let writer = FramedWrite::new(write, FrameCodec::new(cfg.framing, cfg.max_frame_bytes));
     tokio::spawn(read_loop(reader, in_tx, Arc::clone(&state)));
@@ -58,7 +58,7 @@ where
 
 async fn read_loop<R: AsyncRead + Unpin>(
     mut frames: FramedRead<R, FrameCodec>,
-    in_tx: mpsc::Sender<String>,
+    in_tx: Deliverer,
     state: Arc<LinkState>,
 ) {
     loop {
