@@ -4,8 +4,8 @@
 use bridge_core::link::stream::{self, StreamConfig};
 use bridge_core::link::{Connection, FrameCodec, Framing, LinkError, Peer, parse_id};
 use futures::{SinkExt, StreamExt};
+pub use mcp_testkit::within;
 use serde_json::{Value, json};
-use std::time::Duration;
 use tokio::io::DuplexStream;
 use tokio::task::JoinHandle;
 use tokio_util::codec::Framed;
@@ -19,13 +19,6 @@ pub const FRAMINGS: [Framing; 3] = [
 
 /// The bridge's frame limit in these tests.
 pub const LIMIT: usize = 1024;
-
-/// Guards against hangs only; no test asserts how fast anything happens.
-pub async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(20), f)
-        .await
-        .unwrap_or_else(|_| panic!("hung waiting for {what}"))
-}
 
 pub struct Pair {
     pub peer: Peer<Value>,
