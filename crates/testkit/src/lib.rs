@@ -258,3 +258,27 @@ pub async fn http_get(url: &str) -> String {
         .1
         .to_string()
 }
+
+/// A slow-loris client: sends `head` one byte at a time, forever (cycling), until the server closes the
+/// connection. The pace is far inside any idle timeout, so only a deadline that bytes do not extend ends it.
+pub fn slow_loris(addr: SocketAddr, head: &'static [u8]) -> tokio::task::JoinHandle<()> {
+    use tokio::io::AsyncWriteExt;
+    tokio::spawn(async move {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        for byte in head.iter().cycle() {
+            if stream.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+}
+
+/// `n` connections to `addr` that never send a byte.
+pub async fn idle_connections(addr: SocketAddr, n: usize) -> Vec<tokio::net::TcpStream> {
+    let mut idle = Vec::with_capacity(n);
+    for _ in 0..n {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    idle
+}
