@@ -9,6 +9,7 @@ mod http;
 mod logging;
 mod metrics;
 mod sessions;
+mod tasks;
 
 use crate::bridge::Bridge;
 use handler::{McpHandler, Shared};
@@ -36,6 +37,9 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("MCP session failed: {0}")]
     Session(String),
+    /// `--mcp-allowed-origin` or `--mcp-allowed-host` could not be understood.
+    #[error("{0}")]
+    Access(String),
 }
 
 fn shared(bridge: Bridge, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
@@ -50,6 +54,7 @@ fn shared(bridge: Bridge, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
         timeouts: tool_timeouts.iter().cloned().collect(),
         metrics: metrics::Metrics::new(),
         seal: client_link::StateSeal::new(),
+        tasks: tasks::TaskStore::new(tasks::TaskLimits::default()),
         tools: bridge.inner.tools.iter().map(convert::tool).collect(),
         bridge,
     })
@@ -149,6 +154,7 @@ pub async fn run_bridge(
                 shutdown_grace: args.shutdown_grace,
                 max_sessions: args.max_sessions,
                 session_idle: args.session_idle,
+                ..HttpOptions::default()
             };
             serve_http(bridge, listener, options, &args.tool_timeouts, shutdown).await
         }
