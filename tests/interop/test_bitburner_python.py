@@ -1,6 +1,6 @@
 """The Bitburner bridge through the official Python MCP client (PyPI `mcp`), in both protocol eras and over both
-transports, against the fake game: the test double of Bitburner's Remote API written from
-`shared/reference/bitburner.md` (crates/bitburner/src/fake_game; run as the `fake-game` example). Like the real
+transports, against the fake game: the test double of Bitburner's Remote API described in
+docs/protocols/bitburner.md (crates/bitburner-fake; its `fake-game` program). Like the real
 game it is the WebSocket client: it connects to the bridge and only answers."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import ROOT, HttpServer, cargo_bin, error, ok
+from conftest import HttpServer, cargo_bin, error, ok
 from mcp import Client, StdioServerParameters
 
 ERAS = ["legacy", "2026-07-28"]
@@ -27,35 +27,11 @@ SCRIPT = "export async function main(ns){ ns.hack('n00dles'); }"
 
 pytestmark = [pytest.mark.anyio]
 
-_EXAMPLES: dict[str, Path] = {}
-
-
-def cargo_example(package: str, name: str) -> Path:
-    """Builds an example of a workspace package and returns its executable."""
-    if name not in _EXAMPLES:
-        proc = subprocess.run(
-            ["cargo", "build", "--quiet", "-p", package, "--example", name, "--message-format=json-render-diagnostics"],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        if proc.returncode != 0:
-            pytest.fail(f"cargo build --example {name} failed:\n{proc.stderr[-4000:]}", pytrace=False)
-        for line in proc.stdout.splitlines():
-            msg = json.loads(line)
-            if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["target"]["name"] == name:
-                _EXAMPLES[name] = Path(msg["executable"])
-        if name not in _EXAMPLES:
-            pytest.fail(f"no executable for example {name}", pytrace=False)
-    return _EXAMPLES[name]
-
-
 class FakeGame:
     """The fake-game program: JSON events on its stdout, commands on its stdin."""
 
     def __init__(self, url: str, *, version: str = "3.0", origin: str | None = None) -> None:
-        argv = [str(cargo_example("bridge-bitburner", "fake-game")), "--connect", url, "--version", version]
+        argv = [str(cargo_bin("bitburner-fake", "fake-game")), "--connect", url, "--version", version]
         if origin is not None:
             argv += ["--origin", origin]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

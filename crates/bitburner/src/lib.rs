@@ -1,10 +1,9 @@
 //! The Bitburner bridge: the game's Remote API as MCP tools.
 //!
 //! The game is the WebSocket client and only answers; this bridge listens, sends every request, and times
-//! each one out itself (`reference/bitburner.md`). Entry point for the binary: [`run`].
+//! each one out itself (`docs/protocols/bitburner.md`). Entry point for the binary: [`run`].
 
 pub mod config;
-pub mod fake_game;
 pub mod link;
 pub mod path;
 pub mod resources;

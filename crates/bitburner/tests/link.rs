@@ -4,7 +4,7 @@
 
 mod support;
 
-use bridge_bitburner::fake_game::{Closed, FakeGame, GameVersion};
+use bitburner_fake::{Closed, FakeGame, GameVersion};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use support::*;

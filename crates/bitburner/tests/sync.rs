@@ -3,7 +3,7 @@
 
 mod support;
 
-use bridge_bitburner::fake_game::WEB_ORIGIN;
+use bitburner_fake::WEB_ORIGIN;
 use bridge_bitburner::{SyncArgs, context, listen, sync};
 use std::path::{Path, PathBuf};
 use std::time::Duration;

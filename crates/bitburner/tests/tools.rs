@@ -3,7 +3,7 @@
 
 mod support;
 
-use bridge_bitburner::fake_game::{FakeGame, GameVersion};
+use bitburner_fake::{FakeGame, GameVersion};
 use serde_json::{Value, json};
 use support::*;
 

@@ -1,9 +1,9 @@
 //! The fake game's dispatcher and method handlers. Each branch copies a real behaviour; the source is named
-//! beside it (`reference/bitburner.md` section, or the game file it comes from).
+//! beside it (`docs/protocols/bitburner.md` section, and the game file it comes from).
 
-use super::GameVersion;
-use super::world::World;
-use crate::path::{ExtensionSet, FileKind, resolve_file_path};
+use crate::GameVersion;
+use crate::world::World;
+use bridge_bitburner::path::{ExtensionSet, FileKind, resolve_file_path};
 use serde_json::{Value, json};
 
 /// What the dispatcher does with one text frame.
@@ -21,7 +21,7 @@ pub fn dispatch(world: &mut World, version: GameVersion, text: &str) -> Reply {
     let Ok(message) = serde_json::from_str::<Value>(text) else {
         return Reply::Silent;
     };
-    // `msg.id` is echoed verbatim, whatever its type; an absent id gives a response with no `id` key (§6.1).
+    // `msg.id` is echoed verbatim, whatever its type; an absent id gives a response with no `id` key (§6).
     // A batch (array) has no `.id` and no `.method`, so it gets the unknown-message error without id (§2.2).
     let id = message.get("id").cloned();
     let method = message.get("method").and_then(Value::as_str).unwrap_or("");
@@ -72,7 +72,7 @@ fn handle(
         // v3.0.0 (#2199).
         "getFileMetadata" if !v2 => file_metadata(world, version, params),
         "getAllFileMetadata" if !v2 => all_file_metadata(world, version, params),
-        _ => Some(Err(crate::wire::UNKNOWN_METHOD.to_owned())),
+        _ => Some(Err(bridge_bitburner::wire::UNKNOWN_METHOD.to_owned())),
     }
 }
 
@@ -372,7 +372,7 @@ fn save_file(world: &World) -> Value {
     json!({"identifier": "bitburnerSave", "binary": true, "save": save})
 }
 
-fn metadata_json(path: &str, f: &super::world::GameFile) -> Value {
+fn metadata_json(path: &str, f: &crate::world::GameFile) -> Value {
     json!({"filename": path, "atime": f.atime, "mtime": f.mtime, "btime": f.btime})
 }
 
@@ -422,7 +422,7 @@ mod tests {
         }
     }
 
-    /// The v2.6.1 transcript of `reference/bitburner.md` §8, replayed frame by frame.
+    /// The v2.6.1 transcript of `docs/protocols/bitburner.md` §8, replayed frame by frame.
     #[test]
     fn replays_the_v2_6_transcript() {
         let mut w = World::default();
