@@ -147,7 +147,7 @@ impl GameLink {
         let previous = {
             let mut state = lock(&self.state);
             state.connections_total += 1;
-            state.current.replace(Current {
+            let previous = state.current.replace(Current {
                 sender: sender.clone(),
                 correlator: correlator.clone(),
                 since: SystemTime::now(),
@@ -155,7 +155,11 @@ impl GameLink {
                 origin: origin.clone(),
                 support: BTreeMap::new(),
                 definitions: None,
-            })
+            });
+            if previous.is_some() {
+                state.last_disconnect = Some((SystemTime::now(), REPLACED.to_owned()));
+            }
+            previous
         };
         if let Some(old) = previous {
             tracing::info!(
