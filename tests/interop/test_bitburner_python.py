@@ -149,14 +149,15 @@ async def test_every_tool(connect, transport: str, era: str, save_dir: Path) -> 
         await ok(client, "write_file", {"filename": "notes.txt", "content": ""})
         assert (await ok(client, "list_files", {}))["files"] == ["notes.txt", "lib/hack.js"]
         read = await client.call_tool("read_file", {"filename": "lib/hack.js", "server": "home"})
-        assert read.structured_content["content"] == SCRIPT
         assert read.content[0].text == SCRIPT
-        assert (await ok(client, "read_file", {"filename": "notes.txt"}))["content"] == ""
-        all_files = await ok(client, "get_all_files", {})
-        assert all_files["files"][0] == {"filename": "lib/hack.js", "content": SCRIPT}
+        assert read.structured_content["total_bytes"] == len(SCRIPT) and "content" not in read.structured_content
+        assert (await ok(client, "read_file", {"filename": "notes.txt"}))["total_bytes"] == 0
+        all_files = await client.call_tool("get_all_files", {})
+        assert all_files.structured_content["files"][0] == {"filename": "lib/hack.js", "bytes": len(SCRIPT), "included": True}
+        assert SCRIPT in all_files.content[0].text
         assert (await ok(client, "calculate_ram", {"filename": "lib/hack.js"}))["ram_gb"] == 1.7
-        defs = await ok(client, "get_netscript_definitions", {"strip_exports": True})
-        assert "interface NS" in defs["content"] and "export " not in defs["content"]
+        defs = await client.call_tool("get_netscript_definitions", {"strip_exports": True})
+        assert "interface NS" in defs.content[0].text and "export " not in defs.content[0].text
         servers = await ok(client, "get_all_servers", {})
         assert servers["servers"][0] == {"hostname": "home", "has_admin_rights": True, "purchased_by_player": True}
         meta = await ok(client, "get_file_metadata", {"filename": "notes.txt"})
