@@ -44,8 +44,14 @@ fn declarations(text: &str) -> Vec<(&str, usize)> {
         .collect()
 }
 
+/// A part of the file, and the file's line number (1-based) of its first line.
+pub struct Section {
+    pub text: String,
+    pub first_line: usize,
+}
+
 /// The declaration named `name`, with the doc comment right above it.
-pub fn namespace(text: &str, name: &str) -> Result<String, ToolError> {
+pub fn namespace(text: &str, name: &str) -> Result<Section, ToolError> {
     let lines: Vec<&str> = text.lines().collect();
     let Some(start) = declarations(text)
         .into_iter()
@@ -79,7 +85,10 @@ pub fn namespace(text: &str, name: &str) -> Result<String, ToolError> {
     }
     let mut out = lines[first..=last].join("\n");
     out.push('\n');
-    Ok(out)
+    Ok(Section {
+        text: out,
+        first_line: first + 1,
+    })
 }
 
 fn unknown_namespace(text: &str, name: &str) -> ToolError {
@@ -112,8 +121,9 @@ pub struct Found {
     pub matches: usize,
 }
 
-/// The lines containing `term` (case-insensitive) as `L<n> [<declaration>]: <line>`.
-pub fn search(text: &str, term: &str) -> Found {
+/// The lines containing `term` (case-insensitive) as `L<n> [<declaration>]: <line>`, numbered from
+/// `first_line` (the file's numbering when `text` is a [`Section`] of it).
+pub fn search(text: &str, term: &str, first_line: usize) -> Found {
     let needle = term.to_lowercase();
     let mut current = "";
     let mut out = String::new();
@@ -137,7 +147,7 @@ pub fn search(text: &str, term: &str) -> Found {
             }
             shown = &shown[..end];
         }
-        out.push_str(&format!("L{} [{current}]: {shown}\n", i + 1));
+        out.push_str(&format!("L{} [{current}]: {shown}\n", first_line + i));
     }
     if matches > MAX_MATCHES {
         out.push_str(&format!(
@@ -161,24 +171,21 @@ export declare enum ToastVariant {\n  SUCCESS = \"success\",\n}\n";
 
     #[test]
     fn a_namespace_is_its_whole_declaration_with_its_doc_comment() {
-        let ns = namespace(DEFS, "NS").unwrap_or_default();
+        let text = |name| namespace(DEFS, name).map(|s| s.text).unwrap_or_default();
+        let ns = text("NS");
         assert!(
             ns.starts_with("/**\n * The NS object.\n */\nexport interface NS {"),
             "{ns}"
         );
         assert!(ns.ends_with("  };\n}\n"), "{ns}");
         assert!(!ns.contains("ToastVariant"));
-        let hacknet = namespace(DEFS, "Hacknet").unwrap_or_default();
+        let hacknet = text("Hacknet");
         assert!(hacknet.starts_with("/** Hacknet API */") && hacknet.contains("numNodes"));
         assert_eq!(
-            namespace(DEFS, "ScriptArg").unwrap_or_default(),
+            text("ScriptArg"),
             "export type ScriptArg = string | number;\n"
         );
-        assert!(
-            namespace(DEFS, "ToastVariant")
-                .unwrap_or_default()
-                .contains("SUCCESS")
-        );
+        assert!(text("ToastVariant").contains("SUCCESS"));
     }
 
     #[test]
@@ -189,11 +196,21 @@ export declare enum ToastVariant {\n  SUCCESS = \"success\",\n}\n";
 
     #[test]
     fn search_names_the_line_and_its_declaration() {
-        let found = search(DEFS, "maxram");
+        let found = search(DEFS, "maxram", 1);
         assert_eq!(found.matches, 1);
         assert_eq!(
             found.text,
             "L12 [NS]: getServerMaxRam(host: string): number;\n"
+        );
+        let ns = namespace(DEFS, "NS")
+            .map(|s| (s.first_line, search(&s.text, "maxram", s.first_line).text));
+        assert_eq!(
+            ns.ok(),
+            Some((
+                7,
+                "L12 [NS]: getServerMaxRam(host: string): number;\n".to_owned()
+            )),
+            "a search inside a namespace keeps the file's line numbers"
         );
     }
 }

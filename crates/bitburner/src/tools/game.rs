@@ -126,16 +126,19 @@ impl Ctx {
         args: DefinitionArgs,
     ) -> Result<Rendered<Definitions>, ToolError> {
         let file = self.definitions().await?;
-        let mut selected = match &args.namespace {
-            Some(name) => definitions::namespace(&file, name)?,
-            None => file.as_str().to_owned(),
+        let (mut selected, first_line) = match &args.namespace {
+            Some(name) => {
+                let section = definitions::namespace(&file, name)?;
+                (section.text, section.first_line)
+            }
+            None => (file.as_str().to_owned(), 1),
         };
         if args.strip_exports {
             selected = strip_exports(&selected);
         }
         let mut matches = None;
         if let Some(term) = &args.search {
-            let found = definitions::search(&selected, term);
+            let found = definitions::search(&selected, term, first_line);
             matches = Some(found.matches);
             selected = found.text;
         }
