@@ -404,3 +404,25 @@ async fn a_reply_over_the_frame_limit_is_too_large_not_a_mystery() {
         "{hint}"
     );
 }
+
+#[tokio::test]
+async fn an_unexpected_reply_with_multibyte_text_is_an_error_not_a_hang() {
+    let h = slow_timeout_harness().await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    conn.set_answering(false);
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let pending = tokio::spawn(async move { call(&client, "list_files", json!({})).await });
+    let frames = conn.wait_for_frames(1).await;
+    let id = serde_json::from_str::<Value>(&frames[0]).unwrap()["id"].clone();
+    // Byte 200 of the reply's JSON falls inside an `é`: cutting there by bytes panicked.
+    let odd = json!({"name": "é".repeat(300)});
+    conn.send_text(json!({"jsonrpc": "2.0", "result": odd, "id": id}).to_string());
+    let err = error_of(&within("the odd reply", pending).await.unwrap());
+    assert_eq!(err["code"], "E_REMOTE", "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("unexpected value") && message.contains("éé"),
+        "{message}"
+    );
+}
