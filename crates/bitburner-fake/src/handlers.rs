@@ -2,7 +2,7 @@
 //! beside it (`docs/protocols/bitburner.md` section, and the game file it comes from).
 
 use crate::GameVersion;
-use crate::world::World;
+use crate::world::{GameServer, World};
 use bridge_bitburner::path::{ExtensionSet, FileKind, resolve_file_path};
 use serde_json::{Value, json};
 
@@ -189,19 +189,32 @@ fn push_file(world: &mut World, version: GameVersion, params: Option<&Value>) ->
     Some(Ok(json!("OK")))
 }
 
-fn get_file(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
+/// `{filename, server}` of a request, checked and located as the game does; `Err` is the handler's whole answer.
+fn file_location<'a>(
+    world: &World,
+    version: GameVersion,
+    params: Option<&'a Value>,
+    delete_or_ram: bool,
+) -> Result<(&'a str, &'a str, String, FileKind), Outcome> {
     let [filename, host] = match fields(
         version,
         params,
         &["filename", "server"],
         "Message misses parameters",
-    )? {
-        Ok(f) => <[&str; 2]>::try_from(f).ok()?,
-        Err(e) => return Some(Err(e)),
+    ) {
+        None => return Err(None),
+        Some(Err(e)) => return Err(Some(Err(e))),
+        Some(Ok(f)) => <[&str; 2]>::try_from(f).map_err(|_| None)?,
     };
-    let (path, _) = match locate(world, version, filename, host, false) {
+    let (path, kind) =
+        locate(world, version, filename, host, delete_or_ram).map_err(|e| Some(Err(e)))?;
+    Ok((filename, host, path, kind))
+}
+
+fn get_file(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
+    let (filename, host, path, _) = match file_location(world, version, params, false) {
         Ok(found) => found,
-        Err(e) => return Some(Err(e)),
+        Err(answer) => return answer,
     };
     // `""` is a valid content and is sent (§8 id 16).
     Some(
@@ -254,20 +267,26 @@ fn delete_file(world: &mut World, version: GameVersion, params: Option<&Value>) 
     )
 }
 
-fn server_param(version: GameVersion, params: Option<&Value>) -> Option<Result<&str, String>> {
-    Some(
-        fields(version, params, &["server"], "Message misses parameters")?
-            .map(|f| f.first().copied().unwrap_or_default()),
-    )
+/// The server `{server}` names, checked as the game does; `Err` is the handler's whole answer.
+fn server_of<'w>(
+    world: &'w World,
+    version: GameVersion,
+    params: Option<&Value>,
+) -> Result<&'w GameServer, Outcome> {
+    let host = match fields(version, params, &["server"], "Message misses parameters") {
+        None => return Err(None),
+        Some(Err(e)) => return Err(Some(Err(e))),
+        Some(Ok(f)) => f.first().copied().unwrap_or_default(),
+    };
+    world
+        .server(host)
+        .ok_or_else(|| Some(Err(failure(version, Failure::Host(host)))))
 }
 
 fn get_file_names(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let host = match server_param(version, params)? {
-        Ok(h) => h,
-        Err(e) => return Some(Err(e)),
-    };
-    let Some(server) = world.server(host) else {
-        return Some(Err(failure(version, Failure::Host(host))));
+    let server = match server_of(world, version, params) {
+        Ok(server) => server,
+        Err(answer) => return answer,
     };
     // Text files first, then scripts (§3 table, §8 id 25).
     let names: Vec<&str> = server
@@ -280,12 +299,9 @@ fn get_file_names(world: &mut World, version: GameVersion, params: Option<&Value
 }
 
 fn get_all_files(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let host = match server_param(version, params)? {
-        Ok(h) => h,
-        Err(e) => return Some(Err(e)),
-    };
-    let Some(server) = world.server(host) else {
-        return Some(Err(failure(version, Failure::Host(host))));
+    let server = match server_of(world, version, params) {
+        Ok(server) => server,
+        Err(answer) => return answer,
     };
     // Scripts first, then text files (§3 table, §8 id 17).
     let files: Vec<Value> = server
@@ -298,18 +314,9 @@ fn get_all_files(world: &mut World, version: GameVersion, params: Option<&Value>
 }
 
 fn calculate_ram(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let [filename, host] = match fields(
-        version,
-        params,
-        &["filename", "server"],
-        "Message misses parameters",
-    )? {
-        Ok(f) => <[&str; 2]>::try_from(f).ok()?,
-        Err(e) => return Some(Err(e)),
-    };
-    let (path, kind) = match locate(world, version, filename, host, true) {
+    let (filename, host, path, kind) = match file_location(world, version, params, true) {
         Ok(found) => found,
-        Err(e) => return Some(Err(e)),
+        Err(answer) => return answer,
     };
     let v2 = version == GameVersion::V2_6;
     if kind != FileKind::Script {
@@ -377,13 +384,9 @@ fn metadata_json(path: &str, f: &crate::world::GameFile) -> Value {
 }
 
 fn file_metadata(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let [filename, host] = match fields(version, params, &["filename", "server"], "")? {
-        Ok(f) => <[&str; 2]>::try_from(f).ok()?,
-        Err(e) => return Some(Err(e)),
-    };
-    let (path, _) = match locate(world, version, filename, host, false) {
+    let (filename, host, path, _) = match file_location(world, version, params, false) {
         Ok(found) => found,
-        Err(e) => return Some(Err(e)),
+        Err(answer) => return answer,
     };
     Some(
         world
@@ -395,12 +398,9 @@ fn file_metadata(world: &mut World, version: GameVersion, params: Option<&Value>
 }
 
 fn all_file_metadata(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let host = match server_param(version, params)? {
-        Ok(h) => h,
-        Err(e) => return Some(Err(e)),
-    };
-    let Some(server) = world.server(host) else {
-        return Some(Err(failure(version, Failure::Host(host))));
+    let server = match server_of(world, version, params) {
+        Ok(server) => server,
+        Err(answer) => return answer,
     };
     let all: Vec<Value> = server
         .scripts
