@@ -200,6 +200,11 @@ async fn tools_list_is_strict_and_complete() {
     }
     let read = tools.iter().find(|t| t.name == "read_file").unwrap();
     assert_eq!(read.input_schema["properties"]["server"]["default"], "home");
+    // A last page has no next_offset: the schema must not require it, or validating clients refuse the result.
+    let output = Value::Object((*read.output_schema.clone().unwrap()).clone());
+    let required = output["required"].as_array().unwrap();
+    assert!(required.contains(&json!("total_bytes")), "{output}");
+    assert!(!required.contains(&json!("next_offset")), "{output}");
     let delete = tools.iter().find(|t| t.name == "delete_file").unwrap();
     assert_eq!(
         delete.annotations.as_ref().and_then(|a| a.destructive_hint),
