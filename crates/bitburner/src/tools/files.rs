@@ -133,8 +133,8 @@ impl Ctx {
         check::max_bytes("content", &args.content, self.limits.file_write_max_bytes).map_err(|e| {
             e.with_hint(
                 "the game replaces the whole file on every write, so it cannot be written in pieces: make it \
-                 smaller (split it into modules that import each other), or ask the user to raise \
-                 FILE_WRITE_MAX_BYTES",
+                 smaller (split it into modules that import each other), or ask the user to raise the limit \
+                 (--file-write-max-bytes)",
             )
         })?;
         let bytes = args.content.len();
