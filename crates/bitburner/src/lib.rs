@@ -14,7 +14,9 @@ pub mod wire;
 pub use config::{BitburnerArgs, BitburnerCommand, GameArgs, SyncArgs};
 
 use bridge_core::bridge::BuildError;
-use bridge_core::link::{LinkError, MissingOrigin, OriginPolicy, WsConfig, bind, serve};
+use bridge_core::link::{
+    LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig, bind, serve_with,
+};
 use bridge_core::serve::{ServeError, Transport, run_bridge, shutdown_on_signals};
 use bridge_core::{Bridge, BridgeBuilder};
 use link::{GameLink, LinkConfig};
@@ -22,6 +24,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tools::{Ctx, Limits};
+
+/// One game connects at a time; the cap only keeps stray or hostile clients from holding descriptors.
+const GAME_LIMITS: ListenLimits = ListenLimits {
+    max_connections: 64,
+    handshake_timeout: std::time::Duration::from_secs(10),
+    idle_timeout: std::time::Duration::from_secs(30),
+};
 
 /// The largest frame the game may send. The definitions are ~350 KB and a save several MB
 /// (`docs/protocols/bitburner.md` §5); a binary save's bytes above 0x7F take two bytes in JSON, so 32 MiB
@@ -100,7 +109,7 @@ pub async fn listen(
         addr.port()
     );
     tokio::spawn(async move {
-        if let Err(e) = serve(listener, router, shutdown).await {
+        if let Err(e) = serve_with(listener, router, GAME_LIMITS, shutdown).await {
             tracing::error!(error = %e, "the game listener stopped");
         }
     });
