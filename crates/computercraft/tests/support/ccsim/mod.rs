@@ -135,6 +135,7 @@ pub struct Shared {
     delayed: Vec<(Instant, Event)>,
     next_timer: u64,
     pub output: String,
+    pub screen: os::Screen,
     booted_at: Instant,
     reboot: bool,
     /// Bumped on every boot so callbacks from the previous boot's sockets are ignored.
@@ -223,6 +224,28 @@ impl SimHandle {
         self.state().output.clone()
     }
 
+    /// The player typing a line at the computer's keyboard and pressing Enter (`char` events, then `key`
+    /// with GLFW's code for Enter, 257, as CC:T ≥ 1.16 sends).
+    pub fn type_line(&self, line: &str) {
+        let mut s = self.state();
+        for c in line.chars() {
+            s.push(vec!["char".into(), Ev::Str(c.to_string().into_bytes())]);
+        }
+        s.push(vec!["key".into(), Ev::Num(257.0), Ev::Bool(false)]);
+        drop(s);
+        self.wake.notify_one();
+    }
+
+    /// The player holding Ctrl+T: CC queues a `terminate` event.
+    pub fn terminate(&self) {
+        self.queue_event(vec!["terminate".into()]);
+    }
+
+    /// What the screen shows now, one string per row.
+    pub fn screen(&self) -> Vec<String> {
+        self.state().screen.rows()
+    }
+
     pub fn reboot(&self) {
         self.state().reboot = true;
         self.wake.notify_one();
@@ -260,6 +283,7 @@ pub fn spawn(cfg: SimConfig) -> SimHandle {
         delayed: Vec::new(),
         next_timer: 0,
         output: String::new(),
+        screen: os::Screen::default(),
         booted_at: Instant::now(),
         reboot: false,
         generation: 0,
@@ -305,6 +329,7 @@ async fn drive(h: &SimHandle) {
             s.reboot = false;
             s.halted = None;
             s.booted_at = Instant::now();
+            s.screen = os::Screen::default();
             for (_, sock) in std::mem::take(&mut s.sockets) {
                 sock.close();
             }
@@ -446,20 +471,15 @@ fn boot(h: &SimHandle) -> mlua::Result<(Lua, Thread)> {
     os::install_output(&lua, &sim, h)?;
     net::install(&lua, &sim, h, generation)?;
     natives::install_world(&lua, &sim, h)?;
+    if let Some(command) = &cfg.command {
+        sim.set("command", command.as_str())?;
+    }
     g.set("_SIM", sim)?;
-    lua.load(PRELUDE).set_name("=prelude").exec()?;
+    let f: Function = lua.load(PRELUDE).set_name("=prelude").call(())?;
     let make_ws: Function = lua.globals().get::<Table>("_SIM")?.get("make_ws_handle")?;
     lua.set_named_registry_value("ccsim_make_ws", make_ws)?;
     json::install(&lua, &textutils)?;
     g.set("_SIM", Value::Nil)?;
-
-    let startup = cfg.root.join("startup.lua");
-    let program = if startup.exists() {
-        "shell.run('startup.lua')".to_string()
-    } else {
-        cfg.command.clone().unwrap_or_default()
-    };
-    let f: Function = lua.load(program).set_name("=shell").into_function()?;
     let main = lua.create_thread(f)?;
     Ok((lua, main))
 }
