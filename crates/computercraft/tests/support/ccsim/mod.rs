@@ -44,6 +44,8 @@ pub use world::{Peripheral, Turtle, World};
 pub const QUEUE_LIMIT: usize = 256;
 /// `TimeoutState.TIMEOUT`.
 const YIELD_TIMEOUT: Duration = Duration::from_secs(7);
+/// `TimeoutState.ABORT_TIMEOUT`: after the soft abort, how long before the computer is stopped.
+const ABORT_TIMEOUT: Duration = Duration::from_millis(1500);
 const TICK: Duration = Duration::from_millis(50);
 
 /// The client as shipped.
@@ -317,6 +319,8 @@ pub fn spawn(cfg: SimConfig) -> SimHandle {
 }
 
 async fn drive(h: &SimHandle) {
+    // When the current resume started, and whether it has had its soft abort.
+    let started = Arc::new(Mutex::new((Instant::now(), false)));
     'boot: loop {
         let (lua, main) = {
             let mut s = h.state();
@@ -334,7 +338,7 @@ async fn drive(h: &SimHandle) {
                 sock.close();
             }
             drop(s);
-            match boot(h) {
+            match boot(h, &started) {
                 Ok(pair) => pair,
                 Err(e) => {
                     h.state().halted = Some(format!("boot failed: {e}"));
@@ -342,21 +346,6 @@ async fn drive(h: &SimHandle) {
                 }
             }
         };
-        let started = Arc::new(Mutex::new(Instant::now()));
-        let hook_start = started.clone();
-        let yield_timeout = h.state().cfg.yield_timeout;
-        let _ = lua.set_global_hook(
-            HookTriggers::new().every_nth_instruction(20_000),
-            move |_, _| {
-                let since = *hook_start
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if since.elapsed() > yield_timeout {
-                    return Err(mlua::Error::runtime("Too long without yielding"));
-                }
-                Ok(VmState::Continue)
-            },
-        );
         let mut filter: Option<Vec<u8>> = None;
         let mut first = true;
         loop {
@@ -418,7 +407,7 @@ async fn drive(h: &SimHandle) {
             };
             *started
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = (Instant::now(), false);
             match main.resume::<MultiValue>(args) {
                 Ok(yielded) => {
                     filter = match yielded.front() {
@@ -440,7 +429,7 @@ async fn drive(h: &SimHandle) {
 }
 
 /// Builds a fresh Lua state with the CC shim and the top-level coroutine (bios + shell).
-fn boot(h: &SimHandle) -> mlua::Result<(Lua, Thread)> {
+fn boot(h: &SimHandle, started: &Arc<Mutex<(Instant, bool)>>) -> mlua::Result<(Lua, Thread)> {
     let lua = Lua::new_with(
         StdLib::COROUTINE | StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::BIT,
         LuaOptions::default(),
@@ -480,6 +469,31 @@ fn boot(h: &SimHandle) -> mlua::Result<(Lua, Thread)> {
     lua.set_named_registry_value("ccsim_make_ws", make_ws)?;
     json::install(&lua, &textutils)?;
     g.set("_SIM", Value::Nil)?;
+    // Set before the top-level thread exists: mlua gives its global hook to threads created after it, and
+    // coroutines inherit it. CobaltLuaMachine: the soft abort ("Too long without yielding") is thrown once per resume, so code
+    // that catches it runs on; TimeoutState.ABORT_TIMEOUT (1.5 s) later the computer is hard-aborted.
+    let hook_start = started.clone();
+    let yield_timeout = h.state().cfg.yield_timeout;
+    let hook_handle = h.clone();
+    lua.set_global_hook(
+        HookTriggers::new().every_nth_instruction(20_000),
+        move |_, _| {
+            let mut st = hook_start
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let elapsed = st.0.elapsed();
+            if elapsed > yield_timeout + ABORT_TIMEOUT {
+                hook_handle.state().halted = Some("hard abort".into());
+                hook_handle.stop.cancel();
+                return Err(mlua::Error::runtime("Too long without yielding"));
+            }
+            if elapsed > yield_timeout && !st.1 {
+                st.1 = true;
+                return Err(mlua::Error::runtime("Too long without yielding"));
+            }
+            Ok(VmState::Continue)
+        },
+    )?;
     let main = lua.create_thread(f)?;
     Ok((lua, main))
 }
