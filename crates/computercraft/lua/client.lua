@@ -3,7 +3,7 @@
 -- Run from the shell it is a foreground program: Ctrl+T stops it (and closes the link). startup.lua runs it
 -- in the background (third argument "background"), where Ctrl+T belongs to the player's shell.
 --
--- Why it is shaped like this (see the bridge's reference notes on CC:Tweaked):
+-- Why it is shaped like this (the CC facts and their sources: docs/protocols/computercraft.md):
 -- * sleep(), turtle.* and any filtered os.pullEvent discard every other event, including websocket
 --   messages, so the main loop never calls them: each request runs in its own coroutine, and the loop fans
 --   every event out to the coroutines whose filter matches, the way `parallel` does.

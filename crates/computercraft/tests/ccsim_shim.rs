@@ -155,3 +155,33 @@ async fn fs_round_trips_bytes() {
     assert_eq!(lines[2], "4\t255");
     assert_eq!(lines[3], "nil\t/missing: No such file");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_answers_pings_after_the_lua_side_stopped_reading() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut cfg = SimConfig::new(8, ccsim::temp_root("pong"));
+    // Opens the socket, then never looks at it again.
+    cfg.command = Some(format!(
+        "assert(http.websocket('ws://{addr}/')) print('opened') while true do os.pullEvent('never') end"
+    ));
+    let sim = ccsim::spawn(cfg);
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+    assert!(
+        sim.wait_for(Duration::from_secs(10), |s| s.output.contains("opened"))
+            .await
+    );
+    ws.send(Message::Ping(b"alive?".to_vec().into()))
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer, Message::Pong(b"alive?".to_vec().into()));
+    sim.stop();
+}

@@ -1,4 +1,4 @@
-//! The `fs` API over a host directory, following CC:Tweaked's rules (reference §1.6): paths are relative to
+//! The `fs` API over a host directory, following CC:Tweaked's rules (docs/protocols/computercraft.md §7): paths are relative to
 //! the computer's root whatever their leading slash, `..` cannot climb out, `rom/` is read-only, missing
 //! files give `nil, "<path>: No such file"` from `open` and errors from `list`, handles read and write raw
 //! bytes (since 1.109 text mode too), binary `read()` without a count returns one byte as a number, and the

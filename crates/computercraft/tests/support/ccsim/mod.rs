@@ -1,20 +1,27 @@
 //! `ccsim`: a simulated CC:Tweaked computer that runs the real Lua client in an embedded Lua 5.2 (mlua,
 //! vendored), so the bridge is tested against the code players install.
 //!
-//! Which real behaviour each part copies (all from `reference/computercraft.md`; CC's ROM is not copied):
-//! * this file: the computer's executor: one top-level coroutine resumed with one event at a time, honouring
-//!   the filter it yielded (`CobaltLuaMachine`: non-matching events are dropped, except `terminate`); an
-//!   event queue that silently drops events beyond 256 (`ComputerExecutor.QUEUE_LIMIT`), timer events
-//!   included; timers rounded to 50 ms ticks; `os.getComputerLabel()` returning *no value* when unlabelled;
-//!   "Too long without yielding" after 7 s without a yield; `os.reboot()` tearing down the Lua state and its
-//!   websockets and booting `startup.lua` again.
-//! * `os.rs`: the `os` API and the captured terminal; `natives.rs`: the Rust side of turtle, peripheral and
-//!   redstone.
-//! * `prelude.lua`: bios-level Lua (`os.pullEvent`, `sleep` discarding other events, `parallel`, the
-//!   synchronous `http.websocket`/`http.get` loops, turtle commands yielding for `turtle_response`).
-//! * `json.rs`: `textutils` JSON quirks. `fs.rs`: the `fs` API. `net.rs`: `http.websocket` on a real
-//!   WebSocket connection (frame limit 128 KiB both ways, URL-keyed events, max 4 sockets). `world.rs`:
-//!   turtle, peripherals, redstone.
+//! Which real behaviour each part copies (the facts and their upstream files: docs/protocols/computercraft.md;
+//! CC's ROM is not copied):
+//! * this file: the computer's executor (§1): one top-level coroutine resumed with one event at a time,
+//!   honouring the filter it yielded (`CobaltLuaMachine`: non-matching events are dropped, except
+//!   `terminate`); an event queue that silently drops events beyond 256 (`ComputerExecutor.QUEUE_LIMIT`),
+//!   timer events included; timers rounded to 50 ms ticks; "Too long without yielding" thrown once per resume
+//!   after 7 s and a hard abort 1.5 s later (`TimeoutState`); `os.reboot()` tearing down the Lua state and its
+//!   websockets and booting again.
+//! * `os.rs`: the `os` API (§1, §2) and the native terminal (§4), a 51×19 grid whose writes are also logged.
+//! * `prelude.lua`: bios and ROM Lua (§1, §3, §4): `os.pullEvent`, `sleep` discarding other events,
+//!   `term.redirect`, word-wrapping `write`, `textutils.pagedPrint` waiting for a key, `parallel`, `loadfile`
+//!   and `os.run`, `require`/`package` per program, the shell (programs get `shell`/`require`/`package` in
+//!   their environment, not in `_G`; `terminate` at the prompt ends it; `exit`; startup before the first
+//!   prompt; shutdown when the first shell ends), the synchronous `http.websocket`/`http.get` loops, turtle
+//!   commands yielding for `turtle_response`.
+//! * `json.rs`: `textutils` JSON quirks (§6). `fs.rs`: the `fs` API (§7). `net.rs`: `http.websocket` on a real
+//!   WebSocket connection (§5: frame limit 128 KiB both ways, URL-keyed events, max 4 sockets, pings answered
+//!   by the runtime whether or not Lua still reads the socket, as tungstenite does while the socket task
+//!   runs). `world.rs`: turtle, peripherals, redstone (§8).
+//!
+//! What it cannot model is listed in §9 of that page.
 
 #![allow(dead_code)]
 
@@ -66,7 +73,8 @@ pub struct SimConfig {
     pub kind: SimKind,
     /// The computer's file system; created if missing.
     pub root: PathBuf,
-    /// What "the player types at the shell" when there is no `startup.lua`: Lua source run at top level.
+    /// What the player runs when there is no `startup.lua`: Lua source run by the first shell before its
+    /// prompt, like a program (its environment has `shell`, `require`, `package`).
     pub command: Option<String>,
     pub world: World,
     /// How long a turtle command takes before its `turtle_response` (CC: a few ticks).
