@@ -15,7 +15,9 @@ pub mod wire;
 pub use config::{BitburnerArgs, BitburnerCommand, GameArgs, SyncArgs};
 
 use bridge_core::bridge::BuildError;
-use bridge_core::link::{LinkError, MissingOrigin, OriginPolicy, WsConfig, bind, serve};
+use bridge_core::link::{
+    LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig, bind, serve_with,
+};
 use bridge_core::serve::{ServeError, Transport, run_bridge, shutdown_on_signals};
 use bridge_core::{Bridge, BridgeBuilder};
 use link::{GameLink, LinkConfig};
@@ -23,6 +25,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tools::{Ctx, Limits};
+
+/// One game connects at a time; the cap only keeps stray or hostile clients from holding descriptors.
+const GAME_LIMITS: ListenLimits = ListenLimits {
+    max_connections: 64,
+    handshake_timeout: std::time::Duration::from_secs(10),
+    idle_timeout: std::time::Duration::from_secs(30),
+};
 
 /// Saves can be several MB and the definitions ~350 KB; nothing the game sends should hit the limit.
 const MAX_GAME_FRAME_BYTES: usize = 128 << 20;
@@ -98,7 +107,7 @@ pub async fn listen(
         addr.port()
     );
     tokio::spawn(async move {
-        if let Err(e) = serve(listener, router, shutdown).await {
+        if let Err(e) = serve_with(listener, router, GAME_LIMITS, shutdown).await {
             tracing::error!(error = %e, "the game listener stopped");
         }
     });

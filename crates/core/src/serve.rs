@@ -7,6 +7,7 @@ mod handler;
 mod http;
 mod logging;
 mod metrics;
+mod tasks;
 
 use crate::bridge::Bridge;
 use handler::{McpHandler, Shared};
@@ -34,6 +35,9 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("MCP session failed: {0}")]
     Session(String),
+    /// `--mcp-allowed-origin` or `--mcp-allowed-host` could not be understood.
+    #[error("{0}")]
+    Access(String),
 }
 
 fn shared(bridge: Bridge, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
@@ -48,6 +52,7 @@ fn shared(bridge: Bridge, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
         timeouts: tool_timeouts.iter().cloned().collect(),
         metrics: metrics::Metrics::new(),
         seal: client_link::StateSeal::new(),
+        tasks: tasks::TaskStore::new(tasks::TaskLimits::default()),
         tools: bridge.inner.tools.iter().map(convert::tool).collect(),
         bridge,
     })
@@ -145,6 +150,7 @@ pub async fn run_bridge(
                 extra_origins: args.allowed_origins.clone(),
                 extra_hosts: args.allowed_hosts.clone(),
                 shutdown_grace: args.shutdown_grace,
+                ..HttpOptions::default()
             };
             serve_http(bridge, listener, options, &args.tool_timeouts, shutdown).await
         }
