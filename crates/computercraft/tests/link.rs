@@ -134,12 +134,28 @@ async fn the_client_relinks_after_the_bridge_restarts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_hello_with_the_same_id_replaces_the_first_link() {
-    let h = start_bridge(test_config()).await;
-    let old = h.link(h.computer(7, Some("old"), SimKind::Computer)).await;
+async fn a_second_hello_with_the_same_id_replaces_a_link_that_no_longer_answers() {
+    let mut cfg = test_config();
+    cfg.pong_timeout = Duration::from_millis(300);
+    let h = start_bridge(cfg).await;
+    // The old link: a hello, then silence (a computer whose chunk froze; nothing reads, so no pong). Two live
+    // machines with one id are refused instead (tests/runtime.rs).
+    let mut old = raw(&h.link_url()).await;
+    old.send(Message::text(
+        json!({"type": "hello", "protocol": 1, "computerId": 7, "computerLabel": "old", "kind": "computer"})
+            .to_string(),
+    ))
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.link_of(7).is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the raw hello did not link"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let new = h.link(h.computer(7, Some("new"), SimKind::Computer)).await;
-    // The old computer would relink in turn (and replace the new one): switch it off now.
-    old.stop();
     let list = ok_of(&h.call("list_computers", json!({})).await);
     assert_eq!(list["count"], 1);
     assert_eq!(list["computers"][0]["label"], "new");

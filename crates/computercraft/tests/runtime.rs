@@ -321,3 +321,47 @@ async fn the_installer_names_its_real_address_and_escapes_a_public_url() {
     let asked: String = lua.globals().get("asked").unwrap();
     assert_eq!(asked, format!("{hostile}/client.lua"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_machine_with_the_same_id_is_refused_shown_and_never_called() {
+    let h = start_bridge(test_config()).await;
+    let first = h
+        .link(h.computer(60, Some("first"), SimKind::Computer))
+        .await;
+    let link = h.link_of(60);
+    // A copy of computer 60 (creative mode, or another world on the same bridge) starts up.
+    let second = ccsim::spawn(h.computer(60, Some("second"), SimKind::Computer));
+    wait_output(&second, "bridge refused the link", 1).await;
+    let screen = second.output();
+    assert!(
+        screen.contains("already linked") && screen.contains("retrying in 300.0s"),
+        "{screen}"
+    );
+
+    let out = ok_of(&h.call("list_computers", json!({})).await);
+    assert_eq!(out["count"], 1);
+    assert_eq!(out["computers"][0]["label"], "first");
+    assert_eq!(out["duplicate_ids"], json!([{"id": 60, "refusals": 1}]));
+    let health: serde_json::Value =
+        serde_json::from_str(&http_get(&format!("http://{}/health", h.mcp_addr)).await).unwrap();
+    assert_eq!(
+        health["duplicate_ids"],
+        json!([{"id": 60, "refusals": 1}]),
+        "{health}"
+    );
+    // Every call reaches the listed machine; the refused one does not come back to fight over the id.
+    for _ in 0..5 {
+        let r = ok_of(
+            &h.call(
+                "run_lua",
+                json!({"computer": 60, "code": "return os.getComputerLabel()"}),
+            )
+            .await,
+        );
+        assert_eq!(r["values"], json!(["first"]));
+    }
+    assert_eq!(h.link_of(60), link);
+    assert_eq!(h.state.registry.refused(), vec![(60, 1)]);
+    first.stop();
+    second.stop();
+}
