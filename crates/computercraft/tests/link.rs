@@ -56,7 +56,12 @@ async fn requests_sent_while_the_computer_is_busy_are_not_lost() {
     let c = h.link(h.computer(6, None, SimKind::Computer)).await;
     let busy = h.call("run_lua", json!({"computer": 6, "code": "local t = os.clock() while os.clock() - t < 1 do end return 'done'"}));
     let burst = async {
-        while h.state.registry.get(6).unwrap().in_flight() < 1 {
+        // Fire once the busy call is in flight; on a loaded machine it may already be over when this task
+        // first runs, so give up waiting after a while rather than forever.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while h.state.registry.get(6).unwrap().in_flight() < 1
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let calls = (0..100).map(|i| {
