@@ -16,11 +16,12 @@ pub use config::{BitburnerArgs, BitburnerCommand, GameArgs, SyncArgs};
 
 use bridge_core::bridge::BuildError;
 use bridge_core::link::{LinkError, MissingOrigin, OriginPolicy, WsConfig, bind, serve};
-use bridge_core::serve::{ServeError, Transport, run_bridge, shutdown_on_signals};
-use bridge_core::{Bridge, BridgeBuilder};
+use bridge_core::serve::{McpArgs, ServeError, Transport, run_alone, shutdown_on_signals};
+use bridge_core::{Bridge, BridgeBuilder, BridgeEntry, BridgeEnv, BridgeError};
 use link::{GameLink, LinkConfig};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tools::{Ctx, Limits};
 
@@ -52,6 +53,8 @@ pub struct GameListener {
     /// Where it listens (the real port when 0 was asked for).
     pub addr: SocketAddr,
     pub link: GameLink,
+    /// The listener's task; it ends soon after the shutdown token is cancelled.
+    pub task: JoinHandle<()>,
 }
 
 /// Binds the game's WebSocket listener and starts serving it. A taken port is an error that names the
@@ -97,12 +100,12 @@ pub async fn listen(
         "waiting for Bitburner on ws://{addr} (in game: Options → Remote API, port {})",
         addr.port()
     );
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         if let Err(e) = serve(listener, router, shutdown).await {
             tracing::error!(error = %e, "the game listener stopped");
         }
     });
-    Ok(GameListener { addr, link })
+    Ok(GameListener { addr, link, task })
 }
 
 /// The tools' shared context and a builder holding nothing yet but the event hub it uses.
@@ -138,30 +141,49 @@ pub fn build_bridge(link: GameLink, game: &GameArgs) -> Result<Bridge, BuildErro
     builder.build()
 }
 
+/// The Bitburner bridge as the binary runs it: alone (`mcp-bridges bitburner`) or beside others (`serve`).
+pub struct Bitburner;
+
+impl BridgeEntry for Bitburner {
+    const NAME: &'static str = "bitburner";
+    const DEFAULT_TRANSPORT: Transport = Transport::Stdio;
+    type Args = GameArgs;
+    type Command = BitburnerArgs;
+
+    fn mcp(command: &BitburnerArgs) -> &McpArgs {
+        &command.mcp
+    }
+
+    async fn start(game: GameArgs, env: &BridgeEnv) -> Result<Bridge, BridgeError> {
+        // The game's link outlives the start of shutdown: calls in flight still need it.
+        let listener = listen(&game, env.links().clone()).await?;
+        env.spawn(listener.task);
+        Ok(build_bridge(listener.link, &game)?)
+    }
+
+    async fn run(command: BitburnerArgs) -> Result<(), BridgeError> {
+        run(command).await
+    }
+}
+
 /// `mcp-bridges bitburner`: serve MCP (stdio unless `--http`), or run `push`/`pull` once. Logging is set up
 /// by the caller.
-pub async fn run(args: BitburnerArgs) -> Result<(), RunError> {
-    let shutdown = shutdown_on_signals();
-    let game = listen(&args.game, shutdown.clone()).await?;
+pub async fn run(args: BitburnerArgs) -> Result<(), BridgeError> {
     match &args.command {
-        None => {
-            let bridge = build_bridge(game.link, &args.game)?;
-            run_bridge(bridge, &args.mcp, Transport::Stdio, shutdown).await?;
-        }
-        Some(BitburnerCommand::Push(sync_args)) => {
+        None => run_alone::<Bitburner>(&args.mcp, args.game).await,
+        Some(command) => {
+            let shutdown = shutdown_on_signals();
+            let game = listen(&args.game, shutdown.clone()).await?;
             let (_, ctx) = context(game.link.clone(), &args.game);
-            let report = sync::push(&ctx, sync_args).await;
-            game.link.close("push finished").await;
+            let (report, verb) = match command {
+                BitburnerCommand::Push(sync_args) => (sync::push(&ctx, sync_args).await, "pushed"),
+                BitburnerCommand::Pull(sync_args) => (sync::pull(&ctx, sync_args).await, "pulled"),
+            };
+            game.link.close(&format!("{verb} finished")).await;
             shutdown.cancel();
-            report?.print("pushed");
-        }
-        Some(BitburnerCommand::Pull(sync_args)) => {
-            let (_, ctx) = context(game.link.clone(), &args.game);
-            let report = sync::pull(&ctx, sync_args).await;
-            game.link.close("pull finished").await;
-            shutdown.cancel();
-            report?.print("pulled");
+            let _ = game.task.await;
+            report?.print(verb);
+            Ok(())
         }
     }
-    Ok(())
 }

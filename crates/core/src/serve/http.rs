@@ -160,20 +160,16 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn health(State(state): State<AppState>) -> impl IntoResponse {
-    let bridge = &state.shared.bridge;
     let mut body = serde_json::Map::new();
     body.insert("status".into(), "ok".into());
-    body.insert("bridge".into(), bridge.name().into());
-    body.insert("version".into(), bridge.version().into());
-    body.extend(bridge.health());
+    body.extend(state.shared.mount.health());
     axum::Json(serde_json::Value::Object(body))
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let bridge = &state.shared.bridge;
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.shared.metrics.render(bridge.name(), bridge.events()),
+        state.shared.metrics.render(&state.shared.mount),
     )
 }
 
