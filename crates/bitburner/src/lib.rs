@@ -15,6 +15,7 @@ pub mod wire;
 pub use config::{BitburnerArgs, BitburnerCommand, GameArgs, SyncArgs};
 
 use bridge_core::bridge::BuildError;
+use bridge_core::events::EventStream;
 use bridge_core::link::{LinkError, MissingOrigin, OriginPolicy, WsConfig, bind, serve};
 use bridge_core::serve::{McpArgs, ServeError, Transport, run_alone, shutdown_on_signals};
 use bridge_core::{Bridge, BridgeBuilder, BridgeEntry, BridgeEnv, BridgeError};
@@ -32,7 +33,11 @@ const INSTRUCTIONS: &str = "Tools for the game Bitburner through its Remote API:
 scripts and text files on in-game servers, compute a script's RAM cost, and read the NetScript type \
 declarations. `server` defaults to `home`. The game connects to this bridge, not the other way round: when a \
 tool reports E_DISCONNECTED, tell the player the hint's steps. Scripts cannot be run through this API: write \
-them, then ask the player to run them.";
+them, then ask the player to run them. The event stream `connection` tells when the game connects or \
+disconnects: poll_events with `wait_ms` waits for it.";
+
+/// The event stream of game connects and disconnects.
+pub const CONNECTION_STREAM: &str = "connection";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -130,6 +135,12 @@ pub fn build_bridge(link: GameLink, game: &GameArgs) -> Result<Bridge, BuildErro
         builder.tool(spec);
     }
     builder.resources(Arc::new(resources::GameResources { ctx }));
+    builder.events().stream(
+        CONNECTION_STREAM,
+        "The game connecting (`{\"event\": \"connected\", \"peer\", \"origin\"}`) and disconnecting \
+         (`{\"event\": \"disconnected\", \"reason\"}`).",
+        64,
+    );
     builder.health(move || {
         let status = link.status();
         serde_json::json!({
@@ -139,6 +150,34 @@ pub fn build_bridge(link: GameLink, game: &GameArgs) -> Result<Bridge, BuildErro
         })
     });
     builder.build()
+}
+
+/// Publishes the game's connects and disconnects on `stream` until `stop` is cancelled.
+pub async fn watch_connection(link: GameLink, stream: EventStream, stop: CancellationToken) {
+    let mut last = link.status();
+    loop {
+        let seen = (last.connected, last.connections_total);
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = link.wait_until(|s| (s.connected, s.connections_total) != seen) => {}
+        }
+        let now = link.status();
+        // A newer game replacing the old one shows as a new connection without a gap.
+        if last.connected && (!now.connected || now.connections_total != last.connections_total) {
+            stream.publish(
+                serde_json::json!({ "event": "disconnected", "reason": now.last_disconnect }),
+            );
+        }
+        if now.connected && now.connections_total != last.connections_total {
+            stream.publish(serde_json::json!({
+                "event": "connected",
+                "peer": now.peer,
+                "origin": now.origin,
+                "connections_total": now.connections_total,
+            }));
+        }
+        last = now;
+    }
 }
 
 /// The Bitburner bridge as the binary runs it: alone (`mcp-bridges bitburner`) or beside others (`serve`).
@@ -158,7 +197,11 @@ impl BridgeEntry for Bitburner {
         // The game's link outlives the start of shutdown: calls in flight still need it.
         let listener = listen(&game, env.links().clone()).await?;
         env.spawn(listener.task);
-        Ok(build_bridge(listener.link, &game)?)
+        let bridge = build_bridge(listener.link.clone(), &game)?;
+        if let Some(stream) = bridge.events().get(CONNECTION_STREAM) {
+            env.spawn(watch_connection(listener.link, stream, env.links().clone()));
+        }
+        Ok(bridge)
     }
 
     async fn run(command: BitburnerArgs) -> Result<(), BridgeError> {

@@ -56,7 +56,7 @@ fn shared(mount: Mount, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
             .iter()
             .map(|t| convert::tool(&t.spec))
             .collect(),
-        drain: drain::Drain::default(),
+        drain: Arc::default(),
         mount,
     })
 }
@@ -119,6 +119,7 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let shared = shared(mount, tool_timeouts);
+    let write = shared.drain.writer(write);
     let handler = McpHandler::new(shared.clone());
     // Not a child of `shutdown`: calls in flight must outlive the start of shutdown by the grace period.
     let service_token = CancellationToken::new();

@@ -157,7 +157,9 @@ async fn health_and_metrics() {
         "{metrics}"
     );
     assert!(
-        metrics.contains(r#"mcp_tool_calls_total{bridge="test",tool="echo",outcome="E_INVALID_ARGUMENT"} 1"#),
+        metrics.contains(
+            r#"mcp_tool_calls_total{bridge="test",tool="echo",outcome="E_INVALID_ARGUMENT"} 1"#
+        ),
         "{metrics}"
     );
     assert!(

@@ -61,7 +61,8 @@ async fn a_panicking_tool_is_answered_on_http_and_counted() {
     }
     let metrics = mcp_testkit::http_get(&format!("http://{}/metrics", server.addr)).await;
     assert!(
-        metrics.contains(r#"mcp_tool_calls_total{bridge="test",tool="boom",outcome="E_INTERNAL"} 2"#),
+        metrics
+            .contains(r#"mcp_tool_calls_total{bridge="test",tool="boom",outcome="E_INTERNAL"} 2"#),
         "{metrics}"
     );
     assert!(

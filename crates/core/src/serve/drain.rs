@@ -1,8 +1,16 @@
-//! Graceful shutdown of the MCP side: count the tool calls in flight, refuse new ones once shutdown starts,
-//! and tell the server when the last one has finished.
+//! Graceful shutdown of the MCP side: count the calls in flight, refuse new ones once shutdown starts, and
+//! tell the server when the last answer has left.
+//!
+//! A call counts until its answer is on its way to the client, not merely until its handler returned: HTTP
+//! holds the count in the response body until the body has been sent; stdio parks it until the next frame
+//! written after the handler returned has been flushed.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::AsyncWrite;
 use tokio::sync::Notify;
 
 #[derive(Default)]
@@ -10,24 +18,46 @@ pub(crate) struct Drain {
     in_flight: AtomicUsize,
     closing: AtomicBool,
     idle: Notify,
+    /// Set on stdio: answered calls wait here for their answer to be written.
+    defer_to_writer: AtomicBool,
+    parked: Mutex<Vec<InFlight>>,
 }
 
 /// One call in flight; dropping it (however the call ended) counts it out.
-pub(crate) struct Call<'a>(&'a Drain);
+pub(crate) struct InFlight(Arc<Drain>);
 
 impl Drain {
     /// Counts a call in, or `None` when shutdown has started and new calls are refused.
-    pub(crate) fn enter(&self) -> Option<Call<'_>> {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        if self.closing.load(Ordering::SeqCst) {
-            self.leave();
-            return None;
-        }
-        Some(Call(self))
+    pub(crate) fn enter(self: &Arc<Self>) -> Option<InFlight> {
+        let call = self.track();
+        (!self.closing.load(Ordering::SeqCst)).then_some(call)
     }
 
-    /// Refuses new calls, then waits until those in flight have finished or `grace` has passed. True when
-    /// they all finished.
+    /// Counts a request in whatever the state: for answers already being produced.
+    pub(crate) fn track(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(self.clone())
+    }
+
+    /// The handler of `call` has returned: its answer still has to be written.
+    pub(crate) fn answered(&self, call: InFlight) {
+        if self.defer_to_writer.load(Ordering::SeqCst) {
+            lock(&self.parked).push(call);
+        }
+    }
+
+    /// Wraps the stdio writer, so answered calls count until their answer is flushed.
+    pub(crate) fn writer<W>(self: &Arc<Self>, inner: W) -> FlushWatch<W> {
+        self.defer_to_writer.store(true, Ordering::SeqCst);
+        FlushWatch {
+            inner,
+            drain: self.clone(),
+            writing: Vec::new(),
+        }
+    }
+
+    /// Refuses new calls, then waits until those in flight have been answered or `grace` has passed. True
+    /// when they all were.
     pub(crate) async fn close(&self, grace: Duration) -> bool {
         self.closing.store(true, Ordering::SeqCst);
         let drained = async {
@@ -58,19 +88,77 @@ impl Drain {
     }
 }
 
-impl Drop for Call<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.leave();
+    }
+}
+
+/// HTTP: a POST to `/mcp` counts until its response body has been sent (or the client went away), so shutdown
+/// does not end a session whose answer is still on its way.
+pub(crate) async fn hold_until_sent(
+    axum::extract::State(drain): axum::extract::State<Arc<Drain>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.method() != http::Method::POST {
+        return next.run(request).await;
+    }
+    let call = drain.track();
+    let response = next.run(request).await;
+    response.map(|body| {
+        use futures::StreamExt;
+        let sent = body.into_data_stream().map(move |chunk| {
+            let _held = &call;
+            chunk
+        });
+        axum::body::Body::from_stream(sent)
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A writer that releases the calls answered before a write began once that write has been flushed.
+pub(crate) struct FlushWatch<W> {
+    inner: W,
+    drain: Arc<Drain>,
+    writing: Vec<InFlight>,
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for FlushWatch<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let parked = std::mem::take(&mut *lock(&self.drain.parked));
+        self.writing.extend(parked);
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let flushed = Pin::new(&mut self.inner).poll_flush(cx);
+        if flushed.is_ready() {
+            self.writing.clear();
+        }
+        flushed
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncWriteExt;
 
     #[tokio::test(start_paused = true)]
     async fn close_waits_for_calls_in_flight_then_refuses_new_ones() {
-        let drain = std::sync::Arc::new(Drain::default());
+        let drain = Arc::new(Drain::default());
         let call = drain.enter();
         assert!(call.is_some());
         let closing = {
@@ -86,8 +174,24 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn close_gives_up_after_the_grace() {
-        let drain = Drain::default();
+        let drain = Arc::new(Drain::default());
         let _stuck = drain.enter();
         assert!(!drain.close(Duration::from_secs(5)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn on_stdio_an_answered_call_counts_until_the_next_write_is_flushed() {
+        let drain = Arc::new(Drain::default());
+        let mut writer = drain.writer(Vec::new());
+        let call = drain.enter().unwrap();
+        drain.answered(call);
+        assert_eq!(
+            drain.in_flight.load(Ordering::SeqCst),
+            1,
+            "parked until written"
+        );
+        writer.write_all(b"{\"id\":1}\n").await.unwrap();
+        writer.flush().await.unwrap();
+        assert_eq!(drain.in_flight.load(Ordering::SeqCst), 0);
     }
 }

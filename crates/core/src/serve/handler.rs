@@ -44,7 +44,7 @@ pub(crate) struct Shared {
     pub seal: StateSeal,
     /// The tools in wire form, built once: schemas are shared, not rebuilt per request.
     pub tools: Arc<[Tool]>,
-    pub drain: Drain,
+    pub drain: Arc<Drain>,
 }
 
 /// One handler per MCP session (legacy era) or per request (stateless era); state that must outlive a
@@ -105,7 +105,7 @@ impl McpHandler {
                 None,
             ));
         };
-        let Some(_in_flight) = self.shared.drain.enter() else {
+        let Some(in_flight) = self.shared.drain.enter() else {
             return Ok(convert::failure(&shutting_down(&name)).into());
         };
         let timeout = self
@@ -145,6 +145,7 @@ impl McpHandler {
         };
         // Whatever the handler left running (a link request, a wait) learns it is no longer wanted.
         cancel.cancel();
+        self.shared.drain.answered(in_flight);
         self.shared.metrics.record_call(
             self.mount().bridge_label(tool),
             &name,

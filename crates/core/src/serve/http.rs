@@ -73,6 +73,7 @@ pub(crate) async fn serve(
                 .chain(options.extra_origins.iter().cloned()),
         );
     let factory_shared = shared.clone();
+    let drain = shared.drain.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(McpHandler::new(factory_shared.clone())),
         Arc::new(LocalSessionManager::default()),
@@ -84,6 +85,10 @@ pub(crate) async fn serve(
     };
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(
+            drain.clone(),
+            super::drain::hold_until_sent,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), require_token));
     let app = Router::new()
         .route("/health", get(health))
@@ -110,21 +115,23 @@ pub(crate) async fn serve(
         result = &mut server => return result.map_err(ServeError::Io),
         () = shutdown.cancelled() => {}
     }
-    // Stop accepting at once; let in-flight calls finish within the grace period; then end the streams.
-    match tokio::time::timeout(grace, &mut server).await {
-        Ok(result) => {
+    // Stop accepting at once; let calls in flight finish within the grace period; then end the streams (an
+    // open legacy-session stream would otherwise hold the server for the whole grace).
+    tokio::select! {
+        result = &mut server => {
             service_token.cancel();
-            result.map_err(ServeError::Io)
+            return result.map_err(ServeError::Io);
         }
-        Err(_) => {
-            tracing::warn!(
-                "in-flight requests still running after {} ms; closing them",
-                grace.as_millis()
-            );
-            service_token.cancel();
-            Ok(())
-        }
+        _ = drain.close(grace) => {}
     }
+    service_token.cancel();
+    if tokio::time::timeout(grace, &mut server).await.is_err() {
+        tracing::warn!(
+            "connections still open {} ms after the streams ended; closing them",
+            grace.as_millis()
+        );
+    }
+    Ok(())
 }
 
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
