@@ -154,21 +154,22 @@ pub fn build_bridge(link: GameLink, game: &GameArgs) -> Result<Bridge, BuildErro
 
 /// Publishes the game's connects and disconnects on `stream` until `stop` is cancelled.
 pub async fn watch_connection(link: GameLink, stream: EventStream, stop: CancellationToken) {
-    let mut last = link.status();
+    // Compared with "never connected", so a game that connected before this task ran is still announced.
+    let mut seen = (false, 0);
     loop {
-        let seen = (last.connected, last.connections_total);
         tokio::select! {
             () = stop.cancelled() => return,
             () = link.wait_until(|s| (s.connected, s.connections_total) != seen) => {}
         }
         let now = link.status();
+        let (was_connected, connections) = seen;
         // A newer game replacing the old one shows as a new connection without a gap.
-        if last.connected && (!now.connected || now.connections_total != last.connections_total) {
-            stream.publish(
-                serde_json::json!({ "event": "disconnected", "reason": now.last_disconnect }),
-            );
+        if was_connected && (!now.connected || now.connections_total != connections) {
+            let gone =
+                serde_json::json!({ "event": "disconnected", "reason": now.last_disconnect });
+            stream.publish(gone);
         }
-        if now.connected && now.connections_total != last.connections_total {
+        if now.connected && now.connections_total != connections {
             stream.publish(serde_json::json!({
                 "event": "connected",
                 "peer": now.peer,
@@ -176,7 +177,7 @@ pub async fn watch_connection(link: GameLink, stream: EventStream, stop: Cancell
                 "connections_total": now.connections_total,
             }));
         }
-        last = now;
+        seen = (now.connected, now.connections_total);
     }
 }
 
