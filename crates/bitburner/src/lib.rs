@@ -187,6 +187,11 @@ pub struct Bitburner;
 impl BridgeEntry for Bitburner {
     const NAME: &'static str = "bitburner";
     const DEFAULT_TRANSPORT: Transport = Transport::Stdio;
+    // The design's names, from before several bridges shared one process's environment.
+    const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[
+        ("BITBURNER_RPC_TIMEOUT_MS", "RPC_TIMEOUT_MS"),
+        ("BITBURNER_FILE_WRITE_MAX_BYTES", "FILE_WRITE_MAX_BYTES"),
+    ];
     type Args = GameArgs;
     type Command = BitburnerArgs;
 

@@ -2,6 +2,7 @@
 //! It parses configuration and starts bridges; everything else lives in the bridge crates and the core.
 
 mod config_file;
+mod env_alias;
 mod serve;
 
 use bridge_core::bridge::{DynEntry, Entry};
@@ -73,9 +74,14 @@ struct Cli {
     bridge: BridgeCommand,
 }
 
-/// The command line with every bridge's own flags added to `serve`.
+/// The command line with every bridge's own flags added to `serve`, and the bridges' older variable names.
 fn command() -> clap::Command {
-    Cli::command().mut_subcommand("serve", |serve| serve::augment(serve, BRIDGES))
+    let command = Cli::command().mut_subcommand("serve", |serve| serve::augment(serve, BRIDGES));
+    let aliases: Vec<(&'static str, &'static str)> = BRIDGES
+        .iter()
+        .flat_map(|entry| entry.env_aliases().iter().copied())
+        .collect();
+    env_alias::apply(command, &aliases)
 }
 
 fn main() -> ExitCode {

@@ -82,6 +82,9 @@ pub trait BridgeEntry: Send + Sync + 'static {
     const NAME: &'static str;
     /// The transport when served alone and the user chose none.
     const DEFAULT_TRANSPORT: Transport;
+    /// `(variable, older name)`: environment variables renamed to carry the bridge's prefix; the older name
+    /// is still read when the new one is unset.
+    const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[];
     /// The bridge's own flags, each with its environment variable, without the MCP ones: flattened into its
     /// subcommand and, beside every other bridge's, into `serve`.
     type Args: clap::Args + Clone + Send + Sync + 'static;
@@ -104,6 +107,8 @@ pub trait BridgeEntry: Send + Sync + 'static {
 /// A [`BridgeEntry`] behind a vtable, so one table can list bridges of different types.
 pub trait DynEntry: Send + Sync {
     fn name(&self) -> &'static str;
+    /// As [`BridgeEntry::ENV_ALIASES`].
+    fn env_aliases(&self) -> &'static [(&'static str, &'static str)];
     /// Adds the bridge's own flags to `command` (the `serve` command).
     fn augment(&self, command: clap::Command) -> clap::Command;
     /// Reads the bridge's flags from `matches` (of a command `augment` built) and starts it.
@@ -132,6 +137,10 @@ impl<B> Default for Entry<B> {
 impl<B: BridgeEntry> DynEntry for Entry<B> {
     fn name(&self) -> &'static str {
         B::NAME
+    }
+
+    fn env_aliases(&self) -> &'static [(&'static str, &'static str)] {
+        B::ENV_ALIASES
     }
 
     fn augment(&self, command: clap::Command) -> clap::Command {
