@@ -70,3 +70,42 @@ async fn a_panicking_tool_is_answered_on_http_and_counted() {
         "{metrics}"
     );
 }
+
+struct PanickingResources;
+
+impl bridge_core::resource::ResourceProvider for PanickingResources {
+    fn list(
+        &self,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Vec<bridge_core::resource::ResourceInfo>, bridge_core::ToolError>,
+    > {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn read<'a>(
+        &'a self,
+        _uri: &'a str,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Option<bridge_core::resource::ResourceBody>, bridge_core::ToolError>,
+    > {
+        Box::pin(async { panic!("a provider bug") })
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_resource_provider_is_answered() {
+    for era in ERAS {
+        let mut b = Bridge::builder("test", "1.2.3");
+        b.resources(std::sync::Arc::new(PanickingResources));
+        let client = stdio_client(b.build().unwrap(), era, vec![]).await;
+        let read = within(
+            "resources/read",
+            client.read_resource(rmcp::model::ReadResourceRequestParams::new("test://x")),
+        )
+        .await;
+        let error = read.err().unwrap().to_string();
+        assert!(error.contains("a provider bug"), "{era:?}: {error}");
+    }
+}

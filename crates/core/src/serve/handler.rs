@@ -402,7 +402,13 @@ impl ServerHandler for McpHandler {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let contents = self.read(&request.uri).await?;
+        // A resource provider is bridge code too: its panic must still be answered.
+        let contents = super::panic::caught(self.read(&request.uri))
+            .await
+            .map_err(|panic| {
+                tracing::error!(uri = %request.uri, panic = %panic, "a resource provider panicked");
+                McpError::internal_error(format!("reading {} failed: {panic}", request.uri), None)
+            })??;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
