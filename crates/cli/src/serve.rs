@@ -36,7 +36,18 @@ pub fn augment(serve: clap::Command, entries: &[&dyn DynEntry]) -> clap::Command
         })
         // A value given twice (in the config file, then on the command line) takes the last one.
         .args_override_self(true);
-    entries.iter().fold(serve, |cmd, entry| entry.augment(cmd))
+    // Each bridge's flags come with its struct's doc comment as `about`: keep `serve`'s own.
+    let about = serve.get_about().cloned();
+    let long_about = serve.get_long_about().cloned();
+    let serve = entries.iter().fold(serve, |cmd, entry| entry.augment(cmd));
+    let serve = match about {
+        Some(about) => serve.about(about),
+        None => serve.about(None::<&str>),
+    };
+    match long_about {
+        Some(long_about) => serve.long_about(long_about),
+        None => serve.long_about(None::<&str>),
+    }
 }
 
 pub async fn run(

@@ -195,6 +195,21 @@ async fn both_bridges_in_one_server_over_stdio() {
 }
 
 #[test]
+fn serve_is_listed_with_its_own_description() {
+    let out = std::process::Command::new(support::BIN)
+        .arg("--help")
+        .env_clear()
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let serve = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("serve"))
+        .unwrap();
+    assert!(serve.contains("Several bridges side by side"), "{help}");
+}
+
+#[test]
 fn help_states_the_naming_rule_and_every_bridge_s_flags() {
     let out = std::process::Command::new(support::BIN)
         .args(["serve", "--help"])
