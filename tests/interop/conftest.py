@@ -235,8 +235,25 @@ async def ok(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     return result.structured_content
 
 
+# Where a failed call's {code, message, hint, details} travel: the result's `_meta`, never `structuredContent`
+# (clients validate that against the tool's outputSchema, error or not). bridge_core::error::ERROR_META_KEY.
+ERROR_META_KEY = "io.github.mcp-bridges/error"
+
+
+def error_of(result: Any) -> dict[str, Any]:
+    """The {code, message, hint, details} of a failed `mcp` client result; checks the shape every client relies on:
+    isError, no structuredContent, and the text `[CODE] message — hint` with the same code and hint."""
+    assert result.is_error is True, f"expected a tool error: {result.content}"
+    assert result.structured_content is None, result.structured_content
+    assert result.meta is not None and ERROR_META_KEY in result.meta, result
+    err = result.meta[ERROR_META_KEY]
+    text = result.content[0].text
+    assert text.startswith(f"[{err['code']}] ") and text.endswith(f" — {err['hint']}"), text
+    return err
+
+
 async def error(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     """Calls `tool` expecting a tool error; returns its {code, message, hint, details}."""
     result = await client.call_tool(tool, args)
-    assert result.is_error is True, f"{tool} should fail: {result.structured_content}"
-    return result.structured_content
+    assert result.is_error is True, f"{tool} should fail: {result.content}"
+    return error_of(result)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import HttpServer, cargo_bin, run_inspector
+from conftest import ERROR_META_KEY, HttpServer, cargo_bin, run_inspector
 
 # The Inspector exits with this status when the tool answered isError:true (its error envelope on stderr).
 EXIT_TOOL_IS_ERROR = 5
@@ -84,6 +84,9 @@ def test_unknown_argument_is_a_tool_error(inspect) -> None:
     assert status == EXIT_TOOL_IS_ERROR, err
     result = out["result"]
     assert result["isError"] is True
-    assert result["structuredContent"]["code"] == "E_INVALID_ARGUMENT"
-    assert result["structuredContent"]["details"]["field"] == "bogus"
+    assert "structuredContent" not in result
+    error = result["_meta"][ERROR_META_KEY]
+    assert error["code"] == "E_INVALID_ARGUMENT"
+    assert error["details"]["field"] == "bogus"
+    assert result["content"][0]["text"].startswith("[E_INVALID_ARGUMENT] ")
     assert json.loads(err.strip().splitlines()[-1])["error"]["code"] == "tool_is_error"

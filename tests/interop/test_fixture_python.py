@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from conftest import HttpServer, cargo_bin
+from conftest import HttpServer, cargo_bin, error_of
 from mcp import Client, StdioServerParameters
 
 ERAS = ["legacy", "2026-07-28"]
@@ -100,26 +100,24 @@ async def test_echo_returns_structured_content_and_its_text_mirror(connect) -> N
 async def test_unknown_argument_is_a_tool_error(connect, tool: str, arguments: dict) -> None:
     async with connect() as client:
         result = await client.call_tool(tool, arguments)
-    assert result.is_error is True
-    assert result.structured_content is not None
-    assert result.structured_content["code"] == "E_INVALID_ARGUMENT"
-    assert "bogus" in result.structured_content["message"]
+    error = error_of(result)
+    assert error["code"] == "E_INVALID_ARGUMENT"
+    assert "bogus" in error["message"]
     assert "bogus" in result.content[0].text
 
 
 async def test_missing_argument_is_a_tool_error(connect) -> None:
     async with connect() as client:
         result = await client.call_tool("echo", {})
-    assert result.is_error is True
-    assert result.structured_content["code"] == "E_INVALID_ARGUMENT"
-    assert "text" in result.structured_content["message"]
+    error = error_of(result)
+    assert error["code"] == "E_INVALID_ARGUMENT"
+    assert "text" in error["message"]
 
 
 async def test_failing_tool_reports_code_message_and_hint(connect) -> None:
     async with connect() as client:
         result = await client.call_tool("test_error_handling", {})
-    assert result.is_error is True
-    error = result.structured_content
+    error = error_of(result)
     assert error["code"] == "E_REMOTE"
     assert error["message"] == "This tool intentionally returns an error for testing"
     assert error["hint"]

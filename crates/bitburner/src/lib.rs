@@ -16,7 +16,9 @@ pub use config::{BitburnerArgs, BitburnerCommand, GameArgs, SyncArgs};
 
 use bridge_core::bridge::BuildError;
 use bridge_core::events::EventStream;
-use bridge_core::link::{LinkError, MissingOrigin, OriginPolicy, WsConfig, bind, serve};
+use bridge_core::link::{
+    LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig, bind, serve_with,
+};
 use bridge_core::serve::{McpArgs, ServeError, Transport, run_alone, shutdown_on_signals};
 use bridge_core::{Bridge, BridgeBuilder, BridgeEntry, BridgeEnv, BridgeError};
 use link::{GameLink, LinkConfig};
@@ -25,6 +27,13 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tools::{Ctx, Limits};
+
+/// One game connects at a time; the cap only keeps stray or hostile clients from holding descriptors.
+const GAME_LIMITS: ListenLimits = ListenLimits {
+    max_connections: 64,
+    handshake_timeout: std::time::Duration::from_secs(10),
+    idle_timeout: std::time::Duration::from_secs(30),
+};
 
 /// Saves can be several MB and the definitions ~350 KB; nothing the game sends should hit the limit.
 const MAX_GAME_FRAME_BYTES: usize = 128 << 20;
@@ -106,7 +115,7 @@ pub async fn listen(
         addr.port()
     );
     let task = tokio::spawn(async move {
-        if let Err(e) = serve(listener, router, shutdown).await {
+        if let Err(e) = serve_with(listener, router, GAME_LIMITS, shutdown).await {
             tracing::error!(error = %e, "the game listener stopped");
         }
     });

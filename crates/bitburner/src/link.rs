@@ -7,16 +7,15 @@
 use crate::wire::{self, Method, Outcome};
 use bridge_core::ToolError;
 use bridge_core::link::{
-    Correlator, LinkError, WsConfig, WsConnection, WsSender, parse_id, ws_router,
+    Correlator, LinkError, Peer, SinglePeer, WsConfig, WsConnection, parse_id, ws_router,
 };
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::watch;
 
 /// Why an older game connection was closed.
 const REPLACED: &str = "replaced by a newer game connection";
@@ -43,37 +42,22 @@ pub enum Support {
     Unknown,
 }
 
-struct Current {
-    sender: WsSender,
-    correlator: Correlator<Outcome>,
-    since: SystemTime,
+/// What the bridge keeps about the connected game besides its link.
+struct Game {
     peer: Option<SocketAddr>,
     origin: Option<String>,
     support: BTreeMap<Method, Support>,
     definitions: Option<Arc<String>>,
 }
 
-#[derive(Default)]
-struct State {
-    current: Option<Current>,
-    connections_total: u64,
-    last_disconnect: Option<(SystemTime, String)>,
-}
-
 /// The bridge's view of the game. Cheap to clone.
 #[derive(Clone)]
 pub struct GameLink {
-    state: Arc<Mutex<State>>,
-    /// Bumped on every connect and disconnect, and when a call starts or stops waiting for a game.
-    generation: watch::Sender<u64>,
+    /// At most one game; a newer connection replaces the older.
+    slot: SinglePeer<Outcome, Game>,
     /// Calls parked until a game connects (`connect_wait`).
     waiting: Arc<AtomicUsize>,
     config: Arc<LinkConfig>,
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // Never held across an await; a poisoned lock still holds consistent state.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A snapshot for the `status` tool and `/health`.
@@ -101,7 +85,7 @@ struct Parked<'a>(&'a GameLink);
 impl<'a> Parked<'a> {
     fn new(link: &'a GameLink) -> Self {
         link.waiting.fetch_add(1, Ordering::SeqCst);
-        link.generation.send_modify(|g| *g += 1);
+        link.slot.notify();
         Self(link)
     }
 }
@@ -109,15 +93,14 @@ impl<'a> Parked<'a> {
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::SeqCst);
-        self.0.generation.send_modify(|g| *g += 1);
+        self.0.slot.notify();
     }
 }
 
 impl GameLink {
     pub fn new(config: LinkConfig) -> Self {
         Self {
-            state: Arc::default(),
-            generation: watch::Sender::new(0),
+            slot: SinglePeer::new(),
             waiting: Arc::default(),
             config: Arc::new(config),
         }
@@ -140,94 +123,49 @@ impl GameLink {
             peer,
             origin,
             sender,
-            mut incoming,
+            incoming,
             ..
         } = conn;
-        let correlator = Correlator::new();
-        let previous = {
-            let mut state = lock(&self.state);
-            state.connections_total += 1;
-            state.current.replace(Current {
-                sender: sender.clone(),
-                correlator: correlator.clone(),
-                since: SystemTime::now(),
-                peer,
-                origin: origin.clone(),
-                support: BTreeMap::new(),
-                definitions: None,
-            })
-        };
-        if let Some(old) = previous {
-            tracing::info!(
-                old = old.sender.id(),
-                new = id,
-                "a newer game connection replaces the older one"
-            );
-            old.sender.close(REPLACED);
-            old.correlator.close(LinkError::disconnected(REPLACED));
-        }
         tracing::info!(link = id, ?peer, ?origin, "game connected");
-        self.generation.send_modify(|g| *g += 1);
-
-        let link = self.clone();
-        tokio::spawn(async move {
-            while let Some(text) = incoming.recv().await {
-                route_reply(id, &correlator, &text);
-            }
-            // The link is gone: every request still waiting fails now, not at its timeout.
-            let err = sender.disconnected();
-            let failed = correlator.close(err.clone());
-            tracing::info!(link = id, failed, reason = %err, "game disconnected");
-            link.forget(id, &err);
+        let game = Game {
+            peer,
+            origin,
+            support: BTreeMap::new(),
+            definitions: None,
+        };
+        let peer = Peer::new(sender);
+        let correlator = peer.correlator().clone();
+        // Installed before this returns, so a call right after the handshake finds the game.
+        let served = self.slot.run(peer, game, REPLACED, incoming, move |text| {
+            route_reply(id, &correlator, &text)
         });
-    }
-
-    fn forget(&self, link_id: u64, err: &LinkError) {
-        let mut state = lock(&self.state);
-        if state
-            .current
-            .as_ref()
-            .is_some_and(|c| c.sender.id() == link_id)
-        {
-            state.current = None;
-            state.last_disconnect = Some((SystemTime::now(), err.to_string()));
-            drop(state);
-            self.generation.send_modify(|g| *g += 1);
-        }
+        tokio::spawn(served);
     }
 
     /// Closes the current game connection with `reason` (code 1000), so the game shows a normal disconnect
     /// instead of an error when a one-shot command exits.
     pub async fn close(&self, reason: &str) {
-        let sender = lock(&self.state).current.as_ref().map(|c| c.sender.clone());
-        let Some(sender) = sender else { return };
+        let Some(peer) = self.slot.current() else {
+            return;
+        };
+        let sender = peer.sender();
         sender.close(reason);
         // The writer gives up on an unresponsive peer by itself; this bound only guards against a bug there.
         let _ = tokio::time::timeout(Duration::from_secs(5), sender.finished()).await;
     }
 
     pub fn is_connected(&self) -> bool {
-        lock(&self.state).current.is_some()
+        self.slot.is_connected()
     }
 
     /// Waits until a game is connected, at most `wait`. Returns whether one is.
     pub async fn wait_connected(&self, wait: Duration) -> bool {
-        let mut rx = self.generation.subscribe();
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            if self.is_connected() {
-                return true;
-            }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => return self.is_connected(),
-            }
-        }
+        self.slot.wait_connected(wait).await
     }
 
     /// Waits until the link's status satisfies `pred` (re-checked on every connect and disconnect).
     pub async fn wait_until(&self, pred: impl Fn(&LinkStatus) -> bool) {
-        let mut rx = self.generation.subscribe();
+        let mut rx = self.slot.subscribe();
         while !pred(&self.status()) {
             if rx.changed().await.is_err() {
                 return;
@@ -252,27 +190,22 @@ impl GameLink {
         method: Method,
         params: Map<String, Value>,
     ) -> Result<Value, ToolError> {
-        let (sender, correlator) = self.current_or_wait().await?;
-        let (id, pending) = correlator.start();
-        sender
-            .send_text(wire::request_frame(id, method, params))
-            .await
-            .map_err(|e| self.link_error(e))?;
+        let peer = self.current_or_wait().await?;
         let timeout = match method {
             Method::GetSaveFile => self.config.save_timeout,
             _ => self.config.rpc_timeout,
         };
-        let outcome = pending
-            .wait(timeout)
+        let outcome = peer
+            .request(|id| wire::request_frame(id, method, params), timeout)
             .await
             .map_err(|e| self.link_error(e))?;
         match outcome {
             Outcome::Result(value) => {
-                self.record(sender.id(), method, Support::Yes);
+                self.record(peer.id(), method, Support::Yes);
                 Ok(value)
             }
             Outcome::Error(message) if message == wire::UNKNOWN_METHOD => {
-                self.record(sender.id(), method, Support::No);
+                self.record(peer.id(), method, Support::No);
                 Err(ToolError::unsupported(format!(
                     "the connected game does not know `{}`: it answered {message:?}",
                     method.name()
@@ -285,23 +218,22 @@ impl GameLink {
             }
             Outcome::Error(message) => {
                 // A refusal still proves the method exists.
-                self.record(sender.id(), method, Support::Yes);
+                self.record(peer.id(), method, Support::Yes);
                 Err(ToolError::remote(message)
                     .with_details(serde_json::json!({"method": method.name()})))
             }
         }
     }
 
-    async fn current_or_wait(&self) -> Result<(WsSender, Correlator<Outcome>), ToolError> {
+    async fn current_or_wait(&self) -> Result<Peer<Outcome>, ToolError> {
         if !self.config.connect_wait.is_zero() && !self.is_connected() {
             let _parked = Parked::new(self);
             self.wait_connected(self.config.connect_wait).await;
         }
-        let state = lock(&self.state);
-        match &state.current {
-            Some(c) => Ok((c.sender.clone(), c.correlator.clone())),
+        match self.slot.current() {
+            Some(peer) => Ok(peer),
             None => {
-                let why = match &state.last_disconnect {
+                let why = match self.slot.last_end() {
                     Some((_, reason)) => format!("the last game connection ended ({reason})"),
                     None => "no game has connected since the bridge started".to_owned(),
                 };
@@ -329,19 +261,15 @@ impl GameLink {
     }
 
     fn record(&self, link_id: u64, method: Method, support: Support) {
-        let mut state = lock(&self.state);
-        if let Some(c) = state.current.as_mut().filter(|c| c.sender.id() == link_id) {
-            c.support.insert(method, support);
-        }
+        self.slot
+            .with_link(link_id, |c| c.meta.support.insert(method, support));
     }
 
     /// What is known about the current game's methods.
     pub fn support(&self) -> BTreeMap<Method, Support> {
-        let state = lock(&self.state);
-        let known = state
-            .current
-            .as_ref()
-            .map(|c| c.support.clone())
+        let known = self
+            .slot
+            .with_current(|c| c.map(|c| c.meta.support.clone()))
             .unwrap_or_default();
         Method::ALL
             .into_iter()
@@ -351,31 +279,36 @@ impl GameLink {
 
     /// The NetScript definitions cached for this game connection (they only change with the game).
     pub fn cached_definitions(&self) -> Option<Arc<String>> {
-        lock(&self.state)
-            .current
-            .as_ref()
-            .and_then(|c| c.definitions.clone())
+        self.slot
+            .with_current(|c| c.and_then(|c| c.meta.definitions.clone()))
     }
 
     pub fn cache_definitions(&self, text: Arc<String>) {
-        if let Some(c) = lock(&self.state).current.as_mut() {
-            c.definitions = Some(text);
-        }
+        self.slot.with_current(|c| {
+            if let Some(c) = c {
+                c.meta.definitions = Some(text);
+            }
+        });
     }
 
     pub fn status(&self) -> LinkStatus {
-        let state = lock(&self.state);
         let (host, port) = &self.config.advertised;
-        let current = state.current.as_ref();
-        let since_ms = current.map(|c| unix_ms(c.since));
+        let (since, peer, origin) = self.slot.with_current(|c| match c {
+            Some(c) => (
+                Some(c.since),
+                c.meta.peer.map(|p| p.to_string()),
+                c.meta.origin.clone(),
+            ),
+            None => (None, None, None),
+        });
         LinkStatus {
-            connected: current.is_some(),
-            connected_since_ms: since_ms,
-            connected_for_s: current.map(|c| c.since.elapsed().map(|d| d.as_secs()).unwrap_or(0)),
-            peer: current.and_then(|c| c.peer.map(|p| p.to_string())),
-            origin: current.and_then(|c| c.origin.clone()),
-            connections_total: state.connections_total,
-            last_disconnect: state.last_disconnect.as_ref().map(|(_, r)| r.clone()),
+            connected: since.is_some(),
+            connected_since_ms: since.map(unix_ms),
+            connected_for_s: since.map(|s| s.elapsed().map(|d| d.as_secs()).unwrap_or(0)),
+            peer,
+            origin,
+            connections_total: self.slot.connections_total(),
+            last_disconnect: self.slot.last_end().map(|(_, r)| r),
             listen: format!("ws://{host}:{port}"),
             calls_waiting_for_game: self.waiting.load(Ordering::SeqCst),
         }

@@ -5,7 +5,7 @@
 //! until its own deadline, then fails with `E_BUSY`.
 
 use crate::protocol::{self, Kind, Outbound, RemoteError};
-use bridge_core::link::{Correlator, LinkError, WsSender};
+use bridge_core::link::{Correlator, LinkError, LinkSender, Peer, Registered};
 use bridge_core::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,14 +43,14 @@ pub struct Computer {
     last_seen_ms: AtomicU64,
     /// The current label: players relabel computers while they are linked, and the client says so.
     label: Mutex<Option<String>>,
-    sender: WsSender,
-    correlator: Correlator<Answer>,
+    /// The link and the requests waiting for its answers.
+    peer: Peer<Answer>,
     slots: Arc<Semaphore>,
     max_in_flight: usize,
 }
 
 impl Computer {
-    pub fn new(identity: Identity, link_id: u64, sender: WsSender, max_in_flight: usize) -> Self {
+    pub fn new(identity: Identity, link_id: u64, sender: LinkSender, max_in_flight: usize) -> Self {
         let now = now_ms();
         Self {
             label: Mutex::new(identity.label.clone()),
@@ -58,8 +58,7 @@ impl Computer {
             link_id,
             connected_at_ms: now,
             last_seen_ms: AtomicU64::new(now),
-            sender,
-            correlator: Correlator::new(),
+            peer: Peer::new(sender),
             slots: Arc::new(Semaphore::new(max_in_flight)),
             max_in_flight,
         }
@@ -107,18 +106,21 @@ impl Computer {
     }
 
     pub fn correlator(&self) -> &Correlator<Answer> {
-        &self.correlator
+        self.peer.correlator()
+    }
+
+    pub fn peer(&self) -> &Peer<Answer> {
+        &self.peer
     }
 
     /// Closes the link (a newer one replaced it, or the bridge is stopping).
     pub fn close(&self, reason: &str) {
-        self.sender.close(reason);
+        self.peer.close(reason);
     }
 
-    /// The link is gone: every request in flight fails now, and so does every later one.
-    pub fn link_lost(&self, err: LinkError) {
+    /// The link is gone (its requests already failed, by [`Peer::serve`]): calls waiting for a slot fail too.
+    pub fn link_lost(&self) {
         self.slots.close();
-        self.correlator.close(err);
     }
 
     /// Sends `method` and waits for its answer until `timeout` has passed.
@@ -157,7 +159,7 @@ impl Computer {
                 .with_details(json!({"computer": self.id(), "max_in_flight": self.max_in_flight})));
             }
         };
-        let (id, pending) = self.correlator.start();
+        let (id, pending) = self.peer.start();
         let id = id.to_string();
         let mut params = params;
         if let Value::Object(map) = &mut params {
@@ -176,12 +178,13 @@ impl Computer {
             ToolError::too_large(format!("request too large for one frame: {e}"))
                 .with_hint("send less data per call (for files, fs_write splits content itself)")
         })?;
-        self.sender
+        self.peer
+            .sender()
             .send_text(frame)
             .await
             .map_err(ToolError::from)?;
         let cancel = CancelOnDrop {
-            sender: self.sender.clone(),
+            sender: self.peer.sender().clone(),
             id: Some(id),
         };
         let left = deadline.saturating_duration_since(Instant::now()) + grace;
@@ -237,9 +240,19 @@ impl Computer {
     }
 }
 
+impl Registered for Computer {
+    fn link_id(&self) -> u64 {
+        self.link_id
+    }
+
+    fn close(&self, reason: &str) {
+        Computer::close(self, reason);
+    }
+}
+
 /// Tells the computer to drop a request nobody waits for any more (timed out or the tool call cancelled).
 struct CancelOnDrop {
-    sender: WsSender,
+    sender: LinkSender,
     id: Option<String>,
 }
 

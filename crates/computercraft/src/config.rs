@@ -1,6 +1,7 @@
 //! Command-line flags (each with an environment variable) and the validated settings the bridge runs on.
 
 use bridge_core::config;
+use bridge_core::link::OnDuplicate;
 use bridge_core::serve::McpArgs;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -60,6 +61,9 @@ pub struct LinkConfig {
     pub pong_timeout: Duration,
     /// Deadline of requests whose tool has no timeout argument.
     pub request_timeout: Duration,
+    /// What a hello with an id held by another link does: replace it, or be refused while the holder answers
+    /// a ping (two live machines with one id).
+    pub on_duplicate: OnDuplicate,
 }
 
 impl Default for LinkConfig {
@@ -73,6 +77,7 @@ impl Default for LinkConfig {
             ping_interval: Duration::from_secs(15),
             pong_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(15),
+            on_duplicate: OnDuplicate::default(),
         }
     }
 }

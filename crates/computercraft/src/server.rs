@@ -6,12 +6,13 @@ use crate::protocol::CC_FRAME_LIMIT;
 use crate::state::State;
 use crate::{session, tools};
 use bridge_core::bridge::BuildError;
-use bridge_core::link::{self, LinkError, MissingOrigin, OriginPolicy, WsConfig};
+use bridge_core::link::{self, LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig};
 use bridge_core::serve::{McpArgs, ServeError, Transport, run_alone};
 use bridge_core::{Bridge, BridgeEntry, BridgeEnv, BridgeError};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +23,14 @@ runs arbitrary Lua on a computer; fs_* manage its files; turtle_* move and act w
 redstone_* reach attached devices. Computers link, unlink and forward events (redstone, turtle inventory, \
 peripherals) on the event streams `computercraft://events/computers` and `computercraft://events/computer_events`; \
 read them with poll_events.";
+
+/// A world can hold thousands of computers, each holding one connection for its link; the installer's GETs
+/// and the handshake of a computer that never says hello are bounded by the deadlines.
+const LINK_LIMITS: ListenLimits = ListenLimits {
+    max_connections: 4096,
+    handshake_timeout: Duration::from_secs(10),
+    idle_timeout: Duration::from_secs(30),
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CcError {
@@ -57,7 +66,14 @@ pub async fn start(
     let state = State::new(cfg.clone(), link_addr, &b.events());
     tools::register(&mut b, &state);
     let st = state.clone();
-    b.health(move || json!({ "ok": true, "computers": st.registry.len(), "malformed_frames": st.malformed_frames() }));
+    b.health(move || {
+        json!({
+            "ok": true,
+            "computers": st.registry.len(),
+            "malformed_frames": st.malformed_frames(),
+            "reassembly_bytes": st.reassembly_bytes(),
+        })
+    });
     let bridge = b.build()?;
 
     // CC sends no Origin; a request with one comes from a web page and has no business on this port.
@@ -71,11 +87,17 @@ pub async fn start(
     ws.pong_timeout = cfg.pong_timeout;
     ws.shutdown = shutdown.clone();
     let st = state.clone();
-    let router = link::ws_router(ws, LINK_PATH, move |conn| {
-        tokio::spawn(session::run(st.clone(), conn));
-    })
-    .merge(assets::routes(cfg.public_url.clone()));
-    let link = tokio::spawn(link::serve(listener, router, shutdown));
+    // The seed's computers open `ws://host:port` itself; the shipped client uses `/link`. `/` also serves the
+    // index page to a browser, so plain GETs there fall through to the pages.
+    let router = link::ws_routes(
+        ws,
+        &["/", LINK_PATH],
+        move |conn| {
+            tokio::spawn(session::run(st.clone(), conn));
+        },
+        Some(assets::routes(cfg.public_url.clone())),
+    );
+    let link = tokio::spawn(link::serve_with(listener, router, LINK_LIMITS, shutdown));
     Ok(Running {
         bridge,
         link_addr,

@@ -5,15 +5,20 @@
 use crate::computer::{Computer, Identity};
 use crate::protocol::{self, Chunk, Inbound, Outbound, PROTOCOL_VERSION, RemoteError, Response};
 use crate::state::State;
-use bridge_core::link::{WsConnection, WsSender, parse_id};
+use bridge_core::link::{Admission, WsConnection, WsSender, parse_id};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// Largest reply reassembled from chunks (the client refuses to send more than 4 MiB).
 const MAX_REASSEMBLED: usize = 8 << 20;
-/// All partial replies of one link together; a peer that starts many and finishes none cannot grow past it.
+/// All partial replies of one link together, ids and data; a peer that starts many and finishes none cannot
+/// grow past it.
 const MAX_PARTIAL_TOTAL: usize = 16 << 20;
+/// Why a link is closed when a newer one from the same computer id replaces it.
+const REPLACED: &str = "replaced by a newer link from the same computer id";
 
 pub async fn run(state: Arc<State>, conn: WsConnection) {
     let WsConnection {
@@ -56,6 +61,19 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
         sender.clone(),
         state.cfg.max_in_flight,
     ));
+    let timeout = state.cfg.probe_timeout;
+    let admission = state
+        .registry
+        .judge(identity.id, state.cfg.on_duplicate, |holder| async move {
+            holder
+                .request_with_grace("ping", json!({}), timeout, Duration::ZERO)
+                .await
+                .is_ok()
+        })
+        .await;
+    if let Admission::Refused { holder } = admission {
+        return reject(&state, &sender, &duplicate_reason(&holder)).await;
+    }
     let ok = Outbound::HelloOk {
         protocol: PROTOCOL_VERSION,
         max_in_flight: state.cfg.max_in_flight,
@@ -66,14 +84,16 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
     {
         return;
     }
-    if let Some(old) = state.registry.insert(computer.clone()) {
+    if let Some(old) = state
+        .registry
+        .insert(identity.id, computer.clone(), REPLACED)
+    {
         tracing::info!(
             computer = identity.id,
             old_link = old.link_id,
             new_link = link_id,
             "computer relinked; old link replaced"
         );
-        old.close("replaced by a newer link from the same computer id");
         state.publish_link(
             "replaced",
             &old.identity,
@@ -83,52 +103,66 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
     tracing::info!(computer = identity.id, label = ?identity.label, kind = identity.kind.as_str(), ?peer, "computer linked");
     state.publish_link("connected", &identity, None);
 
-    let mut chunks: HashMap<String, Partial> = HashMap::new();
-    while let Some(text) = incoming.recv().await {
-        computer.touch();
-        match protocol::decode(&text) {
-            Ok(Inbound::Response(r)) => deliver(&computer, r),
-            Ok(Inbound::Chunk(c)) => reassemble(&state, &computer, &mut chunks, c),
-            Ok(Inbound::Event(e)) => {
-                state.computer_events.publish(json!({
-                    "computer": identity.id,
-                    "label": computer.label(),
-                    "event": e.event,
-                    "args": e.args,
-                }));
-            }
-            Ok(Inbound::Hello(h)) if h.computer_id == identity.id => {
-                // The client says hello again when the player relabels the computer.
-                if computer.set_label(h.computer_label.clone()) {
-                    tracing::info!(computer = identity.id, label = ?h.computer_label, "computer relabelled");
-                    let who = Identity {
-                        label: h.computer_label,
-                        ..identity.clone()
-                    };
-                    state.publish_link("relabelled", &who, None);
+    let mut chunks = Reassembly::new(state.reassembly_gauge());
+    computer
+        .peer()
+        .serve(incoming, |text| {
+            computer.touch();
+            match protocol::decode(&text) {
+                Ok(Inbound::Response(r)) => deliver(&computer, r),
+                Ok(Inbound::Chunk(c)) => reassemble(&state, &computer, &mut chunks, c),
+                Ok(Inbound::Event(e)) => {
+                    state.computer_events.publish(json!({
+                        "computer": identity.id,
+                        "label": computer.label(),
+                        "event": e.event,
+                        "args": e.args,
+                    }));
+                }
+                Ok(Inbound::Hello(h)) if h.computer_id == identity.id => {
+                    // The client says hello again when the player relabels the computer.
+                    if computer.set_label(h.computer_label.clone()) {
+                        tracing::info!(computer = identity.id, label = ?h.computer_label, "computer relabelled");
+                        let who = Identity {
+                            label: h.computer_label,
+                            ..identity.clone()
+                        };
+                        state.publish_link("relabelled", &who, None);
+                    }
+                }
+                Ok(Inbound::Hello(h)) => {
+                    tracing::warn!(
+                        computer = identity.id,
+                        other = h.computer_id,
+                        "hello with another id on one link; ignored"
+                    )
+                }
+                Err(e) => {
+                    let n = state.count_malformed();
+                    tracing::warn!(computer = identity.id, error = %e, total = n, "malformed frame dropped");
                 }
             }
-            Ok(Inbound::Hello(h)) => {
-                tracing::warn!(
-                    computer = identity.id,
-                    other = h.computer_id,
-                    "hello with another id on one link; ignored"
-                )
-            }
-            Err(e) => {
-                let n = state.count_malformed();
-                tracing::warn!(computer = identity.id, error = %e, total = n, "malformed frame dropped");
-            }
-        }
-    }
+        })
+        .await;
+    drop(chunks);
     let reason = sender
         .close_reason()
         .unwrap_or_else(|| "link closed".into());
-    computer.link_lost(sender.disconnected());
+    computer.link_lost();
     if state.registry.remove_link(identity.id, link_id) {
         tracing::info!(computer = identity.id, reason = %reason, "computer unlinked");
         state.publish_link("disconnected", &identity, Some(&reason));
     }
+}
+
+/// Why a computer is refused when another live machine holds its id: shown on its screen by the client.
+pub fn duplicate_reason(holder: &Computer) -> String {
+    format!(
+        "computer id {} is already linked from another machine that is still running ({}); two computers \
+         share this id (a copied computer or a second world): give one of them another id",
+        holder.id(),
+        holder.describe()
+    )
 }
 
 /// Tells the peer why, then closes: the close goes out after the queued reason.
@@ -152,72 +186,137 @@ fn deliver(computer: &Computer, r: Response) {
     }
 }
 
+/// Replies being reassembled from chunks on one link. Bounded in bytes whatever the peer sends: a chunk is
+/// kept only for a request in flight on this link (so at most `max_in_flight` replies at once), and the ids
+/// and data kept together never exceed [`MAX_PARTIAL_TOTAL`] bytes.
+struct Reassembly<'a> {
+    parts: HashMap<u64, Partial>,
+    /// Bytes held: the id text and the data of every partial reply.
+    bytes: usize,
+    /// The bridge-wide gauge of these bytes, for `/health` and tests.
+    gauge: &'a AtomicUsize,
+}
+
 struct Partial {
     next_seq: u32,
+    /// Length of the id as the computer wrote it, counted against the bound.
+    id_bytes: usize,
     text: String,
 }
 
-fn reassemble(state: &State, computer: &Computer, chunks: &mut HashMap<String, Partial>, c: Chunk) {
-    let fail = |id: &str, why: String| {
-        tracing::warn!(computer = computer.id(), id, reason = %why, "chunked reply abandoned");
-        if let Some(n) = parse_id(&Value::String(id.to_owned())) {
-            computer.correlator().resolve(
-                n,
-                Err(RemoteError {
-                    message: why,
-                    code: None,
-                    data: Value::Null,
-                }),
-            );
+impl Partial {
+    fn bytes(&self) -> usize {
+        self.id_bytes + self.text.len()
+    }
+}
+
+impl<'a> Reassembly<'a> {
+    fn new(gauge: &'a AtomicUsize) -> Self {
+        Self {
+            parts: HashMap::new(),
+            bytes: 0,
+            gauge,
         }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Partial> {
+        let partial = self.parts.remove(&id)?;
+        self.bytes -= partial.bytes();
+        self.gauge.fetch_sub(partial.bytes(), Ordering::Relaxed);
+        Some(partial)
+    }
+
+    fn grow(&mut self, n: usize) {
+        self.bytes += n;
+        self.gauge.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Reassembly<'_> {
+    fn drop(&mut self) {
+        self.gauge.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+fn reassemble(state: &State, computer: &Computer, chunks: &mut Reassembly<'_>, c: Chunk) {
+    let Some(id) =
+        parse_id(&Value::String(c.id.clone())).filter(|id| computer.correlator().is_pending(*id))
+    else {
+        // Not an answer anyone waits for (never asked, timed out, cancelled): keeping it could only grow.
+        let n = state.count_malformed();
+        tracing::debug!(
+            computer = computer.id(),
+            id_bytes = c.id.len(),
+            total = n,
+            "chunk for no request in flight dropped"
+        );
+        return;
     };
-    let partial = chunks.entry(c.id.clone()).or_insert(Partial {
-        next_seq: 0,
-        text: String::new(),
-    });
-    if c.seq != partial.next_seq {
-        let expected = partial.next_seq;
-        chunks.remove(&c.id);
+    let fail = |chunks: &mut Reassembly<'_>, id: u64, why: String| {
+        chunks.remove(id);
+        tracing::warn!(computer = computer.id(), id, reason = %why, "chunked reply abandoned");
+        computer.correlator().resolve(
+            id,
+            Err(RemoteError {
+                message: why,
+                code: None,
+                data: Value::Null,
+            }),
+        );
+    };
+    let expected = chunks.parts.get(&id).map_or(0, |p| p.next_seq);
+    if c.seq != expected {
         return fail(
-            &c.id,
+            chunks,
+            id,
             format!(
                 "reply chunk {} arrived where {expected} was expected",
                 c.seq
             ),
         );
     }
-    if partial.text.len() + c.data.len() > MAX_REASSEMBLED {
-        chunks.remove(&c.id);
-        return fail(&c.id, format!("reply exceeds {MAX_REASSEMBLED} bytes"));
+    let held = chunks.parts.get(&id).map_or(0, |p| p.text.len());
+    if held + c.data.len() > MAX_REASSEMBLED {
+        return fail(chunks, id, format!("reply exceeds {MAX_REASSEMBLED} bytes"));
     }
-    let total: usize = chunks.values().map(|p| p.text.len()).sum::<usize>() + c.data.len();
-    if total > MAX_PARTIAL_TOTAL {
-        let ids: Vec<String> = chunks.drain().map(|(id, _)| id).collect();
+    let adds = c.data.len() + if expected == 0 { c.id.len() } else { 0 };
+    if chunks.bytes + adds > MAX_PARTIAL_TOTAL {
+        let ids: Vec<u64> = chunks.parts.keys().copied().chain([id]).collect();
         for id in ids {
             fail(
-                &id,
-                format!("partial replies on this link exceed {MAX_PARTIAL_TOTAL} bytes"),
+                chunks,
+                id,
+                format!(
+                    "partial replies on this link exceed {MAX_PARTIAL_TOTAL} bytes (ids and data)"
+                ),
             );
         }
         return;
     }
-    let Some(partial) = chunks.get_mut(&c.id) else {
-        return;
-    };
+    chunks.grow(adds);
+    let partial = chunks.parts.entry(id).or_insert_with(|| Partial {
+        next_seq: 0,
+        id_bytes: c.id.len(),
+        text: String::new(),
+    });
     partial.next_seq += 1;
     partial.text.push_str(&c.data);
     if !c.last {
         return;
     }
-    let Some(whole) = chunks.remove(&c.id) else {
+    let Some(whole) = chunks.remove(id) else {
         return;
     };
     match protocol::parse(&whole.text) {
         Ok(Inbound::Response(r)) if r.id == c.id => deliver(computer, r),
-        Ok(_) => fail(&c.id, "chunks did not form a reply to this request".into()),
+        Ok(_) => fail(
+            chunks,
+            id,
+            "chunks did not form a reply to this request".into(),
+        ),
         Err(e) => {
             state.count_malformed();
-            fail(&c.id, format!("chunked reply is malformed: {e}"));
+            fail(chunks, id, format!("chunked reply is malformed: {e}"));
         }
     }
 }

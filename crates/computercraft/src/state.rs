@@ -8,7 +8,7 @@ use bridge_core::events::{EventHub, EventStream};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Events kept per stream for pulling.
 const STREAM_CAPACITY: usize = 1000;
@@ -24,6 +24,8 @@ pub struct State {
     /// peripheral, peripheral_detach, disk, monitor_touch, ...).
     pub computer_events: EventStream,
     malformed: AtomicU64,
+    /// Bytes held by chunked replies being reassembled, over all links.
+    reassembly: AtomicUsize,
 }
 
 impl State {
@@ -44,6 +46,7 @@ impl State {
                 STREAM_CAPACITY,
             ),
             malformed: AtomicU64::new(0),
+            reassembly: AtomicUsize::new(0),
         })
     }
 
@@ -92,6 +95,15 @@ impl State {
 
     pub fn count_malformed(&self) -> u64 {
         self.malformed.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn reassembly_gauge(&self) -> &AtomicUsize {
+        &self.reassembly
+    }
+
+    /// Bytes held by chunked replies being reassembled right now (ids and data), over all links.
+    pub fn reassembly_bytes(&self) -> usize {
+        self.reassembly.load(Ordering::Relaxed)
     }
 
     pub fn malformed_frames(&self) -> u64 {

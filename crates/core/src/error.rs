@@ -3,10 +3,16 @@
 //! Agents read tool errors, so each carries a stable code they can branch on, a message saying what went wrong,
 //! and a hint saying what to do next. Input errors and failures of the live system are tool results with
 //! `isError: true`, never JSON-RPC errors: clients show the former to the model and hide the latter.
+//! The result's text is `[CODE] message — hint`; the same facts, machine-readable, are in the result's `_meta`
+//! under [`ERROR_META_KEY`], never in `structuredContent`, which clients check against the tool's output schema.
 
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
+
+/// The `_meta` key of a failed call's result that holds `{code, message, hint, details}`. A reverse-DNS prefix, as
+/// the MCP spec asks of `_meta` keys that are not the protocol's own. Part of the public contract.
+pub const ERROR_META_KEY: &str = "io.github.mcp-bridges/error";
 
 /// Stable error codes. Their string forms are part of the public contract: never rename one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
@@ -197,7 +203,7 @@ impl ToolError {
         &self.details
     }
 
-    /// The `structuredContent` of the error result: `{code, message, hint, details}`.
+    /// The error as the result's `_meta[ERROR_META_KEY]`: `{code, message, hint, details}`.
     pub fn to_structured(&self) -> Value {
         serde_json::json!({
             "code": self.code,

@@ -4,12 +4,14 @@
 //! Bridges describe tools, resources and events through this crate's own types; rmcp stays behind this
 //! boundary so an SDK upgrade touches one crate.
 
+pub mod auth;
 pub mod bridge;
 pub mod config;
 pub mod error;
 pub mod events;
 pub mod link;
 pub mod mount;
+pub mod net;
 pub mod resource;
 mod schema;
 pub mod serve;

@@ -218,6 +218,13 @@ impl Mount {
             .map_or(self.server_name(), Bridge::name)
     }
 
+    /// [`bridge_label`](Self::bridge_label) of the tool mounted as `name`.
+    pub(crate) fn label_of(&self, name: &str) -> &str {
+        self.tool_position(name).map_or(self.server_name(), |i| {
+            self.bridge_label(&self.inner.tools[i])
+        })
+    }
+
     pub(crate) fn providers(&self) -> impl Iterator<Item = &Arc<dyn ResourceProvider>> {
         self.inner
             .bridges

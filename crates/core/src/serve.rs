@@ -9,6 +9,7 @@ mod http;
 mod logging;
 mod metrics;
 mod panic;
+mod tasks;
 
 use crate::bridge::{Bridge, BridgeEntry, BridgeEnv, BridgeError};
 use crate::mount::Mount;
@@ -37,6 +38,9 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("MCP session failed: {0}")]
     Session(String),
+    /// `--mcp-allowed-origin` or `--mcp-allowed-host` could not be understood.
+    #[error("{0}")]
+    Access(String),
 }
 
 fn shared(mount: Mount, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
@@ -51,6 +55,7 @@ fn shared(mount: Mount, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
         timeouts,
         metrics: metrics::Metrics::new(),
         seal: client_link::StateSeal::new(),
+        tasks: tasks::TaskStore::new(tasks::TaskLimits::default()),
         tools: mount
             .tools()
             .iter()
@@ -214,6 +219,7 @@ pub async fn run_mount(
                 extra_origins: args.allowed_origins.clone(),
                 extra_hosts: args.allowed_hosts.clone(),
                 shutdown_grace: args.shutdown_grace,
+                ..HttpOptions::default()
             };
             serve_http(mount, listener, options, &args.tool_timeouts, shutdown).await
         }

@@ -56,6 +56,19 @@ pub struct Annotations {
     pub open_world: bool,
 }
 
+/// Whether a call of the tool may run as a task (the MCP tasks extension, SEP-2663): the client gets a task id
+/// at once and polls `tasks/get` for the result, instead of holding the request open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Always answered in the request (the default).
+    #[default]
+    Never,
+    /// A task for clients that declare the extension; an ordinary call for the others.
+    Optional,
+    /// Only as a task: clients that do not declare the extension get the JSON-RPC error -32021.
+    Required,
+}
+
 /// One piece of a tool result's `content`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Content {
@@ -95,6 +108,7 @@ pub struct ToolSpec {
     pub(crate) description: String,
     pub(crate) annotations: Annotations,
     pub(crate) timeout: Duration,
+    pub(crate) task_support: TaskSupport,
     pub(crate) input_schema: Map<String, Value>,
     pub(crate) output_schema: Option<Map<String, Value>>,
     pub(crate) handler: Option<ErasedHandler>,
@@ -118,6 +132,7 @@ impl ToolSpec {
             description: description.into(),
             annotations: Annotations::default(),
             timeout: DEFAULT_TOOL_TIMEOUT,
+            task_support: TaskSupport::Never,
             input_schema: Map::new(),
             output_schema: None,
             handler: None,
@@ -157,6 +172,14 @@ impl ToolSpec {
     /// The default deadline of one call; the user's `--tool-timeout NAME=MS` overrides it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Lets a call run as a task, for tools that may wait long (a breakpoint, a build). The call becomes a task
+    /// when its handler first has to wait; a handler that answers, or asks for input, without waiting answers
+    /// in the request (the spec's immediate-result shortcut), so input can be gathered before the task starts.
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
         self
     }
 
@@ -222,13 +245,16 @@ impl ToolSpec {
     {
         self.input_schema = schema::input_schema::<A>();
         self.output_schema = Some(schema::output_schema::<O>());
-        let input_schema = Arc::new(Value::Object(self.input_schema.clone()));
+        // Only schemas with a number, integer or boolean somewhere have strings to coerce: for the others the walk
+        // is skipped on every call (bench/README.md, "Profile").
+        let coercion = admits_scalars_from_strings(&self.input_schema)
+            .then(|| Arc::new(Value::Object(self.input_schema.clone())));
         let f = Arc::new(f);
         self.handler = Some(Arc::new(move |raw: Value, ctx: ToolCtx| {
             let f = f.clone();
-            let input_schema = input_schema.clone();
+            let coercion = coercion.clone();
             Box::pin(async move {
-                let args: A = parse_args(raw, &input_schema)?;
+                let args: A = parse_args(raw, coercion.as_deref())?;
                 args.validate()?;
                 let rendered = f(args, ctx).await?;
                 let structured = serde_json::to_value(&rendered.value)
@@ -264,14 +290,39 @@ impl ToolSpec {
     }
 }
 
+/// Whether any `type` in the schema (nested ones and definitions included) is one that
+/// [`schema::coerce_numeric_strings`] fills from a string.
+fn admits_scalars_from_strings(schema: &Map<String, Value>) -> bool {
+    fn walk(value: &Value) -> bool {
+        match value {
+            Value::Object(map) => map
+                .iter()
+                .any(|(key, v)| (key == "type" && is_coerced_type(v)) || walk(v)),
+            Value::Array(items) => items.iter().any(walk),
+            _ => false,
+        }
+    }
+    fn is_coerced_type(ty: &Value) -> bool {
+        match ty {
+            Value::String(t) => matches!(t.as_str(), "number" | "integer" | "boolean"),
+            Value::Array(types) => types.iter().any(is_coerced_type),
+            _ => false,
+        }
+    }
+    schema.values().any(walk) || schema.get("type").is_some_and(is_coerced_type)
+}
+
 /// Deserialises arguments strictly, after turning numeric strings into numbers where the schema wants a number
 /// (models often send `"5"` for `5`).
-fn parse_args<A: DeserializeOwned>(raw: Value, input_schema: &Value) -> Result<A, ToolError> {
+fn parse_args<A: DeserializeOwned>(raw: Value, coercion: Option<&Value>) -> Result<A, ToolError> {
     let mut raw = match raw {
         Value::Null => Value::Object(Map::new()),
         other => other,
     };
-    schema::coerce_numeric_strings(&mut raw, input_schema);
+    let empty = raw.as_object().is_some_and(Map::is_empty);
+    if let Some(input_schema) = coercion.filter(|_| !empty) {
+        schema::coerce_numeric_strings(&mut raw, input_schema);
+    }
     serde_json::from_value(raw).map_err(|e| {
         let message = e.to_string();
         let field = schema::field_named_in_serde_error(&message);
@@ -281,4 +332,28 @@ fn parse_args<A: DeserializeOwned>(raw: Value, input_schema: &Value) -> Result<A
         }
         err
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn only_schemas_with_numbers_or_booleans_are_coerced() {
+        let strings = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        assert!(!admits_scalars_from_strings(&map(strings)));
+        let nested = json!({"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}},
+            "$defs": {"P": {"type": "object", "properties": {"n": {"type": ["integer", "null"]}}}}});
+        assert!(admits_scalars_from_strings(&map(nested)));
+        let flag = json!({"type": "object", "properties": {"f": {"anyOf": [{"type": "boolean"}]}}});
+        assert!(admits_scalars_from_strings(&map(flag)));
+    }
 }

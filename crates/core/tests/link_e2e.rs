@@ -7,6 +7,7 @@ use bridge_core::link::{
     Correlator, LinkError, OriginPolicy, WsConfig, WsSender, bind, parse_id, serve, ws_router,
 };
 use futures::{SinkExt, StreamExt};
+use mcp_testkit::within;
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -15,15 +16,6 @@ use tokio_util::sync::CancellationToken;
 
 /// A waiter released by this timeout would report Timeout; the test expects Disconnected instead.
 const HOUR: Duration = Duration::from_secs(3600);
-/// Guards against hangs only.
-const HANG: Duration = Duration::from_secs(20);
-
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(HANG, f)
-        .await
-        .unwrap_or_else(|_| panic!("hung waiting for {what}"))
-}
-
 struct Link {
     sender: WsSender,
     calls: Correlator<Value>,

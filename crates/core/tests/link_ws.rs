@@ -5,6 +5,7 @@ use bridge_core::link::{
     LinkError, MissingOrigin, OriginPolicy, WsConfig, WsConnection, bind, serve, ws_router,
 };
 use futures::{SinkExt, StreamExt};
+use mcp_testkit::within;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -17,15 +18,6 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
 type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-/// Guards against hangs only; no test asserts how fast anything happens.
-const HANG: Duration = Duration::from_secs(20);
-
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(HANG, f)
-        .await
-        .unwrap_or_else(|_| panic!("hung waiting for {what}"))
-}
 
 struct Server {
     addr: SocketAddr,

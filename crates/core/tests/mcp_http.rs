@@ -132,8 +132,18 @@ async fn token_is_required_when_set() {
         post_init(addr, &[("Authorization", "Bearer s3cret")]).await,
         200
     );
+    // Issue 8 item 12: /health reveals the bridge's state, so it takes the same token as /mcp.
     let (status, _) = raw(addr, "GET", "/health", &[], "").await;
-    assert_eq!(status, 200, "health stays open for supervisors");
+    assert_eq!(status, 401, "health needs the token too");
+    let (status, _) = raw(
+        addr,
+        "GET",
+        "/health",
+        &[("Authorization", "Bearer s3cret")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
 }
 
 #[tokio::test]

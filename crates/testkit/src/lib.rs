@@ -4,8 +4,8 @@
 
 use bridge_core::Mount;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, ProgressNotificationParam,
-    ProtocolVersion, ResourceUpdatedNotificationParam,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+    ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -42,6 +42,7 @@ pub fn lifecycle(era: Era) -> ClientLifecycleMode {
 pub struct Recorder {
     updates: mpsc::UnboundedSender<String>,
     progress: mpsc::UnboundedSender<f64>,
+    capabilities: ClientCapabilities,
 }
 
 impl ClientHandler for Recorder {
@@ -62,7 +63,9 @@ impl ClientHandler for Recorder {
     }
 
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::default()
+        let mut config = ClientConfig::default();
+        config.capabilities = self.capabilities.clone();
+        config
     }
 }
 
@@ -83,7 +86,9 @@ impl std::ops::Deref for Client {
     }
 }
 
-fn recorder() -> (
+fn recorder(
+    capabilities: ClientCapabilities,
+) -> (
     Recorder,
     mpsc::UnboundedReceiver<String>,
     mpsc::UnboundedReceiver<f64>,
@@ -94,6 +99,7 @@ fn recorder() -> (
         Recorder {
             updates: updates_tx,
             progress: progress_tx,
+            capabilities,
         },
         updates,
         progress,
@@ -102,7 +108,7 @@ fn recorder() -> (
 
 /// Connects to `http://addr/mcp` in the given era.
 pub async fn http_client(addr: SocketAddr, era: Era) -> Client {
-    let (handler, updates, progress) = recorder();
+    let (handler, updates, progress) = recorder(ClientCapabilities::default());
     let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
     let service = handler
         .serve_with_lifecycle(transport, lifecycle(era))
@@ -122,6 +128,16 @@ pub async fn pipe_client(
     era: Era,
     tool_timeouts: Vec<(String, Duration)>,
 ) -> Client {
+    pipe_client_declaring(bridge, era, tool_timeouts, ClientCapabilities::default()).await
+}
+
+/// [`pipe_client`] for a client that declares `capabilities` (at `initialize`, or in each request's `_meta`).
+pub async fn pipe_client_declaring(
+    bridge: impl Into<Mount>,
+    era: Era,
+    tool_timeouts: Vec<(String, Duration)>,
+    capabilities: ClientCapabilities,
+) -> Client {
     let mount = bridge.into();
     let (client_io, server_io) = tokio::io::duplex(1 << 22);
     let (server_read, server_write) = tokio::io::split(server_io);
@@ -135,7 +151,7 @@ pub async fn pipe_client(
         )
         .await;
     });
-    let (handler, updates, progress) = recorder();
+    let (handler, updates, progress) = recorder(capabilities);
     let service = handler
         .serve_with_lifecycle(tokio::io::split(client_io), lifecycle(era))
         .await
@@ -174,17 +190,38 @@ pub fn ok_of(result: &CallToolResult) -> Value {
         .expect("structuredContent")
 }
 
-/// `{code, message, hint, details}` of a failed call.
+/// `{code, message, hint, details}` of a failed call, from the result's `_meta`. Also checks what every client
+/// relies on: no `structuredContent` (clients validate it against the tool's output schema) and the text
+/// `[CODE] message — hint` carrying the same code and hint.
 pub fn error_of(result: &CallToolResult) -> Value {
     assert_eq!(
         result.is_error,
         Some(true),
         "expected a tool error, got {result:?}"
     );
-    result
-        .structured_content
-        .clone()
-        .expect("error results carry structuredContent")
+    assert_eq!(
+        result.structured_content, None,
+        "error results must not carry structuredContent"
+    );
+    let error = result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.0.get(bridge_core::error::ERROR_META_KEY))
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "error results carry _meta[{}]: {result:?}",
+                bridge_core::error::ERROR_META_KEY
+            )
+        });
+    let text = text_of(result);
+    let code = error["code"].as_str().expect("a string code");
+    let hint = error["hint"].as_str().expect("a string hint");
+    assert!(
+        text.starts_with(&format!("[{code}] ")) && text.ends_with(&format!(" — {hint}")),
+        "the text {text:?} must read `[{code}] message — {hint}`"
+    );
+    error
 }
 
 /// The text blocks of a result, joined by newlines.
@@ -221,4 +258,28 @@ pub async fn http_get(url: &str) -> String {
         .expect("an HTTP response")
         .1
         .to_string()
+}
+
+/// A slow-loris client: sends `head` one byte at a time, forever (cycling), until the server closes the
+/// connection. The pace is far inside any idle timeout, so only a deadline that bytes do not extend ends it.
+pub fn slow_loris(addr: SocketAddr, head: &'static [u8]) -> tokio::task::JoinHandle<()> {
+    use tokio::io::AsyncWriteExt;
+    tokio::spawn(async move {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        for byte in head.iter().cycle() {
+            if stream.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+}
+
+/// `n` connections to `addr` that never send a byte.
+pub async fn idle_connections(addr: SocketAddr, n: usize) -> Vec<tokio::net::TcpStream> {
+    let mut idle = Vec::with_capacity(n);
+    for _ in 0..n {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    idle
 }

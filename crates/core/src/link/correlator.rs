@@ -172,6 +172,12 @@ impl<T> Correlator<T> {
         lock(&self.inner).closed.is_some()
     }
 
+    /// Whether request `id` is waiting for its answer: a peer's partial answer (a chunk) for anything else
+    /// has nobody to go to and need not be kept.
+    pub fn is_pending(&self, id: u64) -> bool {
+        lock(&self.inner).pending.contains_key(&id)
+    }
+
     /// How many requests are waiting for an answer.
     pub fn pending(&self) -> usize {
         lock(&self.inner).pending.len()

@@ -18,6 +18,12 @@ pub enum LinkError {
     /// The live system did not answer in time.
     #[error("no answer within {} ms", elapsed.as_millis())]
     Timeout { elapsed: Duration },
+    /// A frame for the peer exceeds the link's frame limit; nothing was sent.
+    #[error("a frame of {size} bytes exceeds the link's limit of {limit} bytes")]
+    FrameTooLarge { size: usize, limit: usize },
+    /// Dialling the peer failed (refused, unreachable, the program would not start...).
+    #[error("cannot connect to {target}: {reason}")]
+    Connect { target: String, reason: String },
     /// The listening port is taken. `what` names the likely holder, `env_var` how to choose another port, so
     /// the message tells the user both.
     #[error(
@@ -56,6 +62,8 @@ impl LinkError {
         match self {
             Self::Disconnected { .. } => ErrorCode::Disconnected,
             Self::Timeout { .. } => ErrorCode::Timeout,
+            Self::FrameTooLarge { .. } => ErrorCode::TooLarge,
+            Self::Connect { .. } => ErrorCode::Disconnected,
             Self::AddrInUse { .. }
             | Self::Bind { .. }
             | Self::InvalidOriginPattern { .. }
@@ -80,6 +88,11 @@ impl From<LinkError> for ToolError {
                 let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
                 ToolError::timeout(message).with_details(serde_json::json!({ "elapsed_ms": ms }))
             }
+            LinkError::FrameTooLarge { size, limit } => ToolError::too_large(message)
+                .with_hint("send less per call")
+                .with_details(serde_json::json!({"bytes": size, "limit": limit})),
+            LinkError::Connect { target, reason } => ToolError::disconnected(message)
+                .with_details(serde_json::json!({"target": target, "reason": reason})),
             LinkError::AddrInUse { env_var, .. } => ToolError::internal(message).with_hint(
                 format!("stop the other program or choose another port with {env_var}"),
             ),

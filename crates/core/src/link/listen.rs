@@ -5,8 +5,8 @@
 //! culprit and the setting to change.
 
 use super::error::LinkError;
+use crate::net::{self, GuardedListener, ListenLimits};
 use axum::Router;
-use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -32,24 +32,25 @@ pub async fn bind(addr: SocketAddr, what: &str, env_var: &str) -> Result<TcpList
     })
 }
 
-/// Serves `router` until `shutdown` is cancelled, then stops accepting and lets HTTP requests finish.
-/// Sets `TCP_NODELAY` on every accepted socket (request/response links suffer from Nagle's delay) and records
-/// each peer's address for [`WsConnection::peer`](super::WsConnection::peer).
+/// Serves `router` until `shutdown` is cancelled, then stops accepting and lets HTTP requests finish, under
+/// the default [`ListenLimits`] (see [`serve_with`]).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: CancellationToken,
 ) -> Result<(), LinkError> {
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "could not set TCP_NODELAY");
-        }
-    });
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.cancelled_owned())
-    .await
-    .map_err(LinkError::from)
+    serve_with(listener, router, ListenLimits::default(), shutdown).await
+}
+
+/// Serves `router` under `limits`: a connection cap and handshake/idle deadlines (`crate::net`). Every
+/// link holds one connection slot for its lifetime, so `max_connections` also caps the links.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    limits: ListenLimits,
+    shutdown: CancellationToken,
+) -> Result<(), LinkError> {
+    net::serve_until(GuardedListener::new(listener, limits), router, shutdown)
+        .await
+        .map_err(LinkError::from)
 }

@@ -1,37 +1,56 @@
-//! Links to live systems: WebSocket listener, request correlator, reconnect backoff.
+//! Links to live systems: transports, framings, and one peer layer above them.
 //!
 //! Every bridge talks to a live system over some link, and every link has the same failure modes: the peer
-//! vanishes without a close, answers late or never, answers out of order, or is not who it claims to be. This
-//! module solves those once so bridges only speak their protocol:
+//! vanishes without a close, answers late or never, answers out of order, sends more than it should, or is
+//! not who it claims to be. This module solves those once, so a bridge only speaks its protocol:
 //!
-//! - [`ws_router`] + [`bind`] + [`serve`]: a WebSocket endpoint for systems that dial in, with an origin
-//!   allow-list ([`OriginPolicy`]), an optional token, a frame size limit and ping-based liveness. Each link
-//!   arrives as a [`WsConnection`]: a [`WsSender`], a stream of text frames, and a token cancelled when the
-//!   link dies.
-//! - [`Correlator`]: integer request ids (1, 2, 3, ... below 2^53, safe for JavaScript peers), one waiter per
-//!   id, per-request timeout, all waiters failed at once with [`LinkError::Disconnected`] when the link drops,
-//!   unknown ids logged and dropped, and no entry outlives its waiter.
-//! - [`Backoff`]: exponential reconnect delays with ±20% jitter for links the bridge dials out.
+//! | layer | what | where |
+//! |---|---|---|
+//! | transports | WebSocket listen ([`ws_router`]/[`ws_routes`] + [`bind`] + [`serve`]), WebSocket dial ([`dial::websocket`]), TCP ([`dial::tcp`]), Unix socket ([`dial::unix`]), child stdio ([`dial::child`]); [`redial`] keeps a dialled link up with [`Backoff`] (exponential, ±20% jitter) | `ws.rs`, `session.rs`, `dial.rs`, `listen.rs` |
+//! | framings | WebSocket messages; [`Framing::Lines`] (newline JSON), [`Framing::ContentLength`] (DAP/LSP), [`Framing::LengthPrefixed`] (u32 big-endian); each with a max frame size in bytes, checked before buffering | `framing.rs`, `stream.rs` |
+//! | link | whatever the transport, a [`Connection`]: a [`LinkSender`] (one writer task, bounded queue, close after flush, first close reason wins), bounded `incoming` frames, a `closed` token | `sender.rs` |
+//! | peer | [`Peer`]: requests correlated by id ([`Correlator`]), a deadline each, every request failed at once with the close reason when the link drops ([`Peer::serve`]), liveness (WebSocket pings in the transport; [`Peer::watch`] probes elsewhere) | `peer.rs`, `correlator.rs` |
+//! | policies | [`SinglePeer`]: one peer, the newest wins (Bitburner). [`PeerRegistry`]: many by id, a held id replaced or, under [`OnDuplicate::RefuseIfLive`], kept by a holder that answers a probe (ComputerCraft) | `policy.rs` |
 //!
-//! Errors are [`LinkError`]; `ToolError::from(link_error)` gives the agent-facing form
-//! (`E_DISCONNECTED`, `E_TIMEOUT`, ...).
+//! Listeners are guarded by `crate::net` (connection cap, handshake and idle deadlines: [`ListenLimits`])
+//! and `crate::auth` (one origin grammar and one constant-time token check, shared with the MCP HTTP port).
 //!
-//! A typical dial-in bridge, per connection: make a `Correlator`, publish it with the `WsSender` as the
-//! current link, loop over `incoming` resolving answers by [`parse_id`], and when `incoming` ends call
-//! `correlator.close(sender.disconnected())` so every request in flight fails at once.
+//! Bounds, in bytes, on what a peer can make the bridge hold: one frame ≤ the framing's or socket's
+//! `max_frame_bytes`; frames queued towards the bridge ≤ [`INCOMING_BYTES`] per link plus the one frame
+//! the reader holds; a `Content-Length` header block ≤
+//! [`MAX_HEADER_BYTES`]; pending requests are the bridge's own, one entry each.
+//!
+//! Errors are [`LinkError`]; `ToolError::from(link_error)` gives the agent-facing form (`E_DISCONNECTED`,
+//! `E_TIMEOUT`, `E_TOO_LARGE`, ...).
+//!
+//! A typical dial-in bridge, per connection: `let peer = Peer::new(conn.sender)`, publish it under a policy
+//! (`SinglePeer::run` does install + serve + forget), parse each incoming frame and [`Peer::resolve`] answers
+//! by [`parse_id`]; tools call [`Peer::request`].
 
 mod backoff;
 mod correlator;
+pub mod dial;
 mod error;
+mod framing;
 mod listen;
-mod origin;
+mod peer;
+mod policy;
+mod sender;
 mod session;
+pub mod stream;
 mod ws;
 
+pub use crate::auth::{MissingOrigin, OriginPolicy};
+pub use crate::net::ListenLimits;
 pub use backoff::Backoff;
 pub use correlator::{Correlator, MAX_ID, Pending, parse_id};
+pub use dial::{WsDial, redial};
 pub use error::LinkError;
-pub use listen::{bind, serve};
-pub use origin::{MissingOrigin, OriginPolicy};
+pub use framing::{FrameCodec, FrameError, Framing, MAX_HEADER_BYTES};
+pub use listen::{bind, serve, serve_with};
+pub use peer::Peer;
+pub use policy::{Admission, Current, OnDuplicate, PeerRegistry, Registered, SinglePeer};
+pub use sender::{Connection, INCOMING_BYTES, Incoming, LinkSender};
 pub use session::{WsConnection, WsSender};
-pub use ws::{WsConfig, ws_router};
+pub use stream::StreamConfig;
+pub use ws::{WsConfig, ws_router, ws_routes};

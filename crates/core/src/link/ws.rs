@@ -5,19 +5,25 @@
 //! refused client gets a real HTTP status (403 origin, 401 token) with a plain-text reason. What happens
 //! after the upgrade is in `session`.
 
-use super::origin::OriginPolicy;
-use super::session::{self, Accepted, Timing, WsConnection};
+use super::sender::CLOSE_INTERNAL;
+use super::session::{self, Accepted, Timing, WsConnection, WsFailure, WsIn, WsOut};
+use crate::auth::{Access, OriginPolicy, Token};
+use crate::net::Conn;
 use axum::Router;
-use axum::extract::Query;
-use axum::extract::ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
+use axum::extract::ws::{
+    CloseFrame, Message, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
+};
+use axum::extract::{FromRequestParts, Query, Request};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use http::{StatusCode, header};
+use futures::{SinkExt, StreamExt, future};
+use http::header;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_tungstenite::tungstenite;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 
 /// Per-link socket read buffer.
 const READ_BUFFER_BYTES: usize = 8 << 10;
@@ -56,6 +62,7 @@ impl WsConfig {
 
 struct Shared<F> {
     cfg: WsConfig,
+    access: Access,
     on_connect: F,
 }
 
@@ -65,17 +72,56 @@ pub fn ws_router<F>(cfg: WsConfig, path: &str, on_connect: F) -> Router
 where
     F: Fn(WsConnection) + Clone + Send + Sync + 'static,
 {
-    let shared = Arc::new(Shared { cfg, on_connect });
-    Router::new().route(
-        path,
-        get(
-            move |parts: http::request::Parts,
-                  ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>| {
+    ws_routes(cfg, &[path], on_connect, None)
+}
+
+/// Like [`ws_router`], at several paths, with `pages` serving everything else: a plain GET (not a WebSocket
+/// upgrade) to one of `paths` goes to `pages` too, so a path can carry both a page and the link (the
+/// ComputerCraft bridge's index page and the link at `/`). Only upgrades pass the origin and token checks
+/// here; `pages` are served as they are.
+pub fn ws_routes<F>(cfg: WsConfig, paths: &[&str], on_connect: F, pages: Option<Router>) -> Router
+where
+    F: Fn(WsConnection) + Clone + Send + Sync + 'static,
+{
+    let access = Access {
+        token: cfg.token.as_deref().map(Token::new),
+        token_hint: "Authorization: Bearer <token> or ?token=<token>",
+        ..Access::origins(cfg.origins.clone())
+    };
+    let shared = Arc::new(Shared {
+        cfg,
+        access,
+        on_connect,
+    });
+    let mut router = Router::new();
+    for path in paths {
+        let shared = Arc::clone(&shared);
+        let pages = pages.clone();
+        router = router.route(
+            path,
+            get(move |request: Request| {
                 let shared = Arc::clone(&shared);
-                async move { accept(shared, parts, ws) }
-            },
-        ),
-    )
+                let pages = pages.clone();
+                async move {
+                    let (mut parts, body) = request.into_parts();
+                    let ws = WebSocketUpgrade::from_request_parts(&mut parts, &()).await;
+                    match (ws, pages) {
+                        (Err(_), Some(pages)) => {
+                            match pages.oneshot(Request::from_parts(parts, body)).await {
+                                Ok(response) => response,
+                                Err(never) => match never {},
+                            }
+                        }
+                        (ws, _) => accept(shared, parts, ws),
+                    }
+                }
+            }),
+        );
+    }
+    match pages {
+        Some(pages) => router.fallback_service(pages),
+        None => router,
+    }
 }
 
 fn accept<F>(
@@ -86,52 +132,27 @@ fn accept<F>(
 where
     F: Fn(WsConnection) + Clone + Send + Sync + 'static,
 {
-    let cfg = &shared.cfg;
-    let peer = parts
+    let conn = parts
         .extensions
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
-        .map(|c| c.0);
-    let origin = match parts.headers.get(header::ORIGIN).map(|v| v.to_str()) {
-        None => None,
-        Some(Ok(o)) => Some(o.to_owned()),
-        Some(Err(_)) => {
-            return reject(
-                StatusCode::FORBIDDEN,
-                "origin header is not valid text",
-                peer,
-            );
-        }
-    };
-    if !cfg.origins.allows(origin.as_deref()) {
-        let why = match &origin {
-            Some(o) => format!("origin {o} is not allowed"),
-            None => "a request without an Origin header is not allowed".to_owned(),
-        };
-        return reject(StatusCode::FORBIDDEN, &why, peer);
-    }
+        .get::<axum::extract::ConnectInfo<Conn>>()
+        .map(|c| c.0.clone());
+    let peer = conn.as_ref().map(Conn::peer);
     let mut query = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
         .map(|q| q.0)
         .unwrap_or_default();
     let query_token = query.remove("token");
-    if let Some(expected) = &cfg.token {
-        let bearer = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(bearer_token);
-        let ok = [bearer, query_token.as_deref()]
-            .into_iter()
-            .flatten()
-            .any(|t| same_secret(t.as_bytes(), expected.as_bytes()));
-        if !ok {
-            let mut resp = reject(StatusCode::UNAUTHORIZED, "missing or wrong token", peer);
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                http::HeaderValue::from_static("Bearer"),
-            );
-            return resp;
-        }
+    if let Err(refusal) = shared
+        .access
+        .check(&parts.uri, &parts.headers, query_token.as_deref())
+    {
+        tracing::warn!(?peer, status = %refusal.status, reason = %refusal.reason, "websocket refused");
+        return refusal.into_response();
     }
+    let origin = parts
+        .headers
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let ws = match ws {
         Ok(ws) => ws,
         Err(rejection) => return rejection.into_response(),
@@ -144,7 +165,10 @@ where
         headers,
         query,
     };
-    let max = cfg.max_frame_bytes;
+    let max = shared.cfg.max_frame_bytes;
+    if let Some(conn) = &conn {
+        conn.upgraded();
+    }
     ws.max_message_size(max)
         .max_frame_size(max)
         // tungstenite's default read buffer is 128 KiB per link, zero-filled before every read: with a
@@ -158,24 +182,41 @@ where
                 ping_interval: cfg.ping_interval,
                 pong_timeout: cfg.pong_timeout,
             };
-            session::run(socket, accepted, &cfg.shutdown, timing, |conn| {
-                (shared.on_connect)(conn)
-            })
-            .await;
+            let (sink, stream) = socket.split();
+            let stream = stream.map(|read| read.map(from_axum).map_err(classify_axum));
+            let sink = sink
+                .with(|out| future::ready(Ok::<_, axum::Error>(to_axum(out))))
+                .sink_map_err(|e| e.to_string());
+            let (conn, reader) = session::start(stream, sink, accepted, &cfg.shutdown, timing);
+            (shared.on_connect)(conn);
+            reader.await;
         })
 }
 
-fn reject(status: StatusCode, why: &str, peer: Option<SocketAddr>) -> Response {
-    tracing::warn!(?peer, %status, reason = why, "websocket refused");
-    (status, format!("{why}\n")).into_response()
+fn from_axum(msg: Message) -> WsIn {
+    match msg {
+        Message::Text(text) => WsIn::Text(text.as_str().to_owned()),
+        Message::Binary(data) => WsIn::Binary(data.len()),
+        Message::Ping(_) | Message::Pong(_) => WsIn::Control,
+        Message::Close(frame) => WsIn::Close(frame.map(|f| (f.code, f.reason.as_str().to_owned()))),
+    }
 }
 
-fn bearer_token(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+fn to_axum(out: WsOut) -> Message {
+    match out {
+        WsOut::Text(text) => Message::Text(text.into()),
+        WsOut::Ping => Message::Ping(Default::default()),
+        WsOut::Close(frame) => Message::Close(frame.map(|(code, reason)| CloseFrame {
+            code,
+            reason: reason.into(),
+        })),
+    }
 }
 
-/// Compares without an early exit, so response timing does not reveal how much of a guess was right.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+fn classify_axum(e: axum::Error) -> WsFailure {
+    let inner = e.into_inner();
+    match inner.downcast_ref::<tungstenite::Error>() {
+        Some(e) => session::classify(e),
+        None => (Some(CLOSE_INTERNAL), format!("websocket error: {inner}")),
+    }
 }

@@ -1,11 +1,11 @@
 //! The one place where the core's types become rmcp's wire types.
 
 use crate::bridge::{PromptMessage, PromptRole, PromptSpec};
-use crate::error::ToolError;
+use crate::error::{ERROR_META_KEY, ToolError};
 use crate::resource::{ResourceBody, ResourceInfo, ResourceTemplateInfo};
 use crate::tool::{Content, ToolOutput, ToolSpec};
 use rmcp::model::{
-    CallToolResult, ContentBlock, Prompt, PromptArgument, Resource, ResourceContents,
+    CallToolResult, ContentBlock, MetaObject, Prompt, PromptArgument, Resource, ResourceContents,
     ResourceTemplate, Role, Tool, ToolAnnotations,
 };
 use std::sync::Arc;
@@ -34,36 +34,44 @@ pub(crate) fn tool(spec: &ToolSpec) -> Tool {
 }
 
 pub(crate) fn content(c: &Content) -> ContentBlock {
+    owned_content(c.clone())
+}
+
+// By value: a tool's result is moved into the wire form, not copied (the text can be large).
+fn owned_content(c: Content) -> ContentBlock {
     match c {
-        Content::Text(text) => ContentBlock::text(text.clone()),
-        Content::Image { base64, mime_type } => {
-            ContentBlock::image(base64.clone(), mime_type.clone())
-        }
-        Content::Audio { base64, mime_type } => {
-            ContentBlock::audio(base64.clone(), mime_type.clone())
-        }
+        Content::Text(text) => ContentBlock::text(text),
+        Content::Image { base64, mime_type } => ContentBlock::image(base64, mime_type),
+        Content::Audio { base64, mime_type } => ContentBlock::audio(base64, mime_type),
         Content::Resource {
             uri,
             mime_type,
             text,
         } => ContentBlock::resource(ResourceContents::TextResourceContents {
-            uri: uri.clone(),
-            mime_type: Some(mime_type.clone()),
-            text: text.clone(),
+            uri,
+            mime_type: Some(mime_type),
+            text,
             meta: None,
         }),
     }
 }
 
 pub(crate) fn success(output: ToolOutput) -> CallToolResult {
-    let mut result = CallToolResult::success(output.content.iter().map(content).collect());
+    let mut result =
+        CallToolResult::success(output.content.into_iter().map(owned_content).collect());
     result.structured_content = output.structured;
     result
 }
 
+/// An error result every client delivers intact: no `structuredContent` (the TypeScript SDK validates it against
+/// the tool's `outputSchema` even when `isError` is true, and turns a mismatch into a protocol error that hides
+/// the code and the hint), the text `[CODE] message — hint` for the model, and the machine-readable object in
+/// `_meta` under [`ERROR_META_KEY`], which every SDK passes through untouched.
 pub(crate) fn failure(error: &ToolError) -> CallToolResult {
     let mut result = CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
-    result.structured_content = Some(error.to_structured());
+    let mut meta = serde_json::Map::new();
+    meta.insert(ERROR_META_KEY.to_owned(), error.to_structured());
+    result.meta = Some(MetaObject(meta));
     result
 }
 

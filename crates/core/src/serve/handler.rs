@@ -16,13 +16,13 @@ use crate::tool::{Inputs, Outcome, ToolCtx};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, PromptsCapability, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourceUpdatedNotificationParam,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, PromptsCapability,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -45,6 +45,7 @@ pub(crate) struct Shared {
     /// The tools in wire form, built once: schemas are shared, not rebuilt per request.
     pub tools: Arc<[Tool]>,
     pub drain: Arc<Drain>,
+    pub tasks: super::tasks::TaskStore,
 }
 
 /// One handler per MCP session (legacy era) or per request (stateless era); state that must outlive a
@@ -114,6 +115,7 @@ impl McpHandler {
             .get(&position)
             .copied()
             .unwrap_or(tool.spec.timeout);
+        let as_task = super::tasks::runs_as_task(tool.spec.task_support, &context)?;
         let cancel = context.ct.child_token();
         let progress = context.meta.get_progress_token().map(|token| {
             Arc::new(PeerProgress {
@@ -122,12 +124,25 @@ impl McpHandler {
             }) as Arc<dyn ProgressSink>
         });
         let inputs = self.inputs(request.input_responses, request.request_state.as_deref())?;
-        let ctx =
-            ToolCtx::new(progress, cancel.clone()).with_client(self.client_link(&context), inputs);
         let args = request
             .arguments
             .map(serde_json::Value::Object)
             .unwrap_or(serde_json::Value::Null);
+        if as_task {
+            // A task outlives its request: its cancellation is tasks/cancel, not the request's.
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let client = self.client_link(&context);
+            let round_cancel = cancel.clone();
+            let round: super::tasks::Round = Arc::new(move |inputs| {
+                let ctx = ToolCtx::new(progress.clone(), round_cancel.clone())
+                    .with_client(client.clone(), inputs);
+                handler(args.clone(), ctx)
+            });
+            let shared = self.shared.clone();
+            return super::tasks::call(shared, name, timeout, cancel, round, inputs).await;
+        }
+        let ctx =
+            ToolCtx::new(progress, cancel.clone()).with_client(self.client_link(&context), inputs);
         let started = Instant::now();
         // The handler is called inside the guarded future, so a panic while it builds its future is caught too.
         let guarded = super::panic::caught(async move { handler(args, ctx).await });
@@ -274,7 +289,7 @@ fn shutting_down(name: &str) -> ToolError {
     .with_hint("start the server again, then call again")
 }
 
-fn timed_out(name: &str, timeout: Duration) -> ToolError {
+pub(crate) fn timed_out(name: &str, timeout: Duration) -> ToolError {
     ToolError::timeout(format!(
         "`{name}` did not finish within {} ms",
         timeout.as_millis()
@@ -320,6 +335,10 @@ impl ServerHandler for McpHandler {
         if !self.mount().prompts().is_empty() {
             capabilities.prompts = Some(PromptsCapability::default());
         }
+        super::tasks::advertise(
+            &mut capabilities,
+            self.mount().tools().iter().map(|t| &t.spec),
+        );
         let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
             self.mount().server_name(),
             self.mount().version(),
@@ -354,6 +373,32 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.run_tool(request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(self.shared.tasks.get(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared
+            .tasks
+            .update(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared.tasks.cancel(&request.task_id)
     }
 
     async fn list_resources(

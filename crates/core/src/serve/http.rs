@@ -2,30 +2,20 @@
 
 use super::ServeError;
 use super::handler::{McpHandler, Shared};
+use crate::auth::{Access, HostPolicy, MissingOrigin, OriginPolicy, Token};
+use crate::net::{self, GuardedListener, ListenLimits};
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-/// Origins a local browser page may call from; anything else is DNS rebinding or a foreign site.
-const LOCAL_ORIGINS: [&str; 6] = [
-    "http://localhost:*",
-    "http://127.0.0.1:*",
-    "http://[::1]:*",
-    "https://localhost:*",
-    "https://127.0.0.1:*",
-    "https://[::1]:*",
-];
-const LOCAL_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
 
 /// Security settings of the HTTP transport.
 #[derive(Debug, Clone, Default)]
@@ -38,12 +28,35 @@ pub struct HttpOptions {
     pub extra_hosts: Vec<String>,
     /// How long in-flight requests may run after shutdown starts.
     pub shutdown_grace: Duration,
+    /// Connection cap and handshake/idle deadlines of the listener.
+    pub limits: ListenLimits,
+}
+
+impl HttpOptions {
+    /// Host, origin and token rules for every route: localhost pages and hosts, plus the extra ones.
+    fn access(&self) -> Result<Access, ServeError> {
+        let invalid = |e: crate::link::LinkError| ServeError::Access(e.to_string());
+        let local = OriginPolicy::localhost(MissingOrigin::Accept);
+        let origins = if self.extra_origins.is_empty() {
+            local
+        } else {
+            local.with(
+                OriginPolicy::new(&self.extra_origins, MissingOrigin::Accept).map_err(invalid)?,
+            )
+        };
+        Ok(Access {
+            origins,
+            hosts: Some(HostPolicy::localhost_and(&self.extra_hosts).map_err(invalid)?),
+            token: self.token.as_deref().map(Token::new),
+            token_hint: "Authorization: Bearer <MCP_TOKEN>",
+        })
+    }
 }
 
 #[derive(Clone)]
 struct AppState {
     shared: Arc<Shared>,
-    token: Option<Arc<str>>,
+    access: Arc<Access>,
 }
 
 pub(crate) async fn serve(
@@ -60,18 +73,9 @@ pub(crate) async fn serve(
         // Plain JSON replies for 2026-07-28 requests (legacy sessions keep SSE; a call that reports progress
         // switches to SSE by itself): half the client work per call, measured in bench/.
         .with_json_response(true)
-        .with_allowed_hosts(
-            LOCAL_HOSTS
-                .iter()
-                .map(|h| h.to_string())
-                .chain(options.extra_hosts.iter().cloned()),
-        )
-        .with_allowed_origins(
-            LOCAL_ORIGINS
-                .iter()
-                .map(|o| o.to_string())
-                .chain(options.extra_origins.iter().cloned()),
-        );
+        // Host and Origin are checked for every route by `check_access`, with the grammar links use too.
+        .with_allowed_hosts(Vec::<String>::new())
+        .with_allowed_origins(Vec::<String>::new());
     let factory_shared = shared.clone();
     let drain = shared.drain.clone();
     let mcp = StreamableHttpService::new(
@@ -81,35 +85,29 @@ pub(crate) async fn serve(
     );
     let state = AppState {
         shared,
-        token: options.token.as_deref().map(Arc::from),
+        access: Arc::new(options.access()?),
     };
+    // A call counts as in flight until its response body has been sent: shutdown waits for it.
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(
             drain.clone(),
             super::drain::hold_until_sent,
-        ))
-        .layer(middleware::from_fn_with_state(state.clone(), require_token));
+        ));
     let app = Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .with_state(state)
-        .merge(mcp_routes);
+        .merge(mcp_routes)
+        .layer(middleware::from_fn_with_state(state.clone(), check_access))
+        .with_state(state);
+    let listener = GuardedListener::new(listener, options.limits);
 
-    let listener = listener.tap_io(|socket| {
-        // Without it, SSE replies stall ~40 ms on Nagle + delayed ACK (measured in reference/mcp-core.md §4.2).
-        if let Err(e) = socket.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY not set: {e}");
-        }
-    });
     let grace = options.shutdown_grace;
     let graceful = {
         let shutdown = shutdown.clone();
         async move { shutdown.cancelled().await }
     };
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(graceful)
-        .into_future();
+    let server = net::serve(listener, app, graceful);
     tokio::pin!(server);
     tokio::select! {
         result = &mut server => return result.map_err(ServeError::Io),
@@ -134,36 +132,16 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Some(expected) = &state.token else {
-        return next.run(request).await;
-    };
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if presented.is_some_and(|p| constant_time_eq(p.as_bytes(), expected.as_bytes())) {
-        return next.run(request).await;
+/// Host, Origin and token, on `/mcp`, `/health` and `/metrics` alike: a page on another site must not read
+/// the bridge's state any more than drive it.
+async fn check_access(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match state.access.check(request.uri(), request.headers(), None) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => {
+            tracing::warn!(path = %request.uri().path(), status = %refusal.status, reason = %refusal.reason, "HTTP request refused");
+            refusal.into_response()
+        }
     }
-    tracing::warn!("rejected an MCP request without a valid bearer token");
-    let mut response = (
-        StatusCode::UNAUTHORIZED,
-        "missing or wrong bearer token: send Authorization: Bearer <MCP_TOKEN>\n",
-    )
-        .into_response();
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
-}
-
-/// Compares secrets without leaking through timing how long the matching prefix is.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn health(State(state): State<AppState>) -> impl IntoResponse {
@@ -178,16 +156,4 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.shared.metrics.render(&state.shared.mount),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::constant_time_eq;
-
-    #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-    }
 }

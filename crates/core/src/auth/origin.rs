@@ -4,21 +4,9 @@
 //! that tells such a page apart from the game. Game clients that are not browsers (ComputerCraft, native
 //! tools) send no `Origin` at all, so whether that is accepted is a separate, explicit choice.
 //!
-//! Pattern syntax (matching ignores ASCII case):
-//!
-//! | pattern                  | matches                                                                      |
-//! |--------------------------|------------------------------------------------------------------------------|
-//! | `*`                      | any origin that is present                                                   |
-//! | `http://localhost`       | exactly that scheme and host, default port (80 here; 443 for https/wss)      |
-//! | `http://localhost:8080`  | that port only                                                               |
-//! | `http://localhost:*`     | any port, or none                                                            |
-//! | `https://*.example.com`  | any subdomain, at any depth, of example.com; not example.com itself          |
-//! | `https://*`              | any host with that scheme                                                    |
-//! | `null`, `file://`        | anything without a host part is compared as a whole string (browsers send `null` for `file://` pages) |
-//!
-//! IPv6 hosts are written in brackets: `http://[::1]:*`. A pattern with a path (`http://a/b`) is rejected.
+//! The pattern grammar is in the `auth` module docs.
 
-use super::error::LinkError;
+use crate::link::LinkError;
 
 /// Whether a request that carries no `Origin` header may connect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +36,7 @@ enum Pattern {
 }
 
 #[derive(Debug, Clone)]
-enum HostPattern {
+pub(super) enum HostPattern {
     Any,
     Exact(String),
     /// Stored with its leading dot: `.example.com`.
@@ -100,6 +88,12 @@ impl OriginPolicy {
         }
     }
 
+    /// This policy's patterns plus `other`'s; the rule for a missing `Origin` stays this policy's.
+    pub fn with(mut self, other: OriginPolicy) -> Self {
+        self.patterns.extend(other.patterns);
+        self
+    }
+
     /// Whether a request with this `Origin` header (or none) may connect.
     pub fn allows(&self, origin: Option<&str>) -> bool {
         let Some(origin) = origin else {
@@ -119,7 +113,23 @@ impl OriginPolicy {
 }
 
 impl HostPattern {
-    fn matches(&self, host: &str) -> bool {
+    /// `*`, `*.domain` or an exact host (lowercase already); the error says what is wrong.
+    pub(super) fn parse(host: &str) -> Result<Self, &'static str> {
+        if host == "*" {
+            Ok(Self::Any)
+        } else if let Some(domain) = host.strip_prefix("*.") {
+            if domain.is_empty() || domain.contains('*') {
+                return Err("`*.` must be followed by a domain");
+            }
+            Ok(Self::SubdomainOf(format!(".{domain}")))
+        } else if host.contains('*') {
+            Err("`*` is allowed only as the whole host or as a leading `*.`")
+        } else {
+            Ok(Self::Exact(host.to_owned()))
+        }
+    }
+
+    pub(super) fn matches(&self, host: &str) -> bool {
         match self {
             Self::Any => true,
             Self::Exact(h) => h == host,
@@ -161,7 +171,7 @@ fn split_origin(s: &str) -> Option<Origin<'_>> {
 }
 
 /// Splits `host[:port]`, brackets kept on IPv6 hosts. `None` when empty or when a path follows.
-fn split_host_port(rest: &str) -> Option<(&str, Option<&str>)> {
+pub(super) fn split_host_port(rest: &str) -> Option<(&str, Option<&str>)> {
     if rest.is_empty() || rest.contains('/') {
         return None;
     }
@@ -217,20 +227,7 @@ fn parse_pattern(raw: &str) -> Result<Pattern, LinkError> {
     }
     let (host, port) =
         split_host_port(rest).ok_or_else(|| invalid("expected scheme://host[:port]"))?;
-    let host = if host == "*" {
-        HostPattern::Any
-    } else if let Some(domain) = host.strip_prefix("*.") {
-        if domain.is_empty() || domain.contains('*') {
-            return Err(invalid("`*.` must be followed by a domain"));
-        }
-        HostPattern::SubdomainOf(format!(".{domain}"))
-    } else if host.contains('*') {
-        return Err(invalid(
-            "`*` is allowed only as the whole host or as a leading `*.`",
-        ));
-    } else {
-        HostPattern::Exact(host.to_owned())
-    };
+    let host = HostPattern::parse(host).map_err(invalid)?;
     let port = match port {
         None => PortPattern::Exact(None),
         Some("*") => PortPattern::Any,

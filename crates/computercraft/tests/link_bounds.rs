@@ -1,0 +1,221 @@
+//! What a hostile, duplicated or seed-era computer can do to the link: chunk floods hold no memory (issue 8
+//! item 2), a too-large chunked reply fails only its own request, the link answers at `/` as the seed's
+//! computers expect (issue 8 item 6), and under `OnDuplicate::RefuseIfLive` a second live machine with a held
+//! id is refused instead of flapping with the first (issue 12 item 2, the bridge's policy). A hand-driven WebSocket plays the computer, so every frame is exactly the test's.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_core::link::OnDuplicate;
+use futures::{SinkExt, StreamExt};
+use mcp_testkit::http_get;
+use serde_json::{Value, json};
+use support::harness::{Harness, error_of, ok_of, start_bridge, test_config, within};
+use tokio_tungstenite::tungstenite::Message;
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A computer that says hello and then does only what the test tells it.
+struct Puppet {
+    ws: Ws,
+}
+
+impl Puppet {
+    /// Links as computer `id` and waits until the bridge has registered this link (it does so right after
+    /// its hello-ok).
+    async fn link(h: &Harness, url: &str, id: u32) -> Self {
+        let before = h.state.registry.get(id).map(|c| c.link_id);
+        let (puppet, answer) = Self::hello(url, id).await;
+        assert_eq!(answer["type"], "hello-ok", "{answer}");
+        within("the registration", async {
+            while h.state.registry.get(id).map(|c| c.link_id) == before {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        puppet
+    }
+
+    /// Says hello and returns the bridge's answer to it, whatever it is.
+    async fn hello(url: &str, id: u32) -> (Self, Value) {
+        let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let hello = json!({"type": "hello", "computerId": id, "computerLabel": "puppet"});
+        ws.send(Message::text(hello.to_string())).await.unwrap();
+        let mut puppet = Self { ws };
+        let answer = puppet.frame().await.expect("an answer to hello");
+        (puppet, answer)
+    }
+
+    /// Answers every ping from now on, in the background.
+    fn keep_answering(mut self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            while let Some(f) = self.frame().await {
+                if f["method"] == "ping" {
+                    let id = f["id"].clone();
+                    self.send(json!({"type": "response", "id": id, "ok": true, "result": "pong"}))
+                        .await;
+                }
+            }
+        })
+    }
+
+    async fn send(&mut self, frame: Value) {
+        self.ws
+            .send(Message::text(frame.to_string()))
+            .await
+            .unwrap();
+    }
+
+    /// The next JSON frame from the bridge; `None` once the link is closed.
+    async fn frame(&mut self) -> Option<Value> {
+        loop {
+            match within("a frame from the bridge", self.ws.next()).await {
+                Some(Ok(Message::Text(t))) => return serde_json::from_str(t.as_str()).ok(),
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return None,
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// Waits for a request of `method`, skipping pings and cancels; returns its id.
+    async fn request(&mut self, method: &str) -> String {
+        loop {
+            let f = self.frame().await.expect("a request");
+            if f["method"] == method {
+                return f["id"].as_str().unwrap().to_owned();
+            }
+        }
+    }
+
+    /// Answers every ping until `probe-computers` says pong: proves all frames sent before were handled.
+    async fn answer_a_probe(&mut self, h: &Harness) {
+        let probe = h.call("probe-computers", json!({}));
+        let answer = async {
+            let id = self.request("ping").await;
+            self.send(json!({"type": "response", "id": id, "ok": true, "result": "pong"}))
+                .await;
+        };
+        let (result, ()) = tokio::join!(probe, answer);
+        assert_eq!(ok_of(&result)["answers"][0]["status"], "pong", "{result:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_for_ids_not_in_flight_hold_no_memory() {
+    let h = start_bridge(test_config()).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 9).await;
+    // The attack of issue 8: unique 100 KiB ids with empty data. Before the fix each one was kept.
+    const FRAMES: u64 = 300;
+    let id_tail = "7".repeat(100 << 10);
+    for n in 0..FRAMES {
+        puppet
+            .send(json!({"type": "chunk", "id": format!("{n}{id_tail}"), "seq": 0, "last": false, "data": ""}))
+            .await;
+    }
+    puppet.answer_a_probe(&h).await;
+    assert_eq!(h.state.reassembly_bytes(), 0, "nothing kept for them");
+    assert!(h.state.malformed_frames() >= FRAMES);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_reply_is_reassembled_and_its_bytes_released() {
+    let h = start_bridge(test_config()).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 3).await;
+    let call = h.call("run_lua", json!({"computer": 3, "code": "return 1"}));
+    let bridge = &h;
+    let answer = async {
+        let id = puppet.request("lua.run").await;
+        let reply = json!({"type": "response", "id": id, "ok": true, "result": {"n": 1, "values": ["x".repeat(1000)], "output": ""}})
+            .to_string();
+        let (head, tail) = reply.split_at(reply.len() / 2);
+        puppet
+            .send(json!({"type": "chunk", "id": id, "seq": 0, "last": false, "data": head}))
+            .await;
+        puppet.answer_a_probe(bridge).await;
+        let held = bridge.state.reassembly_bytes();
+        assert_eq!(held, id.len() + head.len(), "id and data are counted");
+        puppet
+            .send(json!({"type": "chunk", "id": id, "seq": 1, "last": true, "data": tail}))
+            .await;
+    };
+    let (result, ()) = tokio::join!(call, answer);
+    assert_eq!(ok_of(&result)["values"][0], "x".repeat(1000));
+    assert_eq!(h.state.reassembly_bytes(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_reply_over_the_bound_fails_its_own_request_only() {
+    let h = start_bridge(test_config()).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 4).await;
+    let call = h.call("run_lua", json!({"computer": 4, "code": "return 1"}));
+    let answer = async {
+        let id = puppet.request("lua.run").await;
+        let piece = "y".repeat(100 << 10);
+        // 8 MiB is the bound of one reply: 82 pieces of 100 KiB pass it.
+        for seq in 0..82 {
+            puppet
+                .send(json!({"type": "chunk", "id": id, "seq": seq, "last": false, "data": piece}))
+                .await;
+        }
+    };
+    let (result, ()) = tokio::join!(call, answer);
+    let err = error_of(&result);
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeds 8388608 bytes"),
+        "{err}"
+    );
+    puppet.answer_a_probe(&h).await;
+    assert_eq!(h.state.reassembly_bytes(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_link_is_served_at_the_root_too() {
+    let h = start_bridge(test_config()).await;
+    // The seed's plan has computers open ws://host:port itself.
+    let mut puppet = Puppet::link(&h, &format!("ws://{}", h.link_addr), 11).await;
+    puppet.answer_a_probe(&h).await;
+    // A browser at the same address still gets the index page.
+    let page = http_get(&format!("http://{}/", h.link_addr)).await;
+    assert!(page.contains("install.lua"), "{page}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_live_machine_with_a_held_id_is_refused_not_swapped_in() {
+    let mut cfg = test_config();
+    cfg.on_duplicate = OnDuplicate::RefuseIfLive;
+    let h = start_bridge(cfg).await;
+    let first = Puppet::link(&h, &h.link_url(), 5).await;
+    let first_link = h.state.registry.get(5).unwrap().link_id;
+    let answering = first.keep_answering();
+
+    let (mut second, answer) = Puppet::hello(&h.link_url(), 5).await;
+    assert_eq!(answer["type"], "hello-rejected", "{answer}");
+    let why = answer["error"].as_str().unwrap();
+    assert!(why.contains("computer id 5 is already linked"), "{why}");
+    assert!(second.frame().await.is_none(), "the refused link is closed");
+
+    assert_eq!(
+        h.state.registry.get(5).unwrap().link_id,
+        first_link,
+        "calls still reach the first machine"
+    );
+    assert_eq!(h.state.registry.refused(), vec![(5, 1)]);
+    answering.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_no_longer_answers_is_replaced() {
+    let mut cfg = test_config();
+    cfg.on_duplicate = OnDuplicate::RefuseIfLive;
+    let h = start_bridge(cfg).await;
+    // Linked, then silent: its pings go unanswered (a frozen machine whose socket is still open).
+    let _silent = Puppet::link(&h, &h.link_url(), 6).await;
+    let old_link = h.state.registry.get(6).unwrap().link_id;
+    let _newcomer = Puppet::link(&h, &h.link_url(), 6).await;
+    assert_ne!(h.state.registry.get(6).unwrap().link_id, old_link);
+    assert!(h.state.registry.refused().is_empty());
+}

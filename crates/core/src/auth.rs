@@ -1,0 +1,232 @@
+//! Who may talk to a listener: one origin-pattern grammar, one host check and one token check, for the MCP
+//! HTTP transport and the link listeners alike.
+//!
+//! Every check runs on the request head before anything else happens, and a refusal is a real HTTP status
+//! (403 for origin and host, 401 for the token) with a plain-text reason, so a person looking at a failed
+//! connection learns which setting to change.
+//!
+//! - [`OriginPolicy`]: which `Origin` headers may connect (grammar below); whether a
+//!   request without one may ([`MissingOrigin`]).
+//! - [`HostPolicy`]: which `Host` headers are accepted (DNS-rebinding protection for HTTP): `host` (any
+//!   port), `host:port`, `*.domain`, `*`, IPv6 in brackets. Case is ignored.
+//! - [`Token`]: a shared secret compared in constant time, presented as `Authorization: Bearer <token>`
+//!   (and, where the client cannot set headers, as `?token=`).
+//! - [`Access`]: the three together; [`Access::check`] gives `Ok` or a [`Refusal`].
+//!
+//! Origin pattern syntax (matching ignores ASCII case):
+//!
+//! | pattern                  | matches                                                                      |
+//! |--------------------------|------------------------------------------------------------------------------|
+//! | `*`                      | any origin that is present                                                   |
+//! | `http://localhost`       | exactly that scheme and host, default port (80 here; 443 for https/wss)      |
+//! | `http://localhost:8080`  | that port only                                                               |
+//! | `http://localhost:*`     | any port, or none                                                            |
+//! | `https://*.example.com`  | any subdomain, at any depth, of example.com; not example.com itself          |
+//! | `https://*`              | any host with that scheme                                                    |
+//! | `null`, `file://`        | anything without a host part is compared as a whole string (browsers send `null` for `file://` pages) |
+//!
+//! IPv6 hosts are written in brackets: `http://[::1]:*`. A pattern with a path (`http://a/b`) is rejected.
+
+mod origin;
+
+pub use origin::{MissingOrigin, OriginPolicy};
+
+use crate::link::LinkError;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use origin::{HostPattern, split_host_port};
+use std::sync::Arc;
+
+/// A shared secret. `Debug` never shows it.
+#[derive(Clone)]
+pub struct Token(Arc<str>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(…)")
+    }
+}
+
+impl Token {
+    pub fn new(secret: impl AsRef<str>) -> Self {
+        Self(Arc::from(secret.as_ref()))
+    }
+
+    /// Compares without an early exit, so response timing does not reveal how much of a guess was right.
+    pub fn matches(&self, presented: &str) -> bool {
+        constant_time_eq(presented.as_bytes(), self.0.as_bytes())
+    }
+}
+
+/// Equal length and equal bytes, in time that depends on the length only.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme case ignored), if there is one.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Accepted `Host` headers. See the module docs for the grammar.
+#[derive(Debug, Clone)]
+pub struct HostPolicy {
+    hosts: Vec<(HostPattern, Option<u16>)>,
+}
+
+impl HostPolicy {
+    /// `localhost`, `127.0.0.1` and `[::1]` on any port, plus `extra`.
+    pub fn localhost_and<I, S>(extra: I) -> Result<Self, LinkError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut hosts = Vec::new();
+        for h in ["localhost", "127.0.0.1", "[::1]"] {
+            hosts.push((HostPattern::Exact(h.to_owned()), None));
+        }
+        for raw in extra {
+            hosts.push(parse_host(raw.as_ref())?);
+        }
+        Ok(Self { hosts })
+    }
+
+    /// Whether a `Host` header value is accepted.
+    pub fn allows(&self, host: &str) -> bool {
+        let host = host.trim().to_ascii_lowercase();
+        let Some((name, port)) = split_host_port(&host) else {
+            return false;
+        };
+        let port = match port {
+            None => None,
+            Some(p) => match p.parse::<u16>() {
+                Ok(p) => Some(p),
+                Err(_) => return false,
+            },
+        };
+        self.hosts
+            .iter()
+            .any(|(pattern, want)| pattern.matches(name) && want.is_none_or(|w| Some(w) == port))
+    }
+}
+
+fn parse_host(raw: &str) -> Result<(HostPattern, Option<u16>), LinkError> {
+    let invalid = |reason: &str| LinkError::InvalidOriginPattern {
+        pattern: raw.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let lower = raw.trim().to_ascii_lowercase();
+    // A bare IPv6 address (`::1`) has colons but no port; bracket it so the grammar is one.
+    let bracketed = if lower.contains("::") && !lower.starts_with('[') {
+        format!("[{lower}]")
+    } else {
+        lower
+    };
+    let (host, port) =
+        split_host_port(&bracketed).ok_or_else(|| invalid("expected host or host:port"))?;
+    let port = port
+        .map(|p| {
+            p.parse::<u16>()
+                .map_err(|_| invalid("the port must be a number"))
+        })
+        .transpose()?;
+    Ok((HostPattern::parse(host).map_err(invalid)?, port))
+}
+
+/// Why a request was refused, and how to answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: StatusCode,
+    pub reason: String,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let challenge = self.status == StatusCode::UNAUTHORIZED;
+        let mut response = (self.status, format!("{}\n", self.reason)).into_response();
+        if challenge {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// Origin, host and token rules of one listener.
+#[derive(Debug, Clone)]
+pub struct Access {
+    pub origins: OriginPolicy,
+    /// `None`: any `Host` (links dialled by game clients, which send whatever address they were given).
+    pub hosts: Option<HostPolicy>,
+    pub token: Option<Token>,
+    /// What a refused client is told to send, e.g. "Authorization: Bearer <MCP_TOKEN>".
+    pub token_hint: &'static str,
+}
+
+impl Access {
+    /// Only an origin policy: any host, no token.
+    pub fn origins(origins: OriginPolicy) -> Self {
+        Self {
+            origins,
+            hosts: None,
+            token: None,
+            token_hint: "the token",
+        }
+    }
+
+    /// Checks a request head. `query_token` is the `?token=` parameter where the listener accepts one.
+    pub fn check(
+        &self,
+        uri: &Uri,
+        headers: &HeaderMap,
+        query_token: Option<&str>,
+    ) -> Result<(), Refusal> {
+        let forbidden = |reason: String| Refusal {
+            status: StatusCode::FORBIDDEN,
+            reason,
+        };
+        if let Some(hosts) = &self.hosts {
+            // HTTP/2 carries the host in the `:authority` pseudo-header, which hyper puts in the URI.
+            let host = match headers.get(header::HOST) {
+                Some(v) => v.to_str().ok(),
+                None => uri.authority().map(|a| a.as_str()),
+            };
+            match host {
+                Some(h) if hosts.allows(h) => {}
+                Some(h) => return Err(forbidden(format!("Host {h} is not allowed"))),
+                None => {
+                    return Err(forbidden(
+                        "a request without a Host header is not allowed".into(),
+                    ));
+                }
+            }
+        }
+        let origin = match headers.get(header::ORIGIN).map(|v| v.to_str()) {
+            None => None,
+            Some(Ok(o)) => Some(o),
+            Some(Err(_)) => return Err(forbidden("origin header is not valid text".into())),
+        };
+        if !self.origins.allows(origin) {
+            return Err(forbidden(match origin {
+                Some(o) => format!("origin {o} is not allowed"),
+                None => "a request without an Origin header is not allowed".to_owned(),
+            }));
+        }
+        if let Some(expected) = &self.token {
+            let ok = [bearer(headers), query_token]
+                .into_iter()
+                .flatten()
+                .any(|t| expected.matches(t));
+            if !ok {
+                return Err(Refusal {
+                    status: StatusCode::UNAUTHORIZED,
+                    reason: format!("missing or wrong token: send {}", self.token_hint),
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,264 @@
+//! Links the bridge opens itself: a WebSocket (Minecraft's bridge mod), TCP (RCON, DAP servers), a Unix
+//! socket, or a child process's stdin/stdout (debug adapters). Each gives the same [`Connection`] as an
+//! accepted link; [`redial`] keeps one up across drops with exponential backoff and jitter.
+
+use super::backoff::Backoff;
+use super::error::LinkError;
+use super::sender::Connection;
+use super::session::{self, Accepted, Timing, WsConnection, WsIn, WsOut};
+use super::stream::{self, StreamConfig};
+use futures::{SinkExt, StreamExt, future};
+use std::future::Future;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Message, protocol::CloseFrame};
+use tokio_util::sync::CancellationToken;
+
+/// Longest stderr line of a child logged whole; longer ones are cut.
+const MAX_STDERR_LINE: usize = 4096;
+
+/// Settings of a dialled WebSocket.
+#[derive(Debug, Clone)]
+pub struct WsDial {
+    /// `ws://` or `wss://` URL (`wss` needs a TLS feature of tokio-tungstenite, not enabled here).
+    pub url: String,
+    pub max_frame_bytes: usize,
+    /// How often the watchdog pings; `Duration::ZERO` turns it off.
+    pub ping_interval: Duration,
+    pub pong_timeout: Duration,
+    /// How long the TCP connect and WebSocket handshake may take.
+    pub connect_timeout: Duration,
+}
+
+impl WsDial {
+    /// 16 MiB frames, a ping every 15 s answered within 10 s, 10 s to connect.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_frame_bytes: 16 << 20,
+            ping_interval: Duration::from_secs(15),
+            pong_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Opens one WebSocket link; the same pings, close handling and frame limit as an accepted one.
+pub async fn websocket(
+    cfg: &WsDial,
+    shutdown: &CancellationToken,
+) -> Result<WsConnection, LinkError> {
+    let failed = |reason: String| LinkError::Connect {
+        target: cfg.url.clone(),
+        reason,
+    };
+    let ws_cfg = WebSocketConfig::default()
+        .max_message_size(Some(cfg.max_frame_bytes))
+        .max_frame_size(Some(cfg.max_frame_bytes));
+    let (socket, response) = tokio::time::timeout(
+        cfg.connect_timeout,
+        tokio_tungstenite::connect_async_with_config(cfg.url.as_str(), Some(ws_cfg), true),
+    )
+    .await
+    .map_err(|_| {
+        failed(format!(
+            "no handshake within {} ms",
+            cfg.connect_timeout.as_millis()
+        ))
+    })?
+    .map_err(|e| failed(e.to_string()))?;
+    let peer = match socket.get_ref() {
+        tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp.peer_addr().ok(),
+        _ => None,
+    };
+    let (sink, stream) = socket.split();
+    let stream = stream.map(|read| {
+        read.map(from_tungstenite)
+            .map_err(|e| session::classify(&e))
+    });
+    let sink = sink
+        .with(|out| future::ready(Ok::<_, tungstenite::Error>(to_tungstenite(out))))
+        .sink_map_err(|e| e.to_string());
+    let accepted = Accepted {
+        peer,
+        origin: None,
+        headers: response.headers().clone(),
+        query: Default::default(),
+    };
+    let timing = Timing {
+        ping_interval: cfg.ping_interval,
+        pong_timeout: cfg.pong_timeout,
+    };
+    let (conn, reader) = session::start(stream, sink, accepted, shutdown, timing);
+    tokio::spawn(reader);
+    Ok(conn)
+}
+
+fn from_tungstenite(msg: Message) -> WsIn {
+    match msg {
+        Message::Text(text) => WsIn::Text(text.as_str().to_owned()),
+        Message::Binary(data) => WsIn::Binary(data.len()),
+        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => WsIn::Control,
+        Message::Close(frame) => {
+            WsIn::Close(frame.map(|f| (f.code.into(), f.reason.as_str().to_owned())))
+        }
+    }
+}
+
+fn to_tungstenite(out: WsOut) -> Message {
+    match out {
+        WsOut::Text(text) => Message::text(text),
+        WsOut::Ping => Message::Ping(Default::default()),
+        WsOut::Close(frame) => Message::Close(frame.map(|(code, reason)| CloseFrame {
+            code: code.into(),
+            reason: reason.into(),
+        })),
+    }
+}
+
+fn connect_failed(target: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> LinkError {
+    move |e| LinkError::Connect {
+        target: target.to_string(),
+        reason: e.to_string(),
+    }
+}
+
+/// Opens a TCP link to `target` (`host:port`).
+pub async fn tcp(
+    target: &str,
+    cfg: StreamConfig,
+    shutdown: &CancellationToken,
+) -> Result<Connection, LinkError> {
+    let tcp = tokio::net::TcpStream::connect(target)
+        .await
+        .map_err(connect_failed(target))?;
+    // Request/response links suffer from Nagle's delay.
+    let _ = tcp.set_nodelay(true);
+    let (read, write) = tcp.into_split();
+    Ok(stream::spawn(read, write, cfg, shutdown))
+}
+
+/// Opens a link over the Unix socket at `path`.
+#[cfg(unix)]
+pub async fn unix(
+    path: &std::path::Path,
+    cfg: StreamConfig,
+    shutdown: &CancellationToken,
+) -> Result<Connection, LinkError> {
+    let socket = tokio::net::UnixStream::connect(path)
+        .await
+        .map_err(connect_failed(path.display()))?;
+    let (read, write) = socket.into_split();
+    Ok(stream::spawn(read, write, cfg, shutdown))
+}
+
+/// Starts `command` and links to it over its stdin/stdout; its stderr goes to the log at debug level, line by
+/// line. The process is killed when the link closes (after its stdin is closed and it had a moment to exit),
+/// and the link closes when the process exits.
+pub fn child(
+    mut command: Command,
+    cfg: StreamConfig,
+    shutdown: &CancellationToken,
+) -> Result<Connection, LinkError> {
+    let target = format!("{:?}", command.as_std().get_program());
+    let mut process = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| LinkError::Connect {
+            target: target.clone(),
+            reason: e.to_string(),
+        })?;
+    let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
+        return Err(LinkError::Connect {
+            target,
+            reason: "its stdin or stdout could not be piped".into(),
+        });
+    };
+    if let Some(stderr) = process.stderr.take() {
+        let target = target.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).split(b'\n');
+            while let Ok(Some(line)) = lines.next_segment().await {
+                let text = String::from_utf8_lossy(&line[..line.len().min(MAX_STDERR_LINE)]);
+                tracing::debug!(program = %target, "stderr: {text}");
+            }
+        });
+    }
+    let conn = stream::spawn(stdout, stdin, cfg, shutdown);
+    let sender = conn.sender.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            status = process.wait() => {
+                let why = match status {
+                    Ok(status) => format!("the program exited ({status})"),
+                    Err(e) => format!("the program could not be waited for: {e}"),
+                };
+                sender.close(&why);
+            }
+            () = sender.closed() => {
+                // Its stdin is closed now; give it a moment to exit by itself, then kill it.
+                if tokio::time::timeout(Duration::from_secs(2), process.wait()).await.is_err() {
+                    let _ = process.kill().await;
+                }
+            }
+        }
+    });
+    Ok(conn)
+}
+
+/// Keeps a dialled link up: connects with `connect`, hands each link to `serve` (which returns when the link
+/// is done with), and after a failed attempt or a dropped link waits `backoff`'s next delay before trying
+/// again. A link that lasted at least `healthy_after` resets the backoff. Returns when `shutdown` is
+/// cancelled.
+pub async fn redial<C, CF, S, SF>(
+    mut connect: C,
+    mut serve: S,
+    mut backoff: Backoff,
+    healthy_after: Duration,
+    shutdown: CancellationToken,
+) where
+    C: FnMut() -> CF,
+    CF: Future<Output = Result<Connection, LinkError>>,
+    S: FnMut(Connection) -> SF,
+    SF: Future<Output = ()>,
+{
+    while !shutdown.is_cancelled() {
+        let attempt = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return,
+            attempt = connect() => attempt,
+        };
+        match attempt {
+            Ok(conn) => {
+                let started = tokio::time::Instant::now();
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return,
+                    () = serve(conn) => {}
+                }
+                if started.elapsed() >= healthy_after {
+                    backoff.reset();
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, attempt = backoff.attempt(), "link attempt failed")
+            }
+        }
+        let delay = backoff.next_delay();
+        tracing::info!(
+            delay_ms = delay.as_millis() as u64,
+            "reconnecting after a delay"
+        );
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The half of a link a bridge holds, whatever carries it: a sender that queues frames for the link's one
+//! writer task, a bounded stream of frames in, and the link's end (first reason wins).
+//!
+//! The link's `closed` token is cancelled first, whatever ends it; then `incoming` ends. The first recorded
+//! reason becomes the `Disconnected` reason of every later send and of every request failed by the drop.
+
+use super::error::LinkError;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+/// Frames queued towards the peer before `send_text` waits.
+pub(super) const OUTGOING_QUEUE: usize = 256;
+/// Frames queued towards the bridge before the reader stops reading (backpressure).
+pub(super) const INCOMING_QUEUE: usize = 256;
+/// Bytes of frames queued towards the bridge per link before the reader stops reading: a peer that floods
+/// a slow bridge holds at most this much plus the one frame the reader is waiting to queue.
+pub const INCOMING_BYTES: usize = 1 << 20;
+
+pub(super) const CLOSE_NORMAL: u16 = 1000;
+pub(super) const CLOSE_GOING_AWAY: u16 = 1001;
+pub(super) const CLOSE_PROTOCOL: u16 = 1002;
+pub(super) const CLOSE_INVALID_DATA: u16 = 1007;
+pub(super) const CLOSE_TOO_BIG: u16 = 1009;
+pub(super) const CLOSE_INTERNAL: u16 = 1011;
+
+static NEXT_LINK_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Any link, handed to the bridge: how to send, what arrives, and when it ended.
+#[derive(Debug)]
+pub struct Connection {
+    /// Unique within this process; for logs and for "newest connection wins" bookkeeping.
+    pub id: u64,
+    pub sender: LinkSender,
+    /// Frames from the peer, in order. Ends (`None`) when the link is closed.
+    pub incoming: Incoming,
+    /// Cancelled when the link dies, for any reason, before `incoming` ends.
+    pub closed: CancellationToken,
+}
+
+/// Frames from the peer, bounded by count and by bytes ([`INCOMING_BYTES`]): the reader waits until the
+/// bridge has taken enough.
+#[derive(Debug)]
+pub struct Incoming {
+    rx: mpsc::Receiver<(String, OwnedSemaphorePermit)>,
+    budget: Arc<Semaphore>,
+}
+
+impl Incoming {
+    /// The next frame; `None` once the link is closed and every frame was taken.
+    pub async fn recv(&mut self) -> Option<String> {
+        // The permit goes with the frame's bytes: dropping it lets the reader queue more.
+        self.rx.recv().await.map(|(frame, _permit)| frame)
+    }
+
+    /// Bytes of the budget in use: frames waiting to be taken, and the part of the budget the reader has
+    /// already set aside for the next one.
+    pub fn queued_bytes(&self) -> usize {
+        INCOMING_BYTES.saturating_sub(self.budget.available_permits())
+    }
+}
+
+/// The reader's end of [`Incoming`].
+pub(super) struct Deliverer {
+    tx: mpsc::Sender<(String, OwnedSemaphorePermit)>,
+    budget: Arc<Semaphore>,
+}
+
+/// A link's incoming queue.
+pub(super) fn incoming() -> (Deliverer, Incoming) {
+    let (tx, rx) = mpsc::channel(INCOMING_QUEUE);
+    let budget = Arc::new(Semaphore::new(INCOMING_BYTES));
+    (
+        Deliverer {
+            tx,
+            budget: Arc::clone(&budget),
+        },
+        Incoming { rx, budget },
+    )
+}
+
+pub(super) enum Outgoing {
+    Text(String),
+    /// WebSocket links only: the watchdog's probe.
+    Ping,
+    /// Sent after everything queued before it; the reason is already recorded in `LinkState::end`.
+    Close,
+}
+
+impl std::fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Text(t) => write!(f, "Text({} bytes)", t.len()),
+            Self::Ping => f.write_str("Ping"),
+            Self::Close => f.write_str("Close"),
+        }
+    }
+}
+
+/// How a link ended: the close code we send (`None` when the peer ended it, the socket is gone, or the
+/// transport has no codes) and why.
+#[derive(Debug)]
+pub(super) struct End {
+    pub code: Option<u16>,
+    pub reason: String,
+}
+
+#[derive(Debug)]
+pub(super) struct LinkState {
+    pub id: u64,
+    pub closed: CancellationToken,
+    end: OnceLock<End>,
+    /// Cancelled when the writer has said goodbye and let go of the transport.
+    pub finished: CancellationToken,
+    /// Largest frame `send_text` accepts; `usize::MAX` where the transport has no limit of its own.
+    max_frame: AtomicUsize,
+}
+
+impl LinkState {
+    /// A new link's state; `shutdown` cancels it from outside.
+    pub fn new(shutdown: &CancellationToken) -> Arc<Self> {
+        Arc::new(Self {
+            id: NEXT_LINK_ID.fetch_add(1, Ordering::Relaxed),
+            closed: shutdown.child_token(),
+            end: OnceLock::new(),
+            finished: CancellationToken::new(),
+            max_frame: AtomicUsize::new(usize::MAX),
+        })
+    }
+
+    /// Makes `send_text` refuse frames over `max` bytes instead of handing them to a writer that would fail.
+    pub fn limit_frames(&self, max: usize) {
+        self.max_frame.store(max, Ordering::Relaxed);
+    }
+
+    /// Records why the link ends (the first reason wins) and tears it down.
+    pub fn finish(&self, code: Option<u16>, reason: impl Into<String>) {
+        let reason = reason.into();
+        if self.end.set(End { code, reason }).is_ok()
+            && let Some(end) = self.end.get()
+        {
+            tracing::info!(link = self.id, reason = %end.reason, "link closing");
+        }
+        self.closed.cancel();
+    }
+
+    /// The recorded end; a link cancelled from outside (server shutdown) has not recorded one yet.
+    pub fn end(&self) -> &End {
+        self.end.get_or_init(|| End {
+            code: Some(CLOSE_GOING_AWAY),
+            reason: "server shutting down".to_owned(),
+        })
+    }
+
+    /// The bridge's half of a link whose writer reads `tx`'s other end.
+    pub fn connection(
+        self: &Arc<Self>,
+        tx: mpsc::Sender<Outgoing>,
+        incoming: Incoming,
+    ) -> Connection {
+        Connection {
+            id: self.id,
+            sender: LinkSender {
+                tx,
+                state: Arc::clone(self),
+            },
+            incoming,
+            closed: self.closed.clone(),
+        }
+    }
+
+    /// Hands one frame to the bridge, waiting while its queue is full (by count or by bytes); false once the
+    /// link is closed.
+    pub async fn deliver(&self, to: &Deliverer, frame: String) -> bool {
+        // A frame larger than the whole budget waits for an empty queue, then takes all of it.
+        let need = u32::try_from(frame.len().clamp(1, INCOMING_BYTES)).unwrap_or(u32::MAX);
+        let permit = tokio::select! {
+            biased;
+            () = self.closed.cancelled() => return false,
+            permit = Arc::clone(&to.budget).acquire_many_owned(need) => permit,
+        };
+        let Ok(permit) = permit else { return false };
+        let delivered = tokio::select! {
+            biased;
+            () = self.closed.cancelled() => return false,
+            sent = to.tx.send((frame, permit)) => sent.is_ok(),
+        };
+        if !delivered {
+            tracing::debug!(link = self.id, "frame dropped: nobody reads this link");
+        }
+        true
+    }
+}
+
+/// Sends to one link. Cheap to clone; all clones feed the same writer, so frames never interleave.
+#[derive(Debug, Clone)]
+pub struct LinkSender {
+    pub(super) tx: mpsc::Sender<Outgoing>,
+    pub(super) state: Arc<LinkState>,
+}
+
+impl LinkSender {
+    /// The link's id, as in [`Connection::id`].
+    pub fn id(&self) -> u64 {
+        self.state.id
+    }
+
+    /// Queues one frame. Fails with `FrameTooLarge` over the link's frame limit. `Ok` means queued, not delivered: correlate an answer to know it arrived. Waits while
+    /// the queue is full; fails with `Disconnected` (carrying the close reason) once the link is closed.
+    pub async fn send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
+        if self.state.closed.is_cancelled() || self.state.end.get().is_some() {
+            return Err(self.disconnected());
+        }
+        let text = text.into();
+        let limit = self.state.max_frame.load(Ordering::Relaxed);
+        if text.len() > limit {
+            return Err(LinkError::FrameTooLarge {
+                size: text.len(),
+                limit,
+            });
+        }
+        tokio::select! {
+            biased;
+            () = self.state.closed.cancelled() => Err(self.disconnected()),
+            sent = self.tx.send(Outgoing::Text(text)) => sent.map_err(|_| self.disconnected()),
+        }
+    }
+
+    /// Closes the link with `reason` (on WebSocket: code 1000, the reason sent to the peer truncated to 123
+    /// bytes) after the frames already queued: a refusal or a last answer reaches the peer before the close.
+    /// Later sends fail.
+    pub fn close(&self, reason: &str) {
+        self.close_with(CLOSE_NORMAL, reason);
+    }
+
+    /// [`close`](Self::close) with another WebSocket close code (1011 for a peer judged dead, say).
+    pub fn close_with(&self, code: u16, reason: &str) {
+        let recorded = self
+            .state
+            .end
+            .set(End {
+                code: Some(code),
+                reason: reason.to_owned(),
+            })
+            .is_ok();
+        if !recorded {
+            return;
+        }
+        tracing::info!(link = self.state.id, reason, "link closing");
+        // A full queue means the peer stopped reading; it would not get the close frame either.
+        if self.tx.try_send(Outgoing::Close).is_err() {
+            self.state.closed.cancel();
+        }
+    }
+
+    /// Waits until the link is closed and the goodbye has been sent (or given up on), for a program that
+    /// must not exit before its peer has been told.
+    pub async fn finished(&self) {
+        self.state.finished.cancelled().await;
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state.closed.is_cancelled()
+    }
+
+    /// Waits until the link is closed.
+    pub async fn closed(&self) {
+        self.state.closed.cancelled().await;
+    }
+
+    /// Why the link closed; `None` while it is open.
+    pub fn close_reason(&self) -> Option<String> {
+        self.is_closed().then(|| self.state.end().reason.clone())
+    }
+
+    /// The error for requests on this link now that it is closed: `Disconnected` with the close reason.
+    pub fn disconnected(&self) -> LinkError {
+        LinkError::disconnected(
+            self.close_reason()
+                .unwrap_or_else(|| "link is closing".to_owned()),
+        )
+    }
+}
+
+/// A link's writer: sends the queued frames in order, converted by `convert` (`None` skips one the transport
+/// has no use for), until a close is dequeued, the queue ends or the link is closed. The caller says goodbye.
+pub(super) async fn pump<Si, M>(
+    sink: &mut Si,
+    out_rx: &mut mpsc::Receiver<Outgoing>,
+    state: &LinkState,
+    convert: impl Fn(Outgoing) -> Option<M>,
+) where
+    Si: futures::Sink<M> + Unpin,
+    Si::Error: std::fmt::Display,
+{
+    use futures::SinkExt;
+    loop {
+        let item = tokio::select! {
+            biased;
+            () = state.closed.cancelled() => return,
+            item = out_rx.recv() => item,
+        };
+        let msg = match item {
+            Some(Outgoing::Close) | None => return,
+            Some(other) => match convert(other) {
+                Some(msg) => msg,
+                None => continue,
+            },
+        };
+        // A peer that stopped reading blocks this send; the watchdog or probe notices and cancels.
+        let sent = tokio::select! {
+            biased;
+            () = state.closed.cancelled() => return,
+            sent = sink.send(msg) => sent,
+        };
+        if let Err(e) = sent {
+            return state.finish(None, format!("send failed: {e}"));
+        }
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary.
+pub(super) fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

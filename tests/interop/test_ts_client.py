@@ -1,0 +1,107 @@
+"""Every bridge through the official TypeScript SDK client (@modelcontextprotocol/sdk, the client of the Inspector
+and of most hosts), over stdio and Streamable HTTP: a success and tool errors arrive as results the host can show,
+with the error's code and hint. The SDK validates `structuredContent` against the tool's `outputSchema` even when
+`isError` is true, so each error below comes from a tool that declares an outputSchema: the case that used to
+turn into -32602 "Structured content does not match the tool's output schema"."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import HttpServer, cargo_bin
+from test_bitburner_python import FakeGame
+from ts_client import TsClient
+
+TRANSPORTS = ["stdio", "http"]
+
+
+@contextmanager
+def ts_client(argv: list[str], transport: str, env: dict[str, str] | None = None) -> Iterator[TsClient]:
+    """A TypeScript-SDK client of the server `argv` (a stdio child of the client, or an HTTP server)."""
+    if transport == "stdio":
+        with TsClient({"stdio": {"command": argv[0], "args": [*argv[1:], "--stdio"], "env": env or {}}}) as client:
+            yield client
+    else:
+        with HttpServer.start(argv, env=env) as server, TsClient({"http": server.mcp_url}) as client:
+            yield client
+
+
+def has_output_schema(client: TsClient, tool: str) -> None:
+    assert "outputSchema" in client.tools()[tool], f"{tool} must declare an outputSchema for this test to mean much"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_fixture(transport: str) -> None:
+    with ts_client([str(cargo_bin("mcp-fixture"))], transport) as client:
+        has_output_schema(client, "echo")
+        assert client.ok("echo", {"text": "hi"}) == {"text": "hi", "bytes": 2}
+
+        missing = client.error("echo", {})
+        assert missing["code"] == "E_INVALID_ARGUMENT"
+        assert missing["details"]["field"] == "text"
+        assert "`text`" in missing["hint"]
+
+        failed = client.error("test_error_handling", {})
+        assert failed["code"] == "E_REMOTE"
+        assert failed["hint"] == "this tool always fails; there is nothing to retry"
+
+
+def attach_game(client: TsClient) -> FakeGame:
+    """Starts the fake game against the bridge behind `client`; returns once the bridge reports it linked."""
+    status = client.ok("status", {})
+    before = status["connections_total"]
+    game = FakeGame(status["listen"])
+    while (event := game.next_event())["event"] != "connected":
+        assert event["event"] != "exit", f"fake game exited: {game.seen}"
+    deadline = time.monotonic() + 20
+    while not ((s := client.ok("status", {}))["connected"] and s["connections_total"] > before):
+        assert time.monotonic() < deadline, f"the bridge never took the game: {s}"
+        time.sleep(0.01)
+    return game
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_bitburner(transport: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="bitburner-saves-") as saves:
+        argv = [str(cargo_bin("mcp-bridges")), "bitburner", "--game-port", "0", "--save-dir", saves]
+        with ts_client(argv, transport) as client:
+            has_output_schema(client, "list_files")
+            has_output_schema(client, "read_file")
+
+            offline = client.error("list_files", {})
+            assert offline["code"] == "E_DISCONNECTED"
+            assert "Remote API" in offline["hint"]
+
+            game = attach_game(client)
+            try:
+                client.ok("write_file", {"filename": "a.js", "content": "export async function main(ns) {}"})
+                assert client.ok("read_file", {"filename": "a.js"})["content"] == "export async function main(ns) {}"
+
+                gone = client.error("read_file", {"filename": "nope.js"})
+                assert gone["code"] == "E_REMOTE"
+                assert gone["message"] == "File does not exist. Filename: nope.js"
+                assert gone["hint"]
+            finally:
+                game.stop()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_computercraft(transport: str) -> None:
+    argv = [str(cargo_bin("mcp-bridges")), "computercraft", "--link-host", "127.0.0.1", "--link-port", "0"]
+    with ts_client(argv, transport) as client:
+        has_output_schema(client, "run_lua")
+        listing: dict[str, Any] = client.ok("list_computers", {})
+        assert listing["computers"] == []
+
+        missing = client.error("run_lua", {"computer": 77, "code": "return 1"})
+        assert missing["code"] == "E_NOT_FOUND"
+        assert missing["hint"]
+        bad = client.error("run_lua", {"computer": 0})
+        assert bad["code"] == "E_INVALID_ARGUMENT"
+        assert bad["details"]["field"] == "code"
