@@ -1,6 +1,6 @@
 """The Bitburner bridge through the official Python MCP client (PyPI `mcp`), in both protocol eras and over both
-transports, against the fake game: the test double of Bitburner's Remote API written from
-`shared/reference/bitburner.md` (crates/bitburner/src/fake_game; run as the `fake-game` example). Like the real
+transports, against the fake game: the test double of Bitburner's Remote API described in
+docs/protocols/bitburner.md (crates/bitburner-fake; its `fake-game` program). Like the real
 game it is the WebSocket client: it connects to the bridge and only answers."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import ROOT, HttpServer, cargo_bin, error, ok
+from conftest import HttpServer, cargo_bin, error, ok
 from mcp import Client, StdioServerParameters
 
 ERAS = ["legacy", "2026-07-28"]
@@ -27,35 +27,11 @@ SCRIPT = "export async function main(ns){ ns.hack('n00dles'); }"
 
 pytestmark = [pytest.mark.anyio]
 
-_EXAMPLES: dict[str, Path] = {}
-
-
-def cargo_example(package: str, name: str) -> Path:
-    """Builds an example of a workspace package and returns its executable."""
-    if name not in _EXAMPLES:
-        proc = subprocess.run(
-            ["cargo", "build", "--quiet", "-p", package, "--example", name, "--message-format=json-render-diagnostics"],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        if proc.returncode != 0:
-            pytest.fail(f"cargo build --example {name} failed:\n{proc.stderr[-4000:]}", pytrace=False)
-        for line in proc.stdout.splitlines():
-            msg = json.loads(line)
-            if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["target"]["name"] == name:
-                _EXAMPLES[name] = Path(msg["executable"])
-        if name not in _EXAMPLES:
-            pytest.fail(f"no executable for example {name}", pytrace=False)
-    return _EXAMPLES[name]
-
-
 class FakeGame:
     """The fake-game program: JSON events on its stdout, commands on its stdin."""
 
     def __init__(self, url: str, *, version: str = "3.0", origin: str | None = None) -> None:
-        argv = [str(cargo_example("bridge-bitburner", "fake-game")), "--connect", url, "--version", version]
+        argv = [str(cargo_bin("bitburner-fake", "fake-game")), "--connect", url, "--version", version]
         if origin is not None:
             argv += ["--origin", origin]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -173,14 +149,15 @@ async def test_every_tool(connect, transport: str, era: str, save_dir: Path) -> 
         await ok(client, "write_file", {"filename": "notes.txt", "content": ""})
         assert (await ok(client, "list_files", {}))["files"] == ["notes.txt", "lib/hack.js"]
         read = await client.call_tool("read_file", {"filename": "lib/hack.js", "server": "home"})
-        assert read.structured_content["content"] == SCRIPT
         assert read.content[0].text == SCRIPT
-        assert (await ok(client, "read_file", {"filename": "notes.txt"}))["content"] == ""
-        all_files = await ok(client, "get_all_files", {})
-        assert all_files["files"][0] == {"filename": "lib/hack.js", "content": SCRIPT}
+        assert read.structured_content["total_bytes"] == len(SCRIPT) and "content" not in read.structured_content
+        assert (await ok(client, "read_file", {"filename": "notes.txt"}))["total_bytes"] == 0
+        all_files = await client.call_tool("get_all_files", {})
+        assert all_files.structured_content["files"][0] == {"filename": "lib/hack.js", "bytes": len(SCRIPT), "included": True}
+        assert SCRIPT in all_files.content[0].text
         assert (await ok(client, "calculate_ram", {"filename": "lib/hack.js"}))["ram_gb"] == 1.7
-        defs = await ok(client, "get_netscript_definitions", {"strip_exports": True})
-        assert "interface NS" in defs["content"] and "export " not in defs["content"]
+        defs = await client.call_tool("get_netscript_definitions", {"strip_exports": True})
+        assert "interface NS" in defs.content[0].text and "export " not in defs.content[0].text
         servers = await ok(client, "get_all_servers", {})
         assert servers["servers"][0] == {"hostname": "home", "has_admin_rights": True, "purchased_by_player": True}
         meta = await ok(client, "get_file_metadata", {"filename": "notes.txt"})

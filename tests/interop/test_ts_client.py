@@ -81,7 +81,9 @@ def test_bitburner(transport: str) -> None:
             game = attach_game(client)
             try:
                 client.ok("write_file", {"filename": "a.js", "content": "export async function main(ns) {}"})
-                assert client.ok("read_file", {"filename": "a.js"})["content"] == "export async function main(ns) {}"
+                read = client.call("read_file", {"filename": "a.js"})
+                assert read["content"][0]["text"] == "export async function main(ns) {}"
+                assert read["structuredContent"]["total_bytes"] == len("export async function main(ns) {}")
 
                 gone = client.error("read_file", {"filename": "nope.js"})
                 assert gone["code"] == "E_REMOTE"

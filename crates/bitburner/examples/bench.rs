@@ -6,7 +6,7 @@
 //! Prints p50/p99 per case and the ratio to the echo. Numbers only; nothing here passes or fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use bridge_bitburner::fake_game::{FakeGame, GameVersion, WEB_ORIGIN};
+use bitburner_fake::{FakeGame, GameVersion, WEB_ORIGIN};
 use bridge_bitburner::wire::Method;
 use bridge_bitburner::{GameArgs, build_bridge, listen};
 use bridge_core::serve::{HttpOptions, serve_http, serve_io};

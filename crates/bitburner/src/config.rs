@@ -35,9 +35,12 @@ pub struct BitburnerArgs {
 /// One-shot file sync for players, with the same code as the MCP tools.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum BitburnerCommand {
-    /// Upload every script and text file under DIR to the game (paths relative to DIR), then exit.
+    /// Upload every script and text file under DIR to the game (paths relative to DIR), then exit; exits
+    /// non-zero when any file failed. Records what it wrote in DIR/.bitburner-sync.json for `pull`.
     Push(SyncArgs),
-    /// Download every script and text file of a game server into DIR, then exit.
+    /// Download every script and text file of a game server into DIR, then exit. A local file changed since
+    /// the last push or pull is kept, not overwritten, unless --force: DIR/.bitburner-sync.json records a hash
+    /// of each file as last synced (a file the manifest does not know counts as changed when it differs).
     Pull(SyncArgs),
 }
 
@@ -52,6 +55,9 @@ pub struct SyncArgs {
     #[arg(long = "wait-ms", env = "BITBURNER_SYNC_WAIT_MS", default_value = "120000",
           value_parser = config::millis("BITBURNER_SYNC_WAIT_MS", 0, 3_600_000))]
     pub wait: Duration,
+    /// pull: overwrite local files even when they changed since the last sync (push ignores it).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// How the game reaches the bridge, and the limits of what the bridge sends it.

@@ -1,10 +1,9 @@
 //! The Bitburner bridge: the game's Remote API as MCP tools.
 //!
 //! The game is the WebSocket client and only answers; this bridge listens, sends every request, and times
-//! each one out itself (`reference/bitburner.md`). Entry point for the binary: [`run`].
+//! each one out itself (`docs/protocols/bitburner.md`). Entry point for the binary: [`run`].
 
 pub mod config;
-pub mod fake_game;
 pub mod link;
 pub mod path;
 pub mod resources;
@@ -35,8 +34,11 @@ const GAME_LIMITS: ListenLimits = ListenLimits {
     idle_timeout: std::time::Duration::from_secs(30),
 };
 
-/// Saves can be several MB and the definitions ~350 KB; nothing the game sends should hit the limit.
-const MAX_GAME_FRAME_BYTES: usize = 128 << 20;
+/// The largest frame the game may send. The definitions are ~350 KB and a save several MB
+/// (`docs/protocols/bitburner.md` §5); a binary save's bytes above 0x7F take two bytes in JSON, so 32 MiB
+/// leaves room for a save of 16 MB and more. A larger frame closes the connection, and the call that asked
+/// fails with `E_TOO_LARGE` (`tools::Ctx::call`).
+pub const MAX_GAME_FRAME_BYTES: usize = 32 << 20;
 
 const INSTRUCTIONS: &str = "Tools for the game Bitburner through its Remote API: read, write and delete the \
 scripts and text files on in-game servers, compute a script's RAM cost, and read the NetScript type \
@@ -240,7 +242,7 @@ pub async fn run(args: BitburnerArgs) -> Result<(), BridgeError> {
             game.link.close(&format!("{verb} finished")).await;
             shutdown.cancel();
             let _ = game.task.await;
-            report?.print(verb);
+            report?.print(verb)?;
             Ok(())
         }
     }

@@ -1,7 +1,7 @@
 //! The game's own file-path and extension rules, so a bad name is rejected before anything is sent.
 //!
 //! Copied from `bitburner-src` `src/Paths/FilePath.ts` (`resolveFilePath`) and `src/Paths/Directory.ts`
-//! (`oneValidCharacter`, `resolveValidatedDirectory`); see `reference/bitburner.md` §4. The game keeps the
+//! (`oneValidCharacter`, `resolveValidatedDirectory`); see `docs/protocols/bitburner.md` §4. The game keeps the
 //! final word: its extension sets differ by version, so we accept the union and let it refuse the rest.
 
 use std::fmt;
@@ -212,7 +212,7 @@ fn explain(input: &str) -> PathError {
 mod tests {
     use super::*;
 
-    /// (input, what the game stores) for names it accepts; cases from `reference/bitburner.md` §4 and §8.
+    /// (input, what the game stores) for names it accepts; cases from `docs/protocols/bitburner.md` §4 and §8.
     const ACCEPTED: &[(&str, &str)] = &[
         ("test.js", "test.js"),
         ("/dir/sub/x.js", "dir/sub/x.js"),

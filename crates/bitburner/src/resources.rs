@@ -122,16 +122,16 @@ impl ResourceProvider for GameResources {
             let Some((server, path)) = parse_file_uri(uri) else {
                 return Ok(None);
             };
-            let file = self
+            let (path, text) = self
                 .ctx
-                .read_file(FileArgs {
+                .file_content(&FileArgs {
                     filename: path,
                     server,
                 })
                 .await?;
             Ok(Some(ResourceBody::Text {
-                mime_type: mime_for(&file.filename).to_owned(),
-                text: file.content,
+                mime_type: mime_for(&path).to_owned(),
+                text,
             }))
         })
     }

@@ -1,4 +1,4 @@
-//! The Remote API's wire format as the game really speaks it (`reference/bitburner.md` §2, §6): we send
+//! The Remote API's wire format as the game really speaks it (`docs/protocols/bitburner.md` §2, §6): we send
 //! requests, the game sends responses; `error` is a plain string; ids are echoed verbatim.
 
 use serde::Serialize;
@@ -66,7 +66,7 @@ impl Method {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }
 
-    /// The first game version that answers this method (changelogs, `reference/bitburner.md` §3).
+    /// The first game version that answers this method (changelogs, `docs/protocols/bitburner.md` §3).
     pub fn since(self) -> &'static str {
         match self {
             Self::GetAllServers => "2.6.0",
@@ -126,7 +126,7 @@ pub enum WireError {
 }
 
 /// Parse a frame from the game. Success or failure is decided by which key is present, never by truthiness:
-/// `""` is a valid file content (§6.6). Key order and `jsonrpc` are not checked (they vary by version).
+/// `""` is a valid file content (§6). Key order and `jsonrpc` are not checked (they vary by version).
 pub fn parse_response(text: &str) -> Result<Response, WireError> {
     let value: Value = serde_json::from_str(text).map_err(|e| WireError::NotJson(e.to_string()))?;
     let Value::Object(mut object) = value else {
@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn responses_as_seen_on_the_wire() {
-        // Frames copied from the v2.6.1 transcript (reference §8) and the dev key order (§2.1).
+        // Frames copied from the v2.6.1 transcript (docs/protocols/bitburner.md §8) and the dev key order (§2.1).
         let cases: &[(&str, Option<Value>, Outcome)] = &[
             (
                 r#"{"jsonrpc":"2.0","result":"OK","id":2}"#,

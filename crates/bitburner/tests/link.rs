@@ -4,7 +4,7 @@
 
 mod support;
 
-use bridge_bitburner::fake_game::{Closed, FakeGame, GameVersion};
+use bitburner_fake::{Closed, FakeGame, GameVersion};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use support::*;
@@ -114,6 +114,12 @@ async fn the_newest_game_connection_wins() {
     assert_eq!(first.methods(), ["getFileNames"]);
     let status = ok_of(&call(&client, "status", json!({})).await);
     assert_eq!(status["connections_total"], 2);
+    assert!(
+        status["last_disconnect"]
+            .as_str()
+            .is_some_and(|r| r.contains("replaced")),
+        "the replaced connection is the last one that ended: {status}"
+    );
 }
 
 #[tokio::test]
@@ -143,8 +149,8 @@ async fn reconnect_and_continue() {
     );
 
     let _again = h.connect(&game).await;
-    let read = ok_of(&call(&client, "read_file", json!({"filename": "keep.txt"})).await);
-    assert_eq!(read["content"], "kept");
+    let read = call(&client, "read_file", json!({"filename": "keep.txt"})).await;
+    assert_eq!(text_of(&read), "kept");
 }
 
 #[tokio::test]
@@ -178,14 +184,14 @@ async fn junk_and_forged_replies_are_ignored() {
     // Then the real answer, in the dev key order.
     conn.send_text(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"real"}}"#));
     let (client, result) = within("the real answer", pending).await.unwrap();
-    assert_eq!(ok_of(&result)["content"], "real");
+    assert_eq!(text_of(&result), "real");
     assert!(h.link.is_connected(), "junk does not cost the connection");
     conn.set_answering(true);
     ok_of(&call(&client, "list_files", json!({})).await);
 }
 
 #[tokio::test]
-async fn a_silent_game_times_out_with_the_elapsed_time() {
+async fn a_silent_game_times_out_and_an_unconfirmed_write_may_have_happened() {
     let mut args = game_args();
     args.rpc_timeout = Duration::from_millis(200);
     let h = start(args).await;
@@ -201,6 +207,34 @@ async fn a_silent_game_times_out_with_the_elapsed_time() {
     );
     assert!(err["message"].as_str().unwrap().contains("ms"), "{err}");
     assert!(h.link.is_connected(), "a timeout is not a disconnect");
+
+    // A write or delete the game did not confirm may still happen when it resumes: no blind retry.
+    let write = error_of(
+        &call(
+            &client,
+            "write_file",
+            json!({"filename": "a.js", "content": "1"}),
+        )
+        .await,
+    );
+    assert_eq!(write["code"], "E_TIMEOUT");
+    assert!(
+        write["message"]
+            .as_str()
+            .unwrap()
+            .contains("may still have been applied"),
+        "{write}"
+    );
+    let hint = write["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("read_file") && !hint.contains("retry"),
+        "{hint}"
+    );
+    let delete = error_of(&call(&client, "delete_file", json!({"filename": "a.js"})).await);
+    assert!(
+        delete["hint"].as_str().unwrap().contains("list_files"),
+        "{delete}"
+    );
 }
 
 #[tokio::test]
@@ -340,4 +374,55 @@ async fn v2_games_get_a_params_object_even_for_methods_without_arguments() {
         assert!(v["params"].is_object(), "{frame}");
         assert!(v["id"].as_u64().is_some_and(|id| id >= 1), "{frame}");
     }
+}
+
+#[tokio::test]
+async fn a_reply_over_the_frame_limit_is_too_large_not_a_mystery() {
+    let h = slow_timeout_harness().await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    conn.set_answering(false);
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let pending =
+        tokio::spawn(async move { call(&client, "read_file", json!({"filename": "a.js"})).await });
+    let frames = conn.wait_for_frames(1).await;
+    let id = serde_json::from_str::<Value>(&frames[0]).unwrap()["id"].clone();
+    let huge = "x".repeat(bridge_bitburner::MAX_GAME_FRAME_BYTES);
+    conn.send_text(format!(
+        r#"{{"jsonrpc":"2.0","result":"{huge}","id":{id}}}"#
+    ));
+    drop(huge);
+    let err = error_of(&within("the oversized reply", pending).await.unwrap());
+    assert_eq!(err["code"], "E_TOO_LARGE", "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("getFile"),
+        "{err}"
+    );
+    let hint = err["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("32 MiB") && hint.contains("Connect"),
+        "{hint}"
+    );
+}
+
+#[tokio::test]
+async fn an_unexpected_reply_with_multibyte_text_is_an_error_not_a_hang() {
+    let h = slow_timeout_harness().await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    conn.set_answering(false);
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let pending = tokio::spawn(async move { call(&client, "list_files", json!({})).await });
+    let frames = conn.wait_for_frames(1).await;
+    let id = serde_json::from_str::<Value>(&frames[0]).unwrap()["id"].clone();
+    // Byte 200 of the reply's JSON falls inside an `é`: cutting there by bytes panicked.
+    let odd = json!({"name": "é".repeat(300)});
+    conn.send_text(json!({"jsonrpc": "2.0", "result": odd, "id": id}).to_string());
+    let err = error_of(&within("the odd reply", pending).await.unwrap());
+    assert_eq!(err["code"], "E_REMOTE", "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("unexpected value") && message.contains("éé"),
+        "{message}"
+    );
 }

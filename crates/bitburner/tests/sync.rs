@@ -3,7 +3,7 @@
 
 mod support;
 
-use bridge_bitburner::fake_game::WEB_ORIGIN;
+use bitburner_fake::{FakeGame, GameConnection, GameVersion, WEB_ORIGIN};
 use bridge_bitburner::{SyncArgs, context, listen, sync};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -46,6 +46,7 @@ async fn push_waits_for_the_game_then_pull_brings_everything_back() {
         dir: src.clone(),
         server: "home".into(),
         wait: Duration::from_secs(30),
+        force: false,
     };
     let push_ctx = ctx.clone();
     let push_args = args.clone();
@@ -103,6 +104,7 @@ async fn push_without_a_game_says_how_to_connect() {
         dir: src,
         server: "home".into(),
         wait: Duration::from_millis(50),
+        force: false,
     };
     let err = sync::push(&ctx, &args)
         .await
@@ -113,4 +115,129 @@ async fn push_without_a_game_says_how_to_connect() {
         err.contains("E_DISCONNECTED") && err.contains("Options → Remote API"),
         "{err}"
     );
+}
+
+async fn synced_game(
+    version: GameVersion,
+) -> (
+    CancellationToken,
+    bridge_bitburner::tools::Ctx,
+    FakeGame,
+    GameConnection,
+) {
+    let game_args = game_args();
+    let shutdown = CancellationToken::new();
+    let listener = listen(&game_args, shutdown.clone()).await.unwrap();
+    let (_, ctx) = context(listener.link.clone(), &game_args);
+    let game = FakeGame::new(version);
+    let conn = game
+        .connect(&format!("ws://{}", listener.addr), Some(WEB_ORIGIN))
+        .await
+        .unwrap();
+    within(
+        "the game to connect",
+        listener.link.wait_until(|s| s.connected),
+    )
+    .await;
+    (shutdown, ctx, game, conn)
+}
+
+fn sync_args(dir: &Path) -> SyncArgs {
+    SyncArgs {
+        dir: dir.to_path_buf(),
+        server: "home".into(),
+        wait: Duration::from_secs(30),
+        force: false,
+    }
+}
+
+#[tokio::test]
+async fn a_push_with_a_failed_file_fails() {
+    let src = tempdir("partly");
+    put(&src, "ok.js", "1");
+    // v2.6 stores no .css: the game refuses it, the bridge cannot know in advance.
+    put(&src, "style.css", "a {}");
+    let (shutdown, ctx, _game, _conn) = synced_game(GameVersion::V2_6).await;
+    let report = sync::push(&ctx, &sync_args(&src)).await.unwrap();
+    assert_eq!(report.done, ["ok.js"]);
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    let outcome = report.print("pushed");
+    assert!(
+        matches!(
+            outcome,
+            Err(sync::SyncError::Incomplete {
+                failed: 1,
+                total: 2
+            })
+        ),
+        "{outcome:?}"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn pull_keeps_local_edits_unless_forced() {
+    let dir = tempdir("edits");
+    put(&dir, "a.js", "// v1");
+    put(&dir, "b.js", "// b");
+    let (shutdown, ctx, game, _conn) = synced_game(GameVersion::V3_0).await;
+    sync::push(&ctx, &sync_args(&dir)).await.unwrap();
+    assert!(
+        game.world()
+            .server("home")
+            .unwrap()
+            .file(".bitburner-sync.json")
+            .is_none(),
+        "the manifest is never pushed"
+    );
+    {
+        let mut world = game.world();
+        let home = world.server_mut("home").unwrap();
+        home.write("a.js", "// v2 from the game", true);
+        home.write("b.js", "// b from the game", true);
+        home.write("c.js", "// c from the game", true);
+    }
+    // The player edits a.js locally and has an unrelated c.js the manifest never saw; b.js is untouched.
+    put(&dir, "a.js", "// v1 edited here");
+    put(&dir, "c.js", "// my own c");
+
+    let report = sync::pull(&ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(report.done, ["b.js"]);
+    assert_eq!(report.kept, ["a.js", "c.js"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.js")).unwrap(),
+        "// v1 edited here"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("b.js")).unwrap(),
+        "// b from the game"
+    );
+    assert!(
+        report.print("pulled").is_ok(),
+        "kept files are not failures"
+    );
+
+    let forced = sync::pull(
+        &ctx,
+        &SyncArgs {
+            force: true,
+            ..sync_args(&dir)
+        },
+    )
+    .await
+    .unwrap();
+    assert!(forced.kept.is_empty());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.js")).unwrap(),
+        "// v2 from the game"
+    );
+    // What a pull wrote is the new baseline: the next pull may replace it again.
+    game.world()
+        .server_mut("home")
+        .unwrap()
+        .write("a.js", "// v3", true);
+    let again = sync::pull(&ctx, &sync_args(&dir)).await.unwrap();
+    assert!(again.kept.is_empty(), "{again:?}");
+    assert_eq!(std::fs::read_to_string(dir.join("a.js")).unwrap(), "// v3");
+    shutdown.cancel();
 }

@@ -3,7 +3,7 @@
 
 mod support;
 
-use bridge_bitburner::fake_game::{FakeGame, GameVersion};
+use bitburner_fake::{FakeGame, GameVersion};
 use serde_json::{Value, json};
 use support::*;
 
@@ -42,39 +42,47 @@ async fn exercise_every_tool(client: &Client, save_dir: &std::path::Path) {
     assert_eq!(listed["count"], 2);
 
     let read = call(c, "read_file", json!({"filename": "lib/hack.js"})).await;
-    assert_eq!(ok_of(&read)["content"], SCRIPT);
     assert_eq!(text_of(&read), SCRIPT, "the text result is the file itself");
-    let empty = ok_of(
-        &call(
-            c,
-            "read_file",
-            json!({"filename": "notes.txt", "server": "home"}),
-        )
-        .await,
-    );
     assert_eq!(
-        empty["content"], "",
+        ok_of(&read),
+        json!({"server": "home", "filename": "lib/hack.js", "total_bytes": SCRIPT.len(),
+               "offset": 0, "returned_bytes": SCRIPT.len()}),
+        "the structured result describes the file without repeating it"
+    );
+    let empty = call(
+        c,
+        "read_file",
+        json!({"filename": "notes.txt", "server": "home"}),
+    )
+    .await;
+    assert_eq!(ok_of(&empty)["total_bytes"], 0);
+    assert_eq!(
+        text_of(&empty),
+        "",
         "an empty file is content, not an error"
     );
 
-    let all = ok_of(&call(c, "get_all_files", json!({"server": "home"})).await);
+    let all = call(c, "get_all_files", json!({"server": "home"})).await;
     assert_eq!(
-        all["files"][0],
-        json!({"filename": "lib/hack.js", "content": SCRIPT})
+        ok_of(&all)["files"][0],
+        json!({"filename": "lib/hack.js", "bytes": SCRIPT.len(), "included": true})
     );
-    assert_eq!(all["count"], 2);
+    assert_eq!(ok_of(&all)["total_files"], 2);
+    assert_eq!(
+        text_of(&all),
+        format!(
+            "// ==== lib/hack.js ({} bytes) ====\n{SCRIPT}\n// ==== notes.txt (0 bytes) ====\n",
+            SCRIPT.len()
+        )
+    );
 
     let ram = ok_of(&call(c, "calculate_ram", json!({"filename": "lib/hack.js"})).await);
     assert_eq!(ram["ram_gb"], 1.7);
 
     let defs = call(c, "get_netscript_definitions", json!({})).await;
-    assert!(
-        ok_of(&defs)["content"]
-            .as_str()
-            .unwrap()
-            .contains("export interface NS")
-    );
-    let stripped = ok_of(
+    assert!(text_of(&defs).contains("export interface NS"));
+    assert!(ok_of(&defs).get("content").is_none());
+    let stripped = text_of(
         &call(
             c,
             "get_netscript_definitions",
@@ -82,7 +90,6 @@ async fn exercise_every_tool(client: &Client, save_dir: &std::path::Path) {
         )
         .await,
     );
-    let stripped = stripped["content"].as_str().unwrap();
     assert!(
         stripped.contains("interface NS") && !stripped.contains("export "),
         "{stripped}"
@@ -194,6 +201,11 @@ async fn tools_list_is_strict_and_complete() {
     }
     let read = tools.iter().find(|t| t.name == "read_file").unwrap();
     assert_eq!(read.input_schema["properties"]["server"]["default"], "home");
+    // A last page has no next_offset: the schema must not require it, or validating clients refuse the result.
+    let output = Value::Object((*read.output_schema.clone().unwrap()).clone());
+    let required = output["required"].as_array().unwrap();
+    assert!(required.contains(&json!("total_bytes")), "{output}");
+    assert!(!required.contains(&json!("next_offset")), "{output}");
     let delete = tools.iter().find(|t| t.name == "delete_file").unwrap();
     assert_eq!(
         delete.annotations.as_ref().and_then(|a| a.destructive_hint),
@@ -225,6 +237,11 @@ async fn an_older_game_says_what_it_lacks() {
     assert_eq!(status["methods"]["getAllFileMetadata"], "no");
     assert_eq!(status["methods"]["getSaveFile"], "unknown");
     assert_eq!(status["game_version"], "2.6 to 2.8.x");
+    let advice = status["advice"].as_str().unwrap();
+    assert!(
+        !advice.contains("every tool can be used") && advice.contains("get_file_metadata"),
+        "advice agrees with methods: {advice}"
+    );
 }
 
 #[tokio::test]
@@ -371,4 +388,205 @@ async fn modern_clients_hear_file_changes_through_listen() {
     assert!(
         matches!(note, ServerNotification::ResourceUpdatedNotification(n) if n.params.uri == uri)
     );
+}
+
+/// The structured result must describe a body, never carry it again next to the text.
+fn structured_size(result: &rmcp::model::CallToolResult) -> usize {
+    ok_of(result).to_string().len()
+}
+
+#[tokio::test]
+async fn large_reads_come_in_pages_and_never_twice() {
+    let h = start(game_args()).await;
+    let game = v3();
+    // 200 KB with a two-byte character on every line: pages must not split it.
+    let big: String = (0..4000)
+        .map(|i| format!("// line {i:05} é {}\n", "x".repeat(30)))
+        .collect();
+    {
+        let mut world = game.world();
+        let home = world.server_mut("home").unwrap();
+        home.write("big.js", &big, true);
+        for i in 0..20 {
+            home.write(&format!("f{i:02}.txt"), &"y".repeat(10_000), false);
+        }
+    }
+    let _conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+
+    let mut rebuilt = String::new();
+    let mut offset = Some(0);
+    let mut pages = 0;
+    while let Some(o) = offset {
+        let page = call(
+            &client,
+            "read_file",
+            json!({"filename": "big.js", "offset": o}),
+        )
+        .await;
+        let info = ok_of(&page);
+        assert_eq!(info["total_bytes"], big.len());
+        assert!(structured_size(&page) < 300, "{info}");
+        let text = text_of(&page);
+        let body = info["returned_bytes"].as_u64().unwrap() as usize;
+        assert!(body <= 65_536, "default page size");
+        if info.get("next_offset").is_some() {
+            assert!(
+                text[body..].contains("call read_file again with offset"),
+                "trailer"
+            );
+        }
+        rebuilt.push_str(&text[..body]);
+        offset = info["next_offset"].as_u64().map(|n| n as usize);
+        pages += 1;
+    }
+    assert_eq!(rebuilt, big, "the pages chain back into the file");
+    assert_eq!(pages, big.len().div_ceil(65_536));
+    let small = ok_of(
+        &call(
+            &client,
+            "read_file",
+            json!({"filename": "big.js", "offset": 0, "limit": 1000}),
+        )
+        .await,
+    );
+    assert!(small["returned_bytes"].as_u64().unwrap() <= 1000);
+    let past = error_of(
+        &call(
+            &client,
+            "read_file",
+            json!({"filename": "big.js", "offset": big.len() + 1}),
+        )
+        .await,
+    );
+    assert_eq!(past["code"], "E_INVALID_ARGUMENT");
+
+    // get_all_files: whole files up to the budget, then a cursor.
+    let first = call(&client, "get_all_files", json!({"max_bytes": 25_000})).await;
+    let info = ok_of(&first);
+    assert_eq!(info["total_files"], 21);
+    assert_eq!(
+        info["files"][0],
+        json!({"filename": "big.js", "bytes": big.len(), "included": false}),
+        "a file larger than the page is named, not sent"
+    );
+    assert_eq!(
+        info["files"][1]["included"], true,
+        "the page fills on after it"
+    );
+    assert_eq!(info["next_offset"], 3);
+    assert!(text_of(&first).len() < 25_000 + 1000);
+    assert!(
+        !text_of(&first).contains("// line"),
+        "the large file's content is not sent"
+    );
+    let second = call(
+        &client,
+        "get_all_files",
+        json!({"max_bytes": 25_000, "offset": 3}),
+    )
+    .await;
+    assert_eq!(ok_of(&second)["files"].as_array().unwrap().len(), 2);
+    assert_eq!(ok_of(&second)["next_offset"], 5);
+    assert!(structured_size(&second) < 1000);
+}
+
+#[tokio::test]
+async fn definitions_can_be_taken_in_part() {
+    let h = start(game_args()).await;
+    let game = v3();
+    let _conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let ns = call(
+        &client,
+        "get_netscript_definitions",
+        json!({"namespace": "NS"}),
+    )
+    .await;
+    assert!(text_of(&ns).starts_with("/** Netscript API (fake game). */\nexport interface NS {"));
+    assert!(!text_of(&ns).contains("ScriptArg"));
+    assert!(structured_size(&ns) < 300);
+    let found = call(
+        &client,
+        "get_netscript_definitions",
+        json!({"search": "GROW", "strip_exports": true}),
+    )
+    .await;
+    assert_eq!(ok_of(&found)["matches"], 1);
+    assert_eq!(
+        text_of(&found),
+        "L4 [NS]: grow(host: string): Promise<number>;\n"
+    );
+    let unknown = error_of(
+        &call(
+            &client,
+            "get_netscript_definitions",
+            json!({"namespace": "Nope"}),
+        )
+        .await,
+    );
+    assert_eq!(unknown["code"], "E_INVALID_ARGUMENT");
+    assert!(unknown["message"].as_str().unwrap().contains("NS"));
+}
+
+#[tokio::test]
+async fn terse_game_errors_come_with_a_specific_hint() {
+    let h = start(game_args()).await;
+    let game = FakeGame::new(GameVersion::V2_6);
+    game.world()
+        .server_mut("home")
+        .unwrap()
+        .write("bad.js", "function main( {", true);
+    let _conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let ram = error_of(&call(&client, "calculate_ram", json!({"filename": "bad.js"})).await);
+    assert_eq!(ram["message"], "Ram cost could not be calculated");
+    assert!(
+        ram["hint"].as_str().unwrap().contains("syntax error"),
+        "{ram}"
+    );
+    assert!(ram["hint"].as_str().unwrap().contains("imports"), "{ram}");
+    let host = error_of(&call(&client, "list_files", json!({"server": "nowhere"})).await);
+    assert_eq!(host["message"], "Server hostname invalid");
+    assert!(
+        host["hint"].as_str().unwrap().contains("get_all_servers"),
+        "{host}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_too_large_to_write_is_not_invited_to_be_written_in_pieces() {
+    let mut args = game_args();
+    args.file_write_max_bytes = 100;
+    let h = start(args).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let err = error_of(
+        &call(
+            &client,
+            "write_file",
+            json!({"filename": "a.js", "content": "x".repeat(101)}),
+        )
+        .await,
+    );
+    assert_eq!(err["code"], "E_TOO_LARGE");
+    let hint = err["hint"].as_str().unwrap();
+    assert!(!hint.contains("in pieces of"), "{hint}");
+    assert!(hint.contains("replaces the whole file"), "{hint}");
+}
+
+#[tokio::test]
+async fn a_save_name_too_long_is_an_argument_error() {
+    let dir = tempdir("long-name");
+    let mut args = game_args();
+    args.save_dir = Some(dir);
+    let h = start(args).await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let name = format!("{}.json", "s".repeat(400));
+    let err = error_of(&call(&client, "get_save_file", json!({"filename": name})).await);
+    assert_eq!(err["code"], "E_INVALID_ARGUMENT", "{err}");
+    assert_eq!(err["details"]["field"], "filename");
+    assert_eq!(err["details"]["limit"], 255);
+    assert!(conn.methods().is_empty(), "no save was built for nothing");
 }

@@ -4,7 +4,7 @@
 
 mod support;
 
-use bridge_bitburner::fake_game::{Closed, FakeGame, GameConnection, GameVersion, WEB_ORIGIN};
+use bitburner_fake::{Closed, FakeGame, GameConnection, GameVersion, WEB_ORIGIN};
 use mcp_testkit::{ERAS, Era, call, ok_of, within};
 use serde_json::{Value, json};
 use support::Server;
@@ -76,10 +76,9 @@ async fn a_call_in_flight_survives_sigterm(transport: &str, era: Era) {
     conn.send_text(answer.to_string());
 
     let result = within("the call in flight", in_flight).await.unwrap();
-    assert_eq!(
-        ok_of(&result)["content"],
-        "written before SIGTERM",
-        "{transport} {era:?}: the call finished despite shutdown"
+    assert!(
+        mcp_testkit::text_of(&result).contains("written before SIGTERM"),
+        "{transport} {era:?}: the call finished despite shutdown: {result:?}"
     );
     assert!(
         matches!(

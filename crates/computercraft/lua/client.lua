@@ -1,7 +1,9 @@
 -- mcp-bridges ComputerCraft client: links this computer to the MCP bridge and answers its requests.
 -- Usage: client <ws://host:port/link> [token]     (install.lua writes a startup.lua that runs this on boot)
+-- Run from the shell it is a foreground program: Ctrl+T stops it (and closes the link). startup.lua runs it
+-- in the background (third argument "background"), where Ctrl+T belongs to the player's shell.
 --
--- Why it is shaped like this (see the bridge's reference notes on CC:Tweaked):
+-- Why it is shaped like this (the CC facts and their sources: docs/protocols/computercraft.md):
 -- * sleep(), turtle.* and any filtered os.pullEvent discard every other event, including websocket
 --   messages, so the main loop never calls them: each request runs in its own coroutine, and the loop fans
 --   every event out to the coroutines whose filter matches, the way `parallel` does.
@@ -9,10 +11,19 @@
 -- * textutils.serializeJSON drops nils, numeric keys of mixed tables and chokes on functions and NaN, so
 --   every value is cleaned first and multiple results travel as {n, values}.
 -- * os.getComputerLabel() returns no value at all when unlabelled; always assign it to a local first.
+-- * run_lua code shares the computer with the player: it runs in a fresh environment, and whatever it did to
+--   _G, the API tables or the terminal (term.redirect, e.g. a textutils.pagedPrint left waiting for a key)
+--   is undone when it ends however it ends, so the client's own messages never block.
+-- * Lua values become JSON one way (see `clean`): a table whose keys are exactly 1..n is an array; any other
+--   table is an object whose keys are written with tostring (sparse slots {[1]=a, [5]=b} → {"1":a,"5":b}).
 
 local args = { ... }
 local LINK_URL = args[1]
 local TOKEN = args[2]
+local BACKGROUND = args[3] == "background"
+-- The environment this client was loaded with: the shell's program environment (shell, require, package,
+-- multishell) when startup.lua passes its own; run_lua code sees the same.
+local PROGRAM_ENV = _ENV
 if type(LINK_URL) ~= "string" or LINK_URL == "" then
   error("usage: client <ws://host:port/link> [token]", 0)
 end
@@ -24,6 +35,7 @@ local MAX_REPLY = 4 * 1024 * 1024 -- CC refuses more than 512 sends in flight; 4
 local MAX_TASKS = 32             -- the bridge caps in-flight requests lower; this guards against a bad peer
 local MAX_OUTPUT = 32 * 1024     -- printed output kept per run_lua call
 local DEFAULT_TIMEOUT = 30
+local REFUSED_RETRY = 300        -- seconds before retrying after the bridge refused the link (hello-rejected)
 local FORWARDED = {
   redstone = true, turtle_inventory = true, peripheral = true, peripheral_detach = true,
   disk = true, disk_eject = true, monitor_touch = true, monitor_resize = true,
@@ -32,6 +44,8 @@ local JSON_IN = { parse_empty_array = false } -- the default returns a read-only
 
 ---------------------------------------------------------------------------------------------------------
 -- values → JSON-safe values
+
+local PACKED = setmetatable({}, { __mode = "k" }) -- value lists made by pack → their length
 
 local function clean(v, depth, seen)
   local t = type(v)
@@ -48,32 +62,43 @@ local function clean(v, depth, seen)
   depth = depth or 0
   seen = seen or {}
   if seen[v] or depth > 32 then return tostring(v) end
+  if PACKED[v] then
+    local out = {}
+    for i = 1, PACKED[v] do out[i] = clean(v[i], depth + 1, seen) end
+    return out
+  end
   seen[v] = true
-  local count, maxIndex, arrayLike = 0, 0, true
+  -- A sequence (keys exactly 1..n) is an array; anything else, sparse integer keys included, an object
+  -- with string keys, so one table never changes shape with the spacing of its keys.
+  local count, sequence = 0, true
   for k in pairs(v) do
     count = count + 1
-    if type(k) == "number" and k >= 1 and k == math.floor(k) then
-      if k > maxIndex then maxIndex = k end
-    else
-      arrayLike = false
+    if type(k) ~= "number" or k < 1 or k ~= math.floor(k) then sequence = false end
+  end
+  if sequence then
+    for i = 1, count do
+      if v[i] == nil then sequence = false break end
     end
   end
   local out = {}
-  if arrayLike and maxIndex <= 2 * count + 16 then
-    for i = 1, maxIndex do out[i] = clean(v[i], depth + 1, seen) end
+  if sequence then
+    for i = 1, count do out[i] = clean(v[i], depth + 1, seen) end
   else
-    -- Mixed or sparse: every key becomes a string so serializeJSON keeps it.
     for k, val in pairs(v) do out[tostring(k)] = clean(val, depth + 1, seen) end
   end
   seen[v] = nil
   return out
 end
 
+-- Multiple results travel as {n, values}: values is a JSON array with null for each nil (serializeJSON
+-- writes holes as null), so it is cleaned slot by slot, not as a table.
 local function pack(...)
   local values = {}
   local n = select("#", ...)
   for i = 1, n do values[i] = (select(i, ...)) end
-  return { n = n, values = values }
+  local p = { n = n, values = values }
+  PACKED[values] = n
+  return p
 end
 
 ---------------------------------------------------------------------------------------------------------
@@ -147,6 +172,75 @@ handlers.ping = function()
   return ("pong from %d (Label: %s)"):format(os.getComputerID(), tostring(label))
 end
 
+-- What run_lua code may change on the computer, saved when the first run starts and put back when the last
+-- one ends (runs can overlap): the terminal redirect, _G's fields and the fields of every table in _G (the
+-- APIs: os.pullEvent = os.pullEventRaw is a common line in CC programs).
+local runsActive, saved = 0, nil
+
+local function snapshot()
+  local globals, apis = {}, {}
+  for k, v in pairs(_G) do
+    globals[k] = v
+    if type(v) == "table" and v ~= _G and apis[v] == nil then
+      local fields = {}
+      for fk, fv in pairs(v) do fields[fk] = fv end
+      apis[v] = fields
+    end
+  end
+  return { term = term.current(), globals = globals, apis = apis }
+end
+
+local function putBack(fields, t)
+  local extra = {}
+  for k in pairs(t) do
+    if fields[k] == nil then extra[#extra + 1] = k end
+  end
+  for _, k in ipairs(extra) do rawset(t, k, nil) end
+  for k, v in pairs(fields) do
+    if rawget(t, k) ~= v then rawset(t, k, v) end
+  end
+end
+
+local function restore(s)
+  putBack(s.globals, _G)
+  for t, fields in pairs(s.apis) do putBack(fields, t) end
+  if term.current() ~= s.term then term.redirect(s.term) end
+end
+
+local function runStarted()
+  if runsActive == 0 then saved = snapshot() end
+  runsActive = runsActive + 1
+end
+
+local function runEnded()
+  runsActive = runsActive - 1
+  if runsActive == 0 and saved then
+    restore(saved)
+    saved = nil
+  end
+end
+
+-- A fresh environment per run: globals the code sets stay in it. shell, multishell come from the program
+-- environment the client was started with; require and package are made anew for each run (cc.require),
+-- as the shell does for each program.
+local function runEnv(emit)
+  local env = setmetatable({}, { __index = PROGRAM_ENV })
+  local req = rawget(PROGRAM_ENV, "require")
+  if req then
+    local ok, r = pcall(req, "cc.require")
+    if ok and type(r) == "table" and r.make then env.require, env.package = r.make(env, "/") end
+  end
+  env.print = function(...)
+    local parts = {}
+    for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
+    emit(table.concat(parts, "\t") .. "\n")
+    return 1
+  end
+  env.write = function(s) emit(tostring(s)) return 1 end
+  env.printError = env.print
+  return env
+end
+
 handlers["lua.run"] = function(p)
   if type(p.code) ~= "string" then fail("invalid", "code must be a string") end
   local out, size, truncated = {}, 0, false
@@ -159,16 +253,7 @@ handlers["lua.run"] = function(p)
     out[#out + 1] = s
     size = size + #s
   end
-  local env = setmetatable({}, { __index = _ENV or _G })
-  env.print = function(...)
-    local parts = {}
-    for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
-    emit(table.concat(parts, "\t") .. "\n")
-    return 1
-  end
-  env.write = function(s) emit(tostring(s)) return 1 end
-  env.printError = env.print
-  local fn, err = load(p.code, "=mcp", "t", env)
+  local fn, err = load(p.code, "=mcp", "t", runEnv(emit))
   if not fn then fail("syntax", err, { output = "" }) end
   local r = table.pack(pcall(fn))
   if not r[1] then
@@ -182,9 +267,23 @@ handlers["lua.run"] = function(p)
   return result
 end
 
+-- Paths the computer cannot use are the caller's mistake: say so and name the path, before CC raises an
+-- error carrying the client's own file and line.
 local function needPath(p)
-  if type(p.path) ~= "string" then fail("invalid", "path must be a string") end
-  return p.path
+  local path = p.path
+  if type(path) ~= "string" then fail("invalid", "path must be a string") end
+  local ok, full = pcall(fs.combine, path)
+  if not ok or full == ".." or full:sub(1, 3) == "../" then
+    fail("invalid", ("path %q climbs above the computer's root"):format(path))
+  end
+  local dir = fs.getDir(full)
+  while dir ~= "" and dir ~= ".." do
+    if fs.exists(dir) and not fs.isDir(dir) then
+      fail("invalid", ("path %q goes through %q, which is a file, not a directory"):format(path, dir))
+    end
+    dir = fs.getDir(dir)
+  end
+  return full
 end
 
 handlers["fs.list"] = function(p)
@@ -347,8 +446,14 @@ local tasks = {}        -- request id → { co, filter, timer }
 local taskCount = 0
 local timeouts = {}     -- timer id → request id
 
+-- The client's messages go to the terminal it started on, whatever run_lua code redirected the terminal to
+-- (a paging terminal would make print wait for a key and stall the link).
+local screen = term.current()
 local function log(...)
-  print("[mcp] " .. table.concat({ ... }, " "))
+  local line = "[mcp] " .. table.concat({ ... }, " ")
+  local previous = term.redirect(screen)
+  pcall(print, line)
+  term.redirect(previous)
 end
 
 local function rawSend(text)
@@ -385,15 +490,23 @@ local function send(frame)
   return true
 end
 
-local function finish(id, ok, value)
+-- Forgets a task however it ends (done, timed out, cancelled, link lost); its coroutine is never resumed
+-- again, and what a run_lua changed is undone.
+local function endTask(id)
   local task = tasks[id]
-  if not task then return end
+  if not task then return nil end
   tasks[id] = nil
   taskCount = taskCount - 1
   if task.timer then
     timeouts[task.timer] = nil
     if os.cancelTimer then os.cancelTimer(task.timer) end
   end
+  if task.run then runEnded() end
+  return task
+end
+
+local function finish(id, ok, value)
+  if not endTask(id) then return end
   if not linked then return end
   if ok then
     send({ type = "response", id = id, ok = true, result = value })
@@ -429,7 +542,8 @@ local function startRequest(frame)
     return
   end
   local params = type(frame.params) == "table" and frame.params or {}
-  local task = { co = coroutine.create(function() return handler(params) end) }
+  local task = { co = coroutine.create(function() return handler(params) end), run = frame.method == "lua.run" }
+  if task.run then runStarted() end
   local timeout = tonumber(params.timeout) or DEFAULT_TIMEOUT
   if timeout > 0 then
     task.timer = os.startTimer(timeout)
@@ -441,14 +555,16 @@ local function startRequest(frame)
 end
 
 local function dropTasks()
-  tasks, taskCount, timeouts = {}, 0, {}
+  local ids = {}
+  for id in pairs(tasks) do ids[#ids + 1] = id end
+  for _, id in ipairs(ids) do endTask(id) end
 end
 
-local function scheduleRetry(reason)
+local function scheduleRetry(reason, delay)
   ws, linked = nil, false
   dropTasks()
   attempt = attempt + 1
-  local delay = math.min(30, 2 ^ math.min(attempt - 1, 5)) * (0.75 + math.random() * 0.5)
+  delay = delay or math.min(30, 2 ^ math.min(attempt - 1, 5)) * (0.75 + math.random() * 0.5)
   log(("link down (%s); retrying in %.1fs"):format(tostring(reason), delay))
   retryTimer = os.startTimer(delay)
 end
@@ -472,23 +588,19 @@ local function onFrame(text)
   if frame.type == "request" then
     startRequest(frame)
   elseif frame.type == "cancel" then
-    local task = tasks[frame.id]
-    if task then
-      tasks[frame.id] = nil
-      taskCount = taskCount - 1
-      if task.timer then timeouts[task.timer] = nil end
-    end
+    endTask(frame.id)
   elseif frame.type == "hello-ok" then
     linked, attempt = true, 0
     if tonumber(frame.maxFrame) and frame.maxFrame < MAX_FRAME then MAX_FRAME = frame.maxFrame end
     if tonumber(frame.maxInFlight) and frame.maxInFlight > MAX_TASKS then MAX_TASKS = frame.maxInFlight end
     log("linked to " .. LINK_URL)
   elseif frame.type == "hello-rejected" then
+    -- A refusal (another machine holds this computer's id, or a protocol mismatch) will not change by itself:
+    -- show it in full and come back rarely instead of fighting over the id.
     log("bridge refused the link: " .. tostring(frame.error))
     pcall(ws.close)
     url = nil
-    attempt = math.max(attempt, 5)
-    scheduleRetry("rejected")
+    scheduleRetry("refused", REFUSED_RETRY)
   end
 end
 
@@ -525,20 +637,38 @@ local function handleEvent(ev)
   end
 end
 
-math.randomseed(os.getComputerID() * 7919 + math.floor((os.epoch and os.epoch("utc") or 0) % 100000))
-connect()
-while true do
-  local ev = table.pack(os.pullEventRaw())
-  -- Snapshot first: a request started by this very event must not also receive it.
-  local waiting = {}
-  for id, task in pairs(tasks) do waiting[#waiting + 1] = { id = id, task = task } end
-  handleEvent(ev)
-  -- CC has no event for a new label; a hello on the same link tells the bridge.
-  if linked and myLabel() ~= helloLabel then sayHello() end
-  for _, w in ipairs(waiting) do
-    local task = tasks[w.id]
-    if task == w.task and (task.filter == nil or task.filter == ev[1] or ev[1] == "terminate") then
-      resume(w.id, table.unpack(ev, 1, ev.n))
+-- Returns when the client should stop: Ctrl+T while it runs in the foreground.
+local function run()
+  connect()
+  while true do
+    local ev = table.pack(os.pullEventRaw())
+    if ev[1] == "terminate" and BACKGROUND then
+      -- The player's Ctrl+T is for their shell; requests keep running.
+    elseif ev[1] == "terminate" then
+      return "terminated"
+    else
+      -- Snapshot first: a request started by this very event must not also receive it.
+      local waiting = {}
+      for id, task in pairs(tasks) do waiting[#waiting + 1] = { id = id, task = task } end
+      handleEvent(ev)
+      -- CC has no event for a new label; a hello on the same link tells the bridge.
+      if linked and myLabel() ~= helloLabel then sayHello() end
+      for _, w in ipairs(waiting) do
+        local task = tasks[w.id]
+        if task == w.task and (task.filter == nil or task.filter == ev[1]) then
+          resume(w.id, table.unpack(ev, 1, ev.n))
+        end
+      end
     end
   end
 end
+
+math.randomseed(os.getComputerID() * 7919 + math.floor((os.epoch and os.epoch("utc") or 0) % 100000))
+-- However the client stops (Ctrl+T, an error in the client), it closes its socket: the runtime would keep
+-- answering the bridge's pings for an abandoned socket, and the bridge would list a dead client as linked.
+local ok, why = pcall(run)
+if ws then pcall(ws.close) end
+ws, linked = nil, false
+dropTasks()
+log("client stopped: " .. tostring(why))
+if not ok then error(why, 0) end

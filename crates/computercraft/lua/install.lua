@@ -1,10 +1,10 @@
--- mcp-bridges installer. In-game:   wget run http://<bridge-host>:3001/install.lua [token]
+-- mcp-bridges installer. In-game:   wget run __MCP_INSTALL_URL__ [token]
 -- Downloads the client to /mcp/client.lua and writes a startup.lua that links on every boot, in the
 -- background, so the computer keeps its normal shell. An existing startup.lua is kept and still run.
--- The bridge fills in the two addresses below when it serves this file.
+-- The bridge fills in the addresses (as Lua string literals) when it serves this file.
 
-local HTTP_BASE = "__MCP_HTTP_BASE__"
-local LINK_URL = "__MCP_LINK_URL__"
+local HTTP_BASE = __MCP_HTTP_BASE__
+local LINK_URL = __MCP_LINK_URL__
 local token = ...
 
 local CLIENT = "/mcp/client.lua"
@@ -43,16 +43,23 @@ if existing and existing:sub(1, #MARKER) ~= MARKER then
   print("Kept your old startup.lua as " .. PREVIOUS .. "; it still runs at boot.")
 end
 
+-- The link and the player's shell run side by side. The shell ending (`exit`, or Ctrl+T at its prompt,
+-- which terminates it) must not end the link, so a new shell starts; the client ignores Ctrl+T in the
+-- background. The client is loaded with this program's environment so run_lua sees shell and require.
 local startup = MARKER .. [[ (written by install.lua; run the installer again to update)
-local client = assert(loadfile("]] .. CLIENT .. [["))
+local client = assert(loadfile("]] .. CLIENT .. [[", nil, _ENV))
 local url, token = ]] .. ("%q"):format(LINK_URL) .. ", " .. (token and ("%q"):format(token) or "nil") .. [[
 
-local function link() client(url, token) end
+local function link() client(url, token, "background") end
 local function userShell()
   if fs.exists("]] .. PREVIOUS .. [[") then shell.run("]] .. PREVIOUS .. [[") end
-  shell.run("shell")
+  while true do
+    shell.run("shell")
+    print("[mcp] The shell ended; the link to the bridge keeps running. Starting a new shell.")
+  end
 end
 parallel.waitForAny(link, userShell)
+print("[mcp] The link to the bridge stopped.")
 ]]
 writeFile(STARTUP, startup)
 

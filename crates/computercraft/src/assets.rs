@@ -61,10 +61,38 @@ async fn install(State(assets): State<Assets>, headers: HeaderMap) -> Response {
     let Some(base) = base_url(&assets, &headers) else {
         return (StatusCode::BAD_REQUEST, "missing or invalid Host header\n").into_response();
     };
-    let body = INSTALL_LUA
-        .replace("__MCP_HTTP_BASE__", &base)
-        .replace("__MCP_LINK_URL__", &link_url(&base));
+    let body = installer(&base);
     ([(header::CONTENT_TYPE, LUA)], body).into_response()
+}
+
+/// The installer for computers that reach the bridge at `base`. The addresses go in as Lua string literals,
+/// and the header comment (the command the player ran) as one too, so a configured URL with quotes,
+/// backslashes or line breaks can neither break the file nor add code to it.
+pub fn installer(base: &str) -> String {
+    INSTALL_LUA
+        .replace(
+            "__MCP_INSTALL_URL__",
+            lua_string(&format!("{base}/install.lua")).trim_matches('"'),
+        )
+        .replace("__MCP_HTTP_BASE__", &lua_string(base))
+        .replace("__MCP_LINK_URL__", &lua_string(&link_url(base)))
+}
+
+/// `s` as a double-quoted Lua string literal: quotes, backslashes and every control or non-ASCII byte
+/// escaped as `\ddd`, so the literal is one line of printable ASCII.
+pub fn lua_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for b in s.bytes() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => out.push_str(&format!("\\{b:03}")),
+        }
+    }
+    out.push('"');
+    out
 }
 
 async fn client() -> Response {
@@ -92,8 +120,17 @@ mod tests {
 
     #[test]
     fn installer_placeholders_exist() {
-        assert!(
-            INSTALL_LUA.contains("__MCP_HTTP_BASE__") && INSTALL_LUA.contains("__MCP_LINK_URL__")
-        );
+        for p in [
+            "__MCP_HTTP_BASE__",
+            "__MCP_LINK_URL__",
+            "__MCP_INSTALL_URL__",
+        ] {
+            assert!(INSTALL_LUA.contains(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn lua_string_escapes_what_would_end_the_literal() {
+        assert_eq!(lua_string("a\"b\\c\nd\u{e9}"), r#""a\"b\\c\010d\195\169""#);
     }
 }

@@ -77,7 +77,10 @@ impl Default for LinkConfig {
             ping_interval: Duration::from_secs(15),
             pong_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(15),
-            on_duplicate: OnDuplicate::default(),
+            // Two worlds on one bridge, or a computer copied in creative mode, give two live machines one id:
+            // replacing would make them swap forever and send calls to either (issue 12). A rebooted
+            // computer's old link is dead and does not answer the ping, so it is still replaced.
+            on_duplicate: OnDuplicate::RefuseIfLive,
         }
     }
 }

@@ -72,6 +72,9 @@ pub async fn start(
             "computers": st.registry.len(),
             "malformed_frames": st.malformed_frames(),
             "reassembly_bytes": st.reassembly_bytes(),
+            "duplicate_ids": st.registry.refused().iter()
+                .map(|(id, n)| json!({"id": id, "refusals": n}))
+                .collect::<Vec<_>>(),
         })
     });
     let bridge = b.build()?;

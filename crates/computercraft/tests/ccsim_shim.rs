@@ -6,17 +6,22 @@ mod support;
 use std::time::Duration;
 use support::ccsim::{self, SimConfig};
 
+/// Runs `code` as the player's command, then shuts the computer down; returns what it printed (without the
+/// shell's `CraftOS 1.9` banner and the `> ` prompt it shows before the shutdown takes effect).
 async fn run_lua(code: &str) -> String {
     let mut cfg = SimConfig::new(7, ccsim::temp_root("shim"));
-    cfg.command = Some(code.to_string());
+    cfg.command = Some(format!("{code}\nos.shutdown()"));
     let sim = ccsim::spawn(cfg);
     assert!(
         sim.wait_for(Duration::from_secs(10), |s| s.halted.is_some())
             .await,
-        "program did not finish"
+        "program did not finish: {}",
+        sim.output()
     );
     sim.stop();
-    sim.output()
+    let out = sim.output();
+    let out = out.strip_prefix("CraftOS 1.9\n").unwrap_or(&out);
+    out.strip_suffix("> ").unwrap_or(out).to_string()
 }
 
 #[tokio::test]
@@ -69,15 +74,16 @@ async fn unserialise_json_quirks() {
         "#,
     )
     .await;
+    // The screen is 51 columns wide: the long error wraps onto a second line.
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "true\ttrue\t6");
     assert!(
-        lines[1].starts_with("false") && lines[1].contains("empty_json_array"),
+        lines[1].starts_with("false") && lines[2] == "textutils.empty_json_array",
         "{out}"
     );
-    assert_eq!(lines[2], "1");
+    assert_eq!(lines[3], "1");
     assert!(
-        lines[3].starts_with("nil\tMalformed JSON at position"),
+        lines[4].starts_with("nil\tMalformed JSON at position"),
         "{out}"
     );
 }
@@ -111,6 +117,7 @@ async fn event_queue_holds_at_most_256() {
           if ev == "e" then n = n + 1 end
         end
         print(n)
+        os.shutdown()
         "#
         .into(),
     );
@@ -121,7 +128,7 @@ async fn event_queue_holds_at_most_256() {
     );
     sim.stop();
     let st = sim.state();
-    assert_eq!(st.output.trim(), "256");
+    assert_eq!(st.output, "CraftOS 1.9\n256\n> ");
     assert_eq!(st.dropped_events, 44);
 }
 
@@ -147,4 +154,34 @@ async fn fs_round_trips_bytes() {
     assert_eq!(lines[1], "4\ttrue\ttrue");
     assert_eq!(lines[2], "4\t255");
     assert_eq!(lines[3], "nil\t/missing: No such file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_answers_pings_after_the_lua_side_stopped_reading() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut cfg = SimConfig::new(8, ccsim::temp_root("pong"));
+    // Opens the socket, then never looks at it again.
+    cfg.command = Some(format!(
+        "assert(http.websocket('ws://{addr}/')) print('opened') while true do os.pullEvent('never') end"
+    ));
+    let sim = ccsim::spawn(cfg);
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+    assert!(
+        sim.wait_for(Duration::from_secs(10), |s| s.output.contains("opened"))
+            .await
+    );
+    ws.send(Message::Ping(b"alive?".to_vec().into()))
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer, Message::Pong(b"alive?".to_vec().into()));
+    sim.stop();
 }

@@ -56,7 +56,12 @@ async fn requests_sent_while_the_computer_is_busy_are_not_lost() {
     let c = h.link(h.computer(6, None, SimKind::Computer)).await;
     let busy = h.call("run_lua", json!({"computer": 6, "code": "local t = os.clock() while os.clock() - t < 1 do end return 'done'"}));
     let burst = async {
-        while h.state.registry.get(6).unwrap().in_flight() < 1 {
+        // Fire once the busy call is in flight; on a loaded machine it may already be over when this task
+        // first runs, so give up waiting after a while rather than forever.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while h.state.registry.get(6).unwrap().in_flight() < 1
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let calls = (0..100).map(|i| {
@@ -134,12 +139,28 @@ async fn the_client_relinks_after_the_bridge_restarts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_hello_with_the_same_id_replaces_the_first_link() {
-    let h = start_bridge(test_config()).await;
-    let old = h.link(h.computer(7, Some("old"), SimKind::Computer)).await;
+async fn a_second_hello_with_the_same_id_replaces_a_link_that_no_longer_answers() {
+    let mut cfg = test_config();
+    cfg.pong_timeout = Duration::from_millis(300);
+    let h = start_bridge(cfg).await;
+    // The old link: a hello, then silence (a computer whose chunk froze; nothing reads, so no pong). Two live
+    // machines with one id are refused instead (tests/runtime.rs).
+    let mut old = raw(&h.link_url()).await;
+    old.send(Message::text(
+        json!({"type": "hello", "protocol": 1, "computerId": 7, "computerLabel": "old", "kind": "computer"})
+            .to_string(),
+    ))
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.link_of(7).is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the raw hello did not link"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let new = h.link(h.computer(7, Some("new"), SimKind::Computer)).await;
-    // The old computer would relink in turn (and replace the new one): switch it off now.
-    old.stop();
     let list = ok_of(&h.call("list_computers", json!({})).await);
     assert_eq!(list["count"], 1);
     assert_eq!(list["computers"][0]["label"], "new");

@@ -1,11 +1,18 @@
 //! Tool arguments: strict (unknown fields rejected), `server` defaulting to `home`, filenames checked with
 //! the game's own rules before anything is sent.
 
+use super::page::{MAX_PAGE_BYTES, PageArgs};
 use crate::path::{self, ExtensionSet};
 use bridge_core::{ToolError, Validate, check};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+
+/// `NAME_MAX` of Linux, macOS and Windows file systems: a longer name fails at `open`, after the save was built.
+pub const MAX_SAVE_NAME_BYTES: usize = 255;
+
+/// A search term is a name or a phrase, not a document.
+pub const MAX_SEARCH_BYTES: usize = 200;
 
 fn home() -> String {
     "home".to_owned()
@@ -88,6 +95,71 @@ impl FileArgs {
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    /// Path of the file on the server, e.g. `hack.js` or `lib/util.ts` (a leading `/` is ignored).
+    pub filename: String,
+    /// In-game server: hostname or IP (default `home`).
+    #[serde(default = "home")]
+    pub server: String,
+    /// Byte offset to start at: 0, or the `next_offset` of the previous page (default 0).
+    #[serde(default)]
+    pub offset: usize,
+    /// Most bytes to return (default 65536, at most 1048576). Pages end at a line end.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+impl Validate for ReadArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        check_server(&self.server)?;
+        game_path("filename", &self.filename)?;
+        self.page().validate()
+    }
+}
+
+impl ReadArgs {
+    pub fn file(&self) -> FileArgs {
+        FileArgs {
+            filename: self.filename.clone(),
+            server: self.server.clone(),
+        }
+    }
+
+    pub fn page(&self) -> PageArgs {
+        PageArgs {
+            offset: self.offset,
+            limit: self.limit,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AllFilesArgs {
+    /// In-game server: hostname or IP (default `home`).
+    #[serde(default = "home")]
+    pub server: String,
+    /// Index of the first file to return: 0, or the `next_offset` of the previous page (default 0).
+    #[serde(default)]
+    pub offset: usize,
+    /// Most content bytes in this page (default 65536, at most 1048576). A file that does not fit alone is
+    /// listed without its content: read it with read_file.
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+}
+
+impl Validate for AllFilesArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        check_server(&self.server)?;
+        if let Some(max) = self.max_bytes {
+            check::in_range("max_bytes", max, 1, MAX_PAGE_BYTES)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WriteArgs {
     /// Path of the file on the server, e.g. `hack.js` or `data/targets.json`. Created or overwritten.
     pub filename: String,
@@ -111,9 +183,51 @@ pub struct DefinitionArgs {
     /// Remove `export` keywords so the declarations work as globals, like the in-game editor (default false).
     #[serde(default)]
     pub strip_exports: bool,
+    /// Only this declaration, with its doc comment: an interface, type or enum name such as `NS`, `Hacknet`,
+    /// `Singularity`, `Server`. An unknown name is refused with the list of names.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Only the lines containing this text (case-insensitive), each with its line number and the
+    /// declaration it belongs to.
+    #[serde(default)]
+    pub search: Option<String>,
+    /// Byte offset to start at: 0, or the `next_offset` of the previous page (default 0).
+    #[serde(default)]
+    pub offset: usize,
+    /// Most bytes to return (default 65536, at most 1048576). Pages end at a line end.
+    #[serde(default)]
+    pub limit: Option<usize>,
 }
 
-impl Validate for DefinitionArgs {}
+impl Validate for DefinitionArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        if let Some(name) = &self.namespace {
+            check::non_empty("namespace", name)?;
+        }
+        if let Some(text) = &self.search {
+            check::non_empty("search", text)?;
+            if text.len() > MAX_SEARCH_BYTES {
+                return Err(ToolError::invalid_argument(
+                    "search",
+                    format!(
+                        "`search` is {} bytes; the limit is {MAX_SEARCH_BYTES} bytes",
+                        text.len()
+                    ),
+                ));
+            }
+        }
+        self.page().validate()
+    }
+}
+
+impl DefinitionArgs {
+    pub fn page(&self) -> PageArgs {
+        PageArgs {
+            offset: self.offset,
+            limit: self.limit,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -133,6 +247,17 @@ impl Validate for SaveArgs {
             return Ok(());
         };
         check::non_empty("filename", name)?;
+        if name.len() > MAX_SAVE_NAME_BYTES {
+            return Err(ToolError::invalid_argument(
+                "filename",
+                format!(
+                    "`filename` is {} bytes; the limit is {MAX_SAVE_NAME_BYTES} bytes (the longest file name \
+                     file systems take)",
+                    name.len()
+                ),
+            )
+            .with_details(serde_json::json!({"limit": MAX_SAVE_NAME_BYTES, "actual": name.len()})));
+        }
         let plain =
             !name.contains(['/', '\\']) && name != "." && name != ".." && !name.contains('\0');
         if !plain {
@@ -200,5 +325,24 @@ mod tests {
             };
             assert!(args.validate().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_save_name_too_long_for_the_file_system_is_an_argument_error() {
+        let args = SaveArgs {
+            filename: Some(format!("{}.json", "s".repeat(300))),
+            overwrite: false,
+        };
+        let e = args.validate().err();
+        assert_eq!(
+            e.as_ref().map(ToolError::code),
+            Some(ErrorCode::InvalidArgument)
+        );
+        let e = e.map(|e| (e.details()["field"].clone(), e.message().to_owned()));
+        assert!(
+            e.as_ref()
+                .is_some_and(|(field, message)| field == "filename" && message.contains("255")),
+            "{e:?}"
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! The file tools of the seed design: one tool, one Remote API method.
 
 use super::Ctx;
-use super::args::{FileArgs, ServerArgs, WriteArgs, game_path};
+use super::args::{AllFilesArgs, FileArgs, ReadArgs, ServerArgs, WriteArgs, game_path};
+use super::page::{DEFAULT_PAGE_BYTES, PageInfo, page_text};
+use super::reply::{expect_string, parse, unconfirmed};
 use crate::resources::file_uri;
 use crate::wire::Method;
 use bridge_core::{Rendered, ToolError, ToolSpec, check};
@@ -17,12 +19,14 @@ pub struct FileList {
     pub count: usize,
 }
 
+/// What `read_file` returns besides the page of the file itself, which is the text result (and only there:
+/// a large file is never sent twice in one reply).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct FileContent {
     pub server: String,
     pub filename: String,
-    pub content: String,
-    pub bytes: usize,
+    #[serde(flatten)]
+    pub page: PageInfo,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -42,18 +46,34 @@ pub struct Deleted {
     pub deleted: bool,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+/// One file as `getAllFiles` sends it.
+#[derive(Debug, Deserialize)]
 pub struct FileEntry {
     pub filename: String,
     pub content: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
+pub struct PagedFile {
+    pub filename: String,
+    pub bytes: usize,
+    /// False when the file alone is larger than `max_bytes`: read it with read_file (offset/limit).
+    pub included: bool,
+}
+
+/// What `get_all_files` returns besides the contents, which are the text result.
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct AllFiles {
     pub server: String,
-    /// Scripts first, then text files (the game's order).
-    pub files: Vec<FileEntry>,
-    pub count: usize,
+    /// The files of this page, scripts first, then text files (the game's order).
+    pub files: Vec<PagedFile>,
+    /// Files on the server.
+    pub total_files: usize,
+    /// Content bytes of every file on the server.
+    pub total_bytes: usize,
+    /// Pass as `offset` for the next page; absent after the last file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -64,20 +84,22 @@ pub struct Ram {
     pub ram_gb: f64,
 }
 
-fn unexpected(method: Method, got: &Value) -> ToolError {
-    let mut shown = got.to_string();
-    shown.truncate(200);
-    ToolError::remote(format!(
-        "the game answered {} with an unexpected value: {shown}",
-        method.name()
-    ))
+/// The header line before each file in `get_all_files`' text.
+fn file_header(f: &PagedFile) -> String {
+    if f.included {
+        format!("// ==== {} ({} bytes) ====\n", f.filename, f.bytes)
+    } else {
+        format!(
+            "// ==== {} ({} bytes: larger than this page, read it with read_file) ====\n",
+            f.filename, f.bytes
+        )
+    }
 }
 
 impl Ctx {
     pub async fn list_files(&self, args: ServerArgs) -> Result<FileList, ToolError> {
-        let value = self.link.call(Method::GetFileNames, args.params()).await?;
-        let files: Vec<String> = serde_json::from_value(value.clone())
-            .map_err(|_| unexpected(Method::GetFileNames, &value))?;
+        let value = self.call(Method::GetFileNames, args.params()).await?;
+        let files: Vec<String> = parse(Method::GetFileNames, value)?;
         Ok(FileList {
             server: args.server,
             count: files.len(),
@@ -85,30 +107,45 @@ impl Ctx {
         })
     }
 
-    pub async fn read_file(&self, args: FileArgs) -> Result<FileContent, ToolError> {
+    /// The whole content of one file.
+    pub async fn file_content(&self, args: &FileArgs) -> Result<(String, String), ToolError> {
         let (path, params) = args.params()?;
-        let value = self.link.call(Method::GetFile, params).await?;
-        let Value::String(content) = value else {
-            return Err(unexpected(Method::GetFile, &value));
-        };
-        Ok(FileContent {
-            server: args.server,
-            filename: path,
-            bytes: content.len(),
-            content,
+        let value = self.call(Method::GetFile, params).await?;
+        Ok((path, expect_string(Method::GetFile, value)?))
+    }
+
+    /// One page of a file: its metadata, and the page's text.
+    pub async fn read_file(&self, args: ReadArgs) -> Result<Rendered<FileContent>, ToolError> {
+        let (path, content) = self.file_content(&args.file()).await?;
+        let (text, page) = page_text(&content, &args.page(), "read_file")?;
+        Ok(Rendered {
+            text,
+            value: FileContent {
+                server: args.server,
+                filename: path,
+                page,
+            },
         })
     }
 
     pub async fn write_file(&self, args: WriteArgs) -> Result<Written, ToolError> {
         let path = game_path("filename", &args.filename)?;
-        check::max_bytes("content", &args.content, self.limits.file_write_max_bytes)?;
+        check::max_bytes("content", &args.content, self.limits.file_write_max_bytes).map_err(|e| {
+            e.with_hint(
+                "the game replaces the whole file on every write, so it cannot be written in pieces: make it \
+                 smaller (split it into modules that import each other), or ask the user to raise the limit \
+                 (--file-write-max-bytes)",
+            )
+        })?;
         let bytes = args.content.len();
         let params = Map::from_iter([
             ("filename".to_owned(), Value::from(path.as_str())),
             ("content".to_owned(), Value::String(args.content)),
             ("server".to_owned(), Value::from(args.server.as_str())),
         ]);
-        self.link.call(Method::PushFile, params).await?;
+        self.call(Method::PushFile, params)
+            .await
+            .map_err(|e| unconfirmed(Method::PushFile, &args.server, &path, e))?;
         let uri = file_uri(&args.server, &path);
         self.hub.resource_updated(&uri);
         Ok(Written {
@@ -121,7 +158,9 @@ impl Ctx {
 
     pub async fn delete_file(&self, args: FileArgs) -> Result<Deleted, ToolError> {
         let (path, params) = args.params()?;
-        self.link.call(Method::DeleteFile, params).await?;
+        self.call(Method::DeleteFile, params)
+            .await
+            .map_err(|e| unconfirmed(Method::DeleteFile, &args.server, &path, e))?;
         self.hub.resource_updated(&file_uri(&args.server, &path));
         Ok(Deleted {
             server: args.server,
@@ -130,23 +169,79 @@ impl Ctx {
         })
     }
 
-    pub async fn get_all_files(&self, args: ServerArgs) -> Result<AllFiles, ToolError> {
-        let value = self.link.call(Method::GetAllFiles, args.params()).await?;
-        let files: Vec<FileEntry> = serde_json::from_value(value.clone())
-            .map_err(|_| unexpected(Method::GetAllFiles, &value))?;
-        Ok(AllFiles {
-            server: args.server,
-            count: files.len(),
-            files,
+    /// Every file of a server with its whole content (for `pull`).
+    pub async fn all_files(&self, server: &str) -> Result<Vec<FileEntry>, ToolError> {
+        let params = ServerArgs {
+            server: server.to_owned(),
+        }
+        .params();
+        let value = self.call(Method::GetAllFiles, params).await?;
+        parse(Method::GetAllFiles, value)
+    }
+
+    /// One page of a server's files: whole files while they fit in `max_bytes`, at least one per page.
+    pub async fn get_all_files(&self, args: AllFilesArgs) -> Result<Rendered<AllFiles>, ToolError> {
+        let all = self.all_files(&args.server).await?;
+        let total_files = all.len();
+        if args.offset > total_files {
+            return Err(ToolError::invalid_argument(
+                "offset",
+                format!(
+                    "`offset` is {}; the server has {total_files} files",
+                    args.offset
+                ),
+            ));
+        }
+        let budget = args.max_bytes.unwrap_or(DEFAULT_PAGE_BYTES);
+        let total_bytes = all.iter().map(|f| f.content.len()).sum();
+        let mut used = 0;
+        let mut text = String::new();
+        let mut files = Vec::new();
+        for file in all.iter().skip(args.offset) {
+            let bytes = file.content.len();
+            let fits = used + bytes <= budget;
+            if !fits && !files.is_empty() {
+                break;
+            }
+            let entry = PagedFile {
+                filename: file.filename.clone(),
+                bytes,
+                included: fits,
+            };
+            text.push_str(&file_header(&entry));
+            if fits {
+                used += bytes;
+                text.push_str(&file.content);
+                if !file.content.is_empty() && !file.content.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+            files.push(entry);
+        }
+        let end = args.offset + files.len();
+        let next_offset = (end < total_files).then_some(end);
+        if let Some(next) = next_offset {
+            text.push_str(&format!(
+                "[files {}..{end} of {total_files}; call get_all_files again with offset {next} for the rest]\n",
+                args.offset
+            ));
+        }
+        Ok(Rendered {
+            text,
+            value: AllFiles {
+                server: args.server,
+                files,
+                total_files,
+                total_bytes,
+                next_offset,
+            },
         })
     }
 
     pub async fn calculate_ram(&self, args: FileArgs) -> Result<Ram, ToolError> {
         let (path, params) = args.params()?;
-        let value = self.link.call(Method::CalculateRam, params).await?;
-        let ram_gb = value
-            .as_f64()
-            .ok_or_else(|| unexpected(Method::CalculateRam, &value))?;
+        let value = self.call(Method::CalculateRam, params).await?;
+        let ram_gb = parse(Method::CalculateRam, value)?;
         Ok(Ram {
             server: args.server,
             filename: path,
@@ -171,17 +266,14 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     let read = ToolSpec::new(
         "read_file",
         "Read one script or text file from an in-game server (game method getFile). The text result is the \
-         file's content.",
+         file's content, 64 KiB at a time by default: `offset`/`limit` page through larger files, and the \
+         structured result gives `total_bytes` and `next_offset`.",
     )
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler_with_text_on(ctx.clone(), |c, args: FileArgs, _| async move {
-        let out = c.read_file(args).await?;
-        Ok(Rendered {
-            text: out.content.clone(),
-            value: out,
-        })
+    .handler_with_text_on(ctx.clone(), |c, args: ReadArgs, _| async move {
+        c.read_file(args).await
     });
 
     let write = ToolSpec::new(
@@ -207,12 +299,14 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
 
     let all = ToolSpec::new(
         "get_all_files",
-        "Read every script and text file of an in-game server at once (game method getAllFiles).",
+        "Read the script and text files of an in-game server (game method getAllFiles): whole files, up to \
+         `max_bytes` (64 KiB by default) per page, each after a `// ==== name (N bytes) ====` line in the text \
+         result; `offset` (a file index) and `next_offset` page through the rest.",
     )
     .read_only()
     .open_world()
     .timeout(budget)
-    .handler_on(ctx.clone(), |c, args: ServerArgs, _| async move {
+    .handler_with_text_on(ctx.clone(), |c, args: AllFilesArgs, _| async move {
         c.get_all_files(args).await
     });
 

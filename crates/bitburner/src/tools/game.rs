@@ -2,6 +2,9 @@
 
 use super::Ctx;
 use super::args::{DefinitionArgs, FileArgs, SaveArgs, ServerArgs};
+use super::definitions;
+use super::page::{PageInfo, page_text};
+use super::reply::{expect_string, parse};
 use crate::link::{LinkStatus, Support};
 use crate::wire::Method;
 use bridge_core::{ErrorCode, NoArgs, Rendered, ToolError, ToolSpec};
@@ -11,12 +14,22 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// What `get_netscript_definitions` returns besides the declarations themselves, which are the text result.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Definitions {
-    /// `NetscriptDefinitions.d.ts` of the connected game version.
-    pub content: String,
-    pub bytes: usize,
+    /// Size of the whole `NetscriptDefinitions.d.ts` of the connected game, in bytes.
+    pub file_bytes: usize,
     pub strip_exports: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<String>,
+    /// Lines that matched `search`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matches: Option<usize>,
+    /// Where this page sits in the selected text (the whole file, the namespace, or the search results).
+    #[serde(flatten)]
+    pub page: PageInfo,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -82,15 +95,6 @@ struct RawSave {
     save: String,
 }
 
-fn unexpected(method: Method, got: &Value) -> ToolError {
-    let mut shown = got.to_string();
-    shown.truncate(200);
-    ToolError::remote(format!(
-        "the game answered {} with an unexpected value: {shown}",
-        method.name()
-    ))
-}
-
 /// `removeExportFromDeclarations` of bitburner-filesync: the in-game editor treats the types as globals.
 fn strip_exports(text: &str) -> String {
     text.lines()
@@ -110,39 +114,51 @@ impl Ctx {
         if let Some(text) = self.link.cached_definitions() {
             return Ok(text);
         }
-        let value = self
-            .link
-            .call(Method::GetDefinitionFile, Map::new())
-            .await?;
-        let Value::String(text) = value else {
-            return Err(unexpected(Method::GetDefinitionFile, &value));
-        };
-        let text = Arc::new(text);
+        let value = self.call(Method::GetDefinitionFile, Map::new()).await?;
+        let text = Arc::new(expect_string(Method::GetDefinitionFile, value)?);
         self.link.cache_definitions(Arc::clone(&text));
         Ok(text)
     }
 
+    /// The part of the definitions `args` selects, one page of it as the text.
     pub async fn get_netscript_definitions(
         &self,
         args: DefinitionArgs,
-    ) -> Result<Definitions, ToolError> {
-        let text = self.definitions().await?;
-        let content = if args.strip_exports {
-            strip_exports(&text)
-        } else {
-            text.as_str().to_owned()
+    ) -> Result<Rendered<Definitions>, ToolError> {
+        let file = self.definitions().await?;
+        let (mut selected, first_line) = match &args.namespace {
+            Some(name) => {
+                let section = definitions::namespace(&file, name)?;
+                (section.text, section.first_line)
+            }
+            None => (file.as_str().to_owned(), 1),
         };
-        Ok(Definitions {
-            bytes: content.len(),
-            content,
-            strip_exports: args.strip_exports,
+        if args.strip_exports {
+            selected = strip_exports(&selected);
+        }
+        let mut matches = None;
+        if let Some(term) = &args.search {
+            let found = definitions::search(&selected, term, first_line);
+            matches = Some(found.matches);
+            selected = found.text;
+        }
+        let (text, page) = page_text(&selected, &args.page(), "get_netscript_definitions")?;
+        Ok(Rendered {
+            text,
+            value: Definitions {
+                file_bytes: file.len(),
+                strip_exports: args.strip_exports,
+                namespace: args.namespace,
+                search: args.search,
+                matches,
+                page,
+            },
         })
     }
 
     pub async fn get_all_servers(&self) -> Result<Servers, ToolError> {
-        let value = self.link.call(Method::GetAllServers, Map::new()).await?;
-        let servers: Vec<ServerInfo> = serde_json::from_value(value.clone())
-            .map_err(|_| unexpected(Method::GetAllServers, &value))?;
+        let value = self.call(Method::GetAllServers, Map::new()).await?;
+        let servers: Vec<ServerInfo> = parse(Method::GetAllServers, value)?;
         Ok(Servers {
             count: servers.len(),
             servers,
@@ -151,18 +167,13 @@ impl Ctx {
 
     pub async fn get_file_metadata(&self, args: FileArgs) -> Result<FileMetadata, ToolError> {
         let (_, params) = args.params()?;
-        let value = self.link.call(Method::GetFileMetadata, params).await?;
-        serde_json::from_value(value.clone())
-            .map_err(|_| unexpected(Method::GetFileMetadata, &value))
+        let value = self.call(Method::GetFileMetadata, params).await?;
+        parse(Method::GetFileMetadata, value)
     }
 
     pub async fn get_all_file_metadata(&self, args: ServerArgs) -> Result<AllMetadata, ToolError> {
-        let value = self
-            .link
-            .call(Method::GetAllFileMetadata, args.params())
-            .await?;
-        let files: Vec<FileMetadata> = serde_json::from_value(value.clone())
-            .map_err(|_| unexpected(Method::GetAllFileMetadata, &value))?;
+        let value = self.call(Method::GetAllFileMetadata, args.params()).await?;
+        let files: Vec<FileMetadata> = parse(Method::GetAllFileMetadata, value)?;
         Ok(AllMetadata {
             server: args.server,
             count: files.len(),
@@ -177,9 +188,8 @@ impl Ctx {
                  directory saves may be written to",
             ));
         };
-        let value = self.link.call(Method::GetSaveFile, Map::new()).await?;
-        let raw: RawSave = serde_json::from_value(value.clone())
-            .map_err(|_| unexpected(Method::GetSaveFile, &value))?;
+        let value = self.call(Method::GetSaveFile, Map::new()).await?;
+        let raw: RawSave = parse(Method::GetSaveFile, value)?;
         let bytes = if raw.binary {
             // One char per byte (`String.fromCharCode`): not UTF-8.
             raw.save
@@ -254,7 +264,7 @@ impl Ctx {
         }
         let link = self.link.status();
         let advice = if link.connected {
-            "connected: every tool can be used".to_owned()
+            advice(&support)
         } else {
             self.link
                 .not_connected("no game is connected")
@@ -271,6 +281,31 @@ impl Ctx {
             advice,
         }
     }
+}
+
+/// What a connected game lets the agent do, consistent with `methods`: the tools whose method it lacks are
+/// named, with the game version that added them.
+fn advice(support: &BTreeMap<Method, Support>) -> String {
+    let lacking: Vec<String> = support
+        .iter()
+        .filter(|(_, s)| **s == Support::No)
+        .map(|(m, _)| {
+            format!(
+                "{} ({} needs Bitburner {})",
+                super::tool_for(*m),
+                m.name(),
+                m.since()
+            )
+        })
+        .collect();
+    if lacking.is_empty() {
+        return "connected: every tool can be used".to_owned();
+    }
+    format!(
+        "connected, but this game version lacks some methods, so these tools fail with E_UNSUPPORTED: {}. \
+         Every other tool can be used; updating the game adds the rest",
+        lacking.join(", ")
+    )
 }
 
 async fn write_new(path: &std::path::Path, bytes: &[u8], overwrite: bool) -> Result<(), ToolError> {
@@ -307,18 +342,17 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     let budget = ctx.budget(1, rpc);
     let defs = ToolSpec::new(
         "get_netscript_definitions",
-        "The TypeScript declarations (NetscriptDefinitions.d.ts, ~300 KB) of the connected game's NetScript \
-         API (game method getDefinitionFile). Also readable as resource bitburner://definitions/NetscriptDefinitions.d.ts.",
+        "The TypeScript declarations (NetscriptDefinitions.d.ts, ~300 KB, ~75k tokens) of the connected game's \
+         NetScript API (game method getDefinitionFile), as the text result, 64 KiB at a time. Take only what \
+         you need: `namespace` (one declaration, e.g. `NS`, `Hacknet`, `Singularity`), `search` (matching \
+         lines with line numbers), `offset`/`limit` to page. The whole file is also the resource \
+         bitburner://definitions/NetscriptDefinitions.d.ts.",
     )
     .read_only()
     .open_world()
     .timeout(budget)
     .handler_with_text_on(ctx.clone(), |c, args: DefinitionArgs, _| async move {
-        let out = c.get_netscript_definitions(args).await?;
-        Ok(Rendered {
-            text: out.content.clone(),
-            value: out,
-        })
+        c.get_netscript_definitions(args).await
     });
 
     let servers = ToolSpec::new(
@@ -376,6 +410,22 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn advice_names_the_tools_methods_says_are_missing() {
+        let mut support: BTreeMap<Method, Support> =
+            Method::ALL.into_iter().map(|m| (m, Support::Yes)).collect();
+        assert_eq!(advice(&support), "connected: every tool can be used");
+        support.insert(Method::GetFileMetadata, Support::No);
+        support.insert(Method::GetSaveFile, Support::Unknown);
+        let said = advice(&support);
+        assert!(!said.contains("every tool can be used"), "{said}");
+        assert!(
+            said.contains("get_file_metadata (getFileMetadata needs Bitburner 3.0.0)"),
+            "{said}"
+        );
+        assert!(!said.contains("get_save_file"), "{said}");
+    }
 
     #[test]
     fn strip_exports_keeps_everything_else() {

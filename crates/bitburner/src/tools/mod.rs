@@ -3,12 +3,17 @@
 //! daemon would hand an agent arbitrary code execution inside the player's save.
 
 pub mod args;
+pub mod definitions;
 pub mod files;
 pub mod game;
+pub mod page;
+pub mod reply;
 
 use crate::link::GameLink;
-use bridge_core::ToolSpec;
+use crate::wire::Method;
 use bridge_core::events::EventHub;
+use bridge_core::{ErrorCode, ToolError, ToolSpec};
+use serde_json::{Map, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,7 +34,23 @@ pub struct Ctx {
     pub limits: Limits,
 }
 
+/// The words of the core's link error for a frame over the size limit (`bridge_core::link`).
+const OVERSIZED_FRAME: &str = "-byte frame; the limit is";
+
 impl Ctx {
+    /// One request to the game, its terse errors explained (`reply::explain`), and an answer too large for
+    /// the bridge said as such rather than as a mere disconnect.
+    pub async fn call(
+        &self,
+        method: Method,
+        params: Map<String, Value>,
+    ) -> Result<Value, ToolError> {
+        self.link
+            .call(method, params)
+            .await
+            .map_err(|e| reply::explain(method, oversized(method, e)))
+    }
+
     /// A tool's deadline: room for waiting for the game, `requests` game requests, and a margin, never below
     /// the core's default, so the core's timer does not cut a call the link would still finish.
     pub fn budget(&self, requests: u32, per_request: Duration) -> Duration {
@@ -44,4 +65,43 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     let mut all = files::specs(ctx);
     all.extend(game::specs(ctx));
     all
+}
+
+/// The game's answer was larger than `MAX_GAME_FRAME_BYTES`: the link closed the connection, and the call
+/// failed with it. Tell the agent what was too large and what to ask for instead.
+fn oversized(method: Method, e: ToolError) -> ToolError {
+    if e.code() != ErrorCode::Disconnected || !e.message().contains(OVERSIZED_FRAME) {
+        return e;
+    }
+    let details = e.details().clone();
+    ToolError::too_large(format!(
+        "the game's answer to {} was larger than the bridge accepts, so the bridge closed the game \
+         connection: {}",
+        method.name(),
+        e.message()
+    ))
+    .with_hint(format!(
+        "ask for less: read_file instead of get_all_files on a server with very large files; a save this large \
+         cannot come through the bridge (export it in the game: Options → Export Game). The limit is {} MiB. \
+         Then reconnect the game (press Connect in Options → Remote API, or wait for its Reconnection delay)",
+        crate::MAX_GAME_FRAME_BYTES >> 20
+    ))
+    .with_details(details)
+}
+
+/// The tool that sends `method`.
+pub fn tool_for(method: Method) -> &'static str {
+    match method {
+        Method::PushFile => "write_file",
+        Method::GetFile => "read_file",
+        Method::DeleteFile => "delete_file",
+        Method::GetFileNames => "list_files",
+        Method::GetAllFiles => "get_all_files",
+        Method::CalculateRam => "calculate_ram",
+        Method::GetDefinitionFile => "get_netscript_definitions",
+        Method::GetAllServers => "get_all_servers",
+        Method::GetSaveFile => "get_save_file",
+        Method::GetFileMetadata => "get_file_metadata",
+        Method::GetAllFileMetadata => "get_all_file_metadata",
+    }
 }

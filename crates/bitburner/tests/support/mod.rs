@@ -2,7 +2,7 @@
 // Each test file compiles this module on its own and uses a part of it.
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
-use bridge_bitburner::fake_game::{FakeGame, GameConnection, GameVersion, WEB_ORIGIN};
+use bitburner_fake::{FakeGame, GameConnection, GameVersion, WEB_ORIGIN};
 use bridge_bitburner::link::GameLink;
 use bridge_bitburner::{GameArgs, build_bridge, listen};
 use bridge_core::serve::{HttpOptions, serve_http};

@@ -30,6 +30,17 @@ pub struct ListOut {
     pub link_listen: String,
     /// What a player types on a computer to link it (tell the user when a computer is missing).
     pub install: String,
+    /// Ids another live machine tried to link with while the listed one held them: two computers share the
+    /// id (a copied computer, or two worlds on one bridge). Calls always go to the listed one; the refused
+    /// machine shows the reason on its screen.
+    pub duplicate_ids: Vec<DuplicateId>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DuplicateId {
+    pub id: u32,
+    /// How many times a second machine was refused this id.
+    pub refusals: u64,
 }
 
 pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
@@ -39,7 +50,9 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "list_computers",
             "List the ComputerCraft computers linked to the bridge: id (use it in every other tool), label (may be \
              null), kind (computer, turtle or pocket; turtle_* tools need a turtle), when the link was made and \
-             when the computer was last heard from. Also gives the in-game command that links a new computer.",
+             when the computer was last heard from. Also gives the in-game command that links a new computer, \
+             and duplicate_ids: ids a second machine tried to take while the listed one held them (calls go to \
+             the listed one only).",
         )
         .read_only()
         .handler_with_text(move |_: NoArgs, _ctx: ToolCtx| {
@@ -66,7 +79,13 @@ fn list(state: &State) -> Rendered<ListOut> {
         })
         .collect();
     let install = state.install_command();
-    let text = if computers.is_empty() {
+    let duplicate_ids: Vec<DuplicateId> = state
+        .registry
+        .refused()
+        .into_iter()
+        .map(|(id, refusals)| DuplicateId { id, refusals })
+        .collect();
+    let mut text = if computers.is_empty() {
         format!("No computers connected. To link one, run in-game: {install}")
     } else {
         computers
@@ -84,12 +103,20 @@ fn list(state: &State) -> Rendered<ListOut> {
             .collect::<Vec<_>>()
             .join("\n")
     };
+    for d in &duplicate_ids {
+        text.push_str(&format!(
+            "\nWarning: another machine also uses id {} (refused {} times); calls go to the one listed. Give \
+             one of them another id.",
+            d.id, d.refusals
+        ));
+    }
     Rendered {
         value: ListOut {
             count: computers.len(),
             computers,
             link_listen: state.listen.to_string(),
             install,
+            duplicate_ids,
         },
         text,
     }

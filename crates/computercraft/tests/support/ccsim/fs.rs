@@ -1,4 +1,4 @@
-//! The `fs` API over a host directory, following CC:Tweaked's rules (reference §1.6): paths are relative to
+//! The `fs` API over a host directory, following CC:Tweaked's rules (docs/protocols/computercraft.md §7): paths are relative to
 //! the computer's root whatever their leading slash, `..` cannot climb out, `rom/` is read-only, missing
 //! files give `nil, "<path>: No such file"` from `open` and errors from `list`, handles read and write raw
 //! bytes (since 1.109 text mode too), binary `read()` without a count returns one byte as a number, and the
@@ -23,6 +23,22 @@ pub fn normalise(path: &str) -> Option<String> {
         }
     }
     Some(parts.join("/"))
+}
+
+/// `FileSystem.sanitizePath` as `fs.combine` uses it: like [`normalise`], but a `..` that climbs above the
+/// root is kept (`../x` stays `../x`); only using such a path raises "Invalid Path".
+pub fn sanitise(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split(['/', '\\']).map(str::trim) {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
 }
 
 fn err(msg: impl Into<String>) -> mlua::Error {
@@ -70,9 +86,7 @@ pub fn install(lua: &Lua, root: PathBuf) -> LuaResult<()> {
 
     fs.set(
         "combine",
-        lua.create_function(|_, parts: mlua::Variadic<String>| {
-            Ok(normalise(&parts.join("/")).unwrap_or_default())
-        })?,
+        lua.create_function(|_, parts: mlua::Variadic<String>| Ok(sanitise(&parts.join("/"))))?,
     )?;
     fs.set(
         "getName",

@@ -1,4 +1,4 @@
-//! `textutils.serializeJSON` / `unserialiseJSON`, reproducing CC:Tweaked 1.113's quirks (reference §1.4),
+//! `textutils.serializeJSON` / `unserialiseJSON`, reproducing CC:Tweaked 1.113's quirks (docs/protocols/computercraft.md §6),
 //! written from that description (CC's ROM is not copied):
 //! * an empty table serialises as `{}`; a table with any string key becomes an object and loses its numeric
 //!   keys; array holes become `null` up to the largest index;

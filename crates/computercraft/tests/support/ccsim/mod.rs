@@ -1,20 +1,27 @@
 //! `ccsim`: a simulated CC:Tweaked computer that runs the real Lua client in an embedded Lua 5.2 (mlua,
 //! vendored), so the bridge is tested against the code players install.
 //!
-//! Which real behaviour each part copies (all from `reference/computercraft.md`; CC's ROM is not copied):
-//! * this file: the computer's executor: one top-level coroutine resumed with one event at a time, honouring
-//!   the filter it yielded (`CobaltLuaMachine`: non-matching events are dropped, except `terminate`); an
-//!   event queue that silently drops events beyond 256 (`ComputerExecutor.QUEUE_LIMIT`), timer events
-//!   included; timers rounded to 50 ms ticks; `os.getComputerLabel()` returning *no value* when unlabelled;
-//!   "Too long without yielding" after 7 s without a yield; `os.reboot()` tearing down the Lua state and its
-//!   websockets and booting `startup.lua` again.
-//! * `os.rs`: the `os` API and the captured terminal; `natives.rs`: the Rust side of turtle, peripheral and
-//!   redstone.
-//! * `prelude.lua`: bios-level Lua (`os.pullEvent`, `sleep` discarding other events, `parallel`, the
-//!   synchronous `http.websocket`/`http.get` loops, turtle commands yielding for `turtle_response`).
-//! * `json.rs`: `textutils` JSON quirks. `fs.rs`: the `fs` API. `net.rs`: `http.websocket` on a real
-//!   WebSocket connection (frame limit 128 KiB both ways, URL-keyed events, max 4 sockets). `world.rs`:
-//!   turtle, peripherals, redstone.
+//! Which real behaviour each part copies (the facts and their upstream files: docs/protocols/computercraft.md;
+//! CC's ROM is not copied):
+//! * this file: the computer's executor (§1): one top-level coroutine resumed with one event at a time,
+//!   honouring the filter it yielded (`CobaltLuaMachine`: non-matching events are dropped, except
+//!   `terminate`); an event queue that silently drops events beyond 256 (`ComputerExecutor.QUEUE_LIMIT`),
+//!   timer events included; timers rounded to 50 ms ticks; "Too long without yielding" thrown once per resume
+//!   after 7 s and a hard abort 1.5 s later (`TimeoutState`); `os.reboot()` tearing down the Lua state and its
+//!   websockets and booting again.
+//! * `os.rs`: the `os` API (§1, §2) and the native terminal (§4), a 51×19 grid whose writes are also logged.
+//! * `prelude.lua`: bios and ROM Lua (§1, §3, §4): `os.pullEvent`, `sleep` discarding other events,
+//!   `term.redirect`, word-wrapping `write`, `textutils.pagedPrint` waiting for a key, `parallel`, `loadfile`
+//!   and `os.run`, `require`/`package` per program, the shell (programs get `shell`/`require`/`package` in
+//!   their environment, not in `_G`; `terminate` at the prompt ends it; `exit`; startup before the first
+//!   prompt; shutdown when the first shell ends), the synchronous `http.websocket`/`http.get` loops, turtle
+//!   commands yielding for `turtle_response`.
+//! * `json.rs`: `textutils` JSON quirks (§6). `fs.rs`: the `fs` API (§7). `net.rs`: `http.websocket` on a real
+//!   WebSocket connection (§5: frame limit 128 KiB both ways, URL-keyed events, max 4 sockets, pings answered
+//!   by the runtime whether or not Lua still reads the socket, as tungstenite does while the socket task
+//!   runs). `world.rs`: turtle, peripherals, redstone (§8).
+//!
+//! What it cannot model is listed in §9 of that page.
 
 #![allow(dead_code)]
 
@@ -44,6 +51,8 @@ pub use world::{Peripheral, Turtle, World};
 pub const QUEUE_LIMIT: usize = 256;
 /// `TimeoutState.TIMEOUT`.
 const YIELD_TIMEOUT: Duration = Duration::from_secs(7);
+/// `TimeoutState.ABORT_TIMEOUT`: after the soft abort, how long before the computer is stopped.
+const ABORT_TIMEOUT: Duration = Duration::from_millis(1500);
 const TICK: Duration = Duration::from_millis(50);
 
 /// The client as shipped.
@@ -64,7 +73,8 @@ pub struct SimConfig {
     pub kind: SimKind,
     /// The computer's file system; created if missing.
     pub root: PathBuf,
-    /// What "the player types at the shell" when there is no `startup.lua`: Lua source run at top level.
+    /// What the player runs when there is no `startup.lua`: Lua source run by the first shell before its
+    /// prompt, like a program (its environment has `shell`, `require`, `package`).
     pub command: Option<String>,
     pub world: World,
     /// How long a turtle command takes before its `turtle_response` (CC: a few ticks).
@@ -135,6 +145,7 @@ pub struct Shared {
     delayed: Vec<(Instant, Event)>,
     next_timer: u64,
     pub output: String,
+    pub screen: os::Screen,
     booted_at: Instant,
     reboot: bool,
     /// Bumped on every boot so callbacks from the previous boot's sockets are ignored.
@@ -223,6 +234,28 @@ impl SimHandle {
         self.state().output.clone()
     }
 
+    /// The player typing a line at the computer's keyboard and pressing Enter (`char` events, then `key`
+    /// with GLFW's code for Enter, 257, as CC:T ≥ 1.16 sends).
+    pub fn type_line(&self, line: &str) {
+        let mut s = self.state();
+        for c in line.chars() {
+            s.push(vec!["char".into(), Ev::Str(c.to_string().into_bytes())]);
+        }
+        s.push(vec!["key".into(), Ev::Num(257.0), Ev::Bool(false)]);
+        drop(s);
+        self.wake.notify_one();
+    }
+
+    /// The player holding Ctrl+T: CC queues a `terminate` event.
+    pub fn terminate(&self) {
+        self.queue_event(vec!["terminate".into()]);
+    }
+
+    /// What the screen shows now, one string per row.
+    pub fn screen(&self) -> Vec<String> {
+        self.state().screen.rows()
+    }
+
     pub fn reboot(&self) {
         self.state().reboot = true;
         self.wake.notify_one();
@@ -260,6 +293,7 @@ pub fn spawn(cfg: SimConfig) -> SimHandle {
         delayed: Vec::new(),
         next_timer: 0,
         output: String::new(),
+        screen: os::Screen::default(),
         booted_at: Instant::now(),
         reboot: false,
         generation: 0,
@@ -293,6 +327,8 @@ pub fn spawn(cfg: SimConfig) -> SimHandle {
 }
 
 async fn drive(h: &SimHandle) {
+    // When the current resume started, and whether it has had its soft abort.
+    let started = Arc::new(Mutex::new((Instant::now(), false)));
     'boot: loop {
         let (lua, main) = {
             let mut s = h.state();
@@ -305,11 +341,12 @@ async fn drive(h: &SimHandle) {
             s.reboot = false;
             s.halted = None;
             s.booted_at = Instant::now();
+            s.screen = os::Screen::default();
             for (_, sock) in std::mem::take(&mut s.sockets) {
                 sock.close();
             }
             drop(s);
-            match boot(h) {
+            match boot(h, &started) {
                 Ok(pair) => pair,
                 Err(e) => {
                     h.state().halted = Some(format!("boot failed: {e}"));
@@ -317,21 +354,6 @@ async fn drive(h: &SimHandle) {
                 }
             }
         };
-        let started = Arc::new(Mutex::new(Instant::now()));
-        let hook_start = started.clone();
-        let yield_timeout = h.state().cfg.yield_timeout;
-        let _ = lua.set_global_hook(
-            HookTriggers::new().every_nth_instruction(20_000),
-            move |_, _| {
-                let since = *hook_start
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if since.elapsed() > yield_timeout {
-                    return Err(mlua::Error::runtime("Too long without yielding"));
-                }
-                Ok(VmState::Continue)
-            },
-        );
         let mut filter: Option<Vec<u8>> = None;
         let mut first = true;
         loop {
@@ -393,7 +415,7 @@ async fn drive(h: &SimHandle) {
             };
             *started
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = (Instant::now(), false);
             match main.resume::<MultiValue>(args) {
                 Ok(yielded) => {
                     filter = match yielded.front() {
@@ -415,7 +437,7 @@ async fn drive(h: &SimHandle) {
 }
 
 /// Builds a fresh Lua state with the CC shim and the top-level coroutine (bios + shell).
-fn boot(h: &SimHandle) -> mlua::Result<(Lua, Thread)> {
+fn boot(h: &SimHandle, started: &Arc<Mutex<(Instant, bool)>>) -> mlua::Result<(Lua, Thread)> {
     let lua = Lua::new_with(
         StdLib::COROUTINE | StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::BIT,
         LuaOptions::default(),
@@ -446,20 +468,40 @@ fn boot(h: &SimHandle) -> mlua::Result<(Lua, Thread)> {
     os::install_output(&lua, &sim, h)?;
     net::install(&lua, &sim, h, generation)?;
     natives::install_world(&lua, &sim, h)?;
+    if let Some(command) = &cfg.command {
+        sim.set("command", command.as_str())?;
+    }
     g.set("_SIM", sim)?;
-    lua.load(PRELUDE).set_name("=prelude").exec()?;
+    let f: Function = lua.load(PRELUDE).set_name("=prelude").call(())?;
     let make_ws: Function = lua.globals().get::<Table>("_SIM")?.get("make_ws_handle")?;
     lua.set_named_registry_value("ccsim_make_ws", make_ws)?;
     json::install(&lua, &textutils)?;
     g.set("_SIM", Value::Nil)?;
-
-    let startup = cfg.root.join("startup.lua");
-    let program = if startup.exists() {
-        "shell.run('startup.lua')".to_string()
-    } else {
-        cfg.command.clone().unwrap_or_default()
-    };
-    let f: Function = lua.load(program).set_name("=shell").into_function()?;
+    // Set before the top-level thread exists: mlua gives its global hook to threads created after it, and
+    // coroutines inherit it. CobaltLuaMachine: the soft abort ("Too long without yielding") is thrown once per resume, so code
+    // that catches it runs on; TimeoutState.ABORT_TIMEOUT (1.5 s) later the computer is hard-aborted.
+    let hook_start = started.clone();
+    let yield_timeout = h.state().cfg.yield_timeout;
+    let hook_handle = h.clone();
+    lua.set_global_hook(
+        HookTriggers::new().every_nth_instruction(20_000),
+        move |_, _| {
+            let mut st = hook_start
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let elapsed = st.0.elapsed();
+            if elapsed > yield_timeout + ABORT_TIMEOUT {
+                hook_handle.state().halted = Some("hard abort".into());
+                hook_handle.stop.cancel();
+                return Err(mlua::Error::runtime("Too long without yielding"));
+            }
+            if elapsed > yield_timeout && !st.1 {
+                st.1 = true;
+                return Err(mlua::Error::runtime("Too long without yielding"));
+            }
+            Ok(VmState::Continue)
+        },
+    )?;
     let main = lua.create_thread(f)?;
     Ok((lua, main))
 }

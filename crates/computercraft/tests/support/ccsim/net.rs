@@ -1,4 +1,4 @@
-//! `http.websocketAsync` and `http.get` on real connections (reference §1.1), driven by tokio tasks that
+//! `http.websocketAsync` and `http.get` on real connections (docs/protocols/computercraft.md §5), driven by tokio tasks that
 //! queue CC's events: `websocket_success(url, handle)`, `websocket_failure(url, err)`,
 //! `websocket_message(url, contents, isBinary)`, `websocket_closed(url, reason, code)` (reason and code nil on
 //! an abnormal close), `http_success(url, handle)` / `http_failure(url, err)`.
@@ -8,7 +8,8 @@
 //! the server closes the link with `websocket_closed(url, "Message is too large", nil)`; text frames are sent
 //! as the UTF-8 decoding of the Lua bytes (invalid sequences replaced); each message is one frame; no
 //! `Origin` header; `User-Agent: computercraft/<version>`; a closed handle raises "attempt to use a closed
-//! file".
+//! file". Pings from the server are answered by the socket task itself (tungstenite pongs while the stream
+//! is read), whatever the Lua side does, as Netty does in CC: a client that stopped reading still looks alive.
 
 use super::{Ev, SimHandle};
 use futures::{SinkExt, StreamExt};

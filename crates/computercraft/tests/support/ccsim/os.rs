@@ -2,7 +2,12 @@
 //!
 //! Copies: `os.getComputerLabel()` returns *no value* when unlabelled (OSAPI); timers fire after
 //! `round(secs / 0.05)` ticks of 50 ms; `os.queueEvent` goes through the same 256-event cap as everything else;
-//! `os.reboot()` takes effect once the running code yields.
+//! `os.reboot()` takes effect once the running code yields; `os.shutdown()` turns the computer off.
+//!
+//! The native terminal is a 51×19 grid with a cursor, like a basic computer's (`Terminal.java` in CC:T's
+//! core): `write` puts text at the cursor without wrapping or moving to the next line (bios `write` does that
+//! with `setCursorPos` and `scroll`). Everything written is also appended to `Shared::output`, with a line
+//! break whenever the cursor changes row or the screen scrolls, so tests can read the session as a log.
 
 use super::{Event, SimHandle, TICK, json};
 use mlua::{Lua, MultiValue, Table, Value};
@@ -92,6 +97,7 @@ pub(super) fn install_os(lua: &Lua, h: &SimHandle) -> mlua::Result<()> {
     os.set(
         "shutdown",
         lua.create_function(move |_, ()| {
+            hh.state().halted = Some("shut down".into());
             hh.stop.cancel();
             Ok(())
         })?,
@@ -111,19 +117,161 @@ pub(super) fn install_output(lua: &Lua, sim: &Table, h: &SimHandle) -> mlua::Res
             Ok(())
         })?,
     )?;
-    let term = lua.create_table()?;
-    for name in [
-        "clear",
-        "clearLine",
+    let native = lua.create_table()?;
+    let hh = h.clone();
+    native.set(
+        "write",
+        lua.create_function(move |_, s: Value| {
+            let text = display(&s);
+            let mut st = hh.state();
+            st.screen.write(&text);
+            st.output.push_str(&text);
+            Ok(())
+        })?,
+    )?;
+    let hh = h.clone();
+    native.set(
+        "scroll",
+        lua.create_function(move |_, n: i64| {
+            let mut st = hh.state();
+            st.screen.scroll(n);
+            for _ in 0..n.max(0) {
+                st.output.push('\n');
+            }
+            Ok(())
+        })?,
+    )?;
+    let hh = h.clone();
+    native.set(
         "setCursorPos",
-        "setTextColor",
-        "setTextColour",
-        "setBackgroundColor",
-    ] {
-        term.set(name, lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+        lua.create_function(move |_, (x, y): (f64, f64)| {
+            let mut st = hh.state();
+            let (x, y) = (x.floor() as i64, y.floor() as i64);
+            if y != st.screen.y {
+                st.output.push('\n');
+            }
+            st.screen.x = x;
+            st.screen.y = y;
+            Ok(())
+        })?,
+    )?;
+    let hh = h.clone();
+    native.set(
+        "getCursorPos",
+        lua.create_function(move |_, ()| {
+            let st = hh.state();
+            Ok((st.screen.x, st.screen.y))
+        })?,
+    )?;
+    native.set(
+        "getSize",
+        lua.create_function(|_, ()| Ok((Screen::WIDTH, Screen::HEIGHT)))?,
+    )?;
+    let hh = h.clone();
+    native.set(
+        "clear",
+        lua.create_function(move |_, ()| {
+            hh.state().screen.clear();
+            Ok(())
+        })?,
+    )?;
+    let hh = h.clone();
+    native.set(
+        "clearLine",
+        lua.create_function(move |_, ()| {
+            let mut st = hh.state();
+            let y = st.screen.y;
+            st.screen.blank(y);
+            Ok(())
+        })?,
+    )?;
+    for name in ["isColour", "isColor", "getCursorBlink"] {
+        native.set(name, lua.create_function(|_, ()| Ok(false))?)?;
     }
-    lua.globals().set("term", term)?;
+    for name in [
+        "getTextColour",
+        "getTextColor",
+        "getBackgroundColour",
+        "getBackgroundColor",
+    ] {
+        // colours.white and colours.black.
+        let colour = if name.starts_with("getText") {
+            1
+        } else {
+            32768
+        };
+        native.set(name, lua.create_function(move |_, ()| Ok(colour))?)?;
+    }
+    for name in [
+        "setTextColour",
+        "setTextColor",
+        "setBackgroundColour",
+        "setBackgroundColor",
+        "setCursorBlink",
+    ] {
+        native.set(name, lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    }
+    sim.set("native_term", native)?;
     Ok(())
+}
+
+/// A basic computer's screen: 51×19 characters, cursor positions 1-based and allowed off-screen.
+#[derive(Debug, Clone)]
+pub struct Screen {
+    pub x: i64,
+    pub y: i64,
+    lines: Vec<Vec<char>>,
+}
+
+impl Default for Screen {
+    fn default() -> Self {
+        Self {
+            x: 1,
+            y: 1,
+            lines: vec![vec![' '; Self::WIDTH as usize]; Self::HEIGHT as usize],
+        }
+    }
+}
+
+impl Screen {
+    pub const WIDTH: i64 = 51;
+    pub const HEIGHT: i64 = 19;
+
+    fn write(&mut self, text: &str) {
+        for c in text.chars() {
+            if (1..=Self::WIDTH).contains(&self.x) && (1..=Self::HEIGHT).contains(&self.y) {
+                self.lines[(self.y - 1) as usize][(self.x - 1) as usize] = c;
+            }
+            self.x += 1;
+        }
+    }
+
+    fn scroll(&mut self, n: i64) {
+        for _ in 0..n.clamp(0, Self::HEIGHT) {
+            self.lines.remove(0);
+            self.lines.push(vec![' '; Self::WIDTH as usize]);
+        }
+    }
+
+    fn blank(&mut self, y: i64) {
+        if (1..=Self::HEIGHT).contains(&y) {
+            self.lines[(y - 1) as usize] = vec![' '; Self::WIDTH as usize];
+        }
+    }
+
+    fn clear(&mut self) {
+        for y in 1..=Self::HEIGHT {
+            self.blank(y);
+        }
+    }
+
+    /// The screen's rows, trailing spaces trimmed.
+    pub fn rows(&self) -> Vec<String> {
+        self.lines
+            .iter()
+            .map(|l| l.iter().collect::<String>().trim_end().to_string())
+            .collect()
+    }
 }
 
 pub(super) fn display(v: &Value) -> String {

@@ -1,25 +1,12 @@
--- The Lua half of the CC shim: the parts of CC:Tweaked's bios and ROM APIs that are plain Lua on a real
--- computer, rewritten from the behaviour described in reference/computercraft.md (CC's ROM is not copied).
--- Natives come from the Rust half through the _SIM table.
+-- The Lua half of the CC shim: the parts of CC:Tweaked's bios and ROM that are plain Lua on a real computer,
+-- rewritten from their behaviour (CC's ROM is not copied). Each part names the CC:Tweaked file it models
+-- (under projects/core/src/main/resources/data/computercraft/lua/); docs/protocols/computercraft.md lists
+-- the facts with their sources. Natives come from the Rust half through the _SIM table.
 local SIM = _SIM
 
--- print and write go through tostring, as CC's do, then to the captured terminal.
-function write(s)
-  SIM.term_write(tostring(s))
-  return 0
-end
-function print(...)
-  local parts = {}
-  for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
-  SIM.term_write(table.concat(parts, "\t") .. "\n")
-  return 1
-end
-printError = print
-term = term or {}
-term.write = write
-
--- bios: os.pullEventRaw is coroutine.yield; os.pullEvent raises on terminate; sleep loops on
--- os.pullEvent("timer") and so DISCARDS every other event reaching its coroutine (reference key fact 5).
+-- bios.lua: os.pullEventRaw is coroutine.yield; os.pullEvent raises "Terminated" on terminate; sleep loops
+-- on os.pullEvent("timer") and so DISCARDS every other event reaching its coroutine
+-- (docs/protocols/computercraft.md, "Events").
 os.pullEventRaw = coroutine.yield
 function os.pullEvent(filter)
   local ev = table.pack(coroutine.yield(filter))
@@ -33,12 +20,152 @@ function sleep(seconds)
   until id == timer
 end
 os.sleep = sleep
+function os.version() return "CraftOS 1.9" end
+
+-- rom/apis/term.lua: term.* forwards to the current redirect target; redirect returns the previous one and
+-- fills methods the target lacks with ones that raise.
+do
+  local native = SIM.native_term
+  local redirectTarget = native
+  term = {}
+  function term.redirect(target)
+    if type(target) ~= "table" then error("bad argument #1 (table expected)", 2) end
+    if target == term then error("term is not a recommended redirect target, try term.current() instead", 2) end
+    for k, v in pairs(native) do
+      if type(target[k]) ~= "function" then
+        target[k] = function() error("Redirect object is missing method " .. k .. ".", 2) end
+      end
+    end
+    local old = redirectTarget
+    redirectTarget = target
+    return old
+  end
+  function term.current() return redirectTarget end
+  function term.native() return native end
+  for k in pairs(native) do
+    term[k] = function(...) return redirectTarget[k](...) end
+  end
+end
+
+-- bios.lua: write word-wraps at the terminal's width and scrolls through term.scroll at the bottom row (so
+-- a redirect target's scroll, such as textutils.pagedPrint's, runs); print joins with tabs; both count lines.
+function write(sText)
+  local w, h = term.getSize()
+  local x, y = term.getCursorPos()
+  local lines = 0
+  local function newLine()
+    if y + 1 <= h then
+      term.setCursorPos(1, y + 1)
+    else
+      term.setCursorPos(1, h)
+      term.scroll(1)
+    end
+    x, y = term.getCursorPos()
+    lines = lines + 1
+  end
+  sText = tostring(sText)
+  while #sText > 0 do
+    local ws = sText:match("^[ \t]+")
+    if ws then
+      term.write(ws)
+      x, y = term.getCursorPos()
+      sText = sText:sub(#ws + 1)
+    end
+    if sText:match("^\n") then
+      newLine()
+      sText = sText:sub(2)
+    end
+    local text = sText:match("^[^ \t\n]+")
+    if text then
+      sText = sText:sub(#text + 1)
+      if #text > w then
+        while #text > 0 do
+          if x > w then newLine() end
+          term.write(text)
+          text = text:sub(w - x + 2)
+          x, y = term.getCursorPos()
+        end
+      else
+        if x + #text - 1 > w then newLine() end
+        term.write(text)
+        x, y = term.getCursorPos()
+      end
+    end
+  end
+  return lines
+end
+function print(...)
+  local lines, n = 0, select("#", ...)
+  for i = 1, n do
+    local s = tostring((select(i, ...)))
+    if i < n then s = s .. "\t" end
+    lines = lines + write(s)
+  end
+  return lines + write("\n")
+end
+printError = print
+
+-- keys (GLFW codes, CC:T >= 1.16) and a read() that takes char/paste events until Enter; it pulls with
+-- os.pullEvent, so a terminate ends it with "Terminated" (rom/apis/... read in bios.lua).
+keys = { enter = 257, backspace = 259 }
+function read()
+  local line = ""
+  while true do
+    local ev, p = os.pullEvent()
+    if ev == "char" or ev == "paste" then
+      line = line .. p
+      term.write(p)
+    elseif ev == "key" and p == keys.enter then
+      print()
+      return line
+    elseif ev == "key" and p == keys.backspace then
+      line = line:sub(1, -2)
+    end
+  end
+end
 
 textutils = textutils or {}
 textutils.json_null = setmetatable({}, { __name = "json_null", __tostring = function() return "null" end })
 textutils.empty_json_array = setmetatable({}, {
   __newindex = function() error("attempt to mutate textutils.empty_json_array", 2) end,
 })
+
+-- rom/apis/textutils.lua: pagedPrint redirects the terminal to a copy of the current one whose scroll
+-- writes "Press any key to continue" on the bottom row and waits in os.pullEvent("key") once the free lines
+-- are used up (none by default), then redirects back. Code stopped while it waits leaves the copy in place.
+local function makePagedScroll(target, freeLines)
+  local nativeScroll = target.scroll
+  freeLines = freeLines or 0
+  return function(n)
+    for _ = 1, n do
+      nativeScroll(1)
+      if freeLines <= 0 then
+        local _, h = target.getSize()
+        target.setCursorPos(1, h)
+        target.write("Press any key to continue")
+        os.pullEvent("key")
+        target.clearLine()
+        target.setCursorPos(1, h)
+      else
+        freeLines = freeLines - 1
+      end
+    end
+  end
+end
+function textutils.pagedPrint(text, freeLines)
+  local oldTerm = term.current()
+  local newTerm = {}
+  for k, v in pairs(oldTerm) do newTerm[k] = v end
+  newTerm.scroll = makePagedScroll(oldTerm, freeLines)
+  term.redirect(newTerm)
+  local result
+  local ok, err = pcall(function()
+    if text ~= nil then result = print(text) else result = print() end
+  end)
+  term.redirect(oldTerm)
+  if not ok then error(err, 0) end
+  return result
+end
 
 -- parallel: every coroutine gets each event whose name matches the filter it yielded, or terminate.
 local function runAll(fns, stopOnFirst)
@@ -67,35 +194,193 @@ parallel = {
   waitForAll = function(...) return runAll({ ... }, false) end,
 }
 
-function loadfile(path, env)
-  local h, err = fs.open(path, "r")
-  if not h then return nil, err end
+-- bios.lua: loadfile(path, mode, env) (the old loadfile(path, env) form too) loads with env, or with the
+-- global table when env is nil; os.run gives env an __index to _G and prints the error of a failed program.
+function loadfile(path, mode, env)
+  if type(mode) == "table" and env == nil then mode, env = nil, mode end
+  local h = fs.open(path, "r")
+  if not h then return nil, "File not found" end
   local text = h.readAll()
   h.close()
-  return load(text, "@/" .. fs.combine(path), "t", env or _ENV)
+  return load(text, "@/" .. fs.combine(path), mode, env or _G)
 end
 function dofile(path)
-  local fn = assert(loadfile(path))
+  local fn, e = loadfile(path, nil, _G)
+  if not fn then error(e, 2) end
   return fn()
 end
-
--- A shell with no terminal: "shell" idles (it would wait for keys); programs run from the file system.
-shell = {}
-function shell.run(path, ...)
-  if path == "shell" or path == "rom/programs/shell.lua" then
-    while true do os.pullEventRaw() end
-  end
-  local fn, err = loadfile(path)
-  if not fn then
-    printError(err)
-    return false
-  end
-  local ok, e = pcall(fn, ...)
+local function runFunction(fn, ...)
+  local ok, err = pcall(fn, ...)
   if not ok then
-    printError(e)
+    if err and err ~= "" then printError(err) end
     return false
   end
   return true
+end
+function os.run(env, path, ...)
+  setmetatable(env, { __index = _G })
+  local fn, err = loadfile(path, nil, env)
+  if not fn then
+    if err and err ~= "" then printError(err) end
+    return false
+  end
+  return runFunction(fn, ...)
+end
+
+-- rom/modules/main/cc/require.lua: make(env, dir) builds a require and package per program environment;
+-- modules are searched on package.path relative to the program's directory and loaded with that env.
+local function makePackage(env, dir)
+  local package = {}
+  package.loaded = { _G = _G, bit32 = bit32, coroutine = coroutine, math = math, package = package,
+    string = string, table = table }
+  package.path = "?;?.lua;?/init.lua;/rom/modules/main/?;/rom/modules/main/?.lua;/rom/modules/main/?/init.lua"
+  package.config = "/\n;\n?\n!\n-"
+  package.preload = {}
+  function package.searchpath(name, path)
+    local fname = name:gsub("%.", "/")
+    local tried = {}
+    for pattern in path:gmatch("[^;]+") do
+      local p = pattern:gsub("%?", fname)
+      if p:sub(1, 1) ~= "/" then p = fs.combine(dir, p) end
+      if fs.exists(p) and not fs.isDir(p) then return p end
+      tried[#tried + 1] = "no file '" .. p .. "'"
+    end
+    return nil, table.concat(tried, "\n  ")
+  end
+  package.searchers = {
+    function(name)
+      if package.preload[name] then return package.preload[name] end
+      return nil, "no field package.preload['" .. name .. "']"
+    end,
+    function(name)
+      local p, err = package.searchpath(name, package.path)
+      if not p then return nil, err end
+      local fn, lerr = loadfile(p, nil, env)
+      if fn then return fn, p end
+      return nil, lerr
+    end,
+  }
+  local sentinel = {}
+  local function require(name)
+    if package.loaded[name] == sentinel then
+      error("loop or previous error loading module '" .. name .. "'", 0)
+    end
+    if package.loaded[name] then return package.loaded[name] end
+    local why = "module '" .. name .. "' not found:"
+    for _, searcher in ipairs(package.searchers) do
+      local loader, err = searcher(name)
+      if loader then
+        package.loaded[name] = sentinel
+        local result = loader(name, err)
+        if result ~= nil then package.loaded[name] = result else package.loaded[name] = true end
+        return package.loaded[name]
+      end
+      why = why .. "\n  " .. err
+    end
+    error(why, 2)
+  end
+  return require, package
+end
+
+-- rom/programs/shell.lua: each shell has its own `shell` table; programs run in a fresh environment
+-- holding `shell`, `multishell` (nil on a basic computer, as here), `require` and `package`, indexing _G. So
+-- none of those four is a global. The prompt loop pulls with os.pullEvent: a terminate ends the shell
+-- ("Terminated", printed by whoever ran it); `exit` ends it at the next prompt. The first shell runs the
+-- startup file before its prompt; before each prompt it redirects the terminal back to its own.
+local runShell
+local builtins = {
+  exit = function(env) env.shell.exit() end,
+  shell = function(env, ...) runShell(env.shell, ...) end,
+}
+builtins["rom/programs/shell.lua"] = builtins.shell
+builtins["rom/programs/exit.lua"] = builtins.exit
+
+local function tokenise(line)
+  local words, quoted = {}, false
+  for match in (line .. '"'):gmatch('(.-)"') do
+    if quoted then
+      words[#words + 1] = match
+    else
+      for w in match:gmatch("[^ \t]+") do words[#words + 1] = w end
+    end
+    quoted = not quoted
+  end
+  return words
+end
+
+runShell = function(parentShell, ...)
+  local shell = {}
+  local bExit = false
+  local sDir = parentShell and parentShell.dir() or ""
+  local parentTerm = term.current()
+  local stack = {}
+  local function createShellEnv(dir)
+    local env = { shell = shell, multishell = multishell }
+    env.require, env.package = makePackage(env, dir)
+    return env
+  end
+  function shell.dir() return sDir end
+  function shell.setDir(d) sDir = fs.combine(d) end
+  function shell.path() return ".:/rom/programs" end
+  function shell.aliases() return {} end
+  function shell.resolve(p)
+    if p:sub(1, 1) == "/" or p:sub(1, 1) == "\\" then return fs.combine(p) end
+    return fs.combine(sDir, p)
+  end
+  function shell.resolveProgram(cmd)
+    if builtins[cmd] then return cmd end
+    local p = shell.resolve(cmd)
+    if fs.exists(p) and not fs.isDir(p) then return p end
+    if fs.exists(p .. ".lua") then return p .. ".lua" end
+    return nil
+  end
+  function shell.getRunningProgram() return stack[#stack] end
+  function shell.exit() bExit = true end
+  function shell.execute(command, ...)
+    local path = shell.resolveProgram(command)
+    if not path then
+      printError("No such program")
+      return false
+    end
+    stack[#stack + 1] = path
+    local env = setmetatable(createShellEnv(fs.getDir(path)), { __index = _G })
+    env.arg = { [0] = command, ... }
+    local ok
+    if builtins[path] then
+      ok = runFunction(builtins[path], env, ...)
+    else
+      local h = fs.open(path, "r")
+      local fn, err = load(h.readAll(), "@/" .. path, nil, env)
+      h.close()
+      if fn then ok = runFunction(fn, ...) else printError(err) ok = false end
+    end
+    stack[#stack] = nil
+    return ok
+  end
+  function shell.run(...)
+    local words = tokenise(table.concat({ ... }, " "))
+    if words[1] then return shell.execute(table.unpack(words)) end
+    return false
+  end
+
+  if select("#", ...) > 0 then return shell.run(...) end
+  print(os.version())
+  if parentShell == nil then
+    -- rom/startup.lua runs the computer's startup file; without one, the test's SimConfig.command stands
+    -- for what the player would type (a Lua chunk run like a program).
+    if fs.exists("startup.lua") then
+      shell.run("/startup.lua")
+    elseif SIM.command then
+      local fn, err = load(SIM.command, "=command", "t", setmetatable(createShellEnv(""), { __index = _G }))
+      if fn then runFunction(fn) else printError(err) end
+    end
+  end
+  while not bExit do
+    term.redirect(parentTerm)
+    write(sDir .. "> ")
+    local line = read()
+    shell.run(line)
+  end
 end
 
 -- http: the synchronous forms wait in a loop that discards every other event, as CC's http.lua does.
@@ -201,4 +486,8 @@ for _, name in ipairs({ "getInput", "getAnalogInput", "getOutput", "getAnalogOut
 end
 rs = redstone
 
-SIM.prelude_done = true
+-- bios.lua's last lines: run the shell, then shut the computer down when it ends.
+return function()
+  runFunction(runShell)
+  os.shutdown()
+end

@@ -1,7 +1,7 @@
 //! The simulated world around a computer: a turtle with position, fuel and a 16-slot inventory in a sparse
 //! block map; peripherals on sides; redstone inputs and outputs.
 //!
-//! Copies from CC:Tweaked (reference §1.7, §1.8): turtle actions return `true` or `false, "reason"` rather
+//! Copies from CC:Tweaked (docs/protocols/computercraft.md §8): turtle actions return `true` or `false, "reason"` rather
 //! than raising; movement costs one fuel and fails with "Movement obstructed" / "Out of fuel"; digging puts
 //! the block into the inventory and queues `turtle_inventory`; `inspect` answers `true, {name, state, tags}`
 //! or `false, "No block to inspect"`; a peripheral's unknown method raises "No such method X".

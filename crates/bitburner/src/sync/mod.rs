@@ -1,10 +1,14 @@
 //! `push <dir>` and `pull <dir>`: one-shot file sync for players, through the same code as the tools.
+//! `pull` never silently replaces a file the player edited since the last sync (see [`manifest`]).
+
+pub mod manifest;
 
 use crate::config::SyncArgs;
 use crate::path;
 use crate::tools::Ctx;
-use crate::tools::args::{ServerArgs, WriteArgs};
+use crate::tools::args::WriteArgs;
 use bridge_core::ToolError;
+use manifest::Manifest;
 use std::path::{Path, PathBuf};
 
 /// What one sync did, file by file.
@@ -13,6 +17,8 @@ pub struct SyncReport {
     pub done: Vec<String>,
     /// Files left alone on purpose (not a name or extension the game stores), with why.
     pub skipped: Vec<(String, String)>,
+    /// Local files `pull` left alone because the player changed them since the last sync.
+    pub kept: Vec<String>,
     /// Files that should have synced but did not, with the error.
     pub failed: Vec<(String, String)>,
 }
@@ -21,6 +27,10 @@ pub struct SyncReport {
 pub enum SyncError {
     #[error("{0}")]
     Game(#[from] ToolError),
+    #[error(
+        "{failed} of {total} files failed to sync; nothing else went wrong (see the FAILED lines)"
+    )]
+    Incomplete { failed: usize, total: usize },
     #[error("cannot read {path}: {source}")]
     Local {
         path: PathBuf,
@@ -51,6 +61,7 @@ pub async fn push(ctx: &Ctx, args: &SyncArgs) -> Result<SyncReport, SyncError> {
     collect(&args.dir, &args.dir, &mut files)?;
     wait_for_game(ctx, args).await?;
     let mut report = SyncReport::default();
+    let mut manifest = Manifest::load(&args.dir);
     for (relative, local) in files {
         if let Err(e) = path::validate(&relative, &path::ExtensionSet::ANY_VERSION) {
             report.skipped.push((relative, e.to_string()));
@@ -63,30 +74,45 @@ pub async fn push(ctx: &Ctx, args: &SyncArgs) -> Result<SyncReport, SyncError> {
                 continue;
             }
         };
-        let args = WriteArgs {
+        let hash_of = manifest::digest(&content);
+        let write = WriteArgs {
             filename: relative.clone(),
             content,
             server: args.server.clone(),
         };
-        match ctx.write_file(args).await {
-            Ok(w) => report.done.push(w.filename),
-            Err(e) if e.code() == bridge_core::ErrorCode::Disconnected => return Err(e.into()),
+        match ctx.write_file(write).await {
+            Ok(w) => {
+                manifest.record_digest(&args.server, &w.filename, hash_of);
+                report.done.push(w.filename);
+            }
+            Err(e) if e.code() == bridge_core::ErrorCode::Disconnected => {
+                save_manifest(&manifest, &args.dir);
+                return Err(e.into());
+            }
             Err(e) => report.failed.push((relative, e.to_string())),
         }
     }
+    save_manifest(&manifest, &args.dir);
     Ok(report)
+}
+
+/// A manifest that cannot be written costs only the protection of the next `pull`; say so and go on.
+fn save_manifest(manifest: &Manifest, dir: &Path) {
+    if let Err(e) = manifest.save(dir) {
+        eprintln!(
+            "warning: cannot write {}: {e}; the next pull will keep every local file that differs from the game",
+            Manifest::path(dir).display()
+        );
+    }
 }
 
 /// Downloads every script and text file of `args.server` into `args.dir`.
 pub async fn pull(ctx: &Ctx, args: &SyncArgs) -> Result<SyncReport, SyncError> {
     wait_for_game(ctx, args).await?;
-    let all = ctx
-        .get_all_files(ServerArgs {
-            server: args.server.clone(),
-        })
-        .await?;
+    let all = ctx.all_files(&args.server).await?;
     let mut report = SyncReport::default();
-    for file in all.files {
+    let mut manifest = Manifest::load(&args.dir);
+    for file in all {
         let Some(local) = local_path(&args.dir, &file.filename) else {
             report.skipped.push((
                 file.filename,
@@ -94,6 +120,14 @@ pub async fn pull(ctx: &Ctx, args: &SyncArgs) -> Result<SyncReport, SyncError> {
             ));
             continue;
         };
+        if !args.force
+            && let Ok(current) = tokio::fs::read(&local).await
+            && current != file.content.as_bytes()
+            && !manifest.unchanged(&args.server, &file.filename, &current)
+        {
+            report.kept.push(file.filename);
+            continue;
+        }
         let written = async {
             if let Some(parent) = local.parent() {
                 tokio::fs::create_dir_all(parent).await?;
@@ -102,10 +136,14 @@ pub async fn pull(ctx: &Ctx, args: &SyncArgs) -> Result<SyncReport, SyncError> {
         }
         .await;
         match written {
-            Ok(()) => report.done.push(file.filename),
+            Ok(()) => {
+                manifest.record(&args.server, &file.filename, file.content.as_bytes());
+                report.done.push(file.filename);
+            }
             Err(e) => report.failed.push((file.filename, e.to_string())),
         }
     }
+    save_manifest(&manifest, &args.dir);
     Ok(report)
 }
 
@@ -144,7 +182,7 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<
             if !name.starts_with('.') && name != "node_modules" {
                 collect(root, &path, out)?;
             }
-        } else if kind.is_file() {
+        } else if kind.is_file() && !(dir == root && name == manifest::FILE_NAME) {
             let relative = path
                 .strip_prefix(root)
                 .unwrap_or(&path)
@@ -159,29 +197,79 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<
 }
 
 impl SyncReport {
-    /// One line per file, then a summary; for the terminal.
-    pub fn print(&self, verb: &str) {
-        for f in &self.done {
-            println!("{verb} {f}");
+    /// One line per file, then a summary; for the terminal. Fails when any file failed, so the command exits
+    /// non-zero and a script driving it notices.
+    pub fn print(&self, verb: &str) -> Result<(), SyncError> {
+        for line in self.lines(verb) {
+            println!("{line}");
         }
-        for (f, why) in &self.skipped {
-            println!("skipped {f}: {why}");
+        if self.failed.is_empty() {
+            return Ok(());
         }
-        for (f, why) in &self.failed {
-            println!("FAILED {f}: {why}");
-        }
-        println!(
-            "{} {verb}, {} skipped, {} failed",
+        Err(SyncError::Incomplete {
+            failed: self.failed.len(),
+            total: self.done.len() + self.failed.len(),
+        })
+    }
+
+    fn lines(&self, verb: &str) -> Vec<String> {
+        let mut out: Vec<String> = self.done.iter().map(|f| format!("{verb} {f}")).collect();
+        out.extend(
+            self.skipped
+                .iter()
+                .map(|(f, why)| format!("skipped {f}: {why}")),
+        );
+        out.extend(
+            self.kept.iter().map(|f| {
+                format!("kept {f}: changed here since the last sync (--force replaces it)")
+            }),
+        );
+        out.extend(
+            self.failed
+                .iter()
+                .map(|(f, why)| format!("FAILED {f}: {why}")),
+        );
+        let kept = if self.kept.is_empty() {
+            String::new()
+        } else {
+            format!(", {} kept", self.kept.len())
+        };
+        out.push(format!(
+            "{} {verb}, {} skipped{kept}, {} failed",
             self.done.len(),
             self.skipped.len(),
             self.failed.len()
-        );
+        ));
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_file_makes_the_command_fail() {
+        let ok = SyncReport {
+            done: vec!["a.js".into()],
+            skipped: vec![("README.md".into(), "extension".into())],
+            ..SyncReport::default()
+        };
+        assert!(ok.print("pushed").is_ok());
+        let failed = SyncReport {
+            failed: vec![("b.js".into(), "E_REMOTE".into())],
+            ..ok
+        };
+        let e = failed.print("pushed").err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("1 of 2 files failed to sync; nothing else went wrong (see the FAILED lines)")
+        );
+        assert_eq!(
+            failed.lines("pushed").last().map(String::as_str),
+            Some("1 pushed, 1 skipped, 1 failed")
+        );
+    }
 
     #[test]
     fn pulled_paths_stay_inside_the_directory() {

@@ -1,13 +1,13 @@
 //! The fake game as a program, for interop tests in other languages:
 //!
-//! `cargo run -p bridge-bitburner --example fake-game -- --connect ws://127.0.0.1:12525 [--version 3.0]`
+//! `cargo run -p bitburner-fake --bin fake-game -- --connect ws://127.0.0.1:12525 [--version 3.0]`
 //!
 //! Prints one JSON object per line on stdout: `{"event":"connected"}`, `{"event":"request","frame":...}`,
 //! `{"event":"closed","how":...}`. Reads commands on stdin, one per line: `close`, `mute` (stop answering),
 //! `unmute`, `send <text>` (send a raw frame), `reconnect`. Exits when the connection ends, unless
 //! `--reconnect-delay-ms` is set (the v3.0 auto-reconnect setting).
 
-use bridge_bitburner::fake_game::{Closed, FakeGame, GameVersion, WEB_ORIGIN};
+use bitburner_fake::{Closed, FakeGame, GameVersion, WEB_ORIGIN};
 use clap::Parser;
 use serde_json::json;
 use std::time::Duration;

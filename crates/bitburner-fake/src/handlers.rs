@@ -1,9 +1,9 @@
 //! The fake game's dispatcher and method handlers. Each branch copies a real behaviour; the source is named
-//! beside it (`reference/bitburner.md` section, or the game file it comes from).
+//! beside it (`docs/protocols/bitburner.md` section, and the game file it comes from).
 
-use super::GameVersion;
-use super::world::World;
-use crate::path::{ExtensionSet, FileKind, resolve_file_path};
+use crate::GameVersion;
+use crate::world::{GameServer, World};
+use bridge_bitburner::path::{ExtensionSet, FileKind, resolve_file_path};
 use serde_json::{Value, json};
 
 /// What the dispatcher does with one text frame.
@@ -21,7 +21,7 @@ pub fn dispatch(world: &mut World, version: GameVersion, text: &str) -> Reply {
     let Ok(message) = serde_json::from_str::<Value>(text) else {
         return Reply::Silent;
     };
-    // `msg.id` is echoed verbatim, whatever its type; an absent id gives a response with no `id` key (§6.1).
+    // `msg.id` is echoed verbatim, whatever its type; an absent id gives a response with no `id` key (§6).
     // A batch (array) has no `.id` and no `.method`, so it gets the unknown-message error without id (§2.2).
     let id = message.get("id").cloned();
     let method = message.get("method").and_then(Value::as_str).unwrap_or("");
@@ -72,7 +72,7 @@ fn handle(
         // v3.0.0 (#2199).
         "getFileMetadata" if !v2 => file_metadata(world, version, params),
         "getAllFileMetadata" if !v2 => all_file_metadata(world, version, params),
-        _ => Some(Err(crate::wire::UNKNOWN_METHOD.to_owned())),
+        _ => Some(Err(bridge_bitburner::wire::UNKNOWN_METHOD.to_owned())),
     }
 }
 
@@ -189,19 +189,32 @@ fn push_file(world: &mut World, version: GameVersion, params: Option<&Value>) ->
     Some(Ok(json!("OK")))
 }
 
-fn get_file(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
+/// `{filename, server}` of a request, checked and located as the game does; `Err` is the handler's whole answer.
+fn file_location<'a>(
+    world: &World,
+    version: GameVersion,
+    params: Option<&'a Value>,
+    delete_or_ram: bool,
+) -> Result<(&'a str, &'a str, String, FileKind), Outcome> {
     let [filename, host] = match fields(
         version,
         params,
         &["filename", "server"],
         "Message misses parameters",
-    )? {
-        Ok(f) => <[&str; 2]>::try_from(f).ok()?,
-        Err(e) => return Some(Err(e)),
+    ) {
+        None => return Err(None),
+        Some(Err(e)) => return Err(Some(Err(e))),
+        Some(Ok(f)) => <[&str; 2]>::try_from(f).map_err(|_| None)?,
     };
-    let (path, _) = match locate(world, version, filename, host, false) {
+    let (path, kind) =
+        locate(world, version, filename, host, delete_or_ram).map_err(|e| Some(Err(e)))?;
+    Ok((filename, host, path, kind))
+}
+
+fn get_file(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
+    let (filename, host, path, _) = match file_location(world, version, params, false) {
         Ok(found) => found,
-        Err(e) => return Some(Err(e)),
+        Err(answer) => return answer,
     };
     // `""` is a valid content and is sent (§8 id 16).
     Some(
@@ -254,20 +267,26 @@ fn delete_file(world: &mut World, version: GameVersion, params: Option<&Value>) 
     )
 }
 
-fn server_param(version: GameVersion, params: Option<&Value>) -> Option<Result<&str, String>> {
-    Some(
-        fields(version, params, &["server"], "Message misses parameters")?
-            .map(|f| f.first().copied().unwrap_or_default()),
-    )
+/// The server `{server}` names, checked as the game does; `Err` is the handler's whole answer.
+fn server_of<'w>(
+    world: &'w World,
+    version: GameVersion,
+    params: Option<&Value>,
+) -> Result<&'w GameServer, Outcome> {
+    let host = match fields(version, params, &["server"], "Message misses parameters") {
+        None => return Err(None),
+        Some(Err(e)) => return Err(Some(Err(e))),
+        Some(Ok(f)) => f.first().copied().unwrap_or_default(),
+    };
+    world
+        .server(host)
+        .ok_or_else(|| Some(Err(failure(version, Failure::Host(host)))))
 }
 
 fn get_file_names(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let host = match server_param(version, params)? {
-        Ok(h) => h,
-        Err(e) => return Some(Err(e)),
-    };
-    let Some(server) = world.server(host) else {
-        return Some(Err(failure(version, Failure::Host(host))));
+    let server = match server_of(world, version, params) {
+        Ok(server) => server,
+        Err(answer) => return answer,
     };
     // Text files first, then scripts (§3 table, §8 id 25).
     let names: Vec<&str> = server
@@ -280,12 +299,9 @@ fn get_file_names(world: &mut World, version: GameVersion, params: Option<&Value
 }
 
 fn get_all_files(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let host = match server_param(version, params)? {
-        Ok(h) => h,
-        Err(e) => return Some(Err(e)),
-    };
-    let Some(server) = world.server(host) else {
-        return Some(Err(failure(version, Failure::Host(host))));
+    let server = match server_of(world, version, params) {
+        Ok(server) => server,
+        Err(answer) => return answer,
     };
     // Scripts first, then text files (§3 table, §8 id 17).
     let files: Vec<Value> = server
@@ -298,18 +314,9 @@ fn get_all_files(world: &mut World, version: GameVersion, params: Option<&Value>
 }
 
 fn calculate_ram(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let [filename, host] = match fields(
-        version,
-        params,
-        &["filename", "server"],
-        "Message misses parameters",
-    )? {
-        Ok(f) => <[&str; 2]>::try_from(f).ok()?,
-        Err(e) => return Some(Err(e)),
-    };
-    let (path, kind) = match locate(world, version, filename, host, true) {
+    let (filename, host, path, kind) = match file_location(world, version, params, true) {
         Ok(found) => found,
-        Err(e) => return Some(Err(e)),
+        Err(answer) => return answer,
     };
     let v2 = version == GameVersion::V2_6;
     if kind != FileKind::Script {
@@ -372,18 +379,14 @@ fn save_file(world: &World) -> Value {
     json!({"identifier": "bitburnerSave", "binary": true, "save": save})
 }
 
-fn metadata_json(path: &str, f: &super::world::GameFile) -> Value {
+fn metadata_json(path: &str, f: &crate::world::GameFile) -> Value {
     json!({"filename": path, "atime": f.atime, "mtime": f.mtime, "btime": f.btime})
 }
 
 fn file_metadata(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let [filename, host] = match fields(version, params, &["filename", "server"], "")? {
-        Ok(f) => <[&str; 2]>::try_from(f).ok()?,
-        Err(e) => return Some(Err(e)),
-    };
-    let (path, _) = match locate(world, version, filename, host, false) {
+    let (filename, host, path, _) = match file_location(world, version, params, false) {
         Ok(found) => found,
-        Err(e) => return Some(Err(e)),
+        Err(answer) => return answer,
     };
     Some(
         world
@@ -395,12 +398,9 @@ fn file_metadata(world: &mut World, version: GameVersion, params: Option<&Value>
 }
 
 fn all_file_metadata(world: &mut World, version: GameVersion, params: Option<&Value>) -> Outcome {
-    let host = match server_param(version, params)? {
-        Ok(h) => h,
-        Err(e) => return Some(Err(e)),
-    };
-    let Some(server) = world.server(host) else {
-        return Some(Err(failure(version, Failure::Host(host))));
+    let server = match server_of(world, version, params) {
+        Ok(server) => server,
+        Err(answer) => return answer,
     };
     let all: Vec<Value> = server
         .scripts
@@ -422,7 +422,7 @@ mod tests {
         }
     }
 
-    /// The v2.6.1 transcript of `reference/bitburner.md` §8, replayed frame by frame.
+    /// The v2.6.1 transcript of `docs/protocols/bitburner.md` §8, replayed frame by frame.
     #[test]
     fn replays_the_v2_6_transcript() {
         let mut w = World::default();

@@ -1,4 +1,4 @@
-//! A test double of the game's Remote API, written from `reference/bitburner.md` (the real game cannot be
+//! A test double of the game's Remote API, described in `docs/protocols/bitburner.md` (the real game cannot be
 //! installed here). Like the game, it is the WebSocket *client*: it connects to the bridge, sends nothing
 //! until asked, and answers each request the way the real dispatcher does (see `handlers.rs`).
 //!

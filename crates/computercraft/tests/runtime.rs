@@ -1,0 +1,367 @@
+//! Issue 12: what broke on the real CC runtime (CraftOS-PC) where the simulator used to fake it: the player's
+//! shell, the terminal, paths, table shapes and limits. Each test drives the shipped client through the
+//! bridge, on a simulator that now behaves like CC there (see `support/ccsim`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use mcp_testkit::http_get;
+use serde_json::json;
+use std::time::Duration;
+use support::ccsim::{self, SimConfig, SimHandle, SimKind};
+use support::harness::{Harness, error_of, ok_of, start_bridge, start_on, test_config, text_of};
+
+/// A computer set up the way `wget run .../install.lua` leaves it: the installer's startup.lua links in the
+/// background beside the player's shell.
+async fn installed(h: &Harness, id: u32, label: &str) -> SimHandle {
+    let mut sim = SimConfig::new(id, ccsim::temp_root("installed"));
+    sim.label = Some(label.into());
+    sim.command = Some(format!(
+        r#"local r = assert(http.get("http://{}/install.lua"))
+        local code = r.readAll() r.close()
+        assert(load(code, "=install", "t", _ENV))()"#,
+        h.link_addr
+    ));
+    let sim = ccsim::spawn(sim);
+    h.wait_linked(id, Some(label), &sim).await;
+    sim
+}
+
+async fn wait_output(sim: &SimHandle, needle: &str, times: usize) {
+    assert!(
+        sim.wait_for(Duration::from_secs(10), |s| s
+            .output
+            .matches(needle)
+            .count()
+            >= times)
+            .await,
+        "waited for {needle:?} x{times}; screen log:\n{}",
+        sim.output()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_link_survives_exit_and_ctrl_t_at_the_players_shell() {
+    let h = start_bridge(test_config()).await;
+    let sim = installed(&h, 50, "desk").await;
+    let link = h.link_of(50);
+    // The player's shell is at its prompt; `exit` ends it.
+    wait_output(&sim, "> ", 1).await;
+    sim.type_line("exit");
+    wait_output(&sim, "Starting a new shell", 1).await;
+    // Ctrl+T at the new prompt terminates that shell.
+    sim.terminate();
+    wait_output(&sim, "Terminated", 1).await;
+    wait_output(&sim, "Starting a new shell", 2).await;
+    // The same link still answers, through the client, not only through the runtime's automatic pongs.
+    assert_eq!(h.link_of(50), link);
+    let p = h.call("probe-computers", json!({})).await;
+    assert_eq!(text_of(&p), "pong from 50 (Label: desk)");
+    let r = ok_of(
+        &h.call("run_lua", json!({"computer": 50, "code": "return 6 * 7"}))
+            .await,
+    );
+    assert_eq!(r["values"], json!([42]));
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_closes_its_socket() {
+    let h = start_bridge(test_config()).await;
+    // Run from the shell (the player typed `client <url>`), Ctrl+T stops the client.
+    let sim = h.link(h.computer(51, None, SimKind::Computer)).await;
+    sim.terminate();
+    wait_output(&sim, "client stopped", 1).await;
+    // The socket is closed, so the bridge drops the computer instead of keeping a link the runtime still
+    // answers pings on.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.link_of(51).is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the bridge still lists computer 51: {}",
+            sim.output()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let p = h.call("probe-computers", json!({})).await;
+    assert_eq!(text_of(&p), "No computers connected.");
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_lua_sees_the_shells_program_environment_and_not_more() {
+    let h = start_bridge(test_config()).await;
+    let sim = installed(&h, 52, "env").await;
+    ok_of(
+        &h.call(
+            "fs_write",
+            json!({"computer": 52, "path": "lib/answer.lua", "content": "return { value = 42 }"}),
+        )
+        .await,
+    );
+    let r = ok_of(&h.call("run_lua", json!({"computer": 52, "code":
+        "return type(shell), type(require), type(package), rawget(_G, 'shell'), rawget(_G, 'require'), \
+         require('lib.answer').value, multishell"})).await);
+    assert_eq!(
+        r["values"],
+        json!(["table", "function", "table", null, null, 42, null])
+    );
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_run_leaves_the_terminal_globals_and_apis_as_they_were() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let first = start_on(test_config(), listener).await;
+    let sim = installed(&first, 53, "pager").await;
+    // pagedPrint redirects the terminal to a paging copy that waits for a key once the screen is full: the
+    // run is still waiting when its deadline passes.
+    let e = error_of(
+        &first
+            .call(
+                "run_lua",
+                json!({"computer": 53, "timeout_ms": 500, "code":
+                    "_G.leaked = 1 os.pullEvent = os.pullEventRaw \
+                     textutils.pagedPrint(('page\\n'):rep(40))"}),
+            )
+            .await,
+    );
+    assert_eq!(e["code"], "E_TIMEOUT", "{e}");
+    assert!(
+        sim.screen()
+            .iter()
+            .any(|r| r == "Press any key to continue"),
+        "{:?}",
+        sim.screen()
+    );
+    let r = ok_of(
+        &first
+            .call(
+                "run_lua",
+                json!({"computer": 53, "code":
+        "return term.current() == term.native(), leaked, os.pullEvent == os.pullEventRaw"}),
+            )
+            .await,
+    );
+    assert_eq!(r["values"], json!([true, null, false]));
+
+    // The client's own messages go to a plain terminal: after a bridge restart it says "link down" and
+    // relinks instead of waiting on "Press any key".
+    first
+        .call(
+            "run_lua",
+            json!({"computer": 53, "timeout_ms": 300, "code": "textutils.pagedPrint(('again\\n'):rep(40))"}),
+        )
+        .await;
+    first.shutdown.cancel();
+    drop(first);
+    let listener = loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    let second = start_on(test_config(), listener).await;
+    second.wait_linked(53, Some("pager"), &sim).await;
+    let p = second.call("probe-computers", json!({})).await;
+    assert_eq!(text_of(&p), "pong from 53 (Label: pager)");
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_with_integer_keys_have_one_shape() {
+    let h = start_bridge(test_config()).await;
+    let sim = h.link(h.computer(54, None, SimKind::Computer)).await;
+    let r = ok_of(
+        &h.call(
+            "run_lua",
+            json!({"computer": 54, "code":
+        "return {[1]='a', [27]='b'}, {[1]='a', [5]='b'}, {1, 2, 3}, {[2]='x'}, {}"}),
+        )
+        .await,
+    );
+    assert_eq!(
+        r["values"],
+        json!([{"1": "a", "27": "b"}, {"1": "a", "5": "b"}, [1, 2, 3], {"2": "x"}, {}])
+    );
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_paths_are_invalid_arguments_that_name_the_path() {
+    let h = start_bridge(test_config()).await;
+    let sim = h.link(h.computer(55, None, SimKind::Computer)).await;
+    ok_of(
+        &h.call(
+            "fs_write",
+            json!({"computer": 55, "path": "notes.txt", "content": "x"}),
+        )
+        .await,
+    );
+    for (tool, path, names) in [
+        ("fs_read", "../x", "../x"),
+        ("fs_list", "../", "../"),
+        ("fs_delete", "a/../../x", "a/../../x"),
+        ("fs_read", "notes.txt/inner", "notes.txt"),
+        ("fs_list", "notes.txt/inner", "notes.txt"),
+    ] {
+        let e = error_of(&h.call(tool, json!({"computer": 55, "path": path})).await);
+        assert_eq!(e["code"], "E_INVALID_ARGUMENT", "{tool} {path}: {e}");
+        let msg = e["message"].as_str().unwrap();
+        assert!(msg.contains(names), "{tool} {path}: {msg}");
+        assert!(!msg.contains("client"), "{tool} {path}: {msg}");
+    }
+    let e = error_of(
+        &h.call(
+            "fs_write",
+            json!({"computer": 55, "path": "notes.txt/inner", "content": "y"}),
+        )
+        .await,
+    );
+    assert_eq!(e["code"], "E_INVALID_ARGUMENT", "{e}");
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_that_never_yields_is_reported_as_it_really_ends() {
+    let h = start_bridge(test_config()).await;
+    let mut cfg = h.computer(56, None, SimKind::Computer);
+    cfg.yield_timeout = Duration::from_millis(800);
+    let sim = h.link(cfg).await;
+    let tools = h.client.list_all_tools().await.unwrap();
+    let run = tools.iter().find(|t| t.name == "run_lua").unwrap();
+    let text = run.description.as_deref().unwrap();
+    assert!(text.contains("never yields cannot be stopped"), "{text}");
+    assert!(text.contains("Too long without yielding"), "{text}");
+    // The loop runs on past the deadline until CC aborts it, then the computer serves requests again. (The
+    // simulated loop holds one of the test runtime's two threads, so whether the bridge's 200 ms deadline
+    // or the abort's reply wins varies here; on a real computer the deadline comes first.)
+    let e = error_of(
+        &h.call(
+            "run_lua",
+            json!({"computer": 56, "timeout_ms": 200, "code": "while true do end"}),
+        )
+        .await,
+    );
+    let aborted = e["code"] == "E_REMOTE"
+        && e["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too long without yielding");
+    assert!(e["code"] == "E_TIMEOUT" || aborted, "{e}");
+    let r = h
+        .call("run_lua", json!({"computer": 56, "code": "return 'back'"}))
+        .await;
+    assert_eq!(r.is_error, Some(false), "{r:?}\n{}", sim.output());
+    assert_eq!(ok_of(&r)["values"], json!(["back"]));
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_code_limit_is_on_the_escaped_frame() {
+    let h = start_bridge(test_config()).await;
+    let sim = h.link(h.computer(57, None, SimKind::Computer)).await;
+    let limit = bridge_computercraft::protocol::MAX_FRAME - 1024;
+    // Quotes escape to two bytes each: just under the limit once escaped, the code runs.
+    let quotes = (limit - 40) / 2;
+    let code = format!("return #[[{}]]", "\"".repeat(quotes));
+    let r = ok_of(
+        &h.call("run_lua", json!({"computer": 57, "code": code}))
+            .await,
+    );
+    assert_eq!(r["values"], json!([quotes]));
+    // Just over it, the error says which limit and why.
+    let code = format!("return #[[{}]]", "\"".repeat(limit / 2 + 8));
+    let e = error_of(
+        &h.call("run_lua", json!({"computer": 57, "code": code}))
+            .await,
+    );
+    assert_eq!(e["code"], "E_TOO_LARGE", "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains("escaped") && msg.contains(&limit.to_string()),
+        "{msg}"
+    );
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_installer_names_its_real_address_and_escapes_a_public_url() {
+    let h = start_bridge(test_config()).await;
+    let install = http_get(&format!("http://{}/install.lua", h.link_addr)).await;
+    let header = install.lines().next().unwrap();
+    assert!(
+        header.ends_with(&format!(
+            "wget run http://{}/install.lua [token]",
+            h.link_addr
+        )),
+        "{header}"
+    );
+
+    let hostile = "http://mc.example/\"]] os.shutdown() --[[\\\nprint('x')";
+    let mut cfg = test_config();
+    cfg.public_url = Some(hostile.into());
+    let h = start_bridge(cfg).await;
+    let install = http_get(&format!("http://{}/install.lua", h.link_addr)).await;
+    assert_eq!(
+        install.lines().count(),
+        bridge_computercraft::assets::INSTALL_LUA.lines().count()
+    );
+    // The installer, run with an `http.get` that records its URL, asks for exactly the configured base.
+    let lua = mlua::Lua::new();
+    lua.load(
+        r#"asked = nil
+        http = { get = function(url) asked = url return nil, "stop here" end }"#,
+    )
+    .exec()
+    .unwrap();
+    let err = lua.load(install.as_str()).exec().unwrap_err().to_string();
+    assert!(err.contains("stop here"), "{err}");
+    let asked: String = lua.globals().get("asked").unwrap();
+    assert_eq!(asked, format!("{hostile}/client.lua"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_machine_with_the_same_id_is_refused_shown_and_never_called() {
+    let h = start_bridge(test_config()).await;
+    let first = h
+        .link(h.computer(60, Some("first"), SimKind::Computer))
+        .await;
+    let link = h.link_of(60);
+    // A copy of computer 60 (creative mode, or another world on the same bridge) starts up.
+    let second = ccsim::spawn(h.computer(60, Some("second"), SimKind::Computer));
+    wait_output(&second, "bridge refused the link", 1).await;
+    let screen = second.output();
+    assert!(
+        screen.contains("already linked") && screen.contains("retrying in 300.0s"),
+        "{screen}"
+    );
+
+    let out = ok_of(&h.call("list_computers", json!({})).await);
+    assert_eq!(out["count"], 1);
+    assert_eq!(out["computers"][0]["label"], "first");
+    assert_eq!(out["duplicate_ids"], json!([{"id": 60, "refusals": 1}]));
+    let health: serde_json::Value =
+        serde_json::from_str(&http_get(&format!("http://{}/health", h.mcp_addr)).await).unwrap();
+    assert_eq!(
+        health["duplicate_ids"],
+        json!([{"id": 60, "refusals": 1}]),
+        "{health}"
+    );
+    // Every call reaches the listed machine; the refused one does not come back to fight over the id.
+    for _ in 0..5 {
+        let r = ok_of(
+            &h.call(
+                "run_lua",
+                json!({"computer": 60, "code": "return os.getComputerLabel()"}),
+            )
+            .await,
+        );
+        assert_eq!(r["values"], json!(["first"]));
+    }
+    assert_eq!(h.link_of(60), link);
+    assert_eq!(h.state.registry.refused(), vec![(60, 1)]);
+    first.stop();
+    second.stop();
+}
