@@ -87,8 +87,8 @@ pub struct GameArgs {
     pub allowed_origins: Vec<String>,
 
     /// Deadline of one request to the game (the game has none and silently ignores some requests).
-    #[arg(long = "rpc-timeout-ms", env = "RPC_TIMEOUT_MS", default_value = "5000",
-          value_parser = config::millis("RPC_TIMEOUT_MS", 1, 600_000))]
+    #[arg(long = "rpc-timeout-ms", env = "BITBURNER_RPC_TIMEOUT_MS", default_value = "5000",
+          value_parser = config::millis("BITBURNER_RPC_TIMEOUT_MS", 1, 600_000))]
     pub rpc_timeout: Duration,
 
     /// Deadline of `get_save_file` (the game builds a save of several MB first).
@@ -97,8 +97,8 @@ pub struct GameArgs {
     pub save_timeout: Duration,
 
     /// Largest `content` `write_file` sends, in bytes (UTF-8).
-    #[arg(long = "file-write-max-bytes", env = "FILE_WRITE_MAX_BYTES", default_value = "1000000",
-          value_parser = config::ranged("FILE_WRITE_MAX_BYTES", 1usize, 64 << 20))]
+    #[arg(long = "file-write-max-bytes", env = "BITBURNER_FILE_WRITE_MAX_BYTES", default_value = "1000000",
+          value_parser = config::ranged("BITBURNER_FILE_WRITE_MAX_BYTES", 1usize, 64 << 20))]
     pub file_write_max_bytes: usize,
 
     /// How long a tool call waits for the game to connect before failing with E_DISCONNECTED.

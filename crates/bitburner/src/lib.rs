@@ -14,14 +14,16 @@ pub mod wire;
 pub use config::{BitburnerArgs, BitburnerCommand, GameArgs, SyncArgs};
 
 use bridge_core::bridge::BuildError;
+use bridge_core::events::EventStream;
 use bridge_core::link::{
     LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig, bind, serve_with,
 };
-use bridge_core::serve::{ServeError, Transport, run_bridge, shutdown_on_signals};
-use bridge_core::{Bridge, BridgeBuilder};
+use bridge_core::serve::{McpArgs, ServeError, Transport, run_alone, shutdown_on_signals};
+use bridge_core::{Bridge, BridgeBuilder, BridgeEntry, BridgeEnv, BridgeError};
 use link::{GameLink, LinkConfig};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tools::{Ctx, Limits};
 
@@ -42,7 +44,11 @@ const INSTRUCTIONS: &str = "Tools for the game Bitburner through its Remote API:
 scripts and text files on in-game servers, compute a script's RAM cost, and read the NetScript type \
 declarations. `server` defaults to `home`. The game connects to this bridge, not the other way round: when a \
 tool reports E_DISCONNECTED, tell the player the hint's steps. Scripts cannot be run through this API: write \
-them, then ask the player to run them.";
+them, then ask the player to run them. The event stream `connection` tells when the game connects or \
+disconnects: poll_events with `wait_ms` waits for it.";
+
+/// The event stream of game connects and disconnects.
+pub const CONNECTION_STREAM: &str = "connection";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -63,6 +69,8 @@ pub struct GameListener {
     /// Where it listens (the real port when 0 was asked for).
     pub addr: SocketAddr,
     pub link: GameLink,
+    /// The listener's task; it ends soon after the shutdown token is cancelled.
+    pub task: JoinHandle<()>,
 }
 
 /// Binds the game's WebSocket listener and starts serving it. A taken port is an error that names the
@@ -108,12 +116,12 @@ pub async fn listen(
         "waiting for Bitburner on ws://{addr} (in game: Options → Remote API, port {})",
         addr.port()
     );
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         if let Err(e) = serve_with(listener, router, GAME_LIMITS, shutdown).await {
             tracing::error!(error = %e, "the game listener stopped");
         }
     });
-    Ok(GameListener { addr, link })
+    Ok(GameListener { addr, link, task })
 }
 
 /// The tools' shared context and a builder holding nothing yet but the event hub it uses.
@@ -138,6 +146,12 @@ pub fn build_bridge(link: GameLink, game: &GameArgs) -> Result<Bridge, BuildErro
         builder.tool(spec);
     }
     builder.resources(Arc::new(resources::GameResources { ctx }));
+    builder.events().stream(
+        CONNECTION_STREAM,
+        "The game connecting (`{\"event\": \"connected\", \"peer\", \"origin\"}`) and disconnecting \
+         (`{\"event\": \"disconnected\", \"reason\"}`).",
+        64,
+    );
     builder.health(move || {
         let status = link.status();
         serde_json::json!({
@@ -149,30 +163,87 @@ pub fn build_bridge(link: GameLink, game: &GameArgs) -> Result<Bridge, BuildErro
     builder.build()
 }
 
+/// Publishes the game's connects and disconnects on `stream` until `stop` is cancelled.
+pub async fn watch_connection(link: GameLink, stream: EventStream, stop: CancellationToken) {
+    // Compared with "never connected", so a game that connected before this task ran is still announced.
+    let mut seen = (false, 0);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = link.wait_until(|s| (s.connected, s.connections_total) != seen) => {}
+        }
+        let now = link.status();
+        let (was_connected, connections) = seen;
+        // A newer game replacing the old one shows as a new connection without a gap.
+        if was_connected && (!now.connected || now.connections_total != connections) {
+            let gone =
+                serde_json::json!({ "event": "disconnected", "reason": now.last_disconnect });
+            stream.publish(gone);
+        }
+        if now.connected && now.connections_total != connections {
+            stream.publish(serde_json::json!({
+                "event": "connected",
+                "peer": now.peer,
+                "origin": now.origin,
+                "connections_total": now.connections_total,
+            }));
+        }
+        seen = (now.connected, now.connections_total);
+    }
+}
+
+/// The Bitburner bridge as the binary runs it: alone (`mcp-bridges bitburner`) or beside others (`serve`).
+pub struct Bitburner;
+
+impl BridgeEntry for Bitburner {
+    const NAME: &'static str = "bitburner";
+    const DEFAULT_TRANSPORT: Transport = Transport::Stdio;
+    // The design's names, from before several bridges shared one process's environment.
+    const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[
+        ("BITBURNER_RPC_TIMEOUT_MS", "RPC_TIMEOUT_MS"),
+        ("BITBURNER_FILE_WRITE_MAX_BYTES", "FILE_WRITE_MAX_BYTES"),
+    ];
+    type Args = GameArgs;
+    type Command = BitburnerArgs;
+
+    fn mcp(command: &BitburnerArgs) -> &McpArgs {
+        &command.mcp
+    }
+
+    async fn start(game: GameArgs, env: &BridgeEnv) -> Result<Bridge, BridgeError> {
+        // The game's link outlives the start of shutdown: calls in flight still need it.
+        let listener = listen(&game, env.links().clone()).await?;
+        env.spawn(listener.task);
+        let bridge = build_bridge(listener.link.clone(), &game)?;
+        if let Some(stream) = bridge.events().get(CONNECTION_STREAM) {
+            env.spawn(watch_connection(listener.link, stream, env.links().clone()));
+        }
+        Ok(bridge)
+    }
+
+    async fn run(command: BitburnerArgs) -> Result<(), BridgeError> {
+        run(command).await
+    }
+}
+
 /// `mcp-bridges bitburner`: serve MCP (stdio unless `--http`), or run `push`/`pull` once. Logging is set up
 /// by the caller.
-pub async fn run(args: BitburnerArgs) -> Result<(), RunError> {
-    let shutdown = shutdown_on_signals();
-    let game = listen(&args.game, shutdown.clone()).await?;
+pub async fn run(args: BitburnerArgs) -> Result<(), BridgeError> {
     match &args.command {
-        None => {
-            let bridge = build_bridge(game.link, &args.game)?;
-            run_bridge(bridge, &args.mcp, Transport::Stdio, shutdown).await?;
-        }
-        Some(BitburnerCommand::Push(sync_args)) => {
+        None => run_alone::<Bitburner>(&args.mcp, args.game).await,
+        Some(command) => {
+            let shutdown = shutdown_on_signals();
+            let game = listen(&args.game, shutdown.clone()).await?;
             let (_, ctx) = context(game.link.clone(), &args.game);
-            let report = sync::push(&ctx, sync_args).await;
-            game.link.close("push finished").await;
+            let (report, verb) = match command {
+                BitburnerCommand::Push(sync_args) => (sync::push(&ctx, sync_args).await, "pushed"),
+                BitburnerCommand::Pull(sync_args) => (sync::pull(&ctx, sync_args).await, "pulled"),
+            };
+            game.link.close(&format!("{verb} finished")).await;
             shutdown.cancel();
-            report?.print("pushed")?;
-        }
-        Some(BitburnerCommand::Pull(sync_args)) => {
-            let (_, ctx) = context(game.link.clone(), &args.game);
-            let report = sync::pull(&ctx, sync_args).await;
-            game.link.close("pull finished").await;
-            shutdown.cancel();
-            report?.print("pulled")?;
+            let _ = game.task.await;
+            report?.print(verb)?;
+            Ok(())
         }
     }
-    Ok(())
 }

@@ -180,6 +180,7 @@ async fn tools_list_is_strict_and_complete() {
             "get_netscript_definitions",
             "get_save_file",
             "list_files",
+            "poll_events",
             "read_file",
             "status",
             "write_file"

@@ -1,8 +1,57 @@
-//! `mcp-bridges`: one program, one subcommand per bridge. It parses configuration and starts a bridge;
-//! everything else lives in the bridge crates and the core.
+//! `mcp-bridges`: one program, one subcommand per bridge, and `serve` for several bridges in one MCP server.
+//! It parses configuration and starts bridges; everything else lives in the bridge crates and the core.
 
-use clap::{Parser, Subcommand};
+mod config_file;
+mod env_alias;
+mod serve;
+
+use bridge_core::bridge::{DynEntry, Entry};
+use bridge_core::serve::LogFormat;
+use bridge_core::{BridgeEntry, BridgeError};
+use clap::{CommandFactory, FromArgMatches, Parser};
 use std::process::ExitCode;
+
+/// THE table of bridges. Adding a bridge is one line here: its subcommand's help and its [`BridgeEntry`].
+macro_rules! bridges {
+    ($( $(#[doc = $doc:literal])* $variant:ident => $entry:ty, )*) => {
+        #[derive(clap::Subcommand)]
+        enum BridgeCommand {
+            $(
+                $(#[doc = $doc])*
+                #[command(name = <$entry as BridgeEntry>::NAME)]
+                $variant(<$entry as BridgeEntry>::Command),
+            )*
+            /// Several bridges side by side in one MCP server: `serve --bridge A --bridge B` or `serve --config FILE`.
+            Serve(serve::ServeArgs),
+        }
+
+        /// Every bridge `serve` can mount, in the table's order.
+        const BRIDGES: &[&dyn DynEntry] = &[$( &Entry::<$entry>::new(), )*];
+
+        impl BridgeCommand {
+            fn log_format(&self) -> LogFormat {
+                match self {
+                    $( Self::$variant(command) => <$entry as BridgeEntry>::mcp(command).log_format, )*
+                    Self::Serve(args) => args.mcp.log_format,
+                }
+            }
+
+            async fn run(self, serve_matches: Option<&clap::ArgMatches>) -> Result<(), BridgeError> {
+                match self {
+                    $( Self::$variant(command) => <$entry as BridgeEntry>::run(command).await, )*
+                    Self::Serve(args) => serve::run(args, BRIDGES, serve_matches).await,
+                }
+            }
+        }
+    };
+}
+
+bridges! {
+    /// Bitburner: read, write and check the game's scripts through its Remote API.
+    Bitburner => bridge_bitburner::Bitburner,
+    /// ComputerCraft: run Lua, move turtles and manage files on CC:Tweaked computers.
+    Computercraft => bridge_computercraft::ComputerCraft,
+}
 
 #[derive(Parser)]
 #[command(
@@ -10,38 +59,52 @@ use std::process::ExitCode;
     version,
     about = "MCP servers that let AI agents work on live systems",
     long_about = "MCP servers that let AI agents work on live systems.\n\n\
-        Each subcommand is one bridge. Every flag also reads the environment variable shown in its help.\n\
+        Each subcommand is one bridge; `serve` mounts several in one MCP server. Every flag also reads the \
+        environment variable shown in its help.\n\
         Logs go to stderr (RUST_LOG=debug for more); stdout carries MCP when serving over stdio.\n\n\
         Examples:\n  \
         mcp-bridges bitburner                      # stdio MCP; the game connects to ws://127.0.0.1:12525\n  \
         mcp-bridges bitburner --http               # Streamable HTTP at http://127.0.0.1:3000/mcp\n  \
         mcp-bridges bitburner push ./scripts       # upload a folder to the game once, then exit\n  \
-        mcp-bridges computercraft                  # HTTP MCP on :3000; computers link to :3001"
+        mcp-bridges computercraft                  # HTTP MCP on :3000; computers link to :3001\n  \
+        mcp-bridges serve --bridge bitburner --bridge computercraft --http   # both in one server"
 )]
 struct Cli {
     #[command(subcommand)]
     bridge: BridgeCommand,
 }
 
-#[derive(Subcommand)]
-enum BridgeCommand {
-    /// Bitburner: read, write and check the game's scripts through its Remote API.
-    Bitburner(bridge_bitburner::BitburnerArgs),
-    /// ComputerCraft: run Lua, move turtles and manage files on CC:Tweaked computers.
-    Computercraft(bridge_computercraft::CcArgs),
-}
-
-impl BridgeCommand {
-    fn log_format(&self) -> bridge_core::serve::LogFormat {
-        match self {
-            Self::Bitburner(args) => args.mcp.log_format,
-            Self::Computercraft(args) => args.mcp.log_format,
-        }
-    }
+/// The command line with every bridge's own flags added to `serve`, and the bridges' older variable names.
+fn command() -> clap::Command {
+    let command = Cli::command().mut_subcommand("serve", |serve| serve::augment(serve, BRIDGES));
+    let aliases: Vec<(&'static str, &'static str)> = BRIDGES
+        .iter()
+        .flat_map(|entry| entry.env_aliases().iter().copied())
+        .collect();
+    env_alias::apply(command, &aliases)
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut matches = command().get_matches();
+    if let Some(("serve", serve_matches)) = matches.subcommand()
+        && let Some(file) = serve_matches.get_one::<std::path::PathBuf>("config")
+    {
+        matches = match config_file::reparse(command(), file, BRIDGES) {
+            Ok(matches) => matches,
+            Err(e) => {
+                let _ = e.print();
+                eprintln!(
+                    "(settings come from {} — `[table] key` is the flag `--key` — and from the command line)",
+                    file.display()
+                );
+                return ExitCode::from(2);
+            }
+        };
+    }
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     bridge_core::serve::init_logging(cli.bridge.log_format());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -53,16 +116,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result: anyhow::Result<()> = runtime.block_on(async {
-        match cli.bridge {
-            BridgeCommand::Bitburner(args) => bridge_bitburner::run(args).await?,
-            BridgeCommand::Computercraft(args) => {
-                bridge_computercraft::run(args, bridge_core::serve::shutdown_on_signals()).await?
-            }
-        }
-        Ok(())
-    });
-    match result {
+    let serve_matches = matches.subcommand_matches("serve");
+    match runtime.block_on(cli.bridge.run(serve_matches)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -74,11 +129,23 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
-    /// Flag names from the core and from each bridge share one namespace; clap checks they do not collide.
+    /// Flag names from the core and from each bridge share one namespace; clap checks they do not collide,
+    /// in each subcommand and in `serve`, which has them all.
     #[test]
     fn command_line_is_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn every_bridge_has_its_subcommand_under_its_name() {
+        let cmd = command();
+        for entry in BRIDGES {
+            assert!(
+                cmd.find_subcommand(entry.name()).is_some(),
+                "{}",
+                entry.name()
+            );
+        }
     }
 }

@@ -46,6 +46,25 @@ fn bad_values_name_the_variable_and_the_range() {
     }
 }
 
+#[test]
+fn an_older_variable_name_is_still_read() {
+    for subcommand in [&["bitburner"][..], &["serve", "--bridge", "bitburner"]] {
+        let out = Command::new(BIN)
+            .args(subcommand)
+            .env_clear()
+            .env("RPC_TIMEOUT_MS", "0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{subcommand:?}: {stderr}");
+        assert!(
+            stderr.contains("BITBURNER_RPC_TIMEOUT_MS") && stderr.contains("1 to 600000"),
+            "{subcommand:?}: {stderr}"
+        );
+    }
+}
+
 /// Reads stderr lines until one contains `needle` or the deadline passes.
 fn wait_for_line(reader: &mut impl BufRead, needle: &str) -> Option<String> {
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -16,4 +16,4 @@ pub mod state;
 mod tools;
 
 pub use config::{CcArgs, LinkArgs, LinkConfig};
-pub use server::{CcError, Running, run, start};
+pub use server::{CcError, ComputerCraft, Running, start};

@@ -1,14 +1,14 @@
 //! Wiring: the link listener (WebSocket + installer) and the MCP bridge with its tools, events and health.
 
 use crate::assets::{self, LINK_PATH};
-use crate::config::{CcArgs, LinkConfig};
+use crate::config::{CcArgs, LinkArgs, LinkConfig};
 use crate::protocol::CC_FRAME_LIMIT;
 use crate::state::State;
 use crate::{session, tools};
-use bridge_core::Bridge;
 use bridge_core::bridge::BuildError;
 use bridge_core::link::{self, LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig};
-use bridge_core::serve::{ServeError, Transport, run_bridge};
+use bridge_core::serve::{McpArgs, ServeError, Transport, run_alone};
+use bridge_core::{Bridge, BridgeEntry, BridgeEnv, BridgeError};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -109,35 +109,56 @@ pub async fn start(
     })
 }
 
-/// `mcp-bridges computercraft`: binds both listeners and serves until `shutdown` (or stdin closes, on stdio).
-pub async fn run(args: CcArgs, shutdown: CancellationToken) -> Result<(), CcError> {
-    let addr = SocketAddr::new(args.link.host, args.link.port);
-    let listener = link::bind(
-        addr,
-        "another mcp-bridges computercraft",
-        "CC_LINK_PORT (--link-port)",
-    )
-    .await?;
-    let local = listener.local_addr()?;
-    let cfg = LinkConfig::from(&args.link);
-    if !addr.ip().is_loopback() && cfg.token.is_none() {
-        tracing::warn!(
-            "the ComputerCraft link listens on {local}, beyond this machine, WITHOUT a token: anyone who can reach \
-             this port can pose as a computer. Set CC_LINK_TOKEN (--link-token) and install with \
-             `wget run http://<host>:{}/install.lua <token>`.",
+/// The ComputerCraft bridge as the binary runs it: alone (`mcp-bridges computercraft`) or beside others
+/// (`serve`).
+pub struct ComputerCraft;
+
+impl BridgeEntry for ComputerCraft {
+    const NAME: &'static str = "computercraft";
+    const DEFAULT_TRANSPORT: Transport = Transport::Http;
+    type Args = LinkArgs;
+    type Command = CcArgs;
+
+    fn mcp(command: &CcArgs) -> &McpArgs {
+        &command.mcp
+    }
+
+    async fn start(args: LinkArgs, env: &BridgeEnv) -> Result<Bridge, BridgeError> {
+        let addr = SocketAddr::new(args.host, args.port);
+        let listener = link::bind(
+            addr,
+            "another mcp-bridges computercraft",
+            "CC_LINK_PORT (--link-port)",
+        )
+        .await?;
+        let local = listener.local_addr()?;
+        let cfg = LinkConfig::from(&args);
+        if !addr.ip().is_loopback() && cfg.token.is_none() {
+            tracing::warn!(
+                "the ComputerCraft link listens on {local}, beyond this machine, WITHOUT a token: anyone who can \
+                 reach this port can pose as a computer. Set CC_LINK_TOKEN (--link-token) and install with \
+                 `wget run http://<host>:{}/install.lua <token>`.",
+                local.port()
+            );
+        }
+        tracing::info!(
+            "computers link at ws://{local}{LINK_PATH}; install in-game with: wget run http://<this-host>:{}/install.lua",
             local.port()
         );
+        // The computers' links outlive the start of shutdown: calls in flight still need them.
+        let running = start(cfg, listener, env.links().clone()).await?;
+        let link = running.link;
+        env.spawn(async move {
+            match link.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "the computers' link listener failed"),
+                Err(e) => tracing::error!(error = %e, "the computers' link listener task failed"),
+            }
+        });
+        Ok(running.bridge)
     }
-    tracing::info!(
-        "computers link at ws://{local}{LINK_PATH}; install in-game with: wget run http://<this-host>:{}/install.lua",
-        local.port()
-    );
-    let inner = shutdown.child_token();
-    let running = start(cfg, listener, inner.clone()).await?;
-    let served = run_bridge(running.bridge, &args.mcp, Transport::Http, shutdown).await;
-    inner.cancel();
-    let linked = running.link.await;
-    served?;
-    linked??;
-    Ok(())
+
+    async fn run(command: CcArgs) -> Result<(), BridgeError> {
+        run_alone::<Self>(&command.mcp, command.link).await
+    }
 }

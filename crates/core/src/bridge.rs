@@ -1,6 +1,5 @@
 //! A bridge as the core sees it: a name, tools, resources, prompts, event streams and a health report.
 
-use crate::error::ToolError;
 use crate::events::EventHub;
 use crate::resource::ResourceProvider;
 use crate::tool::ToolSpec;
@@ -8,9 +7,11 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-mod poll_events;
+mod contract;
+pub(crate) mod poll_events;
 mod prompt;
 
+pub use contract::{BridgeEntry, BridgeEnv, BridgeError, DynEntry, Entry};
 pub use prompt::{PromptMessage, PromptOutcome, PromptRole, PromptSpec};
 
 pub(crate) type HealthFn = Arc<dyn Fn() -> Map<String, Value> + Send + Sync>;
@@ -92,6 +93,7 @@ impl Bridge {
         self.inner.health.as_ref().map(|f| f()).unwrap_or_default()
     }
 
+    #[cfg(test)]
     pub(crate) fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.inner
             .tool_index
@@ -138,7 +140,10 @@ impl BridgeBuilder {
     pub fn build(self) -> Result<Bridge, BuildError> {
         let mut tools = self.tools;
         if !self.events.streams().is_empty() {
-            tools.push(poll_events::tool(self.events.clone()));
+            tools.push(poll_events::tool(poll_events::Hubs::new(vec![(
+                self.name.clone(),
+                self.events.clone(),
+            )])));
         }
         let mut tool_index = HashMap::new();
         for (i, tool) in tools.iter().enumerate() {
@@ -173,18 +178,6 @@ fn valid_tool_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-}
-
-/// Shared by the tool and resource paths: the error for an event stream name that does not exist.
-pub(crate) fn unknown_stream(events: &EventHub, name: &str) -> ToolError {
-    let known: Vec<String> = events
-        .streams()
-        .iter()
-        .map(|s| s.name().to_owned())
-        .collect();
-    ToolError::not_found(format!("no event stream named `{name}`"))
-        .with_hint(format!("use one of: {}", known.join(", ")))
-        .with_details(serde_json::json!({ "field": "stream", "streams": known }))
 }
 
 #[cfg(test)]

@@ -10,12 +10,14 @@ pub mod config;
 pub mod error;
 pub mod events;
 pub mod link;
+pub mod mount;
 pub mod net;
 pub mod resource;
 mod schema;
 pub mod serve;
 pub mod tool;
 
-pub use bridge::{Bridge, BridgeBuilder};
+pub use bridge::{Bridge, BridgeBuilder, BridgeEntry, BridgeEnv, BridgeError};
 pub use error::{ErrorCode, ToolError};
+pub use mount::Mount;
 pub use tool::{Content, NoArgs, Rendered, ToolCtx, ToolSpec, Validate, check};

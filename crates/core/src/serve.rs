@@ -3,15 +3,18 @@
 mod args;
 mod client_link;
 mod convert;
+mod drain;
 mod edges;
 mod handler;
 mod http;
 mod logging;
 mod metrics;
+mod panic;
 mod sessions;
 mod tasks;
 
-use crate::bridge::Bridge;
+use crate::bridge::{Bridge, BridgeEntry, BridgeEnv, BridgeError};
+use crate::mount::Mount;
 use handler::{McpHandler, Shared};
 use rmcp::ServiceExt;
 use std::net::SocketAddr;
@@ -42,40 +45,54 @@ pub enum ServeError {
     Access(String),
 }
 
-fn shared(bridge: Bridge, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
-    for (name, _) in tool_timeouts {
-        if bridge.tool(name).is_none() {
-            tracing::warn!(
-                "--tool-timeout names `{name}`, which is not a tool of this bridge; ignored"
-            );
-        }
+fn shared(mount: Mount, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
+    let (timeouts, unknown) = mount.resolve_timeouts(tool_timeouts);
+    for name in unknown {
+        tracing::warn!(
+            "--tool-timeout names `{name}`, which is not a tool served here (use a name from tools/list, or \
+             BRIDGE/TOOL); ignored"
+        );
     }
     Arc::new(Shared {
-        timeouts: tool_timeouts.iter().cloned().collect(),
+        timeouts,
         metrics: metrics::Metrics::new(),
         seal: client_link::StateSeal::new(),
         tasks: tasks::TaskStore::new(tasks::TaskLimits::default()),
-        tools: bridge.inner.tools.iter().map(convert::tool).collect(),
-        bridge,
+        tools: mount
+            .tools()
+            .iter()
+            .map(|t| convert::tool(&t.spec))
+            .collect(),
+        drain: Arc::default(),
+        mount,
     })
 }
 
 /// Serves MCP on stdin/stdout until the client closes the stream or `shutdown` is cancelled.
 pub async fn serve_stdio(
-    bridge: Bridge,
+    mount: impl Into<Mount>,
     tool_timeouts: &[(String, Duration)],
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     // Non-blocking pipes on Linux (falls back to tokio's stdio elsewhere): tokio's stdio does blocking reads on
     // a thread pool, which costs several times the CPU per call when the machine is busy (bench/README.md).
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    serve_io(bridge, stdin, stdout, tool_timeouts, shutdown).await
+    serve_io_graceful(
+        mount.into(),
+        stdin,
+        stdout,
+        tool_timeouts,
+        shutdown,
+        Duration::ZERO,
+    )
+    .await
 }
 
 /// Serves MCP as newline-delimited JSON over any byte streams: the stdio transport without the process
-/// boundary, so tests can drive it through an in-memory pipe.
+/// boundary, so tests can drive it through an in-memory pipe. Calls in flight when `shutdown` is cancelled
+/// are ended at once; [`run_mount`] lets them finish within the grace the user set.
 pub async fn serve_io<R, W>(
-    bridge: Bridge,
+    mount: impl Into<Mount>,
     read: R,
     write: W,
     tool_timeouts: &[(String, Duration)],
@@ -85,11 +102,39 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let handler = McpHandler::new(shared(bridge, tool_timeouts));
-    let service = match handler
-        .serve_with_ct((read, write), shutdown.child_token())
-        .await
-    {
+    serve_io_graceful(
+        mount.into(),
+        read,
+        write,
+        tool_timeouts,
+        shutdown,
+        Duration::ZERO,
+    )
+    .await
+}
+
+async fn serve_io_graceful<R, W>(
+    mount: Mount,
+    read: R,
+    write: W,
+    tool_timeouts: &[(String, Duration)],
+    shutdown: CancellationToken,
+    grace: Duration,
+) -> Result<(), ServeError>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let shared = shared(mount, tool_timeouts);
+    let write = shared.drain.writer(write);
+    let handler = McpHandler::new(shared.clone());
+    // Not a child of `shutdown`: calls in flight must outlive the start of shutdown by the grace period.
+    let service_token = CancellationToken::new();
+    let started = tokio::select! {
+        started = handler.serve_with_ct((read, write), service_token.clone()) => started,
+        () = shutdown.cancelled() => return Ok(()),
+    };
+    let service = match started {
         Ok(service) => service,
         // A client that goes away before initializing (or a shutdown meanwhile) is an ordinary end.
         Err(
@@ -101,8 +146,15 @@ where
         }
         Err(e) => return Err(ServeError::Session(e.to_string())),
     };
-    service
-        .waiting()
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    tokio::select! {
+        ended = &mut waiting => return ended.map(drop).map_err(|e| ServeError::Session(e.to_string())),
+        () = shutdown.cancelled() => {}
+    }
+    shared.drain.close(grace).await;
+    service_token.cancel();
+    waiting
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
     Ok(())
@@ -110,26 +162,43 @@ where
 
 /// Serves MCP over HTTP on an already-bound listener (tests bind `127.0.0.1:0`).
 pub async fn serve_http(
-    bridge: Bridge,
+    mount: impl Into<Mount>,
     listener: TcpListener,
     options: HttpOptions,
     tool_timeouts: &[(String, Duration)],
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    http::serve(shared(bridge, tool_timeouts), listener, options, shutdown).await
+    http::serve(
+        shared(mount.into(), tool_timeouts),
+        listener,
+        options,
+        shutdown,
+    )
+    .await
 }
 
-/// Runs a bridge as the user configured it: binds, warns about risky settings, serves until shutdown.
-pub async fn run_bridge(
-    bridge: Bridge,
+/// Serves one bridge or several as the user configured it: binds, warns about risky settings, serves until
+/// `shutdown`, then lets calls in flight finish within `--shutdown-grace-ms` before it returns.
+pub async fn run_mount(
+    mount: impl Into<Mount>,
     args: &McpArgs,
     default: Transport,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
+    let mount = mount.into();
     match args.transport(default) {
         Transport::Stdio => {
-            tracing::info!(bridge = bridge.name(), "serving MCP on stdio");
-            serve_stdio(bridge, &args.tool_timeouts, shutdown).await
+            tracing::info!(server = mount.server_name(), "serving MCP on stdio");
+            let (stdin, stdout) = rmcp::transport::stdio_pipes();
+            serve_io_graceful(
+                mount,
+                stdin,
+                stdout,
+                &args.tool_timeouts,
+                shutdown,
+                args.shutdown_grace,
+            )
+            .await
         }
         Transport::Http => {
             let addr = SocketAddr::new(args.mcp_host, args.mcp_port);
@@ -144,7 +213,7 @@ pub async fn run_bridge(
                 );
             }
             tracing::info!(
-                bridge = bridge.name(),
+                server = mount.server_name(),
                 "serving MCP at http://{local}/mcp (health: http://{local}/health)"
             );
             let options = HttpOptions {
@@ -156,7 +225,7 @@ pub async fn run_bridge(
                 session_idle: args.session_idle,
                 ..HttpOptions::default()
             };
-            serve_http(bridge, listener, options, &args.tool_timeouts, shutdown).await
+            serve_http(mount, listener, options, &args.tool_timeouts, shutdown).await
         }
     }
 }
@@ -168,14 +237,8 @@ pub async fn serve_until_signal(
     args: &McpArgs,
     default: Transport,
 ) -> std::process::ExitCode {
-    let bridge = match bridge {
-        Ok(bridge) => bridge,
-        Err(e) => {
-            tracing::error!("cannot assemble the bridge: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match run_bridge(bridge, args, default, shutdown_on_signals()).await {
+    let served = run_until_signal(args, default, |_| async move { Ok(Mount::from(bridge?)) }).await;
+    match served {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -184,15 +247,58 @@ pub async fn serve_until_signal(
     }
 }
 
-/// A token cancelled on SIGINT or SIGTERM, for `run_bridge`.
+/// How long the bridges' tasks may take to end after their links were told to close.
+const TASK_JOIN_LIMIT: Duration = Duration::from_secs(10);
+
+/// The whole life of a server: `start` the bridges with a fresh [`BridgeEnv`], serve them until SIGINT/SIGTERM
+/// (or the stdio client leaves), let calls in flight finish, then close the bridges' links and join their tasks.
+pub async fn run_until_signal<F, Fut>(
+    args: &McpArgs,
+    default: Transport,
+    start: F,
+) -> Result<(), BridgeError>
+where
+    F: FnOnce(BridgeEnv) -> Fut,
+    Fut: std::future::Future<Output = Result<Mount, BridgeError>>,
+{
+    let env = BridgeEnv::new();
+    cancel_on_signals(env.shutdown().clone());
+    let served = async {
+        let mount = start(env.clone()).await?;
+        run_mount(mount, args, default, env.shutdown().clone()).await?;
+        Ok::<(), BridgeError>(())
+    }
+    .await;
+    // Only now, with no call in flight, may the links to live systems go.
+    env.close(TASK_JOIN_LIMIT).await;
+    served
+}
+
+/// `B` served alone: what its subcommand does without a sub-subcommand.
+pub async fn run_alone<B: BridgeEntry>(args: &McpArgs, own: B::Args) -> Result<(), BridgeError> {
+    run_until_signal(args, B::DEFAULT_TRANSPORT, |env| async move {
+        Ok(Mount::from(B::start(own, &env).await?))
+    })
+    .await
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+pub fn cancel_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        tokio::select! {
+            () = wait_for_signal() => {
+                tracing::info!("shutting down: no new requests; letting in-flight calls finish");
+                token.cancel();
+            }
+            () = token.cancelled() => {}
+        }
+    });
+}
+
+/// A token cancelled on SIGINT or SIGTERM.
 pub fn shutdown_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
-    let trigger = token.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutting down: no new requests; letting in-flight calls finish");
-        trigger.cancel();
-    });
+    cancel_on_signals(token.clone());
     token
 }
 

@@ -94,7 +94,8 @@ async fn client_cancellation_reaches_the_handler() {
                 .await
                 .unwrap();
             if transport == "http" {
-                let cancelled = r#"mcp_tool_calls_total{tool="sleep",outcome="E_CANCELLED"} 1"#;
+                let cancelled =
+                    r#"mcp_tool_calls_total{bridge="test",tool="sleep",outcome="E_CANCELLED"} 1"#;
                 within("the call to be counted as cancelled", async {
                     while !raw(server.addr, "GET", "/metrics", &[], "")
                         .await

@@ -125,11 +125,13 @@ async fn health_and_metrics() {
     let (status, metrics) = raw(server.addr, "GET", "/metrics", &[], "").await;
     assert_eq!(status, 200);
     assert!(
-        metrics.contains(r#"mcp_tool_calls_total{tool="echo",outcome="ok"} 1"#),
+        metrics.contains(r#"mcp_tool_calls_total{bridge="test",tool="echo",outcome="ok"} 1"#),
         "{metrics}"
     );
     assert!(
-        metrics.contains(r#"mcp_tool_calls_total{tool="echo",outcome="E_INVALID_ARGUMENT"} 1"#),
+        metrics.contains(
+            r#"mcp_tool_calls_total{bridge="test",tool="echo",outcome="E_INVALID_ARGUMENT"} 1"#
+        ),
         "{metrics}"
     );
     assert!(

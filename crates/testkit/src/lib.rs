@@ -2,7 +2,7 @@
 //! to drive a client. Test-only code: failures panic with a message saying what was expected.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use bridge_core::Bridge;
+use bridge_core::Mount;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
     ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
@@ -135,7 +135,7 @@ pub async fn http_client(addr: SocketAddr, era: Era) -> Client {
 /// Serves `bridge` over the stdio framing through an in-memory pipe and connects to it: the stdio transport
 /// without a child process.
 pub async fn pipe_client(
-    bridge: Bridge,
+    bridge: impl Into<Mount>,
     era: Era,
     tool_timeouts: Vec<(String, Duration)>,
 ) -> Client {
@@ -144,16 +144,17 @@ pub async fn pipe_client(
 
 /// [`pipe_client`] for a client that declares `capabilities` (at `initialize`, or in each request's `_meta`).
 pub async fn pipe_client_declaring(
-    bridge: Bridge,
+    bridge: impl Into<Mount>,
     era: Era,
     tool_timeouts: Vec<(String, Duration)>,
     capabilities: ClientCapabilities,
 ) -> Client {
+    let mount = bridge.into();
     let (client_io, server_io) = tokio::io::duplex(1 << 22);
     let (server_read, server_write) = tokio::io::split(server_io);
     tokio::spawn(async move {
         let _ = bridge_core::serve::serve_io(
-            bridge,
+            mount,
             server_read,
             server_write,
             &tool_timeouts,

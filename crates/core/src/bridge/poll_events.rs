@@ -1,22 +1,83 @@
-//! `poll_events`: the pull path for event streams, for clients that drop pushed notifications.
+//! `poll_events`: the pull path for event streams, for clients that drop pushed notifications. One tool reads
+//! the streams of every mounted bridge.
 
-use super::unknown_stream;
 use crate::error::ToolError;
-use crate::events::{EventHub, EventPage};
+use crate::events::{EventHub, EventPage, EventStream};
 use crate::tool::{ToolCtx, ToolSpec, Validate, check};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 1000;
 const MAX_WAIT_MS: u64 = 60_000;
 
+/// The event hubs one `poll_events` reads, each under its bridge's name (the scheme of its URIs).
+#[derive(Clone)]
+pub(crate) struct Hubs(Arc<[(String, EventHub)]>);
+
+impl Hubs {
+    pub(crate) fn new(hubs: Vec<(String, EventHub)>) -> Self {
+        Self(hubs.into())
+    }
+
+    /// The stream `name` addresses: its resource URI (`bitburner://events/chat`), `bridge/stream`, or a bare
+    /// stream name that only one bridge has.
+    pub(crate) fn resolve(&self, name: &str) -> Result<EventStream, ToolError> {
+        let found = if name.contains("://") {
+            self.0.iter().find_map(|(_, hub)| hub.by_uri(name))
+        } else if let Some((bridge, stream)) = name.split_once('/') {
+            self.0
+                .iter()
+                .find(|(b, _)| b == bridge)
+                .and_then(|(_, hub)| hub.get(stream))
+        } else {
+            let mut matching = self.0.iter().filter_map(|(_, hub)| hub.get(name));
+            let first = matching.next();
+            if first.is_some() && matching.next().is_some() {
+                return Err(self.error(
+                    format!("more than one bridge has an event stream named `{name}`"),
+                    name,
+                ));
+            }
+            first
+        };
+        found.ok_or_else(|| self.error(format!("no event stream named `{name}`"), name))
+    }
+
+    /// The names a caller may use: bare for one bridge, `bridge/stream` when several are mounted.
+    fn known(&self) -> Vec<String> {
+        let qualify = self.0.len() > 1;
+        self.0
+            .iter()
+            .flat_map(|(bridge, hub)| {
+                hub.streams().into_iter().map(move |s| {
+                    if qualify {
+                        format!("{bridge}/{}", s.name())
+                    } else {
+                        s.name().to_owned()
+                    }
+                })
+            })
+            .collect()
+    }
+
+    fn error(&self, message: String, asked: &str) -> ToolError {
+        let known = self.known();
+        ToolError::not_found(message)
+            .with_hint(format!("use one of: {}", known.join(", ")))
+            .with_details(
+                serde_json::json!({ "field": "stream", "stream": asked, "streams": known }),
+            )
+    }
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PollArgs {
-    /// The stream to read (see the `<bridge>://events/<stream>` resources).
+    /// The stream to read: its name, `bridge/name`, or its resource URI `<bridge>://events/<name>`.
     stream: String,
     /// Return events after this sequence number: 0 (default) for all that are buffered, or `next_since` from
     /// the previous call.
@@ -41,25 +102,29 @@ impl Validate for PollArgs {
     }
 }
 
-pub(crate) fn tool(events: EventHub) -> ToolSpec {
-    ToolSpec::new(
-        "poll_events",
+pub(crate) fn tool(hubs: Hubs) -> ToolSpec {
+    let mut description = String::from(
         "Read events from one of this bridge's event streams, after a cursor. Pass `next_since` from the previous \
          result as `since` to get only newer events; `dropped` counts events lost because the buffer overflowed. \
          Set `wait_ms` to wait for the next event instead of polling in a loop.",
-    )
-    .read_only()
-    .timeout(Duration::from_millis(MAX_WAIT_MS + 10_000))
-    .handler(move |args: PollArgs, ctx: ToolCtx| {
-        let events = events.clone();
-        async move { poll(&events, args, &ctx).await }
-    })
+    );
+    if hubs.0.len() > 1 {
+        description.push_str(
+            " Several bridges are mounted: name a stream as `bridge/stream` (e.g. `computercraft/computers`) or \
+             by its resource URI; a bare name works when only one bridge has that stream.",
+        );
+    }
+    ToolSpec::new("poll_events", description)
+        .read_only()
+        .timeout(Duration::from_millis(MAX_WAIT_MS + 10_000))
+        .handler(move |args: PollArgs, ctx: ToolCtx| {
+            let hubs = hubs.clone();
+            async move { poll(&hubs, args, &ctx).await }
+        })
 }
 
-async fn poll(events: &EventHub, args: PollArgs, ctx: &ToolCtx) -> Result<EventPage, ToolError> {
-    let stream = events
-        .get(&args.stream)
-        .ok_or_else(|| unknown_stream(events, &args.stream))?;
+async fn poll(hubs: &Hubs, args: PollArgs, ctx: &ToolCtx) -> Result<EventPage, ToolError> {
+    let stream = hubs.resolve(&args.stream)?;
     let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LIMIT)).unwrap_or(usize::MAX);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(args.wait_ms);
     let cancel = ctx.cancellation();
@@ -75,5 +140,41 @@ async fn poll(events: &EventHub, args: PollArgs, ctx: &ToolCtx) -> Result<EventP
             () = tokio::time::sleep_until(deadline) => {}
             () = cancel.cancelled() => return Ok(page),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hubs() -> Hubs {
+        let a = EventHub::new("a");
+        a.stream("chat", "", 4);
+        a.stream("only_a", "", 4);
+        let b = EventHub::new("b");
+        b.stream("chat", "", 4);
+        Hubs::new(vec![("a".into(), a), ("b".into(), b)])
+    }
+
+    #[test]
+    fn streams_are_addressed_by_uri_bridge_and_unique_name() {
+        let h = hubs();
+        assert_eq!(
+            h.resolve("b://events/chat").unwrap().uri(),
+            "b://events/chat"
+        );
+        assert_eq!(h.resolve("a/chat").unwrap().uri(), "a://events/chat");
+        assert_eq!(h.resolve("only_a").unwrap().uri(), "a://events/only_a");
+    }
+
+    #[test]
+    fn an_ambiguous_or_unknown_name_lists_the_qualified_names() {
+        let h = hubs();
+        let err = h.resolve("chat").err().unwrap();
+        assert!(err.to_string().contains("more than one bridge"), "{err}");
+        let streams = err.to_structured()["details"]["streams"].clone();
+        assert_eq!(streams, serde_json::json!(["a/chat", "a/only_a", "b/chat"]));
+        assert!(h.resolve("c/chat").is_err());
+        assert!(h.resolve("nope").is_err());
     }
 }

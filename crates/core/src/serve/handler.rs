@@ -5,14 +5,16 @@ use super::client_link::{
     PeerClient, SessionLogLevel, StateSeal, from_rmcp_level, missing_capability,
 };
 use super::convert;
+use super::drain::Drain;
 use super::metrics::Metrics;
 use super::sessions::{self, SessionLimit, SessionSlot};
 use crate::bridge::PromptOutcome;
-use crate::bridge::{Bridge, unknown_stream};
 use crate::error::ErrorCode;
 use crate::error::ToolError;
+use crate::mount::Mount;
 use crate::tool::ctx::ProgressSink;
 use crate::tool::{Inputs, Outcome, ToolCtx};
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
@@ -30,7 +32,6 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 /// How many recent events the resource of an event stream shows.
@@ -38,12 +39,14 @@ const RESOURCE_EVENT_LIMIT: usize = 100;
 
 /// Per-process settings every handler instance shares.
 pub(crate) struct Shared {
-    pub bridge: Bridge,
-    pub timeouts: HashMap<String, Duration>,
+    pub mount: Mount,
+    /// `--tool-timeout` overrides, by the tool's position in the mount.
+    pub timeouts: HashMap<usize, Duration>,
     pub metrics: Metrics,
     pub seal: StateSeal,
     /// The tools in wire form, built once: schemas are shared, not rebuilt per request.
     pub tools: Arc<[Tool]>,
+    pub drain: Arc<Drain>,
     pub tasks: super::tasks::TaskStore,
 }
 
@@ -93,12 +96,8 @@ impl McpHandler {
         self
     }
 
-    fn bridge(&self) -> &Bridge {
-        &self.shared.bridge
-    }
-
-    fn timeout_for(&self, tool: &str, default: Duration) -> Duration {
-        self.shared.timeouts.get(tool).copied().unwrap_or(default)
+    fn mount(&self) -> &Mount {
+        &self.shared.mount
     }
 
     async fn run_tool(
@@ -107,20 +106,29 @@ impl McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
-        let Some(spec) = self.bridge().tool(&name) else {
+        let Some(position) = self.mount().tool_position(&name) else {
             return Err(McpError::invalid_params(
                 format!("tool not found: {name}"),
                 None,
             ));
         };
-        let Some(handler) = spec.handler.clone() else {
+        let tool = &self.mount().tools()[position];
+        let Some(handler) = tool.spec.handler.clone() else {
             return Err(McpError::internal_error(
                 format!("tool {name} has no handler"),
                 None,
             ));
         };
-        let timeout = self.timeout_for(&name, spec.timeout);
-        let as_task = super::tasks::runs_as_task(spec.task_support, &context)?;
+        let Some(in_flight) = self.shared.drain.enter() else {
+            return Ok(convert::failure(&shutting_down(&name)).into());
+        };
+        let timeout = self
+            .shared
+            .timeouts
+            .get(&position)
+            .copied()
+            .unwrap_or(tool.spec.timeout);
+        let as_task = super::tasks::runs_as_task(tool.spec.task_support, &context)?;
         let cancel = context.ct.child_token();
         let progress = context.meta.get_progress_token().map(|token| {
             Arc::new(PeerProgress {
@@ -149,18 +157,28 @@ impl McpHandler {
         let ctx =
             ToolCtx::new(progress, cancel.clone()).with_client(self.client_link(&context), inputs);
         let started = Instant::now();
+        // The handler is called inside the guarded future, so a panic while it builds its future is caught too.
+        let guarded = super::panic::caught(async move { handler(args, ctx).await });
+        let mut panicked = false;
         let outcome = tokio::select! {
-            result = tokio::time::timeout(timeout, handler(args, ctx)) => match result {
-                Ok(outcome) => outcome,
+            result = tokio::time::timeout(timeout, guarded) => match result {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(panic)) => {
+                    panicked = true;
+                    Err(internal_panic(&name, &panic))
+                }
                 Err(_) => Err(timed_out(&name, timeout)),
             },
             () = context.ct.cancelled() => Err(ToolError::cancelled(format!("`{name}` was cancelled by the client"))),
         };
         // Whatever the handler left running (a link request, a wait) learns it is no longer wanted.
         cancel.cancel();
+        self.shared.drain.answered(in_flight);
         self.shared.metrics.record_call(
+            self.mount().bridge_label(tool),
             &name,
             outcome.as_ref().err().map(ToolError::code),
+            panicked,
             started.elapsed(),
         );
         match outcome {
@@ -204,8 +222,7 @@ impl McpHandler {
     }
 
     async fn read(&self, uri: &str) -> Result<ResourceContents, McpError> {
-        let events = self.bridge().events();
-        if let Some(stream) = events.by_uri(uri) {
+        if let Some(stream) = self.mount().stream_by_uri(uri) {
             let body = serde_json::json!({
                 "stream": stream.name(),
                 "description": stream.description(),
@@ -220,13 +237,12 @@ impl McpHandler {
                 meta: None,
             });
         }
-        if let Some(name) = uri.strip_prefix(&format!("{}://events/", self.bridge().name())) {
-            return Err(McpError::resource_not_found(
-                unknown_stream(events, name).to_string(),
-                None,
-            ));
+        if self.mount().is_event_uri(uri)
+            && let Err(unknown) = self.mount().hubs().resolve(uri)
+        {
+            return Err(McpError::resource_not_found(unknown.to_string(), None));
         }
-        for provider in &self.bridge().inner.providers {
+        for provider in self.mount().providers() {
             match provider.read(uri).await {
                 Ok(Some(body)) => return Ok(convert::resource_body(uri, body)),
                 Ok(None) => {}
@@ -251,15 +267,10 @@ impl McpHandler {
         if slot.as_ref().is_some_and(|task| !task.is_finished()) {
             return;
         }
-        let mut updates = self.bridge().events().subscribe_updates();
+        let mut updates = self.mount().updates();
         let uris = self.session.uris.clone();
         *slot = Some(tokio::spawn(async move {
-            loop {
-                let uri = match updates.recv().await {
-                    Ok(uri) => uri,
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => return,
-                };
+            while let Some(uri) = updates.next().await {
                 let wanted = uris.lock().map(|set| set.contains(&uri)).unwrap_or(false);
                 if wanted
                     && peer
@@ -280,6 +291,23 @@ fn stateless_era(context: &RequestContext<RoleServer>) -> bool {
     context
         .protocol_version()
         .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
+fn internal_panic(name: &str, panic: &str) -> ToolError {
+    tracing::error!(tool = %name, panic = %panic, "a tool handler panicked; answered E_INTERNAL");
+    ToolError::internal(format!("`{name}` failed with an internal error (a bug in the bridge): {panic}"))
+        .with_hint(
+            "the call may or may not have reached the live system: check its state before retrying; report the bug \
+             with the bridge's log",
+        )
+}
+
+fn shutting_down(name: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::Busy,
+        format!("the server is shutting down; `{name}` was not started"),
+    )
+    .with_hint("start the server again, then call again")
 }
 
 pub(crate) fn timed_out(name: &str, timeout: Duration) -> ToolError {
@@ -325,16 +353,19 @@ impl ServerHandler for McpHandler {
             .enable_resources()
             .enable_resources_subscribe()
             .build();
-        if !self.bridge().inner.prompts.is_empty() {
+        if !self.mount().prompts().is_empty() {
             capabilities.prompts = Some(PromptsCapability::default());
         }
-        super::tasks::advertise(&mut capabilities, &self.bridge().inner.tools);
+        super::tasks::advertise(
+            &mut capabilities,
+            self.mount().tools().iter().map(|t| &t.spec),
+        );
         let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
-            format!("mcp-bridges-{}", self.bridge().name()),
-            self.bridge().version(),
+            self.mount().server_name(),
+            self.mount().version(),
         ));
-        if let Some(instructions) = &self.bridge().inner.instructions {
-            info = info.with_instructions(instructions.clone());
+        if let Some(instructions) = self.mount().instructions() {
+            info = info.with_instructions(instructions.to_owned());
         }
         info
     }
@@ -370,8 +401,8 @@ impl ServerHandler for McpHandler {
 
     // rmcp asks for a tool on every HTTP request (to check `Mcp-Param-*` headers against its schema).
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        let index = self.bridge().inner.tool_index.get(name)?;
-        self.shared.tools.get(*index).cloned()
+        let index = self.mount().tool_position(name)?;
+        self.shared.tools.get(index).cloned()
     }
 
     async fn call_tool(
@@ -414,11 +445,9 @@ impl ServerHandler for McpHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let mut resources: Vec<_> = self
-            .bridge()
-            .events()
+            .mount()
             .streams()
-            .iter()
-            .map(|s| {
+            .map(|(_, s)| {
                 convert::resource(&crate::resource::ResourceInfo {
                     uri: s.uri().to_owned(),
                     name: format!("events/{}", s.name()),
@@ -427,7 +456,7 @@ impl ServerHandler for McpHandler {
                 })
             })
             .collect();
-        for provider in &self.bridge().inner.providers {
+        for provider in self.mount().providers() {
             match provider.list().await {
                 Ok(list) => resources.extend(list.iter().map(convert::resource)),
                 // One unreachable live system must not hide the others' resources.
@@ -443,10 +472,8 @@ impl ServerHandler for McpHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let templates = self
-            .bridge()
-            .inner
-            .providers
-            .iter()
+            .mount()
+            .providers()
             .flat_map(|p| p.templates())
             .map(|t| convert::resource_template(&t))
             .collect();
@@ -458,7 +485,13 @@ impl ServerHandler for McpHandler {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let contents = self.read(&request.uri).await?;
+        // A resource provider is bridge code too: its panic must still be answered.
+        let contents = super::panic::caught(self.read(&request.uri))
+            .await
+            .map_err(|panic| {
+                tracing::error!(uri = %request.uri, panic = %panic, "a resource provider panicked");
+                McpError::internal_error(format!("reading {} failed: {panic}", request.uri), None)
+            })??;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
@@ -467,18 +500,13 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        if self.bridge().inner.prompts.is_empty() {
+        if self.mount().prompts().is_empty() {
             return Err(McpError::method_not_found::<
                 rmcp::model::ListPromptsRequestMethod,
             >());
         }
         Ok(ListPromptsResult::with_all_items(
-            self.bridge()
-                .inner
-                .prompts
-                .iter()
-                .map(convert::prompt)
-                .collect(),
+            self.mount().prompts().iter().map(convert::prompt).collect(),
         ))
     }
 
@@ -488,9 +516,8 @@ impl ServerHandler for McpHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         let Some(spec) = self
-            .bridge()
-            .inner
-            .prompts
+            .mount()
+            .prompts()
             .iter()
             .find(|p| p.name == request.name)
         else {
@@ -609,18 +636,18 @@ impl ServerHandler for McpHandler {
             .unwrap_or_default()
             .into_iter()
             .collect();
-        let mut updates = self.bridge().events().subscribe_updates();
+        let mut updates = self.mount().updates();
         loop {
             tokio::select! {
                 () = cx.cancelled() => return Ok(()),
-                received = updates.recv() => match received {
-                    Ok(uri) if uris.contains(&uri) => {
+                received = updates.next() => match received {
+                    Some(uri) if uris.contains(&uri) => {
                         if cx.sink().notify_resource_updated(uri).await.is_err() {
                             return Ok(());
                         }
                     }
-                    Ok(_) | Err(RecvError::Lagged(_)) => {}
-                    Err(RecvError::Closed) => return Ok(()),
+                    Some(_) => {}
+                    None => return Ok(()),
                 },
             }
         }

@@ -97,6 +97,7 @@ pub(crate) async fn serve(
         .with_allowed_hosts(Vec::<String>::new())
         .with_allowed_origins(Vec::<String>::new());
     let factory_shared = shared.clone();
+    let drain = shared.drain.clone();
     let sessions = SessionLimit::new(options.max_sessions);
     let factory_sessions = sessions.clone();
     // rmcp reaps a session idle for `keep_alive`; the slot it held under `sessions` goes with it.
@@ -116,11 +117,16 @@ pub(crate) async fn serve(
         access: Arc::new(options.access()?),
         sessions: sessions.clone(),
     };
+    // A call counts as in flight until its response body has been sent: shutdown waits for it.
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(
             sessions,
             super::edges::jsonrpc_edges,
+        ))
+        .layer(middleware::from_fn_with_state(
+            drain.clone(),
+            super::drain::hold_until_sent,
         ));
     let app = Router::new()
         .route("/health", get(health))
@@ -141,21 +147,23 @@ pub(crate) async fn serve(
         result = &mut server => return result.map_err(ServeError::Io),
         () = shutdown.cancelled() => {}
     }
-    // Stop accepting at once; let in-flight calls finish within the grace period; then end the streams.
-    match tokio::time::timeout(grace, &mut server).await {
-        Ok(result) => {
+    // Stop accepting at once; let calls in flight finish within the grace period; then end the streams (an
+    // open legacy-session stream would otherwise hold the server for the whole grace).
+    tokio::select! {
+        result = &mut server => {
             service_token.cancel();
-            result.map_err(ServeError::Io)
+            return result.map_err(ServeError::Io);
         }
-        Err(_) => {
-            tracing::warn!(
-                "in-flight requests still running after {} ms; closing them",
-                grace.as_millis()
-            );
-            service_token.cancel();
-            Ok(())
-        }
+        _ = drain.close(grace) => {}
     }
+    service_token.cancel();
+    if tokio::time::timeout(grace, &mut server).await.is_err() {
+        tracing::warn!(
+            "connections still open {} ms after the streams ended; closing them",
+            grace.as_millis()
+        );
+    }
+    Ok(())
 }
 
 /// Host, Origin and token, on `/mcp`, `/health` and `/metrics` alike: a page on another site must not read
@@ -171,23 +179,19 @@ async fn check_access(State(state): State<AppState>, request: Request, next: Nex
 }
 
 async fn health(State(state): State<AppState>) -> impl IntoResponse {
-    let bridge = &state.shared.bridge;
     let mut body = serde_json::Map::new();
     body.insert("status".into(), "ok".into());
-    body.insert("bridge".into(), bridge.name().into());
-    body.insert("version".into(), bridge.version().into());
     body.insert(
         "mcp_sessions".into(),
         serde_json::json!({ "live": state.sessions.live(), "max": state.sessions.max() }),
     );
-    body.extend(bridge.health());
+    body.extend(state.shared.mount.health());
     axum::Json(serde_json::Value::Object(body))
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let bridge = &state.shared.bridge;
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.shared.metrics.render(bridge.name(), bridge.events()),
+        state.shared.metrics.render(&state.shared.mount),
     )
 }

@@ -3,7 +3,7 @@
 //! A handful of counters do not justify a metrics framework; a mutex-guarded map is cheap next to a tool call.
 
 use crate::error::ErrorCode;
-use crate::events::EventHub;
+use crate::mount::Mount;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -15,11 +15,13 @@ struct ToolStats {
     outcomes: BTreeMap<&'static str, u64>,
     seconds_sum: f64,
     count: u64,
+    panics: u64,
 }
 
 pub(crate) struct Metrics {
     started: Instant,
-    tools: Mutex<BTreeMap<String, ToolStats>>,
+    /// Keyed by (bridge, tool).
+    tools: Mutex<BTreeMap<(String, String), ToolStats>>,
 }
 
 impl Metrics {
@@ -30,11 +32,22 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn record_call(&self, tool: &str, error: Option<ErrorCode>, elapsed: Duration) {
-        let Ok(mut tools) = self.tools.lock() else {
-            return;
+    pub(crate) fn record_call(
+        &self,
+        bridge: &str,
+        tool: &str,
+        error: Option<ErrorCode>,
+        panicked: bool,
+        elapsed: Duration,
+    ) {
+        let mut tools = match self.tools.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
         };
-        let stats = tools.entry(tool.to_owned()).or_default();
+        let stats = tools
+            .entry((bridge.to_owned(), tool.to_owned()))
+            .or_default();
+        stats.panics += u64::from(panicked);
         *stats
             .outcomes
             .entry(error.map_or("ok", ErrorCode::as_str))
@@ -43,18 +56,23 @@ impl Metrics {
         stats.count += 1;
     }
 
-    pub(crate) fn render(&self, bridge: &str, events: &EventHub) -> String {
+    /// Every series carries a `bridge` label: the tool's bridge, or the server's name for the `poll_events`
+    /// that several mounted bridges share.
+    pub(crate) fn render(&self, mount: &Mount) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
             "# HELP mcp_uptime_seconds Seconds since the bridge started."
         );
         let _ = writeln!(out, "# TYPE mcp_uptime_seconds gauge");
-        let _ = writeln!(
-            out,
-            "mcp_uptime_seconds{{bridge=\"{bridge}\"}} {:.3}",
-            self.started.elapsed().as_secs_f64()
-        );
+        let uptime = self.started.elapsed().as_secs_f64();
+        for bridge in mount.bridges() {
+            let _ = writeln!(
+                out,
+                "mcp_uptime_seconds{{bridge=\"{}\"}} {uptime:.3}",
+                bridge.name()
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP mcp_tool_calls_total Tool calls by outcome (ok or error code)."
@@ -64,28 +82,40 @@ impl Metrics {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        for (tool, stats) in tools.iter() {
+        for ((bridge, tool), stats) in tools.iter() {
             for (outcome, n) in &stats.outcomes {
                 let _ = writeln!(
                     out,
-                    "mcp_tool_calls_total{{tool=\"{tool}\",outcome=\"{outcome}\"}} {n}"
+                    "mcp_tool_calls_total{{bridge=\"{bridge}\",tool=\"{tool}\",outcome=\"{outcome}\"}} {n}"
                 );
             }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_tool_panics_total Tool calls whose handler panicked (answered E_INTERNAL)."
+        );
+        let _ = writeln!(out, "# TYPE mcp_tool_panics_total counter");
+        for ((bridge, tool), stats) in tools.iter().filter(|(_, s)| s.panics > 0) {
+            let _ = writeln!(
+                out,
+                "mcp_tool_panics_total{{bridge=\"{bridge}\",tool=\"{tool}\"}} {}",
+                stats.panics
+            );
         }
         let _ = writeln!(
             out,
             "# HELP mcp_tool_call_seconds Time spent in tool calls."
         );
         let _ = writeln!(out, "# TYPE mcp_tool_call_seconds summary");
-        for (tool, stats) in tools.iter() {
+        for ((bridge, tool), stats) in tools.iter() {
             let _ = writeln!(
                 out,
-                "mcp_tool_call_seconds_sum{{tool=\"{tool}\"}} {:.6}",
+                "mcp_tool_call_seconds_sum{{bridge=\"{bridge}\",tool=\"{tool}\"}} {:.6}",
                 stats.seconds_sum
             );
             let _ = writeln!(
                 out,
-                "mcp_tool_call_seconds_count{{tool=\"{tool}\"}} {}",
+                "mcp_tool_call_seconds_count{{bridge=\"{bridge}\",tool=\"{tool}\"}} {}",
                 stats.count
             );
         }
@@ -94,10 +124,11 @@ impl Metrics {
             "# HELP bridge_events_published_total Events published per stream."
         );
         let _ = writeln!(out, "# TYPE bridge_events_published_total counter");
-        for stream in events.streams() {
+        for (bridge, stream) in mount.streams() {
             let _ = writeln!(
                 out,
-                "bridge_events_published_total{{stream=\"{}\"}} {}",
+                "bridge_events_published_total{{bridge=\"{}\",stream=\"{}\"}} {}",
+                bridge.name(),
                 stream.name(),
                 stream.published_total()
             );

@@ -35,8 +35,14 @@ pub(crate) type Round =
 
 /// Declares the extension when at least one tool can run as a task; a server without such tools keeps the
 /// `tasks/*` methods unimplemented (-32601).
-pub(crate) fn advertise(capabilities: &mut ServerCapabilities, tools: &[ToolSpec]) {
-    if tools.iter().any(|t| t.task_support != TaskSupport::Never) {
+pub(crate) fn advertise<'a>(
+    capabilities: &mut ServerCapabilities,
+    tools: impl IntoIterator<Item = &'a ToolSpec>,
+) {
+    if tools
+        .into_iter()
+        .any(|t| t.task_support != TaskSupport::Never)
+    {
         capabilities
             .extensions
             .get_or_insert_with(Default::default)
@@ -432,8 +438,10 @@ pub(crate) async fn call(
     };
     if let Some(outcome) = outcome {
         shared.metrics.record_call(
+            shared.mount.label_of(&name),
             &name,
             outcome.as_ref().err().map(ToolError::code),
+            false,
             started.elapsed(),
         );
         return match outcome {
@@ -484,8 +492,10 @@ async fn drive(
         let settled = match outcome {
             Ok(outcome) => {
                 shared.metrics.record_call(
+                    shared.mount.label_of(&name),
                     &name,
                     outcome.as_ref().err().map(ToolError::code),
+                    false,
                     started.elapsed(),
                 );
                 settle(outcome)

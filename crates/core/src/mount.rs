@@ -1,0 +1,431 @@
+//! What one MCP server serves: one bridge, or several side by side under one tool namespace, one
+//! `poll_events`, and every bridge's resources, prompts and instructions.
+
+use crate::bridge::poll_events::{self, Hubs};
+use crate::bridge::{Bridge, PromptSpec};
+use crate::events::EventStream;
+use crate::resource::ResourceProvider;
+use crate::tool::ToolSpec;
+use futures::{Stream, StreamExt};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_stream::wrappers::BroadcastStream;
+
+/// The naming rule for several mounted bridges, as `--help` and the README state it.
+pub const NAMING_RULE: &str = "A tool keeps its name unless another mounted bridge has a tool of the same \
+name; then each of them is named `<bridge>_<tool>` (bitburner's `status` becomes `bitburner_status`) and its \
+description says so. One `poll_events` reads every bridge's event streams, named `<bridge>/<stream>` or by \
+their resource URI. `--tool-timeout` takes a tool's mounted name or `<bridge>/<tool>`.";
+
+/// The server name of a mount of several bridges (a single bridge is `mcp-bridges-<name>`).
+pub const MULTI_SERVER_NAME: &str = "mcp-bridges";
+
+/// One or several bridges, ready to serve. Cheap to clone.
+#[derive(Clone)]
+pub struct Mount {
+    inner: Arc<MountInner>,
+}
+
+struct MountInner {
+    server_name: String,
+    version: String,
+    instructions: Option<String>,
+    bridges: Vec<Bridge>,
+    tools: Vec<MountedTool>,
+    tool_index: HashMap<String, usize>,
+    prompts: Vec<PromptSpec>,
+    hubs: Hubs,
+}
+
+/// A tool under its mounted name.
+pub(crate) struct MountedTool {
+    pub spec: ToolSpec,
+    /// The bridge it belongs to; `None` for the shared `poll_events` of several bridges.
+    pub bridge: Option<usize>,
+    /// Its name within its bridge.
+    pub original: String,
+}
+
+/// Why bridges cannot be mounted together.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("no bridge to serve: name at least one")]
+    Empty,
+    #[error("bridge `{0}` is mounted twice")]
+    DuplicateBridge(String),
+    #[error(
+        "tool `{0}` exists twice even after prefixing colliding names with their bridge's name; rename a tool"
+    )]
+    Collision(String),
+}
+
+impl From<Bridge> for Mount {
+    fn from(bridge: Bridge) -> Self {
+        let tools = bridge
+            .inner
+            .tools
+            .iter()
+            .map(|spec| MountedTool {
+                original: spec.name.clone(),
+                spec: spec.clone(),
+                bridge: Some(0),
+            })
+            .collect();
+        let hubs = Hubs::new(vec![(bridge.name().to_owned(), bridge.events().clone())]);
+        Self {
+            inner: Arc::new(MountInner {
+                server_name: format!("mcp-bridges-{}", bridge.name()),
+                version: bridge.version().to_owned(),
+                instructions: bridge.inner.instructions.clone(),
+                tool_index: bridge.inner.tool_index.clone(),
+                prompts: bridge.inner.prompts.clone(),
+                tools,
+                hubs,
+                bridges: vec![bridge],
+            }),
+        }
+    }
+}
+
+impl Mount {
+    /// Mounts `bridges` side by side under [`NAMING_RULE`]. One bridge is served exactly as on its own.
+    pub fn new(mut bridges: Vec<Bridge>) -> Result<Self, MountError> {
+        if bridges.len() <= 1 {
+            return bridges.pop().map(Self::from).ok_or(MountError::Empty);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for b in &bridges {
+            if !seen.insert(b.name()) {
+                return Err(MountError::DuplicateBridge(b.name().to_owned()));
+            }
+        }
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for b in &bridges {
+            for t in b.inner.tools.iter().filter(|t| t.name != POLL_EVENTS) {
+                *count.entry(t.name.as_str()).or_default() += 1;
+            }
+        }
+        let mut tools = Vec::new();
+        for (i, b) in bridges.iter().enumerate() {
+            for t in b.inner.tools.iter().filter(|t| t.name != POLL_EVENTS) {
+                let mut spec = t.clone();
+                if count.get(t.name.as_str()).copied().unwrap_or(0) > 1 {
+                    spec.name = format!("{}_{}", b.name(), t.name);
+                    spec.description = format!(
+                        "{} (Bridge `{}`'s tool `{}`, renamed because another mounted bridge has a tool of that \
+                         name.)",
+                        t.description,
+                        b.name(),
+                        t.name
+                    );
+                }
+                tools.push(MountedTool {
+                    spec,
+                    bridge: Some(i),
+                    original: t.name.clone(),
+                });
+            }
+        }
+        let hubs = Hubs::new(
+            bridges
+                .iter()
+                .map(|b| (b.name().to_owned(), b.events().clone()))
+                .collect(),
+        );
+        if bridges.iter().any(|b| !b.events().streams().is_empty()) {
+            tools.push(MountedTool {
+                spec: poll_events::tool(hubs.clone()),
+                bridge: None,
+                original: POLL_EVENTS.to_owned(),
+            });
+        }
+        let mut tool_index = HashMap::new();
+        for (i, t) in tools.iter().enumerate() {
+            if tool_index.insert(t.spec.name.clone(), i).is_some() {
+                return Err(MountError::Collision(t.spec.name.clone()));
+            }
+        }
+        let prompts = bridges
+            .iter()
+            .flat_map(|b| b.inner.prompts.iter().cloned())
+            .collect();
+        Ok(Self {
+            inner: Arc::new(MountInner {
+                server_name: MULTI_SERVER_NAME.to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                instructions: Some(combined_instructions(&bridges)),
+                bridges,
+                tools,
+                tool_index,
+                prompts,
+                hubs,
+            }),
+        })
+    }
+
+    pub fn server_name(&self) -> &str {
+        &self.inner.server_name
+    }
+
+    pub fn version(&self) -> &str {
+        &self.inner.version
+    }
+
+    pub fn bridges(&self) -> &[Bridge] {
+        &self.inner.bridges
+    }
+
+    /// The tool names clients see, in `tools/list` order.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.inner
+            .tools
+            .iter()
+            .map(|t| t.spec.name.as_str())
+            .collect()
+    }
+
+    pub(crate) fn instructions(&self) -> Option<&str> {
+        self.inner.instructions.as_deref()
+    }
+
+    pub(crate) fn tools(&self) -> &[MountedTool] {
+        &self.inner.tools
+    }
+
+    pub(crate) fn tool_position(&self, name: &str) -> Option<usize> {
+        self.inner.tool_index.get(name).copied()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn tool(&self, name: &str) -> Option<&MountedTool> {
+        self.tool_position(name).map(|i| &self.inner.tools[i])
+    }
+
+    pub(crate) fn prompts(&self) -> &[PromptSpec] {
+        &self.inner.prompts
+    }
+
+    pub(crate) fn hubs(&self) -> &Hubs {
+        &self.inner.hubs
+    }
+
+    /// The label of `tool` in metrics: its bridge's name, or the server's for the shared `poll_events`.
+    pub(crate) fn bridge_label(&self, tool: &MountedTool) -> &str {
+        tool.bridge
+            .and_then(|i| self.inner.bridges.get(i))
+            .map_or(self.server_name(), Bridge::name)
+    }
+
+    /// [`bridge_label`](Self::bridge_label) of the tool mounted as `name`.
+    pub(crate) fn label_of(&self, name: &str) -> &str {
+        self.tool_position(name).map_or(self.server_name(), |i| {
+            self.bridge_label(&self.inner.tools[i])
+        })
+    }
+
+    pub(crate) fn providers(&self) -> impl Iterator<Item = &Arc<dyn ResourceProvider>> {
+        self.inner
+            .bridges
+            .iter()
+            .flat_map(|b| b.inner.providers.iter())
+    }
+
+    pub(crate) fn streams(&self) -> impl Iterator<Item = (&Bridge, EventStream)> {
+        self.inner
+            .bridges
+            .iter()
+            .flat_map(|b| b.events().streams().into_iter().map(move |s| (b, s)))
+    }
+
+    /// The stream behind an event resource URI.
+    pub(crate) fn stream_by_uri(&self, uri: &str) -> Option<EventStream> {
+        self.inner
+            .bridges
+            .iter()
+            .find_map(|b| b.events().by_uri(uri))
+    }
+
+    /// Whether `uri` is in some bridge's event namespace (`<bridge>://events/...`).
+    pub(crate) fn is_event_uri(&self, uri: &str) -> bool {
+        self.inner.bridges.iter().any(|b| {
+            uri.strip_prefix(b.name())
+                .is_some_and(|rest| rest.starts_with("://events/"))
+        })
+    }
+
+    /// Every bridge's "resource changed" notices, merged; a subscriber that lags skips notices, which is
+    /// harmless (a notice only says "read again").
+    pub(crate) fn updates(&self) -> impl Stream<Item = String> + Send + Unpin + 'static {
+        futures::stream::select_all(self.inner.bridges.iter().map(|b| {
+            BroadcastStream::new(b.events().subscribe_updates())
+                .filter_map(|r| std::future::ready(r.ok()))
+        }))
+    }
+
+    /// `--tool-timeout` entries by mounted tool position: a key is a mounted name or `<bridge>/<tool>`. Keys
+    /// that name no tool are returned apart, for a warning.
+    pub(crate) fn resolve_timeouts(
+        &self,
+        entries: &[(String, Duration)],
+    ) -> (HashMap<usize, Duration>, Vec<String>) {
+        let mut resolved = HashMap::new();
+        let mut unknown = Vec::new();
+        for (key, timeout) in entries {
+            let position = self.tool_position(key).or_else(|| {
+                let (bridge, tool) = key.split_once('/')?;
+                self.inner.tools.iter().position(|t| {
+                    t.original == tool
+                        && t.bridge
+                            .is_some_and(|i| self.inner.bridges[i].name() == bridge)
+                })
+            });
+            match position {
+                Some(i) => {
+                    resolved.insert(i, *timeout);
+                }
+                None => unknown.push(key.clone()),
+            }
+        }
+        (resolved, unknown)
+    }
+
+    /// The bridges' part of `GET /health`: one bridge's fields at the top level, as when served alone; several
+    /// under `bridges.<name>`.
+    pub(crate) fn health(&self) -> Map<String, Value> {
+        let mut body = Map::new();
+        match self.inner.bridges.as_slice() {
+            [bridge] => {
+                body.insert("bridge".into(), bridge.name().into());
+                body.insert("version".into(), bridge.version().into());
+                body.extend(bridge.health());
+            }
+            bridges => {
+                body.insert("bridge".into(), self.server_name().into());
+                body.insert("version".into(), self.version().into());
+                let parts = bridges
+                    .iter()
+                    .map(|b| {
+                        let mut part = Map::new();
+                        part.insert("version".into(), b.version().into());
+                        part.extend(b.health());
+                        (b.name().to_owned(), Value::Object(part))
+                    })
+                    .collect();
+                body.insert("bridges".into(), Value::Object(parts));
+            }
+        }
+        body
+    }
+}
+
+const POLL_EVENTS: &str = "poll_events";
+
+fn combined_instructions(bridges: &[Bridge]) -> String {
+    let names: Vec<&str> = bridges.iter().map(Bridge::name).collect();
+    let mut text = format!(
+        "This server mounts several bridges: {}. {NAMING_RULE}",
+        names.join(", ")
+    );
+    for b in bridges {
+        if let Some(own) = &b.inner.instructions {
+            text.push_str(&format!("\n\n## {}\n{own}", b.name()));
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::{NoArgs, ToolCtx};
+
+    fn bridge(name: &str, tools: &[&str], stream: Option<&str>) -> Bridge {
+        let mut b = Bridge::builder(name, "1.0");
+        b.instructions(format!("use {name}"));
+        for t in tools {
+            b.tool(
+                ToolSpec::new(*t, format!("{name} {t}"))
+                    .handler(|_: NoArgs, _: ToolCtx| async { Ok(serde_json::json!({})) }),
+            );
+        }
+        if let Some(s) = stream {
+            b.events().stream(s, "", 4);
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn one_bridge_is_served_as_alone() {
+        let m = Mount::new(vec![bridge("a", &["status"], Some("chat"))]).unwrap();
+        assert_eq!(m.server_name(), "mcp-bridges-a");
+        assert_eq!(m.tool_names(), ["status", "poll_events"]);
+        assert_eq!(m.instructions(), Some("use a"));
+        assert_eq!(m.health()["bridge"], "a");
+    }
+
+    #[test]
+    fn colliding_names_are_prefixed_and_say_so() {
+        let m = Mount::new(vec![
+            bridge("a", &["status", "only_a"], Some("chat")),
+            bridge("b", &["status"], Some("chat")),
+        ])
+        .unwrap();
+        assert_eq!(m.server_name(), MULTI_SERVER_NAME);
+        assert_eq!(
+            m.tool_names(),
+            ["a_status", "only_a", "b_status", "poll_events"],
+            "one poll_events for both"
+        );
+        let renamed = &m.tool("b_status").unwrap().spec.description;
+        assert!(
+            renamed.starts_with("b status") && renamed.contains("renamed"),
+            "{renamed}"
+        );
+        assert!(
+            !m.tool("only_a")
+                .unwrap()
+                .spec
+                .description
+                .contains("renamed")
+        );
+        let text = m.instructions().unwrap();
+        assert!(
+            text.contains("## a\nuse a") && text.contains("## b\nuse b"),
+            "{text}"
+        );
+        assert!(m.health()["bridges"]["b"].is_object());
+    }
+
+    #[test]
+    fn a_prefixed_name_that_still_collides_is_refused() {
+        let result = Mount::new(vec![
+            bridge("a", &["status", "b_status"], None),
+            bridge("b", &["status"], None),
+        ]);
+        assert!(matches!(result, Err(MountError::Collision(n)) if n == "b_status"));
+        let twice = Mount::new(vec![bridge("a", &[], None), bridge("a", &[], None)]);
+        assert!(matches!(twice, Err(MountError::DuplicateBridge(_))));
+    }
+
+    #[test]
+    fn timeouts_resolve_by_mounted_name_or_bridge_and_tool() {
+        let m = Mount::new(vec![
+            bridge("a", &["status", "x"], None),
+            bridge("b", &["status"], None),
+        ])
+        .unwrap();
+        let ms = Duration::from_millis;
+        let (resolved, unknown) = m.resolve_timeouts(&[
+            ("b/status".into(), ms(1)),
+            ("a_status".into(), ms(2)),
+            ("x".into(), ms(3)),
+            ("status".into(), ms(4)),
+        ]);
+        assert_eq!(resolved[&m.tool_position("b_status").unwrap()], ms(1));
+        assert_eq!(resolved[&m.tool_position("a_status").unwrap()], ms(2));
+        assert_eq!(resolved[&m.tool_position("x").unwrap()], ms(3));
+        assert_eq!(unknown, ["status"], "ambiguous once renamed");
+    }
+}
