@@ -349,6 +349,17 @@ impl TaskStore {
     }
 }
 
+/// Counts a task's call once its handler has settled, as `run_tool` counts a plain call.
+fn record(shared: &Shared, name: &str, outcome: &Result<Outcome, ToolError>, started: Instant) {
+    shared.metrics.record_call(
+        shared.mount.label_of(name),
+        name,
+        outcome.as_ref().err().map(ToolError::code),
+        false,
+        started.elapsed(),
+    );
+}
+
 fn unknown(id: &str) -> McpError {
     McpError::invalid_params(
         format!("taskId: no task {id} (unknown, or forgotten after its TTL)"),
@@ -437,13 +448,7 @@ pub(crate) async fn call(
         Poll::Pending => None,
     };
     if let Some(outcome) = outcome {
-        shared.metrics.record_call(
-            shared.mount.label_of(&name),
-            &name,
-            outcome.as_ref().err().map(ToolError::code),
-            false,
-            started.elapsed(),
-        );
+        record(&shared, &name, &outcome, started);
         return match outcome {
             Ok(Outcome::Done(output)) => Ok(convert::success(output).into()),
             Ok(Outcome::InputRequired(input)) => Ok(shared.seal.input_required(input)?.into()),
@@ -491,13 +496,7 @@ async fn drive(
         };
         let settled = match outcome {
             Ok(outcome) => {
-                shared.metrics.record_call(
-                    shared.mount.label_of(&name),
-                    &name,
-                    outcome.as_ref().err().map(ToolError::code),
-                    false,
-                    started.elapsed(),
-                );
+                record(&shared, &name, &outcome, started);
                 settle(outcome)
             }
             Err(join) => Settled::Done(failed(&McpError::internal_error(
