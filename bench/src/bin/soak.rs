@@ -27,7 +27,9 @@ use tokio_tungstenite::tungstenite::Message;
 const MODERN_VERSION: &str = "2026-07-28";
 
 #[derive(Parser, Debug)]
-#[command(about = "Soak a running mcp-bridges computercraft: calls, chunk attack, event flood, idle sockets")]
+#[command(
+    about = "Soak a running mcp-bridges computercraft: calls, chunk attack, event flood, idle sockets"
+)]
 struct Args {
     /// The mcp-bridges binary; default: next to this one.
     #[arg(long)]
@@ -285,7 +287,8 @@ impl Computer {
             .await
             .context("linking")?;
         let (mut sink, mut stream) = ws.split();
-        let hello = json!({"type": "hello", "protocol": 1, "computerId": id, "computerLabel": "soak"});
+        let hello =
+            json!({"type": "hello", "protocol": 1, "computerId": id, "computerLabel": "soak"});
         sink.send(Message::text(hello.to_string())).await?;
         let answer = tokio::time::timeout(Duration::from_secs(10), stream.next())
             .await
@@ -311,7 +314,8 @@ impl Computer {
                     continue;
                 };
                 if f["type"] == "request" && f["method"] == "ping" {
-                    let r = json!({"type": "response", "id": f["id"], "ok": true, "result": "pong"});
+                    let r =
+                        json!({"type": "response", "id": f["id"], "ok": true, "result": "pong"});
                     if reply.send(Message::text(r.to_string())).await.is_err() {
                         break;
                     }
@@ -427,6 +431,7 @@ fn closed_by_server(conns: &[TcpStream]) -> usize {
 }
 
 async fn idle_phase(
+    pid: u32,
     mcp: &Mcp,
     mcp_port: u16,
     link_port: u16,
@@ -452,6 +457,8 @@ async fn idle_phase(
     let t = Instant::now();
     let call = mcp.call("list_computers", json!({})).await;
     let latency = t.elapsed();
+    let (rss, _) = mem(pid)?;
+    println!("  while held: bridge fds {}, rss {}", fds(pid), mib(rss));
     match &call {
         Ok(_) => println!(
             "  real call while held: ok in {:.2} ms",
@@ -514,7 +521,12 @@ async fn main() -> Result<()> {
     let mut child = tokio::process::Command::new(&bridge)
         .args(["computercraft", "--http", "--mcp-host", "127.0.0.1"])
         .args(["--mcp-port", &mcp_port.to_string()])
-        .args(["--link-host", "127.0.0.1", "--link-port", &link_port.to_string()])
+        .args([
+            "--link-host",
+            "127.0.0.1",
+            "--link-port",
+            &link_port.to_string(),
+        ])
         .env("RUST_LOG", "error")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -581,6 +593,7 @@ async fn main() -> Result<()> {
             pid,
             bound,
             idle_phase(
+                pid,
                 &mcp,
                 mcp_port,
                 link_port,
