@@ -46,34 +46,33 @@ async fn a_config_file_mounts_its_bridges_with_their_settings() {
     assert_eq!(server.exit_code().await, Some(0));
 }
 
-#[test]
-fn a_bad_value_in_the_file_names_its_key_variable_and_range() {
-    let path = write_config(
-        "bad.toml",
-        "bridges = [\"bitburner\"]\n[bitburner]\ngame-port = 70000\n",
-    );
+/// Starts `serve --config` with a file of `contents`; asserts the start is refused (exit 2) and returns stderr.
+fn refused_config(name: &str, contents: &str) -> String {
+    let path = write_config(name, contents);
     let out = std::process::Command::new(support::BIN)
         .args(["serve", "--config", path.to_str().unwrap()])
         .env_clear()
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{stderr}");
+    stderr
+}
+
+#[test]
+fn a_bad_value_in_the_file_names_its_key_variable_and_range() {
+    let stderr = refused_config(
+        "bad.toml",
+        "bridges = [\"bitburner\"]\n[bitburner]\ngame-port = 70000\n",
+    );
     for expected in ["--game-port", "BITBURNER_PORT", "0 to 65535", "bad.toml"] {
         assert!(stderr.contains(expected), "{expected} in {stderr}");
     }
 
-    let path = write_config(
+    let stderr = refused_config(
         "typo.toml",
         "bridges = [\"bitburner\"]\n[bitburner]\ngame-prot = 1\n",
     );
-    let out = std::process::Command::new(support::BIN)
-        .args(["serve", "--config", path.to_str().unwrap()])
-        .env_clear()
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("unknown key `game-prot` in [bitburner]"),
         "{stderr}"
