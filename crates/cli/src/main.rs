@@ -51,6 +51,8 @@ bridges! {
     Bitburner => bridge_bitburner::Bitburner,
     /// ComputerCraft: run Lua, move turtles and manage files on CC:Tweaked computers.
     Computercraft => bridge_computercraft::ComputerCraft,
+    /// Sandbox: disposable code sandboxes (Bouvet's tools), isolated by Linux namespaces.
+    Sandbox => bridge_sandbox::Sandbox,
 }
 
 #[derive(Parser)]

@@ -120,7 +120,10 @@ where
     let reaper = tokio::spawn(reaper(Arc::clone(&agent.procs)));
     let (tx, mut rx) = mpsc::channel::<Reply>(OUT_QUEUE);
     let writer = tokio::spawn(async move {
-        let mut frames = FramedWrite::new(write, FrameCodec::new(Framing::LengthPrefixed, MAX_FRAME_BYTES));
+        let mut frames = FramedWrite::new(
+            write,
+            FrameCodec::new(Framing::LengthPrefixed, MAX_FRAME_BYTES),
+        );
         while let Some(reply) = rx.recv().await {
             let text = match serde_json::to_string(&reply) {
                 Ok(t) => t,
@@ -136,13 +139,20 @@ where
         let _ = frames.get_mut().shutdown().await;
     });
     let out = Out(tx);
-    let mut frames = FramedRead::new(read, FrameCodec::new(Framing::LengthPrefixed, MAX_FRAME_BYTES));
+    let mut frames = FramedRead::new(
+        read,
+        FrameCodec::new(Framing::LengthPrefixed, MAX_FRAME_BYTES),
+    );
     while let Some(frame) = frames.next().await {
         let text = match frame {
             Ok(t) => t,
             Err(e) => {
                 // After a framing error the stream cannot be resynchronised: say why and stop.
-                out.send(0, Body::error(ErrorKind::Invalid, format!("bad frame: {e}"))).await;
+                out.send(
+                    0,
+                    Body::error(ErrorKind::Invalid, format!("bad frame: {e}")),
+                )
+                .await;
                 break;
             }
         };
@@ -155,7 +165,11 @@ where
                     .ok()
                     .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64))
                     .unwrap_or(0);
-                out.send(id, Body::error(ErrorKind::Invalid, format!("bad request: {e}"))).await;
+                out.send(
+                    id,
+                    Body::error(ErrorKind::Invalid, format!("bad request: {e}")),
+                )
+                .await;
             }
         }
     }
@@ -173,14 +187,19 @@ async fn handle(agent: Arc<Agent>, req: Request, out: Out) {
         Op::Hello => Body::Hello(agent.hello()),
         Op::Exec(spec) => return exec::run(agent, id, *spec, out).await,
         Op::Stdin { target, data, eof } => stdin(&agent, target, data, eof).await,
-        Op::Signal { target, signal } => match (agent.procs.get(target), Signal::try_from(signal)) {
-            (_, Err(_)) => Body::error(ErrorKind::Invalid, format!("signal {signal} is not a signal")),
-            (None, _) => not_running(target),
-            (Some(p), Ok(sig)) => {
-                p.signal(sig);
-                Body::Ok { written: 0 }
+        Op::Signal { target, signal } => {
+            match (agent.procs.get(target), Signal::try_from(signal)) {
+                (_, Err(_)) => Body::error(
+                    ErrorKind::Invalid,
+                    format!("signal {signal} is not a signal"),
+                ),
+                (None, _) => not_running(target),
+                (Some(p), Ok(sig)) => {
+                    p.signal(sig);
+                    Body::Ok { written: 0 }
+                }
             }
-        },
+        }
         Op::Status { target } => match agent.procs.get(target) {
             Some(p) => Body::Status(p.report()),
             None => not_running(target),
@@ -189,12 +208,33 @@ async fn handle(agent: Arc<Agent>, req: Request, out: Out) {
             if agent.procs.forget(target) {
                 Body::Ok { written: 0 }
             } else {
-                Body::error(ErrorKind::Invalid, format!("process {target} is unknown or still running"))
+                Body::error(
+                    ErrorKind::Invalid,
+                    format!("process {target} is unknown or still running"),
+                )
             }
         }
-        Op::Read { path, offset, length } => files::read(agent.resolve(&path), offset, length).await,
-        Op::Write { path, data, offset, append, mode } => {
-            files::write(agent.resolve(&path), data, offset, append, mode, agent.config.user).await
+        Op::Read {
+            path,
+            offset,
+            length,
+        } => files::read(agent.resolve(&path), offset, length).await,
+        Op::Write {
+            path,
+            data,
+            offset,
+            append,
+            mode,
+        } => {
+            files::write(
+                agent.resolve(&path),
+                data,
+                offset,
+                append,
+                mode,
+                agent.config.user,
+            )
+            .await
         }
         Op::List { path, depth } => files::list(agent.resolve(&path), depth).await,
     };
@@ -212,7 +252,10 @@ async fn stdin(agent: &Agent, target: u64, data: Vec<u8>, eof: bool) -> Body {
     let slot = agent.stdin_slot(target);
     let mut guard = slot.lock().await;
     let Some(pipe) = guard.as_mut() else {
-        return Body::error(ErrorKind::Invalid, format!("stdin of process {target} is closed"));
+        return Body::error(
+            ErrorKind::Invalid,
+            format!("stdin of process {target} is closed"),
+        );
     };
     if let Err(e) = pipe.write_all(&data).await {
         return Body::error(ErrorKind::Io, format!("writing stdin failed: {e}"));

@@ -47,7 +47,10 @@ async fn start(
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")
+        .env(
+            "PATH",
+            "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+        )
         .env("HOME", &agent.config.workspace)
         .env("LANG", "C.UTF-8")
         .env("TMPDIR", "/tmp")
@@ -78,9 +81,18 @@ async fn start(
             return Err(Body::error(e.kind, e.message));
         }
     };
-    let stdin = child.stdin.take().and_then(|s| pipe::Sender::from_owned_fd(s.into()).ok());
-    let stdout = child.stdout.take().and_then(|s| pipe::Receiver::from_owned_fd(s.into()).ok());
-    let stderr = child.stderr.take().and_then(|s| pipe::Receiver::from_owned_fd(s.into()).ok());
+    let stdin = child
+        .stdin
+        .take()
+        .and_then(|s| pipe::Sender::from_owned_fd(s.into()).ok());
+    let stdout = child
+        .stdout
+        .take()
+        .and_then(|s| pipe::Receiver::from_owned_fd(s.into()).ok());
+    let stderr = child
+        .stderr
+        .take()
+        .and_then(|s| pipe::Receiver::from_owned_fd(s.into()).ok());
     // The reaper owns waiting; the `Child` handle is only dropped.
     drop(child);
     if let Some(stdin) = stdin {
@@ -99,8 +111,24 @@ async fn start(
     }
     let live = (spec.stream && !spec.background).then(|| out.clone());
     let readers = [
-        stdout.map(|r| tokio::spawn(read_into(Arc::clone(&proc), r, StreamName::Stdout, id, live.clone()))),
-        stderr.map(|r| tokio::spawn(read_into(Arc::clone(&proc), r, StreamName::Stderr, id, live.clone()))),
+        stdout.map(|r| {
+            tokio::spawn(read_into(
+                Arc::clone(&proc),
+                r,
+                StreamName::Stdout,
+                id,
+                live.clone(),
+            ))
+        }),
+        stderr.map(|r| {
+            tokio::spawn(read_into(
+                Arc::clone(&proc),
+                r,
+                StreamName::Stderr,
+                id,
+                live.clone(),
+            ))
+        }),
     ];
     let finish = {
         let agent = Arc::clone(agent);
@@ -200,7 +228,9 @@ fn program_argv(
             let Some((interp, suffix)) = interpreter(language) else {
                 return Err(Body::error(
                     ErrorKind::Invalid,
-                    format!("unknown language {language:?}; use python, javascript (node), bash or sh"),
+                    format!(
+                        "unknown language {language:?}; use python, javascript (node), bash or sh"
+                    ),
                 ));
             };
             (interp, suffix, code)

@@ -30,7 +30,10 @@ pub async fn read(path: PathBuf, offset: u64, length: u64) -> Body {
         };
         let size = match f.metadata() {
             Ok(m) if m.is_dir() => {
-                return Body::error(ErrorKind::Invalid, format!("{} is a directory", path.display()));
+                return Body::error(
+                    ErrorKind::Invalid,
+                    format!("{} is a directory", path.display()),
+                );
             }
             Ok(m) => m.len(),
             Err(e) => return io_body("cannot stat", &path, e),
@@ -59,7 +62,9 @@ pub async fn write(
     if data.len() > MAX_CHUNK_BYTES {
         return Body::error(
             ErrorKind::Limit,
-            format!("a write carries at most {MAX_CHUNK_BYTES} bytes; chunk it with offset or append"),
+            format!(
+                "a write carries at most {MAX_CHUNK_BYTES} bytes; chunk it with offset or append"
+            ),
         );
     }
     blocking(move || {
@@ -130,7 +135,10 @@ pub async fn list(path: PathBuf, depth: u32) -> Body {
         let depth = depth.clamp(1, 64);
         match fs::metadata(&path) {
             Ok(m) if !m.is_dir() => {
-                return Body::error(ErrorKind::Invalid, format!("{} is not a directory", path.display()));
+                return Body::error(
+                    ErrorKind::Invalid,
+                    format!("{} is not a directory", path.display()),
+                );
             }
             Ok(_) => {}
             Err(e) => return io_body("cannot list", &path, e),
@@ -145,7 +153,13 @@ pub async fn list(path: PathBuf, depth: u32) -> Body {
     .await
 }
 
-fn walk(dir: &Path, prefix: &str, depth: u32, out: &mut Vec<Entry>, truncated: &mut bool) -> io::Result<()> {
+fn walk(
+    dir: &Path,
+    prefix: &str,
+    depth: u32,
+    out: &mut Vec<Entry>,
+    truncated: &mut bool,
+) -> io::Result<()> {
     let mut names: Vec<_> = fs::read_dir(dir)?.filter_map(Result::ok).collect();
     names.sort_by_key(|e| e.file_name());
     for e in names {
@@ -154,7 +168,9 @@ fn walk(dir: &Path, prefix: &str, depth: u32, out: &mut Vec<Entry>, truncated: &
             return Ok(());
         }
         // symlink_metadata: a link is listed, never followed (no loops, no escape through it).
-        let Ok(meta) = e.path().symlink_metadata() else { continue };
+        let Ok(meta) = e.path().symlink_metadata() else {
+            continue;
+        };
         let name = format!("{prefix}{}", e.file_name().to_string_lossy());
         let is_dir = meta.is_dir();
         out.push(Entry {

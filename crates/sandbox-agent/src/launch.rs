@@ -14,7 +14,9 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::Signal;
 use nix::sys::statvfs::{FsFlags, statvfs};
 use nix::sys::wait::{WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, fork, getegid, geteuid, getppid, pivot_root, setresgid, setresuid};
+use nix::unistd::{
+    ForkResult, Pid, fork, getegid, geteuid, getppid, pivot_root, setresgid, setresuid,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -57,7 +59,10 @@ pub struct SetupError {
     source: std::io::Error,
 }
 
-fn step<T, E: Into<std::io::Error>>(what: impl Into<String>, r: Result<T, E>) -> Result<T, SetupError> {
+fn step<T, E: Into<std::io::Error>>(
+    what: impl Into<String>,
+    r: Result<T, E>,
+) -> Result<T, SetupError> {
     r.map_err(|e| SetupError {
         step: what.into(),
         source: e.into(),
@@ -115,7 +120,10 @@ pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
             )?;
             step("tell the launcher", fs::File::from(up_w).write_all(b"1"))?;
             let mut byte = [0u8; 1];
-            step("wait for the id maps", fs::File::from(go_r).read_exact(&mut byte))?;
+            step(
+                "wait for the id maps",
+                fs::File::from(go_r).read_exact(&mut byte),
+            )?;
             step("setresgid", setresgid(0.into(), 0.into(), 0.into()))?;
             step("setresuid", setresuid(0.into(), 0.into(), 0.into()))?;
             let c = nix::unistd::getpid();
@@ -129,7 +137,10 @@ pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
                     Ok(Launched::Exit(wait_exit(child)))
                 }
                 ForkResult::Child => {
-                    step("parent-death signal", nix::sys::prctl::set_pdeathsig(Signal::SIGKILL))?;
+                    step(
+                        "parent-death signal",
+                        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
+                    )?;
                     let _ = c;
                     let agent = build_root(cfg, root, joined)?;
                     Ok(Launched::Agent(Box::new(agent)))
@@ -140,7 +151,10 @@ pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
 }
 
 fn die_with_parent(parent: Pid) -> Result<(), SetupError> {
-    step("parent-death signal", nix::sys::prctl::set_pdeathsig(Signal::SIGKILL))?;
+    step(
+        "parent-death signal",
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
+    )?;
     if getppid() != parent {
         std::process::exit(1);
     }
@@ -155,15 +169,25 @@ fn write_id_maps(child: Pid, root: bool, base: u32) -> Result<(), SetupError> {
         step("gid_map", fs::write(proc.join("gid_map"), &map))?;
     } else {
         step("setgroups", fs::write(proc.join("setgroups"), "deny"))?;
-        step("uid_map", fs::write(proc.join("uid_map"), format!("0 {} 1\n", geteuid())))?;
-        step("gid_map", fs::write(proc.join("gid_map"), format!("0 {} 1\n", getegid())))?;
+        step(
+            "uid_map",
+            fs::write(proc.join("uid_map"), format!("0 {} 1\n", geteuid())),
+        )?;
+        step(
+            "gid_map",
+            fs::write(proc.join("gid_map"), format!("0 {} 1\n", getegid())),
+        )?;
     }
     Ok(())
 }
 
 /// Only P keeps the host's stream: the host sees it end exactly when the agent ends.
 fn detach_stream() {
-    if let Ok(null) = fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+    if let Ok(null) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
         let _ = nix::unistd::dup2_stdin(&null);
         let _ = nix::unistd::dup2_stdout(&null);
     }
@@ -203,7 +227,8 @@ fn bind_ro(src: &Path, target: &Path) -> Result<(), SetupError> {
         None,
     )?;
     // A bind remount must keep the flags the host mount has locked (nodev, nosuid, noexec).
-    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID;
+    let mut flags =
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID;
     if let Ok(st) = statvfs(src) {
         if st.flags().contains(FsFlags::ST_NODEV) {
             flags |= MsFlags::MS_NODEV;
@@ -242,20 +267,36 @@ fn mirror(new: &Path, host: &Path) -> Result<bool, SetupError> {
     }
     if meta.file_type().is_symlink() {
         let link = step("readlink", fs::read_link(host))?;
-        step(format!("symlink {}", target.display()), symlink(link, &target))?;
+        step(
+            format!("symlink {}", target.display()),
+            symlink(link, &target),
+        )?;
         return Ok(true);
     }
     if meta.is_dir() {
         mkdir(&target)?;
     } else {
-        step(format!("create {}", target.display()), fs::write(&target, b""))?;
+        step(
+            format!("create {}", target.display()),
+            fs::write(&target, b""),
+        )?;
     }
     bind_ro(host, &target)?;
     Ok(true)
 }
 
-fn build_root(cfg: &LaunchConfig, root: bool, cgroups: Vec<String>) -> Result<AgentConfig, SetupError> {
-    mnt(None, Path::new("/"), None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
+fn build_root(
+    cfg: &LaunchConfig,
+    root: bool,
+    cgroups: Vec<String>,
+) -> Result<AgentConfig, SetupError> {
+    mnt(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+    )?;
     // The new root is a tmpfs mounted over /tmp of this (private) mount namespace: no host directory is
     // created, and everything vanishes with the namespace.
     let new = Path::new("/tmp");
@@ -300,13 +341,19 @@ fn build_root(cfg: &LaunchConfig, root: bool, cgroups: Vec<String>) -> Result<Ag
         step("symlink in /dev", symlink(to, dev.join(name)))?;
     }
     mkdir(&dev.join("shm"))?;
-    tmpfs(&dev.join("shm"), &format!("size={}m,mode=1777", cfg.tmp_mib))?;
+    tmpfs(
+        &dev.join("shm"),
+        &format!("size={}m,mode=1777", cfg.tmp_mib),
+    )?;
     let owner = user.map_or(String::new(), |(u, g)| format!(",uid={u},gid={g}"));
     tmpfs(
         &new.join("workspace"),
         &format!("size={}m,mode=755{owner}", cfg.workspace_mib),
     )?;
-    tmpfs(&new.join("tmp"), &format!("size={}m,mode=1777", cfg.tmp_mib))?;
+    tmpfs(
+        &new.join("tmp"),
+        &format!("size={}m,mode=1777", cfg.tmp_mib),
+    )?;
     tmpfs(&new.join("run"), "size=80m,mode=755")?;
     mkdir(&new.join("run/agent"))?;
 
@@ -314,7 +361,10 @@ fn build_root(cfg: &LaunchConfig, root: bool, cgroups: Vec<String>) -> Result<Ag
     mkdir(Path::new(".oldroot"))?;
     step("pivot_root", pivot_root(".", ".oldroot"))?;
     step("chdir /", std::env::set_current_dir("/"))?;
-    step("unmount the old root", umount2("/.oldroot", MntFlags::MNT_DETACH))?;
+    step(
+        "unmount the old root",
+        umount2("/.oldroot", MntFlags::MNT_DETACH),
+    )?;
     step("rmdir /.oldroot", fs::remove_dir("/.oldroot"))?;
     mnt(
         None,
@@ -335,7 +385,10 @@ fn build_root(cfg: &LaunchConfig, root: bool, cgroups: Vec<String>) -> Result<Ag
     enforced.insert("read_only_root".into(), json!(true));
     enforced.insert("workspace_tmpfs_mib".into(), json!(cfg.workspace_mib));
     enforced.insert("tmp_tmpfs_mib".into(), json!(cfg.tmp_mib));
-    enforced.insert("network".into(), json!(if lo { "lo only (up)" } else { "lo only (down)" }));
+    enforced.insert(
+        "network".into(),
+        json!(if lo { "lo only (up)" } else { "lo only (down)" }),
+    );
     enforced.insert("no_new_privs".into(), json!(true));
     enforced.insert(
         "unprivileged_uid".into(),
@@ -380,10 +433,16 @@ fn write_etc(etc: &Path, hostname: &str) -> Result<(), SetupError> {
             format!("root:x:0:\nsandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n"),
         ),
         ("hostname", format!("{hostname}\n")),
-        ("hosts", format!("127.0.0.1 localhost {hostname}\n::1 localhost\n")),
+        (
+            "hosts",
+            format!("127.0.0.1 localhost {hostname}\n::1 localhost\n"),
+        ),
     ];
     for (name, text) in files {
-        step(format!("write /etc/{name}"), fs::write(etc.join(name), text))?;
+        step(
+            format!("write /etc/{name}"),
+            fs::write(etc.join(name), text),
+        )?;
     }
     Ok(())
 }

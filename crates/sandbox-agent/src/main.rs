@@ -3,7 +3,7 @@
 //! sandbox from `SANDBOX_AGENT_LAUNCH` and serve as its PID 1.
 
 use sandbox_agent::agent::{Agent, AgentConfig};
-use sandbox_agent::launch::{self, LAUNCH_ENV, Launched, LaunchConfig};
+use sandbox_agent::launch::{self, LAUNCH_ENV, LaunchConfig, Launched};
 
 const CONFIG_ENV: &str = "SANDBOX_AGENT_CONFIG";
 
@@ -18,7 +18,9 @@ fn main() {
             Ok(c) => c,
             Err(msg) => fail(&msg),
         },
-        Some(other) => fail(&format!("unknown mode {other:?}; use `namespace` or nothing")),
+        Some(other) => fail(&format!(
+            "unknown mode {other:?}; use `namespace` or nothing"
+        )),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -28,11 +30,16 @@ fn main() {
         Ok(r) => r,
         Err(e) => fail(&format!("no runtime: {e}")),
     };
+    let own_scratch =
+        (mode.is_none() && std::env::var_os(CONFIG_ENV).is_none()).then(|| config.scratch.clone());
     runtime.block_on(sandbox_agent::serve(
         Agent::new(config),
         tokio::io::stdin(),
         tokio::io::stdout(),
     ));
+    if let Some(dir) = own_scratch {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     // Background tasks (stdin reader thread) must not keep PID 1 alive.
     std::process::exit(0);
 }
@@ -44,7 +51,8 @@ fn fail(msg: &str) -> ! {
 
 fn namespace() -> Result<AgentConfig, i32> {
     let text = std::env::var(LAUNCH_ENV).unwrap_or_default();
-    let cfg: LaunchConfig = serde_json::from_str(&text).unwrap_or_else(|e| fail(&format!("{LAUNCH_ENV}: {e}")));
+    let cfg: LaunchConfig =
+        serde_json::from_str(&text).unwrap_or_else(|e| fail(&format!("{LAUNCH_ENV}: {e}")));
     // SAFETY-free: the variable is removed so nothing started inside can read the host's settings.
     // (Children get a cleared environment anyway.)
     match launch::run(&cfg) {
@@ -62,9 +70,13 @@ fn plain() -> Result<AgentConfig, String> {
         Ok(text) => serde_json::from_str(&text).map_err(|e| format!("{CONFIG_ENV}: {e}")),
         Err(_) => {
             let cwd = std::env::current_dir().map_err(|e| format!("no cwd: {e}"))?;
+            // Code files of concurrent agents must not collide.
+            let scratch =
+                std::env::temp_dir().join(format!("sandbox-agent-{}", std::process::id()));
+            std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
             Ok(AgentConfig {
                 workspace: cwd.clone(),
-                scratch: std::env::temp_dir(),
+                scratch,
                 user: None,
                 limits: Default::default(),
                 enforced: Default::default(),

@@ -73,11 +73,18 @@ pub enum Op {
         eof: bool,
     },
     /// A signal to the whole process group of `target`.
-    Signal { target: u64, signal: i32 },
+    Signal {
+        target: u64,
+        signal: i32,
+    },
     /// State and output (head and tail) of process `target` so far.
-    Status { target: u64 },
+    Status {
+        target: u64,
+    },
     /// Forget a finished background process.
-    Forget { target: u64 },
+    Forget {
+        target: u64,
+    },
     Read {
         path: String,
         #[serde(default)]
@@ -208,7 +215,9 @@ pub struct Reply {
 pub enum Body {
     Hello(Hello),
     /// A background process started; its handle is the exec request's id.
-    Started { pid: i32 },
+    Started {
+        pid: i32,
+    },
     /// Live output; never final.
     Chunk {
         stream: StreamName,
