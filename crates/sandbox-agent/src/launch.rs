@@ -412,7 +412,7 @@ fn build_root(
 
 pub fn rlimits_json(l: &Limits) -> Value {
     json!({
-        "address_space_bytes": l.address_space,
+        "data_bytes": l.data,
         "processes": l.processes,
         "cpu_secs": l.cpu_secs,
         "file_size_bytes": l.file_size,

@@ -220,7 +220,7 @@ impl Procs {
 fn apply_limits(limits: &Limits) -> std::io::Result<()> {
     use nix::sys::resource::{Resource, setrlimit};
     let pairs = [
-        (Resource::RLIMIT_AS, limits.address_space),
+        (Resource::RLIMIT_DATA, limits.data),
         (Resource::RLIMIT_NPROC, limits.processes),
         (Resource::RLIMIT_CPU, limits.cpu_secs),
         (Resource::RLIMIT_FSIZE, limits.file_size),

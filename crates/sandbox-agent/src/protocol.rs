@@ -127,8 +127,9 @@ pub enum Program {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
-    /// RLIMIT_AS in bytes.
-    pub address_space: Option<u64>,
+    /// RLIMIT_DATA in bytes: heap and writable private mappings. Not RLIMIT_AS, which counts the address
+    /// space V8 (node) reserves without using and stops it from starting.
+    pub data: Option<u64>,
     /// RLIMIT_NPROC.
     pub processes: Option<u64>,
     /// RLIMIT_CPU in seconds.

@@ -31,7 +31,7 @@ fn namespaced() -> Command {
         json!({
             "id_base": 1_300_000_000u32, "ro_binds": ["/usr", "/etc/alternatives", "/etc/ld.so.cache"],
             "workspace_mib": 32, "tmp_mib": 32, "hostname": "sandbox",
-            "limits": {"processes": 64, "address_space": 1u64 << 30}
+            "limits": {"processes": 64, "data": 1u64 << 30}
         })
         .to_string(),
     );

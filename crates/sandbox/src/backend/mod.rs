@@ -78,7 +78,7 @@ impl Instance {
 pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchError> {
     let started = Instant::now();
     let limits = Limits {
-        address_space: Some(spec.memory_mib << 20),
+        data: Some(spec.memory_mib << 20),
         processes: Some(settings.max_processes),
         cpu_secs: Some(settings.cpu_secs),
         file_size: Some(settings.max_file_mib << 20),

@@ -13,6 +13,10 @@ use std::time::Duration;
 
 /// The seed's 10 MB content limit, as bytes of the file.
 pub const MAX_CONTENT_BYTES: usize = 10 << 20;
+/// Bytes one read_file returns: its result carries the content twice (text and structured), and MCP
+/// clients and servers refuse messages over 16 MiB (rmcp's line and SSE event limit). Larger files are read
+/// in pages with `offset` (the result's `size` and `truncated` say how much is left).
+pub const MAX_READ_BYTES: usize = 4 << 20;
 const CHUNK_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
@@ -37,7 +41,7 @@ pub struct ReadArgs {
     /// First byte to read (default 0).
     #[serde(default)]
     pub offset: Option<u64>,
-    /// Bytes to read (default: to the end, at most 10 MiB).
+    /// Bytes to read (default: to the end, at most 4 MiB a call; page with offset).
     #[serde(default)]
     pub length: Option<u64>,
 }
@@ -45,7 +49,7 @@ impl Validate for ReadArgs {
     fn validate(&self) -> Result<(), ToolError> {
         check::non_empty("path", &self.path)?;
         if let Some(l) = self.length {
-            check::in_range("length", l, 0, MAX_CONTENT_BYTES as u64)?;
+            check::in_range("length", l, 0, MAX_READ_BYTES as u64)?;
         }
         Ok(())
     }
@@ -165,7 +169,8 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     b.tool(
         ToolSpec::new(
             "read_file",
-            "Read a file in a sandbox (text, or base64 for any bytes; offset/length for a part; 10 MiB at most).",
+            "Read a file in a sandbox (text, or base64 for any bytes). At most 4 MiB a call: page through larger \
+             files with offset (size and truncated say what is left).",
         )
         .read_only()
         .timeout(Duration::from_secs(120))
@@ -207,8 +212,8 @@ async fn read(m: &Manager, a: ReadArgs) -> Result<ReadResult, ToolError> {
     let start = a.offset.unwrap_or(0);
     let want = a
         .length
-        .unwrap_or(MAX_CONTENT_BYTES as u64)
-        .min(MAX_CONTENT_BYTES as u64);
+        .unwrap_or(MAX_READ_BYTES as u64)
+        .min(MAX_READ_BYTES as u64);
     let mut data = Vec::new();
     let mut size = None;
     loop {
