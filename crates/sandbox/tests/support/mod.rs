@@ -151,11 +151,16 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     let mut frontier = vec![pid];
     while let Some(p) = frontier.pop() {
-        let path = format!("/proc/{p}/task/{p}/children");
-        if let Ok(text) = std::fs::read_to_string(path) {
-            for c in text.split_whitespace().filter_map(|c| c.parse().ok()) {
-                out.push(c);
-                frontier.push(c);
+        // Children are listed per thread: a multi-threaded agent forks from any of its threads.
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.filter_map(Result::ok) {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                for c in text.split_whitespace().filter_map(|c| c.parse().ok()) {
+                    out.push(c);
+                    frontier.push(c);
+                }
             }
         }
     }
