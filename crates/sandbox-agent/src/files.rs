@@ -68,10 +68,10 @@ pub async fn write(
         );
     }
     blocking(move || {
-        if let Some(parent) = path.parent() {
-            if let Err(e) = mkdirs(parent, owner) {
-                return io_body("cannot create the directories of", &path, e);
-            }
+        if let Some(parent) = path.parent()
+            && let Err(e) = mkdirs(parent, owner)
+        {
+            return io_body("cannot create the directories of", &path, e);
         }
         let existed = path.exists();
         let mut opts = OpenOptions::new();
@@ -85,24 +85,22 @@ pub async fn write(
             Ok(f) => f,
             Err(e) => return io_body("cannot open", &path, e),
         };
-        if let Some(off) = offset.filter(|_| !append) {
-            if let Err(e) = f.seek(SeekFrom::Start(off)) {
-                return io_body("cannot seek in", &path, e);
-            }
+        if let Some(off) = offset.filter(|_| !append)
+            && let Err(e) = f.seek(SeekFrom::Start(off))
+        {
+            return io_body("cannot seek in", &path, e);
         }
         if let Err(e) = f.write_all(&data) {
             return io_body("cannot write", &path, e);
         }
-        if let Some(m) = mode {
-            if let Err(e) = f.set_permissions(fs::Permissions::from_mode(m & 0o7777)) {
-                return io_body("cannot chmod", &path, e);
-            }
+        if let Some(m) = mode
+            && let Err(e) = f.set_permissions(fs::Permissions::from_mode(m & 0o7777))
+        {
+            return io_body("cannot chmod", &path, e);
         }
-        if !existed {
-            if let Some((uid, gid)) = owner {
-                // The sandbox's user must be able to change what the host wrote for it.
-                let _ = std::os::unix::fs::chown(&path, Some(uid), Some(gid));
-            }
+        // The sandbox's user must be able to change what the host wrote for it.
+        if !existed && let Some((uid, gid)) = owner {
+            let _ = std::os::unix::fs::chown(&path, Some(uid), Some(gid));
         }
         Body::Ok {
             written: data.len() as u64,

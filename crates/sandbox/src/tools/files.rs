@@ -215,7 +215,7 @@ async fn read(m: &Manager, a: ReadArgs) -> Result<ReadResult, ToolError> {
         .unwrap_or(MAX_READ_BYTES as u64)
         .min(MAX_READ_BYTES as u64);
     let mut data = Vec::new();
-    let mut size = None;
+    let size;
     loop {
         let left = want - data.len() as u64;
         let op = Op::Read {
@@ -229,17 +229,16 @@ async fn read(m: &Manager, a: ReadArgs) -> Result<ReadResult, ToolError> {
                 size: sz,
                 eof,
             } => {
-                size = Some(sz);
-                let empty = d.is_empty();
+                let done = eof || d.is_empty() || data.len() as u64 + d.len() as u64 >= want;
                 data.extend_from_slice(&d);
-                if eof || empty || data.len() as u64 >= want {
+                if done {
+                    size = sz;
                     break;
                 }
             }
             other => return Err(agent_error(other)),
         }
     }
-    let size = size.unwrap_or(0);
     let bytes = data.len() as u64;
     let content = match a.encoding {
         Encoding::Utf8 => String::from_utf8_lossy(&data).into_owned(),

@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+#[allow(unused_imports)]
 pub use mcp_testkit::{error_of, ok_of};
 
 #[derive(Parser)]
@@ -59,9 +60,11 @@ pub fn args(extra: &[&str]) -> SandboxArgs {
         "test".to_string(),
         "--sandbox-agent-bin".into(),
         bin.to_string_lossy().into_owned(),
-        "--sandbox-pool-min-size".into(),
-        "0".into(),
     ];
+    // No warm pool unless a test asks: sandboxes booting in the background would blur what tests count.
+    if !extra.contains(&"--sandbox-pool-min-size") {
+        argv.extend(["--sandbox-pool-min-size".into(), "0".into()]);
+    }
     argv.extend(extra.iter().map(|s| (*s).to_string()));
     Cli::parse_from(argv).args
 }
