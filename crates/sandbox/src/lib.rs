@@ -72,7 +72,8 @@ pub struct Sandbox;
 
 impl BridgeEntry for Sandbox {
     const NAME: &'static str = "sandbox";
-    const DEFAULT_TRANSPORT: Transport = Transport::Stdio;
+    // Bouvet's default: stdio and HTTP (127.0.0.1 here, not Bouvet's 0.0.0.0) from one process.
+    const DEFAULT_TRANSPORT: Transport = Transport::Both;
     // Bouvet's names, read when ours are unset.
     const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[
         ("SANDBOX_POOL_ENABLED", "BOUVET_POOL_ENABLED"),
@@ -98,35 +99,6 @@ impl BridgeEntry for Sandbox {
     }
 
     async fn run(command: SandboxCommand) -> Result<(), BridgeError> {
-        let mut mcp = command.mcp;
-        apply_bouvet_transport(&mut mcp, std::env::var("BOUVET_TRANSPORT").ok().as_deref())?;
-        run_alone::<Self>(&mcp, command.sandbox).await
-    }
-}
-
-/// Bouvet's `BOUVET_TRANSPORT=stdio|http|both`, when no transport flag was given. `both` needs the core's
-/// combined transport; until then it is refused with a clear message rather than half-honoured.
-pub fn apply_bouvet_transport(mcp: &mut McpArgs, value: Option<&str>) -> Result<(), BridgeError> {
-    if mcp.http || mcp.stdio {
-        return Ok(());
-    }
-    match value.map(str::trim) {
-        None | Some("") => Ok(()),
-        Some("stdio") => {
-            mcp.stdio = true;
-            Ok(())
-        }
-        Some("http") => {
-            mcp.http = true;
-            Ok(())
-        }
-        Some("both") => Err(
-            "BOUVET_TRANSPORT=both (stdio and HTTP from one process) is not supported by \
-                             this build yet; use stdio or http"
-                .into(),
-        ),
-        Some(other) => {
-            Err(format!("BOUVET_TRANSPORT must be stdio, http or both, not {other:?}").into())
-        }
+        run_alone::<Self>(&command.mcp, command.sandbox).await
     }
 }
