@@ -52,6 +52,17 @@ pub async fn start(args: SandboxArgs, env: &BridgeEnv) -> Result<Running, Bridge
             "orphans_cleaned_at_start": m.orphans_cleaned,
         })
     });
+    let m = Arc::clone(&manager);
+    b.metrics(move || {
+        let mut series = m.pool.metrics();
+        series.push(bridge_core::bridge::Metric {
+            name: "sandbox_alive",
+            help: "Sandboxes handed out and not yet destroyed.",
+            kind: "gauge",
+            value: m.len() as f64,
+        });
+        series
+    });
     let bridge = b
         .build()
         .map_err(|e: BuildError| Box::new(e) as BridgeError)?;

@@ -5,6 +5,7 @@
 
 use crate::backend::{Instance, Spec, launch};
 use crate::config::Settings;
+use bridge_core::bridge::Metric;
 use bridge_core::link::Backoff;
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
@@ -204,6 +205,62 @@ impl Pool {
 
     pub fn idle(&self) -> usize {
         self.lock().idle.values().map(VecDeque::len).sum()
+    }
+
+    /// The pool's series for `GET /metrics`.
+    pub fn metrics(&self) -> Vec<Metric> {
+        let stats = self.stats();
+        let n = |k: &str| stats[k].as_f64().unwrap_or(0.0);
+        let m = |name, help, kind, value| Metric {
+            name,
+            help,
+            kind,
+            value,
+        };
+        vec![
+            m(
+                "sandbox_pool_hits_total",
+                "Creates served warm from the pool.",
+                "counter",
+                n("hits"),
+            ),
+            m(
+                "sandbox_pool_misses_total",
+                "Creates that had to cold-start.",
+                "counter",
+                n("misses"),
+            ),
+            m(
+                "sandbox_pool_boots_total",
+                "Sandboxes booted by the pool.",
+                "counter",
+                n("boots"),
+            ),
+            m(
+                "sandbox_pool_boot_failures_total",
+                "Pool boots that failed.",
+                "counter",
+                n("boot_failures"),
+            ),
+            m(
+                "sandbox_pool_idle",
+                "Warm sandboxes ready now.",
+                "gauge",
+                n("idle"),
+            ),
+            m(
+                "sandbox_boot_ms_p50",
+                "Median boot time (spawn to agent hello), ms.",
+                "gauge",
+                n("boot_ms_p50"),
+            ),
+            m(
+                "sandbox_boot_ms_p99",
+                "99th percentile boot time, ms.",
+                "gauge",
+                n("boot_ms_p99"),
+            ),
+        ]
     }
 
     pub fn stats(&self) -> Value {

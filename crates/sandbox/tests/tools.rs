@@ -94,6 +94,15 @@ async fn lifecycle_and_exec_over_http_in_both_eras_with_health() {
         assert!(text.contains("\"backend\":\"namespace\""), "{text}");
         assert!(text.contains("\"pool\""), "{text}");
         assert!(text.contains("\"microvm\""), "{text}");
+        let metrics = mcp_testkit::http_get(&format!("http://{}/metrics", h.http.unwrap())).await;
+        assert!(
+            metrics.contains("sandbox_pool_misses_total{bridge=\"sandbox\"} 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("sandbox_boot_ms_p50{bridge=\"sandbox\"}"),
+            "{metrics}"
+        );
     }
 }
 
