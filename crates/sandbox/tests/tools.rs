@@ -94,6 +94,11 @@ async fn lifecycle_and_exec_over_http_in_both_eras_with_health() {
         assert!(text.contains("\"backend\":\"namespace\""), "{text}");
         assert!(text.contains("\"pool\""), "{text}");
         assert!(text.contains("\"microvm\""), "{text}");
+        let page = mcp_testkit::http_get(&format!("http://{}/", h.http.unwrap())).await;
+        assert!(
+            page.contains("<code>create_sandbox</code>") && page.contains("/mcp"),
+            "{page}"
+        );
         let metrics = mcp_testkit::http_get(&format!("http://{}/metrics", h.http.unwrap())).await;
         assert!(
             metrics.contains("sandbox_pool_misses_total{bridge=\"sandbox\"} 1"),
