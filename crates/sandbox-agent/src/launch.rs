@@ -399,7 +399,17 @@ fn build_root(
     );
     enforced.insert("rlimits".into(), rlimits_json(&cfg.limits));
     enforced.insert("cgroups".into(), json!(cgroups));
-    enforced.insert("seccomp".into(), json!(false));
+    enforced.insert(
+        "seccomp".into(),
+        if cfg.limits.seccomp {
+            json!(format!(
+                "deny-list of {} system calls",
+                crate::seccomp::denied_count()
+            ))
+        } else {
+            json!(false)
+        },
+    );
     enforced.insert("landlock".into(), json!(false));
     Ok(AgentConfig {
         workspace: PathBuf::from(WORKSPACE),

@@ -9,5 +9,6 @@ mod netif;
 pub mod outbuf;
 pub mod procs;
 pub mod protocol;
+pub mod seccomp;
 
 pub use agent::{Agent, AgentConfig, serve};

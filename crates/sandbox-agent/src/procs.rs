@@ -129,11 +129,19 @@ impl Procs {
     ) -> Result<(Arc<Proc>, Child), SpawnError> {
         command.process_group(0);
         let limits = limits.clone();
+        let filter = limits.seccomp.then(crate::seccomp::program);
         // SAFETY: the closure runs between fork and exec in the child; it only calls setrlimit and prctl,
-        // which are async-signal-safe system calls, allocates nothing and touches no lock.
+        // which are async-signal-safe system calls, allocates nothing (the filter was built before the fork)
+        // and touches no lock.
         #[allow(unsafe_code)]
         unsafe {
-            command.pre_exec(move || apply_limits(&limits));
+            command.pre_exec(move || {
+                apply_limits(&limits)?;
+                match &filter {
+                    Some(f) => crate::seccomp::install(f),
+                    None => Ok(()),
+                }
+            });
         }
         let mut table = self.lock();
         if table.by_id.contains_key(&id) {

@@ -138,6 +138,9 @@ pub struct Limits {
     pub file_size: Option<u64>,
     /// RLIMIT_NOFILE.
     pub open_files: Option<u64>,
+    /// Install the seccomp deny-list (`seccomp.rs`) in every program.
+    #[serde(default)]
+    pub seccomp: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -53,7 +53,7 @@ async fn a_host_canary_file_stays_unread_and_unwritten() {
     let out = h
         .sh(
             &id,
-            "ls /; touch /usr/x /etc/x 2>&1; id -u; grep NoNewPrivs /proc/self/status",
+            "ls /; touch /usr/x /etc/x 2>&1; id -u; grep -E 'NoNewPrivs|Seccomp:' /proc/self/status; unshare -U true 2>&1",
         )
         .await;
     let text = out["stdout"].as_str().unwrap();
@@ -66,6 +66,14 @@ async fn a_host_canary_file_stays_unread_and_unwritten() {
         "runs as an unprivileged uid: {text}"
     );
     assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+    assert!(
+        text.contains("Seccomp:\t2"),
+        "a seccomp filter is installed: {text}"
+    );
+    assert!(
+        text.contains("Operation not permitted"),
+        "no new namespaces inside: {text}"
+    );
     assert_eq!(text.matches("Read-only file system").count(), 2, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&home_canary);
