@@ -83,8 +83,8 @@ fn jeq(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 
 /// The filter program; built before fork so the child only installs it.
 pub fn program() -> Vec<libc::sock_filter> {
-    let ld = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u32;
-    let ret = (libc::BPF_RET | libc::BPF_K) as u32;
+    let ld = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    let ret = libc::BPF_RET | libc::BPF_K;
     let mut p = vec![
         stmt(ld, 4), // seccomp_data.arch
         jeq(AUDIT_ARCH_X86_64, 1, 0),
