@@ -51,6 +51,8 @@ bridges! {
     Bitburner => bridge_bitburner::Bitburner,
     /// ComputerCraft: run Lua, move turtles and manage files on CC:Tweaked computers.
     Computercraft => bridge_computercraft::ComputerCraft,
+    /// Debug: VSC-Bridge's debugging tools over VS Code's file protocol, or headless over DAP (debugpy, lldb-dap).
+    Debug => bridge_debug::Debug,
 }
 
 #[derive(Parser)]
