@@ -422,6 +422,14 @@ impl DapBackend {
                 .hint("Use type \"debugpy\"/\"python\" for Python or \"lldb-dap\"/\"lldb\" for C, C++ and Rust")
         })?;
         let command = self.adapter_command(kind)?;
+        if let Some(program) = config.get("program").and_then(Value::as_str) {
+            let path = self.resolve_path(program);
+            if !path.is_file() {
+                return Err(ScriptError::new("E_LAUNCH_FAILED", format!("the program {} does not exist", path.display()))
+                    .hint("Fix `program` in the launch configuration (build it first for compiled languages)")
+                    .details(json!({"program": path.display().to_string()})));
+            }
+        }
         if kind == AdapterKind::Debugpy {
             let obj = config.as_object_mut();
             if let Some(obj) = obj {

@@ -240,9 +240,8 @@ impl DapBackend {
         let reference = u64_param(p, "variablesReference").unwrap_or(0) as i64;
         s.check_ref(reference)?;
         let mut extra = json!({});
-        match str_param(p, "filter") {
-            Some(f @ ("indexed" | "named")) => extra["filter"] = json!(f),
-            _ => {}
+        if let Some(f @ ("indexed" | "named")) = str_param(p, "filter") {
+            extra["filter"] = json!(f);
         }
         if let Some(start) = u64_param(p, "start").filter(|n| *n > 0) {
             extra["start"] = json!(start);

@@ -133,8 +133,7 @@ impl DapBackend {
             v["lastOutput"] = json!(
                 journal
                     .entries()
-                    .filter(|e| e.kind == "output")
-                    .last()
+                    .rfind(|e| e.kind == "output")
                     .map(|e| e.text.clone())
             );
         }

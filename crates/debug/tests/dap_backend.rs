@@ -1,0 +1,97 @@
+//! The seed's acceptance criteria on the `dap` backend, through a real MCP client, with real debuggers:
+//! debugpy (Python) and lldb-dap (C, built here with gcc -g).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_debug::config::BackendChoice;
+use serde_json::json;
+use support::scenarios;
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_breakpoint_start_wait_inspect_set_continue() {
+    let ws = workspace("py");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    scenarios::python_workflow(&c, &ws).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_session_errors_are_e_no_session_with_a_hint() {
+    let ws = workspace("nosession");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    scenarios::errors_without_a_session(&c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_without_a_stop_is_e_timeout() {
+    let ws = workspace("timeout");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    scenarios::wait_times_out(&c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_cancellation_stops_a_long_wait() {
+    let ws = workspace("cancel");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    scenarios::cancel_a_long_wait(&c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_from_before_a_resume_is_stale() {
+    let ws = workspace("stale");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    scenarios::stale_reference(&c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c_on_lldb_dap_breakpoint_inspect_set_continue() {
+    let ws = workspace("c");
+    build_c(&ws);
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    scenarios::c_workflow(&c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_adapter_or_program_says_what_to_do() {
+    let ws = workspace("missing");
+    let mut a = args(&ws, BackendChoice::Dap);
+    a.python = Some("/usr/bin/false".into());
+    a.lldb_dap = Some(ws.join("no-such-lldb-dap"));
+    let c = client(a).await;
+    let (code, e) = support::code(&c, "debug_start", json!({"launch": "py"})).await;
+    assert_eq!(code, "E_ADAPTER_NOT_FOUND", "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains("pip install debugpy"),
+        "{e}"
+    );
+    let (code, e) = support::code(&c, "debug_start", json!({"launch": "c"})).await;
+    assert_eq!(code, "E_ADAPTER_NOT_FOUND");
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("apt-get install lldb-19"),
+        "{e}"
+    );
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let (code, e) = support::code(&c, "debug_start", json!({"config": {"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/nope.py"}})).await;
+    assert_eq!(code, "E_LAUNCH_FAILED", "{e}");
+    let (code, e) = support::code(&c, "debug_start", json!({"launch": "nope"})).await;
+    assert_eq!(code, "E_INVALID_PARAMS");
+    assert!(e["hint"].as_str().unwrap().contains("py, slow, c"), "{e}");
+    let (code, _) = support::code(
+        &c,
+        "breakpoint_set",
+        json!({"path": "missing.py", "line": 1}),
+    )
+    .await;
+    assert_eq!(code, "E_FILE_NOT_FOUND");
+    let (code, _) = support::code(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": 999}),
+    )
+    .await;
+    assert_eq!(code, "E_INVALID_LINE");
+}
