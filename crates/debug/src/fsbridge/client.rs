@@ -48,7 +48,36 @@ impl FsClient {
 
     /// Runs `script` through the host; the envelope of `response.json`, or the error of `error.json` (its code
     /// kept), or the client's own error.
+    /// The job runs in its own task: when the MCP call is cancelled the core drops the call's future, and the
+    /// task still writes `cancel`, waits for `done` and cleans up.
     pub async fn run(
+        &self,
+        script: &str,
+        params: Value,
+        deadline: Instant,
+        ctx: RunCtx,
+    ) -> Result<Value, ScriptError> {
+        let job = Job {
+            root: self.root.clone(),
+        };
+        let script = script.to_owned();
+        tokio::spawn(async move { job.run(&script, params, deadline, ctx).await })
+            .await
+            .unwrap_or_else(|e| {
+                Err(ScriptError::new(
+                    "E_INTERNAL",
+                    format!("the job task failed: {e}"),
+                ))
+            })
+    }
+}
+
+struct Job {
+    root: PathBuf,
+}
+
+impl Job {
+    async fn run(
         &self,
         script: &str,
         params: Value,
@@ -135,7 +164,8 @@ impl FsClient {
         ctx: &RunCtx,
     ) -> Result<Value, ScriptError> {
         let watch = DirWatch::new(dir, false);
-        let pickup_until = (Instant::now() + PICKUP_TIMEOUT).min(deadline);
+        let started = Instant::now();
+        let pickup_until = (started + PICKUP_TIMEOUT).min(deadline);
         let mut events = EventTail::default();
         // Pickup.
         loop {
@@ -152,20 +182,13 @@ impl FsClient {
             if Instant::now() >= pickup_until {
                 // Written first, so a host that claims it a moment later sees the job is not wanted.
                 let _ = touch_marker(&dir.join(CANCEL));
-                return Err(if pickup_until >= deadline {
-                    ScriptError::new(
-                        "E_TIMEOUT",
-                        format!("job {id} was not picked up before the deadline"),
-                    )
-                } else {
-                    ScriptError::new(
-                        "E_PICKUP_TIMEOUT",
-                        format!(
-                            "the bridge host did not claim job {id} within {} ms",
-                            PICKUP_TIMEOUT.as_millis()
-                        ),
-                    )
-                });
+                return Err(ScriptError::new(
+                    "E_PICKUP_TIMEOUT",
+                    format!(
+                        "the bridge host did not claim job {id} within {} ms",
+                        pickup_until.saturating_duration_since(started).as_millis()
+                    ),
+                ));
             }
             tokio::select! {
                 () = watch.changed() => {}
@@ -178,6 +201,14 @@ impl FsClient {
             if dir.join(DONE).exists() {
                 events.pump(dir, ctx).await;
                 return read_result(dir);
+            }
+            if let Some(pid) = self.dead_host() {
+                return Err(ScriptError::new(
+                    "E_BRIDGE_UNAVAILABLE",
+                    format!("the bridge host (pid {pid}) died while running job {id}; it will be answered E_CRASH_RECOVERY when a host starts, never re-run"),
+                )
+                .hint("Restart VS Code (or `mcp-bridges debug host`), check debug_status, then decide whether to call again")
+                .details(json!({"jobId": id, "pid": pid})));
             }
             let cancelled = ctx.cancel.is_cancelled();
             if cancelled || Instant::now() >= deadline {
@@ -203,6 +234,20 @@ impl FsClient {
                 () = tokio::time::sleep_until(deadline) => {}
             }
         }
+    }
+}
+
+impl Job {
+    /// The host's pid from `host.json`, if that process is gone (checked through `/proc`, on this machine).
+    fn dead_host(&self) -> Option<u64> {
+        if !Path::new("/proc/self").exists() {
+            return None;
+        }
+        let pid = read_json(&self.root.join(super::HOST_JSON))
+            .ok()?
+            .get("pid")?
+            .as_u64()?;
+        (!Path::new(&format!("/proc/{pid}")).exists()).then_some(pid)
     }
 }
 

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use mcp_testkit::{error_of, ok_of};
+pub mod host;
 pub mod scenarios;
 
 pub fn repo_root() -> PathBuf {
