@@ -260,7 +260,10 @@ fn timeout_ms_of(dir: &Path) -> u64 {
 
 /// `error.json` first, else `response.json` (with `dataRef` resolved), else `E_NO_RESPONSE`.
 fn read_result(dir: &Path) -> Result<Value, ScriptError> {
-    if let Ok(err) = read_json(&dir.join(ERROR_JSON)) {
+    // `done` comes after the answer file, so whichever exists is complete: no retries for the one that does not.
+    if dir.join(ERROR_JSON).exists()
+        && let Ok(err) = read_json(&dir.join(ERROR_JSON))
+    {
         return Err(ScriptError::from_json(err.get("error").unwrap_or(&err)));
     }
     match read_json(&dir.join(RESPONSE_JSON)) {

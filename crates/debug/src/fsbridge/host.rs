@@ -148,7 +148,6 @@ pub async fn serve(
     let mut last_recovery = StdInstant::now();
     let mut last_gc = StdInstant::now();
     while !shutdown.is_cancelled() {
-        host.scan();
         if last_recovery.elapsed() >= Duration::from_secs(30).min(host.opts.stale_after) {
             last_recovery = StdInstant::now();
             host.recover_stale();
@@ -156,6 +155,12 @@ pub async fn serve(
         if last_gc.elapsed() >= host.opts.gc_interval {
             last_gc = StdInstant::now();
             host.gc();
+        }
+        if host.scan() {
+            // A job directory without its command yet: its command.json may land before inotify watches the
+            // new directory, so look again shortly instead of waiting for the safety tick.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            continue;
         }
         tokio::select! {
             () = watch.changed() => {}
@@ -332,13 +337,20 @@ impl Host {
         }
     }
 
-    fn scan(self: &Arc<Self>) {
+    /// Claims every new job; true when a fresh directory has no command yet (one is being written).
+    fn scan(self: &Arc<Self>) -> bool {
+        let mut incomplete = false;
         for dir in self.job_dirs() {
             let has = |f: &str| dir.join(f).exists();
-            if has(COMMAND_JSON) && !has(CLAIMED_JSON) && !has(DONE) && !has(DLQ) {
-                self.claim(&dir);
+            if has(COMMAND_JSON) {
+                if !has(CLAIMED_JSON) && !has(DONE) && !has(DLQ) {
+                    self.claim(&dir);
+                }
+            } else if age_of(&dir).is_some_and(|a| a < Duration::from_millis(200)) {
+                incomplete = true;
             }
         }
+        incomplete
     }
 
     fn claim(self: &Arc<Self>, dir: &Path) {

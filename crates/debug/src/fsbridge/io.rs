@@ -1,5 +1,9 @@
-//! Files as the protocol needs them: JSON written atomically (temporary file, fsync, rename, directory fsync) so
-//! a reader never sees half a file; claims with O_EXCL; reads that retry a file caught mid-rename.
+//! Files as the protocol needs them: JSON written atomically (temporary file, then rename) so a reader never
+//! sees half a file; claims with O_EXCL; reads that retry a file caught mid-rename.
+//!
+//! VSC-Bridge also fsyncs each file and the directory. That buys durability across a power cut, which a job
+//! directory (IPC between two live processes, answered in milliseconds) does not need, and costs several
+//! milliseconds per file on a busy disk; readers are protected by the rename alone. The bytes are the same.
 
 use serde_json::Value;
 use std::io::Write;
@@ -8,7 +12,7 @@ use std::path::Path;
 /// A JSON file the protocol reads is refused above this (a `data.json` may be large, the rest are small).
 pub const MAX_READ_BYTES: u64 = 256 << 20;
 
-/// Writes `value` to `path` atomically: `.<name>.<pid>.<ms>.tmp` beside it, fsync, rename, directory fsync.
+/// Writes `value` to `path` atomically: `.<name>.<pid>.<ms>.tmp` beside it, then rename.
 pub fn write_json_atomic(path: &Path, value: &Value) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
     write_atomic(path, &bytes)
@@ -28,17 +32,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        drop(f);
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    result
 }
 
 /// Creates `path` only if it does not exist (the claim); false when someone else has it.
@@ -50,7 +50,6 @@ pub fn create_exclusive(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
     {
         Ok(mut f) => {
             f.write_all(bytes)?;
-            f.sync_all()?;
             Ok(true)
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
