@@ -17,7 +17,7 @@ pub enum BackendChoice {
 #[command(next_help_heading = "Debug")]
 pub struct DebugArgs {
     /// The workspace (agents pass `--workspace $(pwd)`); relative tool paths are resolved against it.
-    #[arg(long, short = 'w', env = "DEBUG_WORKSPACE", default_value = ".")]
+    #[arg(long, short = 'w', env = "DEBUG_WORKSPACE", default_value = ".", global = true)]
     pub workspace: PathBuf,
 
     /// Which backend runs the tools.
@@ -34,11 +34,11 @@ pub struct DebugArgs {
     pub manifest: Option<PathBuf>,
 
     /// The Python that runs debugpy (`python -m debugpy.adapter`); the first `python3` on PATH by default.
-    #[arg(long, env = "DEBUG_PYTHON")]
+    #[arg(long, env = "DEBUG_PYTHON", global = true)]
     pub python: Option<PathBuf>,
 
     /// The lldb-dap binary; `lldb-dap`, `lldb-dap-22`, `lldb-dap-19` on PATH by default.
-    #[arg(long = "lldb-dap", env = "DEBUG_LLDB_DAP")]
+    #[arg(long = "lldb-dap", env = "DEBUG_LLDB_DAP", global = true)]
     pub lldb_dap: Option<PathBuf>,
 }
 
