@@ -17,7 +17,13 @@ pub enum BackendChoice {
 #[command(next_help_heading = "Debug")]
 pub struct DebugArgs {
     /// The workspace (agents pass `--workspace $(pwd)`); relative tool paths are resolved against it.
-    #[arg(long, short = 'w', env = "DEBUG_WORKSPACE", default_value = ".", global = true)]
+    #[arg(
+        long,
+        short = 'w',
+        env = "DEBUG_WORKSPACE",
+        default_value = ".",
+        global = true
+    )]
     pub workspace: PathBuf,
 
     /// Which backend runs the tools.
