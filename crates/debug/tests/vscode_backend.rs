@@ -257,3 +257,18 @@ async fn a_large_result_travels_through_data_json() {
     data(&c, "debug_stop", json!({})).await;
     no_jobs_left(&ws).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_events_arrive_as_mcp_progress() {
+    let (ws, _host, mut c) = vscode("vs-events").await;
+    data(&c, "debug_status", json!({})).await;
+    let mut seen = Vec::new();
+    while let Ok(p) = c.progress.try_recv() {
+        seen.push(p);
+    }
+    assert!(
+        seen.contains(&0.0) && seen.contains(&100.0),
+        "events.ndjson's progress lines became notifications: {seen:?}"
+    );
+    no_jobs_left(&ws).await;
+}
