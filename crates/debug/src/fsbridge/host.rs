@@ -36,7 +36,8 @@ pub struct HostOptions {
     pub lease_renew: Duration,
     /// Another host's claim untouched this long is dead: answered `E_CRASH_RECOVERY`.
     pub stale_after: Duration,
-    /// Non-cancel internal failures in `circuit_window` that open the circuit.
+    /// Internal failures (`E_INTERNAL`: the host's own, not a script's answer such as a wait's `E_TIMEOUT`) in
+    /// `circuit_window` that open the circuit.
     pub circuit_threshold: usize,
     pub circuit_window: Duration,
     pub gc_interval: Duration,
@@ -409,7 +410,7 @@ impl Host {
         tokio::spawn(async move {
             let result = host.execute(&dir).await;
             if let Err(e) = &result
-                && matches!(e.code.as_str(), "E_INTERNAL" | "E_TIMEOUT")
+                && e.code == "E_INTERNAL"
             {
                 host.record_failure();
             }
