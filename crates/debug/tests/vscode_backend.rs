@@ -44,6 +44,18 @@ async fn auto_picks_vscode_and_the_python_workflow_runs_through_files() {
 async fn script_error_codes_survive_the_file_protocol() {
     let (ws, _host, c) = vscode("vs-errors").await;
     scenarios::errors_without_a_session(&c).await;
+    // Criterion 3 on this backend: refused before a job is written.
+    let (code, e) = support::code(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": "x"}),
+    )
+    .await;
+    assert_eq!(
+        (code.as_str(), &e["details"]["field"]),
+        ("E_INVALID_ARGUMENT", &json!("line"))
+    );
+    assert!(job_dirs(&ws).is_empty(), "nothing reached the host");
     scenarios::stale_reference(&c).await;
     // A tool the headless host cannot run says so, with the host's own code.
     let (code, _) = support::code(
