@@ -95,3 +95,57 @@ async fn a_missing_adapter_or_program_says_what_to_do() {
     .await;
     assert_eq!(code, "E_INVALID_LINE");
 }
+
+/// The journal tools VSC-Bridge keeps disabled: output, an uncaught exception (debugpy stops on it), search,
+/// summary, steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_journal_tools_read_output_and_exceptions() {
+    let ws = workspace("journal");
+    std::fs::write(
+        ws.join("boom.py"),
+        "print('starting up')\nvalue = 41\nvalue += 1\nraise ValueError(f'bad value {value}')\n",
+    )
+    .unwrap();
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    data(&c, "breakpoint_set", json!({"path": "boom.py", "line": 2})).await;
+    let config =
+        json!({"type": "python", "request": "launch", "program": "${workspaceFolder}/boom.py"});
+    data(
+        &c,
+        "debug_start",
+        json!({"config": config, "wait": true, "timeoutMs": 20000}),
+    )
+    .await;
+    let step = data(&c, "debug_step_over", json!({})).await;
+    assert_eq!(
+        (step["event"].as_str(), step["line"].as_u64()),
+        (Some("stopped"), Some(3)),
+        "{step}"
+    );
+    let stop = data(&c, "debug_continue", json!({})).await;
+    assert_eq!(
+        stop["reason"], "exception",
+        "debugpy stops on the uncaught exception: {stop}"
+    );
+    let exceptions = data(&c, "dap_exceptions", json!({})).await;
+    assert!(
+        exceptions["exceptions"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("bad value 42"),
+        "{exceptions}"
+    );
+    let found = data(&c, "dap_search", json!({"pattern": "STARTING"})).await;
+    assert_eq!(found["total"], 1, "case-insensitive by default: {found}");
+    let summary = data(&c, "dap_summary", json!({"compact": true})).await;
+    assert!(
+        summary["stops"].as_u64().unwrap() >= 3 && summary["exceptions"] == 1,
+        "{summary}"
+    );
+    data(&c, "debug_stop", json!({})).await;
+    let logs = data(&c, "dap_logs", json!({"category": "stdout"})).await;
+    assert!(
+        logs["text"].as_str().unwrap().contains("starting up"),
+        "the journal outlives the session: {logs}"
+    );
+}

@@ -58,7 +58,7 @@ impl DapBackend {
                 let context: Vec<&str> = entries[..i]
                     .iter()
                     .rev()
-                    .filter(|c| c.kind == "output")
+                    .filter(|c| c.kind == "output" && c.category != "telemetry")
                     .take(lines)
                     .map(|c| c.text.as_str())
                     .collect::<Vec<_>>()

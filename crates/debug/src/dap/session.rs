@@ -291,7 +291,11 @@ fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
         "initialized" => shared.state().initialized = true,
         "stopped" => {
             let reason = text("reason").unwrap_or_else(|| "pause".into());
-            let detail = text("text").or_else(|| text("description"));
+            // debugpy puts the exception type in `text` and its message in `description`: keep both.
+            let detail = match (text("text"), text("description")) {
+                (Some(t), Some(d)) if t != d && !d.contains(&t) => Some(format!("{t}: {d}")),
+                (t, d) => d.or(t),
+            };
             if reason == "exception" {
                 let message = detail.clone().unwrap_or_else(|| "exception".into());
                 shared
