@@ -88,7 +88,8 @@ pub const C_LINE: u64 = 5;
 
 /// A fresh workspace with `target.py`, `slow.py`, `t.c` built with `gcc -g -O0`, and a JSONC launch.json.
 pub fn workspace(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
+    // Under target/: `cargo clean` removes what the tests leave (workspaces with a built C program each).
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "debug-ws-{tag}-{}-{}",
         std::process::id(),
         rand_suffix()
