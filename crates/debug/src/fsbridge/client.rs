@@ -345,3 +345,41 @@ impl EventTail {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn events_are_read_whole_lines_only_and_up_to_the_byte_bound() {
+        let dir = std::env::temp_dir().join(format!("events-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(EVENTS_NDJSON);
+        let ctx = RunCtx {
+            cancel: CancellationToken::new(),
+            tool: Some(ToolCtx::detached()),
+        };
+        let mut tail = EventTail::default();
+        std::fs::write(&path, b"{\"type\":\"log\",\"msg\":\"a\"}\n{\"type\":\"prog").unwrap();
+        tail.pump(&dir, &ctx).await;
+        assert_eq!(
+            tail.partial, b"{\"type\":\"prog",
+            "a partial line waits for its end"
+        );
+        let line = format!("{{\"type\":\"log\",\"msg\":\"{}\"}}\n", "x".repeat(1000));
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        use std::io::Write;
+        f.write_all(b"ress\",\"pct\":50}\n").unwrap();
+        for _ in 0..(MAX_EVENT_BYTES as usize / line.len() + 10) {
+            f.write_all(line.as_bytes()).unwrap();
+        }
+        tail.pump(&dir, &ctx).await;
+        tail.pump(&dir, &ctx).await;
+        assert_eq!(tail.offset, MAX_EVENT_BYTES, "reading stops at the bound");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
