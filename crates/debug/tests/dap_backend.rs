@@ -149,3 +149,56 @@ async fn the_journal_tools_read_output_and_exceptions() {
         "the journal outlives the session: {logs}"
     );
 }
+
+/// Breakpoints set while the program runs bind at once; clearing a file clears it in the debugger too; a restart
+/// keeps the breakpoints and stops at them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breakpoints_during_a_session_clear_and_restart() {
+    let ws = workspace("bps");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": PY_LINE}),
+    )
+    .await;
+    data(
+        &c,
+        "debug_start",
+        json!({"launch": "py", "wait": true, "timeoutMs": 20000}),
+    )
+    .await;
+    let live = data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": 9, "condition": "y > 0"}),
+    )
+    .await;
+    let b = &live["details"]["breakpoint"];
+    assert_eq!(
+        (
+            b["verified"].as_bool(),
+            b["boundLine"].as_u64(),
+            b.get("pending")
+        ),
+        (Some(true), Some(9), None),
+        "{live}"
+    );
+    assert_eq!(data(&c, "breakpoint_list", json!({})).await["total"], 2);
+    let restarted = data(&c, "debug_restart", json!({})).await;
+    assert_eq!(restarted["details"]["previous"], "dap-1");
+    let hit = data(&c, "debug_wait_for_hit", json!({"timeoutMs": 20000})).await;
+    assert_eq!(
+        (hit["line"].as_u64(), hit["sessionId"].as_str()),
+        (Some(PY_LINE), Some("dap-2")),
+        "{hit}"
+    );
+    let cleared = data(&c, "breakpoint_clear_file", json!({"path": "target.py"})).await;
+    assert_eq!(cleared["details"]["cleared"], 2);
+    let end = data(&c, "debug_continue", json!({"timeoutMs": 20000})).await;
+    assert_eq!(
+        end["event"], "terminated",
+        "no breakpoint left in the debugger: {end}"
+    );
+    assert_eq!(data(&c, "breakpoint_list", json!({})).await["total"], 0);
+}
