@@ -30,12 +30,14 @@ pub const MCP_TOKEN: &str = "mcp-secret";
 pub const READONLY_TOKEN: &str = "readonly-secret";
 
 #[derive(Parser)]
+#[command(args_override_self = true)]
 struct RelayCli {
     #[command(flatten)]
     relay: RelayArgs,
 }
 
 #[derive(Parser)]
+#[command(args_override_self = true)]
 struct McCli {
     #[command(flatten)]
     mc: MinecraftArgs,
@@ -220,7 +222,8 @@ pub async fn raw_connect(url: &str, token: Option<&str>) -> Result<RawLink, u16>
             Ok(RawLink { tx, rx })
         }
         Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
-        Err(e) => panic!("dial failed: {e}"),
+        // Not listening (a relay restarting): the caller retries.
+        Err(_) => Err(0),
     }
 }
 
