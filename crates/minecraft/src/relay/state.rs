@@ -362,7 +362,8 @@ impl Relay {
         let game = match target {
             Target::Game(game) => game,
             Target::Refused(code, message) => {
-                let games: Vec<&String> = state.games.keys().collect();
+                let mut games: Vec<&String> = state.games.keys().collect();
+                games.sort();
                 let details = json!({"games": games});
                 Self::enqueue(&mut state, client, |seq| {
                     respond_error(&command.id, None, seq, code, &message, details).to_text()
