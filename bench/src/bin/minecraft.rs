@@ -369,6 +369,7 @@ async fn round_trips(
     let t = Instant::now();
     for id in 1..=calls {
         let s = Instant::now();
+        let want = id.to_string();
         ws.send(Message::text(cmd(id))).await?;
         loop {
             let Some(msg) = ws.next().await else {
@@ -376,7 +377,7 @@ async fn round_trips(
             };
             let Message::Text(text) = msg? else { continue };
             let v: Value = serde_json::from_str(&text)?;
-            if v["type"] == "response" && v["id"] == id.to_string() {
+            if v["type"] == "response" && v["id"] == want.as_str() {
                 if acks && let Some(seq) = v["seq"].as_u64() {
                     ws.send(Message::text(json!({"version": "1.0", "type": "ack", "id": format!("a{seq}"), "timestamp": 0,
                         "source": "mcp", "payload": {"seq": seq}}).to_string())).await?;
