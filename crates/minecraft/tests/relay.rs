@@ -285,7 +285,12 @@ async fn the_relay_restarted_mid_stream_loses_no_event() {
     server.ready(1).await;
     const N: u64 = 300;
     let producer = stream_events(&game, N, Duration::from_millis(2));
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    within("the server to get part of the stream", async {
+        while ids(&server).len() < 50 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
     relay.stop().await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     let relay = restart_relay_on(addr, &[]).await;
@@ -334,7 +339,12 @@ async fn the_mcp_server_restarted_mid_stream_loses_no_event() {
     first.ready(1).await;
     const N: u64 = 300;
     let producer = stream_events(&game, N, Duration::from_millis(2));
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    within("the first server to get part of the stream", async {
+        while ids(&first).len() < 50 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
     let bridge = first.bridge.clone();
     first.stop().await;
     let before: Vec<String> = {
