@@ -107,3 +107,19 @@ def test_computercraft(transport: str) -> None:
         bad = client.error("run_lua", {"computer": 0})
         assert bad["code"] == "E_INVALID_ARGUMENT"
         assert bad["details"]["field"] == "code"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_debug(transport: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="debug-ts-") as ws:
+        argv = [str(cargo_bin("mcp-bridges")), "debug", "--workspace", ws, "--backend", "dap"]
+        with ts_client(argv, transport) as client:
+            assert {"breakpoint_set", "debug_start", "debug_wait_for_hit", "bridge_status"} <= set(client.tools())
+            assert client.ok("bridge_status", {})["data"]["backend"] == "dap"
+
+            no_session = client.error("debug_evaluate", {"expression": "1"})
+            assert no_session["code"] == "E_NO_SESSION"
+            assert "debug_start" in no_session["hint"]
+            missing = client.error("breakpoint_set", {"path": "app.py"})
+            assert missing["code"] == "E_INVALID_ARGUMENT"
+            assert missing["details"]["field"] == "line"

@@ -9,6 +9,7 @@ use bridge_core::bridge::{DynEntry, Entry};
 use bridge_core::serve::LogFormat;
 use bridge_core::{BridgeEntry, BridgeError};
 use clap::{CommandFactory, FromArgMatches, Parser};
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// THE table of bridges. Adding a bridge is one line here: its subcommand's help and its [`BridgeEntry`].
@@ -55,6 +56,8 @@ bridges! {
     Minecraft => bridge_minecraft::Minecraft,
     /// Minecraft relay alone: game adapters and MCP servers dial it (no MCP tools; see PROTOCOL.md).
     MinecraftRelay => bridge_minecraft::MinecraftRelay,
+    /// Debug: VSC-Bridge's debugging tools over VS Code's file protocol, or headless over DAP (debugpy, lldb-dap).
+    Debug => bridge_debug::Debug,
 }
 
 #[derive(Parser)]
@@ -71,6 +74,7 @@ bridges! {
         mcp-bridges bitburner --http               # Streamable HTTP at http://127.0.0.1:3000/mcp\n  \
         mcp-bridges bitburner push ./scripts       # upload a folder to the game once, then exit\n  \
         mcp-bridges computercraft                  # HTTP MCP on :3000; computers link to :3001\n  \
+        mcp-bridges debug --workspace .            # debugging tools; `debug-host` runs the file protocol's host\n  \
         mcp-bridges serve --bridge bitburner --bridge computercraft --http   # both in one server"
 )]
 struct Cli {
@@ -88,8 +92,22 @@ fn command() -> clap::Command {
     env_alias::apply(command, &aliases)
 }
 
+/// Commands of their own that are a bridge's sub-subcommand underneath: `mcp-bridges debug-host …` is
+/// `mcp-bridges debug host …` (the name VSC-Bridge users know for the extension's side).
+const SHORTHANDS: &[(&str, &[&str])] = &[("debug-host", &["debug", "host"])];
+
+fn expand_shorthands(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    if let Some(first) = args.get(1)
+        && let Some((_, expansion)) = SHORTHANDS.iter().find(|(short, _)| first == *short)
+    {
+        args.splice(1..2, expansion.iter().map(OsString::from));
+    }
+    args
+}
+
 fn main() -> ExitCode {
-    let mut matches = command().get_matches();
+    let mut matches = command().get_matches_from(expand_shorthands(std::env::args_os()));
     if let Some(("serve", serve_matches)) = matches.subcommand()
         && let Some(file) = serve_matches.get_one::<std::path::PathBuf>("config")
     {
@@ -139,6 +157,28 @@ mod tests {
     #[test]
     fn command_line_is_consistent() {
         command().debug_assert();
+    }
+
+    #[test]
+    fn a_shorthand_expands_only_in_the_command_position() {
+        let argv = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            expand_shorthands(argv(&["mcp-bridges", "debug-host", "--workspace", "w"])),
+            argv(&["mcp-bridges", "debug", "host", "--workspace", "w"])
+        );
+        let untouched = argv(&["mcp-bridges", "debug", "--workspace", "debug-host"]);
+        assert_eq!(expand_shorthands(untouched.clone()), untouched);
+        for (short, expansion) in SHORTHANDS {
+            let mut args = vec![OsString::from("mcp-bridges")];
+            args.extend(expansion.iter().map(OsString::from));
+            args.push("--help".into());
+            let err = command().try_get_matches_from(args).err();
+            assert_eq!(
+                err.map(|e| e.kind()),
+                Some(clap::error::ErrorKind::DisplayHelp),
+                "{short} expands to a real command"
+            );
+        }
     }
 
     #[test]

@@ -101,9 +101,12 @@ impl fmt::Display for ErrorCode {
 
 /// A failed tool call, as the agent sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
-#[error("[{code}] {message} — {hint}")]
+#[error("[{}] {message} — {hint}", self.code_name())]
 pub struct ToolError {
     code: ErrorCode,
+    /// A bridge's own, finer code (`E_NO_SESSION`) shown instead of `code`'s; `code` stays the category.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    specific: Option<String>,
     message: String,
     hint: String,
     details: Value,
@@ -113,6 +116,7 @@ impl ToolError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
+            specific: None,
             message: message.into(),
             hint: code.default_hint().to_owned(),
             details: Value::Object(Default::default()),
@@ -187,8 +191,21 @@ impl ToolError {
         .with_details(serde_json::json!({ "capability": capability.as_str() }))
     }
 
+    /// Names the failure with a bridge's own code (for example a debugger's `E_NO_SESSION`), which the text and
+    /// `_meta` carry instead of the category's; `_meta.category` keeps the category for generic handling. For
+    /// bridges that speak a protocol with an error taxonomy of its own that agents already know.
+    pub fn with_code_name(mut self, name: impl Into<String>) -> Self {
+        self.specific = Some(name.into());
+        self
+    }
+
     pub fn code(&self) -> ErrorCode {
         self.code
+    }
+
+    /// The code as the agent sees it: the bridge's own name if it gave one, else the category's.
+    pub fn code_name(&self) -> &str {
+        self.specific.as_deref().unwrap_or(self.code.as_str())
     }
 
     pub fn message(&self) -> &str {
@@ -205,12 +222,16 @@ impl ToolError {
 
     /// The error as the result's `_meta[ERROR_META_KEY]`: `{code, message, hint, details}`.
     pub fn to_structured(&self) -> Value {
-        serde_json::json!({
-            "code": self.code,
+        let mut v = serde_json::json!({
+            "code": self.code_name(),
             "message": self.message,
             "hint": self.hint,
             "details": self.details,
-        })
+        });
+        if self.specific.is_some() {
+            v["category"] = serde_json::json!(self.code);
+        }
+        v
     }
 }
 
@@ -235,6 +256,27 @@ mod tests {
         assert_eq!(v["message"], "must not be empty");
         assert_eq!(v["details"]["field"], "filename");
         assert!(v["hint"].as_str().is_some_and(|h| h.contains("filename")));
+    }
+
+    #[test]
+    fn a_bridge_code_name_replaces_the_category_in_text_and_meta() {
+        let e = ToolError::new(ErrorCode::Conflict, "no debug session")
+            .with_hint("call debug_start")
+            .with_code_name("E_NO_SESSION");
+        assert_eq!(e.code(), ErrorCode::Conflict);
+        assert_eq!(
+            e.to_string(),
+            "[E_NO_SESSION] no debug session — call debug_start"
+        );
+        let v = e.to_structured();
+        assert_eq!(v["code"], "E_NO_SESSION");
+        assert_eq!(v["category"], "E_CONFLICT");
+        assert!(
+            ToolError::internal("x")
+                .to_structured()
+                .get("category")
+                .is_none()
+        );
     }
 
     #[test]

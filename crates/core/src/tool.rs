@@ -112,6 +112,8 @@ pub struct ToolSpec {
     pub(crate) input_schema: Map<String, Value>,
     pub(crate) output_schema: Option<Map<String, Value>>,
     pub(crate) handler: Option<ErasedHandler>,
+    /// Shown in `tools/list`; an unlisted tool still answers calls (see [`ToolSpec::unlisted`]).
+    pub(crate) listed: bool,
 }
 
 impl std::fmt::Debug for ToolSpec {
@@ -136,6 +138,7 @@ impl ToolSpec {
             input_schema: Map::new(),
             output_schema: None,
             handler: None,
+            listed: true,
         }
     }
 
@@ -180,6 +183,13 @@ impl ToolSpec {
     /// in the request (the spec's immediate-result shortcut), so input can be gathered before the task starts.
     pub fn task_support(mut self, support: TaskSupport) -> Self {
         self.task_support = support;
+        self
+    }
+
+    /// Leaves the tool out of `tools/list` but keeps it callable: for a tool this configuration cannot serve,
+    /// whose call should say why (and what would serve it) instead of "unknown tool".
+    pub fn unlisted(mut self) -> Self {
+        self.listed = false;
         self
     }
 

@@ -178,3 +178,37 @@ async fn unknown_tool_is_a_protocol_error() {
         assert!(err.is_err(), "{label}: {err:?}");
     }
 }
+
+/// An unlisted tool is absent from tools/list but still answers, and a bridge's own error code name reaches the
+/// agent in the text and `_meta` (the category stays in `_meta.category`).
+#[tokio::test]
+async fn unlisted_tools_answer_and_code_names_reach_the_agent() {
+    use bridge_core::{Bridge, ErrorCode, NoArgs, ToolCtx, ToolError, ToolSpec};
+    let mut b = Bridge::builder("test", "1.0.0");
+    b.tool(
+        ToolSpec::new("shown", "Listed.")
+            .handler(|_: NoArgs, _: ToolCtx| async move { Ok(json!({})) }),
+    );
+    b.tool(ToolSpec::new("hidden", "Not listed.").unlisted().handler(
+        |_: NoArgs, _: ToolCtx| async move {
+            Err::<serde_json::Value, _>(
+                ToolError::new(ErrorCode::Unsupported, "needs the other backend")
+                    .with_code_name("E_UNSUPPORTED_BACKEND"),
+            )
+        },
+    ));
+    let client = stdio_client(b.build().unwrap(), ERAS[0], vec![]).await;
+    let names: Vec<String> = client
+        .service
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["shown"]);
+    let result = call(&client, "hidden", json!({})).await;
+    let error = error_of(&result);
+    assert_eq!(error["code"], "E_UNSUPPORTED_BACKEND");
+    assert_eq!(error["category"], "E_UNSUPPORTED");
+}

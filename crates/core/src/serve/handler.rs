@@ -397,7 +397,15 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.shared.tools.to_vec()))
+        let listed = self
+            .shared
+            .tools
+            .iter()
+            .zip(self.mount().tools())
+            .filter(|(_, mounted)| mounted.spec.listed)
+            .map(|(tool, _)| tool.clone())
+            .collect();
+        Ok(ListToolsResult::with_all_items(listed))
     }
 
     // rmcp asks for a tool on every HTTP request (to check `Mcp-Param-*` headers against its schema).

@@ -1,0 +1,134 @@
+//! Which backend runs the tools (`--backend auto|vscode|dap`), and the one call path into either.
+
+use crate::catalog::{BackendKind, ToolDef};
+use crate::config::{BackendChoice, DebugArgs};
+use crate::dap::{DapBackend, DapConfig};
+use crate::envelope::{self, ScriptError};
+use crate::fsbridge::client::{FsClient, RunCtx};
+use crate::fsbridge::{find_bridge_root, host_json_age};
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant as StdInstant;
+use tokio::time::Instant;
+
+/// A `host.json` touched less than this long ago means a live extension host (VSC-Bridge's 30 s window).
+pub const FRESH_HOST: std::time::Duration = std::time::Duration::from_secs(30);
+
+#[derive(Clone)]
+pub enum Backend {
+    Dap(Arc<DapBackend>),
+    Vscode(Arc<FsClient>),
+}
+
+/// The backend in use and why it was chosen (`bridge_status` shows both).
+#[derive(Clone)]
+pub struct Chosen {
+    pub backend: Backend,
+    pub reason: String,
+}
+
+impl Backend {
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            Self::Dap(_) => BackendKind::Dap,
+            Self::Vscode(_) => BackendKind::Vscode,
+        }
+    }
+
+    pub fn dap(&self) -> Option<Arc<DapBackend>> {
+        match self {
+            Self::Dap(d) => Some(Arc::clone(d)),
+            Self::Vscode(_) => None,
+        }
+    }
+
+    /// Runs one script; the success envelope, or the script's error.
+    pub async fn execute(
+        &self,
+        def: &ToolDef,
+        params: Map<String, Value>,
+        deadline: Instant,
+        ctx: RunCtx,
+    ) -> Result<Value, ScriptError> {
+        match self {
+            Self::Dap(dap) => {
+                let started = StdInstant::now();
+                let id = crate::fsbridge::ids::job_id(envelope::now_ms());
+                let data = dap.execute(&def.alias, &params, deadline).await?;
+                Ok(envelope::success(&id, data, started))
+            }
+            Self::Vscode(client) => {
+                client
+                    .run(&def.alias, Value::Object(params), deadline, ctx)
+                    .await
+            }
+        }
+    }
+}
+
+fn dap_config(args: &DebugArgs) -> DapConfig {
+    DapConfig {
+        workspace: workspace(args),
+        python: args.python.clone(),
+        lldb_dap: args.lldb_dap.clone(),
+    }
+}
+
+pub fn workspace(args: &DebugArgs) -> PathBuf {
+    let w = args
+        .workspace
+        .canonicalize()
+        .unwrap_or_else(|_| args.workspace.clone());
+    if w.is_absolute() {
+        w
+    } else {
+        std::env::current_dir().map(|d| d.join(&w)).unwrap_or(w)
+    }
+}
+
+pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
+    let ws = workspace(args);
+    let root = find_bridge_root(&ws);
+    let fresh = root
+        .as_ref()
+        .and_then(|r| host_json_age(r))
+        .filter(|age| *age < FRESH_HOST);
+    let dap = || Backend::Dap(Arc::new(DapBackend::new(dap_config(args))));
+    let vscode = |root: PathBuf| Backend::Vscode(Arc::new(FsClient::new(root)));
+    Ok(match (args.backend, root, fresh) {
+        (BackendChoice::Dap, _, _) => Chosen {
+            backend: dap(),
+            reason: "--backend dap".into(),
+        },
+        (BackendChoice::Vscode, root, _) => {
+            let root = root.unwrap_or_else(|| ws.join(".vsc-bridge"));
+            Chosen {
+                reason: format!("--backend vscode (bridge at {})", root.display()),
+                backend: vscode(root),
+            }
+        }
+        (BackendChoice::Auto, Some(root), Some(age)) => Chosen {
+            reason: format!(
+                "auto: {} has a fresh host.json ({} ms old)",
+                root.display(),
+                age.as_millis()
+            ),
+            backend: vscode(root),
+        },
+        (BackendChoice::Auto, Some(root), None) => Chosen {
+            backend: dap(),
+            reason: format!(
+                "auto: {} has no fresh host.json (none, or older than 30 s): headless DAP",
+                root.display()
+            ),
+        },
+        (BackendChoice::Auto, None, _) => Chosen {
+            backend: dap(),
+            reason: format!(
+                "auto: no .vsc-bridge/ with host.json and execute/ at or above {}: headless DAP",
+                ws.display()
+            ),
+        },
+    })
+}

@@ -1,0 +1,78 @@
+//! The bridge's flags.
+
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendChoice {
+    /// `vscode` when a fresh `.vsc-bridge/host.json` is found walking up from the workspace, else `dap`.
+    Auto,
+    /// The VSC-Bridge extension's file protocol (or `mcp-bridges debug host`).
+    Vscode,
+    /// Debug adapters run by the bridge itself (debugpy, lldb-dap).
+    Dap,
+}
+
+/// The debug bridge's own flags (beside the MCP ones).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Debug")]
+pub struct DebugArgs {
+    /// The workspace (agents pass `--workspace $(pwd)`); relative tool paths are resolved against it.
+    #[arg(
+        long,
+        short = 'w',
+        env = "DEBUG_WORKSPACE",
+        default_value = ".",
+        global = true
+    )]
+    pub workspace: PathBuf,
+
+    /// Which backend runs the tools.
+    #[arg(long, env = "DEBUG_BACKEND", value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+
+    /// Default tool timeout in ms, for tools whose metadata sets none (VSC-Bridge's `--timeout`).
+    #[arg(long, short = 't', env = "DEBUG_TIMEOUT_MS", default_value = "30000",
+        value_parser = bridge_core::config::millis("DEBUG_TIMEOUT_MS", 100, 3_600_000))]
+    pub timeout: std::time::Duration,
+
+    /// A VSC-Bridge `manifest.json` (v2), or a folder of `*.meta.yaml` files, instead of the built-in catalog.
+    #[arg(long, env = "VSC_BRIDGE_MANIFEST_PATH")]
+    pub manifest: Option<PathBuf>,
+
+    /// The Python that runs debugpy (`python -m debugpy.adapter`); the first `python3` on PATH by default.
+    #[arg(long, env = "DEBUG_PYTHON", global = true)]
+    pub python: Option<PathBuf>,
+
+    /// The lldb-dap binary; `lldb-dap`, `lldb-dap-22`, `lldb-dap-19` on PATH by default.
+    #[arg(long = "lldb-dap", env = "DEBUG_LLDB_DAP", global = true)]
+    pub lldb_dap: Option<PathBuf>,
+}
+
+/// `mcp-bridges debug [host]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DebugCommand {
+    #[command(flatten)]
+    pub mcp: bridge_core::serve::McpArgs,
+    #[command(flatten)]
+    pub debug: DebugArgs,
+    /// Without a command: serve MCP. `host`: serve the file protocol's host side instead.
+    #[command(subcommand)]
+    pub sub: Option<DebugSub>,
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum DebugSub {
+    /// The VSC-Bridge extension's side of `.vsc-bridge/`, headless: runs jobs on real debuggers (dap backend).
+    Host(HostArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct HostArgs {
+    /// Jobs run at once; more are refused with E_CAPACITY.
+    #[arg(long, env = "DEBUG_HOST_CAPACITY", default_value = "10")]
+    pub capacity: usize,
+    /// Heartbeat interval of host.json, in ms.
+    #[arg(long, env = "DEBUG_HOST_HEARTBEAT_MS", default_value = "5000",
+        value_parser = bridge_core::config::millis("DEBUG_HOST_HEARTBEAT_MS", 10, 60_000))]
+    pub heartbeat: std::time::Duration,
+}

@@ -1,0 +1,136 @@
+//! A DAP client over the core's link: `Content-Length` frames on a child's stdio, requests correlated by `seq`
+//! through the core's `Peer`. Events go to a callback in arrival order; reverse requests (`runInTerminal`,
+//! `startDebugging`) are declined, as `initialize` told the adapter.
+
+use bridge_core::link::stream::StreamConfig;
+use bridge_core::link::{Framing, LinkError, Peer, dial};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+/// A DAP frame larger than this ends the link (a variables page or a long output line fits many times).
+const MAX_FRAME_BYTES: usize = 8 << 20;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DapError {
+    /// The adapter answered `success: false`.
+    #[error("{command} failed: {message}")]
+    Failed { command: String, message: String },
+    #[error("{0}")]
+    Link(#[from] LinkError),
+}
+
+#[derive(Clone)]
+pub struct DapClient {
+    peer: Peer<Value>,
+}
+
+impl DapClient {
+    /// Starts the adapter `command`; `on_event` sees every event, in order. The link closes when `shutdown` is
+    /// cancelled or the adapter exits; `on_closed` then runs once.
+    pub fn spawn(
+        command: Command,
+        shutdown: &CancellationToken,
+        mut on_event: impl FnMut(Value) + Send + 'static,
+        on_closed: impl FnOnce(String) + Send + 'static,
+    ) -> Result<Self, LinkError> {
+        let cfg = StreamConfig {
+            framing: Framing::ContentLength,
+            max_frame_bytes: MAX_FRAME_BYTES,
+        };
+        let conn = dial::child(command, cfg, shutdown)?;
+        let peer: Peer<Value> = Peer::new(conn.sender);
+        let client = Self { peer: peer.clone() };
+        let replier = client.clone();
+        let incoming = conn.incoming;
+        tokio::spawn(async move {
+            let reason = peer
+                .serve(incoming, |frame| {
+                    let Ok(msg) = serde_json::from_str::<Value>(&frame) else {
+                        tracing::warn!("adapter sent a frame that is not JSON");
+                        return;
+                    };
+                    match msg.get("type").and_then(Value::as_str) {
+                        Some("response") => {
+                            if let Some(id) = msg.get("request_seq").and_then(Value::as_u64) {
+                                peer.resolve(id, msg);
+                            }
+                        }
+                        Some("event") => on_event(msg),
+                        Some("request") => replier.decline(&msg),
+                        _ => {}
+                    }
+                })
+                .await;
+            on_closed(reason.to_string());
+        });
+        Ok(client)
+    }
+
+    /// Sends a request without waiting (debugpy answers `launch` only after `configurationDone`); the answer
+    /// comes from the returned handle.
+    pub async fn send(
+        &self,
+        command: &str,
+        arguments: Value,
+    ) -> Result<bridge_core::link::Pending<Value>, DapError> {
+        let (seq, pending) = self.peer.start();
+        let frame =
+            json!({"seq": seq, "type": "request", "command": command, "arguments": arguments});
+        self.peer.sender().send_text(frame.to_string()).await?;
+        Ok(pending)
+    }
+
+    /// A request and its response body.
+    pub async fn request(
+        &self,
+        command: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<Value, DapError> {
+        let pending = self.send(command, arguments).await?;
+        body_of(command, pending.wait(timeout).await?)
+    }
+
+    fn decline(&self, msg: &Value) {
+        let seq = msg.get("seq").and_then(Value::as_u64).unwrap_or(0);
+        let command = msg
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let sender = self.peer.sender().clone();
+        tokio::spawn(async move {
+            let reply = json!({"seq": 0, "type": "response", "request_seq": seq, "command": command,
+                "success": false, "message": "not supported by this client"});
+            let _ = sender.send_text(reply.to_string()).await;
+        });
+    }
+
+    pub fn close(&self, reason: &str) {
+        self.peer.close(reason);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.peer.sender().is_closed()
+    }
+}
+
+/// The body of a response, or its failure with the adapter's message.
+pub fn body_of(command: &str, response: Value) -> Result<Value, DapError> {
+    if response.get("success").and_then(Value::as_bool) == Some(true) {
+        Ok(response.get("body").cloned().unwrap_or(Value::Null))
+    } else {
+        let message = response
+            .pointer("/body/error/format")
+            .or_else(|| response.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or("no message")
+            .to_owned();
+        Err(DapError::Failed {
+            command: command.to_owned(),
+            message,
+        })
+    }
+}

@@ -1,0 +1,342 @@
+//! Reading and changing a paused program: threads, stack, scopes, variables, evaluate, setVariable. Every
+//! variables reference handed out is remembered for the current stop only (`E_STALE_REFERENCE` after a resume).
+
+use super::backend::{DapBackend, Params, dap_err, left, str_param, u64_param};
+use super::session::Session;
+use crate::envelope::ScriptError;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// Variables one `debug_list_variables` call expands at most (deep structures are cut, and say so).
+const MAX_LISTED: usize = 2000;
+
+impl DapBackend {
+    pub(super) async fn threads(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let s = self.session(p)?;
+        let body = s
+            .client
+            .request("threads", json!({}), left(deadline))
+            .await
+            .map_err(dap_err)?;
+        Ok(
+            json!({"threads": body.get("threads").cloned().unwrap_or_else(|| json!([])), "sessionId": s.id}),
+        )
+    }
+
+    pub(super) async fn stack(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
+        let s = self.session(p)?;
+        let thread_id = s.paused_thread()?;
+        let body = s
+            .client
+            .request(
+                "stackTrace",
+                json!({"threadId": thread_id, "startFrame": 0, "levels": 200}),
+                left(deadline),
+            )
+            .await
+            .map_err(dap_err)?;
+        let frames: Vec<Value> = body
+            .get("stackFrames")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|f| {
+                json!({"id": f.get("id"), "name": f.get("name"), "file": f.pointer("/source/path"),
+                    "line": f.get("line"), "column": f.get("column")})
+            })
+            .collect();
+        Ok(
+            json!({"frames": frames, "threadId": thread_id, "sessionId": s.id,
+            "totalFrames": body.get("totalFrames").cloned().unwrap_or_else(|| json!(frames.len()))}),
+        )
+    }
+
+    async fn top_frame(&self, s: &Session, deadline: Instant) -> Result<i64, ScriptError> {
+        let thread_id = s.paused_thread()?;
+        let body = s
+            .client
+            .request(
+                "stackTrace",
+                json!({"threadId": thread_id, "startFrame": 0, "levels": 1}),
+                left(deadline),
+            )
+            .await
+            .map_err(dap_err)?;
+        body.pointer("/stackFrames/0/id")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| ScriptError::new("E_NOT_PAUSED", "the paused thread has no stack frame"))
+    }
+
+    async fn scopes_of(
+        &self,
+        s: &Session,
+        frame_id: i64,
+        deadline: Instant,
+    ) -> Result<Vec<Value>, ScriptError> {
+        let body = s
+            .client
+            .request("scopes", json!({"frameId": frame_id}), left(deadline))
+            .await
+            .map_err(|e| {
+                let err = dap_err(e);
+                if err.code == "E_DAP_REQUEST_FAILED" {
+                    ScriptError::new(
+                        "E_STALE_REFERENCE",
+                        format!(
+                            "frame {frame_id} is not a frame of the current stop: {}",
+                            err.message
+                        ),
+                    )
+                } else {
+                    err
+                }
+            })?;
+        let scopes: Vec<Value> = body
+            .get("scopes")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        s.remember_refs(
+            scopes
+                .iter()
+                .filter_map(|sc| sc.get("variablesReference").and_then(Value::as_i64)),
+        );
+        Ok(scopes)
+    }
+
+    pub(super) async fn scopes(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
+        let s = self.session(p)?;
+        s.paused_thread()?;
+        let frame_id = u64_param(p, "frameId").unwrap_or(0) as i64;
+        let scopes = self.scopes_of(&s, frame_id, deadline).await?;
+        let list: Vec<Value> = scopes
+            .iter()
+            .map(|sc| {
+                json!({"name": sc.get("name"), "variablesReference": sc.get("variablesReference"),
+                "expensive": sc.get("expensive").cloned().unwrap_or(json!(false))})
+            })
+            .collect();
+        Ok(json!({"scopes": list, "frameId": frame_id}))
+    }
+
+    async fn variables(
+        &self,
+        s: &Session,
+        reference: i64,
+        extra: Value,
+        deadline: Instant,
+    ) -> Result<Vec<Value>, ScriptError> {
+        let mut args = json!({"variablesReference": reference});
+        if let (Some(a), Some(e)) = (args.as_object_mut(), extra.as_object()) {
+            a.extend(e.clone());
+        }
+        let body = s
+            .client
+            .request("variables", args, left(deadline))
+            .await
+            .map_err(dap_err)?;
+        let vars: Vec<Value> = body
+            .get("variables")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        s.remember_refs(
+            vars.iter()
+                .filter_map(|v| v.get("variablesReference").and_then(Value::as_i64)),
+        );
+        Ok(vars)
+    }
+
+    pub(super) async fn list_variables(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let s = self.session(p)?;
+        let frame_id = self.top_frame(&s, deadline).await?;
+        let which = str_param(p, "scope").unwrap_or("all");
+        let depth = u64_param(p, "maxDepth").unwrap_or(3);
+        let scopes = self.scopes_of(&s, frame_id, deadline).await?;
+        let mut out = Vec::new();
+        let mut budget = MAX_LISTED;
+        for scope in scopes {
+            let name = scope
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let lower = name.to_lowercase();
+            let kind = if lower.contains("local") || lower == "arguments" {
+                "local"
+            } else if lower.contains("global") {
+                "global"
+            } else if lower.contains("closure") {
+                "closure"
+            } else {
+                "other"
+            };
+            if which != "all" && which != kind {
+                continue;
+            }
+            let reference = scope
+                .get("variablesReference")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if scope.get("expensive").and_then(Value::as_bool) == Some(true)
+                && which == "all"
+                && kind != "local"
+            {
+                out.push(json!({"name": name, "variablesReference": reference, "expensive": true, "variables": []}));
+                continue;
+            }
+            let vars = self
+                .expand(&s, reference, depth, &mut budget, deadline)
+                .await?;
+            out.push(json!({"name": name, "variablesReference": reference, "variables": vars}));
+        }
+        Ok(json!({"frameId": frame_id, "scopes": out, "truncated": budget == 0}))
+    }
+
+    async fn expand(
+        &self,
+        s: &Arc<Session>,
+        reference: i64,
+        depth: u64,
+        budget: &mut usize,
+        deadline: Instant,
+    ) -> Result<Vec<Value>, ScriptError> {
+        let mut out = Vec::new();
+        for v in self.variables(s, reference, json!({}), deadline).await? {
+            if *budget == 0 {
+                break;
+            }
+            *budget -= 1;
+            let mut item = var_json(&v);
+            let child = v
+                .get("variablesReference")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if child > 0 && depth > 1 {
+                let children = Box::pin(self.expand(s, child, depth - 1, budget, deadline)).await?;
+                item["children"] = json!(children);
+            }
+            out.push(item);
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn get_variable(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let s = self.session(p)?;
+        s.paused_thread()?;
+        let reference = u64_param(p, "variablesReference").unwrap_or(0) as i64;
+        s.check_ref(reference)?;
+        let mut extra = json!({});
+        if let Some(f @ ("indexed" | "named")) = str_param(p, "filter") {
+            extra["filter"] = json!(f);
+        }
+        if let Some(start) = u64_param(p, "start").filter(|n| *n > 0) {
+            extra["start"] = json!(start);
+        }
+        let count = u64_param(p, "count").unwrap_or(100) as usize;
+        let vars = self.variables(&s, reference, extra, deadline).await?;
+        let total = vars.len();
+        let list: Vec<Value> = vars.iter().take(count).map(var_json).collect();
+        Ok(
+            json!({"variablesReference": reference, "variables": list, "total": total, "truncated": total > count}),
+        )
+    }
+
+    pub(super) async fn evaluate(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let s = self.session(p)?;
+        let frame_id = match u64_param(p, "frameId") {
+            Some(f) => {
+                s.paused_thread()?;
+                f as i64
+            }
+            None => self.top_frame(&s, deadline).await?,
+        };
+        let expression = str_param(p, "expression").unwrap_or_default();
+        let context = str_param(p, "context").unwrap_or("watch");
+        let body = s
+            .client
+            .request("evaluate", json!({"expression": expression, "frameId": frame_id, "context": context}), left(deadline))
+            .await
+            .map_err(|e| dap_err(e).hint("Check the expression's syntax for the program's language and that its names exist in this frame"))?;
+        let reference = body
+            .get("variablesReference")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        s.remember_refs([reference]);
+        Ok(
+            json!({"expression": expression, "result": body.get("result"), "type": body.get("type"),
+            "variablesReference": reference, "frameId": frame_id}),
+        )
+    }
+
+    pub(super) async fn set_variable(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let s = self.session(p)?;
+        s.paused_thread()?;
+        let name = str_param(p, "name").unwrap_or_default();
+        let value = str_param(p, "value").unwrap_or_default();
+        let reference = match u64_param(p, "variablesReference") {
+            Some(r) => {
+                let r = r as i64;
+                s.check_ref(r)?;
+                r
+            }
+            None => {
+                let frame = self.top_frame(&s, deadline).await?;
+                let scopes = self.scopes_of(&s, frame, deadline).await?;
+                scopes
+                    .iter()
+                    .find(|sc| {
+                        sc.get("name")
+                            .and_then(Value::as_str)
+                            .is_some_and(|n| n.to_lowercase().contains("local"))
+                    })
+                    .or_else(|| scopes.first())
+                    .and_then(|sc| sc.get("variablesReference").and_then(Value::as_i64))
+                    .ok_or_else(|| {
+                        ScriptError::new("E_NOT_PAUSED", "the top frame has no scopes")
+                    })?
+            }
+        };
+        let body = s
+            .client
+            .request("setVariable", json!({"variablesReference": reference, "name": name, "value": value}), left(deadline))
+            .await
+            .map_err(|e| dap_err(e).hint("Check the variable name (debug_list_variables) and write the value in the program's syntax"))?;
+        // lldb-dap 19 answers with `result` where the spec says `value`.
+        let new_value = body
+            .get("value")
+            .or_else(|| body.get("result"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        Ok(
+            json!({"success": true, "name": name, "value": new_value, "type": body.get("type"),
+            "variablesReference": reference}),
+        )
+    }
+}
+
+fn var_json(v: &Value) -> Value {
+    json!({"name": v.get("name"), "value": v.get("value"), "type": v.get("type"),
+        "variablesReference": v.get("variablesReference").cloned().unwrap_or(json!(0))})
+}

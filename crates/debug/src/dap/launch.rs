@@ -1,0 +1,254 @@
+//! `launch.json` (JSONC: comments and trailing commas) and the variables VS Code substitutes in it, and which
+//! adapter serves a configuration's `type`.
+
+use crate::envelope::ScriptError;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// `launch.json` larger than this is refused (it is a small config file).
+const MAX_LAUNCH_JSON_BYTES: u64 = 1 << 20;
+
+/// JSON with `//` and `/* */` comments and trailing commas removed; strings are left alone.
+pub fn strip_jsonc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut prev = ' ';
+                for n in chars.by_ref() {
+                    if prev == '*' && n == '/' {
+                        break;
+                    }
+                    prev = n;
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    remove_trailing_commas(&out)
+}
+
+fn remove_trailing_commas(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        if c == ',' {
+            let next = chars[i + 1..].iter().find(|n| !n.is_whitespace());
+            if matches!(next, Some('}' | ']')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The configuration `name` from `<folder>/.vscode/launch.json`.
+pub fn from_launch_json(folder: &Path, name: &str) -> Result<Value, ScriptError> {
+    let path = folder.join(".vscode").join("launch.json");
+    let invalid = |msg: String| {
+        ScriptError::new("E_INVALID_PARAMS", msg)
+            .hint("Fix .vscode/launch.json, or pass an inline `config`")
+    };
+    let meta = std::fs::metadata(&path).map_err(|e| {
+        ScriptError::new("E_FILE_NOT_FOUND", format!("{}: {e}", path.display()))
+            .hint("Create .vscode/launch.json in the workspace, or pass an inline `config`")
+    })?;
+    if meta.len() > MAX_LAUNCH_JSON_BYTES {
+        return Err(invalid(format!(
+            "{} is larger than {MAX_LAUNCH_JSON_BYTES} bytes",
+            path.display()
+        )));
+    }
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let doc: Value = serde_json::from_str(&strip_jsonc(&text))
+        .map_err(|e| invalid(format!("{} is not valid JSONC: {e}", path.display())))?;
+    let configs = doc
+        .get("configurations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    configs
+        .iter()
+        .find(|c| c.get("name").and_then(Value::as_str) == Some(name))
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = configs
+                .iter()
+                .filter_map(|c| c.get("name").and_then(Value::as_str))
+                .collect();
+            ScriptError::new(
+                "E_INVALID_PARAMS",
+                format!("no configuration named `{name}` in {}", path.display()),
+            )
+            .hint(format!("Use one of: {}", names.join(", ")))
+            .details(serde_json::json!({"configurations": names}))
+        })
+}
+
+/// Replaces `${workspaceFolder}`, `${workspaceFolderBasename}`, `${cwd}`, `${userHome}`, `${pathSeparator}` and
+/// `${env:NAME}` in every string of `config`. `${file}` and friends name the editor's file, which a headless
+/// bridge has not got: they are left as they are.
+pub fn substitute(config: &mut Value, workspace: &Path) {
+    match config {
+        Value::String(s) => *s = substitute_str(s, workspace),
+        Value::Array(items) => items.iter_mut().for_each(|v| substitute(v, workspace)),
+        Value::Object(map) => map.values_mut().for_each(|v| substitute(v, workspace)),
+        _ => {}
+    }
+}
+
+fn substitute_str(s: &str, workspace: &Path) -> String {
+    if !s.contains("${") {
+        return s.to_owned();
+    }
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let Some(len) = rest[start..].find('}') else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = &rest[start + 2..start + len];
+        let value = match name {
+            "workspaceFolder" | "workspaceRoot" => Some(workspace.display().to_string()),
+            "workspaceFolderBasename" => workspace
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned()),
+            "cwd" => std::env::current_dir()
+                .ok()
+                .map(|d| d.display().to_string()),
+            "userHome" => std::env::var("HOME").ok(),
+            "pathSeparator" => Some(std::path::MAIN_SEPARATOR.to_string()),
+            _ => name
+                .strip_prefix("env:")
+                .map(|v| std::env::var(v).unwrap_or_default()),
+        };
+        match value {
+            Some(v) => out.push_str(&v),
+            None => out.push_str(&rest[start..start + len + 1]),
+        }
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The debuggers this bridge starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdapterKind {
+    Debugpy,
+    LldbDap,
+}
+
+impl AdapterKind {
+    pub fn of_type(ty: &str) -> Option<Self> {
+        match ty {
+            "python" | "debugpy" => Some(Self::Debugpy),
+            "lldb" | "lldb-dap" | "lldb-vscode" | "cppdbg" | "codelldb" => Some(Self::LldbDap),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Debugpy => "debugpy",
+            Self::LldbDap => "lldb-dap",
+        }
+    }
+
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            Self::Debugpy => {
+                "Install debugpy for the Python the bridge runs: python3 -m pip install debugpy==1.8.22 (or pass --python)"
+            }
+            Self::LldbDap => {
+                "Install lldb-dap: apt-get install lldb-19 (Debian bookworm), or pass --lldb-dap /path/to/lldb-dap"
+            }
+        }
+    }
+}
+
+/// The first of `names` found on `PATH` or among `extra` absolute paths.
+pub fn find_program(names: &[&str], extra: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in names {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    extra.iter().map(PathBuf::from).find(|p| p.is_file())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn jsonc_comments_and_trailing_commas_go_strings_stay() {
+        let text = r#"{ // c
+          "a": "http://x/*y*/", /* block */ "b": [1, 2,],
+        }"#;
+        let v: Value = serde_json::from_str(&strip_jsonc(text)).unwrap();
+        assert_eq!(v, json!({"a": "http://x/*y*/", "b": [1, 2]}));
+    }
+
+    #[test]
+    fn workspace_variables_are_substituted() {
+        let mut v = json!({"program": "${workspaceFolder}/a.py", "args": ["${workspaceFolderBasename}", "${file}"]});
+        substitute(&mut v, Path::new("/w/proj"));
+        assert_eq!(
+            v,
+            json!({"program": "/w/proj/a.py", "args": ["proj", "${file}"]})
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! The headless backend: VSC-Bridge's debugging scripts run against real debug adapters over DAP.
+
+mod backend;
+pub mod breakpoints;
+pub mod client;
+mod inspect;
+pub mod journal;
+pub mod launch;
+mod logs;
+pub mod session;
+
+pub use backend::{DapBackend, DapConfig};

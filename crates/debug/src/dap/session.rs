@@ -1,0 +1,365 @@
+//! One debug session: the adapter process, what it told us (run state, stops, output), and the waits on it.
+//! Stops are counted, so a wait started before a request cannot miss the stop that request causes, and a
+//! session already paused answers at once.
+
+use super::breakpoints::Store;
+use super::client::DapClient;
+use super::journal::{JOURNAL_BYTES, Journal};
+use super::launch::AdapterKind;
+use crate::envelope::{ScriptError, now_ms};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Variables references handed out during one stop; more are refused (a runaway expansion).
+const MAX_REFS: usize = 100_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Run {
+    Starting,
+    Running,
+    Paused {
+        thread_id: i64,
+        reason: String,
+        text: Option<String>,
+    },
+    Terminated,
+}
+
+#[derive(Debug)]
+pub struct State {
+    pub run: Run,
+    /// Stopped events so far.
+    pub stops: u64,
+    /// Variables references valid now; a resume empties it.
+    pub refs: HashSet<i64>,
+    pub exit_code: Option<i64>,
+    pub initialized: bool,
+    pub closed: Option<String>,
+}
+
+pub struct Shared {
+    state: Mutex<State>,
+    changed: watch::Sender<u64>,
+    pub journal: Mutex<Journal>,
+}
+
+impl Shared {
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn journal(&self) -> MutexGuard<'_, Journal> {
+        self.journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+}
+
+pub struct Session {
+    pub id: String,
+    pub adapter: AdapterKind,
+    pub config: Value,
+    pub client: DapClient,
+    pub shared: Arc<Shared>,
+    pub capabilities: Mutex<Value>,
+    shutdown: CancellationToken,
+}
+
+/// Where a wait ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Stopped { thread_id: i64, reason: String },
+    Terminated { exit_code: Option<i64> },
+}
+
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Session {
+    /// Starts the adapter process; events update the state, the journal and the breakpoints' binding.
+    pub fn spawn(
+        id: String,
+        adapter: AdapterKind,
+        config: Value,
+        command: tokio::process::Command,
+        breakpoints: Arc<Mutex<Store>>,
+    ) -> Result<Arc<Self>, ScriptError> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                run: Run::Starting,
+                stops: 0,
+                refs: HashSet::new(),
+                exit_code: None,
+                initialized: false,
+                closed: None,
+            }),
+            changed: watch::channel(0).0,
+            journal: Mutex::new(Journal::new(JOURNAL_BYTES)),
+        });
+        let shutdown = CancellationToken::new();
+        let on_event = {
+            let shared = Arc::clone(&shared);
+            move |msg: Value| on_event(&shared, &breakpoints, &msg)
+        };
+        let on_closed = {
+            let shared = Arc::clone(&shared);
+            move |reason: String| {
+                {
+                    let mut st = shared.state();
+                    st.closed = Some(reason);
+                    st.run = Run::Terminated;
+                    st.refs.clear();
+                }
+                shared.bump();
+            }
+        };
+        let client = DapClient::spawn(command, &shutdown, on_event, on_closed).map_err(|e| {
+            ScriptError::new(
+                "E_ADAPTER_NOT_FOUND",
+                format!("could not start {}: {e}", adapter.name()),
+            )
+            .hint(adapter.install_hint())
+        })?;
+        Ok(Arc::new(Self {
+            id,
+            adapter,
+            config,
+            client,
+            shared,
+            capabilities: Mutex::new(Value::Null),
+            shutdown,
+        }))
+    }
+
+    pub fn run(&self) -> Run {
+        self.shared.state().run.clone()
+    }
+
+    pub fn is_terminated(&self) -> bool {
+        matches!(self.run(), Run::Terminated)
+    }
+
+    /// The paused thread, or `E_NOT_PAUSED`.
+    pub fn paused_thread(&self) -> Result<i64, ScriptError> {
+        match self.run() {
+            Run::Paused { thread_id, .. } => Ok(thread_id),
+            Run::Terminated => Err(
+                ScriptError::new("E_NO_SESSION", "the debug session has ended")
+                    .hint("Start a new session with debug_start"),
+            ),
+            _ => Err(ScriptError::new(
+                "E_NOT_PAUSED",
+                "the program is running, not paused",
+            )),
+        }
+    }
+
+    /// Marks the program running before a resume request goes out, so the stop it causes (which may arrive
+    /// before the request's response) is the one waited for. Returns the stop count to wait past.
+    pub fn resuming(&self) -> u64 {
+        let stops = {
+            let mut st = self.shared.state();
+            st.run = Run::Running;
+            st.refs.clear();
+            st.stops
+        };
+        self.shared.bump();
+        stops
+    }
+
+    /// Waits until the session is paused after `after` stops (`None`: paused at all), or ended, or `deadline`.
+    pub async fn wait_stop(&self, after: Option<u64>, deadline: Instant) -> Option<Outcome> {
+        let mut rx = self.shared.changed.subscribe();
+        loop {
+            {
+                let st = self.shared.state();
+                match &st.run {
+                    Run::Paused {
+                        thread_id, reason, ..
+                    } if after.is_none_or(|n| st.stops > n) => {
+                        return Some(Outcome::Stopped {
+                            thread_id: *thread_id,
+                            reason: reason.clone(),
+                        });
+                    }
+                    Run::Terminated => {
+                        return Some(Outcome::Terminated {
+                            exit_code: st.exit_code,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                // The sender lives as long as the session; no change can come after it is gone.
+                Ok(Err(_)) | Err(_) => return None,
+            }
+        }
+    }
+
+    /// Waits until the adapter sent `initialized`.
+    pub async fn wait_initialized(&self, deadline: Instant) -> bool {
+        let mut rx = self.shared.changed.subscribe();
+        loop {
+            {
+                let st = self.shared.state();
+                if st.initialized {
+                    return true;
+                }
+                if st.closed.is_some() {
+                    return false;
+                }
+            }
+            if !matches!(
+                tokio::time::timeout_at(deadline, rx.changed()).await,
+                Ok(Ok(()))
+            ) {
+                return false;
+            }
+        }
+    }
+
+    /// Records references handed to the agent during this stop.
+    pub fn remember_refs(&self, refs: impl IntoIterator<Item = i64>) {
+        let mut st = self.shared.state();
+        for r in refs {
+            if r > 0 && st.refs.len() < MAX_REFS {
+                st.refs.insert(r);
+            }
+        }
+    }
+
+    /// `E_STALE_REFERENCE` unless `reference` was handed out during the current stop.
+    pub fn check_ref(&self, reference: i64) -> Result<(), ScriptError> {
+        if self.shared.state().refs.contains(&reference) {
+            Ok(())
+        } else {
+            Err(ScriptError::new(
+                "E_STALE_REFERENCE",
+                format!(
+                    "variablesReference {reference} is not from the current stop (the program resumed since, or it was never listed)"
+                ),
+            ))
+        }
+    }
+
+    pub fn closed_reason(&self) -> Option<String> {
+        self.shared.state().closed.clone()
+    }
+
+    /// Ends the adapter (and with it the debuggee).
+    pub async fn terminate(&self) {
+        if !self.client.is_closed() {
+            let _ = self
+                .client
+                .request(
+                    "disconnect",
+                    json!({"terminateDebuggee": true}),
+                    Duration::from_secs(3),
+                )
+                .await;
+        }
+        self.client.close("session stopped");
+        self.shutdown.cancel();
+        {
+            let mut st = self.shared.state();
+            st.run = Run::Terminated;
+            st.refs.clear();
+        }
+        self.shared.bump();
+    }
+}
+
+fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
+    let event = msg.get("event").and_then(Value::as_str).unwrap_or("");
+    let body = msg.get("body").cloned().unwrap_or(Value::Null);
+    let text = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_owned);
+    match event {
+        "initialized" => shared.state().initialized = true,
+        "stopped" => {
+            let reason = text("reason").unwrap_or_else(|| "pause".into());
+            // debugpy puts the exception type in `text` and its message in `description`: keep both.
+            let detail = match (text("text"), text("description")) {
+                (Some(t), Some(d)) if t != d && !d.contains(&t) => Some(format!("{t}: {d}")),
+                (t, d) => d.or(t),
+            };
+            if reason == "exception" {
+                let message = detail.clone().unwrap_or_else(|| "exception".into());
+                shared
+                    .journal()
+                    .push(now_ms(), "exception", &reason, &message, None);
+            } else {
+                shared.journal().push(
+                    now_ms(),
+                    "stopped",
+                    &reason,
+                    detail.as_deref().unwrap_or(""),
+                    None,
+                );
+            }
+            let mut st = shared.state();
+            st.run = Run::Paused {
+                thread_id: body.get("threadId").and_then(Value::as_i64).unwrap_or(0),
+                reason,
+                text: detail,
+            };
+            st.stops += 1;
+            st.refs.clear();
+        }
+        "continued" => {
+            let mut st = shared.state();
+            if !matches!(st.run, Run::Terminated) {
+                st.run = Run::Running;
+                st.refs.clear();
+            }
+        }
+        "output" => {
+            let category = text("category").unwrap_or_else(|| "console".into());
+            let output = text("output").unwrap_or_default();
+            let source = body
+                .pointer("/source/path")
+                .and_then(Value::as_str)
+                .map(|p| {
+                    (
+                        p.to_owned(),
+                        body.get("line").and_then(Value::as_u64).unwrap_or(0),
+                    )
+                });
+            shared
+                .journal()
+                .push(now_ms(), "output", &category, &output, source);
+        }
+        "exited" => {
+            let code = body.get("exitCode").and_then(Value::as_i64);
+            shared.state().exit_code = code;
+            shared.journal().push(
+                now_ms(),
+                "exited",
+                "exit",
+                &format!("exit code {}", code.unwrap_or(-1)),
+                None,
+            );
+        }
+        "terminated" => {
+            let mut st = shared.state();
+            st.run = Run::Terminated;
+            st.refs.clear();
+        }
+        "breakpoint" => lock(breakpoints).on_event(&body),
+        _ => return,
+    }
+    shared.bump();
+}

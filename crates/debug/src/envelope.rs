@@ -1,0 +1,212 @@
+//! VSC-Bridge's response envelope, and the one mapping from a script's error to the agent's tool error.
+
+use crate::catalog::ToolDef;
+use bridge_core::{ErrorCode, ToolError};
+use serde_json::{Value, json};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// A failed script: its code (`E_NO_SESSION`), message, details and, when the script knows one, a hint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptError {
+    pub code: String,
+    pub message: String,
+    pub details: Value,
+    pub hint: Option<String>,
+}
+
+impl ScriptError {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+            details: json!({}),
+            hint: None,
+        }
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn details(mut self, details: Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    /// The `error` object of an error envelope.
+    pub fn to_json(&self) -> Value {
+        let mut details = self.details.clone();
+        if let (Some(hint), Some(map)) = (&self.hint, details.as_object_mut()) {
+            map.entry("hint").or_insert_with(|| json!(hint));
+        }
+        json!({"code": self.code, "message": self.message, "details": details})
+    }
+
+    /// From an error envelope's `error` object (the file protocol's `error.json`).
+    pub fn from_json(error: &Value) -> Self {
+        let details = error.get("details").cloned().unwrap_or_else(|| json!({}));
+        Self {
+            code: error
+                .get("code")
+                .and_then(Value::as_str)
+                .unwrap_or("E_INTERNAL")
+                .to_owned(),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the script failed without a message")
+                .to_owned(),
+            hint: details
+                .get("hint")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            details,
+        }
+    }
+
+    /// The agent's error: the script's code kept (not flattened to `E_INTERNAL`), its hint, else the metadata's
+    /// `error_contract` hint, else the category's.
+    pub fn into_tool_error(self, def: Option<&ToolDef>) -> ToolError {
+        let category = category(&self.code);
+        let mut err = ToolError::new(category, self.message)
+            .with_details(self.details)
+            .with_code_name(self.code.clone());
+        let hint = self
+            .hint
+            .or_else(|| def.and_then(|d| d.hint_for(&self.code)).map(str::to_owned))
+            .or_else(|| default_hint(&self.code).map(str::to_owned));
+        if let Some(hint) = hint {
+            err = err.with_hint(hint);
+        }
+        err
+    }
+}
+
+fn category(code: &str) -> ErrorCode {
+    match code {
+        "E_NO_SESSION" | "E_NOT_PAUSED" | "E_NOT_STOPPED" | "E_STALE_REFERENCE" => {
+            ErrorCode::Conflict
+        }
+        "E_TIMEOUT" | "E_PICKUP_TIMEOUT" => ErrorCode::Timeout,
+        "E_CANCELLED" => ErrorCode::Cancelled,
+        "E_INVALID_PARAMS" | "E_INVALID_LINE" => ErrorCode::InvalidArgument,
+        "E_FILE_NOT_FOUND" | "E_SCRIPT_NOT_FOUND" => ErrorCode::NotFound,
+        "E_BRIDGE_UNAVAILABLE" | "E_BRIDGE_NOT_FOUND" | "E_NO_RESPONSE" => ErrorCode::Disconnected,
+        "E_CAPACITY" | "E_CIRCUIT_OPEN" | "E_BUSY" => ErrorCode::Busy,
+        "E_ADAPTER_NOT_FOUND" | "E_UNSUPPORTED_BACKEND" | "E_UNSUPPORTED_LANGUAGE" => {
+            ErrorCode::Unsupported
+        }
+        "E_INTERNAL" => ErrorCode::Internal,
+        _ => ErrorCode::Remote,
+    }
+}
+
+fn default_hint(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "E_NO_SESSION" => "Start debug session first using debug_start",
+        "E_NOT_PAUSED" => {
+            "Wait for the program to stop (debug_wait_for_hit) or set a breakpoint first"
+        }
+        "E_STALE_REFERENCE" => {
+            "The program resumed since; list the variables again and use the new references"
+        }
+        "E_TIMEOUT" => {
+            "Increase timeoutMs, or check with breakpoint_list that the breakpoint is verified"
+        }
+        "E_BRIDGE_UNAVAILABLE" => {
+            "Open the workspace in VS Code with VSC-Bridge, or run `mcp-bridges debug host --workspace W`"
+        }
+        "E_PICKUP_TIMEOUT" => {
+            "The bridge host is not taking jobs; check that VS Code (or `mcp-bridges debug host`) runs for this workspace"
+        }
+        "E_CANCELLED" => "Call again if the result is still needed",
+        _ => return None,
+    })
+}
+
+/// Milliseconds since the epoch, and the same instant as ISO 8601 (`2025-11-25T10:15:00.123Z`).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub fn iso8601(ms: u64) -> String {
+    let (date, time) = civil(ms);
+    format!("{date}T{time}Z")
+}
+
+/// `(YYYY-MM-DD, HH:MM:SS.mmm)` of an epoch-milliseconds instant (UTC).
+pub fn civil(ms: u64) -> (String, String) {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (
+        format!("{y:04}-{m:02}-{d:02}"),
+        format!(
+            "{:02}:{:02}:{:02}.{:03}",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60,
+            ms % 1000
+        ),
+    )
+}
+
+/// A success envelope.
+pub fn success(request_id: &str, data: Value, started: Instant) -> Value {
+    json!({
+        "ok": true,
+        "type": "success",
+        "data": data,
+        "meta": meta(request_id, started),
+    })
+}
+
+/// An error envelope.
+pub fn failure(request_id: &str, error: &ScriptError, started: Instant) -> Value {
+    json!({
+        "ok": false,
+        "type": "error",
+        "error": error.to_json(),
+        "meta": meta(request_id, started),
+    })
+}
+
+fn meta(request_id: &str, started: Instant) -> Value {
+    json!({
+        "requestId": request_id,
+        "mode": "normal",
+        "timestamp": iso8601(now_ms()),
+        "duration": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_dates_are_utc_civil_dates() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_732_530_000_123), "2024-11-25T10:20:00.123Z");
+    }
+
+    #[test]
+    fn script_codes_survive_with_their_hints() {
+        let e = ScriptError::new("E_NO_SESSION", "no session").into_tool_error(None);
+        assert_eq!(e.code_name(), "E_NO_SESSION");
+        assert!(e.hint().contains("debug_start"));
+    }
+}

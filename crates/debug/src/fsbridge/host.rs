@@ -1,0 +1,574 @@
+//! The extension's side of the file protocol, headless (`mcp-bridges debug host`): owns `.vsc-bridge/` with
+//! `host.lock`, keeps `host.json` fresh, claims jobs (O_EXCL `claimed.json`), runs them on the `dap` backend and
+//! answers with `response.json` / `error.json` (+ `data.json`), `events.ndjson` and, always last, `done`.
+//! Unlike VSC-Bridge's host: script error codes are kept, the command's `timeout` is honoured, a running job
+//! renews its lease (touches `claimed.json`) instead of being re-run after 60 s, and a job found claimed but
+//! unfinished at start-up is answered `E_CRASH_RECOVERY` (and quarantined with `dlq`), never run again.
+
+use super::io::{create_exclusive, read_json, touch_marker, write_atomic, write_json_atomic};
+use super::watch::DirWatch;
+use super::{
+    CANCEL, CLAIMED_JSON, COMMAND_JSON, DATA_JSON, DLQ, DONE, ERROR_JSON, EVENTS_NDJSON,
+    EXECUTE_DIR, HOST_JSON, HOST_LOCK, KEEP, RESPONSE_JSON,
+};
+use crate::catalog::{BackendKind, Catalog};
+use crate::config::{DebugArgs, HostArgs};
+use crate::dap::{DapBackend, DapConfig};
+use crate::envelope::{self, ScriptError, iso8601, now_ms};
+use bridge_core::BridgeError;
+use serde_json::{Value, json};
+use std::collections::{HashSet, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant as StdInstant, SystemTime};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Success data above this goes to `data.json` (VSC-Bridge's 2 MB).
+pub const DATA_FILE_BYTES: usize = 2 << 20;
+
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    pub capacity: usize,
+    pub heartbeat: Duration,
+    /// A running job touches its `claimed.json` this often.
+    pub lease_renew: Duration,
+    /// Another host's claim untouched this long is dead: answered `E_CRASH_RECOVERY`.
+    pub stale_after: Duration,
+    /// Internal failures (`E_INTERNAL`: the host's own, not a script's answer such as a wait's `E_TIMEOUT`) in
+    /// `circuit_window` that open the circuit.
+    pub circuit_threshold: usize,
+    pub circuit_window: Duration,
+    pub gc_interval: Duration,
+    /// Finished jobs older than this are removed (quarantined ones after 7 times as long; `keep` preserves).
+    pub gc_age: Duration,
+    /// A job without `timeout` in its command gets this.
+    pub default_timeout: Duration,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        Self {
+            capacity: 10,
+            heartbeat: Duration::from_secs(5),
+            lease_renew: Duration::from_secs(10),
+            stale_after: Duration::from_secs(60),
+            circuit_threshold: 10,
+            circuit_window: Duration::from_secs(60),
+            gc_interval: Duration::from_secs(30 * 60),
+            gc_age: Duration::from_secs(24 * 3600),
+            default_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("another bridge host (pid {pid}) owns {root}; stop it first")]
+    Locked { pid: u32, root: PathBuf },
+    #[error("{0}")]
+    Catalog(#[from] crate::catalog::CatalogError),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HostError + '_ {
+    move |source| HostError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+struct Host {
+    root: PathBuf,
+    bridge_id: String,
+    opts: HostOptions,
+    dap: Arc<DapBackend>,
+    catalog: Catalog,
+    running: Mutex<HashSet<String>>,
+    failures: Mutex<VecDeque<StdInstant>>,
+}
+
+/// `mcp-bridges debug host`.
+pub async fn run(args: DebugArgs, host: HostArgs) -> Result<(), BridgeError> {
+    let shutdown = bridge_core::serve::shutdown_on_signals();
+    let opts = HostOptions {
+        capacity: host.capacity.max(1),
+        heartbeat: host.heartbeat,
+        ..HostOptions::default()
+    };
+    let ws = crate::backend::workspace(&args);
+    let cfg = DapConfig {
+        workspace: ws.clone(),
+        python: args.python.clone(),
+        lldb_dap: args.lldb_dap.clone(),
+    };
+    serve(&ws, opts, cfg, shutdown).await?;
+    Ok(())
+}
+
+/// Serves `<workspace>/.vsc-bridge/` until `shutdown`.
+pub async fn serve(
+    workspace: &Path,
+    opts: HostOptions,
+    cfg: DapConfig,
+    shutdown: CancellationToken,
+) -> Result<(), HostError> {
+    let root = workspace.join(super::BRIDGE_DIR);
+    let execute = root.join(EXECUTE_DIR);
+    std::fs::create_dir_all(&execute).map_err(io_err(&execute))?;
+    let _ = create_exclusive(&root.join(".gitignore"), b"*\n");
+    let bridge_id = format!("extHost-{:08x}", rand::random::<u32>());
+    take_lock(&root, &bridge_id)?;
+    let host_json = json!({"bridgeId": bridge_id, "version": 1, "platform": std::env::consts::OS,
+        "workspace": workspace.display().to_string(), "pid": std::process::id(),
+        "startedAt": iso8601(now_ms()), "wslAware": true});
+    let host = Arc::new(Host {
+        root: root.clone(),
+        bridge_id,
+        opts,
+        dap: Arc::new(DapBackend::new(cfg)),
+        catalog: Catalog::builtin()?,
+        running: Mutex::new(HashSet::new()),
+        failures: Mutex::new(VecDeque::new()),
+    });
+    tracing::info!(root = %root.display(), id = %host.bridge_id, "bridge host started");
+    // Before host.json: a client that sees a fresh host finds the dead host's jobs already answered.
+    host.recover_at_start();
+    write_json_atomic(&root.join(HOST_JSON), &host_json).map_err(io_err(&root))?;
+    let heartbeat = tokio::spawn(heartbeat(
+        root.join(HOST_JSON),
+        host.opts.heartbeat,
+        shutdown.clone(),
+    ));
+    let watch = DirWatch::new(&execute, true);
+    let mut last_recovery = StdInstant::now();
+    let mut last_gc = StdInstant::now();
+    while !shutdown.is_cancelled() {
+        if last_recovery.elapsed() >= Duration::from_secs(30).min(host.opts.stale_after) {
+            last_recovery = StdInstant::now();
+            host.recover_stale();
+        }
+        if last_gc.elapsed() >= host.opts.gc_interval {
+            last_gc = StdInstant::now();
+            host.gc();
+        }
+        if host.scan() {
+            // A job directory without its command yet: its command.json may land before inotify watches the
+            // new directory, so look again shortly instead of waiting for the safety tick.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            continue;
+        }
+        tokio::select! {
+            () = watch.changed() => {}
+            () = shutdown.cancelled() => {}
+        }
+    }
+    heartbeat.abort();
+    host.dap.shutdown().await;
+    let _ = std::fs::remove_file(root.join(HOST_LOCK));
+    tracing::info!("bridge host stopped");
+    Ok(())
+}
+
+fn take_lock(root: &Path, bridge_id: &str) -> Result<(), HostError> {
+    let lock = root.join(HOST_LOCK);
+    let body = json!({"pid": std::process::id(), "bridgeId": bridge_id}).to_string();
+    for _ in 0..2 {
+        if create_exclusive(&lock, body.as_bytes()).map_err(io_err(&lock))? {
+            return Ok(());
+        }
+        let pid = read_json(&lock)
+            .ok()
+            .and_then(|v| v.get("pid").and_then(Value::as_u64))
+            .unwrap_or(0) as u32;
+        if pid != 0 && pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(HostError::Locked {
+                pid,
+                root: root.to_path_buf(),
+            });
+        }
+        // The holder is gone (it crashed): the lock is stale.
+        let _ = std::fs::remove_file(&lock);
+    }
+    Err(HostError::Locked {
+        pid: 0,
+        root: root.to_path_buf(),
+    })
+}
+
+async fn heartbeat(path: PathBuf, every: Duration, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = shutdown.cancelled() => return,
+        }
+        if let Err(e) = touch(&path) {
+            tracing::warn!("heartbeat: {}: {e}", path.display());
+        }
+    }
+}
+
+fn touch(path: &Path) -> std::io::Result<()> {
+    std::fs::File::options()
+        .write(true)
+        .open(path)?
+        .set_modified(SystemTime::now())
+}
+
+fn age_of(path: &Path) -> Option<Duration> {
+    Some(
+        std::fs::metadata(path)
+            .ok()?
+            .modified()
+            .ok()?
+            .elapsed()
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+impl Host {
+    fn job_dirs(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(self.root.join(EXECUTE_DIR)) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        dirs
+    }
+
+    /// Start-up, before taking jobs: jobs a dead host claimed and never finished are answered and quarantined
+    /// (never re-run); directories without a command are removed once old; stale unclaimed commands too.
+    fn recover_at_start(self: &Arc<Self>) {
+        for dir in self.job_dirs() {
+            let has = |f: &str| dir.join(f).exists();
+            if has(CLAIMED_JSON) && !has(DONE) && !has(DLQ) {
+                self.quarantine(
+                    &dir,
+                    "E_CRASH_RECOVERY",
+                    "the bridge host stopped while this job ran; it was not run again",
+                );
+            } else if !has(COMMAND_JSON)
+                && age_of(&dir).is_some_and(|a| a > Duration::from_secs(60))
+                && !has(KEEP)
+            {
+                let _ = std::fs::remove_dir_all(&dir);
+            } else if has(COMMAND_JSON)
+                && !has(CLAIMED_JSON)
+                && age_of(&dir.join(COMMAND_JSON)).is_some_and(|a| a > crate::backend::FRESH_HOST)
+                && !has(KEEP)
+            {
+                // Its client gave up long ago (pickup is 5 s): running it now would surprise everyone.
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+
+    /// Claims by a host that no longer renews its lease: answered, quarantined, not re-run.
+    fn recover_stale(&self) {
+        let running = self.running.lock().map(|r| r.clone()).unwrap_or_default();
+        for dir in self.job_dirs() {
+            let id = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let claimed = dir.join(CLAIMED_JSON);
+            if claimed.exists()
+                && !dir.join(DONE).exists()
+                && !dir.join(DLQ).exists()
+                && !running.contains(&id)
+                && age_of(&claimed).is_some_and(|a| a > self.opts.stale_after)
+            {
+                self.quarantine(
+                    &dir,
+                    "E_CRASH_RECOVERY",
+                    "the host running this job stopped renewing its lease; it was not run again",
+                );
+            }
+        }
+    }
+
+    fn quarantine(&self, dir: &Path, code: &str, message: &str) {
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let _ = write_json_atomic(
+            &dir.join(DLQ),
+            &json!({"reason": code, "message": message, "bridgeId": self.bridge_id,
+            "at": iso8601(now_ms()), "jobId": id}),
+        );
+        if !dir.join(RESPONSE_JSON).exists() && !dir.join(ERROR_JSON).exists() {
+            let err = ScriptError::new(code, message);
+            let _ = write_json_atomic(
+                &dir.join(ERROR_JSON),
+                &envelope::failure(&id, &err, StdInstant::now()),
+            );
+        }
+        let _ = touch_marker(&dir.join(DONE));
+    }
+
+    /// Finished jobs past their age; abandoned cancelled jobs after a minute.
+    fn gc(&self) {
+        for dir in self.job_dirs() {
+            if dir.join(KEEP).exists() {
+                continue;
+            }
+            let Some(age) = age_of(&dir.join(DONE)) else {
+                continue;
+            };
+            let limit = if dir.join(DLQ).exists() {
+                self.opts.gc_age * 7
+            } else if dir.join(CANCEL).exists() {
+                self.opts.gc_age.min(Duration::from_secs(60))
+            } else {
+                self.opts.gc_age
+            };
+            if age > limit {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+
+    /// Claims every new job; true when a fresh directory has no command yet (one is being written).
+    fn scan(self: &Arc<Self>) -> bool {
+        let mut incomplete = false;
+        for dir in self.job_dirs() {
+            let has = |f: &str| dir.join(f).exists();
+            if has(COMMAND_JSON) {
+                if !has(CLAIMED_JSON) && !has(DONE) && !has(DLQ) {
+                    self.claim(&dir);
+                }
+            } else if age_of(&dir).is_some_and(|a| a < Duration::from_millis(200)) {
+                incomplete = true;
+            }
+        }
+        incomplete
+    }
+
+    fn claim(self: &Arc<Self>, dir: &Path) {
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !super::ids::is_valid_job_id(&id) {
+            return;
+        }
+        let claim = json!({"bridgeId": self.bridge_id, "claimedAt": iso8601(now_ms()), "pid": std::process::id()});
+        match create_exclusive(&dir.join(CLAIMED_JSON), claim.to_string().as_bytes()) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::warn!("claim {}: {e}", dir.display());
+                return;
+            }
+        }
+        let started = StdInstant::now();
+        let refuse = |err: ScriptError| finish(dir, &id, Err(err), started);
+        if dir.join(CANCEL).exists() {
+            return refuse(ScriptError::new(
+                "E_CANCELLED",
+                "cancelled before it started",
+            ));
+        }
+        if let Some(retry) = self.circuit_open() {
+            return refuse(
+                ScriptError::new(
+                    "E_CIRCUIT_OPEN",
+                    "too many failures recently; the host is refusing jobs for a while",
+                )
+                .details(json!({"retryAfter": retry.as_millis() as u64})),
+            );
+        }
+        {
+            let mut running = self
+                .running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if running.len() >= self.opts.capacity {
+                drop(running);
+                return refuse(
+                    ScriptError::new(
+                        "E_CAPACITY",
+                        format!("{} jobs are running already", self.opts.capacity),
+                    )
+                    .hint("Retry when a running call has finished"),
+                );
+            }
+            running.insert(id.clone());
+        }
+        let host = Arc::clone(self);
+        let dir = dir.to_path_buf();
+        tokio::spawn(async move {
+            let result = host.execute(&dir).await;
+            if let Err(e) = &result
+                && e.code == "E_INTERNAL"
+            {
+                host.record_failure();
+            }
+            finish(&dir, &id, result, started);
+            host.running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&id);
+        });
+    }
+
+    fn circuit_open(&self) -> Option<Duration> {
+        let mut f = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while f
+            .front()
+            .is_some_and(|t| t.elapsed() > self.opts.circuit_window)
+        {
+            f.pop_front();
+        }
+        (f.len() >= self.opts.circuit_threshold).then(|| {
+            f.front().map_or(Duration::ZERO, |t| {
+                self.opts.circuit_window.saturating_sub(t.elapsed())
+            })
+        })
+    }
+
+    fn record_failure(&self) {
+        let mut f = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.push_back(StdInstant::now());
+        while f.len() > self.opts.circuit_threshold {
+            f.pop_front();
+        }
+    }
+
+    async fn execute(&self, dir: &Path) -> Result<Value, ScriptError> {
+        let command = read_json(&dir.join(COMMAND_JSON))
+            .map_err(|e| ScriptError::new("E_INVALID_PARAMS", format!("command.json: {e}")))?;
+        let script = command
+            .get("scriptName")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let def = self
+            .catalog
+            .tools
+            .iter()
+            .find(|t| t.alias == script)
+            .ok_or_else(|| {
+                ScriptError::new("E_SCRIPT_NOT_FOUND", format!("no script `{script}`"))
+            })?;
+        if !def.backends.contains(&BackendKind::Dap) {
+            return Err(ScriptError::new(
+                "E_UNSUPPORTED_BACKEND",
+                format!("`{script}` needs VS Code; this headless host runs debuggers only"),
+            ));
+        }
+        let params = crate::catalog::validate::check(
+            &def.input_schema,
+            command.get("params").cloned().unwrap_or(Value::Null),
+        )
+        .map_err(|e| {
+            ScriptError::new("E_INVALID_PARAMS", e.message().to_owned())
+                .details(e.details().clone())
+        })?;
+        let timeout = command
+            .get("timeout")
+            .and_then(Value::as_u64)
+            .map_or(self.opts.default_timeout, Duration::from_millis);
+        let deadline = Instant::now() + timeout;
+        let mut events = Events::open(dir);
+        events.emit("progress", 0.0, &format!("running {script}"));
+        let watch = DirWatch::new(dir, false);
+        let cancelled = async {
+            while !dir.join(CANCEL).exists() {
+                watch.changed().await;
+            }
+        };
+        let lease = async {
+            loop {
+                tokio::time::sleep(self.opts.lease_renew).await;
+                let _ = touch(&dir.join(CLAIMED_JSON));
+            }
+        };
+        let result = tokio::select! {
+            r = self.dap.execute(&script, &params, deadline) => r,
+            () = cancelled => Err(ScriptError::new("E_CANCELLED", "the client cancelled the job")),
+            () = lease => Err(ScriptError::new("E_INTERNAL", "lease renewal ended")),
+        };
+        events.emit(
+            "progress",
+            100.0,
+            if result.is_ok() { "done" } else { "failed" },
+        );
+        result
+    }
+}
+
+/// `response.json` (with `data.json` when large) or `error.json`, then `done`, always last.
+fn finish(dir: &Path, id: &str, result: Result<Value, ScriptError>, started: StdInstant) {
+    let written = match result {
+        Ok(data) => {
+            let text_len = serde_json::to_vec(&data).map_or(0, |b| b.len());
+            if text_len > DATA_FILE_BYTES {
+                let mut env = envelope::success(id, Value::Null, started);
+                if let Some(obj) = env.as_object_mut() {
+                    obj.remove("data");
+                    obj.insert("dataRef".into(), json!(DATA_JSON));
+                }
+                serde_json::to_vec(&data)
+                    .map_err(std::io::Error::other)
+                    .and_then(|bytes| write_atomic(&dir.join(DATA_JSON), &bytes))
+                    .and_then(|()| write_json_atomic(&dir.join(RESPONSE_JSON), &env))
+            } else {
+                write_json_atomic(
+                    &dir.join(RESPONSE_JSON),
+                    &envelope::success(id, data, started),
+                )
+            }
+        }
+        Err(err) => write_json_atomic(&dir.join(ERROR_JSON), &envelope::failure(id, &err, started)),
+    };
+    if let Err(e) = written {
+        tracing::warn!("job {id}: could not write its answer: {e}");
+        let _ = write_json_atomic(
+            &dir.join(DLQ),
+            &json!({"reason": "E_INTERNAL", "message": e.to_string()}),
+        );
+    }
+    let _ = touch_marker(&dir.join(DONE));
+}
+
+/// `events.ndjson`, appended one whole line per write.
+struct Events {
+    file: Option<std::fs::File>,
+    seq: u64,
+}
+
+impl Events {
+    fn open(dir: &Path) -> Self {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(EVENTS_NDJSON))
+            .ok();
+        Self { file, seq: 0 }
+    }
+
+    fn emit(&mut self, kind: &str, pct: f64, msg: &str) {
+        let line = json!({"ts": now_ms(), "seq": self.seq, "type": kind, "level": "info", "pct": pct, "msg": msg});
+        self.seq += 1;
+        if let Some(f) = &mut self.file {
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The headless host's own rules, in process with short limits: capacity, lease renewal on a long job (it is
+//! never quarantined or re-run while it runs), and garbage collection of finished jobs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_debug::dap::DapConfig;
+use bridge_debug::envelope::ScriptError;
+use bridge_debug::fsbridge::client::{FsClient, RunCtx};
+use bridge_debug::fsbridge::host::{HostOptions, serve};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+struct InProcessHost {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    client: std::sync::Arc<FsClient>,
+}
+
+impl InProcessHost {
+    async fn start(ws: &Path, opts: HostOptions) -> Self {
+        let stop = CancellationToken::new();
+        let cfg = DapConfig {
+            workspace: ws.to_path_buf(),
+            python: Some(python()),
+            lldb_dap: None,
+        };
+        let (ws2, stop2) = (ws.to_path_buf(), stop.clone());
+        let task = tokio::spawn(async move {
+            serve(&ws2, opts, cfg, stop2).await.unwrap();
+        });
+        let root = ws.join(".vsc-bridge");
+        while !root.join("host.json").exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Self {
+            stop,
+            task,
+            client: std::sync::Arc::new(FsClient::new(root)),
+        }
+    }
+
+    async fn run(&self, script: &str, params: Value, ms: u64) -> Result<Value, ScriptError> {
+        let ctx = RunCtx {
+            cancel: CancellationToken::new(),
+            tool: None,
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+        self.client.run(script, params, deadline, ctx).await
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.task.await.unwrap();
+    }
+}
+
+fn claimed_dirs(ws: &Path) -> Vec<PathBuf> {
+    support::host::job_dirs(ws)
+        .into_iter()
+        .filter(|d| d.join("claimed.json").exists())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_refuses_and_a_long_job_renews_its_lease_instead_of_being_rerun() {
+    let ws = workspace("host-cap");
+    let opts = HostOptions {
+        capacity: 1,
+        lease_renew: Duration::from_millis(100),
+        stale_after: Duration::from_millis(400),
+        ..HostOptions::default()
+    };
+    let host = std::sync::Arc::new(InProcessHost::start(&ws, opts).await);
+    host.run("debug.start", json!({"launch": "slow"}), 30_000)
+        .await
+        .unwrap();
+    let long = {
+        let host = std::sync::Arc::clone(&host);
+        tokio::spawn(async move {
+            host.run("debug.wait-for-hit", json!({"timeoutMs": 2500}), 10_000)
+                .await
+        })
+    };
+    while claimed_dirs(&ws).is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let claimed = claimed_dirs(&ws)[0].join("claimed.json");
+    let first = std::fs::metadata(&claimed).unwrap().modified().unwrap();
+    let refused = host
+        .run("debug.status", json!({}), 5_000)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, "E_CAPACITY");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let later = std::fs::metadata(&claimed).unwrap().modified().unwrap();
+    assert!(later > first, "the running job touched claimed.json");
+    assert!(
+        !claimed.with_file_name("dlq").exists(),
+        "a live job past stale_after is not quarantined"
+    );
+    let answer = long.await.unwrap().unwrap_err();
+    assert_eq!(
+        answer.code, "E_TIMEOUT",
+        "the wait's own answer, once: {answer:?}"
+    );
+    assert!(
+        host.run("debug.status", json!({}), 5_000).await.is_ok(),
+        "capacity is free again"
+    );
+    host.run("debug.stop", json!({}), 10_000).await.unwrap();
+    std::sync::Arc::into_inner(host).unwrap().stop().await;
+    assert!(
+        !ws.join(".vsc-bridge/host.lock").exists(),
+        "the lock goes with the host"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_removes_finished_jobs_but_keeps_kept_and_quarantined_ones() {
+    let ws = workspace("host-gc");
+    let execute = ws.join(".vsc-bridge/execute");
+    std::fs::create_dir_all(&execute).unwrap();
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    let job = |name: &str, files: &[&str]| {
+        let dir = execute.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("command.json"), "{}").unwrap();
+        for f in files {
+            std::fs::write(dir.join(f), "{}").unwrap();
+        }
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join("done"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        dir
+    };
+    let finished = job(
+        "20250101T000000000Z-0001-aaaa",
+        &["claimed.json", "response.json", "done"],
+    );
+    let kept = job(
+        "20250101T000000000Z-0002-bbbb",
+        &["claimed.json", "response.json", "done", "keep"],
+    );
+    let quarantined = job(
+        "20250101T000000000Z-0003-cccc",
+        &["claimed.json", "error.json", "dlq", "done"],
+    );
+    let opts = HostOptions {
+        gc_interval: Duration::from_millis(50),
+        gc_age: Duration::from_secs(600),
+        ..HostOptions::default()
+    };
+    let host = InProcessHost::start(&ws, opts).await;
+    let t = std::time::Instant::now();
+    while finished.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "GC did not remove the finished job"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(kept.exists(), "keep preserves");
+    assert!(
+        quarantined.exists(),
+        "a quarantined job is kept 7 times as long"
+    );
+    host.stop().await;
+}

@@ -1,0 +1,183 @@
+//! Shared by the debug bridge's tests: the bridge in process behind a real MCP client (rmcp over the stdio
+//! framing), workspaces with Python and C targets, and the debuggers `scripts/install-peers` installs. A
+//! missing debugger fails the test that needs it: it is never skipped.
+#![allow(dead_code)]
+
+use bridge_core::{BridgeEntry, BridgeEnv};
+use bridge_debug::config::BackendChoice;
+use bridge_debug::{Debug, DebugArgs};
+use mcp_testkit::{Client, Era};
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use mcp_testkit::{error_of, ok_of};
+pub mod host;
+pub mod scenarios;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The Python with debugpy that `scripts/install-peers` set up.
+pub fn python() -> PathBuf {
+    let venv = std::env::var_os("PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+        .join("venv/bin/python");
+    let ok = std::process::Command::new(&venv)
+        .args(["-c", "import debugpy"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "debugpy is missing at {}: run scripts/install-peers",
+        venv.display()
+    );
+    venv
+}
+
+/// lldb-dap from Debian's lldb-19 (scripts/install-peers --print-apt lists it).
+pub fn lldb_dap() -> PathBuf {
+    for p in [
+        "/usr/bin/lldb-dap-19",
+        "/usr/lib/llvm-19/bin/lldb-dap",
+        "/usr/bin/lldb-dap",
+    ] {
+        if Path::new(p).is_file() {
+            return PathBuf::from(p);
+        }
+    }
+    panic!("lldb-dap is missing: apt-get install lldb-19 (scripts/install-peers --print-apt)");
+}
+
+pub const PY_TARGET: &str = "\
+def add(a, b):
+    total = a + b
+    return total
+
+
+x = add(40, 2)
+print('x =', x)
+y = add(x, 0)
+print('y =', y)
+";
+/// The line of `return total` in [`PY_TARGET`].
+pub const PY_LINE: u64 = 3;
+
+pub const C_TARGET: &str = "\
+#include <stdio.h>
+
+int add(int a, int b) {
+    int total = a + b;
+    return total;
+}
+
+int main(void) {
+    int x = add(40, 2);
+    printf(\"y = %d\\n\", x);
+    return 0;
+}
+";
+/// The line of `return total;` in [`C_TARGET`].
+pub const C_LINE: u64 = 5;
+
+/// A fresh workspace with `target.py`, `slow.py`, `t.c` built with `gcc -g -O0`, and a JSONC launch.json.
+pub fn workspace(tag: &str) -> PathBuf {
+    // Under target/: `cargo clean` removes what the tests leave (workspaces with a built C program each).
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "debug-ws-{tag}-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(dir.join(".vscode")).unwrap();
+    std::fs::write(dir.join("target.py"), PY_TARGET).unwrap();
+    std::fs::write(
+        dir.join("slow.py"),
+        "import time\nfor i in range(600):\n    time.sleep(0.1)\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("t.c"), C_TARGET).unwrap();
+    let launch = r#"{
+  // JSONC, as VS Code writes it
+  "version": "0.2.0",
+  "configurations": [
+    { "name": "py", "type": "debugpy", "request": "launch", "program": "${workspaceFolder}/target.py" },
+    { "name": "slow", "type": "debugpy", "request": "launch", "program": "${workspaceFolder}/slow.py" },
+    { "name": "c", "type": "lldb-dap", "request": "launch", "program": "${workspaceFolder}/t", }, /* trailing comma */
+  ]
+}"#;
+    std::fs::write(dir.join(".vscode/launch.json"), launch).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+/// Builds `t.c` into `t` with debug info.
+pub fn build_c(ws: &Path) {
+    let out = std::process::Command::new("gcc")
+        .args(["-g", "-O0", "-o"])
+        .arg(ws.join("t"))
+        .arg(ws.join("t.c"))
+        .output()
+        .expect("gcc");
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn rand_suffix() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+pub fn args(ws: &Path, backend: BackendChoice) -> DebugArgs {
+    DebugArgs {
+        workspace: ws.to_path_buf(),
+        backend,
+        timeout: Duration::from_millis(30_000),
+        manifest: None,
+        python: Some(python()),
+        lldb_dap: Some(lldb_dap()),
+    }
+}
+
+/// The bridge in process, behind rmcp's client over the stdio framing.
+pub async fn client(args: DebugArgs) -> Client {
+    let env = BridgeEnv::new();
+    let bridge = Debug::start(args, &env).await.unwrap();
+    mcp_testkit::pipe_client(bridge, Era::Legacy, vec![]).await
+}
+
+pub async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
+    mcp_testkit::call(c, tool, args).await
+}
+
+/// `data` of a successful call's envelope.
+pub async fn data(c: &Client, tool: &str, args: Value) -> Value {
+    let r = call(c, tool, args).await;
+    let env = ok_of(&r);
+    assert_eq!(env["ok"], true, "{env}");
+    env["data"].clone()
+}
+
+/// The error code of a failed call.
+pub async fn code(c: &Client, tool: &str, args: Value) -> (String, Value) {
+    let r = call(c, tool, args).await;
+    let e = error_of(&r);
+    (e["code"].as_str().unwrap().to_owned(), e)
+}
+
+pub async fn tool_names(c: &Client) -> Vec<String> {
+    let tools = c.list_all_tools().await.unwrap();
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+pub fn empty() -> Value {
+    json!({})
+}
