@@ -646,3 +646,62 @@ async fn health_and_metrics_show_connections_and_queues() {
     game.stop();
     relay.stop().await;
 }
+
+#[tokio::test]
+async fn the_mcp_server_answers_a_malformed_relay_message_with_schema_error_and_reads_on() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    async fn next_json(
+        ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    ) -> Value {
+        loop {
+            if let Some(Ok(Message::Text(t))) = ws.next().await {
+                return serde_json::from_str::<Value>(&t).unwrap();
+            }
+        }
+    }
+    // A stand-in relay that says welcome, then sends garbage and an invalid event, then a good event.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let fake = tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
+        assert_eq!(next_json(&mut ws).await["type"], "hello");
+        let welcome = json!({"version": "1.0", "type": "welcome", "id": "w", "timestamp": 1, "source": "relay",
+            "payload": {"role": "mcp", "epoch": "e1", "lastSeq": 0, "games": ["g"]}});
+        ws.send(Message::text(welcome.to_string())).await.unwrap();
+        let mut replies = Vec::new();
+        for bad in [
+            "{nope",
+            r#"{"version":"1.0","type":"event","id":"x","timestamp":1,"source":"relay","payload":{"eventType":"boom"}}"#,
+        ] {
+            ws.send(Message::text(bad)).await.unwrap();
+            replies.push(next_json(&mut ws).await);
+        }
+        let good = json!({"version": "1.0", "type": "event", "id": "ok1", "timestamp": 1, "source": "minecraft",
+            "game": "g", "seq": 1, "payload": {"eventType": "player_chat", "timestamp": 1, "data": {"player": "S", "message": "after"}}});
+        ws.send(Message::text(good.to_string())).await.unwrap();
+        // Its ack proves the MCP server read on.
+        let ack = next_json(&mut ws).await;
+        (replies, ack)
+    });
+    let server = McpServer::start(mc_args(&[
+        "--relay-url",
+        &format!("ws://{addr}"),
+        "--relay-token",
+        "t",
+    ]))
+    .await;
+    let (replies, ack) = within("the stand-in relay's exchange", fake).await.unwrap();
+    for r in &replies {
+        assert_eq!(r["type"], "error");
+        assert_eq!(r["payload"]["code"], "SCHEMA_ERROR");
+        assert_eq!(r["source"], "mcp");
+    }
+    assert_eq!(ack["type"], "ack");
+    assert_eq!(ack["payload"]["seq"], 1);
+    let (events, _) = server.poll("player_chat", 0).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["data"]["data"]["message"], "after");
+    server.stop().await;
+}
