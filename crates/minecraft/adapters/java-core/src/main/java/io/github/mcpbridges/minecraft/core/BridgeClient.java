@@ -1,0 +1,175 @@
+package io.github.mcpbridges.minecraft.core;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.WebSocket;
+import java.net.http.WebSocketHandshakeException;
+import java.time.Duration;
+import java.util.OptionalLong;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Dials the relay with java.net.http.WebSocket (Authorization: Bearer), feeds a {@link Session}, and redials
+ * with {@link Backoff} after a failure or a closed link (seed Property 13).
+ */
+public final class BridgeClient implements AutoCloseable {
+    /** Text frames larger than this (after reassembly) are dropped: the relay never sends more than 1 MiB. */
+    public static final int MAX_INBOUND_CHARS = 1024 * 1024;
+
+    private final BridgeConfig cfg;
+    private final Session session;
+    private final BridgeLog log;
+    private final HttpClient http;
+    private final Backoff backoff;
+    private final ScheduledExecutorService timer;
+    private volatile WebSocket socket;
+    private volatile boolean closed;
+
+    public BridgeClient(BridgeConfig cfg, Session session, BridgeLog log) {
+        this.cfg = cfg;
+        this.session = session;
+        this.log = log;
+        this.http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+        this.backoff = new Backoff(cfg.reconnectDelayMs(), cfg.reconnectAttempts(), new Random());
+        this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "mcp-bridge-reconnect");
+            t.setDaemon(true);
+            return t;
+        });
+    }
+
+    public void start() {
+        log.info("minecraft-mcp-bridge starting: " + cfg.summary());
+        timer.execute(this::connect);
+    }
+
+    public boolean connected() {
+        return socket != null && session.welcomed();
+    }
+
+    private void connect() {
+        if (closed) return;
+        URI uri;
+        try {
+            uri = URI.create(cfg.url());
+        } catch (IllegalArgumentException e) {
+            log.error("bridge.url " + cfg.url() + " is not a URL; not connecting", e);
+            return;
+        }
+        WebSocket.Builder b = http.newWebSocketBuilder().connectTimeout(Duration.ofSeconds(10));
+        if (cfg.requireAuth()) b.header("Authorization", "Bearer " + cfg.authToken());
+        b.buildAsync(uri, new Listener()).whenComplete((ws, err) -> {
+            if (err != null) {
+                Throwable cause = err.getCause() != null ? err.getCause() : err;
+                if (cause instanceof WebSocketHandshakeException h && h.getResponse().statusCode() == 401) {
+                    log.warn("relay " + uri + " refused the token (AUTH_FAILED, HTTP 401)");
+                } else {
+                    log.warn("relay " + uri + " unreachable: " + cause);
+                }
+                scheduleReconnect();
+            }
+        });
+    }
+
+    private void scheduleReconnect() {
+        if (closed) return;
+        OptionalLong delay = backoff.nextDelayMs();
+        if (delay.isEmpty()) {
+            log.log(BridgeLog.Level.ERROR, "relay unreachable after " + cfg.reconnectAttempts() + " attempts: giving up (bridge.reconnect_attempts = 0 retries forever)");
+            return;
+        }
+        log.info("reconnecting in " + delay.getAsLong() + " ms (attempt " + backoff.failures() + ")");
+        timer.schedule(this::connect, delay.getAsLong(), TimeUnit.MILLISECONDS);
+    }
+
+    private final class Listener implements WebSocket.Listener {
+        private final StringBuilder partial = new StringBuilder();
+        private boolean oversized;
+        private WebSocket mine;
+
+        @Override
+        public void onOpen(WebSocket ws) {
+            mine = ws;
+            socket = ws;
+            session.onOpen(text -> {
+                if (socket != ws) return false;
+                // sendText must not overlap with another send on the same socket: serialise on the socket.
+                synchronized (ws) {
+                    try {
+                        ws.sendText(text, true).join();
+                        return true;
+                    } catch (RuntimeException e) {
+                        return false;
+                    }
+                }
+            });
+            ws.request(1);
+        }
+
+        @Override
+        public CompletionStage<?> onText(WebSocket ws, CharSequence data, boolean last) {
+            if (!oversized) {
+                partial.append(data);
+                if (partial.length() > MAX_INBOUND_CHARS) {
+                    oversized = true;
+                    partial.setLength(0);
+                    log.warn("dropped a message from the relay over " + MAX_INBOUND_CHARS + " characters");
+                }
+            }
+            if (last) {
+                String text = partial.toString();
+                partial.setLength(0);
+                boolean drop = oversized;
+                oversized = false;
+                if (!drop) {
+                    if (text.contains("\"type\":\"welcome\"")) backoff.reset();
+                    session.onText(text);
+                }
+            }
+            ws.request(1);
+            return null;
+        }
+
+        @Override
+        public CompletionStage<?> onBinary(WebSocket ws, java.nio.ByteBuffer data, boolean last) {
+            log.warn("ignored a binary frame from the relay");
+            ws.request(1);
+            return null;
+        }
+
+        @Override
+        public CompletionStage<?> onClose(WebSocket ws, int status, String reason) {
+            lost("closed " + status + " " + reason);
+            return CompletableFuture.completedFuture(null);
+        }
+
+        @Override
+        public void onError(WebSocket ws, Throwable error) {
+            lost("error " + error);
+        }
+
+        private void lost(String why) {
+            if (socket == mine) {
+                socket = null;
+                session.onClose();
+                log.warn("relay link " + why);
+                scheduleReconnect();
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        WebSocket ws = socket;
+        socket = null;
+        if (ws != null) ws.abort();
+        timer.shutdownNow();
+        session.close();
+    }
+}
