@@ -15,7 +15,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Dials the relay with java.net.http.WebSocket (Authorization: Bearer), feeds a {@link Session}, and redials
- * with {@link Backoff} after a failure or a closed link (seed Property 13).
+ * with {@link Backoff} after a failure or a closed link (seed Property 13). The session outlives the client
+ * (its owner closes it), so a new client can carry on with the same outbox.
  */
 public final class BridgeClient implements AutoCloseable {
     /** Text frames larger than this (after reassembly) are dropped: the relay never sends more than 1 MiB. */
@@ -170,6 +171,5 @@ public final class BridgeClient implements AutoCloseable {
         socket = null;
         if (ws != null) ws.abort();
         timer.shutdownNow();
-        session.close();
     }
 }
