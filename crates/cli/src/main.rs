@@ -51,6 +51,10 @@ bridges! {
     Bitburner => bridge_bitburner::Bitburner,
     /// ComputerCraft: run Lua, move turtles and manage files on CC:Tweaked computers.
     Computercraft => bridge_computercraft::ComputerCraft,
+    /// Minecraft: commands, players and world through the relay; game events as streams.
+    Minecraft => bridge_minecraft::Minecraft,
+    /// Minecraft relay alone: game adapters and MCP servers dial it (no MCP tools; see PROTOCOL.md).
+    MinecraftRelay => bridge_minecraft::MinecraftRelay,
 }
 
 #[derive(Parser)]
