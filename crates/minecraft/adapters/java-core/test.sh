@@ -32,7 +32,7 @@ export MC_RELAY_BIN
 
 rc=0
 java -jar "$JAR" -cp "$OUT/main:$OUT/test" --select-package io.github.mcpbridges.minecraft.core \
-  --disable-banner --details=tree --fail-if-no-tests --reports-dir "$OUT/reports" || rc=$?
+  --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests --reports-dir "$OUT/reports" || rc=$?
 
 if [[ -n "${TEST_COUNTS_FILE:-}" ]]; then
   python3 - "$OUT/reports" >>"$TEST_COUNTS_FILE" <<'PY'

@@ -103,7 +103,7 @@ class RelayLoopbackTest {
                     .buildAsync(URI.create("ws://127.0.0.1:" + port + "/"), this).join();
             Map<String, Object> hello = Envelope.build("hello", "h1", Models.map("clientId", clientId, "subscriptions", List.of("*")));
             hello.put("source", "mcp");
-            ws.sendText(Json.write(hello), true).join();
+            send(Json.write(hello));
         }
 
         @Override
@@ -117,7 +117,7 @@ class RelayLoopbackTest {
                     if (m.get("seq") instanceof Long seq) {
                         Map<String, Object> ack = Envelope.build("ack", "a" + seq, Models.map("seq", seq));
                         ack.put("source", "mcp");
-                        w.sendText(Json.write(ack), true);
+                        send(Json.write(ack));
                     }
                 } catch (Json.ParseException e) {
                     inbox.add(Map.of("type", "unparseable", "text", partial.toString()));
@@ -140,9 +140,12 @@ class RelayLoopbackTest {
         void command(String id, String type, Map<String, Object> args) {
             Map<String, Object> c = Envelope.build("command", id, Models.map("command", type, "args", args));
             c.put("source", "mcp");
-            synchronized (this) {
-                ws.sendText(Json.write(c), true).join();
-            }
+            send(Json.write(c));
+        }
+
+        /** java.net.http allows one send in flight per socket. */
+        synchronized void send(String text) {
+            ws.sendText(text, true).join();
         }
 
         @Override
@@ -216,7 +219,7 @@ class RelayLoopbackTest {
         assertEquals(Models.playerChat("alex", "hi relay"), event.get("data"));
 
         HttpResponse<String> health = HttpClient.newHttpClient().send(
-                HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/health")).build(), HttpResponse.BodyHandlers.ofString());
+                HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/health")).header("Authorization", "Bearer " + MCP_TOKEN).build(), HttpResponse.BodyHandlers.ofString());
         assertEquals(200, health.statusCode());
         assertTrue(health.body().contains("java-core"), health.body());
     }

@@ -115,7 +115,7 @@ class SessionTest {
     @Test
     void commandsWaitingBeyondTheBoundAreRefusedBusy() throws Exception {
         FakeGame game = new FakeGame();
-        game.sleepMs = 50;
+        game.sleepMs = 5000; // the first command holds the command thread until close() interrupts it
         Wire wire = new Wire();
         BridgeConfig cfg = BridgeConfig.parse("[commands]\nallowed_patterns = [\"say .*\"]\n");
         try (Session s = new Session(cfg, game, new Wire.Log(), "test", "1.21.1")) {
