@@ -21,11 +21,11 @@ pub struct MinecraftCommand {
 #[command(next_help_heading = "Minecraft")]
 pub struct MinecraftArgs {
     /// Dial this relay (`ws://host:port`, `wss://...`, or a bare `host:port`) instead of running one in-process.
-    #[arg(long = "relay-url", env = "MINECRAFT_RELAY_URL")]
+    #[arg(id = "mc_relay_url", long = "relay-url", env = "MINECRAFT_RELAY_URL")]
     pub relay_url: Option<String>,
 
     /// The token presented to the relay at --relay-url (one of its MCP_AUTH_TOKENS).
-    #[arg(long = "relay-token", env = "MINECRAFT_RELAY_TOKEN", hide_env_values = true,
+    #[arg(id = "mc_relay_token", long = "relay-token", env = "MINECRAFT_RELAY_TOKEN", hide_env_values = true,
           value_parser = config::secret("MINECRAFT_RELAY_TOKEN"))]
     pub relay_token: Option<String>,
 
@@ -38,26 +38,31 @@ pub struct MinecraftArgs {
     pub client_id: String,
 
     /// Event types to receive from the relay, comma-separated, or `*` for all five.
-    #[arg(long = "events", env = "MINECRAFT_EVENTS", default_value = "*")]
+    #[arg(
+        id = "mc_events",
+        long = "events",
+        env = "MINECRAFT_EVENTS",
+        default_value = "*"
+    )]
     pub events: String,
 
     /// How long a command may take through the relay and the game.
-    #[arg(long = "minecraft-timeout-ms", env = "MINECRAFT_TIMEOUT_MS", default_value = "20000",
+    #[arg(id = "mc_minecraft_timeout_ms", long = "minecraft-timeout-ms", env = "MINECRAFT_TIMEOUT_MS", default_value = "20000",
           value_parser = config::millis("MINECRAFT_TIMEOUT_MS", 100, 600_000))]
     pub command_timeout: Duration,
 
     /// Events kept per event stream for poll_events.
-    #[arg(long = "event-buffer", env = "MINECRAFT_EVENT_BUFFER", default_value = "1000",
+    #[arg(id = "mc_event_buffer", long = "event-buffer", env = "MINECRAFT_EVENT_BUFFER", default_value = "1000",
           value_parser = config::ranged("MINECRAFT_EVENT_BUFFER", 1usize, 1_000_000))]
     pub event_buffer: usize,
 
     /// First delay before redialling the relay; doubles to --reconnect-max-ms, with ±20% jitter, forever.
-    #[arg(long = "reconnect-base-ms", env = "MINECRAFT_RECONNECT_BASE_MS", default_value = "1000",
+    #[arg(id = "mc_reconnect_base_ms", long = "reconnect-base-ms", env = "MINECRAFT_RECONNECT_BASE_MS", default_value = "1000",
           value_parser = config::millis("MINECRAFT_RECONNECT_BASE_MS", 10, 600_000))]
     pub reconnect_base: Duration,
 
     /// Longest delay between redials.
-    #[arg(long = "reconnect-max-ms", env = "MINECRAFT_RECONNECT_MAX_MS", default_value = "30000",
+    #[arg(id = "mc_reconnect_max_ms", long = "reconnect-max-ms", env = "MINECRAFT_RECONNECT_MAX_MS", default_value = "30000",
           value_parser = config::millis("MINECRAFT_RECONNECT_MAX_MS", 10, 3_600_000))]
     pub reconnect_max: Duration,
 

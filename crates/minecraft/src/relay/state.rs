@@ -298,9 +298,7 @@ impl Relay {
                 return None;
             }
         };
-        let Some(conn) = state.games.get(&game) else {
-            return None;
-        };
+        let conn = state.games.get(&game)?;
         let sender = conn.sender.clone();
         let relay_id = format!(
             "r{}",

@@ -1,7 +1,13 @@
 //! The relay and the MCP server on loopback ports, a simulated game adapter written from PROTOCOL.md, raw
 //! protocol links, and MCP clients.
 // Each test file compiles this module on its own and uses a part of it.
-#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    dead_code,
+    unused_imports,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use bridge_core::{BridgeEntry, BridgeEnv};
 use bridge_minecraft::relay::{self, RelayArgs, RelayHandle};
@@ -74,8 +80,14 @@ impl TestRelay {
 pub async fn start_relay(args: RelayArgs) -> TestRelay {
     let settings = relay::settings(&args, Vec::new()).unwrap();
     let stop = CancellationToken::new();
-    let RelayHandle { addr, relay, task } = relay::start(&args, settings, stop.clone()).await.unwrap();
-    TestRelay { addr, relay, stop, task }
+    let RelayHandle { addr, relay, task } =
+        relay::start(&args, settings, stop.clone()).await.unwrap();
+    TestRelay {
+        addr,
+        relay,
+        stop,
+        task,
+    }
 }
 
 /// Starts the relay again on the same port (a restart).
@@ -89,7 +101,12 @@ pub async fn restart_relay_on(addr: SocketAddr, extra: &[&str]) -> TestRelay {
         let settings = relay::settings(&args, Vec::new()).unwrap();
         let stop = CancellationToken::new();
         if let Ok(h) = relay::start(&args, settings, stop.clone()).await {
-            return TestRelay { addr: h.addr, relay: h.relay, stop, task: h.task };
+            return TestRelay {
+                addr: h.addr,
+                relay: h.relay,
+                stop,
+                task: h.task,
+            };
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -123,20 +140,28 @@ impl McpServer {
         let env = BridgeEnv::new();
         let bridge = Minecraft::start(args, &env).await.unwrap();
         let client = mcp_testkit::pipe_client(bridge.clone(), Era::Legacy, Vec::new()).await;
-        McpServer { env, bridge, client }
+        McpServer {
+            env,
+            bridge,
+            client,
+        }
     }
 
     /// Waits until the link to the relay is up and sees `games` games.
     pub async fn ready(&self, games: usize) {
-        within("the MCP server to link to the relay with its games", async {
-            loop {
-                let s = ok_of(&call(&self.client, "status", json!({})).await);
-                if s["connected"] == true && s["games"].as_array().map_or(0, Vec::len) == games {
-                    return;
+        within(
+            "the MCP server to link to the relay with its games",
+            async {
+                loop {
+                    let s = ok_of(&call(&self.client, "status", json!({})).await);
+                    if s["connected"] == true && s["games"].as_array().map_or(0, Vec::len) == games
+                    {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
+            },
+        )
         .await;
     }
 
@@ -150,7 +175,12 @@ impl McpServer {
         let mut since = since;
         loop {
             let page = ok_of(
-                &call(&self.client, "poll_events", json!({"stream": stream, "since": since, "limit": 1000})).await,
+                &call(
+                    &self.client,
+                    "poll_events",
+                    json!({"stream": stream, "since": since, "limit": 1000}),
+                )
+                .await,
             );
             let batch = page["events"].as_array().cloned().unwrap_or_default();
             since = page["next_since"].as_u64().unwrap_or(since);
@@ -165,11 +195,15 @@ impl McpServer {
 /// A raw WebSocket to the relay with a bearer token (or none).
 pub struct RawLink {
     pub tx: futures::stream::SplitSink<
-        tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
         Message,
     >,
     pub rx: futures::stream::SplitStream<
-        tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
     >,
 }
 
@@ -297,7 +331,7 @@ impl FakeGame {
         self.inner.executed.lock().unwrap().clone()
     }
 
-    pub fn from_relay(&self) -> Vec<Value> {
+    pub fn relay_messages(&self) -> Vec<Value> {
         self.inner.from_relay.lock().unwrap().clone()
     }
 
@@ -322,7 +356,11 @@ impl FakeGame {
             "timestamp": now(), "source": "minecraft", "seq": seq,
             "payload": {"eventType": event_type, "timestamp": now(), "data": data},
         });
-        self.inner.outbox.lock().unwrap().push_back((seq, msg.to_string()));
+        self.inner
+            .outbox
+            .lock()
+            .unwrap()
+            .push_back((seq, msg.to_string()));
         self.inner.wake.notify_one();
         seq
     }
@@ -357,7 +395,12 @@ impl FakeGame {
             "minecraft",
             json!({"name": self.inner.name, "instance": self.inner.instance, "adapter": "fake-game", "gameVersion": "1.21.4"}),
         );
-        if link.tx.send(Message::text(hello.to_string())).await.is_err() {
+        if link
+            .tx
+            .send(Message::text(hello.to_string()))
+            .await
+            .is_err()
+        {
             return;
         }
         let mut sent_upto = 0u64;
@@ -416,9 +459,21 @@ impl FakeGame {
         let id = cmd["id"].as_str().unwrap_or_default();
         let name = cmd["payload"]["command"].as_str().unwrap_or_default();
         let args = &cmd["payload"]["args"];
-        let ok = |data: Value| envelope("response", id, "minecraft", json!({"success": true, "data": data}));
+        let ok = |data: Value| {
+            envelope(
+                "response",
+                id,
+                "minecraft",
+                json!({"success": true, "data": data}),
+            )
+        };
         let err = |code: &str, message: String| {
-            envelope("response", id, "minecraft", json!({"success": false, "error": {"code": code, "message": message}}))
+            envelope(
+                "response",
+                id,
+                "minecraft",
+                json!({"success": false, "error": {"code": code, "message": message}}),
+            )
         };
         let player_ok = |p: &Value| PLAYERS.contains(&p.as_str().unwrap_or_default());
         let loc = json!({"world": "minecraft:overworld", "x": 1.5, "y": 64.0, "z": -3.5});
@@ -426,7 +481,9 @@ impl FakeGame {
             "execute_command" => {
                 let text = args["command"].as_str().unwrap_or_default();
                 // The mod's default allowed_patterns, plus `time query`.
-                let allowed = text.starts_with("say ") || text.starts_with("time query ") || text.starts_with("give ");
+                let allowed = text.starts_with("say ")
+                    || text.starts_with("time query ")
+                    || text.starts_with("give ");
                 if !allowed {
                     return err("INVALID_COMMAND", format!("command not allowed: {text}"));
                 }
@@ -440,22 +497,31 @@ impl FakeGame {
                 };
                 ok(json!({"success": true, "output": output}))
             }
-            "send_message" => ok(json!({"success": true, "message": format!("sent to {}", args["target"].as_str().unwrap_or("everyone"))})),
-            "teleport_player" if player_ok(&args["player"]) => ok(json!({"success": true, "message": "teleported",
-                "location": {"world": args["world"].as_str().unwrap_or("minecraft:overworld"), "x": args["x"], "y": args["y"], "z": args["z"]}})),
-            "give_item" if player_ok(&args["player"]) => ok(json!({"success": true, "message": format!("gave {} {}", args["quantity"], args["item"].as_str().unwrap_or_default())})),
+            "send_message" => ok(
+                json!({"success": true, "message": format!("sent to {}", args["target"].as_str().unwrap_or("everyone"))}),
+            ),
+            "teleport_player" if player_ok(&args["player"]) => {
+                ok(json!({"success": true, "message": "teleported",
+                "location": {"world": args["world"].as_str().unwrap_or("minecraft:overworld"), "x": args["x"], "y": args["y"], "z": args["z"]}}))
+            }
+            "give_item" if player_ok(&args["player"]) => ok(
+                json!({"success": true, "message": format!("gave {} {}", args["quantity"], args["item"].as_str().unwrap_or_default())}),
+            ),
             "get_online_players" => ok(json!({"players": PLAYERS})),
             "get_player_info" if player_ok(&args["player"]) => ok(json!({
                 "name": args["player"], "uuid": "069a79f4-44e9-4726-a5be-fca90e38aaf5", "health": 20.0, "foodLevel": 18,
                 "location": loc, "gameMode": "survival",
                 "inventory": [{"type": "minecraft:diamond", "quantity": 3, "displayName": "Diamond"}]})),
-            "get_server_info" => ok(json!({"version": "1.21.4", "onlinePlayers": 2, "maxPlayers": 20, "timeOfDay": 1000, "weather": "clear", "tps": 20.0})),
+            "get_server_info" => ok(
+                json!({"version": "1.21.4", "onlinePlayers": 2, "maxPlayers": 20, "timeOfDay": 1000, "weather": "clear", "tps": 20.0}),
+            ),
             "get_world_info" => ok(json!({
                 "blocks": [{"type": "minecraft:grass_block", "location": loc}],
                 "entities": [{"type": "minecraft:player", "location": loc, "name": "Steve"}]})),
-            "teleport_player" | "give_item" | "get_player_info" => {
-                err("PLAYER_NOT_FOUND", format!("player {} is not online", args["player"]))
-            }
+            "teleport_player" | "give_item" | "get_player_info" => err(
+                "PLAYER_NOT_FOUND",
+                format!("player {} is not online", args["player"]),
+            ),
             other => err("INVALID_COMMAND", format!("unknown command type {other}")),
         }
     }
@@ -479,9 +545,13 @@ fn rand_u64() -> u64 {
 pub fn event_data(ty: &str, n: u64) -> Value {
     let loc = json!({"world": "minecraft:overworld", "x": n as f64, "y": 64.0, "z": 0.0});
     match ty {
-        "player_join" | "player_quit" => json!({"player": format!("p{n}"), "uuid": format!("uuid-{n}")}),
+        "player_join" | "player_quit" => {
+            json!({"player": format!("p{n}"), "uuid": format!("uuid-{n}")})
+        }
         "player_chat" => json!({"player": "Steve", "message": format!("hello {n}")}),
-        "player_death" => json!({"player": "Steve", "cause": "fell", "location": loc, "killer": "Zombie"}),
+        "player_death" => {
+            json!({"player": "Steve", "cause": "fell", "location": loc, "killer": "Zombie"})
+        }
         _ => json!({"player": "Steve", "blockType": "minecraft:stone", "location": loc}),
     }
 }
