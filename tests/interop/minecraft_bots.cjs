@@ -40,20 +40,28 @@ function bot (name) {
   return b
 }
 
-async function dig (name) {
+// Digs the block under the bot's feet, offset by dx/dz; waits for the bot to land first (after an earlier
+// dig it falls into the hole).
+async function dig (name, dx = 0, dz = 0) {
   const b = bot(name)
-  const pos = b.entity.position.floored().offset(0, -1, 0)
-  const block = b.blockAt(pos)
-  if (!block || block.name === 'air') throw new Error(`nothing to dig under ${name} at ${pos}`)
-  await b.dig(block, true)
-  return { blockType: 'minecraft:' + block.name, location: { x: pos.x, y: pos.y, z: pos.z } }
+  const deadline = Date.now() + 5000
+  for (;;) {
+    const pos = b.entity.position.floored().offset(dx, -1, dz)
+    const block = b.blockAt(pos)
+    if (block && block.name !== 'air' && b.entity.onGround) {
+      await b.dig(block, true)
+      return { blockType: 'minecraft:' + block.name, location: { x: pos.x, y: pos.y, z: pos.z } }
+    }
+    if (Date.now() > deadline) throw new Error(`nothing to dig under ${name} at ${pos}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
 }
 
 async function handle (req) {
   switch (req.op) {
     case 'join': return join(req.name)
     case 'chat': bot(req.name).chat(req.text); return {}
-    case 'dig': return dig(req.name)
+    case 'dig': return dig(req.name, req.dx || 0, req.dz || 0)
     case 'state': {
       const b = bot(req.name)
       return { position: b.entity.position, health: b.health, items: b.inventory.items().map(i => ({ name: i.name, count: i.count })) }

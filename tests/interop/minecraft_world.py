@@ -80,7 +80,7 @@ class Proc:
         other = self.log
         self.proc = subprocess.Popen(
             argv,
-            stdin=subprocess.PIPE if watch == "stdin-driven" else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
             stdout=watched if watch == "stdout" else other,
             stderr=watched if watch == "stderr" else other,
             env={**os.environ, "NO_COLOR": "1", **(env or {})},
@@ -119,7 +119,7 @@ class Proc:
         other = Path(self.log.name).read_text(errors="replace").splitlines()[-n:]
         return "\n".join(self.seen[-n:] + ["--- other stream ---"] + other)
 
-    def signal(self, sig: int) -> None:
+    def send_signal(self, sig: int) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
 

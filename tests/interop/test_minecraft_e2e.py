@@ -19,7 +19,11 @@ from conftest import error, ok
 from mcp import Client
 from minecraft_world import EVENT_TYPES, GAME_TOKEN, MCP_TOKEN, MCP_TOKEN_READONLY, Bots, Game, Relay, mcp_server
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [
+    pytest.mark.anyio,
+    # Pushed events are resources/updated after resources/subscribe: the legacy era's mechanism, on purpose.
+    pytest.mark.filterwarnings("ignore:resources/subscribe is removed"),
+]
 
 
 class Pushed:
@@ -206,9 +210,14 @@ async def test_unwhitelisted_command_is_refused_and_never_runs(world: tuple[Rela
         async with client_of(server.mcp_url) as client:
             await wait_ready(client)
             bots.request("join", name="bob")
-            for command in ["say forbidden words", "say bridge ok\nsay forbidden two", "op bob", "say bridge " + "x" * 300]:
+            # Not whitelisted: the game refuses them (INVALID_COMMAND in the details).
+            for command in ["say forbidden words", "op bob", "xsay bridge x", "say bridge x ; op bob\u0000"]:
                 refused = await error(client, "execute_command", {"command": command})
-                assert refused["details"]["code"] == "INVALID_COMMAND", refused
+                assert refused.get("details", {}).get("code") == "INVALID_COMMAND", (command, refused)
+            # A second line or an oversize command: refused before they leave the MCP server, or by the game.
+            for command in ["say bridge ok\nsay forbidden two", "say bridge " + "x" * 300]:
+                refused = await error(client, "execute_command", {"command": command})
+                assert refused["code"] == "E_INVALID_ARGUMENT" or refused.get("details", {}).get("code") == "INVALID_COMMAND", (command, refused)
             # A whitelisted command afterwards is seen by the bot; the refused ones never were.
             await ok(client, "execute_command", {"command": "say bridge marker"})
             with anyio.fail_after(10):
@@ -282,8 +291,8 @@ async def test_two_mcp_servers_each_get_exactly_their_subscriptions(world: tuple
             bots.request("join", name="carol")
             for i in range(3):
                 bots.request("chat", name="carol", text=f"sub-{i}")
-            for _ in range(2):
-                bots.request("dig", name="carol")
+            for dx in (1, -1):
+                bots.request("dig", name="carol", dx=dx)
             bots.request("chat", name="carol", text="sub-end")
             chats = await wait_events(a, "player_chat", lambda evs: any(e["data"]["message"] == "sub-end" for e in evs))
             digs = await wait_events(b, "block_break", lambda evs: sum(e["data"]["player"] == "carol" for e in evs) >= 2)
@@ -348,7 +357,7 @@ async def test_relay_and_mcp_server_restarts_lose_no_events() -> None:
             # resends what the new relay lacks.
             relay.stop(signal.SIGTERM)
             chat(20)
-            game.proc.signal(signal.SIGSTOP)
+            game.proc.send_signal(signal.SIGSTOP)
             try:
                 relay.start()
                 with anyio.fail_after(20):
@@ -358,7 +367,7 @@ async def test_relay_and_mcp_server_restarts_lose_no_events() -> None:
                             break
                         await anyio.sleep(0.05)
             finally:
-                game.proc.signal(signal.SIGCONT)
+                game.proc.send_signal(signal.SIGCONT)
             chat(20)
             cursor = await read_all(client, cursor)
 

@@ -206,10 +206,33 @@ class Game {
     const item = str(args, 'item', { max: 128 }).replace(/^minecraft:/, '')
     const quantity = num(args, 'quantity', { integer: true })
     if (quantity < 1 || quantity > MAX_QUANTITY) throw new GameError('SCHEMA_ERROR', `quantity: ${quantity} is outside 1..${MAX_QUANTITY}`)
-    if (!this.serv.registry.itemsByName[item]) throw new GameError('INVALID_COMMAND', `item: unknown item ${JSON.stringify(args.item)}`)
-    const { output, error } = await this.capture(() => this.serv.commands.use(`give ${p.username} ${item} ${quantity}`, undefined, true))
-    if (error) return { success: false, error: clean(error.message), output }
-    return { success: true, message: `gave ${quantity} minecraft:${item} to ${p.username}`, output }
+    const itemData = this.serv.registry.itemsByName[item]
+    if (!itemData) throw new GameError('INVALID_COMMAND', `item: unknown item ${JSON.stringify(args.item)}`)
+    // Not flying-squid's /give: it adds a numeric-string count to an existing stack as text ("3" + 2 = "32").
+    const Item = require('prismarine-item')(this.serv.registry)
+    const inv = p.inventory
+    const stackSize = itemData.stackSize || 64
+    let left = quantity
+    for (const slot of inv.slots) {
+      if (left === 0) break
+      if (slot && slot.type === itemData.id && slot.count < stackSize) {
+        const add = Math.min(left, stackSize - slot.count)
+        slot.count += add
+        inv.updateSlot(slot.slot, slot)
+        left -= add
+      }
+    }
+    while (left > 0) {
+      const free = inv.firstEmptyInventorySlot()
+      if (free === null || free === undefined || free < 0) break
+      const add = Math.min(left, stackSize)
+      inv.updateSlot(free, new Item(itemData.id, add))
+      left -= add
+    }
+    const given = quantity - left
+    if (given === 0) return { success: false, error: `${p.username}'s inventory is full`, output: [] }
+    const message = `gave ${given} minecraft:${item} to ${p.username}` + (left ? ` (${left} did not fit)` : '')
+    return { success: left === 0, message, output: [message] }
   }
 
   onlinePlayers () {
