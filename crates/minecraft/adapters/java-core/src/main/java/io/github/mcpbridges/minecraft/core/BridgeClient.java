@@ -9,9 +9,12 @@ import java.util.OptionalLong;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Dials the relay with java.net.http.WebSocket (Authorization: Bearer), feeds a {@link Session}, and redials
@@ -21,6 +24,11 @@ import java.util.concurrent.TimeUnit;
 public final class BridgeClient implements AutoCloseable {
     /** Text frames larger than this (after reassembly) are dropped: the relay never sends more than 1 MiB. */
     public static final int MAX_INBOUND_CHARS = 1024 * 1024;
+    /**
+     * Frames waiting for the socket. Sends are queued, never awaited by the caller, because events are emitted
+     * on the game's server thread; past this bound the link is dropped and the outbox resends after redial.
+     */
+    public static final int MAX_QUEUED_SENDS = 10_000;
 
     private final BridgeConfig cfg;
     private final Session session;
@@ -28,6 +36,8 @@ public final class BridgeClient implements AutoCloseable {
     private final HttpClient http;
     private final Backoff backoff;
     private final ScheduledExecutorService timer;
+    private final ExecutorService sender;
+    private final AtomicInteger queuedSends = new AtomicInteger();
     private volatile WebSocket socket;
     private volatile boolean closed;
 
@@ -42,6 +52,38 @@ public final class BridgeClient implements AutoCloseable {
             t.setDaemon(true);
             return t;
         });
+        this.sender = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "mcp-bridge-send");
+            t.setDaemon(true);
+            return t;
+        });
+    }
+
+    /** Queues one frame for `ws`, in order; false when the link is gone or too far behind. */
+    private boolean send(WebSocket ws, String text) {
+        if (socket != ws) return false;
+        if (queuedSends.incrementAndGet() > MAX_QUEUED_SENDS) {
+            queuedSends.decrementAndGet();
+            log.warn("over " + MAX_QUEUED_SENDS + " frames waiting for the relay link: dropping it to resend from the outbox");
+            ws.abort();
+            return false;
+        }
+        try {
+            sender.execute(() -> {
+                try {
+                    // java.net.http allows one send in flight: this single thread waits for each.
+                    if (socket == ws) ws.sendText(text, true).join();
+                } catch (RuntimeException e) {
+                    log.warn("send to the relay failed: " + e);
+                } finally {
+                    queuedSends.decrementAndGet();
+                }
+            });
+            return true;
+        } catch (RejectedExecutionException e) {
+            queuedSends.decrementAndGet();
+            return false;
+        }
     }
 
     public void start() {
@@ -97,18 +139,7 @@ public final class BridgeClient implements AutoCloseable {
         public void onOpen(WebSocket ws) {
             mine = ws;
             socket = ws;
-            session.onOpen(text -> {
-                if (socket != ws) return false;
-                // sendText must not overlap with another send on the same socket: serialise on the socket.
-                synchronized (ws) {
-                    try {
-                        ws.sendText(text, true).join();
-                        return true;
-                    } catch (RuntimeException e) {
-                        return false;
-                    }
-                }
-            });
+            session.onOpen(text -> send(ws, text));
             ws.request(1);
         }
 
@@ -171,5 +202,6 @@ public final class BridgeClient implements AutoCloseable {
         socket = null;
         if (ws != null) ws.abort();
         timer.shutdownNow();
+        sender.shutdownNow();
     }
 }
