@@ -31,7 +31,8 @@ fi
 export MC_RELAY_BIN
 
 rc=0
-java -jar "$JAR" -cp "$OUT/main:$OUT/test" --select-package io.github.mcpbridges.minecraft.core \
+# shellcheck disable=SC2086 # JAVA_OPTS is a list of JVM flags, e.g. -Dproperties.seed=7
+java ${JAVA_OPTS:-} -jar "$JAR" -cp "$OUT/main:$OUT/test" --select-package io.github.mcpbridges.minecraft.core \
   --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests --reports-dir "$OUT/reports" || rc=$?
 
 if [[ -n "${TEST_COUNTS_FILE:-}" ]]; then
