@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import error, ok
+from conftest import HttpServer, cargo_bin, error, ok
 from mcp import Client
 from minecraft_world import EVENT_TYPES, GAME_TOKEN, MCP_TOKEN, MCP_TOKEN_READONLY, Bots, Game, Relay, mcp_server
 
@@ -391,3 +391,55 @@ async def test_relay_and_mcp_server_restarts_lose_no_events() -> None:
             s.stop()
         game.stop()
         relay.stop()
+
+
+async def test_two_games_are_addressed_by_name() -> None:
+    relay = Relay().start()
+    games = [Game(relay.url, name="survival"), Game(relay.url, name="creative")]
+    server = mcp_server(relay.url, client_id="two-games")
+    bots = Bots(games[1].port)
+    try:
+        for g in games:
+            g.wait_linked()
+        async with client_of(server.mcp_url) as client:
+            with anyio.fail_after(20):
+                while sorted((await ok(client, "status", {})).get("games", [])) != ["creative", "survival"]:
+                    await anyio.sleep(0.1)
+            unnamed = await error(client, "get_online_players", {})
+            assert unnamed["details"]["code"] == "INVALID_COMMAND", unnamed
+            bots.request("join", name="erin")
+            assert (await ok(client, "get_online_players", {"game": "creative"}))["players"] == ["erin"]
+            assert (await ok(client, "get_online_players", {"game": "survival"}))["players"] == []
+            joins = await wait_events(client, "player_join", lambda evs: any(e["data"]["player"] == "erin" for e in evs))
+            assert [e for e in joins if e["data"]["player"] == "erin"]
+            bots.request("quit", name="erin")
+    finally:
+        bots.stop()
+        server.stop()
+        for g in games:
+            g.stop()
+        relay.stop()
+
+
+async def test_embedded_relay_serves_a_game_on_one_machine() -> None:
+    """Without --relay-url the MCP server runs the relay in-process on RELAY_HOST:RELAY_PORT."""
+    port = Relay().port
+    server = HttpServer.start(
+        [str(cargo_bin("mcp-bridges")), "minecraft"],
+        env={"RELAY_HOST": "127.0.0.1", "RELAY_PORT": str(port), "MINECRAFT_AUTH_TOKEN": GAME_TOKEN},
+    )
+    game = Game(f"ws://127.0.0.1:{port}", name="embedded")
+    bots = Bots(game.port)
+    try:
+        game.wait_linked()
+        async with client_of(server.mcp_url) as client:
+            await wait_ready(client)
+            bots.request("join", name="frank")
+            bots.request("chat", name="frank", text="one machine")
+            assert (await ok(client, "get_online_players", {}))["players"] == ["frank"]
+            await wait_events(client, "player_chat", lambda evs: any(e["data"]["message"] == "one machine" for e in evs))
+            bots.request("quit", name="frank")
+    finally:
+        bots.stop()
+        game.stop()
+        server.stop()
