@@ -369,4 +369,94 @@ class PropertiesTest {
             }
         }
     }
+
+    // Feature: minecraft-mcp-bridge, Property 2: Command forwarding and execution — for any valid invocation of
+    // execute_command, send_message, teleport_player or give_item, the game executes it and answers success.
+    @Test
+    void property2ValidCommandsAreExecuted() throws Exception {
+        Random r = new Random(SEED + 2);
+        FakeGame game = new FakeGame();
+        Wire wire = new Wire();
+        List<String> expected = new ArrayList<>();
+        try (Session s = session(BridgeConfig.defaults(), game, wire, new Wire.Log())) {
+            for (int i = 0; i < CASES; i++) {
+                String player = word(r, 3, 16);
+                game.players.put(player, Models.map("name", player));
+                switch (r.nextInt(4)) {
+                    case 0 -> {
+                        String cmd = "say " + word(r, 1, 30);
+                        expected.add(cmd);
+                        s.onText(Wire.command("p" + i, "execute_command", Map.of("command", cmd)));
+                    }
+                    case 1 -> {
+                        String msg = word(r, 1, 50);
+                        expected.add("msg " + msg);
+                        s.onText(Wire.command("p" + i, "send_message", r.nextBoolean() ? Map.of("message", msg) : Map.of("message", msg, "target", player)));
+                    }
+                    case 2 -> s.onText(Wire.command("p" + i, "teleport_player",
+                            Map.of("player", player, "x", r.nextInt(2000) - 1000, "y", r.nextInt(300), "z", String.valueOf(r.nextInt(50)))));
+                    default -> {
+                        int q = 1 + r.nextInt(CommandDispatcher.MAX_QUANTITY);
+                        String item = r.nextBoolean() ? "diamond" : "minecraft:diamond";
+                        expected.add("give " + player + " minecraft:diamond " + q);
+                        s.onText(Wire.command("p" + i, "give_item", Map.of("player", player, "item", item, "quantity", q)));
+                    }
+                }
+            }
+            for (Map<String, Object> resp : wire.await("response", CASES)) {
+                @SuppressWarnings("unchecked")
+                Map<String, Object> p = (Map<String, Object>) resp.get("payload");
+                assertEquals(true, p.get("success"), p.toString());
+                @SuppressWarnings("unchecked")
+                Map<String, Object> data = (Map<String, Object>) p.get("data");
+                assertEquals(true, data.get("success"), data.toString());
+            }
+            assertEquals(expected, game.executed, "executed in the order received, each once");
+        }
+    }
+
+    // Feature: minecraft-mcp-bridge, Property 8: Player list query completeness — get_online_players returns
+    // exactly the names of the connected players.
+    @Test
+    void property8OnlinePlayersAreExactlyTheConnectedOnes() throws Exception {
+        Random r = new Random(SEED + 8);
+        FakeGame game = new FakeGame();
+        CommandDispatcher d = new CommandDispatcher(game, CommandGuard.of(BridgeConfig.defaults()), 256);
+        for (int i = 0; i < CASES; i++) {
+            game.players.clear();
+            int n = r.nextInt(20);
+            Set<String> online = new HashSet<>();
+            for (int k = 0; k < n; k++) {
+                String name = word(r, 3, 16);
+                online.add(name);
+                game.players.put(name, Models.map("name", name));
+            }
+            @SuppressWarnings("unchecked")
+            List<String> listed = (List<String>) d.run("get_online_players", Map.of()).get("players");
+            assertEquals(online, new HashSet<>(listed));
+            assertEquals(online.size(), listed.size(), "no duplicates");
+        }
+    }
+
+    // Feature: minecraft-mcp-bridge, Property 11: World info query completeness — for any coordinates and radius
+    // within 0..16 the query is answered from the game; a radius outside is refused naming the limit.
+    @Test
+    void property11WorldInfoRadiusIsHonoured() throws Exception {
+        Random r = new Random(SEED + 11);
+        FakeGame game = new FakeGame();
+        CommandDispatcher d = new CommandDispatcher(game, CommandGuard.of(BridgeConfig.defaults()), 256);
+        for (int i = 0; i < CASES; i++) {
+            int radius = r.nextInt(40) - 10;
+            Map<String, Object> args = Map.of("x", r.nextInt(1000), "y", String.valueOf(r.nextInt(300)), "z", -r.nextInt(1000), "radius", radius);
+            if (radius >= 0 && radius <= CommandDispatcher.MAX_WORLD_RADIUS) {
+                @SuppressWarnings("unchecked")
+                List<Object> blocks = (List<Object>) d.run("get_world_info", args).get("blocks");
+                assertEquals(2 * radius + 1, blocks.size(), "the fake reports one block per x in the cube");
+            } else {
+                GameException e = org.junit.jupiter.api.Assertions.assertThrows(GameException.class, () -> d.run("get_world_info", args));
+                assertEquals("SCHEMA_ERROR", e.code());
+                assertTrue(e.getMessage().contains("0.." + CommandDispatcher.MAX_WORLD_RADIUS), e.getMessage());
+            }
+        }
+    }
 }
