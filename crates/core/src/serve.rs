@@ -46,6 +46,14 @@ pub enum ServeError {
 }
 
 fn shared(mount: Mount, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
+    shared_counting(mount, tool_timeouts, Arc::new(metrics::Metrics::new()))
+}
+
+fn shared_counting(
+    mount: Mount,
+    tool_timeouts: &[(String, Duration)],
+    metrics: Arc<metrics::Metrics>,
+) -> Arc<Shared> {
     let (timeouts, unknown) = mount.resolve_timeouts(tool_timeouts);
     for name in unknown {
         tracing::warn!(
@@ -55,7 +63,7 @@ fn shared(mount: Mount, tool_timeouts: &[(String, Duration)]) -> Arc<Shared> {
     }
     Arc::new(Shared {
         timeouts,
-        metrics: metrics::Metrics::new(),
+        metrics,
         seal: client_link::StateSeal::new(),
         tasks: tasks::TaskStore::new(tasks::TaskLimits::default()),
         tools: mount
@@ -78,14 +86,14 @@ pub async fn serve_stdio(
     // a thread pool, which costs several times the CPU per call when the machine is busy (bench/README.md).
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     serve_io_graceful(
-        mount.into(),
+        shared(mount.into(), tool_timeouts),
         stdin,
         stdout,
-        tool_timeouts,
         shutdown,
         Duration::ZERO,
     )
     .await
+    .map(drop)
 }
 
 /// Serves MCP as newline-delimited JSON over any byte streams: the stdio transport without the process
@@ -103,36 +111,45 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     serve_io_graceful(
-        mount.into(),
+        shared(mount.into(), tool_timeouts),
         read,
         write,
-        tool_timeouts,
         shutdown,
         Duration::ZERO,
     )
     .await
+    .map(drop)
+}
+
+/// How a stdio session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StdioEnd {
+    /// The stream closed before a client initialized: nobody was on stdio.
+    NoClient,
+    /// The client that initialized went away.
+    ClientLeft,
+    /// Shutdown was asked for.
+    Shutdown,
 }
 
 async fn serve_io_graceful<R, W>(
-    mount: Mount,
+    shared: Arc<Shared>,
     read: R,
     write: W,
-    tool_timeouts: &[(String, Duration)],
     shutdown: CancellationToken,
     grace: Duration,
-) -> Result<(), ServeError>
+) -> Result<StdioEnd, ServeError>
 where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let shared = shared(mount, tool_timeouts);
     let write = shared.drain.writer(write);
     let handler = McpHandler::new(shared.clone());
     // Not a child of `shutdown`: calls in flight must outlive the start of shutdown by the grace period.
     let service_token = CancellationToken::new();
     let started = tokio::select! {
         started = handler.serve_with_ct((read, write), service_token.clone()) => started,
-        () = shutdown.cancelled() => return Ok(()),
+        () = shutdown.cancelled() => return Ok(StdioEnd::Shutdown),
     };
     let service = match started {
         Ok(service) => service,
@@ -142,14 +159,18 @@ where
             | rmcp::service::ServerInitializeError::Cancelled,
         ) => {
             tracing::info!("the MCP client closed the connection before initializing");
-            return Ok(());
+            return Ok(StdioEnd::NoClient);
         }
         Err(e) => return Err(ServeError::Session(e.to_string())),
     };
     let waiting = service.waiting();
     tokio::pin!(waiting);
     tokio::select! {
-        ended = &mut waiting => return ended.map(drop).map_err(|e| ServeError::Session(e.to_string())),
+        ended = &mut waiting => {
+            return ended
+                .map(|_| StdioEnd::ClientLeft)
+                .map_err(|e| ServeError::Session(e.to_string()));
+        }
         () = shutdown.cancelled() => {}
     }
     shared.drain.close(grace).await;
@@ -157,7 +178,7 @@ where
     waiting
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
-    Ok(())
+    Ok(StdioEnd::Shutdown)
 }
 
 /// Serves MCP over HTTP on an already-bound listener (tests bind `127.0.0.1:0`).
@@ -189,44 +210,100 @@ pub async fn run_mount(
     match args.transport(default) {
         Transport::Stdio => {
             tracing::info!(server = mount.server_name(), "serving MCP on stdio");
-            let (stdin, stdout) = rmcp::transport::stdio_pipes();
-            serve_io_graceful(
-                mount,
-                stdin,
-                stdout,
-                &args.tool_timeouts,
-                shutdown,
-                args.shutdown_grace,
-            )
-            .await
+            run_stdio(shared(mount, &args.tool_timeouts), args, shutdown)
+                .await
+                .map(drop)
         }
         Transport::Http => {
-            let addr = SocketAddr::new(args.mcp_host, args.mcp_port);
-            let listener = TcpListener::bind(addr)
-                .await
-                .map_err(|source| ServeError::Bind { addr, source })?;
-            let local = listener.local_addr()?;
-            if !args.mcp_host.is_loopback() && args.mcp_token.is_none() {
-                tracing::warn!(
-                    "MCP is listening on {local}, beyond this machine, WITHOUT a token: anyone on your network can \
-                     drive this bridge. Set MCP_TOKEN (or --mcp-token), or bind 127.0.0.1."
-                );
-            }
-            tracing::info!(
-                server = mount.server_name(),
-                "serving MCP at http://{local}/mcp (health: http://{local}/health)"
-            );
-            let options = HttpOptions {
-                token: args.mcp_token.clone(),
-                extra_origins: args.allowed_origins.clone(),
-                extra_hosts: args.allowed_hosts.clone(),
-                shutdown_grace: args.shutdown_grace,
-                max_sessions: args.max_sessions,
-                session_idle: args.session_idle,
-                ..HttpOptions::default()
-            };
-            serve_http(mount, listener, options, &args.tool_timeouts, shutdown).await
+            let listener = bind_http(&mount, args).await?;
+            let shared = shared(mount, &args.tool_timeouts);
+            http::serve(shared, listener, http_options(args), shutdown).await
         }
+        Transport::Both => run_both(mount, args, shutdown).await,
+    }
+}
+
+async fn run_stdio(
+    shared: Arc<Shared>,
+    args: &McpArgs,
+    shutdown: CancellationToken,
+) -> Result<StdioEnd, ServeError> {
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    serve_io_graceful(shared, stdin, stdout, shutdown, args.shutdown_grace).await
+}
+
+/// Stdio and HTTP over the same bridges and one set of metrics; each transport keeps its own drain, because
+/// stdio counts a call until its answer is flushed and HTTP until its body is sent.
+async fn run_both(
+    mount: Mount,
+    args: &McpArgs,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let listener = bind_http(&mount, args).await?;
+    tracing::info!(server = mount.server_name(), "serving MCP on stdio too");
+    let metrics = Arc::new(metrics::Metrics::new());
+    let over_http = shared_counting(mount.clone(), &args.tool_timeouts, metrics.clone());
+    let over_stdio = shared_counting(mount, &args.tool_timeouts, metrics);
+    let http = http::serve(over_http, listener, http_options(args), shutdown.clone());
+    tokio::pin!(http);
+    let stdio = run_stdio(over_stdio, args, shutdown.clone());
+    tokio::pin!(stdio);
+    tokio::select! {
+        served = &mut http => {
+            // HTTP failed or shut down: stop stdio as well and report HTTP's outcome.
+            shutdown.cancel();
+            let _ = stdio.await;
+            served
+        }
+        ended = &mut stdio => {
+            match ended {
+                Ok(StdioEnd::NoClient) => {
+                    tracing::info!("stdin closed without an MCP client; serving HTTP only");
+                }
+                Ok(StdioEnd::ClientLeft) => {
+                    // The process that launched us over stdio is gone: do not outlive it.
+                    tracing::info!("the stdio client left; shutting down HTTP too");
+                    shutdown.cancel();
+                }
+                Ok(StdioEnd::Shutdown) => {}
+                Err(e) => {
+                    tracing::error!("stdio transport failed: {e}; shutting down HTTP too");
+                    shutdown.cancel();
+                }
+            }
+            http.await
+        }
+    }
+}
+
+async fn bind_http(mount: &Mount, args: &McpArgs) -> Result<TcpListener, ServeError> {
+    let addr = SocketAddr::new(args.mcp_host, args.mcp_port);
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let local = listener.local_addr()?;
+    if !args.mcp_host.is_loopback() && args.mcp_token.is_none() {
+        tracing::warn!(
+            "MCP is listening on {local}, beyond this machine, WITHOUT a token: anyone on your network can \
+             drive this bridge. Set MCP_TOKEN (or --mcp-token), or bind 127.0.0.1."
+        );
+    }
+    tracing::info!(
+        server = mount.server_name(),
+        "serving MCP at http://{local}/mcp (health: http://{local}/health)"
+    );
+    Ok(listener)
+}
+
+fn http_options(args: &McpArgs) -> HttpOptions {
+    HttpOptions {
+        token: args.mcp_token.clone(),
+        extra_origins: args.allowed_origins.clone(),
+        extra_hosts: args.allowed_hosts.clone(),
+        shutdown_grace: args.shutdown_grace,
+        max_sessions: args.max_sessions,
+        session_idle: args.session_idle,
+        ..HttpOptions::default()
     }
 }
 

@@ -24,9 +24,15 @@ pub struct Server {
 impl Server {
     /// Starts the binary with `args` and none of the developer's environment.
     pub fn spawn(args: &[&str]) -> Self {
+        Self::spawn_with_env(args, &[])
+    }
+
+    /// Starts the binary with `args` and only the variables `env` (beside logging's).
+    pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(BIN)
             .args(args)
             .env_clear()
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::piped())

@@ -4,10 +4,13 @@ use crate::config;
 use std::net::IpAddr;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
     Stdio,
     Http,
+    /// Stdio and HTTP from one process, over the same bridges: a desktop client launches it while other
+    /// clients reach it over HTTP.
+    Both,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -21,12 +24,20 @@ pub enum LogFormat {
 #[command(next_help_heading = "MCP transport")]
 pub struct McpArgs {
     /// Serve MCP over Streamable HTTP at http://MCP_HOST:MCP_PORT/mcp (with /health and /metrics beside it).
-    #[arg(long, conflicts_with = "stdio")]
+    /// With --stdio too, both at once.
+    #[arg(long)]
     pub http: bool,
 
-    /// Serve MCP over standard input and output (what desktop MCP clients launch).
+    /// Serve MCP over standard input and output (what desktop MCP clients launch). With --http too, both at
+    /// once.
     #[arg(long)]
     pub stdio: bool,
+
+    /// The transport when neither --stdio nor --http is given (they win over it). `both`: stdio and HTTP from
+    /// one process; when the stdio client leaves the server stops, but a stdin that is closed from the start
+    /// (a service, `</dev/null`) leaves HTTP serving alone.
+    #[arg(long = "transport", env = "MCP_TRANSPORT", value_enum)]
+    pub transport: Option<Transport>,
 
     /// Address the HTTP transport binds. Anything but loopback exposes the bridge to your network: set
     /// a token then.
@@ -81,12 +92,52 @@ pub struct McpArgs {
 }
 
 impl McpArgs {
-    /// The transport the user chose, or the bridge's default.
+    /// The transport the user chose, or the bridge's default. The flags win over `--transport`/MCP_TRANSPORT,
+    /// so a variable set for a whole machine never breaks a command line that names its transport.
     pub fn transport(&self, default: Transport) -> Transport {
         match (self.http, self.stdio) {
-            (true, _) => Transport::Http,
-            (_, true) => Transport::Stdio,
-            _ => default,
+            (true, true) => Transport::Both,
+            (true, false) => Transport::Http,
+            (false, true) => Transport::Stdio,
+            (false, false) => self.transport.unwrap_or(default),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        mcp: McpArgs,
+    }
+
+    fn chosen(args: &[&str], default: Transport) -> Transport {
+        let argv = std::iter::once("x").chain(args.iter().copied());
+        Cli::try_parse_from(argv).unwrap().mcp.transport(default)
+    }
+
+    #[test]
+    fn the_flags_win_over_the_transport_option_which_wins_over_the_default() {
+        use Transport::{Both, Http, Stdio};
+        let cases: [(&[&str], Transport, Transport); 7] = [
+            (&[], Stdio, Stdio),
+            (&[], Both, Both),
+            (&["--http"], Stdio, Http),
+            (&["--stdio"], Http, Stdio),
+            (&["--stdio", "--http"], Stdio, Both),
+            (&["--transport", "both"], Http, Both),
+            (&["--transport", "both", "--stdio"], Http, Stdio),
+        ];
+        for (args, default, want) in cases {
+            assert_eq!(
+                chosen(args, default),
+                want,
+                "{args:?} with default {default:?}"
+            );
         }
     }
 }

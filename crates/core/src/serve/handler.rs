@@ -42,7 +42,8 @@ pub(crate) struct Shared {
     pub mount: Mount,
     /// `--tool-timeout` overrides, by the tool's position in the mount.
     pub timeouts: HashMap<usize, Duration>,
-    pub metrics: Metrics,
+    /// Shared by the transports of one server (`--stdio --http`), so /metrics counts every call.
+    pub metrics: Arc<Metrics>,
     pub seal: StateSeal,
     /// The tools in wire form, built once: schemas are shared, not rebuilt per request.
     pub tools: Arc<[Tool]>,
