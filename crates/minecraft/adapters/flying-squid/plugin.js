@@ -4,6 +4,7 @@
 
 const { Game } = require('./game')
 const { Link } = require('./link')
+const { patchEntityTeleport } = require('./compat')
 
 const ADAPTER = 'flying-squid-plugin 0.1.0'
 const LEVELS = { DEBUG: 10, INFO: 20, WARN: 30, ERROR: 40 }
@@ -49,6 +50,7 @@ module.exports.server = function (serv, settings) {
 }
 
 module.exports.player = function (player, serv) {
+  patchEntityTeleport(player)
   const bridge = serv.mcpBridge
   if (!bridge) return
   bridge.game.watchPlayer(player, (type, data) => bridge.link.emitEvent(type, data))

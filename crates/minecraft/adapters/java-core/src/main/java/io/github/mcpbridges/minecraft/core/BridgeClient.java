@@ -24,6 +24,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 public final class BridgeClient implements AutoCloseable {
     /** Text frames larger than this (after reassembly) are dropped: the relay never sends more than 1 MiB. */
     public static final int MAX_INBOUND_CHARS = 1024 * 1024;
+    /** This core's version, in the startup log line. */
+    public static final String VERSION = "0.1.0";
     /**
      * Frames waiting for the socket. Sends are queued, never awaited by the caller, because events are emitted
      * on the game's server thread; past this bound the link is dropped and the outbox resends after redial.
@@ -87,7 +89,7 @@ public final class BridgeClient implements AutoCloseable {
     }
 
     public void start() {
-        log.info("minecraft-mcp-bridge starting: " + cfg.summary());
+        log.info("minecraft-mcp-bridge java-core version " + VERSION + " starting: " + cfg.summary());
         timer.execute(this::connect);
     }
 

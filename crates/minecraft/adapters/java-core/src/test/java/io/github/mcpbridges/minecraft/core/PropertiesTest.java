@@ -459,4 +459,33 @@ class PropertiesTest {
             }
         }
     }
+
+    // Feature: minecraft-mcp-bridge, Property 14: Component startup logging — for any startup, the logs contain
+    // the component version, a configuration summary and the connection status (and never the token).
+    @Test
+    void property14StartupIsLogged() throws Exception {
+        Random r = new Random(SEED + 14);
+        for (int i = 0; i < 100; i++) { // each case dials a closed port: 100, not CASES, to keep it quick
+            String token = "tok-" + word(r, 10, 30);
+            String name = word(r, 1, 20);
+            int maxLen = 1 + r.nextInt(1000);
+            List<String> enabled = new ArrayList<>();
+            for (String t : BridgeConfig.EVENT_TYPES) if (r.nextBoolean()) enabled.add(t);
+            BridgeConfig cfg = BridgeConfig.parse("[bridge]\nurl = \"ws://127.0.0.1:9\"\nauth_token = \"" + token + "\"\nserver_name = \"" + name
+                    + "\"\nreconnect_attempts = 1\nreconnect_delay = 1\n[security]\nmax_command_length = " + maxLen
+                    + "\n[events]\nenabled = [" + String.join(",", enabled.stream().map(t -> "\"" + t + "\"").toList()) + "]\n");
+            Wire.Log log = new Wire.Log();
+            try (Session s = new Session(cfg, new FakeGame(), log, "test-adapter 9.9." + i, "1.21.1");
+                 BridgeClient c = new BridgeClient(cfg, s, log)) {
+                c.start();
+                long deadline = System.nanoTime() + 5_000_000_000L;
+                while (!log.all().contains("unreachable") && System.nanoTime() < deadline) Thread.sleep(2);
+            }
+            String text = log.all();
+            assertTrue(text.contains("version " + BridgeClient.VERSION), "the component version");
+            assertTrue(text.contains("\"" + name + "\"") && text.contains("max_command_length " + maxLen) && text.contains("events " + enabled.stream().sorted(java.util.Comparator.comparing(BridgeConfig.EVENT_TYPES::indexOf)).toList()), text);
+            assertTrue(text.contains("relay ws://127.0.0.1:9") && text.contains("unreachable"), "the connection status: " + text);
+            assertFalse(text.contains(token), "never the token");
+        }
+    }
 }
