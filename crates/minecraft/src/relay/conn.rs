@@ -354,10 +354,13 @@ async fn serve_mcp(
     };
     let key: ClientKey = (token, client_id.clone());
     let same_epoch = hello.str_field("epoch") == Some(relay.epoch());
+    // A client that knew an earlier relay and is new to this one resumes from this epoch's backlog.
+    let resuming = hello.str_field("epoch").is_some() && !same_epoch;
     let last_seq = hello.payload.get("lastSeq").and_then(Value::as_u64);
     let settings = relay.settings().clone();
-    let (acked, wake, games, replaced) = {
+    let (acked, wake, games, replaced, fresh) = {
         let mut state = relay.lock();
+        let fresh = !state.clients.contains_key(&key);
         let client = state.clients.entry(key.clone()).or_insert_with(|| Client {
             queue: Queue::new(settings.queue_size, settings.queue_bytes),
             subscriptions: Vec::new(),
@@ -376,8 +379,12 @@ async fn serve_mcp(
         let out = (client.queue.acked(), Arc::clone(&client.wake));
         let mut games: Vec<String> = state.games.keys().cloned().collect();
         games.sort();
-        (out.0, out.1, games, replaced)
+        (out.0, out.1, games, replaced, fresh)
     };
+    if resuming && fresh {
+        let n = relay.replay_backlog(&key);
+        tracing::info!(client = %client_id, events = n, "client resumes from an earlier relay: backlog replayed");
+    }
     if let Some((_, old)) = replaced {
         old.close("replaced by a newer connection with the same clientId");
     }

@@ -72,6 +72,49 @@ pub struct State {
     pub game_seqs: HashMap<(String, String), u64>,
     pub clients: HashMap<ClientKey, Client>,
     pub pending: HashMap<String, Pending>,
+    /// The latest events of this epoch, for clients resuming from an earlier relay (PROTOCOL.md §5).
+    pub backlog: Backlog,
+}
+
+/// The latest events, bounded like a client queue, with the game each came from.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    items: std::collections::VecDeque<(String, EventType, Envelope, usize)>,
+    bytes: usize,
+}
+
+impl Backlog {
+    fn push(
+        &mut self,
+        game: &str,
+        ty: EventType,
+        event: &Envelope,
+        max_items: usize,
+        max_bytes: usize,
+    ) {
+        let size = event.payload.len() * 16
+            + event.id.len()
+            + game.len()
+            + 64
+            + serde_json::to_string(&event.payload).map_or(0, |s| s.len());
+        self.bytes += size;
+        self.items
+            .push_back((game.to_owned(), ty, event.clone(), size));
+        while self.items.len() > max_items || self.bytes > max_bytes {
+            match self.items.pop_front() {
+                Some(old) => self.bytes -= old.3,
+                None => break,
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
 }
 
 /// Counters for `/metrics`.
@@ -221,6 +264,10 @@ impl Relay {
         state.game_seqs.insert(key, seq);
         self.inner.stats.events_in.fetch_add(1, Ordering::Relaxed);
         let state = &mut *state;
+        let settings = &self.inner.settings;
+        state
+            .backlog
+            .push(game, ty, event, settings.queue_size, settings.queue_bytes);
         for ((token, client_id), client) in state.clients.iter_mut() {
             if !client.subscriptions.contains(&ty) {
                 continue;
@@ -244,6 +291,31 @@ impl Relay {
             );
         }
         true
+    }
+
+    /// Queues this epoch's backlog for a client resuming from an earlier relay: what the relay accepted
+    /// before the client was back is not lost (the client drops duplicates by event id).
+    pub fn replay_backlog(&self, key: &ClientKey) -> usize {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let Some(client) = state.clients.get_mut(key) else {
+            return 0;
+        };
+        let mut n = 0;
+        for (game, ty, event, _) in &state.backlog.items {
+            if !client.subscriptions.contains(ty) {
+                continue;
+            }
+            client.queue.push(|seq| {
+                let mut out = event.clone();
+                out.seq = Some(seq);
+                out.game = Some(game.clone());
+                out.to_text()
+            });
+            n += 1;
+        }
+        client.wake.notify_one();
+        n
     }
 
     /// An MCP client's command: permission, target, then forwarded with a relay id. An answer the relay
@@ -290,7 +362,8 @@ impl Relay {
         let game = match target {
             Target::Game(game) => game,
             Target::Refused(code, message) => {
-                let games: Vec<&String> = state.games.keys().collect();
+                let mut games: Vec<&String> = state.games.keys().collect();
+                games.sort();
                 let details = json!({"games": games});
                 Self::enqueue(&mut state, client, |seq| {
                     respond_error(&command.id, None, seq, code, &message, details).to_text()

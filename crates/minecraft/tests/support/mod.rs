@@ -30,12 +30,14 @@ pub const MCP_TOKEN: &str = "mcp-secret";
 pub const READONLY_TOKEN: &str = "readonly-secret";
 
 #[derive(Parser)]
+#[command(args_override_self = true)]
 struct RelayCli {
     #[command(flatten)]
     relay: RelayArgs,
 }
 
 #[derive(Parser)]
+#[command(args_override_self = true)]
 struct McCli {
     #[command(flatten)]
     mc: MinecraftArgs,
@@ -220,7 +222,8 @@ pub async fn raw_connect(url: &str, token: Option<&str>) -> Result<RawLink, u16>
             Ok(RawLink { tx, rx })
         }
         Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
-        Err(e) => panic!("dial failed: {e}"),
+        // Not listening (a relay restarting): the caller retries.
+        Err(_) => Err(0),
     }
 }
 
@@ -287,6 +290,7 @@ struct GameInner {
     commands: Mutex<Vec<Value>>,
     from_relay: Mutex<Vec<Value>>,
     executed: Mutex<Vec<String>>,
+    players: Mutex<Vec<String>>,
 }
 
 /// Players of the pretend world.
@@ -307,6 +311,7 @@ impl FakeGame {
                 commands: Mutex::new(Vec::new()),
                 from_relay: Mutex::new(Vec::new()),
                 executed: Mutex::new(Vec::new()),
+                players: Mutex::new(PLAYERS.iter().map(|p| p.to_string()).collect()),
             }),
         };
         let g = game.clone();
@@ -317,6 +322,11 @@ impl FakeGame {
 
     pub fn stop(&self) {
         self.inner.stop.cancel();
+    }
+
+    /// Who is online in the pretend world.
+    pub fn set_players(&self, players: Vec<String>) {
+        *self.inner.players.lock().unwrap() = players;
     }
 
     pub fn outbox_len(&self) -> usize {
@@ -475,7 +485,8 @@ impl FakeGame {
                 json!({"success": false, "error": {"code": code, "message": message}}),
             )
         };
-        let player_ok = |p: &Value| PLAYERS.contains(&p.as_str().unwrap_or_default());
+        let players = self.inner.players.lock().unwrap().clone();
+        let player_ok = |p: &Value| players.iter().any(|x| Some(x.as_str()) == p.as_str());
         let loc = json!({"world": "minecraft:overworld", "x": 1.5, "y": 64.0, "z": -3.5});
         match name {
             "execute_command" => {
@@ -507,7 +518,7 @@ impl FakeGame {
             "give_item" if player_ok(&args["player"]) => ok(
                 json!({"success": true, "message": format!("gave {} {}", args["quantity"], args["item"].as_str().unwrap_or_default())}),
             ),
-            "get_online_players" => ok(json!({"players": PLAYERS})),
+            "get_online_players" => ok(json!({"players": players})),
             "get_player_info" if player_ok(&args["player"]) => ok(json!({
                 "name": args["player"], "uuid": "069a79f4-44e9-4726-a5be-fca90e38aaf5", "health": 20.0, "foodLevel": 18,
                 "location": loc, "gameMode": "survival",
