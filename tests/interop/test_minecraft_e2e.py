@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -331,12 +332,14 @@ async def test_relay_and_mcp_server_restarts_lose_no_events() -> None:
     servers = [mcp_server(relay.url, client_id="restarts", events="player_chat")]
     received: list[str] = []  # every delivery, duplicates included
     sent: list[str] = []
+    sent_at: list[float] = []
 
     def chat(n: int) -> None:
         for _ in range(n):
             text = f"count-{len(sent)}"
             sent.append(text)
             bots.request("chat", name="dave", text=text)
+            sent_at.append(time.monotonic())
             time.sleep(0.02)
 
     async def read_all(client: Client, cursor: int) -> int:
@@ -356,23 +359,26 @@ async def test_relay_and_mcp_server_restarts_lose_no_events() -> None:
             chat(20)
             cursor = await read_all(client, 0)
 
-            # 1. The relay goes away (SIGTERM: it lets MCP servers ack what they were sent) while chat goes on;
-            # the plugin keeps the lines in its outbox. A new relay keeps no queue for an MCP client it has not
-            # met yet, so the game is held (SIGSTOP) until the MCP server has relinked, then it resumes and
-            # resends what the new relay lacks.
+            # 1. The relay goes away (SIGTERM: it lets MCP servers ack what they were sent) and comes back while a
+            # bot keeps chatting: the plugin keeps the lines in its outbox and resends what the new relay lacks;
+            # the MCP server resumes with its old epoch and gets the new relay's backlog.
+            chatter = threading.Thread(target=chat, args=(80,))
+            chatter.start()
+            time.sleep(0.3)
+            down = time.monotonic()
             relay.stop(signal.SIGTERM)
-            chat(20)
-            game.proc.send_signal(signal.SIGSTOP)
-            try:
-                relay.start()
-                with anyio.fail_after(20):
-                    while True:
-                        st = await ok(client, "status", {})
-                        if st.get("connected") and epoch_of(st) != epoch_of(first):
-                            break
-                        await anyio.sleep(0.05)
-            finally:
-                game.proc.send_signal(signal.SIGCONT)
+            time.sleep(1.0)  # away long enough for the game to queue lines and fail a redial or two
+            relay.start()
+            up = time.monotonic()
+            chatter.join()
+            during = sum(down <= t <= up for t in sent_at)
+            assert during > 0, "some lines were said while the relay was away"
+            with anyio.fail_after(20):
+                while True:
+                    st = await ok(client, "status", {})
+                    if st.get("connected") and epoch_of(st) != epoch_of(first):
+                        break
+                    await anyio.sleep(0.05)
             chat(20)
             cursor = await read_all(client, cursor)
 
@@ -387,7 +393,8 @@ async def test_relay_and_mcp_server_restarts_lose_no_events() -> None:
             await read_all(client, 0)
 
         firsts = list(dict.fromkeys(received))
-        print(f"restarts: sent {len(sent)} chat lines, received {len(firsts)} distinct ({len(received) - len(firsts)} replayed twice)")
+        print(f"restarts: sent {len(sent)} chat lines ({during} while the relay restarted), received {len(firsts)} distinct "
+              f"({len(received) - len(firsts)} replayed twice)")
         assert sorted(set(sent) - set(received)) == [], "lost events"
         assert firsts == sent, "order"
     finally:
