@@ -99,9 +99,16 @@ class RelayLoopbackTest {
         WebSocket ws;
 
         McpPeer(int port, String token, String clientId) {
+            this(port, token, clientId, null);
+        }
+
+        /** previousEpoch: the epoch of a relay this client saw before (it resumes, PROTOCOL.md §5). */
+        McpPeer(int port, String token, String clientId, String previousEpoch) {
             ws = HttpClient.newHttpClient().newWebSocketBuilder().header("Authorization", "Bearer " + token)
                     .buildAsync(URI.create("ws://127.0.0.1:" + port + "/"), this).join();
-            Map<String, Object> hello = Envelope.build("hello", "h1", Models.map("clientId", clientId, "subscriptions", List.of("*")));
+            Map<String, Object> p = Models.map("clientId", clientId, "subscriptions", List.of("*"));
+            if (previousEpoch != null) p.put("epoch", previousEpoch);
+            Map<String, Object> hello = Envelope.build("hello", "h1", p);
             hello.put("source", "mcp");
             send(Json.write(hello));
         }
@@ -240,7 +247,7 @@ class RelayLoopbackTest {
     }
 
     @Test
-    void afterARelayRestartTheCoreResendsWhatTheRelayLacks() throws Exception {
+    void afterARelayRestartTheCoreRedialsAndResendsWhatTheRelayLacks() throws Exception {
         int port = freePort();
         Process first = startRelay(port);
         FakeGame game = new FakeGame();
@@ -252,7 +259,10 @@ class RelayLoopbackTest {
         closers.add(client);
         client.start();
         awaitLinked(client);
-        String firstEpoch = session.epoch();
+        McpPeer before = new McpPeer(port, MCP_TOKEN, "java-test");
+        String firstEpoch = (String) payload(before.next("welcome")).get("epoch");
+        assertEquals(firstEpoch, session.epoch());
+        before.close();
 
         first.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
@@ -261,26 +271,19 @@ class RelayLoopbackTest {
         for (int i = 0; i < 20; i++) session.emitEvent("player_chat", Models.playerChat("alex", "offline " + i));
         assertEquals(20, session.outbox().size());
 
-        deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!log.all().contains("reconnecting in") && System.nanoTime() < deadline) Thread.sleep(10);
-        assertTrue(log.all().contains("reconnecting in"), "the lost link is noticed and redialled");
-        // The relay keeps no queue for an MCP client it has not met, so the MCP side must be there before the
-        // game relinks: a fresh client (same session, same outbox) dials once the MCP peer is in.
-        client.close();
+        // The same client redials on its own (Backoff) and resends; the new relay acknowledges and keeps them
+        // in its backlog for MCP clients resuming from the old relay.
         startRelay(port);
-        McpPeer mcp = new McpPeer(port, MCP_TOKEN, "java-test");
-        closers.add(mcp);
-        mcp.next("welcome");
-        BridgeClient second = new BridgeClient(cfg, session, log);
-        closers.add(second);
-        second.start();
-        awaitLinked(second);
+        awaitLinked(client);
         assertTrue(!firstEpoch.equals(session.epoch()), "a new relay epoch");
-        List<Object> got = new ArrayList<>();
-        for (int i = 0; i < 20; i++) got.add(((Map<?, ?>) payload(mcp.next("event")).get("data")).get("message"));
-        for (int i = 0; i < 20; i++) assertEquals("offline " + i, got.get(i));
         deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (session.outbox().size() > 0 && System.nanoTime() < deadline) Thread.sleep(10);
         assertEquals(0, session.outbox().size(), "the new relay acknowledged them");
+        assertTrue(log.all().contains("reconnecting in"), "the redial is logged");
+
+        McpPeer mcp = new McpPeer(port, MCP_TOKEN, "java-test", firstEpoch);
+        closers.add(mcp);
+        mcp.next("welcome");
+        for (int i = 0; i < 20; i++) assertEquals("offline " + i, ((Map<?, ?>) payload(mcp.next("event")).get("data")).get("message"));
     }
 }
