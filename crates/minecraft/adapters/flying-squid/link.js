@@ -9,6 +9,9 @@ const WebSocket = require('ws')
 const PROTOCOL_VERSION = '1.0'
 const MAX_INBOUND_BYTES = 1024 * 1024
 const MAX_BACKOFF_MS = 30000
+// A relay silent for this many heartbeat intervals (no frame, no ping) is taken for dead: a half-open TCP link
+// would otherwise look alive until the OS gives up on it.
+const SILENT_INTERVALS = 3
 const TYPES = ['hello', 'welcome', 'command', 'query', 'response', 'event', 'ack', 'subscribe', 'heartbeat', 'notice', 'error']
 
 // Accepts "ws://host:port" as well as "ws://host:port/".
@@ -75,6 +78,8 @@ class Link {
     this.failures = 0
     this.stopped = false
     this.timer = null
+    this.watchdog = null
+    this.lastHeard = 0
   }
 
   envelope (type, id, payload, extra) {
@@ -93,6 +98,7 @@ class Link {
   stop () {
     this.stopped = true
     clearTimeout(this.timer)
+    clearInterval(this.watchdog)
     if (this.ws) this.ws.terminate()
   }
 
@@ -140,13 +146,16 @@ class Link {
         gameVersion: this.opts.gameVersion
       })))
     })
+    ws.on('ping', () => { this.lastHeard = Date.now() })
     ws.on('message', (raw, isBinary) => {
+      this.lastHeard = Date.now()
       if (isBinary) { log('warn', 'ignored a binary frame from the relay'); return }
       this.onMessage(raw.toString('utf8'))
     })
     ws.on('error', (e) => log('warn', `relay link error: ${e.message}`))
     ws.on('close', (code, reason) => {
       if (this.ws !== ws) return
+      clearInterval(this.watchdog)
       const wasWelcomed = this.welcomed
       this.welcomed = false
       this.ws = null
@@ -203,6 +212,17 @@ class Link {
     this.outbox.ackUpTo(lastSeq)
     this.welcomed = true
     this.failures = 0
+    const interval = Number.isInteger(p.heartbeatInterval) && p.heartbeatInterval > 0 ? p.heartbeatInterval : 15000
+    const ws = this.ws
+    this.lastHeard = Date.now()
+    clearInterval(this.watchdog)
+    this.watchdog = setInterval(() => {
+      if (ws !== this.ws) return clearInterval(this.watchdog)
+      if (Date.now() - this.lastHeard > SILENT_INTERVALS * interval) {
+        this.opts.log('warn', `relay silent for over ${SILENT_INTERVALS} heartbeats (${SILENT_INTERVALS * interval} ms): dropping the link`)
+        ws.terminate()
+      }
+    }, Math.max(10, Math.floor(interval / 2)))
     this.opts.log('info', `linked to relay (epoch ${p.epoch}, relay has events up to ${lastSeq}); resending ${this.outbox.items.length}`)
     for (const item of this.outbox.items) this.send(item.text)
     if (this.opts.onWelcome) this.opts.onWelcome(p)

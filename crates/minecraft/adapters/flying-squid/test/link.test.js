@@ -143,3 +143,16 @@ test('properties 12, 21, 22: bad messages are refused, logged, and do not stop t
   l.stop()
   wss.close()
 })
+
+test('a relay that goes silent past three heartbeats is dropped and redialled', async () => {
+  const { wss, state, url } = await relay()
+  const l = link(url)
+  l.start()
+  await until(() => state.received.length === 1)
+  state.conns[0].send(env('welcome', 'w', { role: 'minecraft', epoch: 'E', lastSeq: 0, heartbeatInterval: 40 }))
+  // The scripted relay says nothing more: within a few intervals the link is dropped and a new hello arrives.
+  await until(() => state.conns.length === 2 && state.received.filter(m => m.type === 'hello').length === 2, 3000)
+  assert.ok(l.logs.some(x => x.includes('relay silent')))
+  l.stop()
+  wss.close()
+})

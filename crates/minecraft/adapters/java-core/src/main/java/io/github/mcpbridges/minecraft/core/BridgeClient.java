@@ -24,6 +24,11 @@ import java.util.concurrent.atomic.AtomicInteger;
 public final class BridgeClient implements AutoCloseable {
     /** Text frames larger than this (after reassembly) are dropped: the relay never sends more than 1 MiB. */
     public static final int MAX_INBOUND_CHARS = 1024 * 1024;
+    /**
+     * A relay silent (no frame, no ping) for this many heartbeat intervals is taken for dead: a half-open TCP
+     * link would otherwise look alive until the OS gives up on it.
+     */
+    public static final int SILENT_INTERVALS = 3;
     /** This core's version, in the startup log line. */
     public static final String VERSION = "0.1.0";
     /**
@@ -41,6 +46,8 @@ public final class BridgeClient implements AutoCloseable {
     private final ExecutorService sender;
     private final AtomicInteger queuedSends = new AtomicInteger();
     private volatile WebSocket socket;
+    private volatile Listener listener;
+    private volatile long lastHeardNanos;
     private volatile boolean closed;
 
     public BridgeClient(BridgeConfig cfg, Session session, BridgeLog log) {
@@ -68,6 +75,8 @@ public final class BridgeClient implements AutoCloseable {
             queuedSends.decrementAndGet();
             log.warn("over " + MAX_QUEUED_SENDS + " frames waiting for the relay link: dropping it to resend from the outbox");
             ws.abort();
+            Listener l = listener;
+            if (l != null) l.lost("too far behind");
             return false;
         }
         try {
@@ -91,6 +100,19 @@ public final class BridgeClient implements AutoCloseable {
     public void start() {
         log.info("minecraft-mcp-bridge java-core version " + VERSION + " starting: " + cfg.summary());
         timer.execute(this::connect);
+        timer.scheduleWithFixedDelay(this::checkSilence, 250, 250, TimeUnit.MILLISECONDS);
+    }
+
+    private void checkSilence() {
+        WebSocket ws = socket;
+        Listener l = listener;
+        if (ws == null || l == null || !session.welcomed()) return;
+        long limitMs = SILENT_INTERVALS * session.heartbeatIntervalMs();
+        if (System.nanoTime() - lastHeardNanos > TimeUnit.MILLISECONDS.toNanos(limitMs)) {
+            log.warn("relay silent for over " + SILENT_INTERVALS + " heartbeats (" + limitMs + " ms): dropping the link");
+            ws.abort();
+            l.lost("silent");
+        }
     }
 
     public boolean connected() {
@@ -140,6 +162,8 @@ public final class BridgeClient implements AutoCloseable {
         @Override
         public void onOpen(WebSocket ws) {
             mine = ws;
+            lastHeardNanos = System.nanoTime();
+            listener = this;
             socket = ws;
             session.onOpen(text -> send(ws, text));
             ws.request(1);
@@ -147,6 +171,7 @@ public final class BridgeClient implements AutoCloseable {
 
         @Override
         public CompletionStage<?> onText(WebSocket ws, CharSequence data, boolean last) {
+            lastHeardNanos = System.nanoTime();
             if (!oversized) {
                 partial.append(data);
                 if (partial.length() > MAX_INBOUND_CHARS) {
@@ -170,6 +195,13 @@ public final class BridgeClient implements AutoCloseable {
         }
 
         @Override
+        public CompletionStage<?> onPing(WebSocket ws, java.nio.ByteBuffer message) {
+            lastHeardNanos = System.nanoTime();
+            ws.request(1); // the JDK answers the ping with a pong by itself
+            return null;
+        }
+
+        @Override
         public CompletionStage<?> onBinary(WebSocket ws, java.nio.ByteBuffer data, boolean last) {
             log.warn("ignored a binary frame from the relay");
             ws.request(1);
@@ -187,8 +219,8 @@ public final class BridgeClient implements AutoCloseable {
             lost("error " + error);
         }
 
-        private void lost(String why) {
-            if (socket == mine) {
+        synchronized void lost(String why) {
+            if (mine != null && socket == mine) {
                 socket = null;
                 session.onClose();
                 log.warn("relay link " + why);

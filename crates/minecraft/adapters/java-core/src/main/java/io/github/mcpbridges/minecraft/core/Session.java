@@ -37,6 +37,7 @@ public final class Session implements AutoCloseable {
     private Transport current;
     private boolean welcomed;
     private String epoch;
+    private long heartbeatIntervalMs = 15_000;
 
     public Session(BridgeConfig cfg, GameAdapter game, BridgeLog log, String adapterName, String gameVersion) {
         this.cfg = cfg;
@@ -69,6 +70,11 @@ public final class Session implements AutoCloseable {
 
     public synchronized String epoch() {
         return epoch;
+    }
+
+    /** The relay's heartbeat interval from its welcome (15 s until one says otherwise). */
+    public synchronized long heartbeatIntervalMs() {
+        return heartbeatIntervalMs;
     }
 
     public synchronized void onOpen(Transport t) {
@@ -153,6 +159,7 @@ public final class Session implements AutoCloseable {
     private synchronized void onWelcome(Envelope.Message m) {
         long lastSeq = m.payload().get("lastSeq") instanceof Long l ? l : 0;
         epoch = m.payload().get("epoch") instanceof String e ? e : "";
+        if (m.payload().get("heartbeatInterval") instanceof Long h && h > 0) heartbeatIntervalMs = h;
         outbox.ackUpTo(lastSeq);
         welcomed = true;
         var pendingEvents = outbox.snapshot();

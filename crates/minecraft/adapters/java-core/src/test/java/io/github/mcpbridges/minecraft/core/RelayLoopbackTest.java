@@ -286,4 +286,30 @@ class RelayLoopbackTest {
         mcp.next("welcome");
         for (int i = 0; i < 20; i++) assertEquals("offline " + i, ((Map<?, ?>) payload(mcp.next("event")).get("data")).get("message"));
     }
+
+    @Test
+    void aRelayThatGoesSilentIsDroppedAndRedialled() throws Exception {
+        int port = freePort();
+        Process relay = startRelay(port); // heartbeats every 1000 ms
+        Wire.Log log = new Wire.Log();
+        BridgeConfig cfg = config(port);
+        Session session = new Session(cfg, new FakeGame(), log, "java-core-test", "1.21.1");
+        closers.add(session);
+        BridgeClient client = new BridgeClient(cfg, session, log);
+        closers.add(client);
+        client.start();
+        awaitLinked(client);
+        assertEquals(1000, session.heartbeatIntervalMs());
+        // SIGSTOP: the TCP link stays open but nothing comes from the relay any more.
+        new ProcessBuilder("kill", "-STOP", String.valueOf(relay.pid())).start().waitFor();
+        try {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (client.connected() && System.nanoTime() < deadline) Thread.sleep(20);
+            assertTrue(!client.connected(), "a silent relay is dropped");
+            assertTrue(log.all().contains("relay silent"), log.all());
+        } finally {
+            new ProcessBuilder("kill", "-CONT", String.valueOf(relay.pid())).start().waitFor();
+        }
+        awaitLinked(client);
+    }
 }
