@@ -54,6 +54,10 @@ bridges! {
     Computercraft => bridge_computercraft::ComputerCraft,
     /// Sandbox: disposable code sandboxes (Bouvet's tools), isolated by Linux namespaces.
     Sandbox => bridge_sandbox::Sandbox,
+    /// Minecraft: commands, players and world through the relay; game events as streams.
+    Minecraft => bridge_minecraft::Minecraft,
+    /// Minecraft relay alone: game adapters and MCP servers dial it (no MCP tools; see PROTOCOL.md).
+    MinecraftRelay => bridge_minecraft::MinecraftRelay,
     /// Debug: VSC-Bridge's debugging tools over VS Code's file protocol, or headless over DAP (debugpy, lldb-dap).
     Debug => bridge_debug::Debug,
 }

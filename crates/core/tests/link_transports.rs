@@ -234,3 +234,38 @@ async fn redial_reconnects_after_the_link_drops() {
     within("redial to stop", redialled).await.unwrap();
     server.cancel();
 }
+
+#[tokio::test]
+async fn websocket_dial_sends_its_bearer_token_in_the_upgrade_header() {
+    let shutdown = CancellationToken::new();
+    let mut cfg = WsConfig::new(OriginPolicy::any());
+    cfg.token = Some("s3cret".to_owned());
+    cfg.shutdown = shutdown.clone();
+    let router = ws_router(cfg, "/", |conn| {
+        tokio::spawn(async move {
+            let mut incoming = conn.incoming;
+            while let Some(text) = incoming.recv().await {
+                let r: Value = serde_json::from_str(&text).unwrap();
+                let reply = serde_json::json!({"id": r["id"], "result": r["method"]});
+                let _ = conn.sender.send_text(reply.to_string()).await;
+            }
+        });
+    });
+    let listener = bind("127.0.0.1:0".parse().unwrap(), "test", "TEST_PORT")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(listener, router, shutdown.clone()));
+    let mut dial_cfg = WsDial::new(format!("ws://{addr}/"));
+    let refused = dial::websocket(&dial_cfg, &CancellationToken::new()).await;
+    assert!(refused.is_err(), "no token must be refused");
+    dial_cfg.bearer = Some("s3cret".to_owned());
+    let conn = dial::websocket(&dial_cfg, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        within("an answer", ask(conn.into_connection(), "ws")).await["result"],
+        "ws"
+    );
+    shutdown.cancel();
+}

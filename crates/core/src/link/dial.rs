@@ -13,6 +13,7 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message, protocol::CloseFrame};
 use tokio_util::sync::CancellationToken;
@@ -31,6 +32,8 @@ pub struct WsDial {
     pub pong_timeout: Duration,
     /// How long the TCP connect and WebSocket handshake may take.
     pub connect_timeout: Duration,
+    /// Sent as `Authorization: Bearer <token>` on the upgrade request (never in the URL, where logs keep it).
+    pub bearer: Option<String>,
 }
 
 impl WsDial {
@@ -42,6 +45,7 @@ impl WsDial {
             ping_interval: Duration::from_secs(15),
             pong_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
+            bearer: None,
         }
     }
 }
@@ -58,9 +62,21 @@ pub async fn websocket(
     let ws_cfg = WebSocketConfig::default()
         .max_message_size(Some(cfg.max_frame_bytes))
         .max_frame_size(Some(cfg.max_frame_bytes));
+    let mut request = cfg
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| failed(e.to_string()))?;
+    if let Some(token) = &cfg.bearer {
+        let value = http::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| failed("the token is not a valid header value".to_owned()))?;
+        request
+            .headers_mut()
+            .insert(http::header::AUTHORIZATION, value);
+    }
     let (socket, response) = tokio::time::timeout(
         cfg.connect_timeout,
-        tokio_tungstenite::connect_async_with_config(cfg.url.as_str(), Some(ws_cfg), true),
+        tokio_tungstenite::connect_async_with_config(request, Some(ws_cfg), true),
     )
     .await
     .map_err(|_| {

@@ -1,0 +1,252 @@
+'use strict'
+// The relay link of the game adapter (crates/minecraft/PROTOCOL.md): dial with a bearer token, hello/welcome,
+// sequenced events kept in a bounded outbox until acknowledged, commands answered one response each,
+// reconnect with backoff and jitter.
+
+const crypto = require('crypto')
+const WebSocket = require('ws')
+
+const PROTOCOL_VERSION = '1.0'
+const MAX_INBOUND_BYTES = 1024 * 1024
+const MAX_BACKOFF_MS = 30000
+// A relay silent for this many heartbeat intervals (no frame, no ping) is taken for dead: a half-open TCP link
+// would otherwise look alive until the OS gives up on it.
+const SILENT_INTERVALS = 3
+const TYPES = ['hello', 'welcome', 'command', 'query', 'response', 'event', 'ack', 'subscribe', 'heartbeat', 'notice', 'error']
+
+// Accepts "ws://host:port" as well as "ws://host:port/".
+function normaliseUrl (url) {
+  const u = new URL(url)
+  if (u.protocol !== 'ws:' && u.protocol !== 'wss:') throw new Error(`relay url ${url}: expected ws:// or wss://`)
+  return u.toString()
+}
+
+// Validates an envelope; returns [message, null] or [null|partial, reason].
+function parseEnvelope (text) {
+  let m
+  try { m = JSON.parse(text) } catch (e) { return [null, 'not JSON: ' + e.message] }
+  if (!m || typeof m !== 'object' || Array.isArray(m)) return [null, 'not a JSON object']
+  if (typeof m.version !== 'string' || !/^\d+\.\d+$/.test(m.version)) return [m, 'field `version`: must be "MAJOR.MINOR"']
+  if (!TYPES.includes(m.type)) return [m, 'field `type`: must be one of ' + TYPES.join(', ')]
+  if (typeof m.id !== 'string' || m.id.length > 128) return [m, 'field `id`: must be a string of at most 128 chars']
+  if (typeof m.timestamp !== 'number') return [m, 'field `timestamp`: must be a number']
+  if (typeof m.source !== 'string') return [m, 'field `source`: must be a string']
+  if (!m.payload || typeof m.payload !== 'object' || Array.isArray(m.payload)) return [m, 'field `payload`: must be an object']
+  return [m, null]
+}
+
+class Outbox {
+  constructor (maxMessages, maxBytes, log) {
+    this.items = [] // {seq, text}
+    this.bytes = 0
+    this.maxMessages = maxMessages
+    this.maxBytes = maxBytes
+    this.dropped = 0
+    this.log = log
+  }
+
+  push (seq, text) {
+    this.items.push({ seq, text })
+    this.bytes += Buffer.byteLength(text)
+    while (this.items.length > this.maxMessages || this.bytes > this.maxBytes) {
+      const old = this.items.shift()
+      this.bytes -= Buffer.byteLength(old.text)
+      this.dropped++
+      this.log('warn', `outbox full (${this.maxMessages} events / ${this.maxBytes} bytes): dropped event seq ${old.seq}`)
+    }
+  }
+
+  ackUpTo (seq) {
+    while (this.items.length && this.items[0].seq <= seq) {
+      this.bytes -= Buffer.byteLength(this.items.shift().text)
+    }
+  }
+}
+
+class Link {
+  // opts: {url, token, name, adapter, gameVersion, enabledEvents, reconnectDelay, reconnectAttempts,
+  //        outboxSize, outboxBytes, onCommand(type, args) -> Promise<data>, log(level, msg), onWelcome(payload)}
+  constructor (opts) {
+    this.opts = opts
+    this.url = normaliseUrl(opts.url)
+    this.instance = crypto.randomBytes(6).toString('hex')
+    this.seq = 0
+    this.msgCounter = 0
+    this.outbox = new Outbox(opts.outboxSize, opts.outboxBytes || 4 * 1024 * 1024, opts.log)
+    this.ws = null
+    this.welcomed = false
+    this.failures = 0
+    this.stopped = false
+    this.timer = null
+    this.watchdog = null
+    this.lastHeard = 0
+  }
+
+  envelope (type, id, payload, extra) {
+    return { version: PROTOCOL_VERSION, type, id, timestamp: Date.now(), source: 'minecraft', ...extra, payload }
+  }
+
+  nextId (prefix) {
+    this.msgCounter += 1
+    return `${prefix}-${this.instance}-${this.msgCounter}`
+  }
+
+  start () {
+    this.connect()
+  }
+
+  stop () {
+    this.stopped = true
+    clearTimeout(this.timer)
+    clearInterval(this.watchdog)
+    if (this.ws) this.ws.terminate()
+  }
+
+  // Queues a game event (seed Property 6: disabled types are never sent, not even queued).
+  emitEvent (eventType, data) {
+    if (!this.opts.enabledEvents.includes(eventType)) return false
+    this.seq += 1
+    const seq = this.seq
+    const ts = Date.now()
+    const msg = this.envelope('event', `${this.opts.name}-${this.instance}-${seq}`, { eventType, timestamp: ts, data }, { seq })
+    const text = JSON.stringify(msg)
+    this.outbox.push(seq, text)
+    if (this.welcomed) this.send(text)
+    return true
+  }
+
+  send (text) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(text)
+  }
+
+  connect () {
+    if (this.stopped) return
+    const log = this.opts.log
+    const ws = new WebSocket(this.url, {
+      headers: { Authorization: `Bearer ${this.opts.token}` },
+      maxPayload: MAX_INBOUND_BYTES,
+      handshakeTimeout: 10000
+    })
+    this.ws = ws
+    this.welcomed = false
+    ws.on('unexpected-response', (req, res) => {
+      const code = res.statusCode
+      let body = ''
+      res.on('data', (c) => { if (body.length < 512) body += c })
+      res.on('end', () => {
+        log('error', `relay refused the link: HTTP ${code}${code === 401 ? ' (AUTH_FAILED: check the token)' : ''} ${body.trim()}`)
+      })
+      ws.terminate()
+    })
+    ws.on('open', () => {
+      ws.send(JSON.stringify(this.envelope('hello', this.nextId('h'), {
+        name: this.opts.name,
+        instance: this.instance,
+        adapter: this.opts.adapter,
+        gameVersion: this.opts.gameVersion
+      })))
+    })
+    ws.on('ping', () => { this.lastHeard = Date.now() })
+    ws.on('message', (raw, isBinary) => {
+      this.lastHeard = Date.now()
+      if (isBinary) { log('warn', 'ignored a binary frame from the relay'); return }
+      this.onMessage(raw.toString('utf8'))
+    })
+    ws.on('error', (e) => log('warn', `relay link error: ${e.message}`))
+    ws.on('close', (code, reason) => {
+      if (this.ws !== ws) return
+      clearInterval(this.watchdog)
+      const wasWelcomed = this.welcomed
+      this.welcomed = false
+      this.ws = null
+      if (this.stopped) return
+      if (wasWelcomed) this.failures = 0
+      this.failures += 1
+      const attempts = this.opts.reconnectAttempts
+      if (attempts > 0 && this.failures > attempts) {
+        log('error', `relay unreachable after ${attempts} attempts: giving up (bridge.reconnect_attempts; 0 retries forever)`)
+        return
+      }
+      const base = Math.min(MAX_BACKOFF_MS, this.opts.reconnectDelay * 2 ** Math.min(this.failures - 1, 16))
+      const delay = Math.round(base / 2 + Math.random() * base / 2)
+      log('info', `relay link closed (${code} ${String(reason || '')}); reconnecting in ${delay} ms (attempt ${this.failures})`)
+      this.timer = setTimeout(() => this.connect(), delay)
+    })
+  }
+
+  refuse (id, message, details) {
+    this.send(JSON.stringify(this.envelope('error', id || '', { code: 'SCHEMA_ERROR', message, details: details || {} })))
+  }
+
+  onMessage (text) {
+    const log = this.opts.log
+    const [m, problem] = parseEnvelope(text)
+    if (problem) {
+      log('warn', `refused a message from the relay: ${problem}`)
+      if (m && m.type !== 'error') this.refuse(typeof m.id === 'string' ? m.id : '', problem)
+      return
+    }
+    if (!m.version.startsWith('1.')) {
+      // Graceful degradation: a newer major version is handled as 1.0 when it validates as such.
+      log('warn', `relay speaks protocol ${m.version}, this adapter ${PROTOCOL_VERSION}: handling it as ${PROTOCOL_VERSION}`)
+    }
+    switch (m.type) {
+      case 'welcome': return this.onWelcome(m.payload)
+      case 'ack': {
+        const seq = m.payload.seq
+        if (!Number.isInteger(seq)) return this.refuse(m.id, 'field `payload.seq`: must be an integer', { field: 'payload.seq' })
+        this.outbox.ackUpTo(seq)
+        return
+      }
+      case 'command':
+      case 'query': return this.onCommand(m)
+      case 'heartbeat': return
+      case 'notice': log('info', `relay notice: ${JSON.stringify(m.payload).slice(0, 300)}`); return
+      case 'error': log('warn', `relay error for ${m.id}: ${JSON.stringify(m.payload).slice(0, 500)}`); return
+      default: return this.refuse(m.id, `type ${m.type} is not sent to game adapters`)
+    }
+  }
+
+  onWelcome (p) {
+    const lastSeq = Number.isInteger(p.lastSeq) ? p.lastSeq : 0
+    this.outbox.ackUpTo(lastSeq)
+    this.welcomed = true
+    this.failures = 0
+    const interval = Number.isInteger(p.heartbeatInterval) && p.heartbeatInterval > 0 ? p.heartbeatInterval : 15000
+    const ws = this.ws
+    this.lastHeard = Date.now()
+    clearInterval(this.watchdog)
+    this.watchdog = setInterval(() => {
+      if (ws !== this.ws) return clearInterval(this.watchdog)
+      if (Date.now() - this.lastHeard > SILENT_INTERVALS * interval) {
+        this.opts.log('warn', `relay silent for over ${SILENT_INTERVALS} heartbeats (${SILENT_INTERVALS * interval} ms): dropping the link`)
+        ws.terminate()
+      }
+    }, Math.max(10, Math.floor(interval / 2)))
+    this.opts.log('info', `linked to relay (epoch ${p.epoch}, relay has events up to ${lastSeq}); resending ${this.outbox.items.length}`)
+    for (const item of this.outbox.items) this.send(item.text)
+    if (this.opts.onWelcome) this.opts.onWelcome(p)
+  }
+
+  async onCommand (m) {
+    const p = m.payload
+    if (typeof p.command !== 'string' || (p.args !== undefined && (typeof p.args !== 'object' || p.args === null || Array.isArray(p.args)))) {
+      this.opts.log('warn', `refused command ${m.id}: payload needs command (string) and args (object)`)
+      return this.refuse(m.id, 'field `payload.command`/`payload.args`: command must be a string and args an object', { field: 'payload' })
+    }
+    const ws = this.ws
+    let payload
+    try {
+      const data = await this.opts.onCommand(p.command, p.args || {})
+      payload = { success: true, data }
+    } catch (e) {
+      const code = e.code || 'SERVER_ERROR'
+      if (code === 'SERVER_ERROR') this.opts.log('error', `command ${p.command} ${JSON.stringify(p.args || {}).slice(0, 300)} failed: ${e.stack || e.message}`)
+      payload = { success: false, error: { code, message: e.message, details: e.details || {} } }
+    }
+    // The answer goes back on the link the command came from; if it dropped, the relay already answered.
+    if (ws && ws === this.ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(this.envelope('response', m.id, payload)))
+  }
+}
+
+module.exports = { Link, Outbox, parseEnvelope, normaliseUrl, PROTOCOL_VERSION }

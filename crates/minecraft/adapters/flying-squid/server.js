@@ -1,0 +1,87 @@
+'use strict'
+// Starts flying-squid with the bridge plugin: node server.js --port P --relay URL --token T [--config FILE]
+// [--name NAME]. stdout carries only this launcher's status lines ("ready ...", "linked ..."); flying-squid's
+// own console output goes to stderr.
+
+const fs = require('fs')
+const path = require('path')
+
+const out = process.stdout.write.bind(process.stdout)
+process.stdout.write = process.stderr.write.bind(process.stderr)
+process.env.CI = process.env.CI || '1' // flying-squid's log.js leaves console.log alone under CI
+
+const { loadConfig, ConfigError } = require('./config')
+
+function usage (msg) {
+  process.stderr.write(`minecraft-server: ${msg}\nusage: minecraft-server --port P --relay URL --token T [--config FILE] [--name NAME]\n`)
+  process.exit(2)
+}
+
+function parseArgs (argv) {
+  const a = {}
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i]
+    if (!['--port', '--relay', '--token', '--config', '--name'].includes(k)) usage(`unknown argument ${k}`)
+    if (i + 1 >= argv.length) usage(`${k} needs a value`)
+    a[k.slice(2)] = argv[++i]
+  }
+  return a
+}
+
+const args = parseArgs(process.argv.slice(2))
+const port = Number(args.port)
+if (!Number.isInteger(port) || port < 0 || port > 65535) usage('--port: expected a port number')
+let config
+try {
+  config = loadConfig(args.config ? fs.readFileSync(args.config, 'utf8') : null)
+} catch (e) {
+  if (e instanceof ConfigError || e.code === 'ENOENT') usage(`--config ${args.config}: ${e.message}`)
+  throw e
+}
+const relay = args.relay || config.bridge.url
+const token = args.token || process.env.MINECRAFT_AUTH_TOKEN || config.bridge.auth_token
+const name = args.name || config.bridge.server_name || 'default'
+
+const mcServer = require('flying-squid')
+const serv = mcServer.createMCServer({
+  motd: 'mcp-bridges test server',
+  port,
+  host: '127.0.0.1',
+  'max-players': 20,
+  maxPlayers: 20,
+  'online-mode': false,
+  logging: false,
+  gameMode: 0,
+  difficulty: 1,
+  worldFolder: undefined,
+  generation: { name: 'superflat', options: { worldHeight: 80 } },
+  kickTimeout: 10000,
+  plugins: { [path.join(__dirname, 'plugin.js')]: {} },
+  modpe: false,
+  'view-distance': 2,
+  'player-list-text': { header: 'mcp-bridges', footer: 'test' },
+  'everybody-op': false,
+  'max-entities': 100,
+  version: '1.21.4',
+  mcpBridge: {
+    config,
+    url: relay,
+    token,
+    name,
+    onWelcome: (p) => out(`linked epoch=${p.epoch} lastSeq=${p.lastSeq}\n`)
+  }
+})
+
+serv.on('error', (e) => process.stderr.write(`server error: ${e.stack || e}\n`))
+serv.once('ready', () => {
+  const actual = serv._server.socketServer?.address()?.port ?? port
+  out(`ready port=${actual} game=${name} version=1.21.4\n`)
+})
+
+const stop = () => {
+  serv.mcpBridge?.link.stop()
+  Promise.resolve(serv.quit?.('Server closed')).catch(() => {}).finally(() => process.exit(0))
+  setTimeout(() => process.exit(0), 3000).unref()
+}
+process.on('SIGTERM', stop)
+process.on('SIGINT', stop)

@@ -1,0 +1,158 @@
+'use strict'
+// The plugin's relay link against a scripted relay (a ws server in this process): handshake, outbox and
+// resend, Property 6 filtering, and malformed / wrong-version / oversize messages (Properties 12, 21, 22).
+const test = require('node:test')
+const assert = require('node:assert')
+const WebSocket = require('ws')
+const { Link, Outbox } = require('../link')
+
+const CASES = 100
+
+function relay () {
+  const wss = new WebSocket.Server({ host: '127.0.0.1', port: 0 })
+  const state = { conns: [], received: [], auth: [] }
+  wss.on('connection', (ws, req) => {
+    state.auth.push(req.headers.authorization)
+    state.conns.push(ws)
+    ws.on('message', (t) => state.received.push(JSON.parse(t.toString())))
+  })
+  return new Promise((resolve) => wss.on('listening', () => resolve({ wss, state, url: `ws://127.0.0.1:${wss.address().port}` })))
+}
+
+const env = (type, id, payload, extra = {}) => JSON.stringify({ version: '1.0', type, id, timestamp: Date.now(), source: 'relay', payload, ...extra })
+const until = async (pred, ms = 5000) => {
+  const end = Date.now() + ms
+  while (!pred()) {
+    if (Date.now() > end) throw new Error('timed out')
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+function link (url, extra = {}) {
+  const logs = []
+  const l = new Link({
+    url,
+    token: 't0k',
+    name: 'survival',
+    adapter: 'test',
+    gameVersion: '1.21.4',
+    enabledEvents: ['player_chat', 'block_break'],
+    reconnectDelay: 20,
+    reconnectAttempts: 0,
+    outboxSize: 50,
+    onCommand: async (type, args) => ({ type, args }),
+    log: (lvl, msg) => logs.push(`${lvl} ${msg}`),
+    ...extra
+  })
+  l.logs = logs
+  return l
+}
+
+test('hello with a bearer token, events after welcome, resend past lastSeq after a reconnect', async () => {
+  const { wss, state, url } = await relay()
+  const l = link(url)
+  l.emitEvent('player_chat', { player: 'a', message: 'before welcome' })
+  l.start()
+  await until(() => state.received.length === 1)
+  assert.strictEqual(state.auth[0], 'Bearer t0k')
+  assert.strictEqual(state.received[0].type, 'hello')
+  assert.strictEqual(state.received[0].payload.name, 'survival')
+  state.conns[0].send(env('welcome', 'w', { role: 'minecraft', epoch: 'E', lastSeq: 0 }))
+  await until(() => state.received.length === 2)
+  assert.strictEqual(state.received[1].payload.data.message, 'before welcome')
+  for (let i = 0; i < 5; i++) l.emitEvent('player_chat', { player: 'a', message: `m${i}` })
+  await until(() => state.received.length === 7)
+  state.conns[0].send(env('ack', 'a', { seq: 3 }))
+  await until(() => l.outbox.items.length === 3)
+  state.conns[0].terminate()
+  await until(() => state.conns.length === 2 && state.received.some((m, i) => i > 6 && m.type === 'hello'))
+  state.conns[1].send(env('welcome', 'w2', { role: 'minecraft', epoch: 'E2', lastSeq: 4 }))
+  await until(() => state.received.filter(m => m.type === 'event').length === 8)
+  const resent = state.received.slice(8).filter(m => m.type === 'event').map(m => m.seq)
+  assert.deepStrictEqual(resent, [5, 6])
+  l.stop()
+  wss.close()
+})
+
+// Feature: minecraft-mcp-bridge, Property 6: Event filtering by configuration — events not enabled are never
+// sent (or queued) by the flying-squid plugin.
+test('property 6: disabled event types never leave the plugin', () => {
+  const l = link('ws://127.0.0.1:1')
+  let seed = 6
+  const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 }
+  const types = ['player_join', 'player_quit', 'player_chat', 'player_death', 'block_break']
+  let expected = 0
+  for (let i = 0; i < CASES; i++) {
+    const t = types[Math.floor(rand() * types.length)]
+    const accepted = l.emitEvent(t, { player: 'p' })
+    assert.strictEqual(accepted, ['player_chat', 'block_break'].includes(t), t)
+    if (accepted) expected++
+  }
+  assert.strictEqual(l.outbox.items.length, Math.min(expected, 50))
+  assert.ok(l.outbox.items.every(it => ['player_chat', 'block_break'].includes(JSON.parse(it.text).payload.eventType)))
+})
+
+test('the outbox is bounded by count and bytes', () => {
+  const o = new Outbox(3, 1 << 20, () => {})
+  for (let i = 1; i <= 5; i++) o.push(i, 'e' + i)
+  assert.deepStrictEqual(o.items.map(i => i.seq), [3, 4, 5])
+  assert.strictEqual(o.dropped, 2)
+  const b = new Outbox(1000, 100, () => {})
+  for (let i = 1; i <= 10; i++) b.push(i, 'x'.repeat(30))
+  assert.ok(b.bytes <= 100)
+  assert.strictEqual(b.items.length, 3)
+})
+
+// Feature: minecraft-mcp-bridge, Property 12: Malformed message resilience — garbage, wrong versions and
+// invalid envelopes from the relay are logged and refused; the next command is still answered.
+// Feature: minecraft-mcp-bridge, Property 21: Schema validation enforcement — an invalid message gets a
+// SCHEMA_ERROR `error` back and is not processed.
+// Feature: minecraft-mcp-bridge, Property 22: Version mismatch handling — another major version is logged and
+// handled as 1.0 when it validates.
+test('properties 12, 21, 22: bad messages are refused, logged, and do not stop the link', async () => {
+  const { wss, state, url } = await relay()
+  const ran = []
+  const l = link(url, { onCommand: async (type, args) => { ran.push(args.n); return { ok: true } } })
+  l.start()
+  await until(() => state.conns.length === 1 && state.received.length === 1)
+  const ws = state.conns[0]
+  ws.send(env('welcome', 'w', { role: 'minecraft', epoch: 'E', lastSeq: 0 }))
+  const garbage = [
+    'not json', '[]', '{"version":1}', JSON.stringify({ version: '1.0', type: 'teleport', id: 'x', timestamp: 1, source: 'relay', payload: {} }),
+    JSON.stringify({ version: '1.0', type: 'command', id: 'y', timestamp: 'now', source: 'relay', payload: {} }),
+    JSON.stringify({ version: '1.0', type: 'command', id: 'z', timestamp: 1, source: 'relay', payload: { command: 7 } })
+  ]
+  for (let i = 0; i < CASES; i++) {
+    ws.send(garbage[i % garbage.length])
+    const version = i % 2 ? '1.0' : `${2 + (i % 7)}.${i % 3}`
+    ws.send(env('command', `c${i}`, { command: 'get_server_info', args: { n: i } }, { version }))
+  }
+  await until(() => state.received.filter(m => m.type === 'response').length === CASES, 10000)
+  assert.deepStrictEqual(ran, [...Array(CASES).keys()], 'every valid command ran, in order, wrong major version included')
+  const errors = state.received.filter(m => m.type === 'error')
+  assert.ok(errors.length > 0 && errors.every(e => e.payload.code === 'SCHEMA_ERROR'))
+  assert.ok(errors.some(e => e.id === 'z'), 'a command with a bad payload is refused by id')
+  assert.ok(l.logs.some(x => x.includes('refused a message')))
+  assert.ok(l.logs.some(x => x.includes('speaks protocol 2.')))
+  // Oversize (over 1 MiB): the link closes (1009) and redials; nothing crashes.
+  ws.send('x'.repeat(1024 * 1024 + 10))
+  await until(() => state.conns.length === 2)
+  state.conns[1].send(env('welcome', 'w2', { role: 'minecraft', epoch: 'E', lastSeq: 0 }))
+  state.conns[1].send(env('command', 'after', { command: 'get_server_info', args: { n: 'after' } }))
+  await until(() => ran.includes('after'))
+  l.stop()
+  wss.close()
+})
+
+test('a relay that goes silent past three heartbeats is dropped and redialled', async () => {
+  const { wss, state, url } = await relay()
+  const l = link(url)
+  l.start()
+  await until(() => state.received.length === 1)
+  state.conns[0].send(env('welcome', 'w', { role: 'minecraft', epoch: 'E', lastSeq: 0, heartbeatInterval: 40 }))
+  // The scripted relay says nothing more: within a few intervals the link is dropped and a new hello arrives.
+  await until(() => state.conns.length === 2 && state.received.filter(m => m.type === 'hello').length === 2, 3000)
+  assert.ok(l.logs.some(x => x.includes('relay silent')))
+  l.stop()
+  wss.close()
+})

@@ -1,0 +1,241 @@
+package io.github.mcpbridges.minecraft.core;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.WebSocket;
+import java.net.http.WebSocketHandshakeException;
+import java.time.Duration;
+import java.util.OptionalLong;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * Dials the relay with java.net.http.WebSocket (Authorization: Bearer), feeds a {@link Session}, and redials
+ * with {@link Backoff} after a failure or a closed link (seed Property 13). The session outlives the client
+ * (its owner closes it), so a new client can carry on with the same outbox.
+ */
+public final class BridgeClient implements AutoCloseable {
+    /** Text frames larger than this (after reassembly) are dropped: the relay never sends more than 1 MiB. */
+    public static final int MAX_INBOUND_CHARS = 1024 * 1024;
+    /**
+     * A relay silent (no frame, no ping) for this many heartbeat intervals is taken for dead: a half-open TCP
+     * link would otherwise look alive until the OS gives up on it.
+     */
+    public static final int SILENT_INTERVALS = 3;
+    /** This core's version, in the startup log line. */
+    public static final String VERSION = "0.1.0";
+    /**
+     * Frames waiting for the socket. Sends are queued, never awaited by the caller, because events are emitted
+     * on the game's server thread; past this bound the link is dropped and the outbox resends after redial.
+     */
+    public static final int MAX_QUEUED_SENDS = 10_000;
+
+    private final BridgeConfig cfg;
+    private final Session session;
+    private final BridgeLog log;
+    private final HttpClient http;
+    private final Backoff backoff;
+    private final ScheduledExecutorService timer;
+    private final ExecutorService sender;
+    private final AtomicInteger queuedSends = new AtomicInteger();
+    private volatile WebSocket socket;
+    private volatile Listener listener;
+    private volatile long lastHeardNanos;
+    private volatile boolean closed;
+
+    public BridgeClient(BridgeConfig cfg, Session session, BridgeLog log) {
+        this.cfg = cfg;
+        this.session = session;
+        this.log = log;
+        this.http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+        this.backoff = new Backoff(cfg.reconnectDelayMs(), cfg.reconnectAttempts(), new Random());
+        this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "mcp-bridge-reconnect");
+            t.setDaemon(true);
+            return t;
+        });
+        this.sender = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "mcp-bridge-send");
+            t.setDaemon(true);
+            return t;
+        });
+    }
+
+    /** Queues one frame for `ws`, in order; false when the link is gone or too far behind. */
+    private boolean send(WebSocket ws, String text) {
+        if (socket != ws) return false;
+        if (queuedSends.incrementAndGet() > MAX_QUEUED_SENDS) {
+            queuedSends.decrementAndGet();
+            log.warn("over " + MAX_QUEUED_SENDS + " frames waiting for the relay link: dropping it to resend from the outbox");
+            ws.abort();
+            Listener l = listener;
+            if (l != null) l.lost("too far behind");
+            return false;
+        }
+        try {
+            sender.execute(() -> {
+                try {
+                    // java.net.http allows one send in flight: this single thread waits for each.
+                    if (socket == ws) ws.sendText(text, true).join();
+                } catch (RuntimeException e) {
+                    log.warn("send to the relay failed: " + e);
+                } finally {
+                    queuedSends.decrementAndGet();
+                }
+            });
+            return true;
+        } catch (RejectedExecutionException e) {
+            queuedSends.decrementAndGet();
+            return false;
+        }
+    }
+
+    public void start() {
+        log.info("minecraft-mcp-bridge java-core version " + VERSION + " starting: " + cfg.summary());
+        timer.execute(this::connect);
+        timer.scheduleWithFixedDelay(this::checkSilence, 250, 250, TimeUnit.MILLISECONDS);
+    }
+
+    private void checkSilence() {
+        WebSocket ws = socket;
+        Listener l = listener;
+        if (ws == null || l == null || !session.welcomed()) return;
+        long limitMs = SILENT_INTERVALS * session.heartbeatIntervalMs();
+        if (System.nanoTime() - lastHeardNanos > TimeUnit.MILLISECONDS.toNanos(limitMs)) {
+            log.warn("relay silent for over " + SILENT_INTERVALS + " heartbeats (" + limitMs + " ms): dropping the link");
+            ws.abort();
+            l.lost("silent");
+        }
+    }
+
+    public boolean connected() {
+        return socket != null && session.welcomed();
+    }
+
+    private void connect() {
+        if (closed) return;
+        URI uri;
+        try {
+            uri = URI.create(cfg.url());
+        } catch (IllegalArgumentException e) {
+            log.error("bridge.url " + cfg.url() + " is not a URL; not connecting", e);
+            return;
+        }
+        WebSocket.Builder b = http.newWebSocketBuilder().connectTimeout(Duration.ofSeconds(10));
+        if (cfg.requireAuth()) b.header("Authorization", "Bearer " + cfg.authToken());
+        b.buildAsync(uri, new Listener()).whenComplete((ws, err) -> {
+            if (err != null) {
+                Throwable cause = err.getCause() != null ? err.getCause() : err;
+                if (cause instanceof WebSocketHandshakeException h && h.getResponse().statusCode() == 401) {
+                    log.warn("relay " + uri + " refused the token (AUTH_FAILED, HTTP 401)");
+                } else {
+                    log.warn("relay " + uri + " unreachable: " + cause);
+                }
+                scheduleReconnect();
+            }
+        });
+    }
+
+    private void scheduleReconnect() {
+        if (closed) return;
+        OptionalLong delay = backoff.nextDelayMs();
+        if (delay.isEmpty()) {
+            log.log(BridgeLog.Level.ERROR, "relay unreachable after " + cfg.reconnectAttempts() + " attempts: giving up (bridge.reconnect_attempts = 0 retries forever)");
+            return;
+        }
+        log.info("reconnecting in " + delay.getAsLong() + " ms (attempt " + backoff.failures() + ")");
+        timer.schedule(this::connect, delay.getAsLong(), TimeUnit.MILLISECONDS);
+    }
+
+    private final class Listener implements WebSocket.Listener {
+        private final StringBuilder partial = new StringBuilder();
+        private boolean oversized;
+        private WebSocket mine;
+
+        @Override
+        public void onOpen(WebSocket ws) {
+            mine = ws;
+            lastHeardNanos = System.nanoTime();
+            listener = this;
+            socket = ws;
+            session.onOpen(text -> send(ws, text));
+            ws.request(1);
+        }
+
+        @Override
+        public CompletionStage<?> onText(WebSocket ws, CharSequence data, boolean last) {
+            lastHeardNanos = System.nanoTime();
+            if (!oversized) {
+                partial.append(data);
+                if (partial.length() > MAX_INBOUND_CHARS) {
+                    oversized = true;
+                    partial.setLength(0);
+                    log.warn("dropped a message from the relay over " + MAX_INBOUND_CHARS + " characters");
+                }
+            }
+            if (last) {
+                String text = partial.toString();
+                partial.setLength(0);
+                boolean drop = oversized;
+                oversized = false;
+                if (!drop) {
+                    if (text.contains("\"type\":\"welcome\"")) backoff.reset();
+                    session.onText(text);
+                }
+            }
+            ws.request(1);
+            return null;
+        }
+
+        @Override
+        public CompletionStage<?> onPing(WebSocket ws, java.nio.ByteBuffer message) {
+            lastHeardNanos = System.nanoTime();
+            ws.request(1); // the JDK answers the ping with a pong by itself
+            return null;
+        }
+
+        @Override
+        public CompletionStage<?> onBinary(WebSocket ws, java.nio.ByteBuffer data, boolean last) {
+            log.warn("ignored a binary frame from the relay");
+            ws.request(1);
+            return null;
+        }
+
+        @Override
+        public CompletionStage<?> onClose(WebSocket ws, int status, String reason) {
+            lost("closed " + status + " " + reason);
+            return CompletableFuture.completedFuture(null);
+        }
+
+        @Override
+        public void onError(WebSocket ws, Throwable error) {
+            lost("error " + error);
+        }
+
+        synchronized void lost(String why) {
+            if (mine != null && socket == mine) {
+                socket = null;
+                session.onClose();
+                log.warn("relay link " + why);
+                scheduleReconnect();
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        WebSocket ws = socket;
+        socket = null;
+        if (ws != null) ws.abort();
+        timer.shutdownNow();
+        sender.shutdownNow();
+    }
+}

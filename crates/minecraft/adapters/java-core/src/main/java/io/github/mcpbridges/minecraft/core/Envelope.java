@@ -1,0 +1,84 @@
+package io.github.mcpbridges.minecraft.core;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Pattern;
+
+/** The envelope of crates/minecraft/PROTOCOL.md §2: building messages and validating what arrives. */
+public final class Envelope {
+    public static final String VERSION = "1.0";
+    public static final List<String> TYPES = List.of(
+            "hello", "welcome", "command", "query", "response", "event", "ack", "subscribe", "heartbeat", "notice", "error");
+    private static final Pattern VERSION_FORMAT = Pattern.compile("\\d+\\.\\d+");
+
+    private Envelope() {}
+
+    /** A validated inbound message. {@code degraded} is true for another major version handled as 1.0. */
+    public record Message(String version, String type, String id, long timestamp, String source, Long seq,
+                          Map<String, Object> payload, boolean degraded) {}
+
+    /** Why a message was refused; {@code id} is the offending message's id or "" (for the error reply). */
+    public static final class SchemaException extends Exception {
+        public final String id;
+        public final String field;
+
+        public SchemaException(String id, String field, String message) {
+            super(message);
+            this.id = id;
+            this.field = field;
+        }
+    }
+
+    public static Map<String, Object> build(String type, String id, Map<String, Object> payload) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("version", VERSION);
+        m.put("type", type);
+        m.put("id", id);
+        m.put("timestamp", System.currentTimeMillis());
+        m.put("source", "minecraft");
+        m.put("payload", payload);
+        return m;
+    }
+
+    @SuppressWarnings("unchecked")
+    public static Message parse(String text) throws SchemaException {
+        Object root;
+        try {
+            root = Json.parse(text);
+        } catch (Json.ParseException e) {
+            throw new SchemaException("", "", "not JSON: " + e.getMessage());
+        }
+        if (!(root instanceof Map<?, ?> raw)) throw new SchemaException("", "", "not a JSON object");
+        Map<String, Object> m = (Map<String, Object>) raw;
+        String id = m.get("id") instanceof String s ? s : "";
+        if (!(m.get("version") instanceof String version) || !VERSION_FORMAT.matcher(version).matches()) {
+            throw new SchemaException(id, "version", "field `version`: must be a string \"MAJOR.MINOR\"");
+        }
+        if (!(m.get("type") instanceof String type) || !TYPES.contains(type)) {
+            throw new SchemaException(id, "type", "field `type`: must be one of " + String.join(", ", TYPES));
+        }
+        if (!(m.get("id") instanceof String) || id.isEmpty() && !type.equals("error") || id.length() > 128) {
+            throw new SchemaException(id, "id", "field `id`: must be a string of 1-128 characters");
+        }
+        if (!(m.get("timestamp") instanceof Number ts)) throw new SchemaException(id, "timestamp", "field `timestamp`: must be a number");
+        if (!(m.get("source") instanceof String source)) throw new SchemaException(id, "source", "field `source`: must be a string");
+        if (!(m.get("payload") instanceof Map<?, ?> payload)) throw new SchemaException(id, "payload", "field `payload`: must be an object");
+        Long seq = null;
+        if (m.containsKey("seq")) {
+            if (!(m.get("seq") instanceof Long s) || s < 1) throw new SchemaException(id, "seq", "field `seq`: must be an integer >= 1");
+            seq = s;
+        }
+        boolean degraded = !version.startsWith("1.");
+        return new Message(version, type, id, ts.longValue(), source, seq, (Map<String, Object>) payload, degraded);
+    }
+
+    /** An `error` message refusing another (PROTOCOL.md §4.7). */
+    public static Map<String, Object> error(String refusedId, String code, String message, Map<String, Object> details) {
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("code", code);
+        p.put("message", message);
+        p.put("details", details);
+        return build("error", refusedId, p);
+    }
+}

@@ -1,0 +1,234 @@
+package io.github.mcpbridges.minecraft.core;
+
+import java.security.SecureRandom;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The game side of PROTOCOL.md, independent of the socket: hello on open, welcome resends the outbox past
+ * lastSeq, acks trim it, commands run one at a time on a single thread and each gets one response on the link
+ * it came from. Whatever arrives, nothing here throws back into the transport.
+ */
+public final class Session implements AutoCloseable {
+    /** The socket of one connection; send returns false when it is gone. */
+    public interface Transport {
+        boolean send(String text);
+    }
+
+    /** Commands waiting for the command thread; more are refused (SERVER_ERROR, reason busy). */
+    public static final int MAX_PENDING_COMMANDS = 1024;
+
+    private final BridgeConfig cfg;
+    private final CommandDispatcher dispatcher;
+    private final BridgeLog log;
+    private final String adapterName;
+    private final String gameVersion;
+    private final String instance;
+    private final Outbox outbox;
+    private final ExecutorService commands;
+    private final AtomicLong pending = new AtomicLong();
+    private final AtomicLong ids = new AtomicLong();
+    private long seq;
+    private Transport current;
+    private boolean welcomed;
+    private String epoch;
+    private long heartbeatIntervalMs = 15_000;
+
+    public Session(BridgeConfig cfg, GameAdapter game, BridgeLog log, String adapterName, String gameVersion) {
+        this.cfg = cfg;
+        this.dispatcher = new CommandDispatcher(game, CommandGuard.of(cfg), cfg.maxCommandLength());
+        this.log = log;
+        this.adapterName = adapterName;
+        this.gameVersion = gameVersion;
+        byte[] b = new byte[6];
+        new SecureRandom().nextBytes(b);
+        this.instance = HexFormat.of().formatHex(b);
+        this.outbox = new Outbox(cfg.outboxSize(), cfg.outboxBytes());
+        this.commands = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "mcp-bridge-commands");
+            t.setDaemon(true);
+            return t;
+        });
+    }
+
+    public String instance() {
+        return instance;
+    }
+
+    public Outbox outbox() {
+        return outbox;
+    }
+
+    public synchronized boolean welcomed() {
+        return welcomed;
+    }
+
+    public synchronized String epoch() {
+        return epoch;
+    }
+
+    /** The relay's heartbeat interval from its welcome (15 s until one says otherwise). */
+    public synchronized long heartbeatIntervalMs() {
+        return heartbeatIntervalMs;
+    }
+
+    public synchronized void onOpen(Transport t) {
+        current = t;
+        welcomed = false;
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("name", cfg.serverName());
+        p.put("instance", instance);
+        p.put("adapter", adapterName);
+        p.put("gameVersion", gameVersion);
+        t.send(Json.write(Envelope.build("hello", "h-" + instance + "-" + ids.incrementAndGet(), p)));
+    }
+
+    public synchronized void onClose() {
+        current = null;
+        welcomed = false;
+    }
+
+    /**
+     * Records a game event (seed Property 6: a type not enabled in [events] is neither sent nor queued) and
+     * sends it when linked. Returns whether it was accepted.
+     */
+    public boolean emitEvent(String eventType, Map<String, Object> data) {
+        if (!cfg.eventEnabled(eventType)) return false;
+        synchronized (this) {
+            seq++;
+            Map<String, Object> p = new LinkedHashMap<>();
+            long now = System.currentTimeMillis();
+            p.put("eventType", eventType);
+            p.put("timestamp", now);
+            p.put("data", data);
+            Map<String, Object> msg = Envelope.build("event", cfg.serverName() + "-" + instance + "-" + seq, p);
+            msg.put("seq", seq);
+            String text = Json.write(msg);
+            int dropped = outbox.push(seq, text);
+            if (dropped > 0) log.warn("outbox full (" + cfg.outboxSize() + " events / " + cfg.outboxBytes() + " bytes): dropped the " + dropped + " oldest");
+            if (welcomed && current != null) current.send(text);
+            return true;
+        }
+    }
+
+    /** Handles one text frame. Never throws. */
+    public void onText(String text) {
+        Envelope.Message m;
+        try {
+            m = Envelope.parse(text);
+        } catch (Envelope.SchemaException e) {
+            log.warn("refused a message from the relay: " + e.getMessage());
+            if (!text.contains("\"type\":\"error\"")) reply(current(), Envelope.error(e.id, "SCHEMA_ERROR", e.getMessage(), Map.of("field", e.field)));
+            return;
+        }
+        if (m.degraded()) log.warn("relay speaks protocol " + m.version() + ", this adapter " + Envelope.VERSION + ": handling it as " + Envelope.VERSION);
+        try {
+            switch (m.type()) {
+                case "welcome" -> onWelcome(m);
+                case "ack" -> {
+                    if (!(m.payload().get("seq") instanceof Long s)) {
+                        reply(current(), Envelope.error(m.id(), "SCHEMA_ERROR", "field `payload.seq`: must be an integer", Map.of("field", "payload.seq")));
+                    } else {
+                        outbox.ackUpTo(s);
+                    }
+                }
+                case "command", "query" -> onCommand(m);
+                case "heartbeat" -> { }
+                case "notice" -> log.info("relay notice: " + Json.write(m.payload()));
+                case "error" -> log.warn("relay refused " + m.id() + ": " + Json.write(m.payload()));
+                default -> reply(current(), Envelope.error(m.id(), "SCHEMA_ERROR", "type " + m.type() + " is not sent to game adapters", Map.of("field", "type")));
+            }
+        } catch (RuntimeException e) {
+            log.error("failed to handle a " + m.type() + " message", e);
+        }
+    }
+
+    private synchronized Transport current() {
+        return current;
+    }
+
+    private void reply(Transport t, Map<String, Object> msg) {
+        if (t != null) t.send(Json.write(msg));
+    }
+
+    private synchronized void onWelcome(Envelope.Message m) {
+        long lastSeq = m.payload().get("lastSeq") instanceof Long l ? l : 0;
+        epoch = m.payload().get("epoch") instanceof String e ? e : "";
+        if (m.payload().get("heartbeatInterval") instanceof Long h && h > 0) heartbeatIntervalMs = h;
+        outbox.ackUpTo(lastSeq);
+        welcomed = true;
+        var pendingEvents = outbox.snapshot();
+        log.info("linked to relay (epoch " + epoch + ", it has our events up to " + lastSeq + "); resending " + pendingEvents.size());
+        for (Outbox.Item item : pendingEvents) current.send(item.text());
+    }
+
+    @SuppressWarnings("unchecked")
+    private void onCommand(Envelope.Message m) {
+        Transport origin = current();
+        Object type = m.payload().get("command");
+        Object args = m.payload().getOrDefault("args", Map.of());
+        if (!(type instanceof String t) || !(args instanceof Map<?, ?>)) {
+            log.warn("refused command " + m.id() + ": payload needs command (string) and args (object)");
+            reply(origin, Envelope.error(m.id(), "SCHEMA_ERROR", "field `payload.command`/`payload.args`: command must be a string and args an object", Map.of("field", "payload")));
+            return;
+        }
+        if (pending.incrementAndGet() > MAX_PENDING_COMMANDS) {
+            pending.decrementAndGet();
+            reply(origin, response(m.id(), failure("SERVER_ERROR", "more than " + MAX_PENDING_COMMANDS + " commands waiting: try again", Map.of("reason", "busy"))));
+            return;
+        }
+        try {
+            commands.execute(() -> {
+                try {
+                    reply(origin, response(m.id(), run(t, (Map<String, Object>) args)));
+                } finally {
+                    pending.decrementAndGet();
+                }
+            });
+        } catch (RejectedExecutionException e) {
+            pending.decrementAndGet();
+            reply(origin, response(m.id(), failure("SERVER_ERROR", "the bridge is shutting down", Map.of())));
+        }
+    }
+
+    /** Runs one command on the command thread; failures are logged with command text, reason and stack trace. */
+    Map<String, Object> run(String type, Map<String, Object> args) {
+        try {
+            Map<String, Object> p = new LinkedHashMap<>();
+            p.put("success", true);
+            p.put("data", dispatcher.run(type, args));
+            return p;
+        } catch (GameException e) {
+            log.error("command " + type + " " + Json.write(args) + " refused: " + e.code() + " " + e.getMessage(), e);
+            return failure(e.code(), e.getMessage(), e.details());
+        } catch (RuntimeException e) {
+            log.error("command " + type + " " + Json.write(args) + " failed: " + e, e);
+            return failure("SERVER_ERROR", "the game failed to run " + type + ": " + e, Map.of());
+        }
+    }
+
+    private static Map<String, Object> failure(String code, String message, Map<String, Object> details) {
+        Map<String, Object> err = new LinkedHashMap<>();
+        err.put("code", code);
+        err.put("message", message);
+        err.put("details", details);
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put("success", false);
+        p.put("error", err);
+        return p;
+    }
+
+    private static Map<String, Object> response(String id, Map<String, Object> payload) {
+        return Envelope.build("response", id, payload);
+    }
+
+    @Override
+    public void close() {
+        commands.shutdownNow();
+    }
+}

@@ -1,0 +1,136 @@
+package io.github.mcpbridges.minecraft.core;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class SessionTest {
+    @Test
+    void helloFirstThenNoEventBeforeWelcome() throws Exception {
+        Wire wire = new Wire();
+        try (Session s = new Session(BridgeConfig.defaults(), new FakeGame(), new Wire.Log(), "test", "1.21.1")) {
+            s.onOpen(wire);
+            s.emitEvent("player_chat", Models.playerChat("a", "1"));
+            assertEquals(List.of("hello"), wire.messages().stream().map(m -> m.get("type")).toList());
+            @SuppressWarnings("unchecked")
+            Map<String, Object> hello = (Map<String, Object>) wire.messages().get(0).get("payload");
+            assertEquals("default", hello.get("name"));
+            assertEquals(s.instance(), hello.get("instance"));
+            s.onText(Wire.welcome(0));
+            assertEquals(1, wire.ofType("event").size(), "the queued event goes out after welcome");
+        }
+    }
+
+    @Test
+    void reconnectResendsExactlyTheEventsTheRelayLacks() throws Exception {
+        try (Session s = new Session(BridgeConfig.defaults(), new FakeGame(), new Wire.Log(), "test", "1.21.1")) {
+            Wire first = new Wire();
+            s.onOpen(first);
+            s.onText(Wire.welcome(0));
+            for (int i = 0; i < 10; i++) s.emitEvent("player_chat", Models.playerChat("a", "m" + i));
+            s.onText(Wire.relay("ack", "a", Map.of("seq", 4L)));
+            assertEquals(6, s.outbox().size());
+            s.onClose();
+            for (int i = 10; i < 15; i++) s.emitEvent("player_chat", Models.playerChat("a", "m" + i));
+            assertEquals(10, first.ofType("event").size(), "nothing is sent while disconnected");
+
+            Wire second = new Wire();
+            s.onOpen(second);
+            s.onText(Wire.welcome(7)); // the relay had 5..7 already (acks lost with the link)
+            List<Object> resent = second.ofType("event").stream().map(m -> m.get("seq")).toList();
+            assertEquals(List.of(8L, 9L, 10L, 11L, 12L, 13L, 14L, 15L), resent);
+        }
+    }
+
+    @Test
+    void outboxBoundByCountAndBytesDropsTheOldest() {
+        Outbox byCount = new Outbox(3, 1 << 20);
+        for (int i = 1; i <= 5; i++) byCount.push(i, "e" + i);
+        assertEquals(List.of(3L, 4L, 5L), byCount.snapshot().stream().map(Outbox.Item::seq).toList());
+        assertEquals(2, byCount.dropped());
+
+        Outbox byBytes = new Outbox(1000, 100);
+        for (int i = 1; i <= 10; i++) byBytes.push(i, "x".repeat(30));
+        assertTrue(byBytes.bytes() <= 100, "bytes " + byBytes.bytes());
+        assertEquals(3, byBytes.size());
+        assertEquals(1, byBytes.push(11, "y".repeat(101)) - 0 >= 1 ? 1 : 0, "an event larger than the bound is not kept");
+        assertTrue(byBytes.bytes() <= 100);
+        byBytes.ackUpTo(100);
+        assertEquals(0, byBytes.size());
+        assertEquals(0, byBytes.bytes());
+    }
+
+    @Test
+    void sessionOutboxHonoursConfiguredBound() throws Exception {
+        BridgeConfig cfg = BridgeConfig.parse("[bridge]\noutbox_size = 5\n");
+        Wire.Log log = new Wire.Log();
+        try (Session s = new Session(cfg, new FakeGame(), log, "test", "1.21.1")) {
+            for (int i = 0; i < 20; i++) s.emitEvent("player_chat", Models.playerChat("a", "m" + i));
+            assertEquals(5, s.outbox().size());
+            assertEquals(15, s.outbox().dropped());
+            assertTrue(log.all().contains("outbox full"));
+        }
+    }
+
+    @Test
+    void commandsRunOneAtATimeAndEachGetsOneResponse() throws Exception {
+        FakeGame game = new FakeGame();
+        game.sleepMs = 2;
+        Wire wire = new Wire();
+        BridgeConfig cfg = BridgeConfig.parse("[commands]\nallowed_patterns = [\"say .*\"]\n");
+        try (Session s = new Session(cfg, game, new Wire.Log(), "test", "1.21.1")) {
+            s.onOpen(wire);
+            s.onText(Wire.welcome(0));
+            Thread[] senders = new Thread[4];
+            for (int t = 0; t < senders.length; t++) {
+                int base = t * 10;
+                senders[t] = new Thread(() -> {
+                    for (int i = 0; i < 10; i++) s.onText(Wire.command("c" + (base + i), "execute_command", Map.of("command", "say " + (base + i))));
+                });
+                senders[t].start();
+            }
+            for (Thread t : senders) t.join();
+            List<Map<String, Object>> responses = wire.await("response", 40);
+            assertEquals(40, responses.stream().map(m -> m.get("id")).distinct().count());
+            assertEquals(1, game.maxRunning.get(), "never two commands at once");
+        }
+    }
+
+    @Test
+    void dispatcherNormalisesItemsAndNumericStrings() throws Exception {
+        FakeGame game = new FakeGame();
+        game.players.put("alex", Models.map("name", "alex"));
+        CommandDispatcher d = new CommandDispatcher(game, CommandGuard.of(BridgeConfig.defaults()), 256);
+        d.run("give_item", Map.of("player", "alex", "item", "diamond", "quantity", "3"));
+        d.run("give_item", Map.of("player", "alex", "item", "minecraft:diamond", "quantity", 3L));
+        assertEquals(List.of("give alex minecraft:diamond 3", "give alex minecraft:diamond 3"), game.executed);
+        Map<String, Object> tp = d.run("teleport_player", Map.of("player", "alex", "x", "1.5", "y", 64, "z", -2));
+        assertEquals(Models.location("minecraft:overworld", 1.5, 64.0, -2.0), tp.get("location"));
+        assertEquals(Map.of("players", List.of("alex")), d.run("get_online_players", Map.of()));
+    }
+
+    @Test
+    void commandsWaitingBeyondTheBoundAreRefusedBusy() throws Exception {
+        FakeGame game = new FakeGame();
+        game.sleepMs = 5000; // the first command holds the command thread until close() interrupts it
+        Wire wire = new Wire();
+        BridgeConfig cfg = BridgeConfig.parse("[commands]\nallowed_patterns = [\"say .*\"]\n");
+        try (Session s = new Session(cfg, game, new Wire.Log(), "test", "1.21.1")) {
+            s.onOpen(wire);
+            s.onText(Wire.welcome(0));
+            int n = Session.MAX_PENDING_COMMANDS + 10;
+            for (int i = 0; i < n; i++) s.onText(Wire.command("c" + i, "execute_command", Map.of("command", "say " + i)));
+            // The over-the-bound ones are answered at once, before the slow game drains the rest.
+            List<Map<String, Object>> busy = wire.await("response", 10);
+            for (Map<String, Object> r : busy) {
+                @SuppressWarnings("unchecked")
+                Map<String, Object> err = (Map<String, Object>) ((Map<String, Object>) r.get("payload")).get("error");
+                assertEquals("SERVER_ERROR", err.get("code"));
+                assertEquals(Map.of("reason", "busy"), err.get("details"));
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+package io.github.mcpbridges.minecraft.neoforge;
+
+/** The seed's minecraft-mcp-bridge.toml, written to config/ on first start. */
+final class DefaultConfig {
+    private DefaultConfig() {}
+
+    static final String TEXT = """
+            # minecraft-mcp-bridge: how this server links to the mcp-bridges Minecraft relay.
+            [bridge]
+            url = "ws://localhost:8080"
+            auth_token = "secret"        # the relay's MINECRAFT_AUTH_TOKEN
+            reconnect_attempts = 5       # 0 = retry forever
+            reconnect_delay = 5000       # ms before the first retry; doubles up to 30 s
+            # server_name = "default"    # the name commands address this server by
+
+            [events]
+            enabled = [
+              "player_join",
+              "player_quit",
+              "player_chat",
+              "player_death",
+              "block_break"
+            ]
+
+            [commands]
+            # A command runs only if one pattern matches all of it.
+            allowed_patterns = [
+              "^say .*",
+              "^tp \\\\w+ -?\\\\d+ -?\\\\d+ -?\\\\d+$",
+              "^give \\\\w+ \\\\w+ \\\\d+$"
+            ]
+
+            [security]
+            require_auth = true
+            max_command_length = 256
+
+            [logging]
+            level = "INFO"
+            """;
+}

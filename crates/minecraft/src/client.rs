@@ -1,0 +1,528 @@
+//! The MCP server's link to a relay: dialled and redialled (backoff with jitter, no retry limit), `hello`
+//! with the queue position it holds, events published on the core's streams and acknowledged, commands
+//! correlated with their responses (PROTOCOL.md §3–§5, the MCP side).
+
+use crate::wire::{self, Code, Envelope, EventType, Kind, Source};
+use bridge_core::ToolError;
+use bridge_core::events::EventHub;
+use bridge_core::link::dial::{self, WsDial};
+use bridge_core::link::{Backoff, Connection, Correlator, LinkError, LinkSender, redial};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Event ids remembered to drop duplicates after a relay restart (the game resends what was unacknowledged).
+const SEEN_IDS: usize = 8192;
+/// Events acknowledged at least this often.
+const ACK_EVERY: u64 = 64;
+/// How long the relay has to send `welcome`.
+const WELCOME_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How to reach the relay.
+#[derive(Debug, Clone)]
+pub struct LinkSettings {
+    pub url: String,
+    pub token: String,
+    pub client_id: String,
+    pub subscriptions: Vec<EventType>,
+    pub command_timeout: Duration,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// `embedded` (the relay runs in this process) or `remote`.
+    pub mode: &'static str,
+}
+
+/// What `status` and `/health` show about the link.
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+pub struct LinkStatus {
+    pub mode: String,
+    pub relay_url: String,
+    pub connected: bool,
+    /// Failed dials and dropped links since the last good connection.
+    pub reconnect_attempts: u64,
+    pub connections_total: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The relay's epoch (changes when the relay restarts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<String>,
+    /// The last queue position acknowledged to the relay.
+    pub last_seq: u64,
+    /// Messages the relay reported lost for this client (queue overflow while away).
+    pub lost_total: u64,
+    pub events_received: u64,
+    pub duplicates_dropped: u64,
+    /// Game servers connected to the relay.
+    pub games: Vec<String>,
+    pub subscriptions: Vec<String>,
+    pub client_id: String,
+}
+
+/// A bounded set of recently seen event ids, oldest forgotten first.
+#[derive(Debug, Default)]
+struct Seen {
+    order: VecDeque<String>,
+    set: HashSet<String>,
+}
+
+impl Seen {
+    /// True when `id` is new (and remembers it).
+    fn insert(&mut self, id: String) -> bool {
+        if self.set.contains(&id) {
+            return false;
+        }
+        if self.order.len() >= SEEN_IDS
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        self.set.insert(id.clone());
+        self.order.push_back(id);
+        true
+    }
+}
+
+struct Inner {
+    settings: LinkSettings,
+    hub: EventHub,
+    current: Mutex<Option<LinkSender>>,
+    correlator: Correlator<Envelope>,
+    status: Mutex<LinkStatus>,
+    seen: Mutex<Seen>,
+    connected: watch::Sender<bool>,
+}
+
+/// The link; cheap to clone.
+#[derive(Clone)]
+pub struct RelayLink {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl RelayLink {
+    pub fn new(settings: LinkSettings, hub: EventHub) -> Self {
+        let status = LinkStatus {
+            mode: settings.mode.to_owned(),
+            relay_url: settings.url.clone(),
+            client_id: settings.client_id.clone(),
+            subscriptions: settings
+                .subscriptions
+                .iter()
+                .map(|t| t.as_str().to_owned())
+                .collect(),
+            ..LinkStatus::default()
+        };
+        Self {
+            inner: Arc::new(Inner {
+                settings,
+                hub,
+                current: Mutex::new(None),
+                correlator: Correlator::new(),
+                status: Mutex::new(status),
+                seen: Mutex::new(Seen::default()),
+                connected: watch::channel(false).0,
+            }),
+        }
+    }
+
+    pub fn status(&self) -> LinkStatus {
+        lock(&self.inner.status).clone()
+    }
+
+    pub fn settings(&self) -> &LinkSettings {
+        &self.inner.settings
+    }
+
+    /// Waits until connected, at most `wait`; true if connected.
+    pub async fn wait_connected(&self, wait: Duration) -> bool {
+        let mut rx = self.inner.connected.subscribe();
+        tokio::time::timeout(wait, rx.wait_for(|c| *c))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Keeps the link up until `stop` is cancelled.
+    pub async fn run(self, stop: CancellationToken) {
+        let s = &self.inner.settings;
+        let mut cfg = WsDial::new(s.url.clone());
+        cfg.bearer = Some(s.token.clone());
+        cfg.max_frame_bytes = wire::HARD_MAX_FRAME_BYTES;
+        let backoff = Backoff::new(s.backoff_base, s.backoff_max).with_jitter(0.2);
+        let dial_stop = stop.clone();
+        let link = self.clone();
+        let failures = self.clone();
+        redial(
+            move || {
+                let cfg = cfg.clone();
+                let stop = dial_stop.clone();
+                let failures = failures.clone();
+                async move {
+                    let out = dial::websocket(&cfg, &stop)
+                        .await
+                        .map(|c| c.into_connection());
+                    if let Err(e) = &out {
+                        let mut st = lock(&failures.inner.status);
+                        st.reconnect_attempts += 1;
+                        st.last_error = Some(e.to_string());
+                    }
+                    out
+                }
+            },
+            move |conn| {
+                let link = link.clone();
+                async move { link.serve(conn).await }
+            },
+            backoff,
+            Duration::from_secs(5),
+            stop,
+        )
+        .await;
+    }
+
+    async fn serve(&self, conn: Connection) {
+        let Connection {
+            sender,
+            mut incoming,
+            ..
+        } = conn;
+        let (epoch, last_seq) = {
+            let st = lock(&self.inner.status);
+            (st.epoch.clone(), st.last_seq)
+        };
+        let s = &self.inner.settings;
+        let subs: Vec<&str> = s.subscriptions.iter().map(|t| t.as_str()).collect();
+        let mut hello = json!({"clientId": s.client_id, "subscriptions": subs});
+        if let Some(epoch) = epoch.as_deref() {
+            hello["epoch"] = json!(epoch);
+            hello["lastSeq"] = json!(last_seq);
+        }
+        let hello = Envelope::new(Kind::Hello, "hello", Source::Mcp, hello);
+        if sender.send_text(hello.to_text()).await.is_err() {
+            return;
+        }
+        let welcome = tokio::time::timeout(WELCOME_DEADLINE, async {
+            while let Some(text) = incoming.recv().await {
+                match wire::parse(&text, wire::HARD_MAX_FRAME_BYTES) {
+                    Ok(p) if p.envelope.kind == Kind::Welcome => return Some(p.envelope),
+                    Ok(p) => {
+                        tracing::debug!(kind = p.envelope.kind.as_str(), "before welcome, ignored")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "relay sent a message that failed validation")
+                    }
+                }
+            }
+            None
+        })
+        .await;
+        let Ok(Some(welcome)) = welcome else {
+            let mut st = lock(&self.inner.status);
+            st.reconnect_attempts += 1;
+            st.last_error = Some("the relay did not send welcome".to_owned());
+            sender.close("no welcome");
+            return;
+        };
+        let new_epoch = welcome.str_field("epoch").unwrap_or_default().to_owned();
+        let acked = welcome
+            .payload
+            .get("lastSeq")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        {
+            let mut st = lock(&self.inner.status);
+            if st.epoch.as_deref() != Some(new_epoch.as_str()) && st.epoch.is_some() {
+                tracing::warn!(
+                    "the relay restarted (new epoch): its queue for this client starts afresh"
+                );
+            }
+            st.epoch = Some(new_epoch);
+            st.last_seq = acked;
+            st.connected = true;
+            st.connections_total += 1;
+            st.reconnect_attempts = 0;
+            st.last_error = None;
+            st.games = welcome
+                .payload
+                .get("games")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|g| g.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        *lock(&self.inner.current) = Some(sender.clone());
+        self.inner.connected.send_replace(true);
+        tracing::info!(url = %s.url, "connected to the minecraft relay");
+        let mut last_seq = acked;
+        let mut acked_sent = acked;
+        while let Some(text) = incoming.recv().await {
+            match wire::parse(&text, wire::HARD_MAX_FRAME_BYTES) {
+                Ok(parsed) => {
+                    if let Some(v) = &parsed.unsupported_version {
+                        tracing::warn!(version = %v, "relay message of an unsupported version, read as 1.0");
+                    }
+                    self.handle(parsed.envelope, &mut last_seq);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "relay message refused");
+                    let _ = sender.send_text(e.reply_from(Source::Mcp).to_text()).await;
+                }
+            }
+            if last_seq > acked_sent
+                && (last_seq - acked_sent >= ACK_EVERY || incoming.queued_bytes() == 0)
+            {
+                let ack = Envelope::new(
+                    Kind::Ack,
+                    format!("a{last_seq}"),
+                    Source::Mcp,
+                    json!({"seq": last_seq}),
+                );
+                if sender.send_text(ack.to_text()).await.is_err() {
+                    break;
+                }
+                acked_sent = last_seq;
+                lock(&self.inner.status).last_seq = last_seq;
+            }
+        }
+        let reason = sender
+            .close_reason()
+            .unwrap_or_else(|| "link closed".to_owned());
+        {
+            let mut cur = lock(&self.inner.current);
+            if cur.as_ref().is_some_and(|c| c.id() == sender.id()) {
+                *cur = None;
+            }
+        }
+        {
+            let mut st = lock(&self.inner.status);
+            st.connected = false;
+            st.last_error = Some(reason.clone());
+            st.games.clear();
+        }
+        self.inner.connected.send_replace(false);
+        self.inner
+            .correlator
+            .fail_all(LinkError::disconnected(reason));
+        tracing::warn!(url = %s.url, "lost the minecraft relay; reconnecting");
+    }
+
+    fn handle(&self, env: Envelope, last_seq: &mut u64) {
+        if let Some(seq) = env.seq {
+            if seq <= *last_seq {
+                return;
+            }
+            *last_seq = seq;
+        }
+        match env.kind {
+            Kind::Event => self.publish(&env),
+            Kind::Response | Kind::Error => {
+                if let Ok(id) = env.id.parse::<u64>() {
+                    self.inner.correlator.resolve(id, env);
+                }
+            }
+            Kind::Notice => self.notice(&env),
+            _ => {}
+        }
+    }
+
+    fn publish(&self, env: &Envelope) {
+        let Ok(ty) = wire::validate_game_event(&env.payload) else {
+            return;
+        };
+        let game = env.game.clone().unwrap_or_else(|| "default".to_owned());
+        if !lock(&self.inner.seen).insert(format!("{game}\u{0}{}", env.id)) {
+            lock(&self.inner.status).duplicates_dropped += 1;
+            return;
+        }
+        lock(&self.inner.status).events_received += 1;
+        let mut data = env.payload.clone();
+        data.insert("game".to_owned(), json!(game));
+        data.insert("id".to_owned(), json!(env.id));
+        if let Some(stream) = self.inner.hub.get(ty.as_str()) {
+            stream.publish(Value::Object(data));
+        }
+    }
+
+    fn notice(&self, env: &Envelope) {
+        let mut st = lock(&self.inner.status);
+        match env.str_field("kind") {
+            Some("lost") => {
+                let n = env.payload.get("lost").and_then(Value::as_u64).unwrap_or(0);
+                st.lost_total += n;
+                tracing::warn!(
+                    lost = n,
+                    "the relay dropped messages for this client (its queue overflowed)"
+                );
+            }
+            Some("game_connected") => {
+                if let Some(g) = env
+                    .game
+                    .clone()
+                    .or_else(|| env.str_field("game").map(str::to_owned))
+                    && !st.games.contains(&g)
+                {
+                    st.games.push(g);
+                    st.games.sort();
+                }
+            }
+            Some("game_disconnected") => {
+                if let Some(g) = env
+                    .game
+                    .clone()
+                    .or_else(|| env.str_field("game").map(str::to_owned))
+                {
+                    st.games.retain(|x| *x != g);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// One command through the relay to a game; the response's `data` on success.
+    pub async fn call(
+        &self,
+        command: &str,
+        args: Map<String, Value>,
+        game: Option<String>,
+    ) -> Result<Value, ToolError> {
+        let sender = lock(&self.inner.current).clone();
+        let Some(sender) = sender else {
+            let st = self.status();
+            return Err(ToolError::disconnected(format!(
+                "not connected to the minecraft relay at {}",
+                st.relay_url
+            ))
+            .with_hint("check the relay is running and the token is right; the status tool shows the last error")
+            .with_details(json!({"code": Code::ConnectionError.as_str(), "last_error": st.last_error})));
+        };
+        let (id, pending) = self.inner.correlator.start();
+        let mut env = Envelope::new(
+            Kind::Command,
+            id.to_string(),
+            Source::Mcp,
+            json!({"command": command, "args": args}),
+        );
+        env.game = game;
+        sender
+            .send_text(env.to_text())
+            .await
+            .map_err(ToolError::from)?;
+        let reply = pending
+            .wait(self.inner.settings.command_timeout)
+            .await
+            .map_err(|e| {
+                let code = match e {
+                    LinkError::Timeout { .. } => Code::Timeout,
+                    _ => Code::ConnectionError,
+                };
+                let t = ToolError::from(e);
+                let details = merge(t.details(), code);
+                t.with_details(details)
+            })?;
+        match reply.kind {
+            Kind::Response if reply.payload.get("success") == Some(&Value::Bool(true)) => Ok(reply
+                .payload
+                .get("data")
+                .cloned()
+                .unwrap_or_else(|| json!({}))),
+            Kind::Response => Err(remote_error(
+                reply.payload.get("error"),
+                reply.game.as_deref(),
+            )),
+            _ => Err(remote_error(
+                Some(&Value::Object(reply.payload.clone())),
+                reply.game.as_deref(),
+            )),
+        }
+    }
+}
+
+fn merge(details: &Value, code: Code) -> Value {
+    let mut map = details.as_object().cloned().unwrap_or_default();
+    map.insert("code".to_owned(), json!(code.as_str()));
+    Value::Object(map)
+}
+
+/// A seed error (`{code, message, details}`) as the agent sees it: the core's code, a hint, and the seed's
+/// code in the details.
+pub fn remote_error(error: Option<&Value>, game: Option<&str>) -> ToolError {
+    let error = error.and_then(Value::as_object);
+    let code = error
+        .and_then(|e| e.get("code"))
+        .and_then(Value::as_str)
+        .and_then(Code::parse)
+        .unwrap_or(Code::ServerError);
+    let message = error
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("the game reported an error without a message")
+        .to_owned();
+    let mut details = Map::new();
+    details.insert("code".to_owned(), json!(code.as_str()));
+    if let Some(d) = error
+        .and_then(|e| e.get("details"))
+        .and_then(Value::as_object)
+    {
+        for (k, v) in d {
+            if k != "code" {
+                details.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if let Some(game) = game {
+        details.insert("game".to_owned(), json!(game));
+    }
+    let (base, hint) = match code {
+        Code::AuthFailed => (
+            ToolError::disconnected(message),
+            "the relay refused the token: check MINECRAFT_RELAY_TOKEN against the relay's MCP_AUTH_TOKENS",
+        ),
+        Code::PermissionDenied => (
+            ToolError::unsupported(message),
+            "this MCP server's token may not use this command; ask the relay's operator to allow it in MCP_AUTH_TOKENS",
+        ),
+        Code::InvalidCommand => (
+            ToolError::new(bridge_core::ErrorCode::InvalidArgument, message),
+            "the game refused the command: it is not in the server's allowed_patterns, too long, or needs `game` when several servers are connected (see details)",
+        ),
+        Code::PlayerNotFound => (
+            ToolError::not_found(message),
+            "the player is not online: get_online_players lists who is",
+        ),
+        Code::ConnectionError => (
+            ToolError::disconnected(message),
+            "no game server is connected to the relay (or the named one is not): status lists the games",
+        ),
+        Code::SchemaError => (
+            ToolError::internal(message),
+            "a message failed validation between the bridge components; this is a bug or a version mismatch, see the relay's log",
+        ),
+        Code::ServerError => (
+            ToolError::remote(message),
+            "the game failed to run it; its log has the stack trace. If details.reason is rate_limited, wait retryAfterMs",
+        ),
+        Code::Timeout => (
+            ToolError::timeout(message),
+            "the game did not answer in time: it may be lagging; try again",
+        ),
+    };
+    base.with_hint(hint).with_details(Value::Object(details))
+}
+
+impl crate::wire::SchemaError {
+    /// The `error` answering a refused message, from `source`.
+    pub fn reply_from(&self, source: Source) -> Envelope {
+        let mut e = self.reply();
+        e.source = source;
+        e
+    }
+}

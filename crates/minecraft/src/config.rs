@@ -1,0 +1,97 @@
+//! Flags (each with its environment variable) of `mcp-bridges minecraft` and `mcp-bridges minecraft-relay`.
+
+use crate::relay::RelayArgs;
+use crate::wire::{self, EventType};
+use bridge_core::BridgeError;
+use bridge_core::config;
+use bridge_core::serve::McpArgs;
+use std::time::Duration;
+
+/// `mcp-bridges minecraft`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MinecraftCommand {
+    #[command(flatten)]
+    pub mcp: McpArgs,
+    #[command(flatten)]
+    pub minecraft: MinecraftArgs,
+}
+
+/// The MCP server's own flags; without `--relay-url` it runs the relay in-process with the relay flags.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Minecraft")]
+pub struct MinecraftArgs {
+    /// Dial this relay (`ws://host:port`, `wss://...`, or a bare `host:port`) instead of running one in-process.
+    #[arg(id = "mc_relay_url", long = "relay-url", env = "MINECRAFT_RELAY_URL")]
+    pub relay_url: Option<String>,
+
+    /// The token presented to the relay at --relay-url (one of its MCP_AUTH_TOKENS).
+    #[arg(id = "mc_relay_token", long = "relay-token", env = "MINECRAFT_RELAY_TOKEN", hide_env_values = true,
+          value_parser = config::secret("MINECRAFT_RELAY_TOKEN"))]
+    pub relay_token: Option<String>,
+
+    /// This MCP server's name at the relay: reconnecting under the same name resumes its queue.
+    #[arg(
+        long = "client-id",
+        env = "MINECRAFT_CLIENT_ID",
+        default_value = "mcp-bridges"
+    )]
+    pub client_id: String,
+
+    /// Event types to receive from the relay, comma-separated, or `*` for all five.
+    #[arg(
+        id = "mc_events",
+        long = "events",
+        env = "MINECRAFT_EVENTS",
+        default_value = "*"
+    )]
+    pub events: String,
+
+    /// How long a command may take through the relay and the game.
+    #[arg(id = "mc_minecraft_timeout_ms", long = "minecraft-timeout-ms", env = "MINECRAFT_TIMEOUT_MS", default_value = "20000",
+          value_parser = config::millis("MINECRAFT_TIMEOUT_MS", 100, 600_000))]
+    pub command_timeout: Duration,
+
+    /// Events kept per event stream for poll_events.
+    #[arg(id = "mc_event_buffer", long = "event-buffer", env = "MINECRAFT_EVENT_BUFFER", default_value = "1000",
+          value_parser = config::ranged("MINECRAFT_EVENT_BUFFER", 1usize, 1_000_000))]
+    pub event_buffer: usize,
+
+    /// First delay before redialling the relay; doubles to --reconnect-max-ms, with ±20% jitter, forever.
+    #[arg(id = "mc_reconnect_base_ms", long = "reconnect-base-ms", env = "MINECRAFT_RECONNECT_BASE_MS", default_value = "1000",
+          value_parser = config::millis("MINECRAFT_RECONNECT_BASE_MS", 10, 600_000))]
+    pub reconnect_base: Duration,
+
+    /// Longest delay between redials.
+    #[arg(id = "mc_reconnect_max_ms", long = "reconnect-max-ms", env = "MINECRAFT_RECONNECT_MAX_MS", default_value = "30000",
+          value_parser = config::millis("MINECRAFT_RECONNECT_MAX_MS", 10, 3_600_000))]
+    pub reconnect_max: Duration,
+
+    #[command(flatten)]
+    pub relay: RelayArgs,
+}
+
+impl MinecraftArgs {
+    /// `--events` as event types; an unknown name is an error naming it.
+    pub fn subscriptions(&self) -> Result<Vec<EventType>, BridgeError> {
+        let items: Vec<serde_json::Value> = self
+            .events
+            .split(',')
+            .map(|s| serde_json::Value::String(s.trim().to_owned()))
+            .collect();
+        wire::subscription(Some(&serde_json::Value::Array(items)), "MINECRAFT_EVENTS")
+            .map_err(|e| format!("MINECRAFT_EVENTS: {}", e.message).into())
+    }
+}
+
+/// `mcp-bridges minecraft-relay`. Of the MCP flags only the logging ones matter here.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RelayCommand {
+    #[command(flatten)]
+    pub mcp: McpArgs,
+    #[command(flatten)]
+    pub relay: RelayArgs,
+}
+
+/// Nothing: the relay is not mountable in `serve` (see `MinecraftRelay`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RelayMount {}

@@ -1,0 +1,91 @@
+//! The seed's data models, with its field names (camelCase on the wire and in tool results). Game answers
+//! are read into these, so a game that sends something else gets a clear error instead of a guess.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Location {
+    pub world: String,
+    pub x: f64,
+    pub y: f64,
+    pub z: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemStack {
+    #[serde(rename = "type")]
+    pub item_type: String,
+    pub quantity: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlayerInfo {
+    pub name: String,
+    pub uuid: String,
+    pub health: f64,
+    pub food_level: f64,
+    pub location: Location,
+    pub game_mode: String,
+    pub inventory: Vec<ItemStack>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerInfo {
+    pub version: String,
+    pub online_players: u32,
+    pub max_players: u32,
+    pub time_of_day: f64,
+    pub weather: String,
+    pub tps: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BlockInfo {
+    #[serde(rename = "type")]
+    pub block_type: String,
+    pub location: Location,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EntityInfo {
+    #[serde(rename = "type")]
+    pub entity_type: String,
+    pub location: Location,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WorldInfo {
+    pub blocks: Vec<BlockInfo>,
+    pub entities: Vec<EntityInfo>,
+}
+
+/// The seed's `CommandResult`, plus the command's output lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CommandResult {
+    pub success: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What the command printed, one line each (execute_command).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Vec<String>>,
+    /// Where the player is now (teleport_player).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Location>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OnlinePlayers {
+    pub players: Vec<String>,
+    #[serde(default)]
+    pub count: usize,
+}

@@ -1,0 +1,164 @@
+//! The relay's flags (each with its environment variable) and the token list with its permissions.
+
+use crate::wire::COMMANDS;
+use bridge_core::config;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the relay listens and what it holds for its clients.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Relay")]
+pub struct RelayArgs {
+    /// Address the relay binds; game adapters and MCP servers dial it.
+    #[arg(id = "mc_relay_host", long = "relay-host", env = "RELAY_HOST", default_value = "127.0.0.1",
+          value_parser = config::ip("RELAY_HOST"))]
+    pub host: IpAddr,
+
+    /// Port of the relay (the mod's default `bridge.url` is ws://localhost:8080).
+    #[arg(id = "mc_relay_port", long = "relay-port", env = "RELAY_PORT", default_value = "8080",
+          value_parser = config::ranged("RELAY_PORT", 0u16, 65535))]
+    pub port: u16,
+
+    /// Tokens MCP servers present, comma-separated; `TOKEN=cmd|cmd` limits one to those command types
+    /// (PROTOCOL.md §6).
+    #[arg(id = "mc_mcp_auth_tokens", long = "mcp-auth-tokens", env = "MCP_AUTH_TOKENS", hide_env_values = true,
+          value_parser = parse_tokens)]
+    pub mcp_tokens: Option<McpTokens>,
+
+    /// Token game adapters present.
+    #[arg(id = "mc_minecraft_auth_token", long = "minecraft-auth-token", env = "MINECRAFT_AUTH_TOKEN", hide_env_values = true,
+          value_parser = config::secret("MINECRAFT_AUTH_TOKEN"))]
+    pub minecraft_token: Option<String>,
+
+    /// Messages kept per MCP client until it acknowledges them (the seed's messageQueueSize).
+    #[arg(id = "mc_message_queue_size", long = "message-queue-size", env = "MESSAGE_QUEUE_SIZE", default_value = "1000",
+          value_parser = config::ranged("MESSAGE_QUEUE_SIZE", 1usize, 1_000_000))]
+    pub queue_size: usize,
+
+    /// Bytes kept per MCP client queue; the oldest messages go first when either bound is hit.
+    #[arg(id = "mc_message_queue_bytes", long = "message-queue-bytes", env = "MESSAGE_QUEUE_BYTES", default_value = "8388608",
+          value_parser = config::ranged("MESSAGE_QUEUE_BYTES", 1024usize, 1 << 30))]
+    pub queue_bytes: usize,
+
+    /// Application heartbeat interval in ms (the seed's heartbeatInterval); dead peers are found by
+    /// WebSocket pings at the same interval.
+    #[arg(id = "mc_heartbeat_interval_ms", long = "heartbeat-interval-ms", env = "HEARTBEAT_INTERVAL_MS", default_value = "15000",
+          value_parser = config::millis("HEARTBEAT_INTERVAL_MS", 100, 600_000))]
+    pub heartbeat: Duration,
+
+    /// How long a game may take to answer a command before the relay answers TIMEOUT.
+    #[arg(id = "mc_command_timeout_ms", long = "command-timeout-ms", env = "RELAY_COMMAND_TIMEOUT_MS", default_value = "15000",
+          value_parser = config::millis("RELAY_COMMAND_TIMEOUT_MS", 100, 600_000))]
+    pub command_timeout: Duration,
+
+    /// Largest message processed; a larger one is answered with SCHEMA_ERROR (over 1 MiB the link closes).
+    #[arg(id = "mc_max_message_bytes", long = "max-message-bytes", env = "RELAY_MAX_MESSAGE_BYTES", default_value = "65536",
+          value_parser = config::ranged("RELAY_MAX_MESSAGE_BYTES", 1024usize, 1 << 20))]
+    pub max_message_bytes: usize,
+
+    /// Messages per second an MCP server may send (bursts of twice that).
+    #[arg(id = "mc_mcp_rate", long = "mcp-rate", env = "RELAY_MCP_RATE", default_value = "100",
+          value_parser = config::ranged("RELAY_MCP_RATE", 1u32, 1_000_000))]
+    pub mcp_rate: u32,
+
+    /// Messages per second a game adapter may send (bursts of twice that).
+    #[arg(id = "mc_game_rate", long = "game-rate", env = "RELAY_GAME_RATE", default_value = "20000",
+          value_parser = config::ranged("RELAY_GAME_RATE", 1u32, 10_000_000))]
+    pub game_rate: u32,
+
+    /// How long the queue of a disconnected MCP client is kept, in seconds.
+    #[arg(id = "mc_queue_retention_secs", long = "queue-retention-secs", env = "RELAY_QUEUE_RETENTION_SECS", default_value = "600",
+          value_parser = config::ranged("RELAY_QUEUE_RETENTION_SECS", 1u64, 604_800))]
+    pub retention_secs: u64,
+
+    /// Most simultaneous connections (games and MCP servers together).
+    #[arg(id = "mc_relay_max_connections", long = "relay-max-connections", env = "RELAY_MAX_CONNECTIONS", default_value = "256",
+          value_parser = config::ranged("RELAY_MAX_CONNECTIONS", 1usize, 100_000))]
+    pub max_connections: usize,
+
+    /// PEM certificate chain for wss:// (with --tls-key). Not implemented yet: setting it is an error.
+    #[arg(id = "mc_tls_cert", long = "tls-cert", env = "RELAY_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key for wss:// (with --tls-cert).
+    #[arg(id = "mc_tls_key", long = "tls-key", env = "RELAY_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// One MCP token and the command types it may send (`None` = all).
+#[derive(Clone)]
+pub struct McpToken {
+    pub token: String,
+    pub allowed: Option<BTreeSet<String>>,
+}
+
+impl std::fmt::Debug for McpToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpToken")
+            .field("token", &"…")
+            .field("allowed", &self.allowed)
+            .finish()
+    }
+}
+
+impl McpToken {
+    /// Full permissions.
+    pub fn all(token: impl Into<String>) -> Self {
+        Self {
+            token: token.into(),
+            allowed: None,
+        }
+    }
+
+    /// Seed Property 19: may this token send `command`?
+    pub fn allows(&self, command: &str) -> bool {
+        self.allowed
+            .as_ref()
+            .is_none_or(|set| set.contains(command))
+    }
+}
+
+/// The parsed `MCP_AUTH_TOKENS`.
+#[derive(Debug, Clone, Default)]
+pub struct McpTokens(pub Vec<McpToken>);
+
+/// Parses `TOKEN[=cmd|cmd],TOKEN...`; every error names the variable and the entry.
+pub fn parse_tokens(raw: &str) -> Result<McpTokens, String> {
+    let mut out = Vec::new();
+    for (i, entry) in raw.split(',').enumerate() {
+        let entry = entry.trim();
+        if entry.is_empty() {
+            return Err(format!("MCP_AUTH_TOKENS entry {} is empty", i + 1));
+        }
+        let (token, allowed) = match entry.split_once('=') {
+            None => (entry, None),
+            Some((token, list)) => {
+                let mut set = BTreeSet::new();
+                for cmd in list.split('|').map(str::trim) {
+                    if !COMMANDS.contains(&cmd) {
+                        return Err(format!(
+                            "MCP_AUTH_TOKENS entry {}: `{cmd}` is not a command type; use {}",
+                            i + 1,
+                            COMMANDS.join(", ")
+                        ));
+                    }
+                    set.insert(cmd.to_owned());
+                }
+                (token.trim(), Some(set))
+            }
+        };
+        if token.is_empty() {
+            return Err(format!(
+                "MCP_AUTH_TOKENS entry {} has an empty token",
+                i + 1
+            ));
+        }
+        out.push(McpToken {
+            token: token.to_owned(),
+            allowed,
+        });
+    }
+    Ok(McpTokens(out))
+}

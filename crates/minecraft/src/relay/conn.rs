@@ -1,0 +1,562 @@
+//! One relay link, from `hello` to close: a game adapter's or an MCP server's (PROTOCOL.md §3–§5).
+
+use super::queue::Queue;
+use super::rate::Bucket;
+use super::state::{Client, ClientKey, GameConn, Relay};
+use crate::wire::{self, Code, Envelope, Kind, Parsed, SchemaError, Source};
+use bridge_core::link::{Incoming, LinkSender, WsConnection};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Set by the relay's auth layer on an accepted upgrade (any value a client sends is removed first).
+pub const ROLE_HEADER: &str = "x-minecraft-relay-role";
+/// How long a client has to say `hello`.
+const HELLO_DEADLINE: Duration = Duration::from_secs(10);
+/// Queued messages written to a client per batch.
+const WRITE_BATCH: usize = 256;
+/// A game's events acknowledged at least this often.
+const ACK_EVERY: u64 = 64;
+
+/// Who a link is, decided by its token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Game,
+    Mcp(usize),
+}
+
+impl Role {
+    pub fn header_value(self) -> String {
+        match self {
+            Role::Game => "minecraft".to_owned(),
+            Role::Mcp(i) => format!("mcp:{i}"),
+        }
+    }
+
+    fn parse(s: &str) -> Option<Role> {
+        if s == "minecraft" {
+            return Some(Role::Game);
+        }
+        s.strip_prefix("mcp:")?.parse().ok().map(Role::Mcp)
+    }
+}
+
+/// Serves one accepted link until it closes.
+pub async fn serve_link(relay: Relay, conn: WsConnection) {
+    let role = conn
+        .headers
+        .get(ROLE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(Role::parse);
+    let WsConnection {
+        id,
+        peer,
+        sender,
+        mut incoming,
+        closed,
+        ..
+    } = conn;
+    let Some(role) = role else {
+        sender.close("no role: the relay's auth layer did not run");
+        return;
+    };
+    let Some(hello) = wait_hello(&relay, &sender, &mut incoming).await else {
+        sender.close("no hello within 10 s");
+        return;
+    };
+    tracing::info!(?peer, link = id, role = %role.header_value(), "relay link up");
+    match role {
+        Role::Game => serve_game(relay, id, sender, incoming, hello).await,
+        Role::Mcp(token) => serve_mcp(relay, id, token, sender, incoming, closed, hello).await,
+    }
+}
+
+/// Reads messages until a valid `hello`, answering anything else with SCHEMA_ERROR.
+async fn wait_hello(
+    relay: &Relay,
+    sender: &LinkSender,
+    incoming: &mut Incoming,
+) -> Option<Envelope> {
+    let deadline = tokio::time::Instant::now() + HELLO_DEADLINE;
+    loop {
+        let text = tokio::time::timeout_at(deadline, incoming.recv())
+            .await
+            .ok()??;
+        let Some(env) = check(relay, sender, &text).await else {
+            continue;
+        };
+        if env.kind == Kind::Hello {
+            return Some(env);
+        }
+        let mut e = SchemaError {
+            field: "type".to_owned(),
+            message: format!("expected hello first, got {}", env.kind.as_str()),
+            id: env.id.clone(),
+        };
+        e.id = env.id;
+        reply_schema(relay, sender, &e).await;
+    }
+}
+
+/// Parses one message; refusals are counted, logged and answered here. A message of an unsupported
+/// version is answered with a warning and still returned when it validates (graceful degradation).
+async fn check(relay: &Relay, sender: &LinkSender, text: &str) -> Option<Envelope> {
+    match wire::parse(text, relay.settings().max_message_bytes) {
+        Ok(Parsed {
+            envelope,
+            unsupported_version: None,
+        }) => Some(envelope),
+        Ok(Parsed {
+            envelope,
+            unsupported_version: Some(version),
+        }) => {
+            relay
+                .stats()
+                .version_warnings
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(link = sender.id(), %version, "message of an unsupported protocol version, processed as 1.0");
+            let reply = Envelope::error(
+                &envelope.id,
+                Code::SchemaError,
+                format!(
+                    "unsupported version {version}; processed as {}",
+                    wire::VERSION
+                ),
+                json!({"unsupportedVersion": version, "supported": wire::VERSION, "degraded": true}),
+            );
+            let _ = sender.send_text(reply.to_text()).await;
+            Some(envelope)
+        }
+        Err(e) => {
+            reply_schema(relay, sender, &e).await;
+            None
+        }
+    }
+}
+
+async fn reply_schema(relay: &Relay, sender: &LinkSender, e: &SchemaError) {
+    relay.stats().schema_errors.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(link = sender.id(), error = %e, "message refused");
+    let _ = sender.send_text(e.reply().to_text()).await;
+}
+
+fn name_field(hello: &Envelope, field: &str, default: Option<&str>) -> Result<String, SchemaError> {
+    match (hello.payload.get(field), default) {
+        (Some(Value::String(s)), _) if wire::valid_name(s) => Ok(s.clone()),
+        (None, Some(d)) => Ok(d.to_owned()),
+        _ => Err(SchemaError {
+            field: format!("payload.{field}"),
+            message: "must be 1 to 64 characters of A-Z a-z 0-9 _ . -".to_owned(),
+            id: hello.id.clone(),
+        }),
+    }
+}
+
+fn welcome(relay: &Relay, role: &str, last_seq: u64, games: Vec<String>) -> Envelope {
+    Envelope::new(
+        Kind::Welcome,
+        format!("w-{}", wire::now_ms()),
+        Source::Relay,
+        json!({
+            "role": role,
+            "epoch": relay.epoch(),
+            "relayVersion": env!("CARGO_PKG_VERSION"),
+            "lastSeq": last_seq,
+            "heartbeatInterval": relay.settings().heartbeat.as_millis() as u64,
+            "games": games,
+        }),
+    )
+}
+
+/// Tells every connected MCP server something that is not queued (a game came or went).
+fn notice_clients(relay: &Relay, payload: Value, game: &str) {
+    let mut notice = Envelope::new(
+        Kind::Notice,
+        format!("n-{}", wire::now_ms()),
+        Source::Relay,
+        payload,
+    );
+    notice.game = Some(game.to_owned());
+    let text = notice.to_text();
+    let senders = relay.live_senders(false, true);
+    tokio::spawn(async move {
+        for s in senders {
+            let _ = s.send_text(text.clone()).await;
+        }
+    });
+}
+
+async fn serve_game(
+    relay: Relay,
+    link: u64,
+    sender: LinkSender,
+    mut incoming: Incoming,
+    hello: Envelope,
+) {
+    let names = name_field(&hello, "name", Some("default"))
+        .and_then(|n| name_field(&hello, "instance", None).map(|i| (n, i)));
+    let (name, instance) = match names {
+        Ok(v) => v,
+        Err(e) => {
+            reply_schema(&relay, &sender, &e).await;
+            sender.close("hello refused");
+            return;
+        }
+    };
+    let text = |f: &str| {
+        hello
+            .str_field(f)
+            .unwrap_or_default()
+            .chars()
+            .take(200)
+            .collect::<String>()
+    };
+    let (last_seq, games, replaced) = {
+        let mut state = relay.lock();
+        let replaced = state.games.insert(
+            name.clone(),
+            GameConn {
+                link_id: link,
+                sender: sender.clone(),
+                instance: instance.clone(),
+                adapter: text("adapter"),
+                game_version: text("gameVersion"),
+                since_ms: wire::now_ms(),
+            },
+        );
+        let last = state
+            .game_seqs
+            .get(&(name.clone(), instance.clone()))
+            .copied()
+            .unwrap_or(0);
+        let mut games: Vec<String> = state.games.keys().cloned().collect();
+        games.sort();
+        (last, games, replaced)
+    };
+    if let Some(old) = replaced {
+        old.sender
+            .close("replaced by a newer connection under the same game name");
+    }
+    tracing::info!(game = %name, %instance, last_seq, "game adapter connected");
+    if sender
+        .send_text(welcome(&relay, "minecraft", last_seq, games).to_text())
+        .await
+        .is_err()
+    {
+        relay.game_gone(&name, link);
+        return;
+    }
+    notice_clients(
+        &relay,
+        json!({"kind": "game_connected", "game": name}),
+        &name,
+    );
+    let mut bucket = Bucket::new(relay.settings().game_rate);
+    let mut acked = last_seq;
+    let mut to_ack = last_seq;
+    while let Some(text) = incoming.recv().await {
+        if let Some(env) = check(&relay, &sender, &text).await {
+            if let Err(retry) = bucket.take() {
+                relay.stats().rate_limited.fetch_add(1, Ordering::Relaxed);
+                let reply = Envelope::error(
+                    &env.id,
+                    Code::ServerError,
+                    "rate limited",
+                    json!({"reason": "rate_limited", "retryAfterMs": retry}),
+                );
+                let _ = sender.send_text(reply.to_text()).await;
+                continue;
+            }
+            match env.kind {
+                Kind::Event => {
+                    let ty = wire::validate_game_event(&env.payload);
+                    if let Ok(ty) = ty {
+                        relay.accept_event(&name, &instance, ty, &env);
+                        to_ack = to_ack.max(env.seq.unwrap_or(0));
+                    }
+                }
+                Kind::Response => {
+                    if !relay.accept_response(&name, &env) {
+                        tracing::debug!(game = %name, id = %env.id, "response to no pending command (late or unknown), dropped");
+                    }
+                }
+                Kind::Heartbeat | Kind::Ack | Kind::Notice => {}
+                Kind::Error => {
+                    tracing::warn!(game = %name, payload = %serde_json::Value::Object(env.payload.clone()), "the game reported an error");
+                }
+                Kind::Command | Kind::Query => {
+                    let reply = Envelope::error(
+                        &env.id,
+                        Code::PermissionDenied,
+                        "game adapters may not send commands",
+                        json!({}),
+                    );
+                    let _ = sender.send_text(reply.to_text()).await;
+                }
+                other => {
+                    let e = SchemaError {
+                        field: "type".to_owned(),
+                        message: format!("{} is not accepted from a game adapter", other.as_str()),
+                        id: env.id.clone(),
+                    };
+                    reply_schema(&relay, &sender, &e).await;
+                }
+            }
+        }
+        // Acknowledge in batches, and whenever the game has nothing more queued (so it hears soon).
+        if to_ack > acked && (to_ack - acked >= ACK_EVERY || incoming.queued_bytes() == 0) {
+            let ack = Envelope::new(
+                Kind::Ack,
+                format!("a-{to_ack}"),
+                Source::Relay,
+                json!({"seq": to_ack}),
+            );
+            if sender.send_text(ack.to_text()).await.is_err() {
+                break;
+            }
+            acked = to_ack;
+        }
+    }
+    tracing::info!(game = %name, reason = ?sender.close_reason(), "game adapter disconnected");
+    relay.game_gone(&name, link);
+    let still_here = relay.lock().games.contains_key(&name);
+    if !still_here {
+        notice_clients(
+            &relay,
+            json!({"kind": "game_disconnected", "game": name}),
+            &name,
+        );
+    }
+}
+
+async fn serve_mcp(
+    relay: Relay,
+    link: u64,
+    token: usize,
+    sender: LinkSender,
+    mut incoming: Incoming,
+    closed: CancellationToken,
+    hello: Envelope,
+) {
+    let client_id = name_field(&hello, "clientId", Some("default"));
+    let subs = wire::subscription(hello.payload.get("subscriptions"), "payload.subscriptions");
+    let (client_id, subs) = match (client_id, subs) {
+        (Ok(c), Ok(s)) => (c, s),
+        (Err(mut e), _) | (_, Err(mut e)) => {
+            e.id = hello.id.clone();
+            reply_schema(&relay, &sender, &e).await;
+            sender.close("hello refused");
+            return;
+        }
+    };
+    let key: ClientKey = (token, client_id.clone());
+    let same_epoch = hello.str_field("epoch") == Some(relay.epoch());
+    // A client that knew an earlier relay and is new to this one resumes from this epoch's backlog.
+    let resuming = hello.str_field("epoch").is_some() && !same_epoch;
+    let last_seq = hello.payload.get("lastSeq").and_then(Value::as_u64);
+    let settings = relay.settings().clone();
+    let (acked, wake, games, replaced, fresh) = {
+        let mut state = relay.lock();
+        let fresh = !state.clients.contains_key(&key);
+        let client = state.clients.entry(key.clone()).or_insert_with(|| Client {
+            queue: Queue::new(settings.queue_size, settings.queue_bytes),
+            subscriptions: Vec::new(),
+            live: None,
+            wake: Arc::new(Notify::new()),
+            sent: 0,
+            gone_since: None,
+        });
+        if let (true, Some(seq)) = (same_epoch, last_seq) {
+            client.queue.ack(seq);
+        }
+        client.subscriptions = subs;
+        let replaced = client.live.replace((link, sender.clone()));
+        client.sent = client.queue.acked();
+        client.gone_since = None;
+        let out = (client.queue.acked(), Arc::clone(&client.wake));
+        let mut games: Vec<String> = state.games.keys().cloned().collect();
+        games.sort();
+        (out.0, out.1, games, replaced, fresh)
+    };
+    if resuming && fresh {
+        let n = relay.replay_backlog(&key);
+        tracing::info!(client = %client_id, events = n, "client resumes from an earlier relay: backlog replayed");
+    }
+    if let Some((_, old)) = replaced {
+        old.close("replaced by a newer connection with the same clientId");
+    }
+    tracing::info!(client = %client_id, token, acked, "MCP server connected");
+    if sender
+        .send_text(welcome(&relay, "mcp", acked, games).to_text())
+        .await
+        .is_err()
+    {
+        forget_link(&relay, &key, link);
+        return;
+    }
+    tokio::spawn(write_queue(
+        relay.clone(),
+        key.clone(),
+        link,
+        sender.clone(),
+        wake,
+        closed.clone(),
+    ));
+    let mut bucket = Bucket::new(settings.mcp_rate);
+    while let Some(text) = incoming.recv().await {
+        let Some(env) = check(&relay, &sender, &text).await else {
+            continue;
+        };
+        if let Err(retry) = bucket.take() {
+            relay.stats().rate_limited.fetch_add(1, Ordering::Relaxed);
+            let details = json!({"reason": "rate_limited", "retryAfterMs": retry});
+            if matches!(env.kind, Kind::Command | Kind::Query) {
+                let mut state = relay.lock();
+                if let Some(c) = state.clients.get_mut(&key) {
+                    c.queue.push(|seq| {
+                        super::state::respond_error(
+                            &env.id,
+                            None,
+                            seq,
+                            Code::ServerError,
+                            "rate limited: too many messages from this MCP server",
+                            details,
+                        )
+                        .to_text()
+                    });
+                    c.wake.notify_one();
+                }
+            } else {
+                let reply = Envelope::error(&env.id, Code::ServerError, "rate limited", details);
+                let _ = sender.send_text(reply.to_text()).await;
+            }
+            continue;
+        }
+        match env.kind {
+            Kind::Ack => {
+                let seq = env.payload.get("seq").and_then(Value::as_u64).unwrap_or(0);
+                if let Some(c) = relay.lock().clients.get_mut(&key) {
+                    c.queue.ack(seq);
+                }
+            }
+            Kind::Subscribe => {
+                if let Ok(events) = wire::subscription(env.payload.get("events"), "payload.events")
+                {
+                    let names: Vec<&str> = events.iter().map(|t| t.as_str()).collect();
+                    let notice = Envelope::new(
+                        Kind::Notice,
+                        env.id.clone(),
+                        Source::Relay,
+                        json!({"kind": "subscribed", "events": names}),
+                    );
+                    if let Some(c) = relay.lock().clients.get_mut(&key) {
+                        c.subscriptions = events;
+                    }
+                    let _ = sender.send_text(notice.to_text()).await;
+                }
+            }
+            Kind::Command | Kind::Query => forward_command(&relay, &key, &env).await,
+            Kind::Heartbeat | Kind::Notice => {}
+            Kind::Error => {
+                tracing::warn!(client = %client_id, payload = %serde_json::Value::Object(env.payload.clone()), "an MCP server reported an error");
+            }
+            other => {
+                let e = SchemaError {
+                    field: "type".to_owned(),
+                    message: format!("{} is not accepted from an MCP server", other.as_str()),
+                    id: env.id.clone(),
+                };
+                reply_schema(&relay, &sender, &e).await;
+            }
+        }
+    }
+    tracing::info!(client = %client_id, reason = ?sender.close_reason(), "MCP server disconnected");
+    forget_link(&relay, &key, link);
+}
+
+async fn forward_command(relay: &Relay, key: &ClientKey, env: &Envelope) {
+    let Some((game, out)) = relay.route_command(key, env) else {
+        return;
+    };
+    let relay_id = out.id.clone();
+    if game.send_text(out.to_text()).await.is_err() {
+        relay.fail_pending(&relay_id, Code::ConnectionError, "the game's link dropped");
+        return;
+    }
+    let timeout = relay.settings().command_timeout;
+    let relay = relay.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(timeout).await;
+        relay.fail_pending(
+            &relay_id,
+            Code::Timeout,
+            &format!("the game did not answer within {} ms", timeout.as_millis()),
+        );
+    });
+}
+
+fn forget_link(relay: &Relay, key: &ClientKey, link: u64) {
+    let mut state = relay.lock();
+    if let Some(c) = state.clients.get_mut(key)
+        && c.live.as_ref().is_some_and(|l| l.0 == link)
+    {
+        c.live = None;
+        c.gone_since = Some(Instant::now());
+    }
+}
+
+/// Writes a client's queue to its live link: the replay first, then whatever arrives; a `lost` notice
+/// before anything when the queue overflowed.
+async fn write_queue(
+    relay: Relay,
+    key: ClientKey,
+    link: u64,
+    sender: LinkSender,
+    wake: Arc<Notify>,
+    closed: CancellationToken,
+) {
+    loop {
+        loop {
+            let (batch, lost) = {
+                let mut state = relay.lock();
+                let Some(c) = state.clients.get_mut(&key) else {
+                    return;
+                };
+                if c.live.as_ref().is_none_or(|l| l.0 != link) {
+                    return;
+                }
+                (c.queue.after(c.sent, WRITE_BATCH), c.queue.take_lost())
+            };
+            if lost > 0 {
+                tracing::warn!(client = %key.1, lost, "queue overflowed: oldest messages dropped");
+                let notice = Envelope::new(
+                    Kind::Notice,
+                    format!("l-{}", wire::now_ms()),
+                    Source::Relay,
+                    json!({"kind": "lost", "lost": lost, "reason": "queue_full"}),
+                );
+                if sender.send_text(notice.to_text()).await.is_err() {
+                    return;
+                }
+            }
+            let Some(last) = batch.last().map(|i| i.seq) else {
+                break;
+            };
+            for item in batch {
+                if sender.send_text(item.text.to_string()).await.is_err() {
+                    return;
+                }
+            }
+            if let Some(c) = relay.lock().clients.get_mut(&key) {
+                c.sent = c.sent.max(last);
+            }
+        }
+        tokio::select! {
+            () = wake.notified() => {}
+            () = closed.cancelled() => return,
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! The relay (the seed's Bridge Server): one WebSocket listener for game adapters and MCP servers alike, the
+//! token deciding the role; `/health` and `/metrics` on the same port. `PROTOCOL.md` is its contract.
+
+pub mod audit;
+pub mod config;
+pub mod conn;
+pub mod queue;
+pub mod rate;
+pub mod state;
+
+pub use config::{McpToken, McpTokens, RelayArgs};
+pub use state::{Relay, Settings};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bridge_core::auth::{Token, bearer};
+use bridge_core::link::{
+    LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig, bind, serve_with, ws_routes,
+};
+use conn::{ROLE_HEADER, Role};
+use http::{HeaderValue, StatusCode, header};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a stopping relay gives connected MCP servers to acknowledge what they were sent.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("{0}")]
+    Link(#[from] LinkError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A running relay.
+pub struct RelayHandle {
+    /// Where it listens (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    pub relay: Relay,
+    /// Ends after `stop` was cancelled and the relay drained.
+    pub task: JoinHandle<()>,
+}
+
+/// Every token the relay knows, and the role each gives.
+struct Tokens {
+    game: Option<Token>,
+    mcp: Vec<Token>,
+}
+
+impl Tokens {
+    /// Compares `presented` with every token, without stopping at the first match, so timing says nothing
+    /// about which one (or how much of one) matched.
+    fn role(&self, presented: &str) -> Option<Role> {
+        let mut found = None;
+        if let Some(game) = &self.game
+            && game.matches(presented)
+        {
+            found = Some(Role::Game);
+        }
+        for (i, t) in self.mcp.iter().enumerate() {
+            if t.matches(presented) && found.is_none() {
+                found = Some(Role::Mcp(i));
+            }
+        }
+        found
+    }
+}
+
+/// The relay's settings from its flags, with `extra` MCP tokens (the in-process MCP server's own).
+pub fn settings(args: &RelayArgs, extra: Vec<McpToken>) -> Result<Settings, RelayError> {
+    if args.tls_cert.is_some() || args.tls_key.is_some() {
+        return Err(RelayError::Config(
+            "RELAY_TLS_CERT / RELAY_TLS_KEY: TLS is not built into this relay yet; put it behind a TLS \
+             proxy (e.g. stunnel or nginx) for wss://"
+                .to_owned(),
+        ));
+    }
+    let Some(game_token) = args.minecraft_token.clone() else {
+        return Err(RelayError::Config(
+            "set MINECRAFT_AUTH_TOKEN (--minecraft-auth-token): the token game adapters present to the relay"
+                .to_owned(),
+        ));
+    };
+    let mut mcp_tokens = args.mcp_tokens.clone().unwrap_or_default().0;
+    mcp_tokens.extend(extra);
+    if mcp_tokens.iter().any(|t| t.token == game_token) {
+        return Err(RelayError::Config(
+            "MINECRAFT_AUTH_TOKEN is also in MCP_AUTH_TOKENS: the token decides the role, so they must differ"
+                .to_owned(),
+        ));
+    }
+    Ok(Settings {
+        mcp_tokens,
+        minecraft_token: Some(game_token),
+        queue_size: args.queue_size,
+        queue_bytes: args.queue_bytes,
+        heartbeat: args.heartbeat,
+        command_timeout: args.command_timeout,
+        max_message_bytes: args.max_message_bytes,
+        mcp_rate: args.mcp_rate,
+        game_rate: args.game_rate,
+        retention: Duration::from_secs(args.retention_secs),
+    })
+}
+
+/// Binds and serves the relay until `stop` is cancelled; then it stops taking game events, gives connected
+/// MCP servers [`DRAIN_GRACE`] to acknowledge what they hold, and closes.
+pub async fn start(
+    args: &RelayArgs,
+    settings: Settings,
+    stop: CancellationToken,
+) -> Result<RelayHandle, RelayError> {
+    let wanted = SocketAddr::new(args.host, args.port);
+    let listener = bind(
+        wanted,
+        "another relay or mcp-bridges minecraft",
+        "--relay-port / RELAY_PORT",
+    )
+    .await?;
+    let addr = listener.local_addr()?;
+    let relay = Relay::new(settings);
+    let tokens = Arc::new(Tokens {
+        game: relay.settings().minecraft_token.as_ref().map(Token::new),
+        mcp: relay
+            .settings()
+            .mcp_tokens
+            .iter()
+            .map(|t| Token::new(&t.token))
+            .collect(),
+    });
+    let closing = CancellationToken::new();
+    let mut ws = WsConfig::new(OriginPolicy::localhost(MissingOrigin::Accept));
+    ws.max_frame_bytes = crate::wire::HARD_MAX_FRAME_BYTES;
+    ws.ping_interval = relay.settings().heartbeat;
+    ws.pong_timeout = relay.settings().heartbeat.min(Duration::from_secs(10));
+    ws.shutdown = closing.clone();
+    let pages = {
+        let health = relay.clone();
+        let metrics = relay.clone();
+        Router::new()
+            .route(
+                "/health",
+                get(move || {
+                    let relay = health.clone();
+                    async move { axum::Json(relay.health()) }
+                }),
+            )
+            .route(
+                "/metrics",
+                get(move || {
+                    let relay = metrics.clone();
+                    async move {
+                        (
+                            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                            relay.metrics(),
+                        )
+                    }
+                }),
+            )
+    };
+    let on_connect = {
+        let relay = relay.clone();
+        move |conn| {
+            tokio::spawn(conn::serve_link(relay.clone(), conn));
+        }
+    };
+    let router = ws_routes(ws, &["/", "/ws"], on_connect, Some(pages))
+        .layer(middleware::from_fn_with_state(tokens, authorize));
+    let limits = ListenLimits {
+        max_connections: args.max_connections,
+        ..ListenLimits::default()
+    };
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            "the relay listens on {addr}, beyond this machine: traffic is plain ws:// and readable on the \
+             network; keep the tokens long and put a TLS proxy in front for wss://"
+        );
+    }
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        protocol = crate::wire::VERSION,
+        mcp_tokens = relay.settings().mcp_tokens.len(),
+        queue = relay.settings().queue_size,
+        queue_bytes = relay.settings().queue_bytes,
+        "minecraft relay listening on ws://{addr} (health: http://{addr}/health)"
+    );
+    let background = spawn_background(relay.clone(), closing.clone());
+    let drain = {
+        let relay = relay.clone();
+        let closing = closing.clone();
+        async move {
+            stop.cancelled().await;
+            for game in relay.live_senders(true, false) {
+                game.close("relay shutting down");
+            }
+            let deadline = tokio::time::Instant::now() + DRAIN_GRACE;
+            while !relay.connected_clients_drained() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            closing.cancel();
+        }
+    };
+    let serve_closing = closing.clone();
+    let task = tokio::spawn(async move {
+        let served = tokio::spawn(serve_with(listener, router, limits, serve_closing));
+        drain.await;
+        if let Ok(Err(e)) = served.await {
+            tracing::error!(error = %e, "the relay listener stopped");
+        }
+        background.abort();
+    });
+    Ok(RelayHandle { addr, relay, task })
+}
+
+/// Heartbeats to every link, and the sweep of forgotten queues.
+fn spawn_background(relay: Relay, closing: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let period = relay.settings().heartbeat;
+        let mut beat = tokio::time::interval(period);
+        beat.tick().await;
+        loop {
+            tokio::select! {
+                () = closing.cancelled() => return,
+                _ = beat.tick() => {}
+            }
+            relay.sweep();
+            let text = crate::wire::Envelope::new(
+                crate::wire::Kind::Heartbeat,
+                format!("hb-{}", crate::wire::now_ms()),
+                crate::wire::Source::Relay,
+                serde_json::json!({}),
+            )
+            .to_text();
+            for s in relay.live_senders(true, true) {
+                let text = text.clone();
+                tokio::spawn(async move {
+                    let _ = s.send_text(text).await;
+                });
+            }
+        }
+    })
+}
+
+/// The token decides the role: an upgrade without a known bearer token is refused with 401 (AUTH_FAILED)
+/// before any WebSocket exists. Plain pages (`/health`, `/metrics`) pass.
+async fn authorize(
+    State(tokens): State<Arc<Tokens>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    request.headers_mut().remove(ROLE_HEADER);
+    if !request.headers().contains_key(header::UPGRADE) {
+        return next.run(request).await;
+    }
+    let role = bearer(request.headers()).and_then(|t| tokens.role(t));
+    let Some(role) = role else {
+        tracing::warn!("relay refused an upgrade: missing or wrong token (AUTH_FAILED)");
+        return (
+            StatusCode::UNAUTHORIZED,
+            "AUTH_FAILED: missing or wrong token; send Authorization: Bearer <token>",
+        )
+            .into_response();
+    };
+    if let Ok(value) = HeaderValue::from_str(&role.header_value()) {
+        request.headers_mut().insert(ROLE_HEADER, value);
+    }
+    next.run(request).await
+}

@@ -1,0 +1,623 @@
+//! What the relay knows: the games connected, every MCP client's queue and subscription, the commands in
+//! flight; and the routing rules over them (PROTOCOL.md §4–§6). Sockets are `conn.rs`'s business.
+
+use super::audit;
+use super::config::McpToken;
+use super::queue::Queue;
+use crate::wire::{Code, Envelope, EventType, Kind, Source};
+use bridge_core::link::LinkSender;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// An MCP client's queue is known by its token and the `clientId` it says in `hello`.
+pub type ClientKey = (usize, String);
+
+/// The relay's settings, resolved from its flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub mcp_tokens: Vec<McpToken>,
+    pub minecraft_token: Option<String>,
+    pub queue_size: usize,
+    pub queue_bytes: usize,
+    pub heartbeat: Duration,
+    pub command_timeout: Duration,
+    pub max_message_bytes: usize,
+    pub mcp_rate: u32,
+    pub game_rate: u32,
+    pub retention: Duration,
+}
+
+/// A connected game adapter.
+#[derive(Debug, Clone)]
+pub struct GameConn {
+    pub link_id: u64,
+    pub sender: LinkSender,
+    pub instance: String,
+    pub adapter: String,
+    pub game_version: String,
+    pub since_ms: u64,
+}
+
+/// One MCP client's place at the relay.
+#[derive(Debug)]
+pub struct Client {
+    pub queue: Queue,
+    pub subscriptions: Vec<EventType>,
+    /// The live link, if connected: its id and sender.
+    pub live: Option<(u64, LinkSender)>,
+    /// Wakes the client's writer when something was queued.
+    pub wake: Arc<Notify>,
+    /// Highest seq written to the live link.
+    pub sent: u64,
+    pub gone_since: Option<Instant>,
+}
+
+/// A command waiting for its game's answer.
+#[derive(Debug)]
+pub struct Pending {
+    pub client: ClientKey,
+    pub original_id: String,
+    pub game: String,
+    pub command: String,
+}
+
+#[derive(Debug, Default)]
+pub struct State {
+    pub games: HashMap<String, GameConn>,
+    /// Highest event seq accepted per `(name, instance)`.
+    pub game_seqs: HashMap<(String, String), u64>,
+    pub clients: HashMap<ClientKey, Client>,
+    pub pending: HashMap<String, Pending>,
+    /// The latest events of this epoch, for clients resuming from an earlier relay (PROTOCOL.md §5).
+    pub backlog: Backlog,
+}
+
+/// The latest events, bounded like a client queue, with the game each came from.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    items: std::collections::VecDeque<(String, EventType, Envelope, usize)>,
+    bytes: usize,
+}
+
+impl Backlog {
+    fn push(
+        &mut self,
+        game: &str,
+        ty: EventType,
+        event: &Envelope,
+        max_items: usize,
+        max_bytes: usize,
+    ) {
+        let size = event.payload.len() * 16
+            + event.id.len()
+            + game.len()
+            + 64
+            + serde_json::to_string(&event.payload).map_or(0, |s| s.len());
+        self.bytes += size;
+        self.items
+            .push_back((game.to_owned(), ty, event.clone(), size));
+        while self.items.len() > max_items || self.bytes > max_bytes {
+            match self.items.pop_front() {
+                Some(old) => self.bytes -= old.3,
+                None => break,
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub events_in: AtomicU64,
+    pub events_duplicate: AtomicU64,
+    pub events_forwarded: AtomicU64,
+    pub commands: AtomicU64,
+    pub responses: AtomicU64,
+    pub schema_errors: AtomicU64,
+    pub rate_limited: AtomicU64,
+    pub permission_denied: AtomicU64,
+    pub timeouts: AtomicU64,
+    pub version_warnings: AtomicU64,
+}
+
+/// The relay: shared by every connection task.
+#[derive(Debug, Clone)]
+pub struct Relay {
+    pub inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub struct Inner {
+    pub settings: Settings,
+    pub epoch: String,
+    pub state: Mutex<State>,
+    pub stats: Stats,
+    next_command: AtomicU64,
+}
+
+/// Who a command goes to, or why it goes nowhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Game(String),
+    Refused(Code, String),
+}
+
+/// Seed Property 5's rule for commands: the named game, or the only one; never a guess among several.
+pub fn select_game<'a>(
+    named: Option<&str>,
+    connected: impl IntoIterator<Item = &'a str>,
+) -> Target {
+    let mut games: Vec<&str> = connected.into_iter().collect();
+    games.sort_unstable();
+    match named {
+        Some(name) if games.contains(&name) => Target::Game(name.to_owned()),
+        Some(name) => Target::Refused(
+            Code::ConnectionError,
+            format!(
+                "game `{name}` is not connected (connected: {})",
+                list(&games)
+            ),
+        ),
+        None => match games.as_slice() {
+            [] => Target::Refused(
+                Code::ConnectionError,
+                "no game is connected to the relay".to_owned(),
+            ),
+            [only] => Target::Game((*only).to_owned()),
+            _ => Target::Refused(
+                Code::InvalidCommand,
+                format!(
+                    "{} games are connected: name one ({})",
+                    games.len(),
+                    list(&games)
+                ),
+            ),
+        },
+    }
+}
+
+fn list(games: &[&str]) -> String {
+    if games.is_empty() {
+        "none".to_owned()
+    } else {
+        games.join(", ")
+    }
+}
+
+impl Relay {
+    pub fn new(settings: Settings) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                settings,
+                epoch: format!("{:016x}", rand::random::<u64>()),
+                state: Mutex::new(State::default()),
+                stats: Stats::default(),
+                next_command: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    pub fn epoch(&self) -> &str {
+        &self.inner.epoch
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    /// The state, even if a task panicked holding it (the state stays consistent between statements).
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues `make(seq)` for `key` and wakes its writer. Returns false when the client is unknown.
+    fn enqueue(state: &mut State, key: &ClientKey, make: impl FnOnce(u64) -> String) -> bool {
+        match state.clients.get_mut(key) {
+            Some(client) => {
+                client.queue.push(make);
+                client.wake.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A game's event: queued for every client whose subscription has its type (Property 17). Returns
+    /// false for a duplicate (already accepted from this `(name, instance)`).
+    pub fn accept_event(
+        &self,
+        game: &str,
+        instance: &str,
+        ty: EventType,
+        event: &Envelope,
+    ) -> bool {
+        let seq = event.seq.unwrap_or(0);
+        let mut state = self.lock();
+        let key = (game.to_owned(), instance.to_owned());
+        let last = state.game_seqs.get(&key).copied().unwrap_or(0);
+        if seq <= last {
+            self.inner
+                .stats
+                .events_duplicate
+                .fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        state.game_seqs.insert(key, seq);
+        self.inner.stats.events_in.fetch_add(1, Ordering::Relaxed);
+        let state = &mut *state;
+        let settings = &self.inner.settings;
+        state
+            .backlog
+            .push(game, ty, event, settings.queue_size, settings.queue_bytes);
+        for ((token, client_id), client) in state.clients.iter_mut() {
+            if !client.subscriptions.contains(&ty) {
+                continue;
+            }
+            client.queue.push(|client_seq| {
+                let mut out = event.clone();
+                out.seq = Some(client_seq);
+                out.game = Some(game.to_owned());
+                out.to_text()
+            });
+            client.wake.notify_one();
+            self.inner
+                .stats
+                .events_forwarded
+                .fetch_add(1, Ordering::Relaxed);
+            audit::forwarded(
+                "event",
+                &format!("minecraft:{game}"),
+                &format!("mcp:{token}/{client_id}"),
+                &event.id,
+            );
+        }
+        true
+    }
+
+    /// Queues this epoch's backlog for a client resuming from an earlier relay: what the relay accepted
+    /// before the client was back is not lost (the client drops duplicates by event id).
+    pub fn replay_backlog(&self, key: &ClientKey) -> usize {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let Some(client) = state.clients.get_mut(key) else {
+            return 0;
+        };
+        let mut n = 0;
+        for (game, ty, event, _) in &state.backlog.items {
+            if !client.subscriptions.contains(ty) {
+                continue;
+            }
+            client.queue.push(|seq| {
+                let mut out = event.clone();
+                out.seq = Some(seq);
+                out.game = Some(game.clone());
+                out.to_text()
+            });
+            n += 1;
+        }
+        client.wake.notify_one();
+        n
+    }
+
+    /// An MCP client's command: permission, target, then forwarded with a relay id. An answer the relay
+    /// gives itself is queued for the client at once.
+    pub fn route_command(
+        &self,
+        client: &ClientKey,
+        command: &Envelope,
+    ) -> Option<(LinkSender, Envelope)> {
+        let settings = &self.inner.settings;
+        let name = command.str_field("command").unwrap_or_default().to_owned();
+        self.inner.stats.commands.fetch_add(1, Ordering::Relaxed);
+        let token = settings.mcp_tokens.get(client.0);
+        let refuse = |code: Code, message: String, details: Value| {
+            let mut state = self.lock();
+            Self::enqueue(&mut state, client, |seq| {
+                respond_error(&command.id, None, seq, code, &message, details).to_text()
+            });
+            None
+        };
+        if !token.is_some_and(|t| t.allows(&name)) {
+            self.inner
+                .stats
+                .permission_denied
+                .fetch_add(1, Ordering::Relaxed);
+            return refuse(
+                Code::PermissionDenied,
+                format!("this MCP token may not send `{name}`"),
+                json!({"command": name}),
+            );
+        }
+        if !crate::wire::COMMANDS.contains(&name.as_str()) {
+            return refuse(
+                Code::InvalidCommand,
+                format!("unknown command type `{name}`"),
+                json!({"commands": crate::wire::COMMANDS}),
+            );
+        }
+        let mut state = self.lock();
+        let target = select_game(
+            command.game.as_deref(),
+            state.games.keys().map(String::as_str),
+        );
+        let game = match target {
+            Target::Game(game) => game,
+            Target::Refused(code, message) => {
+                let mut games: Vec<&String> = state.games.keys().collect();
+                games.sort();
+                let details = json!({"games": games});
+                Self::enqueue(&mut state, client, |seq| {
+                    respond_error(&command.id, None, seq, code, &message, details).to_text()
+                });
+                return None;
+            }
+        };
+        let conn = state.games.get(&game)?;
+        let sender = conn.sender.clone();
+        let relay_id = format!(
+            "r{}",
+            self.inner.next_command.fetch_add(1, Ordering::Relaxed)
+        );
+        state.pending.insert(
+            relay_id.clone(),
+            Pending {
+                client: client.clone(),
+                original_id: command.id.clone(),
+                game: game.clone(),
+                command: name,
+            },
+        );
+        drop(state);
+        let mut out = command.clone();
+        out.kind = Kind::Command;
+        out.id = relay_id;
+        out.game = None;
+        out.seq = None;
+        audit::forwarded(
+            "command",
+            &format!("mcp:{}/{}", client.0, client.1),
+            &format!("minecraft:{game}"),
+            &command.id,
+        );
+        Some((sender, out))
+    }
+
+    /// A game's response: back to the client that asked, and to no other.
+    pub fn accept_response(&self, game: &str, response: &Envelope) -> bool {
+        let mut state = self.lock();
+        let Some(pending) = state.pending.remove(&response.id) else {
+            return false;
+        };
+        self.inner.stats.responses.fetch_add(1, Ordering::Relaxed);
+        let dest = format!("mcp:{}/{}", pending.client.0, pending.client.1);
+        Self::enqueue(&mut state, &pending.client, |seq| {
+            let mut out = response.clone();
+            out.id = pending.original_id.clone();
+            out.seq = Some(seq);
+            out.game = Some(game.to_owned());
+            out.to_text()
+        });
+        audit::forwarded(
+            "response",
+            &format!("minecraft:{game}"),
+            &dest,
+            &pending.original_id,
+        );
+        true
+    }
+
+    /// Answers a pending command with an error of the relay's own (timeout, link dropped).
+    pub fn fail_pending(&self, relay_id: &str, code: Code, message: &str) -> bool {
+        let mut state = self.lock();
+        let Some(pending) = state.pending.remove(relay_id) else {
+            return false;
+        };
+        if code == Code::Timeout {
+            self.inner.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+        let details = json!({"game": pending.game, "command": pending.command});
+        Self::enqueue(&mut state, &pending.client, |seq| {
+            respond_error(
+                &pending.original_id,
+                Some(&pending.game),
+                seq,
+                code,
+                message,
+                details,
+            )
+            .to_text()
+        });
+        true
+    }
+
+    /// A game's link ended: its commands in flight fail with CONNECTION_ERROR.
+    pub fn game_gone(&self, game: &str, link_id: u64) {
+        let ids: Vec<String> = {
+            let mut state = self.lock();
+            if state.games.get(game).is_some_and(|g| g.link_id == link_id) {
+                state.games.remove(game);
+            }
+            state
+                .pending
+                .iter()
+                .filter(|(_, p)| p.game == game)
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        for id in ids {
+            self.fail_pending(
+                &id,
+                Code::ConnectionError,
+                &format!("game `{game}` disconnected before answering"),
+            );
+        }
+    }
+
+    /// Senders of every live link, games and clients, for heartbeats and notices.
+    pub fn live_senders(&self, games: bool, clients: bool) -> Vec<LinkSender> {
+        let state = self.lock();
+        let mut out = Vec::new();
+        if games {
+            out.extend(state.games.values().map(|g| g.sender.clone()));
+        }
+        if clients {
+            out.extend(
+                state
+                    .clients
+                    .values()
+                    .filter_map(|c| c.live.as_ref().map(|l| l.1.clone())),
+            );
+        }
+        out
+    }
+
+    /// Forgets the queues of clients gone longer than the retention.
+    pub fn sweep(&self) {
+        let retention = self.inner.settings.retention;
+        let mut state = self.lock();
+        state.clients.retain(|_, c| {
+            c.live.is_some() || c.gone_since.is_none_or(|t| t.elapsed() < retention)
+        });
+    }
+
+    /// Whether every connected client acknowledged everything queued for it.
+    pub fn connected_clients_drained(&self) -> bool {
+        let state = self.lock();
+        state
+            .clients
+            .values()
+            .filter(|c| c.live.is_some())
+            .all(|c| c.queue.drained())
+    }
+
+    /// `/health`.
+    pub fn health(&self) -> Value {
+        let state = self.lock();
+        let mut games: Vec<Value> = state
+            .games
+            .iter()
+            .map(|(name, g)| {
+                json!({"name": name, "instance": g.instance, "adapter": g.adapter,
+                       "gameVersion": g.game_version, "connectedSinceMs": g.since_ms})
+            })
+            .collect();
+        games.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        let mut clients: Vec<Value> = state
+            .clients
+            .iter()
+            .map(|((token, id), c)| {
+                json!({"clientId": id, "token": token, "connected": c.live.is_some(),
+                       "queueDepth": c.queue.len(), "queueBytes": c.queue.bytes(),
+                       "lastSeq": c.queue.last_seq(), "acked": c.queue.acked(),
+                       "lostTotal": c.queue.lost_total(),
+                       "subscriptions": c.subscriptions.iter().map(|t| t.as_str()).collect::<Vec<_>>()})
+            })
+            .collect();
+        clients.sort_by(|a, b| a["clientId"].as_str().cmp(&b["clientId"].as_str()));
+        let mcp_connected = state.clients.values().filter(|c| c.live.is_some()).count();
+        json!({
+            "status": "ok",
+            "epoch": self.inner.epoch,
+            "game_connected": !state.games.is_empty(),
+            "connections": {"games": state.games.len(), "mcp": mcp_connected},
+            "games": games,
+            "clients": clients,
+            "pendingCommands": state.pending.len(),
+        })
+    }
+
+    /// `/metrics` in Prometheus text.
+    pub fn metrics(&self) -> String {
+        use std::fmt::Write;
+        let s = &self.inner.stats;
+        let state = self.lock();
+        let mut out = String::new();
+        let mcp = state.clients.values().filter(|c| c.live.is_some()).count();
+        let _ = writeln!(out, "# TYPE minecraft_relay_connections gauge");
+        let _ = writeln!(
+            out,
+            "minecraft_relay_connections{{role=\"minecraft\"}} {}",
+            state.games.len()
+        );
+        let _ = writeln!(out, "minecraft_relay_connections{{role=\"mcp\"}} {mcp}");
+        let _ = writeln!(out, "# TYPE minecraft_relay_queue_depth gauge");
+        for ((token, id), c) in &state.clients {
+            let _ = writeln!(
+                out,
+                "minecraft_relay_queue_depth{{client=\"{token}/{id}\"}} {}",
+                c.queue.len()
+            );
+        }
+        let counters = [
+            ("minecraft_relay_events_received_total", &s.events_in),
+            (
+                "minecraft_relay_events_duplicate_total",
+                &s.events_duplicate,
+            ),
+            (
+                "minecraft_relay_events_forwarded_total",
+                &s.events_forwarded,
+            ),
+            ("minecraft_relay_commands_total", &s.commands),
+            ("minecraft_relay_responses_total", &s.responses),
+            ("minecraft_relay_schema_errors_total", &s.schema_errors),
+            ("minecraft_relay_rate_limited_total", &s.rate_limited),
+            (
+                "minecraft_relay_permission_denied_total",
+                &s.permission_denied,
+            ),
+            ("minecraft_relay_timeouts_total", &s.timeouts),
+            (
+                "minecraft_relay_version_warnings_total",
+                &s.version_warnings,
+            ),
+        ];
+        for (name, value) in counters {
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
+        let lost: u64 = state.clients.values().map(|c| c.queue.lost_total()).sum();
+        let _ = writeln!(out, "# TYPE minecraft_relay_queue_lost_total counter");
+        let _ = writeln!(out, "minecraft_relay_queue_lost_total {lost}");
+        out
+    }
+}
+
+/// A `response` with `success: false` the relay writes itself.
+pub fn respond_error(
+    id: &str,
+    game: Option<&str>,
+    seq: u64,
+    code: Code,
+    message: &str,
+    details: Value,
+) -> Envelope {
+    let mut out = Envelope::new(
+        Kind::Response,
+        id,
+        Source::Relay,
+        json!({"success": false, "error": {"code": code.as_str(), "message": message, "details": details}}),
+    );
+    out.seq = Some(seq);
+    out.game = game.map(str::to_owned);
+    out
+}

@@ -1,0 +1,54 @@
+//! The tools that read the game: players, one player, the server, the blocks and entities around a point.
+
+use super::Ctx;
+use super::args::{GameOnly, PlayerArgs, WorldArgs};
+use crate::models::{OnlinePlayers, PlayerInfo, ServerInfo, WorldInfo};
+use bridge_core::ToolSpec;
+use serde_json::json;
+
+pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
+    let budget = ctx.budget();
+    vec![
+        ToolSpec::new("get_online_players", "The names of the players online now.")
+            .read_only()
+            .open_world()
+            .timeout(budget)
+            .handler_on(ctx.clone(), |c, a: GameOnly, _| async move {
+                let mut out: OnlinePlayers = c.call("get_online_players", json!({}), a.game).await?;
+                out.count = out.players.len();
+                Ok(out)
+            }),
+        ToolSpec::new(
+            "get_player_info",
+            "One online player: health, food, location, game mode and inventory. PLAYER_NOT_FOUND when offline.",
+        )
+        .read_only()
+        .open_world()
+        .timeout(budget)
+        .handler_on(ctx.clone(), |c, a: PlayerArgs, _| async move {
+            c.call::<PlayerInfo>("get_player_info", json!({"player": a.player}), a.game)
+                .await
+        }),
+        ToolSpec::new(
+            "get_server_info",
+            "The server: version, players online and the maximum, time of day (ticks), weather, TPS.",
+        )
+        .read_only()
+        .open_world()
+        .timeout(budget)
+        .handler_on(ctx.clone(), |c, a: GameOnly, _| async move {
+            c.call::<ServerInfo>("get_server_info", json!({}), a.game).await
+        }),
+        ToolSpec::new(
+            "get_world_info",
+            "Non-air blocks and the entities in the cube of `radius` (0 to 16) around x, y, z.",
+        )
+        .read_only()
+        .open_world()
+        .timeout(budget)
+        .handler_on(ctx.clone(), |c, a: WorldArgs, _| async move {
+            let args = json!({"x": a.x, "y": a.y, "z": a.z, "radius": a.radius});
+            c.call::<WorldInfo>("get_world_info", args, a.game).await
+        }),
+    ]
+}

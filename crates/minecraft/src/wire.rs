@@ -1,0 +1,613 @@
+//! The wire format of `PROTOCOL.md`: the envelope, its validation (every refusal names the field), and the
+//! payloads both the relay and the MCP server read. Nothing here does I/O.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The protocol version this crate speaks.
+pub const VERSION: &str = "1.0";
+/// The major version accepted without a warning.
+pub const MAJOR: u64 = 1;
+/// Default largest message the relay processes (PROTOCOL.md §2); larger ones get `SCHEMA_ERROR`.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 10;
+/// Largest WebSocket message at all: above it the link closes (1009).
+pub const HARD_MAX_FRAME_BYTES: usize = 1 << 20;
+/// Longest `id`.
+pub const MAX_ID_CHARS: usize = 128;
+/// Longest game name, client id or instance.
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// `type` of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Hello,
+    Welcome,
+    Command,
+    Query,
+    Response,
+    Event,
+    Ack,
+    Subscribe,
+    Heartbeat,
+    Notice,
+    Error,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 11] = [
+        Kind::Hello,
+        Kind::Welcome,
+        Kind::Command,
+        Kind::Query,
+        Kind::Response,
+        Kind::Event,
+        Kind::Ack,
+        Kind::Subscribe,
+        Kind::Heartbeat,
+        Kind::Notice,
+        Kind::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Hello => "hello",
+            Kind::Welcome => "welcome",
+            Kind::Command => "command",
+            Kind::Query => "query",
+            Kind::Response => "response",
+            Kind::Event => "event",
+            Kind::Ack => "ack",
+            Kind::Subscribe => "subscribe",
+            Kind::Heartbeat => "heartbeat",
+            Kind::Notice => "notice",
+            Kind::Error => "error",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// `source` of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Minecraft,
+    Mcp,
+    Relay,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Minecraft => "minecraft",
+            Source::Mcp => "mcp",
+            Source::Relay => "relay",
+        }
+    }
+}
+
+/// The seed's event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    PlayerJoin,
+    PlayerQuit,
+    PlayerChat,
+    PlayerDeath,
+    BlockBreak,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 5] = [
+        EventType::PlayerJoin,
+        EventType::PlayerQuit,
+        EventType::PlayerChat,
+        EventType::PlayerDeath,
+        EventType::BlockBreak,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::PlayerJoin => "player_join",
+            EventType::PlayerQuit => "player_quit",
+            EventType::PlayerChat => "player_chat",
+            EventType::PlayerDeath => "player_death",
+            EventType::BlockBreak => "block_break",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// The `data` fields this type must carry, and whether each is a string (else a Location).
+    fn required(self) -> &'static [(&'static str, Field)] {
+        use Field::{Loc, Str};
+        match self {
+            EventType::PlayerJoin | EventType::PlayerQuit => &[("player", Str), ("uuid", Str)],
+            EventType::PlayerChat => &[("player", Str), ("message", Str)],
+            EventType::PlayerDeath => &[("player", Str), ("cause", Str), ("location", Loc)],
+            EventType::BlockBreak => &[("player", Str), ("blockType", Str), ("location", Loc)],
+        }
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Field {
+    Str,
+    Loc,
+}
+
+/// The seed's error codes (PROTOCOL.md §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Code {
+    AuthFailed,
+    PermissionDenied,
+    InvalidCommand,
+    PlayerNotFound,
+    ConnectionError,
+    SchemaError,
+    ServerError,
+    Timeout,
+}
+
+impl Code {
+    pub const ALL: [Code; 8] = [
+        Code::AuthFailed,
+        Code::PermissionDenied,
+        Code::InvalidCommand,
+        Code::PlayerNotFound,
+        Code::ConnectionError,
+        Code::SchemaError,
+        Code::ServerError,
+        Code::Timeout,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::AuthFailed => "AUTH_FAILED",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::InvalidCommand => "INVALID_COMMAND",
+            Code::PlayerNotFound => "PLAYER_NOT_FOUND",
+            Code::ConnectionError => "CONNECTION_ERROR",
+            Code::SchemaError => "SCHEMA_ERROR",
+            Code::ServerError => "SERVER_ERROR",
+            Code::Timeout => "TIMEOUT",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Code> {
+        Code::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The command types a game adapter implements (PROTOCOL.md §4.2), which are also the tool names.
+pub const COMMANDS: [&str; 8] = [
+    "execute_command",
+    "send_message",
+    "teleport_player",
+    "give_item",
+    "get_online_players",
+    "get_player_info",
+    "get_server_info",
+    "get_world_info",
+];
+
+/// One message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub version: String,
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    pub id: String,
+    pub timestamp: u64,
+    pub source: Source,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub game: Option<String>,
+    pub payload: Map<String, Value>,
+}
+
+impl Envelope {
+    /// A new message of this version, stamped now.
+    pub fn new(kind: Kind, id: impl Into<String>, source: Source, payload: Value) -> Self {
+        let payload = match payload {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        Self {
+            version: VERSION.to_owned(),
+            kind,
+            id: id.into(),
+            timestamp: now_ms(),
+            source,
+            seq: None,
+            game: None,
+            payload,
+        }
+    }
+
+    /// An `error` about the message with `id`.
+    pub fn error(id: &str, code: Code, message: impl Into<String>, details: Value) -> Self {
+        Self::new(
+            Kind::Error,
+            id,
+            Source::Relay,
+            json!({"code": code.as_str(), "message": message.into(), "details": details}),
+        )
+    }
+
+    pub fn to_text(&self) -> String {
+        // Serialising a struct of strings, numbers and JSON values cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn str_field(&self, name: &str) -> Option<&str> {
+        self.payload.get(name).and_then(Value::as_str)
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Why a message was refused: the field at fault and what was wrong with it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("field `{field}`: {message}")]
+pub struct SchemaError {
+    pub field: String,
+    pub message: String,
+    /// The offending message's `id`, when it had one.
+    pub id: String,
+}
+
+impl SchemaError {
+    fn new(field: &str, message: impl Into<String>) -> Self {
+        Self {
+            field: field.to_owned(),
+            message: message.into(),
+            id: String::new(),
+        }
+    }
+
+    /// The `error` message answering it.
+    pub fn reply(&self) -> Envelope {
+        Envelope::error(
+            &self.id,
+            Code::SchemaError,
+            self.to_string(),
+            json!({"field": self.field}),
+        )
+    }
+}
+
+/// A parsed message, and the unsupported version it claimed if it had one (PROTOCOL.md §2 "Versions").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub envelope: Envelope,
+    pub unsupported_version: Option<String>,
+}
+
+/// Parses and validates one message: envelope and payload. `max_bytes` is the size limit.
+pub fn parse(text: &str, max_bytes: usize) -> Result<Parsed, SchemaError> {
+    if text.len() > max_bytes {
+        return Err(SchemaError::new(
+            "message",
+            format!(
+                "{} bytes is over the limit of {max_bytes} bytes",
+                text.len()
+            ),
+        ));
+    }
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| SchemaError::new("message", format!("not JSON: {e}")))?;
+    let Value::Object(mut obj) = value else {
+        return Err(SchemaError::new("message", "not a JSON object"));
+    };
+    let id = match obj.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let with_id = |mut e: SchemaError| {
+        e.id = id.chars().take(MAX_ID_CHARS).collect();
+        e
+    };
+    let version = take_str(&mut obj, "version").map_err(with_id)?;
+    let unsupported_version = check_version(&version).map_err(with_id)?;
+    let kind_text = take_str(&mut obj, "type").map_err(with_id)?;
+    let kind = Kind::parse(&kind_text).ok_or_else(|| {
+        with_id(SchemaError::new(
+            "type",
+            format!("unknown type `{kind_text}`"),
+        ))
+    })?;
+    let id = take_str(&mut obj, "id").map_err(with_id)?;
+    if id.is_empty() || id.chars().count() > MAX_ID_CHARS {
+        return Err(with_id(SchemaError::new(
+            "id",
+            format!("must be 1 to {MAX_ID_CHARS} characters"),
+        )));
+    }
+    let timestamp = match obj.remove("timestamp") {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            .ok_or_else(|| SchemaError::new("timestamp", "must be a non-negative number"))
+            .map_err(with_id)?,
+        Some(_) => return Err(with_id(SchemaError::new("timestamp", "must be a number"))),
+        None => return Err(with_id(SchemaError::new("timestamp", "is required"))),
+    };
+    let source_text = take_str(&mut obj, "source").map_err(with_id)?;
+    let source = match source_text.as_str() {
+        "minecraft" => Source::Minecraft,
+        "mcp" => Source::Mcp,
+        "relay" => Source::Relay,
+        other => {
+            return Err(with_id(SchemaError::new(
+                "source",
+                format!("must be minecraft, mcp or relay, not `{other}`"),
+            )));
+        }
+    };
+    let seq = match obj.remove("seq") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| SchemaError::new("seq", "must be an integer >= 1"))
+                .map_err(with_id)?,
+        ),
+    };
+    let game = match obj.remove("game") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if valid_name(&s) => Some(s),
+        Some(_) => {
+            return Err(with_id(SchemaError::new(
+                "game",
+                format!("must be 1 to {MAX_NAME_CHARS} characters of A-Z a-z 0-9 _ . -"),
+            )));
+        }
+    };
+    let payload = match obj.remove("payload") {
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(with_id(SchemaError::new("payload", "must be an object"))),
+        None => return Err(with_id(SchemaError::new("payload", "is required"))),
+    };
+    let envelope = Envelope {
+        version,
+        kind,
+        id,
+        timestamp,
+        source,
+        seq,
+        game,
+        payload,
+    };
+    validate_payload(&envelope).map_err(with_id)?;
+    Ok(Parsed {
+        envelope,
+        unsupported_version,
+    })
+}
+
+/// `Ok(None)` for a supported version, `Ok(Some(v))` for a well-formed other major, `Err` for garbage.
+fn check_version(version: &str) -> Result<Option<String>, SchemaError> {
+    let mut parts = version.split('.');
+    let (Some(major), Some(minor), None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(SchemaError::new(
+            "version",
+            format!("must be \"MAJOR.MINOR\" such as \"{VERSION}\", not `{version}`"),
+        ));
+    };
+    let digits = |s: &str| !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(major) || !digits(minor) {
+        return Err(SchemaError::new(
+            "version",
+            format!("must be \"MAJOR.MINOR\" such as \"{VERSION}\", not `{version}`"),
+        ));
+    }
+    if major.parse::<u64>().ok() == Some(MAJOR) {
+        Ok(None)
+    } else {
+        Ok(Some(version.to_owned()))
+    }
+}
+
+fn take_str(obj: &mut Map<String, Value>, field: &str) -> Result<String, SchemaError> {
+    match obj.remove(field) {
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(SchemaError::new(field, "must be a string")),
+        None => Err(SchemaError::new(field, "is required")),
+    }
+}
+
+/// A game name, client id or instance: 1–64 characters of `[A-Za-z0-9_.-]`.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME_CHARS
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn validate_payload(env: &Envelope) -> Result<(), SchemaError> {
+    let p = &env.payload;
+    match env.kind {
+        Kind::Event => {
+            if env.source == Source::Minecraft && env.seq.is_none() {
+                return Err(SchemaError::new("seq", "is required on events"));
+            }
+            validate_game_event(p).map(|_| ())
+        }
+        Kind::Command | Kind::Query => {
+            match p.get("command") {
+                Some(Value::String(c)) if !c.is_empty() => {}
+                _ => {
+                    return Err(SchemaError::new(
+                        "payload.command",
+                        "must be a non-empty string",
+                    ));
+                }
+            }
+            match p.get("args") {
+                None | Some(Value::Object(_)) => Ok(()),
+                Some(_) => Err(SchemaError::new("payload.args", "must be an object")),
+            }
+        }
+        Kind::Response => match p.get("success") {
+            Some(Value::Bool(true)) => Ok(()),
+            Some(Value::Bool(false)) => validate_error_object(p.get("error"), "payload.error"),
+            _ => Err(SchemaError::new("payload.success", "must be a boolean")),
+        },
+        Kind::Ack => match p.get("seq").and_then(Value::as_u64) {
+            Some(_) => Ok(()),
+            None => Err(SchemaError::new("payload.seq", "must be an integer >= 0")),
+        },
+        Kind::Subscribe => subscription(p.get("events"), "payload.events").map(|_| ()),
+        Kind::Error => validate_error_object(Some(&Value::Object(p.clone())), "payload"),
+        Kind::Notice => match p.get("kind") {
+            Some(Value::String(_)) => Ok(()),
+            _ => Err(SchemaError::new("payload.kind", "must be a string")),
+        },
+        Kind::Welcome => match (p.get("role"), p.get("epoch")) {
+            (Some(Value::String(_)), Some(Value::String(_))) => Ok(()),
+            _ => Err(SchemaError::new(
+                "payload.role",
+                "role and epoch must be strings",
+            )),
+        },
+        // Hello's fields depend on the role, which only the relay knows: checked there.
+        Kind::Hello | Kind::Heartbeat => Ok(()),
+    }
+}
+
+fn validate_error_object(v: Option<&Value>, field: &str) -> Result<(), SchemaError> {
+    let Some(Value::Object(e)) = v else {
+        return Err(SchemaError::new(field, "must be an object {code, message}"));
+    };
+    match e.get("code").and_then(Value::as_str).and_then(Code::parse) {
+        Some(_) => {}
+        None => {
+            return Err(SchemaError::new(
+                &format!("{field}.code"),
+                "must be one of AUTH_FAILED, PERMISSION_DENIED, INVALID_COMMAND, PLAYER_NOT_FOUND, \
+                 CONNECTION_ERROR, SCHEMA_ERROR, SERVER_ERROR, TIMEOUT",
+            ));
+        }
+    }
+    match e.get("message") {
+        Some(Value::String(_)) => Ok(()),
+        _ => Err(SchemaError::new(
+            &format!("{field}.message"),
+            "must be a string",
+        )),
+    }
+}
+
+/// Checks a `GameEvent` (`eventType`, `timestamp`, `data` with its type's fields).
+pub fn validate_game_event(p: &Map<String, Value>) -> Result<EventType, SchemaError> {
+    let ty = p
+        .get("eventType")
+        .and_then(Value::as_str)
+        .and_then(EventType::parse)
+        .ok_or_else(|| {
+            SchemaError::new(
+                "payload.eventType",
+                "must be one of player_join, player_quit, player_chat, player_death, block_break",
+            )
+        })?;
+    if !p.get("timestamp").is_some_and(Value::is_number) {
+        return Err(SchemaError::new("payload.timestamp", "must be a number"));
+    }
+    let Some(Value::Object(data)) = p.get("data") else {
+        return Err(SchemaError::new("payload.data", "must be an object"));
+    };
+    for (name, kind) in ty.required() {
+        let field = format!("payload.data.{name}");
+        match (kind, data.get(*name)) {
+            (Field::Str, Some(Value::String(_))) => {}
+            (Field::Str, _) => return Err(SchemaError::new(&field, "must be a string")),
+            (Field::Loc, Some(loc)) => validate_location(loc, &field)?,
+            (Field::Loc, None) => return Err(SchemaError::new(&field, "is required")),
+        }
+    }
+    if ty == EventType::PlayerDeath
+        && data
+            .get("killer")
+            .is_some_and(|k| !k.is_string() && !k.is_null())
+    {
+        return Err(SchemaError::new("payload.data.killer", "must be a string"));
+    }
+    Ok(ty)
+}
+
+fn validate_location(v: &Value, field: &str) -> Result<(), SchemaError> {
+    let Value::Object(loc) = v else {
+        return Err(SchemaError::new(
+            field,
+            "must be a Location {world, x, y, z}",
+        ));
+    };
+    if !loc.get("world").is_some_and(Value::is_string) {
+        return Err(SchemaError::new(
+            &format!("{field}.world"),
+            "must be a string",
+        ));
+    }
+    for axis in ["x", "y", "z"] {
+        if !loc.get(axis).is_some_and(Value::is_number) {
+            return Err(SchemaError::new(
+                &format!("{field}.{axis}"),
+                "must be a number",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A subscription list: event types, or `*` / absent for all.
+pub fn subscription(v: Option<&Value>, field: &str) -> Result<Vec<EventType>, SchemaError> {
+    let Some(v) = v else {
+        return Ok(EventType::ALL.to_vec());
+    };
+    let Value::Array(items) = v else {
+        return Err(SchemaError::new(field, "must be an array of event types"));
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match item.as_str() {
+            Some("*") => return Ok(EventType::ALL.to_vec()),
+            Some(s) => match EventType::parse(s) {
+                Some(t) if !out.contains(&t) => out.push(t),
+                Some(_) => {}
+                None => {
+                    return Err(SchemaError::new(field, format!("unknown event type `{s}`")));
+                }
+            },
+            None => return Err(SchemaError::new(field, "must be an array of strings")),
+        }
+    }
+    Ok(out)
+}

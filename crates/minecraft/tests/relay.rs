@@ -1,0 +1,707 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The relay on its own, over raw protocol links and through MCP servers dialling it: tokens and roles,
+//! permissions, routing, queues and replay, restarts of either side with every event counted, refusals on
+//! every link, heartbeats, rate limits, /health and /metrics.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::time::Duration;
+use support::*;
+
+async fn raw_mcp(url: &str, token: &str, client_id: &str, extra: Value) -> (RawLink, Value) {
+    let mut link = raw_connect(url, Some(token)).await.unwrap();
+    let mut payload = json!({"clientId": client_id});
+    if let Value::Object(m) = extra {
+        for (k, v) in m {
+            payload[k] = v;
+        }
+    }
+    link.send(&envelope("hello", "h", "mcp", payload)).await;
+    let welcome = link.recv_kind("welcome").await;
+    (link, welcome)
+}
+
+async fn health(addr: std::net::SocketAddr) -> Value {
+    serde_json::from_str(&mcp_testkit::http_get(&format!("http://{addr}/health")).await).unwrap()
+}
+
+async fn wait_health(addr: std::net::SocketAddr, what: &str, ok: impl Fn(&Value) -> bool) {
+    within(what, async {
+        loop {
+            if ok(&health(addr).await) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_wrong_or_missing_token_is_refused_before_the_upgrade() {
+    let relay = start_relay(relay_args(&[])).await;
+    assert_eq!(raw_connect(&relay.url(), None).await.err(), Some(401));
+    assert_eq!(
+        raw_connect(&relay.url(), Some("nope")).await.err(),
+        Some(401)
+    );
+    // A token in the URL is not accepted.
+    let url = format!("{}?token={MCP_TOKEN}", relay.url());
+    assert_eq!(raw_connect(&url, None).await.err(), Some(401));
+    // The game token gives the game role, an MCP token the MCP role.
+    let (_, welcome) = raw_mcp(&relay.url(), MCP_TOKEN, "a", json!({})).await;
+    assert_eq!(welcome["payload"]["role"], "mcp");
+    let mut game = raw_connect(&relay.url(), Some(GAME_TOKEN)).await.unwrap();
+    game.send(&envelope(
+        "hello",
+        "h",
+        "minecraft",
+        json!({"name": "s1", "instance": "i1"}),
+    ))
+    .await;
+    assert_eq!(
+        game.recv_kind("welcome").await["payload"]["role"],
+        "minecraft"
+    );
+    // And an MCP server with a wrong token sees it in status.
+    let server = McpServer::start(mc_args(&[
+        "--relay-url",
+        &relay.url(),
+        "--relay-token",
+        "wrong",
+    ]))
+    .await;
+    within("status to report the refusal", async {
+        loop {
+            let s = ok_of(&call(&server.client, "status", json!({})).await);
+            if s["connected"] == false
+                && s["last_error"].as_str().is_some_and(|e| e.contains("401"))
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    server.stop().await;
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn a_token_limited_to_some_commands_is_refused_the_others_at_the_relay() {
+    let relay = start_relay(relay_args(&[])).await;
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    let server = McpServer::start(mc_args(&[
+        "--relay-url",
+        &relay.url(),
+        "--relay-token",
+        READONLY_TOKEN,
+    ]))
+    .await;
+    server.ready(1).await;
+    let ok = ok_of(&call(&server.client, "get_online_players", json!({})).await);
+    assert_eq!(ok["count"], 2);
+    let e = error_of(
+        &call(
+            &server.client,
+            "execute_command",
+            json!({"command": "say hi"}),
+        )
+        .await,
+    );
+    assert_eq!(e["details"]["code"], "PERMISSION_DENIED");
+    assert_eq!(e["code"], "E_UNSUPPORTED");
+    assert!(
+        game.commands()
+            .iter()
+            .all(|c| c["payload"]["command"] != "execute_command"),
+        "a refused command never reaches the game"
+    );
+    server.stop().await;
+    game.stop();
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn commands_go_to_the_named_game_and_responses_only_to_the_asker() {
+    let relay = start_relay(relay_args(&[])).await;
+    let a = FakeGame::start(&relay.url(), "alpha");
+    let b = FakeGame::start(&relay.url(), "beta");
+    a.wait_connected(1).await;
+    b.wait_connected(1).await;
+    let (mut asker, _) = raw_mcp(&relay.url(), MCP_TOKEN, "asker", json!({})).await;
+    let (mut other, _) = raw_mcp(&relay.url(), MCP_TOKEN, "other", json!({})).await;
+    // Two games and no name: refused, naming them.
+    let cmd = envelope(
+        "command",
+        "c1",
+        "mcp",
+        json!({"command": "get_server_info", "args": {}}),
+    );
+    asker.send(&cmd).await;
+    let r = asker.recv_kind("response").await;
+    assert_eq!(r["payload"]["error"]["code"], "INVALID_COMMAND");
+    assert_eq!(
+        r["payload"]["error"]["details"]["games"],
+        json!(["alpha", "beta"])
+    );
+    // Named: only that game runs it, only the asker hears back, under its own id.
+    let mut named = envelope(
+        "command",
+        "c2",
+        "mcp",
+        json!({"command": "get_server_info", "args": {}}),
+    );
+    named["game"] = json!("beta");
+    asker.send(&named).await;
+    let r = asker.recv_kind("response").await;
+    assert_eq!(r["id"], "c2");
+    assert_eq!(r["game"], "beta");
+    assert_eq!(r["payload"]["success"], true);
+    assert_eq!(b.commands().len(), 1);
+    assert!(a.commands().is_empty());
+    // The other client got no response: the next thing it hears is its own.
+    other
+        .send(&envelope(
+            "command",
+            "o1",
+            "mcp",
+            json!({"command": "get_server_info", "args": {}}),
+        ))
+        .await;
+    let r = other.recv_kind("response").await;
+    assert_eq!(
+        r["id"], "o1",
+        "the other client only ever sees its own responses"
+    );
+    a.stop();
+    b.stop();
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn two_mcp_servers_with_different_subscriptions_get_exactly_theirs() {
+    let relay = start_relay(relay_args(&[])).await;
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    let chat = McpServer::start(mc_args(&[
+        "--relay-url",
+        &relay.url(),
+        "--relay-token",
+        MCP_TOKEN,
+        "--client-id",
+        "chat",
+        "--events",
+        "player_chat",
+    ]))
+    .await;
+    let blocks = McpServer::start(mc_args(&[
+        "--relay-url",
+        &relay.url(),
+        "--relay-token",
+        MCP_TOKEN,
+        "--client-id",
+        "blocks",
+        "--events",
+        "block_break,player_join",
+    ]))
+    .await;
+    chat.ready(1).await;
+    blocks.ready(1).await;
+    let types = ["player_chat", "block_break", "player_join", "player_death"];
+    for n in 0..40u64 {
+        let ty = types[(n % 4) as usize];
+        game.emit(ty, event_data(ty, n));
+    }
+    game.wait_acked().await;
+    let count = |server: &McpServer, ty: &'static str| {
+        let hub = server.bridge.events().clone();
+        move || hub.get(ty).map_or(0, |s| s.published_total())
+    };
+    within("both to receive theirs", async {
+        loop {
+            if count(&chat, "player_chat")() == 10
+                && count(&blocks, "block_break")() == 10
+                && count(&blocks, "player_join")() == 10
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    for ty in ["block_break", "player_join", "player_death", "player_quit"] {
+        assert_eq!(count(&chat, ty)(), 0, "chat server got a {ty}");
+    }
+    for ty in ["player_chat", "player_death", "player_quit"] {
+        assert_eq!(count(&blocks, ty)(), 0, "blocks server got a {ty}");
+    }
+    chat.stop().await;
+    blocks.stop().await;
+    game.stop();
+    relay.stop().await;
+}
+
+/// Ids of every event on `server`'s streams.
+fn ids(server: &McpServer) -> Vec<String> {
+    let mut out = Vec::new();
+    for stream in server.bridge.events().streams() {
+        for e in stream.recent(100_000) {
+            out.push(e.data["id"].as_str().unwrap().to_owned());
+        }
+    }
+    out
+}
+
+/// Emits `n` chat events, one every `every`, from a task.
+fn stream_events(game: &FakeGame, n: u64, every: Duration) -> tokio::task::JoinHandle<()> {
+    let game = game.clone();
+    tokio::spawn(async move {
+        for i in 0..n {
+            game.emit("player_chat", event_data("player_chat", i));
+            tokio::time::sleep(every).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn the_relay_restarted_mid_stream_loses_no_event() {
+    let relay = start_relay(relay_args(&[])).await;
+    let addr = relay.addr;
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    let server = McpServer::start(mc_args(&[
+        "--relay-url",
+        &relay.url(),
+        "--relay-token",
+        MCP_TOKEN,
+        "--event-buffer",
+        "10000",
+    ]))
+    .await;
+    server.ready(1).await;
+    const N: u64 = 300;
+    let producer = stream_events(&game, N, Duration::from_millis(2));
+    within("the server to get part of the stream", async {
+        while ids(&server).len() < 50 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    relay.stop().await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let relay = restart_relay_on(addr, &[]).await;
+    producer.await.unwrap();
+    game.wait_acked().await;
+    within("every event at the MCP server", async {
+        loop {
+            if ids(&server).len() as u64 >= N {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let got = ids(&server);
+    let unique: HashSet<&String> = got.iter().collect();
+    assert_eq!(unique.len() as u64, N, "every event exactly once by id");
+    assert_eq!(got.len() as u64, N, "no duplicates published");
+    assert!(
+        game.welcomes() >= 2,
+        "the game reconnected to the new relay"
+    );
+    server.stop().await;
+    game.stop();
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn the_mcp_server_restarted_mid_stream_loses_no_event() {
+    let relay = start_relay(relay_args(&[])).await;
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    let args = || {
+        mc_args(&[
+            "--relay-url",
+            &relay.url(),
+            "--relay-token",
+            MCP_TOKEN,
+            "--client-id",
+            "desk",
+            "--event-buffer",
+            "10000",
+        ])
+    };
+    let first = McpServer::start(args()).await;
+    first.ready(1).await;
+    const N: u64 = 300;
+    let producer = stream_events(&game, N, Duration::from_millis(2));
+    within("the first server to get part of the stream", async {
+        while ids(&first).len() < 50 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let bridge = first.bridge.clone();
+    first.stop().await;
+    let before: Vec<String> = {
+        let mut out = Vec::new();
+        for s in bridge.events().streams() {
+            out.extend(
+                s.recent(100_000)
+                    .into_iter()
+                    .map(|e| e.data["id"].as_str().unwrap().to_owned()),
+            );
+        }
+        out
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let second = McpServer::start(args()).await;
+    producer.await.unwrap();
+    game.wait_acked().await;
+    within("the rest at the new MCP server", async {
+        loop {
+            let all: HashSet<String> = before.iter().cloned().chain(ids(&second)).collect();
+            if all.len() as u64 >= N {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let all: HashSet<String> = before.iter().cloned().chain(ids(&second)).collect();
+    assert_eq!(
+        all.len() as u64,
+        N,
+        "every event reached one of the two processes"
+    );
+    assert!(
+        !before.is_empty() && !ids(&second).is_empty(),
+        "the stream really was cut in the middle"
+    );
+    second.stop().await;
+    game.stop();
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_reconnects_gets_the_replay_from_its_last_ack() {
+    let relay = start_relay(relay_args(&[])).await;
+    let (mut c, welcome) = raw_mcp(&relay.url(), MCP_TOKEN, "r", json!({})).await;
+    let epoch = welcome["payload"]["epoch"].clone();
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    for n in 0..3 {
+        game.emit("player_chat", event_data("player_chat", n));
+    }
+    let mut seqs = Vec::new();
+    for _ in 0..3 {
+        seqs.push(c.recv_kind("event").await["seq"].as_u64().unwrap());
+    }
+    assert_eq!(seqs, vec![1, 2, 3]);
+    drop(c);
+    game.emit("player_chat", event_data("player_chat", 3));
+    game.wait_acked().await;
+    let (mut c, welcome) = raw_mcp(
+        &relay.url(),
+        MCP_TOKEN,
+        "r",
+        json!({"epoch": epoch, "lastSeq": 2}),
+    )
+    .await;
+    assert_eq!(welcome["payload"]["lastSeq"], 2);
+    let e = c.recv_kind("event").await;
+    assert_eq!(e["seq"], 3, "replay starts after the last acknowledged");
+    assert_eq!(e["payload"]["data"]["message"], "hello 2");
+    assert_eq!(c.recv_kind("event").await["seq"], 4);
+    game.stop();
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn a_full_queue_drops_the_oldest_and_says_how_many_were_lost() {
+    let relay = start_relay(relay_args(&["--message-queue-size", "5"])).await;
+    let (c, _) = raw_mcp(&relay.url(), MCP_TOKEN, "slow", json!({})).await;
+    drop(c);
+    wait_health(relay.addr, "the client to be gone", |h| {
+        h["connections"]["mcp"] == 0
+    })
+    .await;
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    for n in 0..20 {
+        game.emit("player_chat", event_data("player_chat", n));
+    }
+    game.wait_acked().await;
+    let h = health(relay.addr).await;
+    assert_eq!(h["clients"][0]["queueDepth"], 5, "{h}");
+    let (mut c, _) = raw_mcp(&relay.url(), MCP_TOKEN, "slow", json!({})).await;
+    let lost = c.recv_kind("notice").await;
+    assert_eq!(lost["payload"]["kind"], "lost");
+    assert_eq!(lost["payload"]["lost"], 15);
+    let first = c.recv_kind("event").await;
+    assert_eq!(
+        first["payload"]["data"]["message"], "hello 15",
+        "the newest five are kept"
+    );
+    game.stop();
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn the_queue_is_bounded_in_bytes_too() {
+    let relay = start_relay(relay_args(&["--message-queue-bytes", "2048"])).await;
+    let (c, _) = raw_mcp(&relay.url(), MCP_TOKEN, "slow", json!({})).await;
+    drop(c);
+    wait_health(relay.addr, "the client to be gone", |h| {
+        h["connections"]["mcp"] == 0
+    })
+    .await;
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    for n in 0..50 {
+        game.emit(
+            "player_chat",
+            json!({"player": "Steve", "message": format!("{n:0>200}")}),
+        );
+    }
+    game.wait_acked().await;
+    let h = health(relay.addr).await;
+    let bytes = h["clients"][0]["queueBytes"].as_u64().unwrap();
+    let depth = h["clients"][0]["queueDepth"].as_u64().unwrap();
+    assert!(bytes <= 2048, "{h}");
+    assert!(depth > 0 && depth < 50, "{h}");
+    assert_eq!(h["clients"][0]["lostTotal"].as_u64().unwrap() + depth, 50);
+    game.stop();
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_oversize_and_wrong_version_messages_get_schema_error_on_every_link() {
+    let relay = start_relay(relay_args(&["--max-message-bytes", "4096"])).await;
+    let (mut mcp, _) = raw_mcp(&relay.url(), MCP_TOKEN, "m", json!({})).await;
+    let mut game = raw_connect(&relay.url(), Some(GAME_TOKEN)).await.unwrap();
+    game.send(&envelope(
+        "hello",
+        "h",
+        "minecraft",
+        json!({"name": "s", "instance": "i"}),
+    ))
+    .await;
+    game.recv_kind("welcome").await;
+    let good_event = |seq: u64| {
+        let mut e = envelope(
+            "event",
+            &format!("e{seq}"),
+            "minecraft",
+            json!({"eventType": "player_chat", "timestamp": 1, "data": {"player": "S", "message": "m"}}),
+        );
+        e["seq"] = json!(seq);
+        e
+    };
+    let bad: Vec<(String, &str)> = vec![
+        ("not json".to_owned(), "message"),
+        ("[1,2]".to_owned(), "message"),
+        (json!({"type": "event"}).to_string(), "version"),
+        (
+            envelope("nonsense", "x", "minecraft", json!({})).to_string(),
+            "type",
+        ),
+        (
+            {
+                let mut e = good_event(1);
+                e["payload"]["eventType"] = json!("explode");
+                e.to_string()
+            },
+            "payload.eventType",
+        ),
+        (
+            {
+                let mut e = good_event(1);
+                e["payload"]["data"] = json!({"player": "S"});
+                e.to_string()
+            },
+            "payload.data.message",
+        ),
+        (
+            {
+                let mut e = good_event(1);
+                e["version"] = json!("one");
+                e.to_string()
+            },
+            "version",
+        ),
+        (
+            {
+                let mut e = good_event(1);
+                e["payload"]["data"]["message"] = json!("x".repeat(5000));
+                e.to_string()
+            },
+            "message",
+        ),
+    ];
+    let mut seq = 0;
+    for (text, field) in &bad {
+        game.send_text(text.clone()).await;
+        let err = game.recv_kind("error").await;
+        assert_eq!(err["payload"]["code"], "SCHEMA_ERROR", "{text:.80}");
+        assert_eq!(err["payload"]["details"]["field"], *field, "{text:.80}");
+        // The next message goes through.
+        seq += 1;
+        game.send(&good_event(seq)).await;
+        assert_eq!(game.recv_kind("ack").await["payload"]["seq"], seq);
+        assert_eq!(mcp.recv_kind("event").await["id"], format!("e{seq}"));
+    }
+    // A newer major version: warned, answered, and processed when it fits 1.0 (graceful degradation).
+    seq += 1;
+    let mut v2 = good_event(seq);
+    v2["version"] = json!("2.0");
+    game.send(&v2).await;
+    let warn = game.recv_kind("error").await;
+    assert_eq!(warn["payload"]["code"], "SCHEMA_ERROR");
+    assert_eq!(warn["payload"]["details"]["degraded"], true);
+    assert_eq!(mcp.recv_kind("event").await["id"], format!("e{seq}"));
+    // The MCP link: the same refusals, and the next command works.
+    for text in [
+        "{",
+        "{\"version\":\"1.0\"}",
+        &envelope("command", "c", "mcp", json!({"args": {}})).to_string(),
+    ] {
+        mcp.send_text(text.to_owned()).await;
+        assert_eq!(
+            mcp.recv_kind("error").await["payload"]["code"],
+            "SCHEMA_ERROR"
+        );
+    }
+    mcp.send(&envelope(
+        "subscribe",
+        "s1",
+        "mcp",
+        json!({"events": ["player_chat"]}),
+    ))
+    .await;
+    assert_eq!(
+        mcp.recv_kind("notice").await["payload"]["kind"],
+        "subscribed"
+    );
+    let h = health(relay.addr).await;
+    assert_eq!(h["connections"]["games"], 1, "nothing crashed: {h}");
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn a_silent_peer_is_dropped_by_the_heartbeat() {
+    let relay = start_relay(relay_args(&[])).await;
+    // Says hello, then never reads again: pings go unanswered.
+    let (c, _) = raw_mcp(&relay.url(), MCP_TOKEN, "silent", json!({})).await;
+    wait_health(relay.addr, "the relay to see the client", |h| {
+        h["connections"]["mcp"] == 1
+    })
+    .await;
+    wait_health(relay.addr, "the relay to drop the silent client", |h| {
+        h["connections"]["mcp"] == 0
+    })
+    .await;
+    drop(c);
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_over_its_rate_gets_server_error_rate_limited() {
+    let relay = start_relay(relay_args(&["--mcp-rate", "1"])).await;
+    let (mut c, _) = raw_mcp(&relay.url(), MCP_TOKEN, "fast", json!({})).await;
+    for i in 0..5 {
+        c.send(&envelope("heartbeat", &format!("hb{i}"), "mcp", json!({})))
+            .await;
+    }
+    let e = c.recv_kind("error").await;
+    assert_eq!(e["payload"]["code"], "SERVER_ERROR");
+    assert_eq!(e["payload"]["details"]["reason"], "rate_limited");
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn health_and_metrics_show_connections_and_queues() {
+    let relay = start_relay(relay_args(&[])).await;
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    let (_c, _) = raw_mcp(&relay.url(), MCP_TOKEN, "watcher", json!({})).await;
+    let h = health(relay.addr).await;
+    assert_eq!(h["game_connected"], true);
+    assert_eq!(h["connections"], json!({"games": 1, "mcp": 1}));
+    assert_eq!(h["games"][0]["name"], "survival");
+    assert!(h["clients"][0]["queueDepth"].is_number());
+    let m = mcp_testkit::http_get(&format!("http://{}/metrics", relay.addr)).await;
+    assert!(
+        m.contains("minecraft_relay_connections{role=\"minecraft\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("minecraft_relay_queue_depth{client=\"0/watcher\"}"),
+        "{m}"
+    );
+    game.stop();
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn the_mcp_server_answers_a_malformed_relay_message_with_schema_error_and_reads_on() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    async fn next_json(
+        ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    ) -> Value {
+        loop {
+            if let Some(Ok(Message::Text(t))) = ws.next().await {
+                return serde_json::from_str::<Value>(&t).unwrap();
+            }
+        }
+    }
+    // A stand-in relay that says welcome, then sends garbage and an invalid event, then a good event.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let fake = tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
+        assert_eq!(next_json(&mut ws).await["type"], "hello");
+        let welcome = json!({"version": "1.0", "type": "welcome", "id": "w", "timestamp": 1, "source": "relay",
+            "payload": {"role": "mcp", "epoch": "e1", "lastSeq": 0, "games": ["g"]}});
+        ws.send(Message::text(welcome.to_string())).await.unwrap();
+        let mut replies = Vec::new();
+        for bad in [
+            "{nope",
+            r#"{"version":"1.0","type":"event","id":"x","timestamp":1,"source":"relay","payload":{"eventType":"boom"}}"#,
+        ] {
+            ws.send(Message::text(bad)).await.unwrap();
+            replies.push(next_json(&mut ws).await);
+        }
+        let good = json!({"version": "1.0", "type": "event", "id": "ok1", "timestamp": 1, "source": "minecraft",
+            "game": "g", "seq": 1, "payload": {"eventType": "player_chat", "timestamp": 1, "data": {"player": "S", "message": "after"}}});
+        ws.send(Message::text(good.to_string())).await.unwrap();
+        // Its ack proves the MCP server read on.
+        let ack = next_json(&mut ws).await;
+        (replies, ack)
+    });
+    let server = McpServer::start(mc_args(&[
+        "--relay-url",
+        &format!("ws://{addr}"),
+        "--relay-token",
+        "t",
+    ]))
+    .await;
+    let (replies, ack) = within("the stand-in relay's exchange", fake).await.unwrap();
+    for r in &replies {
+        assert_eq!(r["type"], "error");
+        assert_eq!(r["payload"]["code"], "SCHEMA_ERROR");
+        assert_eq!(r["source"], "mcp");
+    }
+    assert_eq!(ack["type"], "ack");
+    assert_eq!(ack["payload"]["seq"], 1);
+    let (events, _) = server.poll("player_chat", 0).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["data"]["data"]["message"], "after");
+    server.stop().await;
+}

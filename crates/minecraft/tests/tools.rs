@@ -1,0 +1,270 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, deprecated)]
+//! Every tool end to end: MCP client → MCP server → relay (in-process) → the simulated game and back; the
+//! seed's error codes in the details; events pushed to subscribers and pulled with poll_events.
+
+mod support;
+
+use serde_json::json;
+use support::*;
+
+/// The MCP server with its relay in-process on a free port, and a game linked to it.
+async fn embedded() -> (McpServer, FakeGame) {
+    let port = free_port().await;
+    let server = McpServer::start(mc_args(&[
+        "--relay-port",
+        &port.to_string(),
+        "--minecraft-auth-token",
+        GAME_TOKEN,
+    ]))
+    .await;
+    let game = FakeGame::start(&format!("ws://127.0.0.1:{port}"), "survival");
+    game.wait_connected(1).await;
+    server.ready(1).await;
+    (server, game)
+}
+
+async fn free_port() -> u16 {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn every_tool_reaches_the_game_and_returns_the_seed_models() {
+    let (server, game) = embedded().await;
+    let c = &server.client;
+
+    let r = ok_of(
+        &call(
+            c,
+            "execute_command",
+            json!({"command": "/time query daytime"}),
+        )
+        .await,
+    );
+    assert_eq!(r["success"], true);
+    assert_eq!(r["output"], json!(["It is 1000"]));
+    assert_eq!(
+        game.executed(),
+        vec!["time query daytime"],
+        "the leading / is stripped"
+    );
+
+    let r = ok_of(
+        &call(
+            c,
+            "send_message",
+            json!({"message": "hi", "target": "Steve"}),
+        )
+        .await,
+    );
+    assert_eq!(r["success"], true);
+
+    // Numbers as numeric strings are accepted.
+    let r = ok_of(
+        &call(
+            c,
+            "teleport_player",
+            json!({"player": "Steve", "x": "10", "y": 70, "z": "-5.5"}),
+        )
+        .await,
+    );
+    assert_eq!(r["location"]["x"], 10.0);
+    assert_eq!(r["location"]["z"], -5.5);
+
+    let r = ok_of(
+        &call(
+            c,
+            "give_item",
+            json!({"player": "Steve", "item": "diamond", "quantity": "3"}),
+        )
+        .await,
+    );
+    assert_eq!(r["success"], true);
+    let r2 = ok_of(
+        &call(
+            c,
+            "give_item",
+            json!({"player": "Steve", "item": "minecraft:diamond", "quantity": 3}),
+        )
+        .await,
+    );
+    assert_eq!(r, r2, "diamond and minecraft:diamond are the same item");
+    let gives: Vec<_> = game
+        .commands()
+        .into_iter()
+        .filter(|c| c["payload"]["command"] == "give_item")
+        .map(|c| c["payload"]["args"]["item"].clone())
+        .collect();
+    assert_eq!(
+        gives,
+        vec![json!("minecraft:diamond"), json!("minecraft:diamond")]
+    );
+
+    let r = ok_of(&call(c, "get_online_players", json!({})).await);
+    assert_eq!(r["players"], json!(["Steve", "Alex"]));
+    assert_eq!(r["count"], 2);
+
+    let r = ok_of(&call(c, "get_player_info", json!({"player": "Alex"})).await);
+    for field in [
+        "name",
+        "uuid",
+        "health",
+        "foodLevel",
+        "location",
+        "gameMode",
+        "inventory",
+    ] {
+        assert!(r.get(field).is_some(), "PlayerInfo has {field}: {r}");
+    }
+    assert_eq!(r["inventory"][0]["type"], "minecraft:diamond");
+
+    let r = ok_of(&call(c, "get_server_info", json!({})).await);
+    for field in [
+        "version",
+        "onlinePlayers",
+        "maxPlayers",
+        "timeOfDay",
+        "weather",
+        "tps",
+    ] {
+        assert!(r.get(field).is_some(), "ServerInfo has {field}: {r}");
+    }
+
+    let r = ok_of(
+        &call(
+            c,
+            "get_world_info",
+            json!({"x": 0, "y": 64, "z": "0", "radius": 4}),
+        )
+        .await,
+    );
+    assert_eq!(r["blocks"][0]["type"], "minecraft:grass_block");
+    assert_eq!(r["entities"][0]["name"], "Steve");
+
+    let s = ok_of(&call(c, "status", json!({})).await);
+    assert_eq!(s["mode"], "embedded");
+    assert_eq!(s["games"], json!(["survival"]));
+    server.stop().await;
+    game.stop();
+}
+
+#[tokio::test]
+async fn the_seed_error_codes_reach_the_agent_in_the_details() {
+    let (server, game) = embedded().await;
+    let c = &server.client;
+
+    let e = error_of(&call(c, "execute_command", json!({"command": "op Steve"})).await);
+    assert_eq!(e["code"], "E_INVALID_ARGUMENT");
+    assert_eq!(e["details"]["code"], "INVALID_COMMAND");
+    assert!(!e["hint"].as_str().unwrap().is_empty());
+    assert!(
+        game.executed().is_empty(),
+        "an un-whitelisted command never runs"
+    );
+
+    let e = error_of(&call(c, "get_player_info", json!({"player": "Herobrine"})).await);
+    assert_eq!(e["code"], "E_NOT_FOUND");
+    assert_eq!(e["details"]["code"], "PLAYER_NOT_FOUND");
+
+    // Bad arguments are refused before anything is sent, naming the field and the limit.
+    let before = game.commands().len();
+    let e = error_of(
+        &call(
+            c,
+            "get_world_info",
+            json!({"x": 0, "y": 0, "z": 0, "radius": 17}),
+        )
+        .await,
+    );
+    assert_eq!(e["code"], "E_INVALID_ARGUMENT");
+    assert!(e["message"].as_str().unwrap().contains("radius"), "{e}");
+    let e = error_of(
+        &call(
+            c,
+            "give_item",
+            json!({"player": "Steve", "item": "not an item", "quantity": 1}),
+        )
+        .await,
+    );
+    assert!(e["message"].as_str().unwrap().contains("item"), "{e}");
+    let e = error_of(
+        &call(
+            c,
+            "give_item",
+            json!({"player": "Steve", "item": "diamond", "quantity": 0}),
+        )
+        .await,
+    );
+    assert!(e["message"].as_str().unwrap().contains("quantity"), "{e}");
+    assert_eq!(
+        game.commands().len(),
+        before,
+        "refused arguments reach no game"
+    );
+
+    // No game at all: CONNECTION_ERROR.
+    game.stop();
+    within("the game to be gone", async {
+        loop {
+            let s = ok_of(&call(c, "status", json!({})).await);
+            if s["games"].as_array().unwrap().is_empty() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let e = error_of(&call(c, "get_online_players", json!({})).await);
+    assert_eq!(e["code"], "E_DISCONNECTED");
+    assert_eq!(e["details"]["code"], "CONNECTION_ERROR");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn events_are_pushed_to_subscribers_and_pulled_with_poll_events() {
+    let (mut server, game) = embedded().await;
+    server
+        .client
+        .subscribe(rmcp::model::SubscribeRequestParams::new(
+            "minecraft://events/player_chat",
+        ))
+        .await
+        .unwrap();
+    let types = [
+        "player_join",
+        "player_chat",
+        "block_break",
+        "player_death",
+        "player_quit",
+    ];
+    for (i, ty) in types.iter().enumerate() {
+        game.emit(ty, event_data(ty, i as u64));
+    }
+    game.wait_acked().await;
+    // Pushed: the subscribed stream's URI, and only that one (Property 17 at the MCP edge).
+    let uri = within("a resources/updated notice", server.client.updates.recv())
+        .await
+        .unwrap();
+    assert_eq!(uri, "minecraft://events/player_chat");
+    // Pulled: every type, with the seed's GameEvent fields.
+    for (i, ty) in types.iter().enumerate() {
+        let events = within("the event", async {
+            loop {
+                let (events, _) = server.poll(ty, 0).await;
+                if !events.is_empty() {
+                    return events;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert_eq!(events.len(), 1, "{ty}: {events:?}");
+        let data = &events[0]["data"];
+        assert_eq!(data["eventType"], *ty);
+        assert!(data["timestamp"].is_number());
+        assert_eq!(data["game"], "survival");
+        assert_eq!(data["data"], event_data(ty, i as u64));
+    }
+    server.stop().await;
+    game.stop();
+}
