@@ -46,6 +46,7 @@ pub(crate) struct BridgeInner {
     pub events: EventHub,
     pub health: Option<HealthFn>,
     pub metrics: Option<MetricsFn>,
+    pub max_request_bytes: Option<usize>,
 }
 
 /// Why a bridge could not be assembled: programming errors, caught at start-up.
@@ -69,6 +70,7 @@ pub struct BridgeBuilder {
     events: EventHub,
     health: Option<HealthFn>,
     metrics: Option<MetricsFn>,
+    max_request_bytes: Option<usize>,
 }
 
 impl Bridge {
@@ -84,6 +86,7 @@ impl Bridge {
             events: EventHub::new(name),
             health: None,
             metrics: None,
+            max_request_bytes: None,
         }
     }
 
@@ -111,6 +114,11 @@ impl Bridge {
     /// The bridge's own series for `GET /metrics`.
     pub fn metrics(&self) -> Vec<Metric> {
         self.inner.metrics.as_ref().map(|f| f()).unwrap_or_default()
+    }
+
+    /// The HTTP request body this bridge's tools need at least, when more than the server's default.
+    pub fn max_request_bytes(&self) -> Option<usize> {
+        self.inner.max_request_bytes
     }
 
     #[cfg(test)]
@@ -163,6 +171,13 @@ impl BridgeBuilder {
         self
     }
 
+    /// Raises the HTTP request body limit (`--mcp-max-request-bytes`) to `bytes` when the bridge's tools take
+    /// more than the default in one call (a file's content, say). Stdio has no such limit.
+    pub fn max_request_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_request_bytes = Some(bytes);
+        self
+    }
+
     pub fn build(self) -> Result<Bridge, BuildError> {
         let mut tools = self.tools;
         if !self.events.streams().is_empty() {
@@ -195,6 +210,7 @@ impl BridgeBuilder {
                 events: self.events,
                 health: self.health,
                 metrics: self.metrics,
+                max_request_bytes: self.max_request_bytes,
             }),
         })
     }

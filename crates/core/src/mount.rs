@@ -186,6 +186,15 @@ impl Mount {
             .collect()
     }
 
+    /// The largest HTTP request body any mounted bridge asked for.
+    pub(crate) fn max_request_bytes(&self) -> Option<usize> {
+        self.inner
+            .bridges
+            .iter()
+            .filter_map(Bridge::max_request_bytes)
+            .max()
+    }
+
     pub(crate) fn instructions(&self) -> Option<&str> {
         self.inner.instructions.as_deref()
     }

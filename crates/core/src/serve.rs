@@ -303,6 +303,7 @@ fn http_options(args: &McpArgs) -> HttpOptions {
         shutdown_grace: args.shutdown_grace,
         max_sessions: args.max_sessions,
         session_idle: args.session_idle,
+        max_request_bytes: args.max_request_bytes,
         ..HttpOptions::default()
     }
 }

@@ -211,3 +211,66 @@ async fn resources_subscribe_in_the_stateless_era_points_to_listen() {
     assert!(message.contains("subscriptions/listen"), "{message}");
     assert!(!message.contains("Mcp-Name"), "{message}");
 }
+
+/// A `tools/call` of `echo` whose body is about `bytes` long.
+fn echo_call_of(bytes: usize) -> String {
+    let text = "x".repeat(bytes);
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+    "params": {"name": "echo", "arguments": {"text": text}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}})
+    .to_string()
+}
+
+const ECHO_CALL: [(&str, &str); 5] = [
+    JSON,
+    ACCEPT,
+    ("MCP-Protocol-Version", "2026-07-28"),
+    ("Mcp-Method", "tools/call"),
+    ("Mcp-Name", "echo"),
+];
+
+#[tokio::test]
+async fn the_body_limit_refuses_past_it_and_a_bridge_that_needs_more_raises_it() {
+    let default = start_http(test_bridge().bridge, HttpOptions::default(), vec![]).await;
+    let over = post(default.addr, &ECHO_CALL, &echo_call_of(5 << 20)).await;
+    assert_eq!(over.status, 413, "{}", over.body);
+    assert!(
+        over.body.contains("MCP_MAX_REQUEST_BYTES"),
+        "the refusal names the setting: {}",
+        over.body
+    );
+    let under = post(default.addr, &ECHO_CALL, &echo_call_of(3 << 20)).await;
+    assert_eq!(
+        under.status,
+        200,
+        "{}",
+        &under.body[..under.body.len().min(300)]
+    );
+
+    // The same echo, from a bridge that declares it takes up to 8 MiB in one call.
+    let mut b = bridge_core::Bridge::builder("big", "1");
+    b.max_request_bytes(8 << 20);
+    b.tool(
+        bridge_core::ToolSpec::new("echo", "Echo text back.").handler(
+            |args: EchoArgs, _: bridge_core::ToolCtx| async move { Ok(EchoOut { text: args.text }) },
+        ),
+    );
+    let big = start_http(b.build().unwrap(), HttpOptions::default(), vec![]).await;
+    let reply = post(big.addr, &ECHO_CALL, &echo_call_of(5 << 20)).await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        &reply.body[..reply.body.len().min(300)]
+    );
+    assert_eq!(
+        reply.json()["result"]["structuredContent"]["text"]
+            .as_str()
+            .map(str::len),
+        Some(5 << 20)
+    );
+    let past = post(big.addr, &ECHO_CALL, &echo_call_of(9 << 20)).await;
+    assert_eq!(past.status, 413, "the raised limit is still a limit");
+}

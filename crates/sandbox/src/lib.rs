@@ -38,6 +38,8 @@ pub async fn start(args: SandboxArgs, env: &BridgeEnv) -> Result<Running, Bridge
     let manager = Manager::new(settings).await;
     let mut b = Bridge::builder("sandbox", env!("CARGO_PKG_VERSION"));
     b.instructions(INSTRUCTIONS);
+    // A 10 MiB file travels in one write_file: base64 makes it 13.3 MiB, JSON escapes of text up to twice.
+    b.max_request_bytes(2 * tools::files::MAX_CONTENT_BYTES + (1 << 20));
     tools::register(&mut b, &manager);
     let m = Arc::clone(&manager);
     b.health(move || {

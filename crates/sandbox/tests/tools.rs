@@ -302,8 +302,17 @@ async fn files_as_text_and_bytes_with_offsets_append_mode_and_depth() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_mib_of_code_and_a_ten_mib_file_go_through_and_more_is_refused() {
-    let h = start(&["--sandbox-workspace-mib", "64"]).await;
+async fn one_mib_of_code_and_a_ten_mib_file_go_through_and_more_is_refused_over_stdio() {
+    big_inputs(&start(&["--sandbox-workspace-mib", "64"]).await).await;
+}
+
+/// Over HTTP the request body limit (4 MiB by default) must not stop the seed's 10 MB file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_mib_of_code_and_a_ten_mib_file_go_through_and_more_is_refused_over_http() {
+    big_inputs(&start_http(&["--sandbox-workspace-mib", "64"], Era::Modern).await).await;
+}
+
+async fn big_inputs(h: &Harness) {
     let id = h.create().await;
     let body = "a".repeat((1 << 20) - 64);
     let code = format!("x = '{body}'\nprint(len(x))\n");

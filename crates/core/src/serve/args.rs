@@ -82,6 +82,11 @@ pub struct McpArgs {
     #[arg(long = "mcp-max-sessions", env = "MCP_MAX_SESSIONS", default_value = "256", value_parser = config::ranged("MCP_MAX_SESSIONS", 1usize, 100_000))]
     pub max_sessions: usize,
 
+    /// Largest HTTP request body in bytes (413 beyond it). A bridge whose tools take more in one call (the
+    /// sandbox's 10 MB files) raises it by itself; stdio has no such limit.
+    #[arg(long = "mcp-max-request-bytes", env = "MCP_MAX_REQUEST_BYTES", default_value = "4194304", value_parser = config::ranged("MCP_MAX_REQUEST_BYTES", 65_536usize, 268_435_456))]
+    pub max_request_bytes: usize,
+
     /// An `initialize`-era HTTP session with no traffic for this long is closed.
     #[arg(long = "mcp-session-idle-ms", env = "MCP_SESSION_IDLE_MS", default_value = "300000", value_parser = config::millis("MCP_SESSION_IDLE_MS", 1_000, 86_400_000))]
     pub session_idle: Duration,

@@ -16,8 +16,8 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// rmcp's own limit on a request body (`StreamableHttpServerConfig::max_request_body_bytes` default).
-const MAX_BODY_BYTES: usize = 4 << 20;
+/// The default limit on a request body, rmcp's own (`StreamableHttpServerConfig::max_request_body_bytes`).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
 /// The first protocol version without sessions or `resources/subscribe`.
 const STATELESS_ERA: &str = "2026-07-28";
 /// Methods of both eras whose params rmcp types; anything else it cannot parse is a method we do not know.
@@ -86,14 +86,21 @@ fn params_problem<T: DeserializeOwned>(request: &CustomRequest) -> Option<String
         .map(|e| e.to_string())
 }
 
+/// What the edges need: the session cap, and the body limit rmcp was given too.
+#[derive(Clone)]
+pub(crate) struct EdgeState {
+    pub sessions: Arc<SessionLimit>,
+    pub max_body: usize,
+}
+
 /// Axum middleware in front of rmcp's `/mcp` service.
 pub(crate) async fn jsonrpc_edges(
-    State(sessions): State<Arc<SessionLimit>>,
+    State(state): State<EdgeState>,
     request: Request,
     next: Next,
 ) -> Response {
     match *request.method() {
-        Method::POST => post(&sessions, request, next).await,
+        Method::POST => post(&state.sessions, state.max_body, request, next).await,
         Method::DELETE => {
             let response = next.run(request).await;
             // rmcp answers 202, which the Python SDK logs as a failed termination; it expects 200 or 204.
@@ -106,12 +113,14 @@ pub(crate) async fn jsonrpc_edges(
     }
 }
 
-async fn post(sessions: &SessionLimit, request: Request, next: Next) -> Response {
+async fn post(sessions: &SessionLimit, max_body: usize, request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+    let Ok(body) = axum::body::to_bytes(body, max_body).await else {
         return (
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body over {MAX_BODY_BYTES} bytes\n"),
+            format!(
+                "request body over {max_body} bytes (MCP_MAX_REQUEST_BYTES / --mcp-max-request-bytes)\n"
+            ),
         )
             .into_response();
     };

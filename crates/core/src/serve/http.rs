@@ -1,6 +1,7 @@
 //! Streamable HTTP at `/mcp`, with `/health` and `/metrics` beside it.
 
 use super::ServeError;
+use super::edges::DEFAULT_MAX_REQUEST_BYTES;
 use super::handler::{McpHandler, Shared};
 use super::sessions::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, SessionLimit};
 use crate::auth::{Access, HostPolicy, MissingOrigin, OriginPolicy, Token};
@@ -35,6 +36,8 @@ pub struct HttpOptions {
     pub max_sessions: usize,
     /// A legacy session with no traffic for this long is closed.
     pub session_idle: Duration,
+    /// Largest request body; a mounted bridge that needs more (`BridgeBuilder::max_request_bytes`) raises it.
+    pub max_request_bytes: usize,
 }
 
 impl Default for HttpOptions {
@@ -46,6 +49,7 @@ impl Default for HttpOptions {
             shutdown_grace: Duration::ZERO,
             limits: ListenLimits::default(),
             max_sessions: DEFAULT_MAX_SESSIONS,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             session_idle: DEFAULT_SESSION_IDLE,
         }
     }
@@ -87,7 +91,11 @@ pub(crate) async fn serve(
 ) -> Result<(), ServeError> {
     // Not a child of `shutdown`: in-flight calls must outlive the start of shutdown by the grace period.
     let service_token = CancellationToken::new();
+    let max_body = options
+        .max_request_bytes
+        .max(shared.mount.max_request_bytes().unwrap_or(0));
     let config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(max_body)
         .with_cancellation_token(service_token.clone())
         .with_legacy_session_mode(true)
         // Plain JSON replies for 2026-07-28 requests (legacy sessions keep SSE; a call that reports progress
@@ -121,7 +129,7 @@ pub(crate) async fn serve(
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(
-            sessions,
+            super::edges::EdgeState { sessions, max_body },
             super::edges::jsonrpc_edges,
         ))
         .layer(middleware::from_fn_with_state(

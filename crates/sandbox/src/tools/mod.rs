@@ -2,7 +2,7 @@
 //! `keepalive` and background processes. One file per tool family.
 
 mod exec;
-mod files;
+pub(crate) mod files;
 mod lifecycle;
 mod process;
 
