@@ -169,7 +169,7 @@ impl Listener for GuardedListener {
             waker: AtomicWaker::new(),
         });
         let inner = match &self.tls {
-            Some(acceptor) => Stream::Handshaking(acceptor.accept(tcp)),
+            Some(acceptor) => Stream::Handshaking(Box::new(acceptor.accept(tcp))),
             None => Stream::Plain(tcp),
         };
         let io = GuardedIo {
@@ -321,7 +321,7 @@ async fn track(request: Request, next: Next) -> Response {
 /// The socket of a connection: plain, or TLS (handshaking, then established).
 enum Stream {
     Plain(TcpStream),
-    Handshaking(tokio_rustls::Accept<TcpStream>),
+    Handshaking(Box<tokio_rustls::Accept<TcpStream>>),
     Tls(Box<TlsStream<TcpStream>>),
     /// The handshake failed; the error was returned once and the connection is done.
     Failed,

@@ -178,10 +178,9 @@ async fn a_plain_client_on_a_tls_listener_fails_and_the_listener_keeps_serving()
     let mut cfg = WsDial::new(format!("ws://127.0.0.1:{}/ws", srv.addr.port()));
     cfg.connect_timeout = Duration::from_secs(5);
     let stop = CancellationToken::new();
-    let err = within("the plain dial to fail", dial::websocket(&cfg, &stop))
-        .await
-        .err()
-        .expect("a plain WebSocket to a TLS listener must fail");
+    let Err(err) = within("the plain dial to fail", dial::websocket(&cfg, &stop)).await else {
+        panic!("a plain WebSocket to a TLS listener must fail");
+    };
     assert!(!err.to_string().contains("no handshake within"), "{err}");
     within("the failed connection to close", async {
         while srv.stats.open() != 0 {
@@ -202,10 +201,10 @@ async fn a_wss_dial_refuses_a_server_its_roots_do_not_vouch_for() {
     for tls in [None, Some(tls::client_config(Some(&other.cert)).unwrap())] {
         let mut cfg = WsDial::new(format!("wss://localhost:{}/ws", srv.addr.port()));
         cfg.tls = tls;
-        let err = within("the untrusted dial to fail", dial::websocket(&cfg, &stop))
-            .await
-            .err()
-            .expect("an untrusted certificate must be refused");
+        let Err(err) = within("the untrusted dial to fail", dial::websocket(&cfg, &stop)).await
+        else {
+            panic!("an untrusted certificate must be refused");
+        };
         let text = err.to_string();
         assert!(text.contains("TLS handshake failed"), "{text}");
         assert!(text.contains("certificate"), "{text}");
