@@ -33,6 +33,10 @@ struct Pems {
 
 impl Pems {
     fn new() -> Pems {
+        Pems::for_names(&["localhost", "127.0.0.1"])
+    }
+
+    fn for_names(names: &[&str]) -> Pems {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "bridge-core-tls-{}-{}",
@@ -40,8 +44,8 @@ impl Pems {
             N.fetch_add(1, Ordering::SeqCst)
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let made = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
-            .unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let made = rcgen::generate_simple_self_signed(names).unwrap();
         let cert = dir.join("cert.pem");
         let key = dir.join("key.pem");
         std::fs::write(&cert, made.cert.pem()).unwrap();
@@ -209,6 +213,30 @@ async fn a_wss_dial_refuses_a_server_its_roots_do_not_vouch_for() {
         assert!(text.contains("TLS handshake failed"), "{text}");
         assert!(text.contains("certificate"), "{text}");
     }
+}
+
+#[tokio::test]
+async fn a_pinned_client_trusts_exactly_that_certificate_whatever_its_name() {
+    let pems = Pems::for_names(&["relay.example"]);
+    let other = Pems::for_names(&["relay.example"]);
+    let mut srv = start(&pems).await;
+    let stop = CancellationToken::new();
+    let pin = |p: &Pems| {
+        let leaf = tls::load_certs(&p.cert).unwrap().remove(0);
+        Some(tls::client_config_pinned(leaf).unwrap())
+    };
+    let mut cfg = WsDial::new(format!("wss://127.0.0.1:{}/ws", srv.addr.port()));
+    cfg.ping_interval = Duration::ZERO;
+    cfg.tls = pin(&pems);
+    within("the pinned dial", dial::websocket(&cfg, &stop))
+        .await
+        .unwrap();
+    within("the accepted link", srv.links.recv()).await.unwrap();
+    cfg.tls = pin(&other);
+    let Err(err) = within("the other pin to fail", dial::websocket(&cfg, &stop)).await else {
+        panic!("a certificate other than the pinned one must be refused");
+    };
+    assert!(err.to_string().contains("TLS handshake failed"), "{err}");
 }
 
 #[test]

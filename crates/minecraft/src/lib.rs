@@ -127,22 +127,30 @@ impl BridgeEntry for Minecraft {
                 (url, token, "remote", tls)
             }
             None => {
-                if args.relay.tls_cert.is_some() || args.relay.tls_key.is_some() {
-                    return Err("--tls-cert / --tls-key (RELAY_TLS_CERT / RELAY_TLS_KEY) are for the relay \
-                                alone: run `mcp-bridges minecraft-relay` with them and point this server at \
-                                it with --relay-url wss://... (and --relay-ca for a private CA)"
-                        .into());
-                }
                 // The in-process MCP server is one more MCP client of its own relay, with a token of its own.
                 let token = format!("{:032x}", rand::random::<u128>());
                 let settings = relay::settings(&args.relay, vec![McpToken::all(token.clone())])?;
                 let handle = relay::start(&args.relay, settings, env.links().clone()).await?;
-                let url = loopback_url(handle.addr);
+                let mut url = loopback_url(handle.addr);
+                let mut tls = None;
+                if let Some(cert) = &args.relay.tls_cert {
+                    // The in-process link trusts exactly the relay's own certificate, whatever host it names.
+                    url = url.replacen("ws://", "wss://", 1);
+                    let leaf = bridge_core::link::tls::load_certs(cert)
+                        .map_err(|e| format!("--tls-cert (RELAY_TLS_CERT): {e}"))?
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| "--tls-cert (RELAY_TLS_CERT): no certificate".to_owned())?;
+                    tls = Some(
+                        bridge_core::link::tls::client_config_pinned(leaf)
+                            .map_err(|e| format!("--tls-cert (RELAY_TLS_CERT): {e}"))?,
+                    );
+                }
                 if let Ok(mut slot) = embedded.lock() {
                     *slot = Some(handle.relay.clone());
                 }
                 env.spawn(handle.task);
-                (url, token, "embedded", None)
+                (url, token, "embedded", tls)
             }
         };
         let subscriptions = args.subscriptions()?;

@@ -266,17 +266,15 @@ async fn bad_relay_ca_flags_stop_the_mcp_server_with_an_error_naming_them() {
             ],
             "is not wss://",
         ),
-        // TLS flags without --relay-url: the embedded relay does not serve TLS.
+        // The embedded relay checks its TLS flags too.
         (
             vec![
                 "--tls-cert",
                 pems.cert(),
-                "--tls-key",
-                pems.key(),
                 "--minecraft-auth-token",
                 GAME_TOKEN,
             ],
-            "minecraft-relay",
+            "--tls-key (RELAY_TLS_KEY) is not",
         ),
     ];
     for (mut flags, wanted) in cases {
@@ -288,4 +286,46 @@ async fn bad_relay_ca_flags_stop_the_mcp_server_with_an_error_naming_them() {
         assert!(err.to_string().contains(wanted), "{flags:?}: {err}");
     }
     env.close(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn the_embedded_relay_serves_wss_and_its_own_mcp_server_links_to_it() {
+    let pems = Pems::new();
+    let port = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = McpServer::start(mc_args(&[
+        "--relay-port",
+        &port.to_string(),
+        "--minecraft-auth-token",
+        GAME_TOKEN,
+        "--tls-cert",
+        pems.cert(),
+        "--tls-key",
+        pems.key(),
+    ]))
+    .await;
+    let game = FakeGame::start_with(
+        &format!("wss://localhost:{port}/"),
+        "survival",
+        trust(&pems.cert),
+    );
+    game.wait_connected(1).await;
+    server.ready(1).await;
+    let s = ok_of(&call(&server.client, "status", json!({})).await);
+    assert_eq!(s["mode"], "embedded");
+    assert!(
+        s["relay_url"].as_str().unwrap().starts_with("wss://"),
+        "{s}"
+    );
+    let r = ok_of(&call(&server.client, "get_online_players", json!({})).await);
+    assert_eq!(r["count"], 2);
+    // Plain ws:// is not served.
+    let plain = raw_connect(&format!("ws://127.0.0.1:{port}/"), Some(GAME_TOKEN)).await;
+    assert!(plain.is_err());
+    server.stop().await;
+    game.stop();
 }

@@ -4,9 +4,11 @@
 //! Certificates and keys are read from PEM files. Every error names the file and what is wrong with it, so
 //! a bridge can prefix the flag that gave the path and fail at start-up rather than at the first connection.
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::{self, PemObject};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{RootCertStore, crypto::CryptoProvider};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -119,4 +121,70 @@ pub fn client_config(extra_ca: Option<&Path>) -> Result<Arc<ClientConfig>, TlsEr
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+/// The client side for a link to a listener of this same process (an embedded relay on loopback): the
+/// server must present exactly `cert`, whatever names it carries or whoever signed it. Pinning the very
+/// certificate is stricter than trusting its CA, and works for certificates made for another host name.
+pub fn client_config_pinned(cert: CertificateDer<'static>) -> Result<Arc<ClientConfig>, TlsError> {
+    let provider = provider();
+    let verifier = Pinned {
+        cert,
+        algorithms: provider.signature_verification_algorithms,
+    };
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Setup(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+#[derive(Debug)]
+struct Pinned {
+    cert: CertificateDer<'static>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if end_entity.as_ref() == self.cert.as_ref() {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::UnknownIssuer,
+            ))
+        }
+    }
+
+    // The handshake signatures are still checked: they prove the server holds the pinned certificate's key.
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
 }
