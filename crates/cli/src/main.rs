@@ -52,6 +52,8 @@ bridges! {
     Bitburner => bridge_bitburner::Bitburner,
     /// ComputerCraft: run Lua, move turtles and manage files on CC:Tweaked computers.
     Computercraft => bridge_computercraft::ComputerCraft,
+    /// Sandbox: disposable code sandboxes (Bouvet's tools), isolated by Linux namespaces.
+    Sandbox => bridge_sandbox::Sandbox,
     /// Minecraft: commands, players and world through the relay; game events as streams.
     Minecraft => bridge_minecraft::Minecraft,
     /// Minecraft relay alone: game adapters and MCP servers dial it (no MCP tools; see PROTOCOL.md).

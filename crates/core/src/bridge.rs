@@ -15,6 +15,18 @@ pub use contract::{BridgeEntry, BridgeEnv, BridgeError, DynEntry, Entry};
 pub use prompt::{PromptMessage, PromptOutcome, PromptRole, PromptSpec};
 
 pub(crate) type HealthFn = Arc<dyn Fn() -> Map<String, Value> + Send + Sync>;
+pub(crate) type MetricsFn = Arc<dyn Fn() -> Vec<Metric> + Send + Sync>;
+
+/// One series a bridge adds to `GET /metrics` (labelled with `bridge` by the core).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metric {
+    /// Prometheus series name, e.g. `sandbox_pool_hits_total`.
+    pub name: &'static str,
+    pub help: &'static str,
+    /// `counter` or `gauge`.
+    pub kind: &'static str,
+    pub value: f64,
+}
 
 /// A bridge ready to be served. Cheap to clone.
 #[derive(Clone)]
@@ -33,6 +45,7 @@ pub(crate) struct BridgeInner {
     pub providers: Vec<Arc<dyn ResourceProvider>>,
     pub events: EventHub,
     pub health: Option<HealthFn>,
+    pub metrics: Option<MetricsFn>,
 }
 
 /// Why a bridge could not be assembled: programming errors, caught at start-up.
@@ -55,6 +68,7 @@ pub struct BridgeBuilder {
     providers: Vec<Arc<dyn ResourceProvider>>,
     events: EventHub,
     health: Option<HealthFn>,
+    metrics: Option<MetricsFn>,
 }
 
 impl Bridge {
@@ -69,6 +83,7 @@ impl Bridge {
             providers: Vec::new(),
             events: EventHub::new(name),
             health: None,
+            metrics: None,
         }
     }
 
@@ -91,6 +106,11 @@ impl Bridge {
     /// The bridge's own part of `GET /health`.
     pub fn health(&self) -> Map<String, Value> {
         self.inner.health.as_ref().map(|f| f()).unwrap_or_default()
+    }
+
+    /// The bridge's own series for `GET /metrics`.
+    pub fn metrics(&self) -> Vec<Metric> {
+        self.inner.metrics.as_ref().map(|f| f()).unwrap_or_default()
     }
 
     #[cfg(test)]
@@ -137,6 +157,12 @@ impl BridgeBuilder {
         self
     }
 
+    /// Series added to `GET /metrics`, each labelled `bridge="<name>"`; called on every scrape, so keep it cheap.
+    pub fn metrics(&mut self, f: impl Fn() -> Vec<Metric> + Send + Sync + 'static) -> &mut Self {
+        self.metrics = Some(Arc::new(f));
+        self
+    }
+
     pub fn build(self) -> Result<Bridge, BuildError> {
         let mut tools = self.tools;
         if !self.events.streams().is_empty() {
@@ -168,6 +194,7 @@ impl BridgeBuilder {
                 providers: self.providers,
                 events: self.events,
                 health: self.health,
+                metrics: self.metrics,
             }),
         })
     }

@@ -129,6 +129,7 @@ pub(crate) async fn serve(
             super::drain::hold_until_sent,
         ));
     let app = Router::new()
+        .route("/", get(index))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .merge(mcp_routes)
@@ -187,6 +188,35 @@ async fn health(State(state): State<AppState>) -> impl IntoResponse {
     );
     body.extend(state.shared.mount.health());
     axum::Json(serde_json::Value::Object(body))
+}
+
+/// A page for a person who opens the server's address in a browser: what this is, its tools, where to point
+/// an MCP client. Behind the same access checks as the rest.
+async fn index(State(state): State<AppState>) -> impl IntoResponse {
+    let mount = &state.shared.mount;
+    let mut html = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{name}</title></head><body><h1>{name} {version}</h1>\
+         <p>An MCP server. Point an MCP client (Streamable HTTP) at <code>/mcp</code>; \
+         <a href=\"/health\">/health</a> and <a href=\"/metrics\">/metrics</a> report its state.</p>",
+        name = escape(mount.server_name()),
+        version = escape(mount.version()),
+    );
+    for bridge in mount.bridges() {
+        html.push_str(&format!("<h2>{}</h2><ul>", escape(bridge.name())));
+        for tool in bridge.tool_names() {
+            html.push_str(&format!("<li><code>{}</code></li>", escape(tool)));
+        }
+        html.push_str("</ul>");
+    }
+    html.push_str("</body></html>");
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

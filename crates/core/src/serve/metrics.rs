@@ -133,6 +133,45 @@ impl Metrics {
                 stream.published_total()
             );
         }
+        for bridge in mount.bridges() {
+            for m in bridge.metrics() {
+                let _ = writeln!(out, "# HELP {} {}", m.name, m.help);
+                let _ = writeln!(out, "# TYPE {} {}", m.name, m.kind);
+                let _ = writeln!(
+                    out,
+                    "{}{{bridge=\"{}\"}} {}",
+                    m.name,
+                    bridge.name(),
+                    m.value
+                );
+            }
+        }
         out
+    }
+}
+
+#[cfg(test)]
+mod bridge_series {
+    use super::*;
+    use crate::bridge::{Bridge, Metric};
+
+    #[test]
+    fn a_bridges_own_series_are_rendered_with_its_label() {
+        let mut b = Bridge::builder("pool", "0");
+        b.metrics(|| {
+            vec![Metric {
+                name: "pool_hits_total",
+                help: "Hits.",
+                kind: "counter",
+                value: 3.0,
+            }]
+        });
+        let mount = Mount::from(b.build().unwrap());
+        let text = Metrics::new().render(&mount);
+        assert!(text.contains("# TYPE pool_hits_total counter\n"), "{text}");
+        assert!(
+            text.contains("pool_hits_total{bridge=\"pool\"} 3\n"),
+            "{text}"
+        );
     }
 }

@@ -1,0 +1,463 @@
+//! The `namespace` launcher: turns the freshly started `sandbox-agent namespace` process into PID 1 of a
+//! new sandbox. Runs before any thread exists (user namespaces refuse multi-threaded callers).
+//!
+//! Three processes: the launcher L (in the host's namespaces; it writes the id maps, which needs a process
+//! outside the new user namespace), C (unshares every namespace, then forks), and P (PID 1 of the new pid
+//! namespace; builds the root file system, pivots into it and becomes the agent). L and C only wait and
+//! pass the exit status on; they hand the stream (stdin/stdout) to P alone. Killing L kills C and P through
+//! the parent-death signal, and when P dies the kernel kills everything else in its pid namespace.
+
+use crate::agent::AgentConfig;
+use crate::protocol::Limits;
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::signal::Signal;
+use nix::sys::statvfs::{FsFlags, statvfs};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{
+    ForkResult, Pid, fork, getegid, geteuid, getppid, pivot_root, setresgid, setresuid,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+/// The variable carrying the launch config (JSON); never argv.
+pub const LAUNCH_ENV: &str = "SANDBOX_AGENT_LAUNCH";
+/// Inside a sandbox: where the workspace and the agent's scratch files are.
+pub const WORKSPACE: &str = "/workspace";
+pub const SCRATCH: &str = "/run/agent";
+/// The unprivileged user programs run as inside, when the launcher can map one.
+pub const SANDBOX_UID: u32 = 1000;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LaunchConfig {
+    /// Host uid/gid that uid 0 inside maps to (65536 ids from there). Only honoured when the launcher runs
+    /// as root; otherwise the caller's own uid is mapped to 0 and nothing else exists.
+    pub id_base: u32,
+    /// Host paths bound read-only at the same place (`/usr`, ...). `/bin`, `/lib*`, `/sbin` follow the host:
+    /// symlinks copied, directories bound.
+    pub ro_binds: Vec<PathBuf>,
+    pub workspace_mib: u64,
+    pub tmp_mib: u64,
+    pub hostname: String,
+    /// cgroup (v1 controller or v2) directories the launcher joins before forking, limits already written.
+    #[serde(default)]
+    pub cgroups: Vec<PathBuf>,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {source}")]
+pub struct SetupError {
+    step: String,
+    source: std::io::Error,
+}
+
+fn step<T, E: Into<std::io::Error>>(
+    what: impl Into<String>,
+    r: Result<T, E>,
+) -> Result<T, SetupError> {
+    r.map_err(|e| SetupError {
+        step: what.into(),
+        source: e.into(),
+    })
+}
+
+/// What `run` leaves to the caller: in P, the agent's config (serve now); in L, the exit code.
+pub enum Launched {
+    Agent(Box<AgentConfig>),
+    Exit(i32),
+}
+
+pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
+    let mut joined = Vec::new();
+    for dir in &cfg.cgroups {
+        let procs = dir.join("cgroup.procs");
+        if fs::write(&procs, std::process::id().to_string()).is_ok() {
+            joined.push(dir.to_string_lossy().into_owned());
+        }
+    }
+    let (up_r, up_w) = step("pipe", nix::unistd::pipe())?;
+    let (go_r, go_w) = step("pipe", nix::unistd::pipe())?;
+    let launcher = nix::unistd::getpid();
+    let root = geteuid().is_root();
+    // SAFETY: no thread exists yet (this runs before the runtime starts), so the child may do anything.
+    #[allow(unsafe_code)]
+    let forked = unsafe { fork() };
+    match step("fork", forked)? {
+        ForkResult::Parent { child } => {
+            drop(up_w);
+            drop(go_r);
+            let mut byte = [0u8; 1];
+            if fs::File::from(up_r).read_exact(&mut byte).is_err() {
+                return Ok(Launched::Exit(wait_exit(child)));
+            }
+            write_id_maps(child, root, cfg.id_base)?;
+            step("signal the child", fs::File::from(go_w).write_all(b"1"))?;
+            detach_stream();
+            Ok(Launched::Exit(wait_exit(child)))
+        }
+        ForkResult::Child => {
+            drop(up_r);
+            drop(go_w);
+            die_with_parent(launcher)?;
+            step(
+                "unshare",
+                unshare(
+                    CloneFlags::CLONE_NEWUSER
+                        | CloneFlags::CLONE_NEWNS
+                        | CloneFlags::CLONE_NEWPID
+                        | CloneFlags::CLONE_NEWNET
+                        | CloneFlags::CLONE_NEWIPC
+                        | CloneFlags::CLONE_NEWUTS,
+                ),
+            )?;
+            step("tell the launcher", fs::File::from(up_w).write_all(b"1"))?;
+            let mut byte = [0u8; 1];
+            step(
+                "wait for the id maps",
+                fs::File::from(go_r).read_exact(&mut byte),
+            )?;
+            step("setresgid", setresgid(0.into(), 0.into(), 0.into()))?;
+            step("setresuid", setresuid(0.into(), 0.into(), 0.into()))?;
+            let c = nix::unistd::getpid();
+            die_with_parent(launcher)?;
+            // SAFETY: still single-threaded.
+            #[allow(unsafe_code)]
+            let forked = unsafe { fork() };
+            match step("fork pid 1", forked)? {
+                ForkResult::Parent { child } => {
+                    detach_stream();
+                    Ok(Launched::Exit(wait_exit(child)))
+                }
+                ForkResult::Child => {
+                    step(
+                        "parent-death signal",
+                        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
+                    )?;
+                    let _ = c;
+                    let agent = build_root(cfg, root, joined)?;
+                    Ok(Launched::Agent(Box::new(agent)))
+                }
+            }
+        }
+    }
+}
+
+fn die_with_parent(parent: Pid) -> Result<(), SetupError> {
+    step(
+        "parent-death signal",
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
+    )?;
+    if getppid() != parent {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn write_id_maps(child: Pid, root: bool, base: u32) -> Result<(), SetupError> {
+    let proc = PathBuf::from(format!("/proc/{child}"));
+    if root {
+        let map = format!("0 {base} 65536\n");
+        step("uid_map", fs::write(proc.join("uid_map"), &map))?;
+        step("gid_map", fs::write(proc.join("gid_map"), &map))?;
+    } else {
+        step("setgroups", fs::write(proc.join("setgroups"), "deny"))?;
+        step(
+            "uid_map",
+            fs::write(proc.join("uid_map"), format!("0 {} 1\n", geteuid())),
+        )?;
+        step(
+            "gid_map",
+            fs::write(proc.join("gid_map"), format!("0 {} 1\n", getegid())),
+        )?;
+    }
+    Ok(())
+}
+
+/// Only P keeps the host's stream: the host sees it end exactly when the agent ends.
+fn detach_stream() {
+    if let Ok(null) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+    }
+}
+
+fn wait_exit(child: Pid) -> i32 {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return code,
+            Ok(WaitStatus::Signaled(_, sig, _)) => return 128 + sig as i32,
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return 1,
+        }
+    }
+}
+
+fn mnt(
+    src: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    data: Option<&str>,
+) -> Result<(), SetupError> {
+    step(
+        format!("mount {}", target.display()),
+        mount(src, target, fstype, flags, data),
+    )
+}
+
+fn bind_ro(src: &Path, target: &Path) -> Result<(), SetupError> {
+    mnt(
+        Some(&src.to_string_lossy()),
+        target,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+    )?;
+    // A bind remount must keep the flags the host mount has locked (nodev, nosuid, noexec).
+    let mut flags =
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID;
+    if let Ok(st) = statvfs(src) {
+        if st.flags().contains(FsFlags::ST_NODEV) {
+            flags |= MsFlags::MS_NODEV;
+        }
+        if st.flags().contains(FsFlags::ST_NOEXEC) {
+            flags |= MsFlags::MS_NOEXEC;
+        }
+    }
+    mnt(None, target, None, flags, None)
+}
+
+fn tmpfs(target: &Path, opts: &str) -> Result<(), SetupError> {
+    mnt(
+        Some("tmpfs"),
+        target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(opts),
+    )
+}
+
+fn mkdir(p: &Path) -> Result<(), SetupError> {
+    step(format!("mkdir {}", p.display()), fs::create_dir_all(p))
+}
+
+/// Places host path `host` at the same path under `new`: a symlink is copied, a directory or file bound
+/// read-only. Missing host paths are skipped.
+fn mirror(new: &Path, host: &Path) -> Result<bool, SetupError> {
+    let Ok(meta) = host.symlink_metadata() else {
+        return Ok(false);
+    };
+    let rel = host.strip_prefix("/").unwrap_or(host);
+    let target = new.join(rel);
+    if let Some(parent) = target.parent() {
+        mkdir(parent)?;
+    }
+    if meta.file_type().is_symlink() {
+        let link = step("readlink", fs::read_link(host))?;
+        step(
+            format!("symlink {}", target.display()),
+            symlink(link, &target),
+        )?;
+        return Ok(true);
+    }
+    if meta.is_dir() {
+        mkdir(&target)?;
+    } else {
+        step(
+            format!("create {}", target.display()),
+            fs::write(&target, b""),
+        )?;
+    }
+    bind_ro(host, &target)?;
+    Ok(true)
+}
+
+fn build_root(
+    cfg: &LaunchConfig,
+    root: bool,
+    cgroups: Vec<String>,
+) -> Result<AgentConfig, SetupError> {
+    mnt(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+    )?;
+    // The new root is a tmpfs mounted over /tmp of this (private) mount namespace: no host directory is
+    // created, and everything vanishes with the namespace.
+    let new = Path::new("/tmp");
+    tmpfs(new, "size=1m,mode=755")?;
+    for d in ["etc", "proc", "dev", "workspace", "tmp", "run", "home"] {
+        mkdir(&new.join(d))?;
+    }
+    for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        mirror(new, Path::new(top))?;
+    }
+    for host in &cfg.ro_binds {
+        mirror(new, host)?;
+    }
+    let user = root.then_some((SANDBOX_UID, SANDBOX_UID));
+    write_etc(&new.join("etc"), &cfg.hostname)?;
+    mnt(
+        Some("proc"),
+        &new.join("proc"),
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None,
+    )?;
+    let dev = new.join("dev");
+    tmpfs(&dev, "size=64k,mode=755")?;
+    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let target = dev.join(node);
+        step("create a device file", fs::write(&target, b""))?;
+        mnt(
+            Some(&format!("/dev/{node}")),
+            &target,
+            None,
+            MsFlags::MS_BIND,
+            None,
+        )?;
+    }
+    for (name, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        step("symlink in /dev", symlink(to, dev.join(name)))?;
+    }
+    mkdir(&dev.join("shm"))?;
+    tmpfs(
+        &dev.join("shm"),
+        &format!("size={}m,mode=1777", cfg.tmp_mib),
+    )?;
+    let owner = user.map_or(String::new(), |(u, g)| format!(",uid={u},gid={g}"));
+    tmpfs(
+        &new.join("workspace"),
+        &format!("size={}m,mode=755{owner}", cfg.workspace_mib),
+    )?;
+    tmpfs(
+        &new.join("tmp"),
+        &format!("size={}m,mode=1777", cfg.tmp_mib),
+    )?;
+    tmpfs(&new.join("run"), "size=80m,mode=755")?;
+    mkdir(&new.join("run/agent"))?;
+
+    step("chdir", std::env::set_current_dir(new))?;
+    mkdir(Path::new(".oldroot"))?;
+    step("pivot_root", pivot_root(".", ".oldroot"))?;
+    step("chdir /", std::env::set_current_dir("/"))?;
+    step(
+        "unmount the old root",
+        umount2("/.oldroot", MntFlags::MNT_DETACH),
+    )?;
+    step("rmdir /.oldroot", fs::remove_dir("/.oldroot"))?;
+    mnt(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        None,
+    )?;
+    step("sethostname", nix::unistd::sethostname(&cfg.hostname))?;
+    step("no_new_privs", nix::sys::prctl::set_no_new_privs())?;
+    let lo = crate::netif::loopback_up().is_ok();
+
+    let mut enforced = BTreeMap::new();
+    enforced.insert(
+        "namespaces".into(),
+        json!(["user", "mount", "pid", "net", "ipc", "uts"]),
+    );
+    enforced.insert("read_only_root".into(), json!(true));
+    enforced.insert("workspace_tmpfs_mib".into(), json!(cfg.workspace_mib));
+    enforced.insert("tmp_tmpfs_mib".into(), json!(cfg.tmp_mib));
+    enforced.insert(
+        "network".into(),
+        json!(if lo { "lo only (up)" } else { "lo only (down)" }),
+    );
+    enforced.insert("no_new_privs".into(), json!(true));
+    enforced.insert(
+        "unprivileged_uid".into(),
+        match user {
+            Some((u, _)) => json!(format!("uid {u} inside, host uid {}", cfg.id_base + u)),
+            None => json!(false),
+        },
+    );
+    enforced.insert("rlimits".into(), rlimits_json(&cfg.limits));
+    enforced.insert("cgroups".into(), json!(cgroups));
+    enforced.insert(
+        "seccomp".into(),
+        if cfg.limits.seccomp {
+            json!(format!(
+                "deny-list of {} system calls",
+                crate::seccomp::denied_count()
+            ))
+        } else {
+            json!(false)
+        },
+    );
+    enforced.insert("landlock".into(), json!(false));
+    Ok(AgentConfig {
+        workspace: PathBuf::from(WORKSPACE),
+        scratch: PathBuf::from(SCRATCH),
+        user,
+        limits: cfg.limits.clone(),
+        enforced,
+    })
+}
+
+pub fn rlimits_json(l: &Limits) -> Value {
+    json!({
+        "data_bytes": l.data,
+        "processes": l.processes,
+        "cpu_secs": l.cpu_secs,
+        "file_size_bytes": l.file_size,
+        "open_files": l.open_files,
+    })
+}
+
+fn write_etc(etc: &Path, hostname: &str) -> Result<(), SetupError> {
+    let files = [
+        (
+            "passwd",
+            format!(
+                "root:x:0:0:root:/root:/bin/sh\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{WORKSPACE}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            ),
+        ),
+        (
+            "group",
+            format!("root:x:0:\nsandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n"),
+        ),
+        ("hostname", format!("{hostname}\n")),
+        (
+            "hosts",
+            format!("127.0.0.1 localhost {hostname}\n::1 localhost\n"),
+        ),
+    ];
+    for (name, text) in files {
+        step(
+            format!("write /etc/{name}"),
+            fs::write(etc.join(name), text),
+        )?;
+    }
+    Ok(())
+}
+
+/// The raw fd of stdin, for the agent's stream.
+pub fn stdin_fd() -> i32 {
+    std::io::stdin().as_raw_fd()
+}

@@ -1,0 +1,14 @@
+//! The sandbox guest agent: PID 1 of every sandbox, speaking one framed, multiplexed protocol
+//! ([`protocol`]) over its stdin/stdout. The `namespace` launcher ([`launch`]) builds the sandbox around it.
+
+pub mod agent;
+mod exec;
+mod files;
+pub mod launch;
+mod netif;
+pub mod outbuf;
+pub mod procs;
+pub mod protocol;
+pub mod seccomp;
+
+pub use agent::{Agent, AgentConfig, serve};

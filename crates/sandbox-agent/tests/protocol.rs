@@ -1,0 +1,424 @@
+//! The agent binary over a raw byte stream, as a backend sees it: partial and oversize frames, concurrent
+//! requests, timeouts that kill a whole process tree, code larger than argv allows, bytes for files, and
+//! PID 1 duties inside a namespace sandbox.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use sandbox_agent::protocol::{Body, ExecSpec, MAX_FRAME_BYTES, Op, Program, Reply, Request};
+use serde_json::json;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+}
+
+fn plain() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandbox-agent"));
+    let dir = std::env::temp_dir().join(format!("agent-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    cmd.current_dir(dir);
+    cmd
+}
+
+fn namespaced() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandbox-agent"));
+    cmd.arg("namespace").env(
+        "SANDBOX_AGENT_LAUNCH",
+        json!({
+            "id_base": 1_300_000_000u32, "ro_binds": ["/usr", "/etc/alternatives", "/etc/ld.so.cache"],
+            "workspace_mib": 32, "tmp_mib": 32, "hostname": "sandbox",
+            "limits": {"processes": 64, "data": 1u64 << 30}
+        })
+        .to_string(),
+    );
+    cmd
+}
+
+impl Agent {
+    fn start(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Self {
+            stdin: child.stdin.take().unwrap(),
+            stdout: child.stdout.take().unwrap(),
+            child,
+        }
+    }
+
+    async fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    async fn send(&mut self, id: u64, op: Op) {
+        let text = serde_json::to_vec(&Request { id, op }).unwrap();
+        let mut frame = (text.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&text);
+        self.send_raw(&frame).await;
+    }
+
+    async fn recv(&mut self) -> Option<Reply> {
+        let mut len = [0u8; 4];
+        self.stdout.read_exact(&mut len).await.ok()?;
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.stdout.read_exact(&mut body).await.ok()?;
+        Some(serde_json::from_slice(&body).unwrap())
+    }
+
+    /// The next final reply (chunks skipped).
+    async fn reply(&mut self) -> Reply {
+        loop {
+            let r = tokio::time::timeout(Duration::from_secs(30), self.recv())
+                .await
+                .expect("agent answered within 30 s")
+                .expect("agent stream open");
+            if r.body.is_final() {
+                return r;
+            }
+        }
+    }
+
+    async fn shell(&mut self, id: u64, command: &str, timeout_ms: Option<u64>) -> Reply {
+        let mut spec = ExecSpec::new(Program::Shell {
+            command: command.into(),
+        });
+        spec.timeout_ms = timeout_ms;
+        self.send(id, Op::Exec(Box::new(spec))).await;
+        self.reply().await
+    }
+}
+
+fn exited(r: &Reply) -> &sandbox_agent::protocol::ProcReport {
+    match &r.body {
+        Body::Exited(p) => p,
+        other => panic!("expected exited, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_frame_arriving_in_pieces_is_answered_once_whole() {
+    let mut a = Agent::start(plain());
+    let text = serde_json::to_vec(&Request {
+        id: 5,
+        op: Op::Hello,
+    })
+    .unwrap();
+    let mut frame = (text.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&text);
+    for piece in frame.chunks(3) {
+        a.send_raw(piece).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let r = a.reply().await;
+    assert_eq!(r.id, 5);
+    assert!(matches!(r.body, Body::Hello(ref h) if h.version == 1));
+}
+
+#[tokio::test]
+async fn an_oversize_frame_is_refused_by_its_header_and_ends_the_stream() {
+    let mut a = Agent::start(plain());
+    // Only the header: the agent must refuse before buffering 5 MiB.
+    a.send_raw(&((MAX_FRAME_BYTES as u32) + 1).to_be_bytes())
+        .await;
+    a.send_raw(&[b'x'; 16]).await;
+    let r = a.reply().await;
+    match r.body {
+        Body::Error { message, .. } => assert!(message.contains("limit"), "{message}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    assert!(
+        a.recv().await.is_none(),
+        "the stream ends after a framing error"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(5), a.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn a_malformed_request_gets_an_error_naming_its_id() {
+    let mut a = Agent::start(plain());
+    let text = br#"{"id":9,"op":"warp"}"#;
+    let mut frame = (text.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(text);
+    a.send_raw(&frame).await;
+    let r = a.reply().await;
+    assert_eq!(r.id, 9);
+    assert!(matches!(r.body, Body::Error { .. }));
+    a.send(10, Op::Hello).await;
+    assert_eq!(a.reply().await.id, 10, "the stream survives a bad request");
+}
+
+#[tokio::test]
+async fn concurrent_requests_run_at_once() {
+    let mut a = Agent::start(plain());
+    let started = Instant::now();
+    for id in 1..=4 {
+        let mut spec = ExecSpec::new(Program::Shell {
+            command: "sleep 1; echo done".into(),
+        });
+        spec.timeout_ms = Some(10_000);
+        a.send(id, Op::Exec(Box::new(spec))).await;
+    }
+    a.send(99, Op::Hello).await;
+    let first = a.reply().await;
+    assert_eq!(first.id, 99, "hello is not stuck behind the sleeps");
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let r = a.reply().await;
+        assert_eq!(exited(&r).stdout, b"done\n");
+        ids.push(r.id);
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, vec![1, 2, 3, 4]);
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_kills_a_process_tree_that_ignores_sigterm() {
+    // In its own pid namespace, so `pgrep` sees only this sandbox's processes.
+    let mut a = Agent::start(namespaced());
+    let started = Instant::now();
+    let r = a
+        .shell(
+            1,
+            "trap '' TERM; (trap '' TERM; sleep 60) & sleep 60 & wait",
+            Some(500),
+        )
+        .await;
+    let p = exited(&r);
+    assert!(p.timed_out);
+    assert_eq!(p.signal, Some(9));
+    // 500 ms timeout + 1 s grace, plus slack for a loaded machine.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let r = a.shell(2, "pgrep -x sleep || echo none", None).await;
+    assert_eq!(
+        exited(&r).stdout,
+        b"none\n",
+        "no sleep survived the timeout"
+    );
+}
+
+#[tokio::test]
+async fn code_larger_than_argv_allows_runs_from_a_file() {
+    let mut a = Agent::start(plain());
+    // 600 KiB of Python: far past MAX_ARG_STRLEN (128 KiB).
+    let code = format!("x = '{}'\nprint(len(x))\n", "a".repeat(600 * 1024));
+    let spec = ExecSpec::new(Program::Code {
+        language: "python".into(),
+        code,
+    });
+    a.send(1, Op::Exec(Box::new(spec))).await;
+    let r = a.reply().await;
+    assert_eq!(exited(&r).stdout, format!("{}\n", 600 * 1024).as_bytes());
+}
+
+#[tokio::test]
+async fn files_are_bytes_with_offsets_append_and_modes() {
+    let mut a = Agent::start(plain());
+    let bytes: Vec<u8> = (0..=255).collect();
+    let write = |data: Vec<u8>, offset, append, mode| Op::Write {
+        path: "d/bin".into(),
+        data,
+        offset,
+        append,
+        mode,
+    };
+    a.send(1, write(bytes.clone(), None, false, Some(0o600)))
+        .await;
+    assert!(matches!(a.reply().await.body, Body::Ok { written: 256 }));
+    a.send(2, write(vec![1, 2], None, true, None)).await;
+    a.reply().await;
+    a.send(3, write(vec![9], Some(0), false, None)).await;
+    a.reply().await;
+    a.send(
+        4,
+        Op::Read {
+            path: "d/bin".into(),
+            offset: 250,
+            length: 100,
+        },
+    )
+    .await;
+    match a.reply().await.body {
+        Body::Data { data, size, eof } => {
+            assert_eq!(size, 258);
+            assert!(eof);
+            assert_eq!(data, vec![250, 251, 252, 253, 254, 255, 1, 2]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let r = a
+        .shell(5, "head -c 1 d/bin | od -An -tu1; stat -c %a d/bin", None)
+        .await;
+    assert_eq!(
+        String::from_utf8_lossy(&exited(&r).stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["9", "600"]
+    );
+    a.send(
+        6,
+        Op::List {
+            path: ".".into(),
+            depth: 2,
+        },
+    )
+    .await;
+    match a.reply().await.body {
+        Body::Entries { entries, truncated } => {
+            assert!(!truncated);
+            let names: Vec<_> = entries.iter().map(|e| e.name.as_str()).collect();
+            assert!(
+                names.contains(&"d") && names.contains(&"d/bin"),
+                "{names:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    a.send(
+        7,
+        Op::Read {
+            path: "missing".into(),
+            offset: 0,
+            length: 1,
+        },
+    )
+    .await;
+    assert!(matches!(
+        a.reply().await.body,
+        Body::Error {
+            kind: sandbox_agent::protocol::ErrorKind::NotFound,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn output_past_the_limit_keeps_head_and_tail() {
+    let mut a = Agent::start(plain());
+    let mut spec = ExecSpec::new(Program::Shell {
+        command: "echo START; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END".into(),
+    });
+    spec.max_output = 1000;
+    a.send(1, Op::Exec(Box::new(spec))).await;
+    let r = a.reply().await;
+    let p = exited(&r);
+    assert!(p.truncated);
+    assert_eq!(p.stdout.len(), 1000);
+    assert!(p.stdout.starts_with(b"START\n"));
+    assert!(p.stdout.ends_with(b"\nEND\n"));
+    assert_eq!(p.stdout_bytes, 6 + 3_000_000 + 1 + 4);
+}
+
+#[tokio::test]
+async fn background_processes_take_stdin_signals_and_report_status() {
+    let mut a = Agent::start(plain());
+    let mut spec = ExecSpec::new(Program::Shell {
+        command: "read line; echo got:$line; sleep 60".into(),
+    });
+    spec.background = true;
+    spec.close_stdin = false;
+    a.send(1, Op::Exec(Box::new(spec))).await;
+    assert!(matches!(a.reply().await.body, Body::Started { .. }));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    a.send(
+        2,
+        Op::Stdin {
+            target: 1,
+            data: b"hi\n".to_vec(),
+            eof: true,
+        },
+    )
+    .await;
+    assert!(matches!(a.reply().await.body, Body::Ok { written: 3 }));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.send(3, Op::Status { target: 1 }).await;
+    match a.reply().await.body {
+        Body::Status(p) => {
+            assert!(p.running);
+            assert_eq!(p.stdout, b"got:hi\n");
+        }
+        other => panic!("{other:?}"),
+    }
+    a.send(
+        4,
+        Op::Signal {
+            target: 1,
+            signal: 15,
+        },
+    )
+    .await;
+    a.reply().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.send(5, Op::Status { target: 1 }).await;
+    match a.reply().await.body {
+        Body::Status(p) => {
+            assert!(!p.running);
+            assert_eq!(p.signal, Some(15));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn as_pid_1_the_agent_reaps_orphans() {
+    let mut a = Agent::start(namespaced());
+    a.send(1, Op::Hello).await;
+    match a.reply().await.body {
+        Body::Hello(h) => assert_eq!(h.pid, 1),
+        other => panic!("{other:?}"),
+    }
+    // Each `sh -c '... &'` leaves an orphan that exits a moment later and is reparented to PID 1.
+    let r = a.shell(2, "for i in 1 2 3 4 5; do sh -c 'sleep 0.1 &'; done; sleep 0.5; grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l", None).await;
+    assert_eq!(
+        String::from_utf8_lossy(&exited(&r).stdout).trim(),
+        "0",
+        "no zombies left"
+    );
+}
+
+#[tokio::test]
+async fn closing_the_stream_ends_the_agent_and_its_processes() {
+    let mut a = Agent::start(plain());
+    let mut spec = ExecSpec::new(Program::Shell {
+        command: "echo $$ > pidfile; sleep 60".into(),
+    });
+    spec.background = true;
+    a.send(1, Op::Exec(Box::new(spec))).await;
+    let pid = match a.reply().await.body {
+        Body::Started { pid } => pid,
+        other => panic!("{other:?}"),
+    };
+    drop(a.stdin);
+    let status = tokio::time::timeout(Duration::from_secs(5), a.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Gone, or a zombie waiting for the host's init to reap it: either way no longer running.
+    let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    assert!(
+        state.is_empty() || state.contains("State:\tZ"),
+        "the background process is gone: {state}"
+    );
+}

@@ -1,0 +1,264 @@
+//! Sandbox numbers (printed, never asserted): the floor (a bare `unshare` spawn of /bin/true with the same
+//! namespaces), cold create (launch to agent hello), warm create (a pop from the pool), execute_code echo
+//! through MCP (stdio framing, in-process pipe) and straight to the agent, and the host memory of 100 live
+//! sandboxes. Run: `bench/sandbox` or `cargo bench -p bridge-sandbox --bench sandbox`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bridge_core::BridgeEnv;
+use bridge_sandbox::backend::{self, BackendKind, Spec};
+use bridge_sandbox::config::SandboxArgs;
+use clap::Parser;
+use sandbox_agent::protocol::{Body, ExecSpec, Op, Program};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: SandboxArgs,
+}
+
+fn agent_bin() -> String {
+    let status = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-q",
+            "--release",
+            "-p",
+            "sandbox-agent",
+            "--bin",
+            "sandbox-agent",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("sandbox-agent")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn pct(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    (at(0.5), at(0.99), v[0])
+}
+
+fn line(what: &str, v: Vec<f64>) {
+    let n = v.len();
+    let (p50, p99, min) = pct(v);
+    println!("{what:<44} n={n:<4} p50 {p50:>8.2} ms   p99 {p99:>8.2} ms   min {min:>7.2} ms");
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Sum of RSS and PSS (kB) over the processes whose pid is in `pids`.
+fn memory(pids: &[u32]) -> (u64, u64) {
+    let mut rss = 0;
+    let mut pss = 0;
+    for p in pids {
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")) {
+            for l in text.lines() {
+                let val = || {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0)
+                };
+                if l.starts_with("Rss:") {
+                    rss += val();
+                } else if l.starts_with("Pss:") {
+                    pss += val();
+                }
+            }
+        }
+    }
+    (rss, pss)
+}
+
+fn tree(pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) {
+            for t in tasks.filter_map(Result::ok) {
+                if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                    out.extend(
+                        text.split_whitespace()
+                            .filter_map(|c| c.parse::<u32>().ok()),
+                    );
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let bin = agent_bin();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("sandbox bench (agent {bin}); load average {}", load.trim());
+
+    // The floor: the kernel's part of a namespace sandbox, no file system work.
+    let mut floor = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        let s = std::process::Command::new("unshare")
+            .args([
+                "--user",
+                "--map-root-user",
+                "--pid",
+                "--fork",
+                "--net",
+                "--mount",
+                "--ipc",
+                "--uts",
+                "/bin/true",
+            ])
+            .status()
+            .unwrap();
+        assert!(s.success());
+        floor.push(ms(t.elapsed()));
+    }
+    line("floor: unshare -U -p -n -m -i -u /bin/true", floor);
+
+    let args = Cli::parse_from([
+        "bench",
+        "--sandbox-agent-bin",
+        &bin,
+        "--sandbox-pool-min-size",
+        "0",
+        "--sandbox-max",
+        "200",
+    ])
+    .args;
+    let settings = args.settings().unwrap();
+    let spec = Spec {
+        backend: BackendKind::Namespace,
+        memory_mib: 512,
+        vcpus: 1,
+    };
+
+    let mut cold = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        let i = backend::launch(&settings, spec).await.unwrap();
+        cold.push(ms(t.elapsed()));
+        i.destroy().await;
+    }
+    line("cold create (spawn, namespaces, root, hello)", cold);
+
+    // Straight to the agent: the protocol's own cost.
+    let i = backend::launch(&settings, spec).await.unwrap();
+    let mut direct = Vec::new();
+    for n in 0..300 {
+        let spec = ExecSpec::new(Program::Shell {
+            command: format!("echo {n}"),
+        });
+        let t = Instant::now();
+        let r = i
+            .client
+            .call(Op::Exec(Box::new(spec)), Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(matches!(r, Body::Exited(_)));
+        direct.push(ms(t.elapsed()));
+    }
+    line("agent exec `echo` (sh, no MCP)", direct);
+    i.destroy().await;
+
+    // Through MCP with the warm pool on.
+    let env = BridgeEnv::new();
+    let args = Cli::parse_from([
+        "bench",
+        "--sandbox-agent-bin",
+        &bin,
+        "--sandbox-pool-min-size",
+        "3",
+        "--sandbox-max",
+        "200",
+    ])
+    .args;
+    let running = bridge_sandbox::start(args, &env).await.unwrap();
+    let mgr = running.manager.clone();
+    let client = mcp_testkit::pipe_client(running.bridge, mcp_testkit::Era::Legacy, vec![]).await;
+    let mut warm = Vec::new();
+    for _ in 0..20 {
+        while mgr.pool.idle() < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let t = Instant::now();
+        let out =
+            mcp_testkit::ok_of(&mcp_testkit::call(&client, "create_sandbox", json!({})).await);
+        warm.push(ms(t.elapsed()));
+        assert_eq!(out["from_pool"], true);
+        mcp_testkit::call(
+            &client,
+            "destroy_sandbox",
+            json!({"sandbox_id": out["sandbox_id"]}),
+        )
+        .await;
+    }
+    line("warm create_sandbox via MCP (pool hit)", warm);
+    let out = mcp_testkit::ok_of(&mcp_testkit::call(&client, "create_sandbox", json!({})).await);
+    let id = out["sandbox_id"].as_str().unwrap().to_string();
+    for (lang, code) in [("sh", "echo hi"), ("python", "print('hi')")] {
+        let mut v = Vec::new();
+        for _ in 0..if lang == "sh" { 300 } else { 50 } {
+            let t = Instant::now();
+            let r = mcp_testkit::call(
+                &client,
+                "execute_code",
+                json!({"sandbox_id": id, "language": lang, "code": code}),
+            )
+            .await;
+            v.push(ms(t.elapsed()));
+            assert_eq!(mcp_testkit::ok_of(&r)["stdout"], "hi\n");
+        }
+        line(&format!("execute_code {lang} echo via MCP"), v);
+    }
+
+    // 100 alive at once.
+    let before = memory(&[std::process::id()]);
+    let mut ids = Vec::new();
+    let t = Instant::now();
+    for _ in 0..100 {
+        let out =
+            mcp_testkit::ok_of(&mcp_testkit::call(&client, "create_sandbox", json!({})).await);
+        ids.push(out["sandbox_id"].as_str().unwrap().to_string());
+    }
+    let took = t.elapsed();
+    let mut pids = Vec::new();
+    for id in &ids {
+        let s = mgr.get(id).unwrap();
+        pids.extend(tree(s.instance.launcher_pid().unwrap()));
+    }
+    let (rss, pss) = memory(&pids);
+    let after = memory(&[std::process::id()]);
+    println!(
+        "100 sandboxes alive: created in {:.0} ms; {} processes; RSS sum {} MiB, PSS sum {} MiB ({:.2} MiB PSS each); bridge RSS {} -> {} MiB",
+        ms(took),
+        pids.len(),
+        rss / 1024,
+        pss / 1024,
+        pss as f64 / 1024.0 / 100.0,
+        before.0 / 1024,
+        after.0 / 1024
+    );
+    let t = Instant::now();
+    env.close(Duration::from_secs(60)).await;
+    println!(
+        "shutdown destroyed {} sandboxes in {:.0} ms",
+        ids.len() + 1,
+        ms(t.elapsed())
+    );
+}

@@ -1,0 +1,153 @@
+//! cgroup limits where the host lets us write them (v1 controllers as root here; a v2 controller when
+//! delegated), and the per-sandbox host directories to remove. What was really applied is reported by the
+//! agent (`enforced.cgroups`).
+
+use super::Spec;
+use crate::config::Settings;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Our parent group under every controller.
+const GROUP: &str = "mcp-bridges-sandbox";
+const ROOT: &str = "/sys/fs/cgroup";
+
+#[derive(Debug, Default)]
+pub struct Cgroups {
+    dirs: Vec<PathBuf>,
+    /// A host directory owned by this sandbox (the `process` backend's workspace).
+    owned: Option<PathBuf>,
+}
+
+impl Cgroups {
+    pub fn owned_dir(dir: PathBuf) -> Self {
+        Self {
+            dirs: Vec::new(),
+            owned: Some(dir),
+        }
+    }
+
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        self.dirs.clone()
+    }
+
+    /// Creates this sandbox's groups with its limits; a controller we cannot write is skipped.
+    pub async fn create(spec: Spec, settings: &Settings) -> Self {
+        if !settings.cgroups {
+            return Self::default();
+        }
+        let name = owned_name(&uuid::Uuid::new_v4().to_string());
+        let limits: [(&str, Vec<(&str, String)>); 3] = [
+            (
+                "memory",
+                vec![("memory.limit_in_bytes", (spec.memory_mib << 20).to_string())],
+            ),
+            (
+                "pids",
+                vec![("pids.max", settings.max_processes.to_string())],
+            ),
+            (
+                "cpu",
+                vec![
+                    ("cpu.cfs_period_us", "100000".into()),
+                    (
+                        "cpu.cfs_quota_us",
+                        (u64::from(spec.vcpus) * 100_000).to_string(),
+                    ),
+                ],
+            ),
+        ];
+        let mut dirs = Vec::new();
+        for (controller, files) in limits {
+            let dir = Path::new(ROOT).join(controller).join(GROUP).join(&name);
+            if tokio::fs::create_dir_all(&dir).await.is_err() {
+                continue;
+            }
+            let mut ok = true;
+            for (file, value) in files {
+                ok &= tokio::fs::write(dir.join(file), value).await.is_ok();
+            }
+            if ok {
+                dirs.push(dir);
+            } else {
+                let _ = tokio::fs::remove_dir(&dir).await;
+            }
+        }
+        Self { dirs, owned: None }
+    }
+
+    /// Removes the groups (emptied by the sandbox's death; retried while the kernel finishes it).
+    pub async fn remove(&self) {
+        for dir in &self.dirs {
+            for _ in 0..50 {
+                if tokio::fs::remove_dir(dir).await.is_ok() || !dir.exists() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        if let Some(dir) = &self.owned {
+            let _ = tokio::fs::remove_dir_all(dir).await;
+        }
+    }
+}
+
+/// At start: a crashed run's sandboxes are found by their cgroups (every process in them is killed, the
+/// groups removed) and its `process` directories under the state dir are removed. Returns how many groups
+/// were cleaned.
+pub async fn cleanup_orphans(settings: &Settings) -> usize {
+    let mut cleaned = 0;
+    for controller in ["memory", "pids", "cpu"] {
+        let parent = Path::new(ROOT).join(controller).join(GROUP);
+        let Ok(mut rd) = tokio::fs::read_dir(&parent).await else {
+            continue;
+        };
+        while let Ok(Some(e)) = rd.next_entry().await {
+            let dir = e.path();
+            if !orphaned(&e.file_name().to_string_lossy()) {
+                continue;
+            }
+            if let Ok(procs) = tokio::fs::read_to_string(dir.join("cgroup.procs")).await {
+                for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+            for _ in 0..50 {
+                if tokio::fs::remove_dir(&dir).await.is_ok() {
+                    cleaned += 1;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    if let Ok(mut rd) = tokio::fs::read_dir(&settings.state_dir).await {
+        while let Ok(Some(e)) = rd.next_entry().await {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(rest) = name.strip_prefix("process-")
+                && orphaned(rest)
+            {
+                let _ = tokio::fs::remove_dir_all(e.path()).await;
+            }
+        }
+    }
+    cleaned
+}
+
+/// `<our pid>-<rest>`: the name of something this process owns, so a later run can tell a crashed owner's
+/// leftovers from a live neighbour's.
+pub fn owned_name(rest: &str) -> String {
+    format!("{}-{rest}", std::process::id())
+}
+
+/// True when the owner pid in `name` is no longer alive.
+fn orphaned(name: &str) -> bool {
+    let Some(pid) = name.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+        return false;
+    };
+    pid != std::process::id() as i32
+        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH)
+}

@@ -1,0 +1,185 @@
+//! A backend is "something that runs our one agent as PID 1 and hands us a byte stream to it". Every tool
+//! works the same on every backend because they all talk to the same agent.
+
+mod cgroup;
+pub mod microvm;
+mod spawn;
+
+use crate::client::AgentClient;
+use crate::config::Settings;
+use sandbox_agent::launch::{LAUNCH_ENV, LaunchConfig};
+use sandbox_agent::protocol::{Body, Hello, Limits, Op};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio::process::Command;
+
+pub use cgroup::{Cgroups, cleanup_orphans};
+
+/// How long a sandbox may take from spawn to the agent's `hello`.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Linux namespaces (user, mount, pid, net, ipc, uts), read-only root, tmpfs workspace: the default.
+    Namespace,
+    /// A microVM (QEMU microvm / Firecracker), only when its boot self-test passes.
+    Microvm,
+    /// No isolation at all: the agent runs as a plain child. Needs --unsafe-no-isolation.
+    Process,
+}
+
+/// What a sandbox is asked to be: the pool's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Spec {
+    pub backend: BackendKind,
+    pub memory_mib: u64,
+    pub vcpus: u32,
+}
+
+/// One running sandbox: the agent's stream and the means to end it.
+#[derive(Debug)]
+pub struct Instance {
+    pub client: AgentClient,
+    pub hello: Hello,
+    pub spec: Spec,
+    pub boot: Duration,
+    process: spawn::Launched,
+    cgroups: Cgroups,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("the sandbox could not be started: {0}")]
+    Spawn(String),
+    #[error("the sandbox agent did not come up: {0}")]
+    Hello(String),
+    #[error("backend {0:?} is not available: {1}")]
+    Unavailable(BackendKind, String),
+}
+
+impl Instance {
+    /// Hard stop: the launcher is killed, the parent-death signals kill the agent, and the kernel kills the
+    /// rest of the pid namespace. Waits until the launcher is reaped, then removes the cgroups.
+    pub async fn destroy(&self) {
+        self.client.close("sandbox destroyed");
+        self.process.kill().await;
+        self.cgroups.remove().await;
+    }
+
+    /// The host pid of the launcher (tests check it is gone).
+    pub fn launcher_pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+}
+
+/// Starts one sandbox of `spec` and waits for its agent's `hello`.
+pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchError> {
+    let started = Instant::now();
+    let limits = Limits {
+        data: Some(spec.memory_mib << 20),
+        processes: Some(settings.max_processes),
+        cpu_secs: Some(settings.cpu_secs),
+        file_size: Some(settings.max_file_mib << 20),
+        open_files: Some(1024),
+        seccomp: spec.backend == BackendKind::Namespace,
+    };
+    let (command, cgroups) = match spec.backend {
+        BackendKind::Namespace => {
+            let cgroups = Cgroups::create(spec, settings).await;
+            let cfg = LaunchConfig {
+                id_base: settings.id_base,
+                ro_binds: settings.ro_binds.clone(),
+                workspace_mib: settings.workspace_mib,
+                tmp_mib: settings.tmp_mib,
+                hostname: "sandbox".into(),
+                cgroups: cgroups.dirs(),
+                limits,
+            };
+            let json =
+                serde_json::to_string(&cfg).map_err(|e| LaunchError::Spawn(e.to_string()))?;
+            let mut cmd = Command::new(&settings.agent_bin);
+            cmd.arg("namespace").env_clear().env(LAUNCH_ENV, json);
+            (cmd, cgroups)
+        }
+        BackendKind::Process => {
+            let dir = settings.state_dir.join(format!(
+                "process-{}",
+                cgroup::owned_name(&uuid::Uuid::new_v4().to_string())
+            ));
+            let workspace = dir.join("workspace");
+            let scratch = dir.join("scratch");
+            for d in [&workspace, &scratch] {
+                tokio::fs::create_dir_all(d)
+                    .await
+                    .map_err(|e| LaunchError::Spawn(format!("{}: {e}", d.display())))?;
+            }
+            let cfg = sandbox_agent::AgentConfig {
+                workspace,
+                scratch,
+                user: None,
+                limits,
+                enforced: [("isolation".to_string(), serde_json::json!("none"))].into(),
+            };
+            let json =
+                serde_json::to_string(&cfg).map_err(|e| LaunchError::Spawn(e.to_string()))?;
+            let mut cmd = Command::new(&settings.agent_bin);
+            cmd.env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("SANDBOX_AGENT_CONFIG", json)
+                .current_dir(&dir);
+            (cmd, Cgroups::owned_dir(dir))
+        }
+        BackendKind::Microvm => {
+            return Err(LaunchError::Unavailable(
+                BackendKind::Microvm,
+                microvm::probe(settings).reason,
+            ));
+        }
+    };
+    let (process, conn) = match spawn::start(command, &settings.agent_bin) {
+        Ok(p) => p,
+        Err(e) => {
+            cgroups.remove().await;
+            return Err(e);
+        }
+    };
+    let client = AgentClient::new(conn);
+    let hello = match client.call(Op::Hello, BOOT_TIMEOUT).await {
+        Ok(Body::Hello(h)) => h,
+        other => {
+            let why = match other {
+                Ok(body) => format!("unexpected answer {body:?}"),
+                Err(e) => e.to_string(),
+            };
+            let stderr = process.stderr_text().await;
+            process.kill().await;
+            cgroups.remove().await;
+            return Err(LaunchError::Hello(format!("{why}; agent stderr: {stderr}")));
+        }
+    };
+    Ok(Instance {
+        client,
+        hello,
+        spec,
+        boot: started.elapsed(),
+        process,
+        cgroups,
+    })
+}
+
+/// Where the agent binary is when not configured: beside this executable (or one level up, as cargo lays
+/// out test binaries in `target/<profile>/deps`).
+pub fn default_agent_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    let here = dir.join("sandbox-agent");
+    if here.exists() {
+        return here;
+    }
+    dir.parent()
+        .map(|p| p.join("sandbox-agent"))
+        .filter(|p| p.exists())
+        .unwrap_or(here)
+}

@@ -1,0 +1,251 @@
+//! The live sandboxes by id: create (warm pool first, cold start outside every lock), look up (one generic
+//! not-found for unknown and malformed ids alike, as Bouvet), destroy, and the reaper for idle and
+//! over-age sandboxes.
+
+use crate::backend::{self, Instance, Spec, microvm};
+use crate::config::Settings;
+use crate::pool::Pool;
+use crate::time::rfc3339;
+use bridge_core::ToolError;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Bouvet's words, for unknown and malformed ids alike: nothing tells a prober which ids exist.
+pub const NOT_FOUND: &str = "Sandbox not found or invalid ID";
+
+pub struct Sandbox {
+    pub id: Uuid,
+    pub created_at: SystemTime,
+    created: Instant,
+    last_used: Mutex<Instant>,
+    pub instance: Instance,
+    pub pooled: bool,
+}
+
+impl Sandbox {
+    pub fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
+    }
+
+    /// When the reaper will take it, as things stand.
+    pub fn expires_at(&self, s: &Settings) -> SystemTime {
+        let by_idle = s.idle_timeout.saturating_sub(self.idle_for());
+        let by_age = s.max_lifetime.saturating_sub(self.created.elapsed());
+        SystemTime::now() + by_idle.min(by_age)
+    }
+
+    pub fn describe(&self, s: &Settings) -> Value {
+        let state = if self.instance.client.is_closed() {
+            "dead"
+        } else {
+            "running"
+        };
+        json!({
+            "sandbox_id": self.id.to_string(),
+            "state": state,
+            "created_at": rfc3339(self.created_at),
+            "expires_at": rfc3339(self.expires_at(s)),
+            "backend": self.instance.spec.backend,
+            "memory_mib": self.instance.spec.memory_mib,
+            "vcpu_count": self.instance.spec.vcpus,
+            "languages": self.instance.hello.languages,
+            "isolation": self.instance.hello.enforced,
+            "from_pool": self.pooled,
+        })
+    }
+}
+
+pub struct Manager {
+    pub settings: Settings,
+    pub pool: Arc<Pool>,
+    sandboxes: Mutex<HashMap<Uuid, Arc<Sandbox>>>,
+    /// Creates under way, counted against the cap before they finish.
+    reserved: AtomicUsize,
+    pub microvm: microvm::Probe,
+    pub orphans_cleaned: usize,
+}
+
+impl Manager {
+    pub async fn new(settings: Settings) -> Arc<Self> {
+        let orphans_cleaned = backend::cleanup_orphans(&settings).await;
+        if orphans_cleaned > 0 {
+            tracing::warn!(
+                orphans_cleaned,
+                "removed sandboxes left behind by a crashed run"
+            );
+        }
+        let default = Spec {
+            backend: settings.backend,
+            memory_mib: settings.memory_mib,
+            vcpus: settings.vcpus,
+        };
+        Arc::new(Self {
+            pool: Pool::new(settings.clone(), default),
+            microvm: microvm::probe(&settings),
+            settings,
+            sandboxes: Mutex::new(HashMap::new()),
+            reserved: AtomicUsize::new(0),
+            orphans_cleaned,
+        })
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<Uuid, Arc<Sandbox>>> {
+        self.sandboxes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn spec(&self, memory_mib: Option<u64>, vcpus: Option<u32>) -> Spec {
+        Spec {
+            backend: self.settings.backend,
+            memory_mib: memory_mib.unwrap_or(self.settings.memory_mib),
+            vcpus: vcpus.unwrap_or(self.settings.vcpus),
+        }
+    }
+
+    pub async fn create(&self, spec: Spec) -> Result<Arc<Sandbox>, ToolError> {
+        let max = self.settings.max_sandboxes;
+        let taken = self.reserved.fetch_add(1, Ordering::SeqCst) + self.len();
+        let release = Release(&self.reserved);
+        if taken >= max {
+            return Err(ToolError::busy(format!(
+                "{max} sandboxes are alive (the limit, SANDBOX_MAX_SANDBOXES); destroy one first"
+            )));
+        }
+        let (instance, pooled) = match self.pool.take(spec) {
+            Some(i) => (i, true),
+            None => {
+                let i = backend::launch(&self.settings, spec)
+                    .await
+                    .map_err(|e| ToolError::remote(e.to_string()))?;
+                self.pool.record_boot(i.boot);
+                (i, false)
+            }
+        };
+        let sandbox = Arc::new(Sandbox {
+            id: Uuid::new_v4(),
+            created_at: SystemTime::now(),
+            created: Instant::now(),
+            last_used: Mutex::new(Instant::now()),
+            instance,
+            pooled,
+        });
+        self.map().insert(sandbox.id, Arc::clone(&sandbox));
+        drop(release);
+        Ok(sandbox)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The sandbox named by `id`, renewed; any failure is the one generic not-found.
+    pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, ToolError> {
+        let found = Uuid::parse_str(id.trim())
+            .ok()
+            .and_then(|u| self.map().get(&u).cloned());
+        match found {
+            Some(s) => {
+                s.touch();
+                Ok(s)
+            }
+            None => Err(ToolError::not_found(NOT_FOUND)),
+        }
+    }
+
+    pub async fn destroy(&self, id: &str) -> Result<(), ToolError> {
+        let removed = Uuid::parse_str(id.trim())
+            .ok()
+            .and_then(|u| self.map().remove(&u));
+        let Some(sandbox) = removed else {
+            return Err(ToolError::not_found(NOT_FOUND));
+        };
+        finish(sandbox).await;
+        Ok(())
+    }
+
+    pub fn list(&self) -> Vec<Arc<Sandbox>> {
+        let mut all: Vec<_> = self.map().values().cloned().collect();
+        all.sort_by_key(|s| s.created_at);
+        all
+    }
+
+    /// Destroys every sandbox and every warm one.
+    pub async fn destroy_all(&self) {
+        let all: Vec<_> = self.map().drain().map(|(_, s)| s).collect();
+        let warm = self.pool.drain();
+        let mut tasks = Vec::new();
+        for s in all {
+            tasks.push(tokio::spawn(finish(s)));
+        }
+        for i in warm {
+            tasks.push(tokio::spawn(async move { i.destroy().await }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Every second: destroy sandboxes idle longer than the idle timeout, older than the max lifetime, or
+    /// whose agent is gone.
+    pub async fn reap(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            let expired: Vec<Arc<Sandbox>> = {
+                let mut map = self.map();
+                let ids: Vec<Uuid> = map
+                    .values()
+                    .filter(|s| {
+                        s.idle_for() >= self.settings.idle_timeout
+                            || s.created.elapsed() >= self.settings.max_lifetime
+                    })
+                    .map(|s| s.id)
+                    .collect();
+                ids.iter().filter_map(|id| map.remove(id)).collect()
+            };
+            for s in expired {
+                tracing::info!(sandbox = %s.id, "sandbox expired");
+                finish(s).await;
+            }
+        }
+    }
+
+    /// What the isolation really is, from the newest sandbox's agent (or the backend's description).
+    pub fn isolation(&self) -> Value {
+        let newest = self.list().pop();
+        match newest {
+            Some(s) => json!(s.instance.hello.enforced),
+            None => json!(null),
+        }
+    }
+}
+
+/// Destroys a sandbox; a call still in flight on it fails at once (its stream is closed).
+async fn finish(sandbox: Arc<Sandbox>) {
+    sandbox.instance.destroy().await;
+}
+
+struct Release<'a>(&'a AtomicUsize);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}

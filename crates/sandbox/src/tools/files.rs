@@ -1,0 +1,306 @@
+//! read_file, write_file, list_directory: Bouvet's `{content}`, `{success}`, `{entries: [{name, is_dir,
+//! size}]}`, extended with encoding (utf8/base64), offset/length, mode, append, depth. Up to 10 MiB of
+//! content a call, moved in 1 MiB chunks so no frame to the agent is large.
+
+use super::agent_error;
+use crate::manager::Manager;
+use bridge_core::{BridgeBuilder, ToolCtx, ToolError, ToolSpec, Validate, check};
+use sandbox_agent::protocol::{Body, Entry, MAX_CHUNK_BYTES, Op, b64};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The seed's 10 MB content limit, as bytes of the file.
+pub const MAX_CONTENT_BYTES: usize = 10 << 20;
+/// Bytes one read_file returns: its result carries the content twice (text and structured), and MCP
+/// clients and servers refuse messages over 16 MiB (rmcp's line and SSE event limit). Larger files are read
+/// in pages with `offset` (the result's `size` and `truncated` say how much is left).
+pub const MAX_READ_BYTES: usize = 4 << 20;
+const CHUNK_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    /// UTF-8 text (invalid bytes read as U+FFFD).
+    #[default]
+    Utf8,
+    /// Any bytes, as standard base64.
+    Base64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    pub sandbox_id: String,
+    /// File path (relative paths are under /workspace).
+    pub path: String,
+    /// How `content` is returned (default utf8).
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// First byte to read (default 0).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Bytes to read (default: to the end, at most 4 MiB a call; page with offset).
+    #[serde(default)]
+    pub length: Option<u64>,
+}
+impl Validate for ReadArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        check::non_empty("path", &self.path)?;
+        if let Some(l) = self.length {
+            check::in_range("length", l, 0, MAX_READ_BYTES as u64)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReadResult {
+    pub content: String,
+    pub encoding: Encoding,
+    /// The file's whole size in bytes.
+    pub size: u64,
+    /// Bytes returned.
+    pub bytes: u64,
+    /// True when the file goes on past what was returned.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    pub sandbox_id: String,
+    /// File path (relative paths are under /workspace); missing directories are created.
+    pub path: String,
+    /// The content (at most 10 MiB of bytes), as text or base64 per `encoding`.
+    pub content: String,
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// Permission bits in octal, e.g. "755" (default 644 for a new file).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Add to the end instead of replacing.
+    #[serde(default)]
+    pub append: bool,
+    /// Write at this byte offset without truncating (ignored with append).
+    #[serde(default)]
+    pub offset: Option<u64>,
+}
+impl Validate for WriteArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        check::non_empty("path", &self.path)?;
+        let limit = match self.encoding {
+            Encoding::Utf8 => MAX_CONTENT_BYTES,
+            Encoding::Base64 => MAX_CONTENT_BYTES.div_ceil(3) * 4,
+        };
+        check::max_bytes("content", &self.content, limit)?;
+        if let Some(m) = &self.mode {
+            parse_mode(m)?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_mode(m: &str) -> Result<u32, ToolError> {
+    let digits = m.trim().trim_start_matches("0o");
+    u32::from_str_radix(digits, 8)
+        .ok()
+        .filter(|v| *v <= 0o7777)
+        .ok_or_else(|| {
+            ToolError::invalid_argument(
+                "mode",
+                format!("{m:?} is not octal permission bits like \"644\""),
+            )
+        })
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WriteResult {
+    pub success: bool,
+    pub bytes_written: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    pub sandbox_id: String,
+    /// Directory (relative paths are under /workspace).
+    pub path: String,
+    /// Levels to descend (default 1: the directory's own entries; names below carry their relative path).
+    #[serde(default)]
+    pub depth: Option<u32>,
+}
+impl Validate for ListArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        check::non_empty("path", &self.path)?;
+        if let Some(d) = self.depth {
+            check::in_range("depth", d, 1, 64)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListResult {
+    pub entries: Vec<ListEntry>,
+    /// True when more than 10,000 entries were found and the rest left out.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListEntry {
+    pub name: String,
+    pub is_dir: bool,
+    pub size: u64,
+}
+
+impl From<Entry> for ListEntry {
+    fn from(e: Entry) -> Self {
+        Self {
+            name: e.name,
+            is_dir: e.is_dir,
+            size: e.size,
+        }
+    }
+}
+
+pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
+    b.tool(
+        ToolSpec::new(
+            "read_file",
+            "Read a file in a sandbox (text, or base64 for any bytes). At most 4 MiB a call: page through larger \
+             files with offset (size and truncated say what is left).",
+        )
+        .read_only()
+        .timeout(Duration::from_secs(120))
+        .handler_on(Arc::clone(mgr), |m, a: ReadArgs, _: ToolCtx| async move { read(&m, a).await }),
+    );
+    b.tool(
+        ToolSpec::new(
+            "write_file",
+            "Write a file in a sandbox (text, or base64 for any bytes; mode, append, offset). Up to 10 MiB.",
+        )
+        .timeout(Duration::from_secs(120))
+        .handler_on(Arc::clone(mgr), |m, a: WriteArgs, _: ToolCtx| async move { write(&m, a).await }),
+    );
+    b.tool(
+        ToolSpec::new(
+            "list_directory",
+            "List a directory in a sandbox: entries with name, is_dir and size; depth > 1 descends.",
+        )
+        .read_only()
+        .handler_on(Arc::clone(mgr), |m, a: ListArgs, _: ToolCtx| async move {
+            let s = m.get(&a.sandbox_id)?;
+            let op = Op::List {
+                path: a.path,
+                depth: a.depth.unwrap_or(1),
+            };
+            match s.instance.client.call(op, CHUNK_TIMEOUT).await? {
+                Body::Entries { entries, truncated } => Ok(ListResult {
+                    entries: entries.into_iter().map(ListEntry::from).collect(),
+                    truncated,
+                }),
+                other => Err(agent_error(other)),
+            }
+        }),
+    );
+}
+
+async fn read(m: &Manager, a: ReadArgs) -> Result<ReadResult, ToolError> {
+    let s = m.get(&a.sandbox_id)?;
+    let start = a.offset.unwrap_or(0);
+    let want = a
+        .length
+        .unwrap_or(MAX_READ_BYTES as u64)
+        .min(MAX_READ_BYTES as u64);
+    let mut data = Vec::new();
+    let size;
+    loop {
+        let left = want - data.len() as u64;
+        let op = Op::Read {
+            path: a.path.clone(),
+            offset: start + data.len() as u64,
+            length: left.min(MAX_CHUNK_BYTES as u64),
+        };
+        match s.instance.client.call(op, CHUNK_TIMEOUT).await? {
+            Body::Data {
+                data: d,
+                size: sz,
+                eof,
+            } => {
+                let done = eof || d.is_empty() || data.len() as u64 + d.len() as u64 >= want;
+                data.extend_from_slice(&d);
+                if done {
+                    size = sz;
+                    break;
+                }
+            }
+            other => return Err(agent_error(other)),
+        }
+    }
+    let bytes = data.len() as u64;
+    let content = match a.encoding {
+        Encoding::Utf8 => String::from_utf8_lossy(&data).into_owned(),
+        Encoding::Base64 => b64::encode(&data),
+    };
+    Ok(ReadResult {
+        content,
+        encoding: a.encoding,
+        size,
+        bytes,
+        truncated: start + bytes < size,
+    })
+}
+
+async fn write(m: &Manager, a: WriteArgs) -> Result<WriteResult, ToolError> {
+    let bytes = match a.encoding {
+        Encoding::Utf8 => a.content.into_bytes(),
+        Encoding::Base64 => b64::decode(a.content.trim()).map_err(|e| {
+            ToolError::invalid_argument("content", format!("is not valid base64: {e}"))
+        })?,
+    };
+    if bytes.len() > MAX_CONTENT_BYTES {
+        return Err(ToolError::invalid_argument(
+            "content",
+            format!(
+                "is {} bytes; the limit is {MAX_CONTENT_BYTES} bytes",
+                bytes.len()
+            ),
+        ));
+    }
+    let mode = a.mode.as_deref().map(parse_mode).transpose()?;
+    let s = m.get(&a.sandbox_id)?;
+    let mut written = 0u64;
+    let mut first = true;
+    // An empty write still creates or truncates the file.
+    let chunks: Vec<&[u8]> = if bytes.is_empty() {
+        vec![&[]]
+    } else {
+        bytes.chunks(MAX_CHUNK_BYTES).collect()
+    };
+    for chunk in chunks {
+        let (offset, append) = match (a.append, a.offset) {
+            (true, _) => (None, true),
+            (false, Some(off)) => (Some(off + written), false),
+            // Replace: the first chunk truncates, the rest append.
+            (false, None) => (None, !first),
+        };
+        let op = Op::Write {
+            path: a.path.clone(),
+            data: chunk.to_vec(),
+            offset,
+            append,
+            mode,
+        };
+        match s.instance.client.call(op, CHUNK_TIMEOUT).await? {
+            Body::Ok { written: n } => written += n,
+            other => return Err(agent_error(other)),
+        }
+        first = false;
+    }
+    Ok(WriteResult {
+        success: true,
+        bytes_written: written,
+    })
+}

@@ -1,0 +1,201 @@
+//! Background processes: start_process, process_status, process_output, kill_process. A process's id is
+//! the agent's handle for it; its output is kept head-and-tail (1 MiB per stream) until it is forgotten.
+
+use super::agent_error;
+use super::exec::{ExecOpts, ExecResult, exec_spec};
+use crate::manager::Manager;
+use bridge_core::{BridgeBuilder, ToolCtx, ToolError, ToolSpec, Validate, check};
+use sandbox_agent::protocol::{Body, MAX_CODE_BYTES, Op, Program};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartArgs {
+    pub sandbox_id: String,
+    /// A shell command (sh), e.g. `python3 -m http.server 8000`.
+    pub command: String,
+    /// Seconds before the process group is killed (default: runs until killed or the sandbox ends).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Text for its standard input, then end of file.
+    #[serde(default)]
+    pub stdin: Option<String>,
+}
+impl Validate for StartArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        check::non_empty("command", &self.command)?;
+        check::max_bytes("command", &self.command, MAX_CODE_BYTES)?;
+        self.opts().validate()
+    }
+}
+impl StartArgs {
+    fn opts(&self) -> ExecOpts {
+        ExecOpts {
+            timeout_secs: self.timeout_secs,
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            stdin: self.stdin.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Started {
+    /// Give it to process_status, process_output and kill_process.
+    pub process_id: u64,
+    /// Its pid inside the sandbox.
+    pub pid: i32,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcArgs {
+    pub sandbox_id: String,
+    pub process_id: u64,
+}
+impl Validate for ProcArgs {}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KillArgs {
+    pub sandbox_id: String,
+    pub process_id: u64,
+    /// Signal number for the whole process group (default 9, SIGKILL; 15 is SIGTERM).
+    #[serde(default)]
+    pub signal: Option<i32>,
+}
+impl Validate for KillArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        if let Some(s) = self.signal {
+            check::in_range("signal", s, 1, 64)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Status {
+    pub running: bool,
+    pub pid: i32,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub running: bool,
+    #[serde(flatten)]
+    pub result: ExecResult,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Killed {
+    pub success: bool,
+}
+
+pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
+    b.tool(
+        ToolSpec::new(
+            "start_process",
+            "Start a shell command in the background in a sandbox; returns a process_id for process_status, \
+             process_output and kill_process.",
+        )
+        .open_world()
+        .handler_on(Arc::clone(mgr), |m, a: StartArgs, _: ToolCtx| async move {
+            let s = m.get(&a.sandbox_id)?;
+            let opts = a.opts();
+            let mut spec = exec_spec(&m, Program::Shell { command: a.command }, opts)?;
+            if a.timeout_secs.is_none() {
+                spec.timeout_ms = None;
+            }
+            spec.background = true;
+            let (id, pending) = s.instance.client.start(Op::Exec(Box::new(spec)), None).await?;
+            match pending.wait(CALL_TIMEOUT).await? {
+                Body::Started { pid } => Ok(Started { process_id: id, pid }),
+                other => Err(agent_error(other)),
+            }
+        }),
+    );
+    b.tool(
+        ToolSpec::new(
+            "process_status",
+            "Whether a background process runs, and how it ended.",
+        )
+        .read_only()
+        .handler_on(Arc::clone(mgr), |m, a: ProcArgs, _: ToolCtx| async move {
+            let s = m.get(&a.sandbox_id)?;
+            match s
+                .instance
+                .client
+                .call(
+                    Op::Status {
+                        target: a.process_id,
+                    },
+                    CALL_TIMEOUT,
+                )
+                .await?
+            {
+                Body::Status(r) => Ok(Status {
+                    running: r.running,
+                    pid: r.pid,
+                    exit_code: r.exit_code,
+                    signal: r.signal,
+                    timed_out: r.timed_out,
+                    stdout_bytes: r.stdout_bytes,
+                    stderr_bytes: r.stderr_bytes,
+                    duration_ms: r.duration_ms,
+                }),
+                other => Err(agent_error(other)),
+            }
+        }),
+    );
+    b.tool(
+        ToolSpec::new(
+            "process_output",
+            "A background process's output so far (first and last halves of 1 MiB per stream) and state.",
+        )
+        .read_only()
+        .handler_on(Arc::clone(mgr), |m, a: ProcArgs, _: ToolCtx| async move {
+            let s = m.get(&a.sandbox_id)?;
+            match s.instance.client.call(Op::Status { target: a.process_id }, CALL_TIMEOUT).await? {
+                Body::Status(r) => Ok(Output {
+                    running: r.running,
+                    result: r.into(),
+                }),
+                other => Err(agent_error(other)),
+            }
+        }),
+    );
+    b.tool(
+        ToolSpec::new(
+            "kill_process",
+            "Send a signal (default SIGKILL) to a background process's whole group.",
+        )
+        .destructive()
+        .handler_on(Arc::clone(mgr), |m, a: KillArgs, _: ToolCtx| async move {
+            let s = m.get(&a.sandbox_id)?;
+            let op = Op::Signal {
+                target: a.process_id,
+                signal: a.signal.unwrap_or(9),
+            };
+            match s.instance.client.call(op, CALL_TIMEOUT).await? {
+                Body::Ok { .. } => Ok(Killed { success: true }),
+                other => Err(agent_error(other)),
+            }
+        }),
+    );
+}

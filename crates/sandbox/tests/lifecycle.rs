@@ -1,0 +1,157 @@
+//! Warm pool, expiry, keepalive, shutdown, orphans from a crashed run, and a dead agent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::json;
+use std::time::{Duration, Instant};
+use support::{dead, descendants, error_of, eventually, start};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_serves_warm_sandboxes_per_spec_and_refills() {
+    let h = start(&["--sandbox-pool-min-size", "2"]).await;
+    let pool = std::sync::Arc::clone(&h.manager.pool);
+    eventually("the pool to fill", || pool.idle() == 2).await;
+    let warm = h.ok("create_sandbox", json!({})).await;
+    assert_eq!(warm["from_pool"], true);
+    eventually("the pool to refill", || pool.idle() == 2).await;
+    // Another spec is a miss (a pooled sandbox never ignores the requested resources) ...
+    let cold = h.ok("create_sandbox", json!({"memory_mib": 300})).await;
+    assert_eq!(cold["from_pool"], false);
+    // ... and is kept warm from then on.
+    eventually("the new spec to be warm", || pool.idle() == 3).await;
+    let warm2 = h.ok("create_sandbox", json!({"memory_mib": 300})).await;
+    assert_eq!(warm2["from_pool"], true);
+    let list = h.ok("list_sandboxes", json!({})).await;
+    let mems: Vec<_> = list["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["memory_mib"].clone())
+        .collect();
+    assert_eq!(mems, vec![json!(512), json!(300), json!(300)]);
+    let stats = pool.stats();
+    assert_eq!(stats["hits"], 2);
+    assert_eq!(stats["misses"], 1);
+    assert!(stats["boot_ms_p50"].as_u64().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sandboxes_expire_and_keepalive_renews() {
+    let h = start(&["--sandbox-idle-timeout-secs", "2"]).await;
+    let kept = h.create().await;
+    let idle = h.create().await;
+    let idle_launcher = h.launcher_pid(&idle);
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        h.ok("keepalive", json!({"sandbox_id": kept})).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let gone = error_of(
+        &h.call(
+            "run_command",
+            json!({"sandbox_id": idle, "command": "true"}),
+        )
+        .await,
+    );
+    assert_eq!(gone["code"], "E_NOT_FOUND");
+    assert!(dead(idle_launcher));
+    assert_eq!(h.sh(&kept, "echo still").await["stdout"], "still\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_maximum_lifetime_holds_despite_keepalive() {
+    let h = start(&["--sandbox-max-lifetime-secs", "2"]).await;
+    let id = h.create().await;
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut expired = false;
+    while Instant::now() < until {
+        if h.call("keepalive", json!({"sandbox_id": id}))
+            .await
+            .is_error
+            == Some(true)
+        {
+            expired = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(expired, "the sandbox outlived its maximum lifetime");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_destroys_every_sandbox_and_the_warm_ones() {
+    let h = start(&["--sandbox-pool-min-size", "1"]).await;
+    let pool = std::sync::Arc::clone(&h.manager.pool);
+    eventually("the pool to fill", || pool.idle() == 1).await;
+    let a = h.create().await;
+    let b = h.create().await;
+    let mut pids = Vec::new();
+    for id in [&a, &b] {
+        let l = h.launcher_pid(id);
+        pids.push(l);
+        pids.extend(descendants(l));
+    }
+    h.env.close(Duration::from_secs(10)).await;
+    assert!(h.manager.is_empty());
+    assert_eq!(pool.idle(), 0);
+    eventually("every sandbox process to die", || {
+        pids.iter().all(|p| dead(*p))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_agent_fails_the_call_in_flight_at_once() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let launcher = h.launcher_pid(&id);
+    let call = h.call(
+        "run_command",
+        json!({"sandbox_id": id, "command": "sleep 60", "timeout_secs": 120}),
+    );
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // PID 1 of the sandbox: the launcher's grandchild.
+        let pid1 = *descendants(launcher).get(1).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid1 as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    };
+    let started = Instant::now();
+    let (r, ()) = tokio::join!(call, killer);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let e = error_of(&r);
+    assert_eq!(e["code"], "E_DISCONNECTED", "{e}");
+    let list = h.ok("list_sandboxes", json!({})).await;
+    assert_eq!(list["sandboxes"][0]["state"], "dead");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_runs_sandboxes_are_cleaned_at_start() {
+    // A crashed bridge leaves cgroups named after its (now dead) pid with live processes in them.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+    let dir = std::path::PathBuf::from(format!(
+        "/sys/fs/cgroup/pids/mcp-bridges-sandbox/{dead_pid}-orphan"
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Orphaned like a crashed run's: its parent is gone, so it is not this test's zombie once killed.
+    let out = std::process::Command::new("sh")
+        .args(["-c", "sleep 300 >/dev/null 2>&1 & echo $!"])
+        .output()
+        .unwrap();
+    let orphan: u32 = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::write(dir.join("cgroup.procs"), orphan.to_string()).unwrap();
+    let _h = start(&[]).await;
+    // Whichever bridge starts first cleans it (tests run side by side); it is gone once ours has started.
+    assert!(!dir.exists());
+    eventually("the orphan to die", || dead(orphan)).await;
+}

@@ -1,0 +1,189 @@
+//! The bridge in-process with a real rmcp client (stdio framing over a pipe, or HTTP on loopback), real
+//! sandboxes from the real agent binary, and the host-side checks the containment tests need.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use bridge_core::BridgeEnv;
+use bridge_core::serve::{HttpOptions, serve_http};
+use bridge_sandbox::config::SandboxArgs;
+use bridge_sandbox::manager::Manager;
+use clap::Parser;
+use mcp_testkit::Era;
+use rmcp::model::CallToolResult;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+#[allow(unused_imports)]
+pub use mcp_testkit::{error_of, ok_of};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: SandboxArgs,
+}
+
+/// The agent binary, built once per test process (cargo does nothing when it is up to date).
+pub fn agent_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "sandbox-agent",
+                "--bin",
+                "sandbox-agent",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building sandbox-agent failed");
+        let exe = std::env::current_exe().unwrap();
+        // target/<profile>/deps/<test> -> target/<profile>/sandbox-agent
+        exe.parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("sandbox-agent")
+    })
+    .clone()
+}
+
+pub fn args(extra: &[&str]) -> SandboxArgs {
+    let bin = agent_bin();
+    let mut argv = vec![
+        "test".to_string(),
+        "--sandbox-agent-bin".into(),
+        bin.to_string_lossy().into_owned(),
+    ];
+    // No warm pool unless a test asks: sandboxes booting in the background would blur what tests count.
+    if !extra.contains(&"--sandbox-pool-min-size") {
+        argv.extend(["--sandbox-pool-min-size".into(), "0".into()]);
+    }
+    argv.extend(extra.iter().map(|s| (*s).to_string()));
+    Cli::parse_from(argv).args
+}
+
+pub struct Harness {
+    pub client: mcp_testkit::Client,
+    pub manager: Arc<Manager>,
+    pub env: BridgeEnv,
+    pub http: Option<SocketAddr>,
+    stop: CancellationToken,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.env.links().cancel();
+    }
+}
+
+pub async fn start(extra: &[&str]) -> Harness {
+    start_era(extra, Era::Legacy).await
+}
+
+pub async fn start_era(extra: &[&str], era: Era) -> Harness {
+    let env = BridgeEnv::new();
+    let running = bridge_sandbox::start(args(extra), &env).await.unwrap();
+    let client = mcp_testkit::pipe_client(running.bridge, era, vec![]).await;
+    Harness {
+        client,
+        manager: running.manager,
+        env,
+        http: None,
+        stop: CancellationToken::new(),
+    }
+}
+
+pub async fn start_http(extra: &[&str], era: Era) -> Harness {
+    let env = BridgeEnv::new();
+    let running = bridge_sandbox::start(args(extra), &env).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let bridge = running.bridge.clone();
+    let s = stop.clone();
+    tokio::spawn(async move { serve_http(bridge, listener, HttpOptions::default(), &[], s).await });
+    let client = mcp_testkit::http_client(addr, era).await;
+    Harness {
+        client,
+        manager: running.manager,
+        env,
+        http: Some(addr),
+        stop,
+    }
+}
+
+impl Harness {
+    pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        mcp_testkit::call(&self.client, tool, args).await
+    }
+
+    pub async fn ok(&self, tool: &str, args: Value) -> Value {
+        ok_of(&self.call(tool, args).await)
+    }
+
+    pub async fn create(&self) -> String {
+        let out = self.ok("create_sandbox", serde_json::json!({})).await;
+        out["sandbox_id"].as_str().unwrap().to_string()
+    }
+
+    pub async fn sh(&self, id: &str, command: &str) -> Value {
+        self.ok(
+            "run_command",
+            serde_json::json!({"sandbox_id": id, "command": command, "timeout_secs": 30}),
+        )
+        .await
+    }
+
+    /// Host pid of the agent (PID 1) of sandbox `id`, found through the launcher's descendants.
+    pub fn launcher_pid(&self, id: &str) -> u32 {
+        let s = self.manager.get(id).unwrap();
+        s.instance.launcher_pid().unwrap()
+    }
+}
+
+/// Every descendant pid of `pid` on the host.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        // Children are listed per thread: a multi-threaded agent forks from any of its threads.
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.filter_map(Result::ok) {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                for c in text.split_whitespace().filter_map(|c| c.parse().ok()) {
+                    out.push(c);
+                    frontier.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// True when `pid` no longer runs (gone, or a zombie awaiting its reaper).
+pub fn dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(s) => s.contains("State:\tZ"),
+        Err(_) => true,
+    }
+}
+
+pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{what} did not happen within 5 s");
+}

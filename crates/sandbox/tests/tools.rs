@@ -1,0 +1,486 @@
+//! Every tool end to end through a real MCP client: Bouvet's eight with its fields, the compatible
+//! extensions, the limits, over the stdio framing and over HTTP in both protocol eras.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use mcp_testkit::{ERAS, Era};
+use serde_json::json;
+use support::{Harness, error_of, start, start_era, start_http};
+
+const BOUVET_TOOLS: [&str; 8] = [
+    "create_sandbox",
+    "destroy_sandbox",
+    "list_sandboxes",
+    "execute_code",
+    "run_command",
+    "read_file",
+    "write_file",
+    "list_directory",
+];
+
+async fn lifecycle_and_exec(h: &Harness) {
+    let tools = h.client.list_all_tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    for t in BOUVET_TOOLS.iter().chain(&[
+        "keepalive",
+        "start_process",
+        "process_status",
+        "process_output",
+        "kill_process",
+    ]) {
+        assert!(names.contains(&t.to_string()), "{t} missing from {names:?}");
+    }
+    let created = h
+        .ok(
+            "create_sandbox",
+            json!({"memory_mib": 256, "vcpu_count": 1}),
+        )
+        .await;
+    let id = created["sandbox_id"].as_str().unwrap().to_string();
+    assert!(uuid::Uuid::parse_str(&id).is_ok());
+    let langs = created["languages"].as_array().unwrap();
+    for l in ["python", "javascript", "bash", "sh"] {
+        assert!(langs.contains(&json!(l)), "{l} in {langs:?}");
+    }
+    let out = h
+        .ok(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "python", "code": "print(6*7)"}),
+        )
+        .await;
+    assert_eq!(out["exit_code"], 0);
+    assert_eq!(out["stdout"], "42\n");
+    assert_eq!(out["stderr"], "");
+    for key in ["signal", "timed_out", "truncated"] {
+        assert!(out.get(key).is_some(), "{key} in every result");
+    }
+    let list = h.ok("list_sandboxes", json!({})).await;
+    let s = &list["sandboxes"][0];
+    assert_eq!(s["sandbox_id"], id.as_str());
+    assert_eq!(s["state"], "running");
+    assert!(s["created_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(
+        h.ok("destroy_sandbox", json!({"sandbox_id": id})).await["success"],
+        true
+    );
+    let again = error_of(&h.call("destroy_sandbox", json!({"sandbox_id": id})).await);
+    assert_eq!(again["code"], "E_NOT_FOUND");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_and_exec_over_stdio_in_both_eras() {
+    for era in ERAS {
+        let h = start_era(&[], era).await;
+        lifecycle_and_exec(&h).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_and_exec_over_http_in_both_eras_with_health() {
+    for era in ERAS {
+        let h = start_http(&[], era).await;
+        lifecycle_and_exec(&h).await;
+        let health = mcp_testkit::http_get(&format!("http://{}/health", h.http.unwrap())).await;
+        let v: serde_json::Value = serde_json::from_str(&health).unwrap();
+        let b = if v["bridges"].is_object() {
+            &v["bridges"]["sandbox"]
+        } else {
+            &v
+        };
+        let text = b.to_string();
+        assert!(text.contains("\"backend\":\"namespace\""), "{text}");
+        assert!(text.contains("\"pool\""), "{text}");
+        assert!(text.contains("\"microvm\""), "{text}");
+        let page = mcp_testkit::http_get(&format!("http://{}/", h.http.unwrap())).await;
+        assert!(
+            page.contains("<code>create_sandbox</code>") && page.contains("/mcp"),
+            "{page}"
+        );
+        let metrics = mcp_testkit::http_get(&format!("http://{}/metrics", h.http.unwrap())).await;
+        assert!(
+            metrics.contains("sandbox_pool_misses_total{bridge=\"sandbox\"} 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("sandbox_boot_ms_p50{bridge=\"sandbox\"}"),
+            "{metrics}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_and_malformed_ids_get_the_same_not_found() {
+    let h = start(&[]).await;
+    let a = error_of(
+        &h.call(
+            "run_command",
+            json!({"sandbox_id": "nope", "command": "true"}),
+        )
+        .await,
+    );
+    let b = error_of(
+        &h.call(
+            "read_file",
+            json!({"sandbox_id": uuid::Uuid::new_v4().to_string(), "path": "x"}),
+        )
+        .await,
+    );
+    assert_eq!(a["code"], "E_NOT_FOUND");
+    assert_eq!(a["message"], b["message"]);
+    assert_eq!(a["message"], "Sandbox not found or invalid ID");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_language_and_the_execution_options() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    for (lang, code) in [
+        ("python", "import sys; print(sys.stdin.read().upper())"),
+        (
+            "javascript",
+            "process.stdin.on('data', d => console.log(String(d).toUpperCase()))",
+        ),
+        (
+            "node",
+            "process.stdin.on('data', d => console.log(String(d).toUpperCase()))",
+        ),
+        ("bash", "read x; echo ${x^^}"),
+        ("sh", "read x; echo $x | tr a-z A-Z"),
+    ] {
+        let out = h
+            .ok(
+                "execute_code",
+                json!({"sandbox_id": id, "language": lang, "code": code, "stdin": "hi"}),
+            )
+            .await;
+        assert_eq!(
+            out["stdout"].as_str().unwrap().trim(),
+            "HI",
+            "{lang}: {out}"
+        );
+    }
+    let out = h
+        .ok(
+            "run_command",
+            json!({"sandbox_id": id, "command": "mkdir -p sub && cd sub && pwd; echo $GREETING; echo oops >&2; exit 3",
+                   "env": {"GREETING": "hello"}}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "/workspace/sub\nhello\n");
+    assert_eq!(out["stderr"], "oops\n");
+    assert_eq!(out["exit_code"], 3);
+    let out = h
+        .ok(
+            "run_command",
+            json!({"sandbox_id": id, "command": "pwd", "cwd": "sub"}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "/workspace/sub\n");
+    let bad = error_of(
+        &h.call(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "cobol", "code": "x"}),
+        )
+        .await,
+    );
+    assert_eq!(bad["code"], "E_INVALID_ARGUMENT");
+    assert_eq!(bad["details"]["field"], "language");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_is_reported_and_output_is_kept_head_and_tail() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let out = h
+        .ok(
+            "run_command",
+            json!({"sandbox_id": id, "command": "echo before; sleep 30", "timeout_secs": 1}),
+        )
+        .await;
+    assert_eq!(out["timed_out"], true);
+    assert_eq!(out["stdout"], "before\n");
+    assert_eq!(out["signal"], 15);
+    let out = h
+        .ok(
+            "run_command",
+            json!({"sandbox_id": id, "command": "echo FIRST; head -c 5000000 /dev/zero | tr '\\0' y; echo; echo LAST"}),
+        )
+        .await;
+    assert_eq!(out["truncated"], true);
+    let s = out["stdout"].as_str().unwrap();
+    assert!(s.starts_with("FIRST\n") && s.ends_with("\nLAST\n"));
+    assert_eq!(s.len(), 1 << 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_as_text_and_bytes_with_offsets_append_mode_and_depth() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let w = h
+        .ok(
+            "write_file",
+            json!({"sandbox_id": id, "path": "a/b/hello.txt", "content": "héllo"}),
+        )
+        .await;
+    assert_eq!(w["success"], true);
+    let r = h
+        .ok(
+            "read_file",
+            json!({"sandbox_id": id, "path": "/workspace/a/b/hello.txt"}),
+        )
+        .await;
+    assert_eq!(r["content"], "héllo");
+    h.ok(
+        "write_file",
+        json!({"sandbox_id": id, "path": "a/b/hello.txt", "content": "!", "append": true}),
+    )
+    .await;
+    let r = h
+        .ok(
+            "read_file",
+            json!({"sandbox_id": id, "path": "a/b/hello.txt", "offset": 1, "length": 3}),
+        )
+        .await;
+    assert_eq!(r["content"], "él");
+    assert_eq!(r["size"], 7);
+    let bytes: Vec<u8> = (0..=255).collect();
+    h.ok(
+        "write_file",
+        json!({"sandbox_id": id, "path": "bin.dat", "content": STANDARD.encode(&bytes), "encoding": "base64", "mode": "755"}),
+    )
+    .await;
+    let r = h
+        .ok(
+            "read_file",
+            json!({"sandbox_id": id, "path": "bin.dat", "encoding": "base64"}),
+        )
+        .await;
+    assert_eq!(
+        STANDARD.decode(r["content"].as_str().unwrap()).unwrap(),
+        bytes
+    );
+    let out = h.sh(&id, "stat -c '%a %U' bin.dat").await;
+    assert_eq!(out["stdout"], "755 sandbox\n");
+    let l = h
+        .ok(
+            "list_directory",
+            json!({"sandbox_id": id, "path": "/workspace"}),
+        )
+        .await;
+    let names: Vec<_> = l["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["a", "bin.dat"]);
+    assert_eq!(l["entries"][1]["size"], 256);
+    assert_eq!(l["entries"][0]["is_dir"], true);
+    let l = h
+        .ok(
+            "list_directory",
+            json!({"sandbox_id": id, "path": ".", "depth": 3}),
+        )
+        .await;
+    assert!(l.to_string().contains("a/b/hello.txt"));
+    let missing = error_of(
+        &h.call("read_file", json!({"sandbox_id": id, "path": "nope"}))
+            .await,
+    );
+    assert_eq!(missing["code"], "E_NOT_FOUND");
+    let bad = error_of(
+        &h.call(
+            "write_file",
+            json!({"sandbox_id": id, "path": "x", "content": "y", "mode": "9z"}),
+        )
+        .await,
+    );
+    assert_eq!(bad["details"]["field"], "mode");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_mib_of_code_and_a_ten_mib_file_go_through_and_more_is_refused() {
+    let h = start(&["--sandbox-workspace-mib", "64"]).await;
+    let id = h.create().await;
+    let body = "a".repeat((1 << 20) - 64);
+    let code = format!("x = '{body}'\nprint(len(x))\n");
+    assert!(code.len() <= 1 << 20);
+    let out = h
+        .ok(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "python", "code": code}),
+        )
+        .await;
+    assert_eq!(out["stdout"], format!("{}\n", body.len()));
+    let too_big = error_of(
+        &h.call(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "python", "code": "#".repeat((1 << 20) + 1)}),
+        )
+        .await,
+    );
+    assert_eq!(too_big["code"], "E_TOO_LARGE");
+    assert_eq!(too_big["details"]["field"], "code");
+
+    let content: String = (0..10 << 20)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let w = h
+        .ok(
+            "write_file",
+            json!({"sandbox_id": id, "path": "big.txt", "content": content}),
+        )
+        .await;
+    assert_eq!(w["bytes_written"], 10 << 20);
+    let out = h
+        .sh(&id, "wc -c < big.txt; md5sum big.txt | cut -c1-32")
+        .await;
+    let host_md5 = {
+        let mut child = std::process::Command::new("md5sum")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(content.as_bytes())
+            .unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()[..32].to_string()
+    };
+    assert_eq!(out["stdout"], format!("{}\n{host_md5}\n", 10 << 20));
+    // Read back in pages (a result is capped at 4 MiB to stay under MCP's 16 MiB message limit).
+    let mut back = String::new();
+    loop {
+        let r = h
+            .ok(
+                "read_file",
+                json!({"sandbox_id": id, "path": "big.txt", "offset": back.len()}),
+            )
+            .await;
+        assert_eq!(r["size"], 10 << 20);
+        back.push_str(r["content"].as_str().unwrap());
+        if r["truncated"] == false {
+            break;
+        }
+    }
+    assert!(back == content, "the 10 MiB file reads back byte for byte");
+    let over = error_of(
+        &h.call(
+            "write_file",
+            json!({"sandbox_id": id, "path": "x", "content": "b".repeat((10 << 20) + 1)}),
+        )
+        .await,
+    );
+    assert_eq!(over["details"]["field"], "content");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_processes_start_report_and_die() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let p = h
+        .ok(
+            "start_process",
+            json!({"sandbox_id": id, "command": "echo up; sleep 60"}),
+        )
+        .await;
+    let pid = p["process_id"].as_u64().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let st = h
+        .ok(
+            "process_status",
+            json!({"sandbox_id": id, "process_id": pid}),
+        )
+        .await;
+    assert_eq!(st["running"], true);
+    let o = h
+        .ok(
+            "process_output",
+            json!({"sandbox_id": id, "process_id": pid}),
+        )
+        .await;
+    assert_eq!(o["stdout"], "up\n");
+    // It survives other calls: the sandbox is persistent between calls.
+    let ps = h.sh(&id, "pgrep -x sleep | wc -l").await;
+    assert_eq!(ps["stdout"], "1\n");
+    h.ok("kill_process", json!({"sandbox_id": id, "process_id": pid}))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let st = h
+        .ok(
+            "process_status",
+            json!({"sandbox_id": id, "process_id": pid}),
+        )
+        .await;
+    assert_eq!(st["running"], false);
+    assert_eq!(st["signal"], 9);
+    let gone = error_of(
+        &h.call(
+            "process_status",
+            json!({"sandbox_id": id, "process_id": 999_999}),
+        )
+        .await,
+    );
+    assert_eq!(gone["code"], "E_NOT_FOUND");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_streams_as_progress_while_a_command_runs() {
+    let mut h = start(&[]).await;
+    let id = h.create().await;
+    let call = mcp_testkit::call(
+        &h.client,
+        "run_command",
+        json!({"sandbox_id": id, "command": "for i in 1 2 3; do echo tick $i; sleep 0.2; done"}),
+    );
+    let out = mcp_testkit::ok_of(&call.await);
+    assert_eq!(out["stdout"], "tick 1\ntick 2\ntick 3\n");
+    let first = mcp_testkit::within("progress", h.client.progress.recv())
+        .await
+        .unwrap();
+    assert!(first > 0.0);
+    let mut n = 1;
+    while h.client.progress.try_recv().is_ok() {
+        n += 1;
+    }
+    assert!(n >= 2, "output arrived as {n} progress notifications");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_reports_the_new_expiry() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let k = h.ok("keepalive", json!({"sandbox_id": id})).await;
+    assert_eq!(k["success"], true);
+    assert!(k["expires_at"].as_str().unwrap().ends_with('Z'));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_process_backend_needs_its_unsafe_flag_and_then_works() {
+    let env = bridge_core::BridgeEnv::new();
+    let refused =
+        bridge_sandbox::start(support::args(&["--sandbox-backend", "process"]), &env).await;
+    let msg = refused.err().unwrap().to_string();
+    assert!(msg.contains("--unsafe-no-isolation"), "{msg}");
+    let h = start_era(
+        &["--sandbox-backend", "process", "--unsafe-no-isolation"],
+        Era::Legacy,
+    )
+    .await;
+    let id = h.create().await;
+    let out = h
+        .ok(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "sh", "code": "echo plain"}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "plain\n");
+    let list = h.ok("list_sandboxes", json!({})).await;
+    assert_eq!(list["sandboxes"][0]["isolation"]["isolation"], "none");
+}

@@ -1,0 +1,92 @@
+"""The sandbox bridge through the official Python MCP client (PyPI `mcp`), in both protocol eras and over both
+transports: Bouvet's tools on real namespace sandboxes (the `mcp-bridges` binary with the `sandbox-agent` built
+beside it). Stdio is selected with Bouvet's own variable, BOUVET_TRANSPORT=stdio."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from conftest import HttpServer, cargo_bin, error, ok
+from mcp import Client, StdioServerParameters
+
+ERAS = ["legacy", "2026-07-28"]
+TRANSPORTS = ["stdio", "http"]
+
+pytestmark = [pytest.mark.anyio]
+
+
+@pytest.fixture(scope="module")
+def bins() -> tuple[Path, Path]:
+    return cargo_bin("mcp-bridges"), cargo_bin("sandbox-agent")
+
+
+def sandbox_env(agent: Path) -> dict[str, str]:
+    return {"NO_COLOR": "1", "SANDBOX_AGENT_BIN": str(agent), "BOUVET_POOL_MIN_SIZE": "1"}
+
+
+@pytest.fixture(scope="module")
+def bridge_http(bins: tuple[Path, Path]) -> Iterator[HttpServer]:
+    bridge, agent = bins
+    with HttpServer.start([str(bridge), "sandbox"], env=sandbox_env(agent)) as server:
+        yield server
+
+
+@pytest.fixture
+def connect(bins: tuple[Path, Path], request: pytest.FixtureRequest):
+    @asynccontextmanager
+    async def open_client(transport: str, era: str) -> AsyncIterator[Client]:
+        bridge, agent = bins
+        if transport == "stdio":
+            target: object = StdioServerParameters(
+                command=str(bridge),
+                args=["sandbox"],
+                env={**sandbox_env(agent), "BOUVET_TRANSPORT": "stdio", "PATH": "/usr/bin:/bin"},
+            )
+        else:
+            target = request.getfixturevalue("bridge_http").mcp_url
+        async with Client(target, mode=era, cache=None, read_timeout_seconds=60) as client:
+            yield client
+
+    return open_client
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("era", ERAS)
+async def test_bouvet_tools_through_the_python_client(connect, transport: str, era: str) -> None:
+    async with connect(transport, era) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"create_sandbox", "destroy_sandbox", "list_sandboxes", "execute_code", "run_command",
+                "read_file", "write_file", "list_directory"} <= names
+        created = await ok(client, "create_sandbox", {})
+        sid = created["sandbox_id"]
+        uuid.UUID(sid)
+        assert "python" in created["languages"]
+        out = await ok(client, "execute_code", {"sandbox_id": sid, "language": "python", "code": "print(2 ** 10)"})
+        assert (out["exit_code"], out["stdout"], out["stderr"]) == (0, "1024\n", "")
+        out = await ok(client, "run_command", {"sandbox_id": sid, "command": "echo $((6*7)) >&2; exit 4"})
+        assert (out["exit_code"], out["stderr"]) == (4, "42\n")
+        blob = bytes(range(256))
+        await ok(client, "write_file", {"sandbox_id": sid, "path": "b.bin", "content": base64.b64encode(blob).decode(),
+                                        "encoding": "base64"})
+        back = await ok(client, "read_file", {"sandbox_id": sid, "path": "b.bin", "encoding": "base64"})
+        assert base64.b64decode(back["content"]) == blob
+        listing = await ok(client, "list_directory", {"sandbox_id": sid, "path": "/workspace"})
+        assert {"name": "b.bin", "is_dir": False, "size": 256} in listing["entries"]
+        sandboxes = (await ok(client, "list_sandboxes", {}))["sandboxes"]
+        mine = next(s for s in sandboxes if s["sandbox_id"] == sid)
+        assert mine["state"] == "running" and mine["isolation"]["namespaces"]
+        assert (await ok(client, "destroy_sandbox", {"sandbox_id": sid}))["success"] is True
+        err = await error(client, "execute_code", {"sandbox_id": sid, "language": "sh", "code": "true"})
+        assert err["code"] == "E_NOT_FOUND" and err["message"] == "Sandbox not found or invalid ID"
+
+
+async def test_health_reports_backend_pool_and_microvm_probe(bridge_http: HttpServer) -> None:
+    health = bridge_http.health()
+    body = health.get("bridges", {}).get("sandbox", health)
+    assert body["backend"] == "namespace"
+    assert "hits" in body["pool"] and body["microvm"]["available"] is False
