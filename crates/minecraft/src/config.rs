@@ -31,7 +31,12 @@ pub struct MinecraftArgs {
 
     /// PEM CA certificate(s) to trust for a `wss://` --relay-url, besides the public web roots: the relay's
     /// private CA, or its self-signed certificate.
-    #[arg(id = "mc_relay_ca", long = "relay-ca", env = "RELAY_CA_CERT")]
+    #[arg(
+        id = "mc_relay_ca",
+        long = "relay-ca",
+        env = "RELAY_CA_CERT",
+        value_name = "FILE"
+    )]
     pub relay_ca: Option<std::path::PathBuf>,
 
     /// This MCP server's name at the relay: reconnecting under the same name resumes its queue.

@@ -80,11 +80,21 @@ pub struct RelayArgs {
 
     /// PEM certificate chain (leaf first): with --tls-key the relay serves wss:// (TLS, rustls) instead of
     /// ws://, for a relay that crosses machines. Clients trust it by its CA (`--relay-ca` on the MCP side).
-    #[arg(id = "mc_tls_cert", long = "tls-cert", env = "RELAY_TLS_CERT")]
+    #[arg(
+        id = "mc_tls_cert",
+        long = "tls-cert",
+        env = "RELAY_TLS_CERT",
+        value_name = "FILE"
+    )]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key of the --tls-cert certificate (PKCS#8, PKCS#1 or SEC1); both or neither.
-    #[arg(id = "mc_tls_key", long = "tls-key", env = "RELAY_TLS_KEY")]
+    #[arg(
+        id = "mc_tls_key",
+        long = "tls-key",
+        env = "RELAY_TLS_KEY",
+        value_name = "FILE"
+    )]
     pub tls_key: Option<PathBuf>,
 }
 
