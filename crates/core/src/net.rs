@@ -15,6 +15,10 @@
 //! - A connection upgraded to a WebSocket leaves both deadlines behind: the link's own liveness (pings,
 //!   probes) judges it from then on. Call [`Conn::upgraded`] when accepting the upgrade.
 //!
+//! - **TLS** (optional, [`GuardedListener::with_tls`]): the handshake runs inside the connection's I/O object
+//!   when the server first reads, not in the accept loop, so one slow client delays no other; it counts
+//!   against the handshake deadline like the request head it carries.
+//!
 //! The deadlines live in the connection's I/O object ([`GuardedIo`]); a middleware added by [`serve`]
 //! tells it when a request starts and when its response is done.
 
@@ -37,6 +41,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 /// Connection limits of one listener.
@@ -92,6 +98,7 @@ pub struct GuardedListener {
     limits: ListenLimits,
     slots: Arc<Semaphore>,
     stats: Arc<ListenStats>,
+    tls: Option<TlsAcceptor>,
 }
 
 impl GuardedListener {
@@ -101,7 +108,18 @@ impl GuardedListener {
             slots: Arc::new(Semaphore::new(limits.max_connections.max(1))),
             limits,
             stats: Arc::default(),
+            tls: None,
         }
+    }
+
+    /// Every accepted connection speaks TLS with `config` (see `link::tls::server_config`).
+    pub fn with_tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(TlsAcceptor::from(config));
+        self
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     pub fn stats(&self) -> Arc<ListenStats> {
@@ -150,8 +168,12 @@ impl Listener for GuardedListener {
             limits: self.limits,
             waker: AtomicWaker::new(),
         });
+        let inner = match &self.tls {
+            Some(acceptor) => Stream::Handshaking(Box::new(acceptor.accept(tcp))),
+            None => Stream::Plain(tcp),
+        };
         let io = GuardedIo {
-            inner: tcp,
+            inner,
             conn: Conn {
                 peer: addr,
                 state: Arc::clone(&state),
@@ -296,9 +318,71 @@ async fn track(request: Request, next: Next) -> Response {
     }
 }
 
+/// The socket of a connection: plain, or TLS (handshaking, then established).
+enum Stream {
+    Plain(TcpStream),
+    Handshaking(Box<tokio_rustls::Accept<TcpStream>>),
+    Tls(Box<TlsStream<TcpStream>>),
+    /// The handshake failed; the error was returned once and the connection is done.
+    Failed,
+}
+
+impl Stream {
+    /// Drives a pending TLS handshake; `Ready(Ok)` once the stream can carry data.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Stream::Handshaking(accept) = self else {
+            return match self {
+                Stream::Failed => Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "the TLS handshake failed",
+                ))),
+                _ => Poll::Ready(Ok(())),
+            };
+        };
+        match Pin::new(accept).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(tls)) => {
+                *self = Stream::Tls(Box::new(tls));
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                *self = Stream::Failed;
+                Poll::Ready(Err(e))
+            }
+        }
+    }
+}
+
+/// Delegates an I/O call to the established stream, after the handshake if one is pending.
+macro_rules! ready_io {
+    ($stream:expr, $cx:expr, |$io:ident| $call:expr) => {{
+        let stream: &mut Stream = &mut $stream;
+        match stream.poll_ready($cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        match stream {
+            Stream::Plain(tcp) => {
+                let $io = Pin::new(tcp);
+                $call
+            }
+            Stream::Tls(tls) => {
+                let $io = Pin::new(tls.as_mut());
+                $call
+            }
+            Stream::Handshaking(_) | Stream::Failed => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the TLS handshake has not completed",
+            ))),
+        }
+    }};
+}
+
 /// A connection's socket with its deadlines; see the module docs.
 pub struct GuardedIo {
-    inner: TcpStream,
+    inner: Stream,
     conn: Conn,
     sleep: Pin<Box<Sleep>>,
     stats: Arc<ListenStats>,
@@ -341,7 +425,7 @@ impl AsyncRead for GuardedIo {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         this.check_deadline(cx)?;
-        Pin::new(&mut this.inner).poll_read(cx, buf)
+        ready_io!(this.inner, cx, |io| io.poll_read(cx, buf))
     }
 }
 
@@ -351,15 +435,20 @@ impl AsyncWrite for GuardedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        ready_io!(self.get_mut().inner, cx, |io| io.poll_write(cx, buf))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        ready_io!(self.get_mut().inner, cx, |io| io.poll_flush(cx))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        let this = self.get_mut();
+        // Finishing a handshake only to close would wait on the client outside any deadline.
+        if matches!(this.inner, Stream::Handshaking(_) | Stream::Failed) {
+            return Poll::Ready(Ok(()));
+        }
+        ready_io!(this.inner, cx, |io| io.poll_shutdown(cx))
     }
 
     fn poll_write_vectored(
@@ -367,11 +456,16 @@ impl AsyncWrite for GuardedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        ready_io!(self.get_mut().inner, cx, |io| io
+            .poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        match &self.inner {
+            Stream::Plain(tcp) => tcp.is_write_vectored(),
+            Stream::Tls(tls) => tls.is_write_vectored(),
+            Stream::Handshaking(_) | Stream::Failed => false,
+        }
     }
 }
 

@@ -34,6 +34,8 @@ pub struct LinkSettings {
     pub backoff_max: Duration,
     /// `embedded` (the relay runs in this process) or `remote`.
     pub mode: &'static str,
+    /// Whom a `wss://` relay must prove to be (`--relay-ca`); `None` trusts the public web roots.
+    pub tls: Option<Arc<bridge_core::link::tls::ClientConfig>>,
 }
 
 /// What `status` and `/health` show about the link.
@@ -153,6 +155,7 @@ impl RelayLink {
         let s = &self.inner.settings;
         let mut cfg = WsDial::new(s.url.clone());
         cfg.bearer = Some(s.token.clone());
+        cfg.tls = s.tls.clone();
         cfg.max_frame_bytes = wire::HARD_MAX_FRAME_BYTES;
         let backoff = Backoff::new(s.backoff_base, s.backoff_max).with_jitter(0.2);
         let dial_stop = stop.clone();
@@ -170,7 +173,7 @@ impl RelayLink {
                     if let Err(e) = &out {
                         let mut st = lock(&failures.inner.status);
                         st.reconnect_attempts += 1;
-                        st.last_error = Some(e.to_string());
+                        st.last_error = Some(dial_error(e));
                     }
                     out
                 }
@@ -443,6 +446,19 @@ impl RelayLink {
                 reply.game.as_deref(),
             )),
         }
+    }
+}
+
+/// A failed dial as `status` shows it; an untrusted certificate says how to trust it.
+fn dial_error(e: &LinkError) -> String {
+    let text = e.to_string();
+    if text.contains("TLS handshake failed") && text.contains("certificate") {
+        format!(
+            "{text}; the relay's certificate is not trusted: pass the CA that signed it (or the \
+             self-signed certificate itself) with --relay-ca (RELAY_CA_CERT)"
+        )
+    } else {
+        text
     }
 }
 

@@ -29,6 +29,16 @@ pub struct MinecraftArgs {
           value_parser = config::secret("MINECRAFT_RELAY_TOKEN"))]
     pub relay_token: Option<String>,
 
+    /// PEM CA certificate(s) to trust for a `wss://` --relay-url, besides the public web roots: the relay's
+    /// private CA, or its self-signed certificate.
+    #[arg(
+        id = "mc_relay_ca",
+        long = "relay-ca",
+        env = "RELAY_CA_CERT",
+        value_name = "FILE"
+    )]
+    pub relay_ca: Option<std::path::PathBuf>,
+
     /// This MCP server's name at the relay: reconnecting under the same name resumes its queue.
     #[arg(
         long = "client-id",

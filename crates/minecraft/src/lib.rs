@@ -70,6 +70,26 @@ pub fn normalize_url(url: &str) -> String {
     }
 }
 
+/// The TLS client settings for `url`: `--relay-ca` read now, so a bad file stops the start.
+fn relay_tls(
+    url: &str,
+    ca: Option<&std::path::Path>,
+) -> Result<Option<Arc<bridge_core::link::tls::ClientConfig>>, BridgeError> {
+    if !url.starts_with("wss://") {
+        return match ca {
+            Some(_) => Err(format!(
+                "--relay-ca (RELAY_CA_CERT) is set but --relay-url {url} is not wss://: the CA only \
+                 matters for a TLS relay"
+            )
+            .into()),
+            None => Ok(None),
+        };
+    }
+    bridge_core::link::tls::client_config(ca)
+        .map(Some)
+        .map_err(|e| format!("--relay-ca (RELAY_CA_CERT): {e}").into())
+}
+
 /// `mcp-bridges minecraft`: the MCP server.
 pub struct Minecraft;
 
@@ -95,26 +115,42 @@ impl BridgeEntry for Minecraft {
             );
         }
         let embedded: Arc<Mutex<Option<relay::Relay>>> = Arc::new(Mutex::new(None));
-        let (url, token, mode) = match &args.relay_url {
+        let (url, token, mode, tls) = match &args.relay_url {
             Some(url) => {
                 let Some(token) = args.relay_token.clone() else {
                     return Err("--relay-url needs --relay-token (MINECRAFT_RELAY_TOKEN): one of the relay's \
                                 MCP_AUTH_TOKENS"
                         .into());
                 };
-                (normalize_url(url), token, "remote")
+                let url = normalize_url(url);
+                let tls = relay_tls(&url, args.relay_ca.as_deref())?;
+                (url, token, "remote", tls)
             }
             None => {
                 // The in-process MCP server is one more MCP client of its own relay, with a token of its own.
                 let token = format!("{:032x}", rand::random::<u128>());
                 let settings = relay::settings(&args.relay, vec![McpToken::all(token.clone())])?;
                 let handle = relay::start(&args.relay, settings, env.links().clone()).await?;
-                let url = loopback_url(handle.addr);
+                let mut url = loopback_url(handle.addr);
+                let mut tls = None;
+                if let Some(cert) = &args.relay.tls_cert {
+                    // The in-process link trusts exactly the relay's own certificate, whatever host it names.
+                    url = url.replacen("ws://", "wss://", 1);
+                    let leaf = bridge_core::link::tls::load_certs(cert)
+                        .map_err(|e| format!("--tls-cert (RELAY_TLS_CERT): {e}"))?
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| "--tls-cert (RELAY_TLS_CERT): no certificate".to_owned())?;
+                    tls = Some(
+                        bridge_core::link::tls::client_config_pinned(leaf)
+                            .map_err(|e| format!("--tls-cert (RELAY_TLS_CERT): {e}"))?,
+                    );
+                }
                 if let Ok(mut slot) = embedded.lock() {
                     *slot = Some(handle.relay.clone());
                 }
                 env.spawn(handle.task);
-                (url, token, "embedded")
+                (url, token, "embedded", tls)
             }
         };
         let subscriptions = args.subscriptions()?;
@@ -128,6 +164,7 @@ impl BridgeEntry for Minecraft {
                 backoff_base: args.reconnect_base,
                 backoff_max: args.reconnect_max,
                 mode,
+                tls,
             },
             b.events(),
         );

@@ -10,6 +10,7 @@ use super::stream::{self, StreamConfig};
 use futures::{SinkExt, StreamExt, future};
 use std::future::Future;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -24,7 +25,7 @@ const MAX_STDERR_LINE: usize = 4096;
 /// Settings of a dialled WebSocket.
 #[derive(Debug, Clone)]
 pub struct WsDial {
-    /// `ws://` or `wss://` URL (`wss` needs a TLS feature of tokio-tungstenite, not enabled here).
+    /// `ws://` or `wss://` URL.
     pub url: String,
     pub max_frame_bytes: usize,
     /// How often the watchdog pings; `Duration::ZERO` turns it off.
@@ -34,6 +35,9 @@ pub struct WsDial {
     pub connect_timeout: Duration,
     /// Sent as `Authorization: Bearer <token>` on the upgrade request (never in the URL, where logs keep it).
     pub bearer: Option<String>,
+    /// Whom a `wss://` server must prove to be; `None` trusts the public web roots
+    /// ([`super::tls::client_config`]).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl WsDial {
@@ -46,6 +50,7 @@ impl WsDial {
             pong_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             bearer: None,
+            tls: None,
         }
     }
 }
@@ -74,9 +79,17 @@ pub async fn websocket(
             .headers_mut()
             .insert(http::header::AUTHORIZATION, value);
     }
+    // Always our own rustls configuration for wss://, so the crypto provider is the one this crate picks.
+    let connector = match (cfg.url.starts_with("wss://"), &cfg.tls) {
+        (false, _) => None,
+        (true, Some(tls)) => Some(tokio_tungstenite::Connector::Rustls(Arc::clone(tls))),
+        (true, None) => Some(tokio_tungstenite::Connector::Rustls(
+            super::tls::client_config(None).map_err(|e| failed(e.to_string()))?,
+        )),
+    };
     let (socket, response) = tokio::time::timeout(
         cfg.connect_timeout,
-        tokio_tungstenite::connect_async_with_config(request, Some(ws_cfg), true),
+        tokio_tungstenite::connect_async_tls_with_config(request, Some(ws_cfg), true, connector),
     )
     .await
     .map_err(|_| {
@@ -85,9 +98,10 @@ pub async fn websocket(
             cfg.connect_timeout.as_millis()
         ))
     })?
-    .map_err(|e| failed(e.to_string()))?;
+    .map_err(|e| failed(describe_dial_error(e)))?;
     let peer = match socket.get_ref() {
         tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp.peer_addr().ok(),
+        tokio_tungstenite::MaybeTlsStream::Rustls(tls) => tls.get_ref().0.peer_addr().ok(),
         _ => None,
     };
     let (sink, stream) = socket.split();
@@ -111,6 +125,21 @@ pub async fn websocket(
     let (conn, reader) = session::start(stream, sink, accepted, shutdown, timing);
     tokio::spawn(reader);
     Ok(conn)
+}
+
+/// tokio-rustls reports a refused certificate as an I/O error wrapping the rustls one; say it is TLS.
+fn describe_dial_error(e: tungstenite::Error) -> String {
+    match e {
+        tungstenite::Error::Tls(tls) => format!("TLS handshake failed: {tls}"),
+        tungstenite::Error::Io(io)
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()) =>
+        {
+            format!("TLS handshake failed: {io}")
+        }
+        other => other.to_string(),
+    }
 }
 
 fn from_tungstenite(msg: Message) -> WsIn {

@@ -50,7 +50,23 @@ pub async fn serve_with(
     limits: ListenLimits,
     shutdown: CancellationToken,
 ) -> Result<(), LinkError> {
-    net::serve_until(GuardedListener::new(listener, limits), router, shutdown)
+    serve_with_tls(listener, router, limits, None, shutdown).await
+}
+
+/// [`serve_with`], speaking TLS (`https://`, `wss://`) on every connection when `tls` is given (see
+/// [`super::tls::server_config`]). The TLS handshake counts against the handshake deadline.
+pub async fn serve_with_tls(
+    listener: TcpListener,
+    router: Router,
+    limits: ListenLimits,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: CancellationToken,
+) -> Result<(), LinkError> {
+    let mut guarded = GuardedListener::new(listener, limits);
+    if let Some(config) = tls {
+        guarded = guarded.with_tls(config);
+    }
+    net::serve_until(guarded, router, shutdown)
         .await
         .map_err(LinkError::from)
 }

@@ -38,6 +38,7 @@ mod policy;
 mod sender;
 mod session;
 pub mod stream;
+pub mod tls;
 mod ws;
 
 pub use crate::auth::{MissingOrigin, OriginPolicy};
@@ -47,7 +48,7 @@ pub use correlator::{Correlator, MAX_ID, Pending, parse_id};
 pub use dial::{WsDial, redial};
 pub use error::LinkError;
 pub use framing::{FrameCodec, FrameError, Framing, MAX_HEADER_BYTES};
-pub use listen::{bind, serve, serve_with};
+pub use listen::{bind, serve, serve_with, serve_with_tls};
 pub use peer::Peer;
 pub use policy::{Admission, Current, OnDuplicate, PeerRegistry, Registered, SinglePeer};
 pub use sender::{Connection, INCOMING_BYTES, Incoming, LinkSender};

@@ -78,12 +78,23 @@ pub struct RelayArgs {
           value_parser = config::ranged("RELAY_MAX_CONNECTIONS", 1usize, 100_000))]
     pub max_connections: usize,
 
-    /// PEM certificate chain for wss:// (with --tls-key). Not implemented yet: setting it is an error.
-    #[arg(id = "mc_tls_cert", long = "tls-cert", env = "RELAY_TLS_CERT")]
+    /// PEM certificate chain (leaf first): with --tls-key the relay serves wss:// (TLS, rustls) instead of
+    /// ws://, for a relay that crosses machines. Clients trust it by its CA (`--relay-ca` on the MCP side).
+    #[arg(
+        id = "mc_tls_cert",
+        long = "tls-cert",
+        env = "RELAY_TLS_CERT",
+        value_name = "FILE"
+    )]
     pub tls_cert: Option<PathBuf>,
 
-    /// PEM private key for wss:// (with --tls-cert).
-    #[arg(id = "mc_tls_key", long = "tls-key", env = "RELAY_TLS_KEY")]
+    /// PEM private key of the --tls-cert certificate (PKCS#8, PKCS#1 or SEC1); both or neither.
+    #[arg(
+        id = "mc_tls_key",
+        long = "tls-key",
+        env = "RELAY_TLS_KEY",
+        value_name = "FILE"
+    )]
     pub tls_key: Option<PathBuf>,
 }
 

@@ -17,8 +17,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bridge_core::auth::{Token, bearer};
+use bridge_core::link::tls::{self, TlsError};
 use bridge_core::link::{
-    LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig, bind, serve_with, ws_routes,
+    LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig, bind, serve_with_tls, ws_routes,
 };
 use conn::{ROLE_HEADER, Role};
 use http::{HeaderValue, StatusCode, header};
@@ -77,13 +78,7 @@ impl Tokens {
 
 /// The relay's settings from its flags, with `extra` MCP tokens (the in-process MCP server's own).
 pub fn settings(args: &RelayArgs, extra: Vec<McpToken>) -> Result<Settings, RelayError> {
-    if args.tls_cert.is_some() || args.tls_key.is_some() {
-        return Err(RelayError::Config(
-            "RELAY_TLS_CERT / RELAY_TLS_KEY: TLS is not built into this relay yet; put it behind a TLS \
-             proxy (e.g. stunnel or nginx) for wss://"
-                .to_owned(),
-        ));
-    }
+    let tls = tls_config(args)?;
     let Some(game_token) = args.minecraft_token.clone() else {
         return Err(RelayError::Config(
             "set MINECRAFT_AUTH_TOKEN (--minecraft-auth-token): the token game adapters present to the relay"
@@ -109,6 +104,35 @@ pub fn settings(args: &RelayArgs, extra: Vec<McpToken>) -> Result<Settings, Rela
         mcp_rate: args.mcp_rate,
         game_rate: args.game_rate,
         retention: Duration::from_secs(args.retention_secs),
+        tls,
+    })
+}
+
+/// `--tls-cert` and `--tls-key` read and checked now, so a bad file stops the start, not the first client.
+fn tls_config(args: &RelayArgs) -> Result<Option<Arc<tls::ServerConfig>>, RelayError> {
+    const CERT: &str = "--tls-cert (RELAY_TLS_CERT)";
+    const KEY: &str = "--tls-key (RELAY_TLS_KEY)";
+    let (cert, key) = match (&args.tls_cert, &args.tls_key) {
+        (None, None) => return Ok(None),
+        (Some(cert), Some(key)) => (cert, key),
+        (Some(_), None) => {
+            return Err(RelayError::Config(format!(
+                "{CERT} is set but {KEY} is not: wss:// needs both the certificate and its private key"
+            )));
+        }
+        (None, Some(_)) => {
+            return Err(RelayError::Config(format!(
+                "{KEY} is set but {CERT} is not: wss:// needs both the certificate and its private key"
+            )));
+        }
+    };
+    tls::server_config(cert, key).map(Some).map_err(|e| {
+        let flag = match &e {
+            TlsError::Cert { .. } | TlsError::NoCert { .. } => CERT.to_owned(),
+            TlsError::Key { .. } | TlsError::NoKey { .. } => KEY.to_owned(),
+            _ => format!("{CERT} / {KEY}"),
+        };
+        RelayError::Config(format!("{flag}: {e}"))
     })
 }
 
@@ -179,10 +203,16 @@ pub async fn start(
         max_connections: args.max_connections,
         ..ListenLimits::default()
     };
-    if !addr.ip().is_loopback() {
+    let tls = relay.settings().tls.clone();
+    let (scheme, http) = if tls.is_some() {
+        ("wss", "https")
+    } else {
+        ("ws", "http")
+    };
+    if !addr.ip().is_loopback() && tls.is_none() {
         tracing::warn!(
             "the relay listens on {addr}, beyond this machine: traffic is plain ws:// and readable on the \
-             network; keep the tokens long and put a TLS proxy in front for wss://"
+             network; keep the tokens long and serve wss:// with --tls-cert and --tls-key"
         );
     }
     tracing::info!(
@@ -191,7 +221,7 @@ pub async fn start(
         mcp_tokens = relay.settings().mcp_tokens.len(),
         queue = relay.settings().queue_size,
         queue_bytes = relay.settings().queue_bytes,
-        "minecraft relay listening on ws://{addr} (health: http://{addr}/health)"
+        "minecraft relay listening on {scheme}://{addr} (health: {http}://{addr}/health)"
     );
     let background = spawn_background(relay.clone(), closing.clone());
     let drain = {
@@ -211,7 +241,7 @@ pub async fn start(
     };
     let serve_closing = closing.clone();
     let task = tokio::spawn(async move {
-        let served = tokio::spawn(serve_with(listener, router, limits, serve_closing));
+        let served = tokio::spawn(serve_with_tls(listener, router, limits, tls, serve_closing));
         drain.await;
         if let Ok(Err(e)) = served.await {
             tracing::error!(error = %e, "the relay listener stopped");

@@ -29,6 +29,8 @@ pub struct Settings {
     pub mcp_rate: u32,
     pub game_rate: u32,
     pub retention: Duration,
+    /// Serve wss:// with this (from --tls-cert / --tls-key); `None` serves ws://.
+    pub tls: Option<std::sync::Arc<bridge_core::link::tls::ServerConfig>>,
 }
 
 /// A connected game adapter.
@@ -536,6 +538,7 @@ impl Relay {
         let mcp_connected = state.clients.values().filter(|c| c.live.is_some()).count();
         json!({
             "status": "ok",
+            "scheme": if self.inner.settings.tls.is_some() { "wss" } else { "ws" },
             "epoch": self.inner.epoch,
             "game_connected": !state.games.is_empty(),
             "connections": {"games": state.games.len(), "mcp": mcp_connected},

@@ -211,12 +211,22 @@ pub struct RawLink {
 
 /// Dials `url` with `Authorization: Bearer token`; the HTTP status on refusal.
 pub async fn raw_connect(url: &str, token: Option<&str>) -> Result<RawLink, u16> {
+    raw_connect_with(url, token, None).await
+}
+
+/// [`raw_connect`] trusting `tls` for a `wss://` URL.
+pub async fn raw_connect_with(
+    url: &str,
+    token: Option<&str>,
+    tls: Option<Arc<bridge_core::link::tls::ClientConfig>>,
+) -> Result<RawLink, u16> {
     let mut req = url.into_client_request().unwrap();
     if let Some(t) = token {
         req.headers_mut()
             .insert("authorization", format!("Bearer {t}").parse().unwrap());
     }
-    match tokio_tungstenite::connect_async(req).await {
+    let connector = tls.map(tokio_tungstenite::Connector::Rustls);
+    match tokio_tungstenite::connect_async_tls_with_config(req, None, false, connector).await {
         Ok((ws, _)) => {
             let (tx, rx) = ws.split();
             Ok(RawLink { tx, rx })
@@ -291,6 +301,7 @@ struct GameInner {
     from_relay: Mutex<Vec<Value>>,
     executed: Mutex<Vec<String>>,
     players: Mutex<Vec<String>>,
+    tls: Option<Arc<bridge_core::link::tls::ClientConfig>>,
 }
 
 /// Players of the pretend world.
@@ -298,6 +309,15 @@ pub const PLAYERS: [&str; 2] = ["Steve", "Alex"];
 
 impl FakeGame {
     pub fn start(url: &str, name: &str) -> FakeGame {
+        Self::start_with(url, name, None)
+    }
+
+    /// [`FakeGame::start`] trusting `tls` for a `wss://` relay.
+    pub fn start_with(
+        url: &str,
+        name: &str,
+        tls: Option<Arc<bridge_core::link::tls::ClientConfig>>,
+    ) -> FakeGame {
         let game = FakeGame {
             inner: Arc::new(GameInner {
                 name: name.to_owned(),
@@ -312,6 +332,7 @@ impl FakeGame {
                 from_relay: Mutex::new(Vec::new()),
                 executed: Mutex::new(Vec::new()),
                 players: Mutex::new(PLAYERS.iter().map(|p| p.to_string()).collect()),
+                tls,
             }),
         };
         let g = game.clone();
@@ -387,7 +408,8 @@ impl FakeGame {
 
     async fn run(self, url: String) {
         while !self.inner.stop.is_cancelled() {
-            if let Ok(link) = raw_connect(&url, Some(GAME_TOKEN)).await.map_err(|_| ()) {
+            let dialled = raw_connect_with(&url, Some(GAME_TOKEN), self.inner.tls.clone()).await;
+            if let Ok(link) = dialled {
                 self.session(link).await;
             }
             self.inner.connected.store(false, Ordering::SeqCst);
