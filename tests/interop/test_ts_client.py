@@ -123,3 +123,37 @@ def test_debug(transport: str) -> None:
             missing = client.error("breakpoint_set", {"path": "app.py"})
             assert missing["code"] == "E_INVALID_ARGUMENT"
             assert missing["details"]["field"] == "line"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_minecraft(transport: str) -> None:
+    argv = [str(cargo_bin("mcp-bridges")), "minecraft", "--relay-host", "127.0.0.1", "--relay-port", "0"]
+    with ts_client(argv, transport, env={"MINECRAFT_AUTH_TOKEN": "ts-game-token"}) as client:
+        has_output_schema(client, "status")
+        has_output_schema(client, "get_online_players")
+        status = client.ok("status", {})
+        assert status["games"] == [] or not status.get("game_connected"), status
+
+        offline = client.error("get_online_players", {})
+        assert offline["details"]["code"] == "CONNECTION_ERROR", offline
+        assert offline["hint"]
+        bad = client.error("give_item", {"player": "steve", "item": "diamond", "quantity": "lots"})
+        assert bad["code"] == "E_INVALID_ARGUMENT"
+        assert bad["details"]["field"] == "quantity"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_sandbox(transport: str) -> None:
+    argv = [str(cargo_bin("mcp-bridges")), "sandbox"]
+    with ts_client(argv, transport) as client:
+        has_output_schema(client, "run_command")
+        sandbox = client.ok("create_sandbox", {})["sandbox_id"]
+        try:
+            ran = client.ok("run_command", {"sandbox_id": sandbox, "command": "echo from-ts"})
+            assert ran["exit_code"] == 0 and ran["stdout"] == "from-ts\n", ran
+            gone = client.error("read_file", {"sandbox_id": sandbox, "path": "missing.txt"})
+            assert gone["code"] == "E_NOT_FOUND", gone
+        finally:
+            assert client.ok("destroy_sandbox", {"sandbox_id": sandbox})["success"] is True
+        unknown = client.error("run_command", {"sandbox_id": sandbox, "command": "true"})
+        assert unknown["code"] == "E_NOT_FOUND"

@@ -333,9 +333,13 @@ fn parse_args<A: DeserializeOwned>(raw: Value, coercion: Option<&Value>) -> Resu
     if let Some(input_schema) = coercion.filter(|_| !empty) {
         schema::coerce_numeric_strings(&mut raw, input_schema);
     }
-    serde_json::from_value(raw).map_err(|e| {
-        let message = e.to_string();
-        let field = schema::field_named_in_serde_error(&message);
+    // The path names the field of a wrong type (`quantity`, `items[2].name`), which serde's message does not.
+    serde_path_to_error::deserialize(raw).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        let field = Some(path)
+            .filter(|p| p != "." && !p.is_empty())
+            .or_else(|| schema::field_named_in_serde_error(&message));
         let mut err = ToolError::invalid_argument(field.as_deref().unwrap_or("arguments"), message);
         if field.is_none() {
             err = err.with_hint("check the tool's inputSchema and call again; nothing was sent");
@@ -354,6 +358,35 @@ mod tests {
             Value::Object(m) => m,
             _ => Map::new(),
         }
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Give {
+        quantity: u32,
+        items: Vec<Named>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Named {
+        name: String,
+    }
+
+    #[test]
+    fn a_wrong_type_names_its_field_and_a_missing_field_still_does() {
+        let field_of = |raw: Value| {
+            let err = parse_args::<Give>(raw, None).unwrap_err();
+            let value = err.details().clone();
+            (value["field"].clone(), err.message().to_owned())
+        };
+        let (field, message) = field_of(json!({"quantity": "lots", "items": []}));
+        assert_eq!(field, "quantity", "{message}");
+        assert!(message.contains("expected u32"), "{message}");
+        let (field, _) = field_of(json!({"quantity": 1, "items": [{"name": 5}]}));
+        assert_eq!(field, "items[0].name");
+        let (field, _) = field_of(json!({"items": []}));
+        assert_eq!(field, "quantity");
     }
 
     #[test]

@@ -90,7 +90,7 @@ async fn bad_arguments_are_tool_errors_naming_the_field() {
                 "add",
                 json!({"a": "two", "b": 1}),
                 "E_INVALID_ARGUMENT",
-                "arguments",
+                "a",
             ),
             (
                 "put",
