@@ -410,7 +410,14 @@ fn build_root(
             json!(false)
         },
     );
-    enforced.insert("landlock".into(), json!(false));
+    enforced.insert(
+        "landlock".into(),
+        if cfg.limits.landlock {
+            crate::confine::probe()
+        } else {
+            json!(false)
+        },
+    );
     Ok(AgentConfig {
         workspace: PathBuf::from(WORKSPACE),
         scratch: PathBuf::from(SCRATCH),

@@ -2,6 +2,7 @@
 //! ([`protocol`]) over its stdin/stdout. The `namespace` launcher ([`launch`]) builds the sandbox around it.
 
 pub mod agent;
+mod confine;
 mod exec;
 mod files;
 pub mod launch;

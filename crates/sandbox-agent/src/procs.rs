@@ -130,13 +130,24 @@ impl Procs {
         command.process_group(0);
         let limits = limits.clone();
         let filter = limits.seccomp.then(crate::seccomp::program);
-        // SAFETY: the closure runs between fork and exec in the child; it only calls setrlimit and prctl,
-        // which are async-signal-safe system calls, allocates nothing (the filter was built before the fork)
-        // and touches no lock.
+        let mut fence = match limits.landlock {
+            true => Some(crate::confine::ruleset().map_err(|e| SpawnError {
+                kind: ErrorKind::Spawn,
+                message: format!("could not build the Landlock ruleset: {e}"),
+            })?),
+            false => None,
+        };
+        // SAFETY: the closure runs between fork and exec in the child; it only calls setrlimit, prctl and
+        // landlock_restrict_self, which are async-signal-safe system calls, allocates nothing (the filter
+        // and the ruleset were built before the fork) and touches no lock.
         #[allow(unsafe_code)]
         unsafe {
             command.pre_exec(move || {
                 apply_limits(&limits)?;
+                // Before seccomp, whose deny-list may include the Landlock system calls.
+                if let Some(ruleset) = fence.take() {
+                    crate::confine::restrict(ruleset)?;
+                }
                 match &filter {
                     Some(f) => crate::seccomp::install(f),
                     None => Ok(()),

@@ -141,6 +141,9 @@ pub struct Limits {
     /// Install the seccomp deny-list (`seccomp.rs`) in every program.
     #[serde(default)]
     pub seccomp: bool,
+    /// Confine every program with Landlock (`confine.rs`): the sandbox's paths only, no TCP bind/connect.
+    #[serde(default)]
+    pub landlock: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

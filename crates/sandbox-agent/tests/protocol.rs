@@ -25,13 +25,17 @@ fn plain() -> Command {
 }
 
 fn namespaced() -> Command {
+    namespaced_with(false)
+}
+
+fn namespaced_with(landlock: bool) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandbox-agent"));
     cmd.arg("namespace").env(
         "SANDBOX_AGENT_LAUNCH",
         json!({
             "id_base": 1_300_000_000u32, "ro_binds": ["/usr", "/etc/alternatives", "/etc/ld.so.cache"],
             "workspace_mib": 32, "tmp_mib": 32, "hostname": "sandbox",
-            "limits": {"processes": 64, "data": 1u64 << 30}
+            "limits": {"processes": 64, "data": 1u64 << 30, "landlock": landlock}
         })
         .to_string(),
     );
@@ -421,4 +425,43 @@ async fn closing_the_stream_ends_the_agent_and_its_processes() {
         state.is_empty() || state.contains("State:\tZ"),
         "the background process is gone: {state}"
     );
+}
+
+/// Landlock, not the mounts, refuses these: procfs lets a process rename itself and the net namespace's
+/// lo takes connections, but neither is in Landlock's rules; the sandbox's writable places still work.
+#[tokio::test]
+async fn landlock_refuses_what_the_mounts_allow_and_keeps_the_sandbox_usable() {
+    let script = "echo renamed > /proc/self/comm && echo comm-written; \
+        echo w > /workspace/f && cat /workspace/f; echo t > /tmp/f && cat /tmp/f; \
+        echo s > /dev/shm/f && cat /dev/shm/f; head -c 4 /dev/urandom > /dev/null && echo dev-ok; \
+        python3 -c 'import socket; socket.socket().connect((\"127.0.0.1\", 9))' 2>&1 | tail -1";
+    for landlock in [false, true] {
+        let mut a = Agent::start(namespaced_with(landlock));
+        a.send(1, Op::Hello).await;
+        let enforced = match a.reply().await.body {
+            Body::Hello(h) => h.enforced["landlock"].clone(),
+            other => panic!("{other:?}"),
+        };
+        let r = a.shell(2, script, None).await;
+        let out = String::from_utf8_lossy(&exited(&r).stdout).into_owned();
+        let err = String::from_utf8_lossy(&exited(&r).stderr).into_owned();
+        assert!(
+            out.contains("w\nt\ns\ndev-ok\n"),
+            "landlock {landlock}: {out} {err}"
+        );
+        if landlock {
+            assert_eq!(enforced["status"], "fully enforced", "{enforced}");
+            assert!(enforced["abi"].as_i64().unwrap() >= 5, "{enforced}");
+            assert!(!out.contains("comm-written"), "{out}");
+            assert!(err.contains("Permission denied"), "{err}");
+            assert!(
+                out.contains("PermissionError"),
+                "TCP connect refused by Landlock: {out}"
+            );
+        } else {
+            assert_eq!(enforced, json!(false));
+            assert!(out.contains("comm-written"), "{out} {err}");
+            assert!(out.contains("ConnectionRefusedError"), "{out}");
+        }
+    }
 }

@@ -314,3 +314,29 @@ async fn a_destroyed_sandbox_leaves_no_process_mount_or_directory() {
         "{leftovers:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn landlock_is_enforced_and_reported_by_list_sandboxes_and_health() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let list = h.ok("list_sandboxes", json!({})).await;
+    let landlock = &list["sandboxes"][0]["isolation"]["landlock"];
+    assert_eq!(landlock["status"], "fully enforced", "{list}");
+    assert!(landlock["abi"].as_i64().unwrap() >= 5, "{list}");
+    // /health serves the same map, from the newest sandbox's agent.
+    assert_eq!(&h.manager.isolation()["landlock"], landlock);
+    // Procfs is mounted writable and a process may rename itself; Landlock's rules do not allow it.
+    let out = h
+        .sh(
+            &id,
+            "echo renamed > /proc/self/comm && echo comm-written; echo ok > /workspace/x && cat /workspace/x",
+        )
+        .await;
+    let (stdout, stderr) = (
+        out["stdout"].as_str().unwrap(),
+        out["stderr"].as_str().unwrap(),
+    );
+    assert!(!stdout.contains("comm-written"), "{out}");
+    assert!(stderr.contains("Permission denied"), "{out}");
+    assert!(stdout.contains("ok\n"), "{out}");
+}

@@ -84,6 +84,7 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
         file_size: Some(settings.max_file_mib << 20),
         open_files: Some(1024),
         seccomp: spec.backend == BackendKind::Namespace,
+        landlock: spec.backend == BackendKind::Namespace,
     };
     let (command, cgroups) = match spec.backend {
         BackendKind::Namespace => {
