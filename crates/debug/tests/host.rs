@@ -173,3 +173,81 @@ async fn gc_removes_finished_jobs_but_keeps_kept_and_quarantined_ones() {
     );
     host.stop().await;
 }
+
+/// Breaks a running job's lease (its `claimed.json` becomes a link to a directory, which no one can open for
+/// writing) so
+/// the host fails it with its own `E_INTERNAL`.
+async fn fail_one_job_internally(host: &InProcessHost, ws: &Path) {
+    let before: Vec<PathBuf> = support::host::job_dirs(ws);
+    let job = host.run("debug.wait-for-hit", json!({"timeoutMs": 5000}), 10_000);
+    let breaker = async {
+        let claimed = loop {
+            if let Some(d) = claimed_dirs(ws).into_iter().find(|d| !before.contains(d)) {
+                break d.join("claimed.json");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        // Swapped in by one rename: a removed claim would be claimed again by the host's scan.
+        let job_dir = claimed.parent().unwrap().to_path_buf();
+        let link = ws.join("claimed-swap");
+        std::os::unix::fs::symlink(&job_dir, &link).unwrap();
+        std::fs::rename(&link, &claimed).unwrap();
+    };
+    let (answer, ()) = tokio::join!(job, breaker);
+    let err = answer.unwrap_err();
+    assert_eq!(err.code, "E_INTERNAL", "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_failures_open_the_circuit_which_refuses_then_closes_after_the_window() {
+    let ws = workspace("host-circuit");
+    let window = Duration::from_millis(1500);
+    let opts = HostOptions {
+        lease_renew: Duration::from_millis(50),
+        circuit_threshold: 2,
+        circuit_window: window,
+        ..HostOptions::default()
+    };
+    let host = InProcessHost::start(&ws, opts).await;
+    host.run("debug.start", json!({"launch": "slow"}), 30_000)
+        .await
+        .unwrap();
+    // A script's own error is an answer, not a host failure: it never counts.
+    for _ in 0..2 {
+        let timeout = host
+            .run("debug.wait-for-hit", json!({"timeoutMs": 100}), 5_000)
+            .await
+            .unwrap_err();
+        assert_eq!(timeout.code, "E_TIMEOUT");
+    }
+    assert!(host.run("debug.status", json!({}), 5_000).await.is_ok());
+    fail_one_job_internally(&host, &ws).await;
+    assert!(
+        host.run("debug.status", json!({}), 5_000).await.is_ok(),
+        "one failure is under the threshold"
+    );
+    fail_one_job_internally(&host, &ws).await;
+    let opened = std::time::Instant::now();
+    let refused = host
+        .run("debug.status", json!({}), 5_000)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, "E_CIRCUIT_OPEN", "{refused:?}");
+    let retry = refused.details["retryAfter"].as_u64().unwrap();
+    assert!(
+        retry > 0 && retry <= window.as_millis() as u64,
+        "retryAfter {retry} ms is within the window"
+    );
+    let again = host
+        .run("debug.status", json!({}), 5_000)
+        .await
+        .unwrap_err();
+    assert_eq!(again.code, "E_CIRCUIT_OPEN", "still open: {again:?}");
+    tokio::time::sleep(window.saturating_sub(opened.elapsed()) + Duration::from_millis(100)).await;
+    assert!(
+        host.run("debug.status", json!({}), 5_000).await.is_ok(),
+        "the circuit closes once the failures leave the window"
+    );
+    host.run("debug.stop", json!({}), 10_000).await.unwrap();
+    host.stop().await;
+}

@@ -494,16 +494,20 @@ impl Host {
                 watch.changed().await;
             }
         };
+        // A lease that cannot be renewed is the host's own failure: another host would soon quarantine the job
+        // as stale, so answer it now and count it toward the circuit.
         let lease = async {
             loop {
                 tokio::time::sleep(self.opts.lease_renew).await;
-                let _ = touch(&dir.join(CLAIMED_JSON));
+                if let Err(e) = touch(&dir.join(CLAIMED_JSON)) {
+                    return e;
+                }
             }
         };
         let result = tokio::select! {
             r = self.dap.execute(&script, &params, deadline) => r,
             () = cancelled => Err(ScriptError::new("E_CANCELLED", "the client cancelled the job")),
-            () = lease => Err(ScriptError::new("E_INTERNAL", "lease renewal ended")),
+            e = lease => Err(ScriptError::new("E_INTERNAL", format!("could not renew the job's lease: {e}"))),
         };
         events.emit(
             "progress",
