@@ -76,6 +76,7 @@ fn args(ws: &Path, backend: BackendChoice) -> DebugArgs {
         manifest: None,
         python: Some(python()),
         lldb_dap: None,
+        js_debug: None,
     }
 }
 
@@ -102,6 +103,7 @@ async fn file_protocol(trips: usize) {
         workspace: ws.clone(),
         python: Some(python()),
         lldb_dap: None,
+        js_debug: None,
     };
     let host_ws = ws.clone();
     let host_stop = stop.clone();

@@ -72,6 +72,7 @@ fn dap_config(args: &DebugArgs) -> DapConfig {
         workspace: workspace(args),
         python: args.python.clone(),
         lldb_dap: args.lldb_dap.clone(),
+        js_debug: args.js_debug.clone(),
     }
 }
 

@@ -8,7 +8,7 @@ pub enum BackendChoice {
     Auto,
     /// The VSC-Bridge extension's file protocol (or `mcp-bridges debug host`).
     Vscode,
-    /// Debug adapters run by the bridge itself (debugpy, lldb-dap).
+    /// Debug adapters run by the bridge itself (debugpy, lldb-dap, js-debug).
     Dap,
 }
 
@@ -46,6 +46,11 @@ pub struct DebugArgs {
     /// The lldb-dap binary; `lldb-dap`, `lldb-dap-22`, `lldb-dap-19` on PATH by default.
     #[arg(long = "lldb-dap", env = "DEBUG_LLDB_DAP", global = true)]
     pub lldb_dap: Option<PathBuf>,
+
+    /// js-debug's DAP server script (`vsDebugServer.js` / `dapDebugServer.js`), run with `node`, for
+    /// `pwa-node`/`node` launches; without it those launches answer E_ADAPTER_NOT_FOUND.
+    #[arg(long = "js-debug", env = "DEBUG_JS_DEBUG", global = true)]
+    pub js_debug: Option<PathBuf>,
 }
 
 /// `mcp-bridges debug [host]`.

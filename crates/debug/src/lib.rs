@@ -1,6 +1,6 @@
 //! The debug bridge: VSC-Bridge's debugging tools (generated from `*.meta.yaml`) served over one of two
 //! backends: `vscode`, the file protocol of the VSC-Bridge extension (`.vsc-bridge/`), or `dap`, real debug
-//! adapters (debugpy, lldb-dap) run headless. `mcp-bridges debug host` is the extension's side of the file
+//! adapters (debugpy, lldb-dap, js-debug) run headless. `mcp-bridges debug host` is the extension's side of the file
 //! protocol, running jobs on the `dap` backend, so the whole path works without VS Code.
 
 pub mod backend;

@@ -27,6 +27,7 @@ impl InProcessHost {
             workspace: ws.to_path_buf(),
             python: Some(python()),
             lldb_dap: None,
+            js_debug: None,
         };
         let (ws2, stop2) = (ws.to_path_buf(), stop.clone());
         let task = tokio::spawn(async move {

@@ -3,7 +3,7 @@
 use super::breakpoints::{Breakpoint, MAX_BREAKPOINTS, Store};
 use super::client::DapError;
 use super::launch::{self, AdapterKind};
-use super::session::{Outcome, Run, Session, lock};
+use super::session::{Link, Outcome, Run, Session, lock};
 use crate::envelope::ScriptError;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
@@ -20,12 +20,14 @@ pub struct DapConfig {
     pub python: Option<PathBuf>,
     /// The `lldb-dap` binary; searched on `PATH` (and LLVM 19's folder) when `None`.
     pub lldb_dap: Option<PathBuf>,
+    /// js-debug's `vsDebugServer.js`/`dapDebugServer.js`; `pwa-node` launches need it.
+    pub js_debug: Option<PathBuf>,
 }
 
 pub struct DapBackend {
     pub(super) cfg: DapConfig,
     pub(super) breakpoints: Arc<Mutex<Store>>,
-    current: Mutex<Option<Arc<Session>>>,
+    pub(super) current: Mutex<Option<Arc<Session>>>,
     /// Serialises start/stop/restart so two starts cannot race.
     lifecycle: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
@@ -382,6 +384,18 @@ impl DapBackend {
                 };
                 Ok(tokio::process::Command::new(bin))
             }
+            AdapterKind::JsDebug => {
+                let script = match &self.cfg.js_debug {
+                    Some(p) if p.is_file() => p.clone(),
+                    Some(p) => return Err(missing(format!("{} does not exist", p.display()))),
+                    None => return Err(missing("js-debug is not configured (--js-debug)".into())),
+                };
+                let node = launch::find_program(&["node", "nodejs"], &[])
+                    .ok_or_else(|| missing("no node on PATH".into()))?;
+                let mut cmd = tokio::process::Command::new(node);
+                cmd.arg(script);
+                Ok(cmd)
+            }
         }
     }
 
@@ -419,7 +433,7 @@ impl DapBackend {
             .to_owned();
         let kind = AdapterKind::of_type(&ty).ok_or_else(|| {
             ScriptError::new("E_UNSUPPORTED_LANGUAGE", format!("no debug adapter for launch type `{ty}`"))
-                .hint("Use type \"debugpy\"/\"python\" for Python or \"lldb-dap\"/\"lldb\" for C, C++ and Rust")
+                .hint("Use type \"debugpy\"/\"python\" for Python, \"lldb-dap\"/\"lldb\" for C, C++ and Rust, or \"pwa-node\"/\"node\" for JavaScript")
         })?;
         let command = self.adapter_command(kind)?;
         if let Some(program) = config.get("program").and_then(Value::as_str) {
@@ -452,13 +466,17 @@ impl DapBackend {
         }
         let id = format!("dap-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         lock(&self.breakpoints).unbind_all();
-        let session = Session::spawn(
+        if kind == AdapterKind::JsDebug {
+            return self.launch_js(id, command, config, deadline).await;
+        }
+        let session = Session::open(
             id,
             kind,
             config.clone(),
-            command,
+            Link::Child(command),
             Arc::clone(&self.breakpoints),
-        )?;
+        )
+        .await?;
         *lock(&self.current) = Some(Arc::clone(&session));
         match self.handshake(&session, config, deadline).await {
             Ok(()) => Ok(session),
@@ -471,7 +489,7 @@ impl DapBackend {
 
     /// initialize → launch (not awaited: debugpy answers it only after configurationDone) → initialized →
     /// breakpoints → exception filters → configurationDone → the launch answer.
-    async fn handshake(
+    pub(super) async fn handshake(
         &self,
         s: &Arc<Session>,
         config: Value,
@@ -488,7 +506,7 @@ impl DapBackend {
                 json!({"clientID": "mcp-bridges", "clientName": "mcp-bridges debug", "adapterID": s.adapter.name(),
                     "pathFormat": "path", "linesStartAt1": true, "columnsStartAt1": true,
                     "supportsVariableType": true, "supportsRunInTerminalRequest": false,
-                    "supportsStartDebuggingRequest": false, "locale": "en"}),
+                    "supportsStartDebuggingRequest": s.adapter == AdapterKind::JsDebug, "locale": "en"}),
                 left(deadline),
             )
             .await

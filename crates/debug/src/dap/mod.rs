@@ -5,6 +5,7 @@ pub mod breakpoints;
 pub mod client;
 mod inspect;
 pub mod journal;
+mod jsdebug;
 pub mod launch;
 mod logs;
 pub mod session;

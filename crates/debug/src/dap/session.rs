@@ -74,6 +74,24 @@ pub struct Session {
     pub shared: Arc<Shared>,
     pub capabilities: Mutex<Value>,
     shutdown: CancellationToken,
+    /// What lives as long as this session: js-debug's server process and its parent session.
+    companions: Mutex<Vec<Companion>>,
+}
+
+/// How the session reaches its adapter.
+pub enum Link {
+    /// The adapter's stdio (debugpy, lldb-dap).
+    Child(tokio::process::Command),
+    /// A TCP server (js-debug); its `startDebugging` requests go to the sender.
+    Tcp {
+        addr: String,
+        children: tokio::sync::mpsc::Sender<Value>,
+    },
+}
+
+pub enum Companion {
+    Process(tokio::process::Child),
+    Parent(Arc<Session>),
 }
 
 /// Where a wait ended.
@@ -89,11 +107,11 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Session {
     /// Starts the adapter process; events update the state, the journal and the breakpoints' binding.
-    pub fn spawn(
+    pub async fn open(
         id: String,
         adapter: AdapterKind,
         config: Value,
-        command: tokio::process::Command,
+        link: Link,
         breakpoints: Arc<Mutex<Store>>,
     ) -> Result<Arc<Self>, ScriptError> {
         let shared = Arc::new(Shared {
@@ -125,7 +143,13 @@ impl Session {
                 shared.bump();
             }
         };
-        let client = DapClient::spawn(command, &shutdown, on_event, on_closed).map_err(|e| {
+        let client = match link {
+            Link::Child(command) => DapClient::spawn(command, &shutdown, on_event, on_closed),
+            Link::Tcp { addr, children } => {
+                DapClient::tcp(&addr, &shutdown, on_event, on_closed, children).await
+            }
+        }
+        .map_err(|e| {
             ScriptError::new(
                 "E_ADAPTER_NOT_FOUND",
                 format!("could not start {}: {e}", adapter.name()),
@@ -140,6 +164,7 @@ impl Session {
             shared,
             capabilities: Mutex::new(Value::Null),
             shutdown,
+            companions: Mutex::new(Vec::new()),
         }))
     }
 
@@ -260,8 +285,25 @@ impl Session {
         self.shared.state().closed.clone()
     }
 
-    /// Ends the adapter (and with it the debuggee).
+    pub fn keep(&self, companion: Companion) {
+        lock(&self.companions).push(companion);
+    }
+
+    /// Ends the adapter (and with it the debuggee), then its parent session and server.
     pub async fn terminate(&self) {
+        self.terminate_own().await;
+        let companions = std::mem::take(&mut *lock(&self.companions));
+        for c in companions {
+            match c {
+                Companion::Parent(p) => p.terminate_own().await,
+                Companion::Process(mut child) => {
+                    let _ = child.kill().await;
+                }
+            }
+        }
+    }
+
+    async fn terminate_own(&self) {
         if !self.client.is_closed() {
             let _ = self
                 .client

