@@ -259,12 +259,7 @@ impl Session {
 
     /// Records references handed to the agent during this stop.
     pub fn remember_refs(&self, refs: impl IntoIterator<Item = i64>) {
-        let mut st = self.shared.state();
-        for r in refs {
-            if r > 0 && st.refs.len() < MAX_REFS {
-                st.refs.insert(r);
-            }
-        }
+        remember_bounded(&mut self.shared.state().refs, refs);
     }
 
     /// `E_STALE_REFERENCE` unless `reference` was handed out during the current stop.
@@ -404,4 +399,29 @@ fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
         _ => return,
     }
     shared.bump();
+}
+
+/// Adds the positive references to `set`, at most [`MAX_REFS`] in all: an adapter that hands out endless
+/// references (a huge array expanded) cannot grow it without bound; past it a reference reads as stale.
+fn remember_bounded(set: &mut HashSet<i64>, refs: impl IntoIterator<Item = i64>) {
+    for r in refs {
+        if r > 0 && set.len() < MAX_REFS {
+            set.insert(r);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembered_references_stop_at_the_bound_and_only_positive_ones_count() {
+        let mut set = HashSet::new();
+        remember_bounded(&mut set, [0, -3, 7]);
+        assert_eq!(set.len(), 1);
+        remember_bounded(&mut set, 1..(MAX_REFS as i64 + 50));
+        assert_eq!(set.len(), MAX_REFS);
+        assert!(!set.contains(&(MAX_REFS as i64 + 10)));
+    }
 }

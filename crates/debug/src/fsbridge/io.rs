@@ -130,6 +130,29 @@ mod tests {
     }
 
     #[test]
+    fn a_file_over_the_read_bound_is_refused_without_being_read() {
+        let dir = std::env::temp_dir().join(format!("bound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("data.json");
+        // Sparse: the bound is checked from the length, so the test costs no disk.
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(MAX_READ_BYTES + 1)
+            .unwrap();
+        let err = read_json(&path).unwrap_err();
+        assert!(
+            err.to_string().contains(&format!("over {MAX_READ_BYTES}")),
+            "{err}"
+        );
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(b"{\"ok\": true}")
+            .unwrap();
+        assert_eq!(read_json(&path).unwrap(), json!({"ok": true}));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn a_claim_is_taken_once() {
         let dir = std::env::temp_dir().join(format!("claim-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
