@@ -59,7 +59,16 @@ pub struct SetupError {
     source: std::io::Error,
 }
 
-fn step<T, E: Into<std::io::Error>>(
+impl SetupError {
+    pub(crate) fn new(step: impl Into<String>, source: std::io::Error) -> Self {
+        Self {
+            step: step.into(),
+            source,
+        }
+    }
+}
+
+pub(crate) fn step<T, E: Into<std::io::Error>>(
     what: impl Into<String>,
     r: Result<T, E>,
 ) -> Result<T, SetupError> {
@@ -205,7 +214,7 @@ fn wait_exit(child: Pid) -> i32 {
     }
 }
 
-fn mnt(
+pub(crate) fn mnt(
     src: Option<&str>,
     target: &Path,
     fstype: Option<&str>,
@@ -240,7 +249,7 @@ fn bind_ro(src: &Path, target: &Path) -> Result<(), SetupError> {
     mnt(None, target, None, flags, None)
 }
 
-fn tmpfs(target: &Path, opts: &str) -> Result<(), SetupError> {
+pub(crate) fn tmpfs(target: &Path, opts: &str) -> Result<(), SetupError> {
     mnt(
         Some("tmpfs"),
         target,
@@ -250,7 +259,7 @@ fn tmpfs(target: &Path, opts: &str) -> Result<(), SetupError> {
     )
 }
 
-fn mkdir(p: &Path) -> Result<(), SetupError> {
+pub(crate) fn mkdir(p: &Path) -> Result<(), SetupError> {
     step(format!("mkdir {}", p.display()), fs::create_dir_all(p))
 }
 
@@ -437,7 +446,7 @@ pub fn rlimits_json(l: &Limits) -> Value {
     })
 }
 
-fn write_etc(etc: &Path, hostname: &str) -> Result<(), SetupError> {
+pub(crate) fn write_etc(etc: &Path, hostname: &str) -> Result<(), SetupError> {
     let files = [
         (
             "passwd",

@@ -1,5 +1,6 @@
 //! The sandbox guest agent: PID 1 of every sandbox, speaking one framed, multiplexed protocol
-//! ([`protocol`]) over its stdin/stdout. The `namespace` launcher ([`launch`]) builds the sandbox around it.
+//! ([`protocol`]) over its stdin/stdout. The `namespace` launcher ([`launch`]) builds the sandbox around it;
+//! in a microVM the agent is the guest's `/init` ([`vm`]).
 
 pub mod agent;
 mod confine;
@@ -11,5 +12,6 @@ pub mod outbuf;
 pub mod procs;
 pub mod protocol;
 pub mod seccomp;
+pub mod vm;
 
 pub use agent::{Agent, AgentConfig, serve};

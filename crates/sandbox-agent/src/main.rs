@@ -1,14 +1,19 @@
 //! `sandbox-agent [namespace]`: without an argument, serve the protocol on stdin/stdout in the current
 //! environment (the `process` backend; config in `SANDBOX_AGENT_CONFIG`); with `namespace`, first build a
-//! sandbox from `SANDBOX_AGENT_LAUNCH` and serve as its PID 1.
+//! sandbox from `SANDBOX_AGENT_LAUNCH` and serve as its PID 1; with `vm`, be `/init` of a microVM guest
+//! (config on the kernel command line) and serve on its virtio-serial port.
 
 use sandbox_agent::agent::{Agent, AgentConfig};
 use sandbox_agent::launch::{self, LAUNCH_ENV, LaunchConfig, Launched};
+use sandbox_agent::vm;
 
 const CONFIG_ENV: &str = "SANDBOX_AGENT_CONFIG";
 
 fn main() {
     let mode = std::env::args().nth(1);
+    if mode.as_deref() == Some(vm::VM_MODE) {
+        guest();
+    }
     let config = match mode.as_deref() {
         Some("namespace") => match namespace() {
             Ok(c) => c,
@@ -42,6 +47,35 @@ fn main() {
     }
     // Background tasks (stdin reader thread) must not keep PID 1 alive.
     std::process::exit(0);
+}
+
+/// PID 1 of a microVM: whatever happens, the guest powers off rather than letting the kernel panic.
+fn guest() -> ! {
+    let (config, port) = match vm::boot() {
+        Ok(booted) => booted,
+        Err(e) => {
+            eprintln!("sandbox-agent: guest setup failed: {e}");
+            vm::power_off();
+        }
+    };
+    let serve = |port: std::fs::File| -> Result<(), String> {
+        let writer = port.try_clone().map_err(|e| format!("dup the port: {e}"))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("no runtime: {e}"))?;
+        runtime.block_on(sandbox_agent::serve(
+            Agent::new(config),
+            tokio::fs::File::from_std(port),
+            tokio::fs::File::from_std(writer),
+        ));
+        Ok(())
+    };
+    if let Err(e) = serve(port) {
+        eprintln!("sandbox-agent: {e}");
+    }
+    vm::power_off();
 }
 
 fn fail(msg: &str) -> ! {

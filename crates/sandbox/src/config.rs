@@ -1,7 +1,8 @@
 //! The bridge's flags (each with its `SANDBOX_*` variable; Bouvet's `BOUVET_*` names are read as older
 //! aliases, see `Sandbox::ENV_ALIASES`) and the settings derived from them.
 
-use crate::backend::{BackendKind, default_agent_bin};
+use crate::backend::microvm::{Accel, Vmm};
+use crate::backend::{BackendChoice, BackendKind, default_agent_bin};
 use bridge_core::config;
 use bridge_core::serve::McpArgs;
 use std::path::PathBuf;
@@ -10,15 +11,16 @@ use std::time::Duration;
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Sandbox")]
 pub struct SandboxArgs {
-    /// Isolation backend: namespace (default), microvm (only if its boot self-test passes; it does not in
-    /// this build) or process (NO isolation; needs --unsafe-no-isolation).
+    /// Isolation backend: namespace (default); microvm (a VM per sandbox, refused at start unless its
+    /// boot self-test passes in time); auto (microvm when its self-test passes, else namespace); process
+    /// (NO isolation; needs --unsafe-no-isolation).
     #[arg(
         long = "sandbox-backend",
         env = "SANDBOX_BACKEND",
         value_enum,
         default_value = "namespace"
     )]
-    pub sandbox_backend: BackendKind,
+    pub sandbox_backend: BackendChoice,
     /// Allow the `process` backend, which runs code on this host with no isolation at all.
     #[arg(long = "unsafe-no-isolation", env = "SANDBOX_UNSAFE_NO_ISOLATION")]
     pub sandbox_unsafe_no_isolation: bool,
@@ -87,18 +89,27 @@ pub struct SandboxArgs {
         default_value = "1300000000"
     )]
     pub sandbox_id_base: u32,
-    /// microvm: the guest kernel (Bouvet's BOUVET_KERNEL).
+    /// microvm: the guest kernel, a bzImage (Bouvet's BOUVET_KERNEL). `scripts/build-guest` makes one.
     #[arg(
         long = "sandbox-kernel",
         env = "SANDBOX_KERNEL",
-        default_value = "/var/lib/bouvet/vmlinux"
+        default_value = "/var/lib/mcp-bridges/guest/vmlinuz"
     )]
     pub sandbox_kernel: PathBuf,
-    /// microvm: the root file system image (Bouvet's BOUVET_ROOTFS).
+    /// microvm: the initramfs holding the static agent as /init and the guest's modules
+    /// (`scripts/build-guest`).
+    #[arg(
+        long = "sandbox-initrd",
+        env = "SANDBOX_INITRD",
+        default_value = "/var/lib/mcp-bridges/guest/initrd.cpio"
+    )]
+    pub sandbox_initrd: PathBuf,
+    /// microvm: a root file system image for Firecracker, which cannot share host directories (Bouvet's
+    /// BOUVET_ROOTFS). QEMU shares the host's /usr read-only instead and ignores it.
     #[arg(
         long = "sandbox-rootfs",
         env = "SANDBOX_ROOTFS",
-        default_value = "/var/lib/bouvet/debian-devbox.ext4"
+        default_value = "/var/lib/mcp-bridges/guest/rootfs.ext4"
     )]
     pub sandbox_rootfs: PathBuf,
     /// microvm: the Firecracker binary (Bouvet's BOUVET_FIRECRACKER).
@@ -108,6 +119,33 @@ pub struct SandboxArgs {
         default_value = "/usr/local/bin/firecracker"
     )]
     pub sandbox_firecracker: PathBuf,
+    /// microvm: the QEMU binary.
+    #[arg(
+        long = "sandbox-qemu",
+        env = "SANDBOX_QEMU",
+        default_value = "qemu-system-x86_64"
+    )]
+    pub sandbox_qemu: PathBuf,
+    /// microvm: the VMM. auto takes Firecracker where its binary is present, else QEMU.
+    #[arg(
+        long = "sandbox-vmm",
+        env = "SANDBOX_VMM",
+        value_enum,
+        default_value = "auto"
+    )]
+    pub sandbox_vmm: Vmm,
+    /// microvm: kvm (hardware virtualisation) or tcg (QEMU's emulator: seconds per boot, for tests).
+    #[arg(
+        long = "sandbox-microvm-accel",
+        env = "SANDBOX_MICROVM_ACCEL",
+        value_enum,
+        default_value = "kvm"
+    )]
+    pub sandbox_microvm_accel: Accel,
+    /// microvm: how long a guest may take from start to its agent's hello, the self-test included
+    /// (default 3 s with kvm, 60 s with tcg).
+    #[arg(long = "sandbox-microvm-boot-timeout-secs", env = "SANDBOX_MICROVM_BOOT_TIMEOUT_SECS", value_parser = config::ranged("SANDBOX_MICROVM_BOOT_TIMEOUT_SECS", 1u64, 600))]
+    pub sandbox_microvm_boot_timeout_secs: Option<u64>,
 }
 
 /// `mcp-bridges sandbox`.
@@ -122,6 +160,8 @@ pub struct SandboxCommand {
 /// Everything the bridge needs, resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// What was asked for; `backend` is what the self-test left (Manager::new resolves it).
+    pub choice: BackendChoice,
     pub backend: BackendKind,
     pub agent_bin: PathBuf,
     pub state_dir: PathBuf,
@@ -143,9 +183,19 @@ pub struct Settings {
     pub cgroups: bool,
     pub id_base: u32,
     pub ro_binds: Vec<PathBuf>,
+    pub microvm: MicrovmSettings,
+}
+
+#[derive(Debug, Clone)]
+pub struct MicrovmSettings {
     pub kernel: PathBuf,
+    pub initrd: PathBuf,
     pub rootfs: PathBuf,
     pub firecracker: PathBuf,
+    pub qemu: PathBuf,
+    pub vmm: Vmm,
+    pub accel: Accel,
+    pub boot_timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -159,11 +209,13 @@ pub enum ConfigError {
         "the sandbox agent binary {0} does not exist; build it (cargo build -p sandbox-agent) or set SANDBOX_AGENT_BIN"
     )]
     NoAgent(PathBuf),
+    #[error("--sandbox-backend microvm was asked for, but {0}")]
+    Microvm(String),
 }
 
 impl SandboxArgs {
     pub fn settings(&self) -> Result<Settings, ConfigError> {
-        if self.sandbox_backend == BackendKind::Process && !self.sandbox_unsafe_no_isolation {
+        if self.sandbox_backend == BackendChoice::Process && !self.sandbox_unsafe_no_isolation {
             return Err(ConfigError::ProcessNeedsUnsafe);
         }
         let agent_bin = self
@@ -173,8 +225,15 @@ impl SandboxArgs {
         if !agent_bin.is_file() {
             return Err(ConfigError::NoAgent(agent_bin));
         }
+        let boot_timeout =
+            self.sandbox_microvm_boot_timeout_secs
+                .unwrap_or(match self.sandbox_microvm_accel {
+                    Accel::Kvm => 3,
+                    Accel::Tcg => 60,
+                });
         Ok(Settings {
-            backend: self.sandbox_backend,
+            choice: self.sandbox_backend,
+            backend: self.sandbox_backend.initial(),
             agent_bin,
             state_dir: self.sandbox_state_dir.clone(),
             pool_enabled: self.sandbox_pool_enabled,
@@ -203,9 +262,16 @@ impl SandboxArgs {
             .iter()
             .map(PathBuf::from)
             .collect(),
-            kernel: self.sandbox_kernel.clone(),
-            rootfs: self.sandbox_rootfs.clone(),
-            firecracker: self.sandbox_firecracker.clone(),
+            microvm: MicrovmSettings {
+                kernel: self.sandbox_kernel.clone(),
+                initrd: self.sandbox_initrd.clone(),
+                rootfs: self.sandbox_rootfs.clone(),
+                firecracker: self.sandbox_firecracker.clone(),
+                qemu: self.sandbox_qemu.clone(),
+                vmm: self.sandbox_vmm,
+                accel: self.sandbox_microvm_accel,
+                boot_timeout: Duration::from_secs(boot_timeout),
+            },
         })
     }
 }

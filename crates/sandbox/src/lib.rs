@@ -18,7 +18,7 @@ use manager::Manager;
 use serde_json::json;
 use std::sync::Arc;
 
-pub use backend::BackendKind;
+pub use backend::{BackendChoice, BackendKind};
 
 const INSTRUCTIONS: &str = "Disposable code sandboxes. create_sandbox returns a sandbox_id; execute_code \
 (python, javascript, bash, sh) and run_command run code in it with a timeout; read_file, write_file and \
@@ -35,7 +35,7 @@ pub struct Running {
 /// and destroys every sandbox when `env` shuts down.
 pub async fn start(args: SandboxArgs, env: &BridgeEnv) -> Result<Running, BridgeError> {
     let settings = args.settings()?;
-    let manager = Manager::new(settings).await;
+    let manager = Manager::new(settings).await?;
     let mut b = Bridge::builder("sandbox", env!("CARGO_PKG_VERSION"));
     b.instructions(INSTRUCTIONS);
     // A 10 MiB file travels in one write_file: base64 makes it 13.3 MiB, JSON escapes of text up to twice.

@@ -2,8 +2,8 @@
 //! not-found for unknown and malformed ids alike, as Bouvet), destroy, and the reaper for idle and
 //! over-age sandboxes.
 
-use crate::backend::{self, Instance, Spec, microvm};
-use crate::config::Settings;
+use crate::backend::{self, BackendChoice, BackendKind, Instance, Spec, microvm};
+use crate::config::{ConfigError, Settings};
 use crate::pool::Pool;
 use crate::time::rfc3339;
 use bridge_core::ToolError;
@@ -78,7 +78,9 @@ pub struct Manager {
 }
 
 impl Manager {
-    pub async fn new(settings: Settings) -> Arc<Self> {
+    /// Cleans a crashed run's leftovers and settles the backend: `microvm` and `auto` boot a test VM
+    /// first; `microvm` refuses to start when it fails, `auto` falls back to namespace.
+    pub async fn new(mut settings: Settings) -> Result<Arc<Self>, ConfigError> {
         let orphans_cleaned = backend::cleanup_orphans(&settings).await;
         if orphans_cleaned > 0 {
             tracing::warn!(
@@ -86,19 +88,35 @@ impl Manager {
                 "removed sandboxes left behind by a crashed run"
             );
         }
+        let microvm = match settings.choice {
+            BackendChoice::Microvm | BackendChoice::Auto => microvm::self_test(&settings).await,
+            BackendChoice::Namespace | BackendChoice::Process => microvm::facts(&settings),
+        };
+        settings.backend = match (settings.choice, microvm.available) {
+            (BackendChoice::Microvm, false) => return Err(ConfigError::Microvm(microvm.reason)),
+            (BackendChoice::Auto, true) => BackendKind::Microvm,
+            (BackendChoice::Auto, false) => {
+                tracing::warn!(reason = %microvm.reason, "microvm unavailable; using namespace");
+                BackendKind::Namespace
+            }
+            (choice, _) => choice.initial(),
+        };
+        if microvm.self_tested {
+            tracing::info!(available = microvm.available, reason = %microvm.reason, "microvm self-test");
+        }
         let default = Spec {
             backend: settings.backend,
             memory_mib: settings.memory_mib,
             vcpus: settings.vcpus,
         };
-        Arc::new(Self {
+        Ok(Arc::new(Self {
             pool: Pool::new(settings.clone(), default),
-            microvm: microvm::probe(&settings),
+            microvm,
             settings,
             sandboxes: Mutex::new(HashMap::new()),
             reserved: AtomicUsize::new(0),
             orphans_cleaned,
-        })
+        }))
     }
 
     fn map(&self) -> MutexGuard<'_, HashMap<Uuid, Arc<Sandbox>>> {

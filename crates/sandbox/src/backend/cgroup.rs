@@ -26,6 +26,23 @@ impl Cgroups {
         }
     }
 
+    /// These groups, and `dir` removed with them.
+    pub fn owning(self, dir: PathBuf) -> Self {
+        Self {
+            owned: Some(dir),
+            ..self
+        }
+    }
+
+    /// Moves process `pid` (every thread of it) into these groups.
+    pub async fn adopt(&self, pid: u32) {
+        for dir in &self.dirs {
+            if let Err(e) = tokio::fs::write(dir.join("cgroup.procs"), pid.to_string()).await {
+                tracing::warn!(group = %dir.display(), error = %e, "a VMM could not join its cgroup");
+            }
+        }
+    }
+
     pub fn dirs(&self) -> Vec<PathBuf> {
         self.dirs.clone()
     }
@@ -92,8 +109,8 @@ impl Cgroups {
 }
 
 /// At start: a crashed run's sandboxes are found by their cgroups (every process in them is killed, the
-/// groups removed) and its `process` directories under the state dir are removed. Returns how many groups
-/// were cleaned.
+/// groups removed) and its `process` and `vm` directories under the state dir are removed, a VM's QEMU
+/// killed first. Returns how many groups were cleaned.
 pub async fn cleanup_orphans(settings: &Settings) -> usize {
     let mut cleaned = 0;
     for controller in ["memory", "pids", "cpu"] {
@@ -126,14 +143,39 @@ pub async fn cleanup_orphans(settings: &Settings) -> usize {
     if let Ok(mut rd) = tokio::fs::read_dir(&settings.state_dir).await {
         while let Ok(Some(e)) = rd.next_entry().await {
             let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(rest) = name.strip_prefix("process-")
+            let rest = name
+                .strip_prefix("process-")
+                .or_else(|| name.strip_prefix("vm-"));
+            if let Some(rest) = rest
                 && orphaned(rest)
             {
+                kill_vmm(&e.path()).await;
                 let _ = tokio::fs::remove_dir_all(e.path()).await;
             }
         }
     }
     cleaned
+}
+
+/// A crashed run's QEMU, named by the pid file in its VM directory. The pid counts only while that
+/// process's command line still names the directory: a pid reused since is left alone.
+async fn kill_vmm(dir: &Path) {
+    let Ok(text) = tokio::fs::read_to_string(dir.join("qemu.pid")).await else {
+        return;
+    };
+    let Ok(pid) = text.trim().parse::<i32>() else {
+        return;
+    };
+    let cmdline = tokio::fs::read(format!("/proc/{pid}/cmdline"))
+        .await
+        .unwrap_or_default();
+    let needle = dir.as_os_str().as_encoded_bytes();
+    if cmdline.windows(needle.len()).any(|w| w == needle) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
 }
 
 /// `<our pid>-<rest>`: the name of something this process owns, so a later run can tell a crashed owner's

@@ -16,17 +16,42 @@ use tokio::process::Command;
 
 pub use cgroup::{Cgroups, cleanup_orphans};
 
-/// How long a sandbox may take from spawn to the agent's `hello`.
+/// How long a namespace or process sandbox may take from spawn to the agent's `hello`.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+/// What `--sandbox-backend` asks for; `auto` is resolved by the microVM self-test at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    /// Linux namespaces (user, mount, pid, net, ipc, uts), read-only root, tmpfs workspace: the default.
+    Namespace,
+    /// A microVM per sandbox; the bridge refuses to start unless the boot self-test passes in time.
+    Microvm,
+    /// microvm when its boot self-test passes in time, else namespace.
+    Auto,
+    /// No isolation at all: the agent runs as a plain child. Needs --unsafe-no-isolation.
+    Process,
+}
+
+impl BackendChoice {
+    /// The backend before any self-test: `auto` starts from namespace.
+    pub fn initial(self) -> BackendKind {
+        match self {
+            Self::Namespace | Self::Auto => BackendKind::Namespace,
+            Self::Microvm => BackendKind::Microvm,
+            Self::Process => BackendKind::Process,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// Linux namespaces (user, mount, pid, net, ipc, uts), read-only root, tmpfs workspace: the default.
     Namespace,
     /// A microVM (QEMU microvm / Firecracker), only when its boot self-test passes.
     Microvm,
-    /// No isolation at all: the agent runs as a plain child. Needs --unsafe-no-isolation.
+    /// No isolation at all: the agent runs as a plain child.
     Process,
 }
 
@@ -86,7 +111,7 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
         seccomp: spec.backend == BackendKind::Namespace,
         landlock: spec.backend == BackendKind::Namespace,
     };
-    let (command, cgroups) = match spec.backend {
+    let (process, conn, cgroups, boot_timeout) = match spec.backend {
         BackendKind::Namespace => {
             let cgroups = Cgroups::create(spec, settings).await;
             let cfg = LaunchConfig {
@@ -102,7 +127,8 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
                 serde_json::to_string(&cfg).map_err(|e| LaunchError::Spawn(e.to_string()))?;
             let mut cmd = Command::new(&settings.agent_bin);
             cmd.arg("namespace").env_clear().env(LAUNCH_ENV, json);
-            (cmd, cgroups)
+            let (process, conn) = start_or_clean(cmd, &settings.agent_bin, &cgroups).await?;
+            (process, conn, cgroups, BOOT_TIMEOUT)
         }
         BackendKind::Process => {
             let dir = settings.state_dir.join(format!(
@@ -130,34 +156,38 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
                 .env("PATH", "/usr/local/bin:/usr/bin:/bin")
                 .env("SANDBOX_AGENT_CONFIG", json)
                 .current_dir(&dir);
-            (cmd, Cgroups::owned_dir(dir))
+            let cgroups = Cgroups::owned_dir(dir);
+            let (process, conn) = start_or_clean(cmd, &settings.agent_bin, &cgroups).await?;
+            (process, conn, cgroups, BOOT_TIMEOUT)
         }
         BackendKind::Microvm => {
-            return Err(LaunchError::Unavailable(
-                BackendKind::Microvm,
-                microvm::probe(settings).reason,
-            ));
-        }
-    };
-    let (process, conn) = match spawn::start(command, &settings.agent_bin) {
-        Ok(p) => p,
-        Err(e) => {
-            cgroups.remove().await;
-            return Err(e);
+            let vm = microvm::boot(settings, spec, limits).await?;
+            (
+                vm.process,
+                vm.conn,
+                vm.cgroups,
+                settings.microvm.boot_timeout,
+            )
         }
     };
     let client = AgentClient::new(conn);
-    let hello = match client.call(Op::Hello, BOOT_TIMEOUT).await {
+    let hello = match client
+        .call(Op::Hello, boot_timeout.saturating_sub(started.elapsed()))
+        .await
+    {
         Ok(Body::Hello(h)) => h,
         other => {
             let why = match other {
                 Ok(body) => format!("unexpected answer {body:?}"),
                 Err(e) => e.to_string(),
             };
-            let stderr = process.stderr_text().await;
+            let output = process.output_text().await;
             process.kill().await;
             cgroups.remove().await;
-            return Err(LaunchError::Hello(format!("{why}; agent stderr: {stderr}")));
+            let after = started.elapsed().as_secs_f64();
+            return Err(LaunchError::Hello(format!(
+                "{why} (after {after:.1} s); its last output: {output}"
+            )));
         }
     };
     Ok(Instance {
@@ -168,6 +198,20 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
         process,
         cgroups,
     })
+}
+
+async fn start_or_clean(
+    cmd: Command,
+    bin: &std::path::Path,
+    cgroups: &Cgroups,
+) -> Result<(spawn::Launched, bridge_core::link::Connection), LaunchError> {
+    match spawn::start(cmd, bin) {
+        Ok(p) => Ok(p),
+        Err(e) => {
+            cgroups.remove().await;
+            Err(e)
+        }
+    }
 }
 
 /// Where the agent binary is when not configured: beside this executable (or one level up, as cargo lays

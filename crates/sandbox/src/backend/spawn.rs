@@ -1,4 +1,5 @@
-//! Starting the agent's process and turning its stdin/stdout into the core's length-prefixed link.
+//! Starting the agent's process and turning its stdin/stdout into the core's length-prefixed link; or
+//! starting a VMM, whose stdout (the guest's console) and stderr are only kept for error messages.
 
 use super::LaunchError;
 use bridge_core::link::{Connection, Framing, StreamConfig, stream};
@@ -11,14 +12,14 @@ use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
-/// Bytes of the agent's stderr kept for error messages.
-const STDERR_KEEP: usize = 4096;
+/// Bytes of output kept for error messages: the newest, where a failure says why.
+const OUTPUT_KEEP: usize = 4096;
 
 #[derive(Debug)]
 pub struct Launched {
     child: tokio::sync::Mutex<Option<Child>>,
     pid: Option<u32>,
-    stderr: Arc<Mutex<Vec<u8>>>,
+    output: Arc<Mutex<Vec<u8>>>,
     /// Ask the agent to stop (its stream closes) before killing: without a pid namespace the agent's
     /// children only die if the agent kills them.
     graceful: bool,
@@ -26,60 +27,93 @@ pub struct Launched {
 
 pub fn start(mut command: Command, bin: &Path) -> Result<(Launched, Connection), LaunchError> {
     let graceful = command.as_std().get_args().next().is_none();
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| LaunchError::Spawn(format!("{}: {e}", bin.display())))?;
+    command.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = spawn(command, bin)?;
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(LaunchError::Spawn(
             "the agent's stdin/stdout could not be piped".into(),
         ));
     };
-    let kept = Arc::new(Mutex::new(Vec::new()));
-    if let Some(mut err) = child.stderr.take() {
-        let kept = Arc::clone(&kept);
-        tokio::spawn(async move {
-            let mut buf = [0u8; 1024];
-            while let Ok(n) = err.read(&mut buf).await {
-                if n == 0 {
-                    return;
-                }
-                let mut k = kept.lock().unwrap_or_else(|p| p.into_inner());
-                let room = STDERR_KEEP.saturating_sub(k.len());
-                k.extend_from_slice(&buf[..n.min(room)]);
-            }
-        });
-    }
+    let output = Arc::new(Mutex::new(Vec::new()));
+    keep_tail(child.stderr.take(), &output);
     let cfg = StreamConfig {
         framing: Framing::LengthPrefixed,
         max_frame_bytes: MAX_FRAME_BYTES,
     };
     // The link lives as long as the sandbox: it is closed by `destroy`, not by server shutdown.
     let conn = stream::spawn(stdout, stdin, cfg, &CancellationToken::new());
-    Ok((
-        Launched {
-            pid: child.id(),
-            child: tokio::sync::Mutex::new(Some(child)),
-            stderr: kept,
-            graceful,
-        },
-        conn,
-    ))
+    Ok((Launched::new(child, output, graceful), conn))
+}
+
+/// Starts a VMM. Its stdout (the guest's serial console) and stderr are read and only their tail kept,
+/// so a chatty guest costs no memory.
+pub fn start_vmm(mut command: Command, bin: &Path) -> Result<Launched, LaunchError> {
+    command.stdin(Stdio::null()).stdout(Stdio::piped());
+    let mut child = spawn(command, bin)?;
+    let output = Arc::new(Mutex::new(Vec::new()));
+    keep_tail(child.stdout.take(), &output);
+    keep_tail(child.stderr.take(), &output);
+    Ok(Launched::new(child, output, false))
+}
+
+fn spawn(mut command: Command, bin: &Path) -> Result<Child, LaunchError> {
+    command
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| LaunchError::Spawn(format!("{}: {e}", bin.display())))
+}
+
+fn keep_tail(
+    from: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
+    kept: &Arc<Mutex<Vec<u8>>>,
+) {
+    let Some(mut from) = from else {
+        return;
+    };
+    let kept = Arc::clone(kept);
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = from.read(&mut buf).await {
+            if n == 0 {
+                return;
+            }
+            let mut k = kept.lock().unwrap_or_else(|p| p.into_inner());
+            k.extend_from_slice(&buf[..n]);
+            let excess = k.len().saturating_sub(OUTPUT_KEEP);
+            k.drain(..excess);
+        }
+    });
 }
 
 impl Launched {
+    fn new(child: Child, output: Arc<Mutex<Vec<u8>>>, graceful: bool) -> Self {
+        Self {
+            pid: child.id(),
+            child: tokio::sync::Mutex::new(Some(child)),
+            output,
+            graceful,
+        }
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.pid
     }
 
-    pub async fn stderr_text(&self) -> String {
-        // Let the last lines of a dying agent arrive.
+    /// The tail of what the process wrote (stderr; and a VMM's console).
+    pub async fn output_text(&self) -> String {
+        // Let the last lines of a dying process arrive.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let k = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        let k = self.output.lock().unwrap_or_else(|p| p.into_inner());
         String::from_utf8_lossy(&k).trim().to_string()
+    }
+
+    /// True once the process has ended (it is then reaped).
+    pub async fn has_exited(&self) -> bool {
+        match self.child.lock().await.as_mut() {
+            Some(child) => !matches!(child.try_wait(), Ok(None)),
+            None => true,
+        }
     }
 
     /// Kills the process and reaps it.

@@ -187,3 +187,58 @@ pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
     panic!("{what} did not happen within 5 s");
 }
+
+/// The microvm guest (kernel, initramfs), brought up to date once per test process by
+/// `scripts/build-guest` (a no-op when current; it downloads Debian's kernel the first time).
+pub fn guest() -> (PathBuf, PathBuf) {
+    static GUEST: OnceLock<PathBuf> = OnceLock::new();
+    let dir = GUEST.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = root.join(".peers/guest");
+        let out = std::process::Command::new(root.join("scripts/build-guest"))
+            .arg("--out")
+            .arg(&dir)
+            .output()
+            .expect("scripts/build-guest runs");
+        assert!(
+            out.status.success(),
+            "scripts/build-guest failed (it needs apt-get with package lists, cpio and cargo):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    });
+    (dir.join("vmlinuz"), dir.join("initrd.cpio"))
+}
+
+/// Flags for a microvm bridge on QEMU's emulator (this host's KVM cannot boot a guest in time).
+pub fn tcg_flags() -> Vec<String> {
+    let (kernel, initrd) = guest();
+    [
+        "--sandbox-backend",
+        "microvm",
+        "--sandbox-microvm-accel",
+        "tcg",
+        "--sandbox-kernel",
+        kernel.to_str().unwrap(),
+        "--sandbox-initrd",
+        initrd.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| (*s).to_string())
+    .collect()
+}
+
+/// Processes on the host whose command line contains `needle`.
+pub fn processes_naming(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(needle) && !dead(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}

@@ -1,0 +1,299 @@
+//! The QEMU driver: `-M microvm` with no default devices, no network device at all, the host's read-only
+//! directories as 9p shares, and one virtio-serial port whose host end is a Unix socket in the VM's own
+//! directory. The guest's console goes to QEMU's stdout, of which only the tail is kept.
+
+use super::{Accel, GUEST_OVERHEAD_MIB, Vm};
+use crate::backend::cgroup::{self, Cgroups};
+use crate::backend::{LaunchError, Spec, spawn};
+use crate::config::Settings;
+use bridge_core::link::{Framing, StreamConfig, stream};
+use sandbox_agent::protocol::{Limits, MAX_FRAME_BYTES};
+use sandbox_agent::vm::{Share, VM_MODE, VmConfig};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::net::UnixStream;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+/// The port's name, on both sides.
+const PORT: &str = "agent";
+/// What QEMU itself needs on top of the guest's RAM, in its memory cgroup (TCG's code cache included,
+/// which `tb-size` bounds).
+const VMM_OVERHEAD_MIB: u64 = 256;
+const TCG_CACHE_MIB: u64 = 64;
+/// `sun_path` holds 108 bytes with its NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+pub async fn boot(
+    settings: &Settings,
+    spec: Spec,
+    limits: Limits,
+    qemu: &Path,
+) -> Result<Vm, LaunchError> {
+    let dir = settings.state_dir.join(format!(
+        "vm-{}",
+        cgroup::owned_name(&uuid::Uuid::new_v4().to_string())
+    ));
+    let socket = dir.join("agent.sock");
+    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(LaunchError::Spawn(format!(
+            "the VM's socket path {} is longer than {MAX_SOCKET_PATH} bytes; use a shorter SANDBOX_STATE_DIR",
+            socket.display()
+        )));
+    }
+    create_private_dir(&dir).await?;
+    let cfg = VmConfig {
+        workspace_mib: settings.workspace_mib,
+        tmp_mib: settings.tmp_mib,
+        hostname: "sandbox".into(),
+        shares: shares(&settings.ro_binds),
+        port: PORT.into(),
+        limits,
+        isolation: format!(
+            "microvm (qemu, {})",
+            match settings.microvm.accel {
+                Accel::Kvm => "kvm",
+                Accel::Tcg => "tcg",
+            }
+        ),
+    };
+    let cmd = match command(settings, spec, &cfg, qemu, &dir) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+            return Err(e);
+        }
+    };
+    let overhead = Spec {
+        memory_mib: spec.memory_mib + GUEST_OVERHEAD_MIB + VMM_OVERHEAD_MIB,
+        ..spec
+    };
+    let cgroups = Cgroups::create(overhead, settings).await.owning(dir);
+    let process = match spawn::start_vmm(cmd, qemu) {
+        Ok(p) => p,
+        Err(e) => {
+            cgroups.remove().await;
+            return Err(e);
+        }
+    };
+    if let Some(pid) = process.pid() {
+        cgroups.adopt(pid).await;
+    }
+    match connect(&socket, &process, settings.microvm.boot_timeout).await {
+        Ok(sock) => {
+            let (read, write) = sock.into_split();
+            let cfg = StreamConfig {
+                framing: Framing::LengthPrefixed,
+                max_frame_bytes: MAX_FRAME_BYTES,
+            };
+            let conn = stream::spawn(read, write, cfg, &CancellationToken::new());
+            Ok(Vm {
+                process,
+                conn,
+                cgroups,
+            })
+        }
+        Err(why) => {
+            let output = process.output_text().await;
+            process.kill().await;
+            cgroups.remove().await;
+            Err(LaunchError::Spawn(format!("{why}; QEMU said: {output}")))
+        }
+    }
+}
+
+/// The host's read-only directories, as 9p shares at the same paths (files such as ld.so.cache cannot
+/// be shared and are left out: the guest's loader searches the default directories).
+fn shares(ro_binds: &[PathBuf]) -> Vec<Share> {
+    ro_binds
+        .iter()
+        .filter(|p| p.is_dir())
+        .enumerate()
+        .map(|(i, p)| Share {
+            tag: format!("ro{i}"),
+            path: p.clone(),
+        })
+        .collect()
+}
+
+fn command(
+    settings: &Settings,
+    spec: Spec,
+    cfg: &VmConfig,
+    qemu: &Path,
+    dir: &Path,
+) -> Result<Command, LaunchError> {
+    let m = &settings.microvm;
+    let arg = cfg
+        .cmdline_arg()
+        .map_err(|e| LaunchError::Spawn(format!("the guest's config: {e}")))?;
+    // reboot=t and panic=-1 with -no-reboot: a guest that stops for any reason ends QEMU. `quiet` still
+    // prints warnings, which is what a failed boot's error message shows.
+    let mut append = format!("console=ttyS0 reboot=t panic=-1 quiet no_timer_check {arg}");
+    if m.accel == Accel::Tcg {
+        // Under TCG on a busy host the kernel's TSC calibration against the PIT fails and the boot hangs
+        // (docs/protocols/sandbox.md): give it the host's TSC rate, which TCG's TSC follows, and no watchdog.
+        append.push_str(&format!(" tsc_early_khz={} tsc=reliable", host_tsc_khz()));
+    }
+    append.push_str(&format!(" -- {VM_MODE}"));
+    let mut c = Command::new(qemu);
+    c.env_clear()
+        .args([
+            "-M",
+            "microvm",
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+        ])
+        .args(["-no-reboot", "-serial", "stdio"]);
+    match m.accel {
+        Accel::Kvm => c.args(["-accel", "kvm", "-cpu", "host"]),
+        Accel::Tcg => c
+            .args(["-accel", &format!("tcg,tb-size={TCG_CACHE_MIB}")])
+            .args(["-cpu", "max"]),
+    };
+    c.arg("-m")
+        .arg((spec.memory_mib + GUEST_OVERHEAD_MIB).to_string())
+        .arg("-smp")
+        .arg(spec.vcpus.to_string())
+        .arg("-kernel")
+        .arg(&m.kernel)
+        .arg("-initrd")
+        .arg(&m.initrd)
+        .arg("-append")
+        .arg(append)
+        .arg("-pidfile")
+        .arg(dir.join("qemu.pid"))
+        .args(["-device", "virtio-serial-device"])
+        .arg("-chardev")
+        .arg(format!(
+            "socket,id={PORT},path={},server=on,wait=off",
+            qemu_value(&dir.join("agent.sock"))?
+        ))
+        .arg("-device")
+        .arg(format!("virtserialport,chardev={PORT},name={PORT}"));
+    for share in &cfg.shares {
+        c.arg("-fsdev")
+            .arg(format!(
+                "local,id={0},path={1},security_model=none,readonly=on",
+                share.tag,
+                qemu_value(&share.path)?
+            ))
+            .arg("-device")
+            .arg(format!(
+                "virtio-9p-device,fsdev={0},mount_tag={0}",
+                share.tag
+            ));
+    }
+    Ok(c)
+}
+
+/// The host's TSC rate from /proc/cpuinfo's first "cpu MHz" (2 GHz if it says none: the guest's clock then
+/// runs off, nothing worse).
+fn host_tsc_khz() -> u64 {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    tsc_khz_of(&text).unwrap_or(2_000_000)
+}
+
+fn tsc_khz_of(cpuinfo: &str) -> Option<u64> {
+    let mhz: f64 = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("cpu MHz"))?
+        .split(':')
+        .nth(1)?
+        .trim()
+        .parse()
+        .ok()?;
+    (mhz > 0.0).then_some((mhz * 1000.0) as u64)
+}
+
+/// A path inside QEMU's comma-separated options: a comma would be doubled, so refuse it outright.
+fn qemu_value(p: &Path) -> Result<String, LaunchError> {
+    let s = p
+        .to_str()
+        .ok_or_else(|| LaunchError::Spawn(format!("{} is not UTF-8", p.display())))?;
+    if s.contains(',') {
+        return Err(LaunchError::Spawn(format!(
+            "{s} contains a comma, which QEMU's options cannot hold"
+        )));
+    }
+    Ok(s.to_string())
+}
+
+async fn create_private_dir(dir: &Path) -> Result<(), LaunchError> {
+    let made = tokio::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .await;
+    made.map_err(|e| LaunchError::Spawn(format!("{}: {e}", dir.display())))
+}
+
+/// QEMU creates the socket as it starts; connect before the guest boots, so the guest never sees the
+/// port closed.
+async fn connect(
+    socket: &Path,
+    process: &spawn::Launched,
+    within: Duration,
+) -> Result<UnixStream, String> {
+    let started = Instant::now();
+    loop {
+        match UnixStream::connect(socket).await {
+            Ok(s) => return Ok(s),
+            Err(e) if started.elapsed() > within => {
+                return Err(format!("QEMU's socket {}: {e}", socket.display()));
+            }
+            Err(_) => {}
+        }
+        if process.has_exited().await {
+            return Err("QEMU exited at once".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_not_shared_and_directories_get_their_own_tag() {
+        let s = shares(&[
+            PathBuf::from("/usr"),
+            PathBuf::from("/etc/hostname"),
+            PathBuf::from("/definitely/not/here"),
+            PathBuf::from("/etc"),
+        ]);
+        assert_eq!(
+            s,
+            vec![
+                Share {
+                    tag: "ro0".into(),
+                    path: "/usr".into()
+                },
+                Share {
+                    tag: "ro1".into(),
+                    path: "/etc".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_tsc_rate_comes_from_cpuinfo() {
+        let text = "processor\t: 0\ncpu MHz\t\t: 2596.152\ncache size\t: 512 KB\n";
+        assert_eq!(tsc_khz_of(text), Some(2_596_152));
+        assert_eq!(tsc_khz_of("processor\t: 0\n"), None);
+        assert_eq!(tsc_khz_of("cpu MHz\t: junk\n"), None);
+    }
+
+    #[test]
+    fn a_comma_in_a_path_is_refused() {
+        assert!(qemu_value(Path::new("/tmp/a,b")).is_err());
+        assert_eq!(
+            qemu_value(Path::new("/tmp/a b")).expect("plain path"),
+            "/tmp/a b"
+        );
+    }
+}
