@@ -13,5 +13,6 @@ pub mod procs;
 pub mod protocol;
 pub mod seccomp;
 pub mod vm;
+mod vsock;
 
 pub use agent::{Agent, AgentConfig, serve};

@@ -32,6 +32,8 @@ pub const VM_MODE: &str = "vm";
 /// Where the initramfs keeps the modules, and the file listing them in load order.
 pub const MODULES_DIR: &str = "/modules";
 pub const MODULES_ORDER: &str = "/modules/order";
+/// Firecracker's first virtio-block drive.
+const DRIVE: &str = "/dev/vda";
 /// How long the agent waits for its port's device to appear after the modules are loaded.
 const PORT_WAIT: Duration = Duration::from_secs(20);
 
@@ -48,8 +50,16 @@ pub struct VmConfig {
     pub tmp_mib: u64,
     pub hostname: String,
     pub shares: Vec<Share>,
-    /// The name of the virtio-serial port the host listens on.
+    /// The name of the virtio-serial port the host listens on (QEMU).
     pub port: String,
+    /// Firecracker: serve on this AF_VSOCK port instead of the virtio-serial port (the host reaches it
+    /// through Firecracker's hybrid vsock, `CONNECT <port>`).
+    #[serde(default)]
+    pub vsock_port: Option<u32>,
+    /// Firecracker, which cannot share host directories: the read-only drive `/dev/vda` (ext4) is mounted
+    /// read-only here (the image of a `/usr` tree, mounted at `/usr`).
+    #[serde(default)]
+    pub drive_at: Option<PathBuf>,
     pub limits: Limits,
     /// Said in `hello` as the isolation, e.g. "microvm (qemu, tcg)".
     pub isolation: String,
@@ -98,6 +108,9 @@ pub fn boot() -> Result<(AgentConfig, fs::File), SetupError> {
     })?;
     let modules = load_modules()?;
     let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if let Some(at) = &cfg.drive_at {
+        mount_drive(at)?;
+    }
     for share in &cfg.shares {
         mkdir(&share.path)?;
         mnt(
@@ -142,7 +155,10 @@ pub fn boot() -> Result<(AgentConfig, fs::File), SetupError> {
     // Nothing else under / is writable by the sandbox user: the initramfs root belongs to root, mode 755.
     step("sethostname", nix::unistd::sethostname(&cfg.hostname))?;
     let lo = crate::netif::loopback_up().is_ok();
-    let port = open_port(&cfg.port)?;
+    let port = match cfg.vsock_port {
+        Some(p) => crate::vsock::accept_one(p)?,
+        None => open_port(&cfg.port)?,
+    };
 
     let mut enforced = BTreeMap::new();
     enforced.insert("isolation".into(), json!(cfg.isolation));
@@ -153,7 +169,9 @@ pub fn boot() -> Result<(AgentConfig, fs::File), SetupError> {
         json!(
             cfg.shares
                 .iter()
-                .map(|s| s.path.display().to_string())
+                .map(|s| &s.path)
+                .chain(&cfg.drive_at)
+                .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
         ),
     );
@@ -209,6 +227,23 @@ fn load_modules() -> Result<Vec<String>, SetupError> {
         let _ = fs::remove_file(&path);
     }
     Ok(loaded)
+}
+
+/// Mounts the read-only drive `/dev/vda` (ext4) at `at`, waiting for its device node like the port's.
+fn mount_drive(at: &Path) -> Result<(), SetupError> {
+    let dev = Path::new(DRIVE);
+    let started = Instant::now();
+    while !dev.exists() && started.elapsed() < PORT_WAIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    mkdir(at)?;
+    mnt(
+        Some(DRIVE),
+        at,
+        Some("ext4"),
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("noload"),
+    )
 }
 
 /// Finds the virtio-serial port named `name` and opens it read-write (a port takes one open only).
@@ -270,6 +305,8 @@ mod tests {
                 path: "/usr".into(),
             }],
             port: "agent".into(),
+            vsock_port: Some(52),
+            drive_at: Some("/usr".into()),
             limits: Limits {
                 data: Some(1 << 29),
                 processes: Some(128),
@@ -281,6 +318,15 @@ mod tests {
         assert!(!arg.contains(' ') && !arg.contains('"'), "{arg}");
         let line = format!("console=ttyS0 quiet {arg} panic=-1");
         assert_eq!(VmConfig::from_cmdline(&line).expect("parses"), cfg);
+    }
+
+    #[test]
+    fn a_config_without_the_firecracker_fields_still_parses() {
+        let json = r#"{"workspace_mib":1,"tmp_mib":1,"hostname":"h","shares":[],"port":"agent",
+            "limits":{"seccomp":false,"landlock":false},"isolation":"microvm (qemu, tcg)"}"#;
+        let arg = format!("{CMDLINE_KEY}={}", URL_SAFE_NO_PAD.encode(json));
+        let cfg = VmConfig::from_cmdline(&arg).expect("parses");
+        assert_eq!((cfg.vsock_port, cfg.drive_at), (None, None));
     }
 
     #[test]

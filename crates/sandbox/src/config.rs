@@ -89,13 +89,21 @@ pub struct SandboxArgs {
         default_value = "1300000000"
     )]
     pub sandbox_id_base: u32,
-    /// microvm: the guest kernel, a bzImage (Bouvet's BOUVET_KERNEL). `scripts/build-guest` makes one.
+    /// microvm (QEMU): the guest kernel, a bzImage (Bouvet's BOUVET_KERNEL). `scripts/build-guest` makes one.
     #[arg(
         long = "sandbox-kernel",
         env = "SANDBOX_KERNEL",
         default_value = "/var/lib/mcp-bridges/guest/vmlinuz"
     )]
     pub sandbox_kernel: PathBuf,
+    /// microvm (Firecracker): the uncompressed ELF guest kernel Firecracker boots; `scripts/build-guest`
+    /// extracts it from the bzImage beside it.
+    #[arg(
+        long = "sandbox-vmlinux",
+        env = "SANDBOX_VMLINUX",
+        default_value = "/var/lib/mcp-bridges/guest/vmlinux"
+    )]
+    pub sandbox_vmlinux: PathBuf,
     /// microvm: the initramfs holding the static agent as /init and the guest's modules
     /// (`scripts/build-guest`).
     #[arg(
@@ -104,8 +112,9 @@ pub struct SandboxArgs {
         default_value = "/var/lib/mcp-bridges/guest/initrd.cpio"
     )]
     pub sandbox_initrd: PathBuf,
-    /// microvm: a root file system image for Firecracker, which cannot share host directories (Bouvet's
-    /// BOUVET_ROOTFS). QEMU shares the host's /usr read-only instead and ignores it.
+    /// microvm (Firecracker, which cannot share host directories; Bouvet's BOUVET_ROOTFS): an ext4 image of
+    /// a /usr tree (e.g. `mkfs.ext4 -d /usr usr.ext4 2G`), attached read-only and mounted at the guest's
+    /// /usr when the file exists. QEMU shares the host's /usr read-only instead and ignores it.
     #[arg(
         long = "sandbox-rootfs",
         env = "SANDBOX_ROOTFS",
@@ -189,6 +198,7 @@ pub struct Settings {
 #[derive(Debug, Clone)]
 pub struct MicrovmSettings {
     pub kernel: PathBuf,
+    pub vmlinux: PathBuf,
     pub initrd: PathBuf,
     pub rootfs: PathBuf,
     pub firecracker: PathBuf,
@@ -264,6 +274,7 @@ impl SandboxArgs {
             .collect(),
             microvm: MicrovmSettings {
                 kernel: self.sandbox_kernel.clone(),
+                vmlinux: self.sandbox_vmlinux.clone(),
                 initrd: self.sandbox_initrd.clone(),
                 rootfs: self.sandbox_rootfs.clone(),
                 firecracker: self.sandbox_firecracker.clone(),

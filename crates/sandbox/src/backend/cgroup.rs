@@ -7,6 +7,10 @@ use crate::config::Settings;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The pid file a VMM's directory holds (Firecracker's, written by its driver; QEMU writes `qemu.pid`).
+pub const VMM_PID_FILE: &str = "vmm.pid";
+const PID_FILES: [&str; 2] = ["qemu.pid", VMM_PID_FILE];
+
 /// Our parent group under every controller.
 const GROUP: &str = "mcp-bridges-sandbox";
 const ROOT: &str = "/sys/fs/cgroup";
@@ -109,7 +113,7 @@ impl Cgroups {
 }
 
 /// At start: a crashed run's sandboxes are found by their cgroups (every process in them is killed, the
-/// groups removed) and its `process` and `vm` directories under the state dir are removed, a VM's QEMU
+/// groups removed) and its `process` and `vm` directories under the state dir are removed, a VM's VMM
 /// killed first. Returns how many groups were cleaned.
 pub async fn cleanup_orphans(settings: &Settings) -> usize {
     let mut cleaned = 0;
@@ -157,10 +161,16 @@ pub async fn cleanup_orphans(settings: &Settings) -> usize {
     cleaned
 }
 
-/// A crashed run's QEMU, named by the pid file in its VM directory. The pid counts only while that
-/// process's command line still names the directory: a pid reused since is left alone.
+/// A crashed run's VMM (QEMU or Firecracker), named by the pid file in its VM directory. The pid counts
+/// only while that process's command line still names the directory: a pid reused since is left alone.
 async fn kill_vmm(dir: &Path) {
-    let Ok(text) = tokio::fs::read_to_string(dir.join("qemu.pid")).await else {
+    for name in PID_FILES {
+        kill_named_in(dir, name).await;
+    }
+}
+
+async fn kill_named_in(dir: &Path, pid_file: &str) {
+    let Ok(text) = tokio::fs::read_to_string(dir.join(pid_file)).await else {
         return;
     };
     let Ok(pid) = text.trim().parse::<i32>() else {

@@ -1,20 +1,24 @@
 //! The `microvm` backend: one VM per sandbox, whose `/init` is our agent (initramfs from
-//! `scripts/build-guest`), reached over a virtio-serial port. The backend is used only after a boot
+//! `scripts/build-guest`), reached over a virtio-serial port (QEMU) or a hybrid vsock (Firecracker). The backend is used only after a boot
 //! self-test passes within the boot timeout; otherwise `/health` and `list_sandboxes` say why.
 //! Facts: docs/protocols/sandbox.md, "microvm" (KVM here is `kvm_pvm`: a stock guest kernel never reached
 //! its console in 300 s; QEMU's TCG emulator boots to the agent in ~5 s; no Firecracker binary is
-//! obtainable from the registries this project may use).
+//! obtainable from the registries this project may use, so its driver is tested against a fake API).
 
+mod fc_api;
+mod firecracker;
 mod qemu;
 
 use super::cgroup::Cgroups;
 use super::spawn::Launched;
 use super::{BackendKind, LaunchError, Spec};
 use crate::config::Settings;
-use bridge_core::link::Connection;
-use sandbox_agent::protocol::Limits;
+use bridge_core::link::{Connection, Framing, StreamConfig, stream};
+use sandbox_agent::protocol::{Limits, MAX_FRAME_BYTES};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use tokio::net::UnixStream;
+use tokio_util::sync::CancellationToken;
 
 /// Guest RAM on top of what the sandbox asked for: the guest kernel and its page cache of the shares.
 pub const GUEST_OVERHEAD_MIB: u64 = 64;
@@ -55,6 +59,7 @@ pub struct Probe {
     pub qemu: Option<PathBuf>,
     pub firecracker: bool,
     pub kernel: bool,
+    pub vmlinux: bool,
     pub initrd: bool,
 }
 
@@ -67,14 +72,52 @@ pub struct Vm {
 
 enum Driver {
     Qemu(PathBuf),
+    Firecracker(PathBuf),
 }
 
 impl Driver {
     fn name(&self) -> &'static str {
         match self {
             Driver::Qemu(_) => "qemu",
+            Driver::Firecracker(_) => "firecracker",
         }
     }
+}
+
+/// `sun_path` holds 108 bytes with its NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+/// A new private directory for one VM, `vm-<our pid>-<uuid>` under the state dir (so a later run can
+/// clean up after a crash), refused when `socket` inside it would not fit a Unix socket address.
+async fn new_vm_dir(settings: &Settings, socket: &str) -> Result<PathBuf, LaunchError> {
+    let dir = settings.state_dir.join(format!(
+        "vm-{}",
+        super::cgroup::owned_name(&uuid::Uuid::new_v4().to_string())
+    ));
+    let path = dir.join(socket);
+    if path.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(LaunchError::Spawn(format!(
+            "the VM's socket path {} is longer than {MAX_SOCKET_PATH} bytes; use a shorter SANDBOX_STATE_DIR",
+            path.display()
+        )));
+    }
+    let made = tokio::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .await;
+    made.map_err(|e| LaunchError::Spawn(format!("{}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+/// The agent's stream over a connected socket: the protocol's u32 length-prefixed frames.
+fn agent_link(sock: UnixStream) -> Connection {
+    let (read, write) = sock.into_split();
+    let cfg = StreamConfig {
+        framing: Framing::LengthPrefixed,
+        max_frame_bytes: MAX_FRAME_BYTES,
+    };
+    stream::spawn(read, write, cfg, &CancellationToken::new())
 }
 
 /// What the host has, without booting anything.
@@ -92,8 +135,15 @@ pub fn facts(settings: &Settings) -> Probe {
         qemu: find_in_path(&m.qemu),
         firecracker: m.firecracker.is_file(),
         kernel: m.kernel.is_file(),
+        vmlinux: m.vmlinux.is_file(),
         initrd: m.initrd.is_file(),
     };
+    let vmm = Some(if wants_firecracker(settings, &probe) {
+        "firecracker"
+    } else {
+        "qemu"
+    });
+    let probe = Probe { vmm, ..probe };
     let reason = match prerequisites(settings, &probe) {
         Err(why) => why,
         Ok(_) => format!(
@@ -116,7 +166,6 @@ pub async fn self_test(settings: &Settings) -> Probe {
             return probe;
         }
     };
-    probe.vmm = Some(driver.name());
     let spec = Spec {
         backend: BackendKind::Microvm,
         memory_mib: settings.memory_mib,
@@ -153,6 +202,7 @@ pub async fn boot(settings: &Settings, spec: Spec, limits: Limits) -> Result<Vm,
         .map_err(|why| LaunchError::Unavailable(BackendKind::Microvm, why))?;
     match driver {
         Driver::Qemu(bin) => qemu::boot(settings, spec, limits, &bin).await,
+        Driver::Firecracker(bin) => firecracker::boot(settings, spec, limits, &bin).await,
     }
 }
 
@@ -163,32 +213,53 @@ fn accel_name(a: Accel) -> &'static str {
     }
 }
 
+fn wants_firecracker(settings: &Settings, probe: &Probe) -> bool {
+    match settings.microvm.vmm {
+        Vmm::Firecracker => true,
+        Vmm::Auto => probe.firecracker,
+        Vmm::Qemu => false,
+    }
+}
+
 /// The driver to use, or every reason none can be.
 fn prerequisites(settings: &Settings, probe: &Probe) -> Result<Driver, String> {
     let m = &settings.microvm;
     let mut why = Vec::new();
-    let want_firecracker = match m.vmm {
-        Vmm::Firecracker => true,
-        Vmm::Auto => probe.firecracker,
-        Vmm::Qemu => false,
-    };
-    if want_firecracker {
-        why.push(format!(
-            "the Firecracker driver is not part of this build; use --sandbox-vmm qemu (Firecracker binary at {}: {})",
-            m.firecracker.display(),
-            if probe.firecracker { "present" } else { "absent" }
-        ));
-    } else if probe.qemu.is_none() {
-        why.push(format!(
-            "no QEMU binary {:?} (install qemu-system-x86, or set SANDBOX_QEMU)",
-            m.qemu
-        ));
-    }
-    if !probe.kernel {
-        why.push(format!(
-            "no guest kernel at {} (scripts/build-guest makes one; or set SANDBOX_KERNEL)",
-            m.kernel.display()
-        ));
+    let firecracker = wants_firecracker(settings, probe);
+    if firecracker {
+        if !probe.firecracker {
+            why.push(format!(
+                "no Firecracker binary at {} (set SANDBOX_FIRECRACKER, or --sandbox-vmm qemu)",
+                m.firecracker.display()
+            ));
+        }
+        if m.accel == Accel::Tcg {
+            why.push(
+                "Firecracker has no emulator: it needs --sandbox-microvm-accel kvm (tcg is QEMU's; \
+                 use --sandbox-vmm qemu for it)"
+                    .to_string(),
+            );
+        }
+        if !probe.vmlinux {
+            why.push(format!(
+                "no uncompressed guest kernel at {} (Firecracker boots an ELF vmlinux; scripts/build-guest \
+                 makes one; or set SANDBOX_VMLINUX)",
+                m.vmlinux.display()
+            ));
+        }
+    } else {
+        if probe.qemu.is_none() {
+            why.push(format!(
+                "no QEMU binary {:?} (install qemu-system-x86, or set SANDBOX_QEMU)",
+                m.qemu
+            ));
+        }
+        if !probe.kernel {
+            why.push(format!(
+                "no guest kernel at {} (scripts/build-guest makes one; or set SANDBOX_KERNEL)",
+                m.kernel.display()
+            ));
+        }
     }
     if !probe.initrd {
         why.push(format!(
@@ -205,9 +276,13 @@ fn prerequisites(settings: &Settings, probe: &Probe) -> Result<Driver, String> {
     {
         why.push(format!("/dev/kvm cannot be opened ({})", probe.kvm));
     }
-    match (why.is_empty(), &probe.qemu) {
-        (true, Some(qemu)) => Ok(Driver::Qemu(qemu.clone())),
-        _ => Err(why.join("; ")),
+    if !why.is_empty() {
+        return Err(why.join("; "));
+    }
+    match (firecracker, &probe.qemu) {
+        (true, _) => Ok(Driver::Firecracker(m.firecracker.clone())),
+        (false, Some(qemu)) => Ok(Driver::Qemu(qemu.clone())),
+        (false, None) => Err("no QEMU binary".into()),
     }
 }
 

@@ -2,18 +2,16 @@
 //! directories as 9p shares, and one virtio-serial port whose host end is a Unix socket in the VM's own
 //! directory. The guest's console goes to QEMU's stdout, of which only the tail is kept.
 
-use super::{Accel, GUEST_OVERHEAD_MIB, Vm};
-use crate::backend::cgroup::{self, Cgroups};
+use super::{Accel, GUEST_OVERHEAD_MIB, Vm, agent_link, new_vm_dir};
+use crate::backend::cgroup::Cgroups;
 use crate::backend::{LaunchError, Spec, spawn};
 use crate::config::Settings;
-use bridge_core::link::{Framing, StreamConfig, stream};
-use sandbox_agent::protocol::{Limits, MAX_FRAME_BYTES};
+use sandbox_agent::protocol::Limits;
 use sandbox_agent::vm::{Share, VM_MODE, VmConfig};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
 use tokio::process::Command;
-use tokio_util::sync::CancellationToken;
 
 /// The port's name, on both sides.
 const PORT: &str = "agent";
@@ -21,8 +19,6 @@ const PORT: &str = "agent";
 /// which `tb-size` bounds).
 const VMM_OVERHEAD_MIB: u64 = 256;
 const TCG_CACHE_MIB: u64 = 64;
-/// `sun_path` holds 108 bytes with its NUL.
-const MAX_SOCKET_PATH: usize = 107;
 
 pub async fn boot(
     settings: &Settings,
@@ -30,24 +26,16 @@ pub async fn boot(
     limits: Limits,
     qemu: &Path,
 ) -> Result<Vm, LaunchError> {
-    let dir = settings.state_dir.join(format!(
-        "vm-{}",
-        cgroup::owned_name(&uuid::Uuid::new_v4().to_string())
-    ));
+    let dir = new_vm_dir(settings, "agent.sock").await?;
     let socket = dir.join("agent.sock");
-    if socket.as_os_str().len() > MAX_SOCKET_PATH {
-        return Err(LaunchError::Spawn(format!(
-            "the VM's socket path {} is longer than {MAX_SOCKET_PATH} bytes; use a shorter SANDBOX_STATE_DIR",
-            socket.display()
-        )));
-    }
-    create_private_dir(&dir).await?;
     let cfg = VmConfig {
         workspace_mib: settings.workspace_mib,
         tmp_mib: settings.tmp_mib,
         hostname: "sandbox".into(),
         shares: shares(&settings.ro_binds),
         port: PORT.into(),
+        vsock_port: None,
+        drive_at: None,
         limits,
         isolation: format!(
             "microvm (qemu, {})",
@@ -80,19 +68,11 @@ pub async fn boot(
         cgroups.adopt(pid).await;
     }
     match connect(&socket, &process, settings.microvm.boot_timeout).await {
-        Ok(sock) => {
-            let (read, write) = sock.into_split();
-            let cfg = StreamConfig {
-                framing: Framing::LengthPrefixed,
-                max_frame_bytes: MAX_FRAME_BYTES,
-            };
-            let conn = stream::spawn(read, write, cfg, &CancellationToken::new());
-            Ok(Vm {
-                process,
-                conn,
-                cgroups,
-            })
-        }
+        Ok(sock) => Ok(Vm {
+            process,
+            conn: agent_link(sock),
+            cgroups,
+        }),
         Err(why) => {
             let output = process.output_text().await;
             process.kill().await;
@@ -219,15 +199,6 @@ fn qemu_value(p: &Path) -> Result<String, LaunchError> {
         )));
     }
     Ok(s.to_string())
-}
-
-async fn create_private_dir(dir: &Path) -> Result<(), LaunchError> {
-    let made = tokio::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .await;
-    made.map_err(|e| LaunchError::Spawn(format!("{}: {e}", dir.display())))
 }
 
 /// QEMU creates the socket as it starts; connect before the guest boots, so the guest never sees the
