@@ -1,7 +1,8 @@
 //! `microvm` mode: the agent is `/init` of a guest kernel, started from an initramfs that holds only the
 //! agent and the kernel modules it needs. It loads the modules, mounts the host's shares read-only, builds
 //! the tree the namespace backend builds (tmpfs workspace and /tmp, generated /etc, only `lo`), and serves
-//! the protocol on its virtio-serial port. Its config comes on the kernel command line, never in a file
+//! the protocol on its virtio-serial port (QEMU) or on an AF_VSOCK port (Firecracker, which also may give it
+//! a read-only /usr drive instead of shares). Its config comes on the kernel command line, never in a file
 //! shared between guests.
 //!
 //! Facts this relies on (docs/protocols/sandbox.md, "microvm"): a Debian kernel has virtio, virtio-mmio,
