@@ -128,10 +128,7 @@ async fn start_error(env: &[(&str, &str)], extra: &[&str]) -> String {
 }
 
 /// The start error and how long the start took.
-async fn timed_start_error(
-    env: &[(&str, &str)],
-    extra: &[&str],
-) -> (String, std::time::Duration) {
+async fn timed_start_error(env: &[(&str, &str)], extra: &[&str]) -> (String, std::time::Duration) {
     let fx = Fixture::new(env);
     let args = support::args(&refs(&fx.flags(extra)));
     let bridge_env = bridge_core::BridgeEnv::new();

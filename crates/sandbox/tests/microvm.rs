@@ -395,3 +395,134 @@ async fn a_crashed_runs_qemu_is_killed_at_start_and_a_live_neighbours_is_not() {
     live_qemu.wait().unwrap();
     std::fs::remove_dir_all(&live).unwrap();
 }
+
+/// One length-prefixed request to a guest's agent, and its reply.
+fn agent_call(s: &mut std::os::unix::net::UnixStream, req: serde_json::Value) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let body = serde_json::to_vec(&req).unwrap();
+    s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(&body).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut reply = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut reply).unwrap();
+    serde_json::from_slice(&reply).unwrap()
+}
+
+/// The guest side of Firecracker's read-only `/usr` drive, which no Firecracker can show here: the same
+/// initramfs under QEMU, given a virtio-blk ext4 image and `drive_at: /usr`, loads the vsock, virtio-blk and
+/// ext4 modules and mounts the image read-only at /usr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_microvm_guest_mounts_its_read_only_drive_at_usr() {
+    use sandbox_agent::protocol::Limits;
+    use sandbox_agent::vm::VmConfig;
+    let (kernel, initrd) = guest();
+    let dir = std::env::temp_dir().join(format!("vm-drive-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(dir.join("tree")).unwrap();
+    std::fs::write(dir.join("tree/marker"), "from the drive\n").unwrap();
+    let image = dir.join("usr.ext4");
+    let made = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-d"])
+        .arg(dir.join("tree"))
+        .arg(&image)
+        .arg("16M")
+        .status()
+        .expect("mkfs.ext4 (e2fsprogs) runs");
+    assert!(made.success());
+    let cfg = VmConfig {
+        workspace_mib: 16,
+        tmp_mib: 16,
+        hostname: "sandbox".into(),
+        shares: Vec::new(),
+        port: "agent".into(),
+        vsock_port: None,
+        drive_at: Some("/usr".into()),
+        limits: Limits::default(),
+        isolation: "drive check".into(),
+    };
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let mhz: f64 = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("cpu MHz"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or(2000.0, |v| v.trim().parse().unwrap());
+    let append = format!(
+        "console=ttyS0 reboot=t panic=-1 quiet no_timer_check {} tsc_early_khz={} tsc=reliable -- vm",
+        cfg.cmdline_arg().unwrap(),
+        (mhz * 1000.0) as u64
+    );
+    let sock = dir.join("agent.sock");
+    let mut qemu = std::process::Command::new("qemu-system-x86_64")
+        .args([
+            "-M",
+            "microvm",
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+        ])
+        .args([
+            "-no-reboot",
+            "-serial",
+            "null",
+            "-accel",
+            "tcg,tb-size=64",
+            "-cpu",
+            "max",
+        ])
+        .args(["-m", "256", "-smp", "1", "-kernel"])
+        .arg(&kernel)
+        .arg("-initrd")
+        .arg(&initrd)
+        .arg("-append")
+        .arg(append)
+        .args(["-device", "virtio-serial-device", "-chardev"])
+        .arg(format!(
+            "socket,id=agent,path={},server=on,wait=off",
+            sock.display()
+        ))
+        .args([
+            "-device",
+            "virtserialport,chardev=agent,name=agent",
+            "-drive",
+        ])
+        .arg(format!(
+            "file={},if=none,id=usr,format=raw,readonly=on",
+            image.display()
+        ))
+        .args(["-device", "virtio-blk-device,drive=usr"])
+        .spawn()
+        .expect("qemu-system-x86_64 runs");
+    let mut s = loop {
+        if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
+            break s;
+        }
+        assert!(qemu.try_wait().unwrap().is_none(), "QEMU exited");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    let hello = agent_call(&mut s, json!({"id": 1, "op": "hello"}));
+    assert_eq!(hello["type"], "hello", "{hello}");
+    let loaded = hello["enforced"]["modules_loaded"].as_array().unwrap();
+    for m in ["vmw_vsock_virtio_transport", "virtio_blk", "ext4"] {
+        assert!(loaded.iter().any(|l| l == m), "{m} not loaded: {hello}");
+    }
+    let read = agent_call(
+        &mut s,
+        json!({"id": 2, "op": "read", "path": "/usr/marker", "length": 100}),
+    );
+    assert_eq!(read["data"], "ZnJvbSB0aGUgZHJpdmUK", "{read}"); // "from the drive\n"
+    let write = agent_call(
+        &mut s,
+        json!({"id": 3, "op": "write", "path": "/usr/new", "data": "eA=="}),
+    );
+    assert_eq!(write["type"], "error", "{write}");
+    assert!(
+        write.to_string().contains("Read-only file system"),
+        "{write}"
+    );
+    qemu.kill().unwrap();
+    qemu.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
