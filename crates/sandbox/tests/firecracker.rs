@@ -29,7 +29,7 @@ impl Fixture {
             dir.join("requests.log").display()
         );
         for (k, v) in env {
-            vars.push_str(&format!(" {k}={v}"));
+            vars.push_str(&format!(" {k}='{v}'"));
         }
         // The driver clears the VMM's environment: the fake's settings are baked into its launcher.
         let script = format!(
@@ -287,6 +287,92 @@ async fn an_api_error_fails_the_self_test_naming_the_endpoint_and_firecrackers_m
     );
     let err = start_error(&[("FAKE_FC_FAIL", "/vsock")], &[]).await;
     assert!(err.contains("refused PUT /vsock (HTTP 400)"), "{err}");
+    // Not injected: Firecracker's own limit of 32 vCPUs, which the bridge's (64) exceeds.
+    let err = start_error(&[], &["--sandbox-vcpus", "40"]).await;
+    assert!(
+        err.contains("refused PUT /machine-config (HTTP 400): The number of vCPUs must be"),
+        "{err}"
+    );
+}
+
+/// One raw HTTP/1.1 PUT on the fake's API socket: status and body.
+fn raw_put(sock: &Path, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    write!(
+        s,
+        "PUT {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let status = answer[9..12].parse().unwrap();
+    let body = answer
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
+}
+
+/// The double answers bad requests as Firecracker does (docs/protocols/sandbox.md §4), so the driver's
+/// error paths are tried against those answers.
+#[test]
+fn the_fake_checks_requests_as_firecracker_does() {
+    let fx = Fixture::new(&[]);
+    let sock = fx.dir.join("api.sock");
+    let mut fake = std::process::Command::new(fx.dir.join("firecracker"))
+        .arg("--api-sock")
+        .arg(&sock)
+        .current_dir(&fx.dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while !sock.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let fault = |(status, body): (u16, String)| -> String {
+        assert_eq!(status, 400, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        v["fault_message"].as_str().unwrap().to_string()
+    };
+    let m = fault(raw_put(
+        &sock,
+        "/actions",
+        r#"{"action_type":"InstanceStart"}"#,
+    ));
+    assert_eq!(m, "Cannot start microvm without kernel configuration.");
+    let m = fault(raw_put(&sock, "/boot-source", r#"{"boot_args":"x"}"#));
+    assert!(m.contains("missing field `kernel_image_path`"), "{m}");
+    let m = fault(raw_put(
+        &sock,
+        "/machine-config",
+        r#"{"vcpu_count":1,"mem_size_mib":128,"memory":1}"#,
+    ));
+    assert!(m.contains("unknown field `memory`"), "{m}");
+    let m = fault(raw_put(
+        &sock,
+        "/drives/a",
+        r#"{"drive_id":"b","is_root_device":false}"#,
+    ));
+    assert_eq!(
+        m,
+        "The id from the path does not match the id from the body!"
+    );
+    let m = fault(raw_put(
+        &sock,
+        "/vsock",
+        r#"{"guest_cid":2,"uds_path":"/x"}"#,
+    ));
+    assert!(m.contains("guest_cid"), "{m}");
+    let kernel = format!(r#"{{"kernel_image_path":"{}"}}"#, fx.path("vmlinux"));
+    assert_eq!(
+        raw_put(&sock, "/boot-source", &kernel),
+        (204, String::new())
+    );
+    fake.kill().unwrap();
+    fake.wait().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,6 +394,27 @@ async fn a_guest_that_never_answers_connect_fails_the_handshake_in_time() {
         took < std::time::Duration::from_secs(8),
         "the boot timeout bounds it: {took:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_or_overlong_acknowledgement_is_refused() {
+    let err = start_error(
+        &[("FAKE_FC_ACK", "BUSY")],
+        &["--sandbox-microvm-boot-timeout-secs", "1"],
+    )
+    .await;
+    assert!(
+        err.contains("answered \"BUSY\", not \"OK <port>\""),
+        "{err}"
+    );
+    // The acknowledgement is read a byte at a time up to 32 bytes: a longer line is refused there.
+    let long = "OK ".to_string() + &"1".repeat(40);
+    let err = start_error(
+        &[("FAKE_FC_ACK", &long)],
+        &["--sandbox-microvm-boot-timeout-secs", "1"],
+    )
+    .await;
+    assert!(err.contains("an answer longer than 32 bytes"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
