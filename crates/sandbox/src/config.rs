@@ -27,7 +27,7 @@ pub struct SandboxArgs {
     /// The guest agent binary (default: `sandbox-agent` beside this executable).
     #[arg(long = "sandbox-agent-bin", env = "SANDBOX_AGENT_BIN")]
     pub sandbox_agent_bin: Option<PathBuf>,
-    /// Directory for the bridge's own state (the process backend's workspaces).
+    /// Directory for the bridge's own state: the process backend's workspaces, a VM's sockets and pid file.
     #[arg(
         long = "sandbox-state-dir",
         env = "SANDBOX_STATE_DIR",
@@ -89,7 +89,7 @@ pub struct SandboxArgs {
         default_value = "1300000000"
     )]
     pub sandbox_id_base: u32,
-    /// microvm: the guest kernel, a bzImage (Bouvet's BOUVET_KERNEL). `scripts/build-guest` makes one.
+    /// microvm: the guest kernel, a bzImage (Bouvet's BOUVET_KERNEL); `scripts/build-guest` makes one.
     #[arg(
         long = "sandbox-kernel",
         env = "SANDBOX_KERNEL",
