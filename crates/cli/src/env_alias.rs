@@ -29,7 +29,11 @@ fn alias(arg: Arg, aliases: &[(&'static str, &'static str)], set: &dyn Fn(&str) 
     };
     let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
     // clap drops a one-sentence doc comment's final period; the appended sentence needs it back.
-    let stop = if help.is_empty() || help.ends_with('.') { "" } else { "." };
+    let stop = if help.is_empty() || help.ends_with('.') {
+        ""
+    } else {
+        "."
+    };
     let arg = arg.help(format!(
         "{help}{stop} The older variable {old} is read when {new} is unset."
     ));
