@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -124,3 +125,21 @@ async def test_a_microvm_sandbox_through_the_python_client(bins: tuple[Path, Pat
             listed = (await ok(client, "list_sandboxes", {}))["sandboxes"]
             assert next(s for s in listed if s["sandbox_id"] == sid)["isolation"]["isolation"] == "microvm (qemu, tcg)"
             assert (await ok(client, "destroy_sandbox", {"sandbox_id": sid}))["success"] is True
+            # A bridge killed outright takes its VMs with it (parent-death signal), not at its next start.
+            await ok(client, "create_sandbox", {})
+            qemus = [p for p in children(server.proc.pid) if b"qemu" in Path(f"/proc/{p}/cmdline").read_bytes()]
+            assert len(qemus) == 1, qemus
+            server.proc.kill()
+            server.proc.wait(timeout=10)
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{qemus[0]}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not Path(f"/proc/{qemus[0]}").exists(), "QEMU outlived the bridge killed with SIGKILL"
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of `pid`, over all its threads."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
