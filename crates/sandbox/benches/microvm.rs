@@ -88,6 +88,7 @@ async fn main() {
     };
     let settings = flags("0").settings().unwrap();
     let spec = Spec {
+        image: 0,
         backend: BackendKind::Microvm,
         memory_mib: 512,
         vcpus: 1,

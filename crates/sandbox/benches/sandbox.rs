@@ -55,6 +55,7 @@ async fn main() {
     .args;
     let settings = args.settings().unwrap();
     let spec = Spec {
+        image: 0,
         backend: BackendKind::Namespace,
         memory_mib: 512,
         vcpus: 1,

@@ -395,3 +395,24 @@ async fn a_crashed_runs_qemu_is_killed_at_start_and_a_live_neighbours_is_not() {
     live_qemu.wait().unwrap();
     std::fs::remove_dir_all(&live).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_microvm_mounts_the_image_it_asks_for() {
+    let image = support::tiny_image();
+    let flag = format!("tiny={}", image.display());
+    let f = flags(&["--sandbox-image", &flag]);
+    let h = start_era(&refs(&f), Era::Legacy).await;
+    let tiny = h.ok("create_sandbox", json!({"image": "tiny"})).await;
+    assert_eq!(tiny["languages"], json!(["sh"]), "{tiny}");
+    let id = tiny["sandbox_id"].as_str().unwrap();
+    let out = h
+        .ok(
+            "run_command",
+            json!({"sandbox_id": id, "command": "read x < /usr/share/marker; echo $x; for f in /usr/bin/*; do echo $f; done"}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "from the tiny image\n/usr/bin/sh\n", "{out}");
+    drop(h);
+    assert_no_vm_left().await;
+    std::fs::remove_dir_all(&image).unwrap();
+}

@@ -119,6 +119,7 @@ pub async fn self_test(settings: &Settings) -> Probe {
     probe.vmm = Some(driver.name());
     let spec = Spec {
         backend: BackendKind::Microvm,
+        image: settings.default_image,
         memory_mib: settings.memory_mib,
         vcpus: settings.vcpus,
     };
