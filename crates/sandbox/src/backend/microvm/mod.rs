@@ -7,6 +7,8 @@
 
 mod qemu;
 
+pub use qemu::tcg_clock_args;
+
 use super::cgroup::Cgroups;
 use super::spawn::Launched;
 use super::{BackendKind, LaunchError, Spec};

@@ -142,9 +142,8 @@ fn command(
     // prints warnings, which is what a failed boot's error message shows.
     let mut append = format!("console=ttyS0 reboot=t panic=-1 quiet no_timer_check {arg}");
     if m.accel == Accel::Tcg {
-        // Under TCG on a busy host the kernel's TSC calibration against the PIT fails and the boot hangs
-        // (docs/protocols/sandbox.md): give it the host's TSC rate, which TCG's TSC follows, and no watchdog.
-        append.push_str(&format!(" tsc_early_khz={} tsc=reliable", host_tsc_khz()));
+        append.push(' ');
+        append.push_str(&tcg_clock_args());
     }
     append.push_str(&format!(" -- {VM_MODE}"));
     let mut c = Command::new(qemu);
@@ -198,6 +197,13 @@ fn command(
             ));
     }
     Ok(c)
+}
+
+/// Under TCG on a busy host the kernel's TSC calibration against the PIT fails and the boot hangs
+/// (docs/protocols/sandbox.md §3): these kernel arguments give it the host's TSC rate, which TCG's TSC
+/// follows, and turn the clocksource watchdog off.
+pub fn tcg_clock_args() -> String {
+    format!("tsc_early_khz={} tsc=reliable", host_tsc_khz())
 }
 
 /// The host's TSC rate from /proc/cpuinfo's first "cpu MHz" (2 GHz if it says none: the guest's clock then
