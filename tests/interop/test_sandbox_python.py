@@ -5,13 +5,15 @@ beside it). Stdio is selected with Bouvet's own variable, BOUVET_TRANSPORT=stdio
 from __future__ import annotations
 
 import base64
+import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from conftest import HttpServer, cargo_bin, error, ok
+from conftest import PEERS, HttpServer, cargo_bin, error, ok
 from mcp import Client, StdioServerParameters
 
 ERAS = ["legacy", "2026-07-28"]
@@ -90,3 +92,54 @@ async def test_health_reports_backend_pool_and_microvm_probe(bridge_http: HttpSe
     body = health.get("bridges", {}).get("sandbox", health)
     assert body["backend"] == "namespace"
     assert "hits" in body["pool"] and body["microvm"]["available"] is False
+
+
+def guest_files() -> tuple[Path, Path]:
+    """The microvm guest scripts/install-peers builds (scripts/build-guest). Missing: a failure, never a skip."""
+    kernel, initrd = PEERS / "guest" / "vmlinuz", PEERS / "guest" / "initrd.cpio"
+    if not (kernel.is_file() and initrd.is_file()):
+        pytest.fail(f"no microvm guest under {PEERS / 'guest'}: run scripts/install-peers", pytrace=False)
+    return kernel, initrd
+
+
+async def test_a_microvm_sandbox_through_the_python_client(bins: tuple[Path, Path]) -> None:
+    """The microvm backend on QEMU's emulator (this host's KVM cannot boot a guest): the self-test passes, and
+    code runs in a VM with its own kernel."""
+    bridge, agent = bins
+    kernel, initrd = guest_files()
+    env = {**sandbox_env(agent), "SANDBOX_BACKEND": "microvm", "SANDBOX_MICROVM_ACCEL": "tcg",
+           "SANDBOX_KERNEL": str(kernel), "SANDBOX_INITRD": str(initrd), "BOUVET_POOL_MIN_SIZE": "0"}
+    # The self-test boots a VM before the server listens: seconds under TCG, within the start-up allowance.
+    with HttpServer.start([str(bridge), "sandbox"], env=env) as server:
+        body = server.health()
+        assert body["backend"] == "microvm"
+        assert body["microvm"]["available"] is True and body["microvm"]["self_tested"] is True
+        async with Client(server.mcp_url, mode="2026-07-28", cache=None, read_timeout_seconds=120) as client:
+            created = await ok(client, "create_sandbox", {})
+            sid = created["sandbox_id"]
+            out = await ok(client, "execute_code", {"sandbox_id": sid, "language": "python",
+                                                     "code": "import os; print(os.uname().release, os.getuid())"})
+            release, uid = out["stdout"].split()
+            assert release != os.uname().release and release.endswith("-amd64"), out
+            assert uid == "1000"
+            listed = (await ok(client, "list_sandboxes", {}))["sandboxes"]
+            assert next(s for s in listed if s["sandbox_id"] == sid)["isolation"]["isolation"] == "microvm (qemu, tcg)"
+            assert (await ok(client, "destroy_sandbox", {"sandbox_id": sid}))["success"] is True
+            # A bridge killed outright takes its VMs with it (parent-death signal), not at its next start.
+            await ok(client, "create_sandbox", {})
+            qemus = [p for p in children(server.proc.pid) if b"qemu" in Path(f"/proc/{p}/cmdline").read_bytes()]
+            assert len(qemus) == 1, qemus
+            server.proc.kill()
+            server.proc.wait(timeout=10)
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{qemus[0]}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not Path(f"/proc/{qemus[0]}").exists(), "QEMU outlived the bridge killed with SIGKILL"
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of `pid`, over all its threads."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found

@@ -28,8 +28,14 @@ fn alias(arg: Arg, aliases: &[(&'static str, &'static str)], set: &dyn Fn(&str) 
         return arg;
     };
     let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+    // clap drops a one-sentence doc comment's final period; the appended sentence needs it back.
+    let stop = if help.is_empty() || help.ends_with('.') {
+        ""
+    } else {
+        "."
+    };
     let arg = arg.help(format!(
-        "{help} The older variable {old} is read when {new} is unset."
+        "{help}{stop} The older variable {old} is read when {new} is unset."
     ));
     if !set(new) && set(old) {
         arg.env(old)

@@ -39,9 +39,13 @@ pub struct LaunchConfig {
     /// Host uid/gid that uid 0 inside maps to (65536 ids from there). Only honoured when the launcher runs
     /// as root; otherwise the caller's own uid is mapped to 0 and nothing else exists.
     pub id_base: u32,
-    /// Host paths bound read-only at the same place (`/usr`, ...). `/bin`, `/lib*`, `/sbin` follow the host:
+    /// Paths bound read-only at the same place (`/usr`, ...). `/bin`, `/lib*`, `/sbin` follow the source:
     /// symlinks copied, directories bound.
     pub ro_binds: Vec<PathBuf>,
+    /// Where those paths are taken from: the host's `/` when unset, else an image directory (a root file
+    /// system such as debootstrap makes), whose `usr/...` then appears as `/usr/...`.
+    #[serde(default)]
+    pub image: Option<PathBuf>,
     pub workspace_mib: u64,
     pub tmp_mib: u64,
     pub hostname: String,
@@ -263,13 +267,14 @@ pub(crate) fn mkdir(p: &Path) -> Result<(), SetupError> {
     step(format!("mkdir {}", p.display()), fs::create_dir_all(p))
 }
 
-/// Places host path `host` at the same path under `new`: a symlink is copied, a directory or file bound
-/// read-only. Missing host paths are skipped.
-fn mirror(new: &Path, host: &Path) -> Result<bool, SetupError> {
+/// Places `path` of the source root (the host's `/` or an image directory) at the same path under `new`: a
+/// symlink is copied, a directory or file bound read-only. Missing paths are skipped.
+fn mirror(new: &Path, source_root: &Path, path: &Path) -> Result<bool, SetupError> {
+    let rel = path.strip_prefix("/").unwrap_or(path);
+    let host = &source_root.join(rel);
     let Ok(meta) = host.symlink_metadata() else {
         return Ok(false);
     };
-    let rel = host.strip_prefix("/").unwrap_or(host);
     let target = new.join(rel);
     if let Some(parent) = target.parent() {
         mkdir(parent)?;
@@ -306,6 +311,19 @@ fn build_root(
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None,
     )?;
+    // An image under /tmp would vanish under the tmpfs below: hold it open and reach it through its fd.
+    let image = match &cfg.image {
+        Some(dir) => Some(step(
+            format!("open the image {}", dir.display()),
+            fs::File::open(dir),
+        )?),
+        None => None,
+    };
+    let source_root = match &image {
+        Some(f) => PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd())),
+        None => PathBuf::from("/"),
+    };
+    let source_root = source_root.as_path();
     // The new root is a tmpfs mounted over /tmp of this (private) mount namespace: no host directory is
     // created, and everything vanishes with the namespace.
     let new = Path::new("/tmp");
@@ -314,11 +332,13 @@ fn build_root(
         mkdir(&new.join(d))?;
     }
     for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
-        mirror(new, Path::new(top))?;
+        mirror(new, source_root, Path::new(top))?;
     }
-    for host in &cfg.ro_binds {
-        mirror(new, host)?;
+    for path in &cfg.ro_binds {
+        mirror(new, source_root, path)?;
     }
+    // Nothing inside may inherit a handle on a host directory.
+    drop(image);
     let user = root.then_some((SANDBOX_UID, SANDBOX_UID));
     write_etc(&new.join("etc"), &cfg.hostname)?;
     mnt(

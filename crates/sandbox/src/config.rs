@@ -27,13 +27,25 @@ pub struct SandboxArgs {
     /// The guest agent binary (default: `sandbox-agent` beside this executable).
     #[arg(long = "sandbox-agent-bin", env = "SANDBOX_AGENT_BIN")]
     pub sandbox_agent_bin: Option<PathBuf>,
-    /// Directory for the bridge's own state (the process backend's workspaces).
+    /// Directory for the bridge's own state: the process backend's workspaces, a VM's sockets and pid file.
     #[arg(
         long = "sandbox-state-dir",
         env = "SANDBOX_STATE_DIR",
         default_value = "/tmp/mcp-bridges-sandbox"
     )]
     pub sandbox_state_dir: PathBuf,
+    /// A named image directory, NAME=DIR, whose root file system (DIR/usr, DIR/etc/alternatives, ...)
+    /// replaces the host's as a sandbox's read-only root when create_sandbox asks for `image: NAME`.
+    /// Repeatable; the variable takes a comma-separated list. The image `host` is always there.
+    #[arg(long = "sandbox-image", env = "SANDBOX_IMAGES", value_delimiter = ',', value_parser = parse_image)]
+    pub sandbox_images: Vec<(String, PathBuf)>,
+    /// The image of a sandbox whose create_sandbox names none (and of the warm pool).
+    #[arg(
+        long = "sandbox-default-image",
+        env = "SANDBOX_DEFAULT_IMAGE",
+        default_value = HOST_IMAGE
+    )]
+    pub sandbox_default_image: String,
     /// Keep warm sandboxes ready.
     #[arg(long = "sandbox-pool-enabled", env = "SANDBOX_POOL_ENABLED", default_value = "true", action = clap::ArgAction::Set)]
     pub sandbox_pool_enabled: bool,
@@ -89,7 +101,7 @@ pub struct SandboxArgs {
         default_value = "1300000000"
     )]
     pub sandbox_id_base: u32,
-    /// microvm (QEMU): the guest kernel, a bzImage (Bouvet's BOUVET_KERNEL). `scripts/build-guest` makes one.
+    /// microvm (QEMU): the guest kernel, a bzImage (Bouvet's BOUVET_KERNEL); `scripts/build-guest` makes one.
     #[arg(
         long = "sandbox-kernel",
         env = "SANDBOX_KERNEL",
@@ -157,6 +169,47 @@ pub struct SandboxArgs {
     pub sandbox_microvm_boot_timeout_secs: Option<u64>,
 }
 
+/// The image that is the host's own `/usr` (and /bin, /lib*, /etc/alternatives, ...).
+pub const HOST_IMAGE: &str = "host";
+/// Images configurable at once (each warm spec costs a sandbox).
+pub const MAX_IMAGES: usize = 16;
+
+fn parse_image(text: &str) -> Result<(String, PathBuf), String> {
+    let (name, dir) = text
+        .split_once('=')
+        .ok_or_else(|| format!("--sandbox-image {text:?}: expected NAME=DIR"))?;
+    let valid = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !valid {
+        return Err(format!(
+            "--sandbox-image {name:?}: a name is 1 to 32 of a-z, 0-9, - and _"
+        ));
+    }
+    if name == HOST_IMAGE {
+        return Err(format!(
+            "--sandbox-image: {HOST_IMAGE:?} is the host's own root and cannot be redefined"
+        ));
+    }
+    let dir = PathBuf::from(dir);
+    if !dir.is_absolute() || !dir.join("usr").is_dir() {
+        return Err(format!(
+            "--sandbox-image {name}={}: not an absolute path to a root file system (it needs a usr/ directory)",
+            dir.display()
+        ));
+    }
+    Ok((name.to_string(), dir))
+}
+
+/// A read-only root a sandbox can get: the host's (`root: None`) or an image directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    pub name: String,
+    pub root: Option<PathBuf>,
+}
+
 /// `mcp-bridges sandbox`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SandboxCommand {
@@ -192,6 +245,9 @@ pub struct Settings {
     pub cgroups: bool,
     pub id_base: u32,
     pub ro_binds: Vec<PathBuf>,
+    /// Index 0 is the host's root; a `Spec` names an image by its index here.
+    pub images: Vec<Image>,
+    pub default_image: u16,
     pub microvm: MicrovmSettings,
 }
 
@@ -221,6 +277,8 @@ pub enum ConfigError {
     NoAgent(PathBuf),
     #[error("--sandbox-backend microvm was asked for, but {0}")]
     Microvm(String),
+    #[error("--sandbox-image {0}: {1}")]
+    Image(String, String),
 }
 
 impl SandboxArgs {
@@ -235,6 +293,37 @@ impl SandboxArgs {
         if !agent_bin.is_file() {
             return Err(ConfigError::NoAgent(agent_bin));
         }
+        let mut images = vec![Image {
+            name: HOST_IMAGE.into(),
+            root: None,
+        }];
+        for (name, dir) in &self.sandbox_images {
+            if images.iter().any(|i| &i.name == name) {
+                return Err(ConfigError::Image(name.clone(), "named twice".into()));
+            }
+            if images.len() > MAX_IMAGES {
+                return Err(ConfigError::Image(
+                    name.clone(),
+                    format!("at most {MAX_IMAGES} images besides {HOST_IMAGE}"),
+                ));
+            }
+            images.push(Image {
+                name: name.clone(),
+                root: Some(dir.clone()),
+            });
+        }
+        let default_image = images
+            .iter()
+            .position(|i| i.name == self.sandbox_default_image)
+            .ok_or_else(|| {
+                ConfigError::Image(
+                    self.sandbox_default_image.clone(),
+                    format!(
+                        "--sandbox-default-image names no image (there are: {})",
+                        image_names(&images)
+                    ),
+                )
+            })?;
         let boot_timeout =
             self.sandbox_microvm_boot_timeout_secs
                 .unwrap_or(match self.sandbox_microvm_accel {
@@ -272,6 +361,8 @@ impl SandboxArgs {
             .iter()
             .map(PathBuf::from)
             .collect(),
+            default_image: u16::try_from(default_image).unwrap_or(0),
+            images,
             microvm: MicrovmSettings {
                 kernel: self.sandbox_kernel.clone(),
                 vmlinux: self.sandbox_vmlinux.clone(),
@@ -284,5 +375,57 @@ impl SandboxArgs {
                 boot_timeout: Duration::from_secs(boot_timeout),
             },
         })
+    }
+}
+
+/// "host, tiny, ...", for messages.
+pub fn image_names(images: &[Image]) -> String {
+    images
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Settings {
+    /// The image directory of image `index`; `None` for the host's root.
+    pub fn image_root(&self, index: u16) -> Option<PathBuf> {
+        self.images
+            .get(usize::from(index))
+            .and_then(|i| i.root.clone())
+    }
+
+    pub fn image_name(&self, index: u16) -> &str {
+        self.images
+            .get(usize::from(index))
+            .map_or(HOST_IMAGE, |i| i.name.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_flags_are_checked_with_the_reason() {
+        let dir = std::env::temp_dir().join(format!("img-flag-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("usr")).expect("image dir");
+        let good = format!("deb-12={}", dir.display());
+        assert_eq!(
+            parse_image(&good).expect("valid"),
+            ("deb-12".to_string(), dir.clone())
+        );
+        for (flag, says) in [
+            ("noequals".to_string(), "NAME=DIR"),
+            (format!("={}", dir.display()), "1 to 32"),
+            (format!("Caps={}", dir.display()), "1 to 32"),
+            (format!("host={}", dir.display()), "cannot be redefined"),
+            ("rel=relative/dir".to_string(), "absolute"),
+            ("tmp=/tmp".to_string(), "usr/"),
+        ] {
+            let e = parse_image(&flag).expect_err(&flag);
+            assert!(e.contains(says), "{flag}: {e}");
+        }
+        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 }

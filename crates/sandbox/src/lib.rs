@@ -51,6 +51,7 @@ pub async fn start(args: SandboxArgs, env: &BridgeEnv) -> Result<Running, Bridge
             "max_sandboxes": m.settings.max_sandboxes,
             "pool": m.pool.stats(),
             "microvm": m.microvm,
+            "images": m.image_names(),
             "orphans_cleaned_at_start": m.orphans_cleaned,
         })
     });

@@ -3,7 +3,7 @@
 //! over-age sandboxes.
 
 use crate::backend::{self, BackendChoice, BackendKind, Instance, Spec, microvm};
-use crate::config::{ConfigError, Settings};
+use crate::config::{ConfigError, Settings, image_names};
 use crate::pool::Pool;
 use crate::time::rfc3339;
 use bridge_core::ToolError;
@@ -58,6 +58,7 @@ impl Sandbox {
             "created_at": rfc3339(self.created_at),
             "expires_at": rfc3339(self.expires_at(s)),
             "backend": self.instance.spec.backend,
+            "image": s.image_name(self.instance.spec.image),
             "memory_mib": self.instance.spec.memory_mib,
             "vcpu_count": self.instance.spec.vcpus,
             "languages": self.instance.hello.languages,
@@ -106,6 +107,7 @@ impl Manager {
         }
         let default = Spec {
             backend: settings.backend,
+            image: settings.default_image,
             memory_mib: settings.memory_mib,
             vcpus: settings.vcpus,
         };
@@ -123,12 +125,49 @@ impl Manager {
         self.sandboxes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn spec(&self, memory_mib: Option<u64>, vcpus: Option<u32>) -> Spec {
-        Spec {
+    /// The image names, the default first.
+    pub fn image_names(&self) -> Vec<String> {
+        let s = &self.settings;
+        let default = s.image_name(s.default_image).to_string();
+        let rest = s
+            .images
+            .iter()
+            .map(|i| i.name.clone())
+            .filter(|n| *n != default);
+        std::iter::once(default.clone()).chain(rest).collect()
+    }
+
+    /// The spec a create asks for; an unknown image name is an invalid `image` argument.
+    pub fn spec(
+        &self,
+        memory_mib: Option<u64>,
+        vcpus: Option<u32>,
+        image: Option<&str>,
+    ) -> Result<Spec, ToolError> {
+        let image = match image {
+            None => self.settings.default_image,
+            Some(name) => self
+                .settings
+                .images
+                .iter()
+                .position(|i| i.name == name)
+                .and_then(|i| u16::try_from(i).ok())
+                .ok_or_else(|| {
+                    ToolError::invalid_argument(
+                        "image",
+                        format!(
+                            "no image {name:?}; this server has: {}",
+                            image_names(&self.settings.images)
+                        ),
+                    )
+                })?,
+        };
+        Ok(Spec {
             backend: self.settings.backend,
+            image,
             memory_mib: memory_mib.unwrap_or(self.settings.memory_mib),
             vcpus: vcpus.unwrap_or(self.settings.vcpus),
-        }
+        })
     }
 
     pub async fn create(&self, spec: Spec) -> Result<Arc<Sandbox>, ToolError> {

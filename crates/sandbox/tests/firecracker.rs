@@ -494,3 +494,25 @@ async fn a_crashed_runs_firecracker_is_killed_at_start() {
     );
     assert!(!crashed.exists(), "{} removed", crashed.display());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_directory_is_refused_by_name_on_firecracker() {
+    let fx = Fixture::new(&[]);
+    let image = support::tiny_image();
+    let flag = format!("tiny={}", image.display());
+    let f = fx.flags(&["--sandbox-image", &flag]);
+    let h = start_era(&refs(&f), Era::Legacy).await;
+    let res = h.call("create_sandbox", json!({"image": "tiny"})).await;
+    let err = support::error_of(&res);
+    let text = err.to_string();
+    assert!(
+        text.contains("image \\\"tiny\\\" is a host directory, which Firecracker cannot share"),
+        "{text}"
+    );
+    // The host's own root still boots.
+    let id = h.create().await;
+    assert_eq!(h.sh(&id, "echo fine").await["stdout"], "fine\n");
+    drop(h);
+    assert_no_vm_left().await;
+    std::fs::remove_dir_all(&image).unwrap();
+}

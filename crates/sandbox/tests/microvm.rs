@@ -396,6 +396,27 @@ async fn a_crashed_runs_qemu_is_killed_at_start_and_a_live_neighbours_is_not() {
     std::fs::remove_dir_all(&live).unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_microvm_mounts_the_image_it_asks_for() {
+    let image = support::tiny_image();
+    let flag = format!("tiny={}", image.display());
+    let f = flags(&["--sandbox-image", &flag]);
+    let h = start_era(&refs(&f), Era::Legacy).await;
+    let tiny = h.ok("create_sandbox", json!({"image": "tiny"})).await;
+    assert_eq!(tiny["languages"], json!(["sh"]), "{tiny}");
+    let id = tiny["sandbox_id"].as_str().unwrap();
+    let out = h
+        .ok(
+            "run_command",
+            json!({"sandbox_id": id, "command": "read x < /usr/share/marker; echo $x; for f in /usr/bin/*; do echo $f; done"}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "from the tiny image\n/usr/bin/sh\n", "{out}");
+    drop(h);
+    assert_no_vm_left().await;
+    std::fs::remove_dir_all(&image).unwrap();
+}
+
 /// One length-prefixed request to a guest's agent, and its reply.
 fn agent_call(s: &mut std::os::unix::net::UnixStream, req: serde_json::Value) -> serde_json::Value {
     use std::io::{Read, Write};
@@ -440,16 +461,10 @@ async fn a_microvm_guest_mounts_its_read_only_drive_at_usr() {
         limits: Limits::default(),
         isolation: "drive check".into(),
     };
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
-    let mhz: f64 = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("cpu MHz"))
-        .and_then(|l| l.split(':').nth(1))
-        .map_or(2000.0, |v| v.trim().parse().unwrap());
     let append = format!(
-        "console=ttyS0 reboot=t panic=-1 quiet no_timer_check {} tsc_early_khz={} tsc=reliable -- vm",
+        "console=ttyS0 reboot=t panic=-1 quiet no_timer_check {} {} -- vm",
         cfg.cmdline_arg().unwrap(),
-        (mhz * 1000.0) as u64
+        bridge_sandbox::backend::microvm::tcg_clock_args()
     );
     let sock = dir.join("agent.sock");
     let mut qemu = std::process::Command::new("qemu-system-x86_64")

@@ -59,6 +59,8 @@ pub enum BackendKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Spec {
     pub backend: BackendKind,
+    /// Index into `Settings::images` (0: the host's root).
+    pub image: u16,
     pub memory_mib: u64,
     pub vcpus: u32,
 }
@@ -117,6 +119,7 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
             let cfg = LaunchConfig {
                 id_base: settings.id_base,
                 ro_binds: settings.ro_binds.clone(),
+                image: settings.image_root(spec.image),
                 workspace_mib: settings.workspace_mib,
                 tmp_mib: settings.tmp_mib,
                 hostname: "sandbox".into(),

@@ -49,6 +49,17 @@ pub fn start(mut command: Command, bin: &Path) -> Result<(Launched, Connection),
 /// so a chatty guest costs no memory.
 pub fn start_vmm(mut command: Command, bin: &Path) -> Result<Launched, LaunchError> {
     command.stdin(Stdio::null()).stdout(Stdio::piped());
+    // A bridge killed outright must not leave VMs running until its next start's orphan sweep. The signal
+    // follows the spawning thread, which is a runtime worker: those live as long as the bridge.
+    // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2), which is
+    // async-signal-safe; it touches no memory shared with the parent.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
     let mut child = spawn(command, bin)?;
     let output = Arc::new(Mutex::new(Vec::new()));
     keep_tail(child.stdout.take(), &output);

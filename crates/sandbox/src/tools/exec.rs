@@ -183,6 +183,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .timeout(deadline)
         .handler_on(Arc::clone(mgr), |m, a: ExecuteCodeArgs, ctx: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
+            check_language(&a.language, &s.instance.hello.languages)?;
             let opts = opts_of!(a);
             let program = Program::Code {
                 language: a.language,
@@ -290,4 +291,24 @@ async fn kill(s: &Sandbox, id: u64) {
             Duration::from_secs(2),
         )
         .await;
+}
+
+/// A language this sandbox's root lacks (an image without python, say) is refused by name before anything
+/// runs, rather than failing as "No such file or directory".
+fn check_language(language: &str, has: &[String]) -> Result<(), ToolError> {
+    let interp = sandbox_agent::protocol::interpreter(language).map(|(bin, _)| bin);
+    let canonical = sandbox_agent::protocol::LANGUAGES
+        .iter()
+        .find(|(_, bin)| Some(*bin) == interp)
+        .map(|(name, _)| *name);
+    match canonical {
+        Some(name) if !has.iter().any(|h| h == name) => Err(ToolError::invalid_argument(
+            "language",
+            format!(
+                "this sandbox has no {name} interpreter; it has: {}",
+                has.join(", ")
+            ),
+        )),
+        _ => Ok(()),
+    }
 }

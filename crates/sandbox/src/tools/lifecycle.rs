@@ -19,6 +19,10 @@ pub struct CreateArgs {
     /// CPUs for the sandbox (default 1): a CPU quota where cgroups are writable.
     #[serde(default)]
     pub vcpu_count: Option<u32>,
+    /// The read-only root file system, by name: `host` (this machine's /usr) or an image the server was
+    /// started with (--sandbox-image); list_sandboxes shows which exist. Default: the server's default image.
+    #[serde(default)]
+    pub image: Option<String>,
 }
 impl Validate for CreateArgs {
     fn validate(&self) -> Result<(), ToolError> {
@@ -70,6 +74,8 @@ pub struct Listed {
     pub backend: String,
     /// Why the microvm backend is or is not available here.
     pub microvm: Value,
+    /// The images create_sandbox can ask for, the default first.
+    pub images: Vec<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -88,7 +94,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         )
         .timeout(Duration::from_secs(60))
         .handler_on(Arc::clone(mgr), |m, a: CreateArgs, _: ToolCtx| async move {
-            let spec = m.spec(a.memory_mib, a.vcpu_count);
+            let spec = m.spec(a.memory_mib, a.vcpu_count, a.image.as_deref())?;
             let s = m.create(spec).await?;
             Ok(Created {
                 sandbox_id: s.id.to_string(),
@@ -122,6 +128,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
                 sandboxes: m.list().iter().map(|s| s.describe(&m.settings)).collect(),
                 backend: format!("{:?}", m.settings.backend).to_lowercase(),
                 microvm: serde_json::to_value(&m.microvm).unwrap_or(Value::Null),
+                images: m.image_names(),
             })
         }),
     );

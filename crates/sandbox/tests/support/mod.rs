@@ -242,3 +242,34 @@ pub fn processes_naming(needle: &str) -> Vec<u32> {
     }
     found
 }
+
+/// A root file system holding only dash (as /usr/bin/sh), the C library it needs and a marker file, with
+/// Debian's merged-/usr links at the top.
+pub fn tiny_image() -> PathBuf {
+    let root = std::env::temp_dir().join(format!("tiny-image-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let lib = root.join("usr/lib/x86_64-linux-gnu");
+    for d in ["usr/bin", "usr/lib64", "usr/share"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::copy("/usr/bin/dash", root.join("usr/bin/sh")).unwrap();
+    let host_lib = std::path::Path::new("/usr/lib/x86_64-linux-gnu");
+    for so in ["libc.so.6", "ld-linux-x86-64.so.2"] {
+        std::fs::copy(host_lib.join(so), lib.join(so)).unwrap();
+    }
+    std::fs::copy(
+        host_lib.join("ld-linux-x86-64.so.2"),
+        root.join("usr/lib64/ld-linux-x86-64.so.2"),
+    )
+    .unwrap();
+    std::fs::write(root.join("usr/share/marker"), "from the tiny image\n").unwrap();
+    for (top, to) in [
+        ("bin", "usr/bin"),
+        ("lib", "usr/lib"),
+        ("lib64", "usr/lib64"),
+    ] {
+        std::os::unix::fs::symlink(to, root.join(top)).unwrap();
+    }
+    root
+}

@@ -37,6 +37,13 @@ pub async fn boot(
 ) -> Result<Vm, LaunchError> {
     let started = Instant::now();
     let within = settings.microvm.boot_timeout;
+    if settings.image_root(spec.image).is_some() {
+        return Err(LaunchError::Spawn(format!(
+            "image {:?} is a host directory, which Firecracker cannot share with a guest; use \
+             --sandbox-vmm qemu for images",
+            settings.image_name(spec.image)
+        )));
+    }
     let dir = new_vm_dir(settings, "vsock.sock").await?;
     let rootfs = settings
         .microvm

@@ -9,6 +9,8 @@ mod fc_api;
 mod firecracker;
 mod qemu;
 
+pub use qemu::tcg_clock_args;
+
 use super::cgroup::Cgroups;
 use super::spawn::Launched;
 use super::{BackendKind, LaunchError, Spec};
@@ -168,6 +170,7 @@ pub async fn self_test(settings: &Settings) -> Probe {
     };
     let spec = Spec {
         backend: BackendKind::Microvm,
+        image: settings.default_image,
         memory_mib: settings.memory_mib,
         vcpus: settings.vcpus,
     };

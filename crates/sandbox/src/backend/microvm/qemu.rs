@@ -28,11 +28,15 @@ pub async fn boot(
 ) -> Result<Vm, LaunchError> {
     let dir = new_vm_dir(settings, "agent.sock").await?;
     let socket = dir.join("agent.sock");
+    let exports = shares(
+        &settings.ro_binds,
+        settings.image_root(spec.image).as_deref(),
+    );
     let cfg = VmConfig {
         workspace_mib: settings.workspace_mib,
         tmp_mib: settings.tmp_mib,
         hostname: "sandbox".into(),
-        shares: shares(&settings.ro_binds),
+        shares: exports.iter().map(|(_, share)| share.clone()).collect(),
         port: PORT.into(),
         vsock_port: None,
         drive_at: None,
@@ -45,7 +49,7 @@ pub async fn boot(
             }
         ),
     };
-    let cmd = match command(settings, spec, &cfg, qemu, &dir) {
+    let cmd = match command(settings, spec, &cfg, &exports, qemu, &dir) {
         Ok(c) => c,
         Err(e) => {
             let _ = tokio::fs::remove_dir_all(&dir).await;
@@ -82,16 +86,22 @@ pub async fn boot(
     }
 }
 
-/// The host's read-only directories, as 9p shares at the same paths (files such as ld.so.cache cannot
-/// be shared and are left out: the guest's loader searches the default directories).
-fn shares(ro_binds: &[PathBuf]) -> Vec<Share> {
+/// The read-only directories, from the host's root or an image directory, as 9p shares (the host
+/// directory, and the share the guest mounts at the path inside). Files such as ld.so.cache cannot be
+/// shared and are left out: the guest's loader searches the default directories.
+fn shares(ro_binds: &[PathBuf], image: Option<&Path>) -> Vec<(PathBuf, Share)> {
+    let root = image.unwrap_or(Path::new("/"));
     ro_binds
         .iter()
-        .filter(|p| p.is_dir())
+        .map(|p| (root.join(p.strip_prefix("/").unwrap_or(p)), p))
+        .filter(|(host, _)| host.is_dir())
         .enumerate()
-        .map(|(i, p)| Share {
-            tag: format!("ro{i}"),
-            path: p.clone(),
+        .map(|(i, (host, p))| {
+            let share = Share {
+                tag: format!("ro{i}"),
+                path: p.clone(),
+            };
+            (host, share)
         })
         .collect()
 }
@@ -100,6 +110,7 @@ fn command(
     settings: &Settings,
     spec: Spec,
     cfg: &VmConfig,
+    exports: &[(PathBuf, Share)],
     qemu: &Path,
     dir: &Path,
 ) -> Result<Command, LaunchError> {
@@ -111,9 +122,8 @@ fn command(
     // prints warnings, which is what a failed boot's error message shows.
     let mut append = format!("console=ttyS0 reboot=t panic=-1 quiet no_timer_check {arg}");
     if m.accel == Accel::Tcg {
-        // Under TCG on a busy host the kernel's TSC calibration against the PIT fails and the boot hangs
-        // (docs/protocols/sandbox.md): give it the host's TSC rate, which TCG's TSC follows, and no watchdog.
-        append.push_str(&format!(" tsc_early_khz={} tsc=reliable", host_tsc_khz()));
+        append.push(' ');
+        append.push_str(&tcg_clock_args());
     }
     append.push_str(&format!(" -- {VM_MODE}"));
     let mut c = Command::new(qemu);
@@ -153,12 +163,12 @@ fn command(
         ))
         .arg("-device")
         .arg(format!("virtserialport,chardev={PORT},name={PORT}"));
-    for share in &cfg.shares {
+    for (host, share) in exports {
         c.arg("-fsdev")
             .arg(format!(
                 "local,id={0},path={1},security_model=none,readonly=on",
                 share.tag,
-                qemu_value(&share.path)?
+                qemu_value(host)?
             ))
             .arg("-device")
             .arg(format!(
@@ -167,6 +177,13 @@ fn command(
             ));
     }
     Ok(c)
+}
+
+/// Under TCG on a busy host the kernel's TSC calibration against the PIT fails and the boot hangs
+/// (docs/protocols/sandbox.md §3): these kernel arguments give it the host's TSC rate, which TCG's TSC
+/// follows, and turn the clocksource watchdog off.
+pub fn tcg_clock_args() -> String {
+    format!("tsc_early_khz={} tsc=reliable", host_tsc_khz())
 }
 
 /// The host's TSC rate from /proc/cpuinfo's first "cpu MHz" (2 GHz if it says none: the guest's clock then
@@ -230,25 +247,31 @@ mod tests {
 
     #[test]
     fn files_are_not_shared_and_directories_get_their_own_tag() {
-        let s = shares(&[
+        let binds = [
             PathBuf::from("/usr"),
             PathBuf::from("/etc/hostname"),
             PathBuf::from("/definitely/not/here"),
             PathBuf::from("/etc"),
-        ]);
+        ];
+        let share = |tag: &str, path: &str| Share {
+            tag: tag.into(),
+            path: path.into(),
+        };
         assert_eq!(
-            s,
+            shares(&binds, None),
             vec![
-                Share {
-                    tag: "ro0".into(),
-                    path: "/usr".into()
-                },
-                Share {
-                    tag: "ro1".into(),
-                    path: "/etc".into()
-                },
+                (PathBuf::from("/usr"), share("ro0", "/usr")),
+                (PathBuf::from("/etc"), share("ro1", "/etc")),
             ]
         );
+        let image = std::env::temp_dir().join(format!("image-{}", std::process::id()));
+        std::fs::create_dir_all(image.join("usr")).expect("image dir");
+        assert_eq!(
+            shares(&binds, Some(&image)),
+            vec![(image.join("usr"), share("ro0", "/usr"))],
+            "an image's directories, mounted where the host's would be"
+        );
+        std::fs::remove_dir_all(&image).expect("cleanup");
     }
 
     #[test]
