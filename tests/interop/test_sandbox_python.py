@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -125,16 +126,27 @@ async def test_a_microvm_sandbox_through_the_python_client(bins: tuple[Path, Pat
             listed = (await ok(client, "list_sandboxes", {}))["sandboxes"]
             assert next(s for s in listed if s["sandbox_id"] == sid)["isolation"]["isolation"] == "microvm (qemu, tcg)"
             assert (await ok(client, "destroy_sandbox", {"sandbox_id": sid}))["success"] is True
-            # A bridge killed outright takes its VMs with it (parent-death signal), not at its next start.
+            # A bridge killed outright takes its VMs with it (parent-death signal), not at its next start. The
+            # VMs are stopped first, so none can end on its own when its agent's socket closes.
             await ok(client, "create_sandbox", {})
             qemus = [p for p in children(server.proc.pid) if b"qemu" in Path(f"/proc/{p}/cmdline").read_bytes()]
-            assert len(qemus) == 1, qemus
+            assert qemus, "a VM per sandbox"
+            for pid in qemus:
+                os.kill(pid, signal.SIGSTOP)
             server.proc.kill()
             server.proc.wait(timeout=10)
             deadline = time.monotonic() + 10
-            while Path(f"/proc/{qemus[0]}").exists() and time.monotonic() < deadline:
+            while any(alive(p) for p in qemus) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert not Path(f"/proc/{qemus[0]}").exists(), "QEMU outlived the bridge killed with SIGKILL"
+            assert not any(alive(p) for p in qemus), "a QEMU outlived the bridge killed with SIGKILL"
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie awaiting its new parent's reaping counts as gone)."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
 
 
 def children(pid: int) -> list[int]:

@@ -19,6 +19,8 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 
 /// Replies queued towards the host before request tasks wait (backpressure reaches the child's pipes).
 const OUT_QUEUE: usize = 64;
+/// How long the last replies may take to leave once the host's side of the stream has ended.
+const FLUSH_AFTER_EOF: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the launcher (or the `process` backend) tells the agent.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -178,7 +180,9 @@ where
     }
     reaper.abort();
     drop(out);
-    let _ = writer.await;
+    // The host is gone: replies still queued may be flushed, but a write that blocks because nobody reads
+    // (a virtio port with no host) must not keep PID 1 from powering the guest off.
+    let _ = tokio::time::timeout(FLUSH_AFTER_EOF, writer).await;
 }
 
 async fn handle(agent: Arc<Agent>, req: Request, out: Out) {

@@ -24,7 +24,7 @@ fn main() {
             Err(msg) => fail(&msg),
         },
         Some(other) => fail(&format!(
-            "unknown mode {other:?}; use `namespace` or nothing"
+            "unknown mode {other:?}; use `namespace`, `vm` (as a guest's /init) or nothing"
         )),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -5,7 +5,7 @@ use crate::backend::microvm::{Accel, Vmm};
 use crate::backend::{BackendChoice, BackendKind, default_agent_bin};
 use bridge_core::config;
 use bridge_core::serve::McpArgs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -277,6 +277,8 @@ pub enum ConfigError {
     NoAgent(PathBuf),
     #[error("--sandbox-backend microvm was asked for, but {0}")]
     Microvm(String),
+    #[error("the state dir {0} (SANDBOX_STATE_DIR) cannot be used: {1}")]
+    StateDir(PathBuf, String),
     #[error("--sandbox-image {0}: {1}")]
     Image(String, String),
 }
@@ -293,6 +295,15 @@ impl SandboxArgs {
         if !agent_bin.is_file() {
             return Err(ConfigError::NoAgent(agent_bin));
         }
+        let ro_binds: Vec<PathBuf> = [
+            "/usr",
+            "/etc/alternatives",
+            "/etc/ld.so.cache",
+            "/etc/ssl/certs",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
         let mut images = vec![Image {
             name: HOST_IMAGE.into(),
             root: None,
@@ -306,6 +317,9 @@ impl SandboxArgs {
                     name.clone(),
                     format!("at most {MAX_IMAGES} images besides {HOST_IMAGE}"),
                 ));
+            }
+            if let Some(why) = image_escape(dir, &ro_binds) {
+                return Err(ConfigError::Image(name.clone(), why));
             }
             images.push(Image {
                 name: name.clone(),
@@ -352,15 +366,7 @@ impl SandboxArgs {
             max_timeout: Duration::from_secs(self.sandbox_max_timeout_secs),
             cgroups: self.sandbox_cgroups,
             id_base: self.sandbox_id_base,
-            ro_binds: [
-                "/usr",
-                "/etc/alternatives",
-                "/etc/ld.so.cache",
-                "/etc/ssl/certs",
-            ]
-            .iter()
-            .map(PathBuf::from)
-            .collect(),
+            ro_binds,
             default_image: u16::try_from(default_image).unwrap_or(0),
             images,
             microvm: MicrovmSettings {
@@ -376,6 +382,34 @@ impl SandboxArgs {
             },
         })
     }
+}
+
+/// Why image `root` cannot be used: one of the read-only paths resolves (through a symlink on the way)
+/// outside the image, e.g. `usr -> /`, which would hand the sandbox the host's files. Checked at start and
+/// again at every launch, since the directory may change meanwhile.
+pub fn image_escape(root: &Path, ro_binds: &[PathBuf]) -> Option<String> {
+    let inside = match std::fs::canonicalize(root) {
+        Ok(p) => p,
+        Err(e) => return Some(format!("{}: {e}", root.display())),
+    };
+    for bind in ro_binds {
+        let path = root.join(bind.strip_prefix("/").unwrap_or(bind));
+        if path.symlink_metadata().is_err() {
+            continue;
+        }
+        match std::fs::canonicalize(&path) {
+            Ok(real) if real.starts_with(&inside) => {}
+            Ok(real) => {
+                return Some(format!(
+                    "{} leads out of the image, to {}",
+                    path.display(),
+                    real.display()
+                ));
+            }
+            Err(e) => return Some(format!("{}: {e}", path.display())),
+        }
+    }
+    None
 }
 
 /// "host, tiny, ...", for messages.

@@ -82,6 +82,8 @@ impl Manager {
     /// Cleans a crashed run's leftovers and settles the backend: `microvm` and `auto` boot a test VM
     /// first; `microvm` refuses to start when it fails, `auto` falls back to namespace.
     pub async fn new(mut settings: Settings) -> Result<Arc<Self>, ConfigError> {
+        backend::prepare_state_dir(&settings.state_dir)
+            .map_err(|why| ConfigError::StateDir(settings.state_dir.clone(), why))?;
         let orphans_cleaned = backend::cleanup_orphans(&settings).await;
         if orphans_cleaned > 0 {
             tracing::warn!(

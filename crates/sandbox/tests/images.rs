@@ -108,3 +108,40 @@ async fn the_default_image_is_the_pools_and_an_unknown_default_is_refused() {
     drop(h);
     std::fs::remove_dir_all(&image).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_whose_paths_lead_out_of_it_is_refused_at_start_and_at_create() {
+    let evil = std::env::temp_dir().join(format!("evil-image-{}", std::process::id()));
+    std::fs::create_dir_all(evil.join("etc/ssl")).unwrap();
+    std::os::unix::fs::symlink("/", evil.join("usr")).unwrap();
+    let flag = format!("evil={}", evil.display());
+    let env = bridge_core::BridgeEnv::new();
+    let err = bridge_sandbox::start(support::args(&["--sandbox-image", &flag]), &env)
+        .await
+        .err()
+        .expect("usr -> / is refused")
+        .to_string();
+    assert!(
+        err.contains("evil") && err.contains("leads out of the image"),
+        "{err}"
+    );
+
+    // An image that turns bad after the start: the next create of it fails and says why.
+    let image = tiny_image();
+    let flag = format!("tiny={}", image.display());
+    let h = start(&["--sandbox-image", &flag]).await;
+    std::fs::rename(image.join("usr"), image.join("usr.real")).unwrap();
+    std::os::unix::fs::symlink("/", image.join("usr")).unwrap();
+    let bad = error_of(&h.call("create_sandbox", json!({"image": "tiny"})).await);
+    assert!(
+        bad["message"]
+            .as_str()
+            .unwrap()
+            .contains("leads out of the image"),
+        "{bad}"
+    );
+    assert!(h.manager.is_empty());
+    drop(h);
+    std::fs::remove_dir_all(&image).unwrap();
+    std::fs::remove_dir_all(&evil).unwrap();
+}

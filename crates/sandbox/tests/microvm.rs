@@ -378,9 +378,28 @@ async fn a_crashed_runs_qemu_is_killed_at_start_and_a_live_neighbours_is_not() {
         std::fs::write(dir.join("qemu.pid"), p.id().to_string()).unwrap();
         stand_ins.push(p);
     }
+    // A crashed run whose pid file names a pid reused since by an unrelated process: that one is spared.
+    let reused = Path::new("/tmp/mcp-bridges-sandbox")
+        .join(format!("vm-{dead_owner}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&reused).unwrap();
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("120")
+        .spawn()
+        .unwrap();
+    std::fs::write(reused.join("qemu.pid"), bystander.id().to_string()).unwrap();
     let h = start_era(&[], Era::Legacy).await;
     let listed = h.ok("list_sandboxes", json!({})).await;
     assert_eq!(listed["backend"], "namespace");
+    assert!(
+        bystander.try_wait().unwrap().is_none(),
+        "a pid reused by a process that is not that VM's QEMU is left alone"
+    );
+    assert!(
+        !reused.exists(),
+        "the crashed run's directory is removed all the same"
+    );
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
     let mut crashed_qemu = stand_ins.remove(0);
     let status = crashed_qemu.wait().unwrap();
     assert!(!status.success(), "the crashed run's QEMU was killed");

@@ -104,6 +104,14 @@ impl Instance {
 /// Starts one sandbox of `spec` and waits for its agent's `hello`.
 pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchError> {
     let started = Instant::now();
+    if let Some(root) = settings.image_root(spec.image)
+        && let Some(why) = crate::config::image_escape(&root, &settings.ro_binds)
+    {
+        return Err(LaunchError::Spawn(format!(
+            "image {}: {why}",
+            settings.image_name(spec.image)
+        )));
+    }
     let limits = Limits {
         data: Some(spec.memory_mib << 20),
         processes: Some(settings.max_processes),
@@ -217,6 +225,37 @@ async fn start_or_clean(
     }
 }
 
+/// Creates the state dir (mode 0700) or checks the one there: it must be ours and writable by nobody else,
+/// or another local user could swap a VM's directory and be first on its agent's socket.
+pub fn prepare_state_dir(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| e.to_string())?;
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    if !meta.is_dir() {
+        return Err("not a directory (a symlink is refused too)".into());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(format!(
+            "owned by uid {}, not by this process's uid {me}",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "mode {:o} lets others write into it; chmod go-w it",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
 /// Where the agent binary is when not configured: beside this executable (or one level up, as cargo lays
 /// out test binaries in `target/<profile>/deps`).
 pub fn default_agent_bin() -> PathBuf {
@@ -230,4 +269,42 @@ pub fn default_agent_bin() -> PathBuf {
         .map(|p| p.join("sandbox-agent"))
         .filter(|p| p.exists())
         .unwrap_or(here)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prepare_state_dir;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_state_dir_others_could_write_into_is_refused() {
+        let base = std::env::temp_dir().join(format!("state-dir-{}", std::process::id()));
+        let fresh = base.join("fresh");
+        prepare_state_dir(&fresh).expect("created");
+        let mode = std::fs::metadata(&fresh)
+            .expect("exists")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+
+        let open = base.join("open");
+        std::fs::create_dir_all(&open).expect("dir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = prepare_state_dir(&open).expect_err("world-writable");
+        assert!(e.contains("777") && e.contains("chmod go-w"), "{e}");
+
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&fresh, &link).expect("symlink");
+        let e = prepare_state_dir(&link).expect_err("a symlink");
+        assert!(e.contains("symlink"), "{e}");
+
+        if nix::unistd::geteuid().is_root() {
+            let foreign = base.join("foreign");
+            std::fs::create_dir_all(&foreign).expect("dir");
+            nix::unistd::chown(&foreign, Some(1234.into()), None).expect("chown");
+            let e = prepare_state_dir(&foreign).expect_err("someone else's");
+            assert!(e.contains("uid 1234"), "{e}");
+        }
+        std::fs::remove_dir_all(&base).expect("cleanup");
+    }
 }

@@ -92,7 +92,9 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
              network, a writable /workspace). Returns its sandbox_id. Destroy it when done; unused sandboxes \
              expire.",
         )
-        .timeout(Duration::from_secs(60))
+        // A cold microVM boot may take the whole boot timeout: the call waits a little longer, so a slow boot
+        // ends with its own reason rather than the tool's timeout.
+        .timeout(Duration::from_secs(60).max(mgr.settings.microvm.boot_timeout + Duration::from_secs(30)))
         .handler_on(Arc::clone(mgr), |m, a: CreateArgs, _: ToolCtx| async move {
             let spec = m.spec(a.memory_mib, a.vcpu_count, a.image.as_deref())?;
             let s = m.create(spec).await?;
