@@ -22,7 +22,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -153,7 +153,20 @@ pub fn boot() -> Result<(AgentConfig, fs::File), SetupError> {
     }
     // Code files go here; the sandbox user reads them, only the agent writes.
     mkdir(Path::new(SCRATCH))?;
-    // Nothing else under / is writable by the sandbox user: the initramfs root belongs to root, mode 755.
+    // The initramfs root is a tmpfs of mode 1777 (half the guest's RAM) unless the archive says otherwise:
+    // make it root's alone, then read-only, so the sandbox user writes only to the size-limited mounts.
+    step(
+        "chmod /",
+        fs::set_permissions("/", fs::Permissions::from_mode(0o755)),
+    )?;
+    let read_only_root = nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+        None::<&str>,
+    )
+    .is_ok();
     step("sethostname", nix::unistd::sethostname(&cfg.hostname))?;
     let lo = crate::netif::loopback_up().is_ok();
     let port = match cfg.vsock_port {
@@ -176,6 +189,7 @@ pub fn boot() -> Result<(AgentConfig, fs::File), SetupError> {
                 .collect::<Vec<_>>()
         ),
     );
+    enforced.insert("read_only_root".into(), json!(read_only_root));
     enforced.insert("workspace_tmpfs_mib".into(), json!(cfg.workspace_mib));
     enforced.insert("tmp_tmpfs_mib".into(), json!(cfg.tmp_mib));
     enforced.insert(
@@ -209,7 +223,7 @@ pub fn boot() -> Result<(AgentConfig, fs::File), SetupError> {
     ))
 }
 
-/// Loads `/modules/order`'s modules in that order. A module already built in (EEXIST) counts as loaded.
+/// Loads `/modules/order`'s modules in that order. One already loaded (EEXIST) counts as loaded.
 fn load_modules() -> Result<Vec<String>, SetupError> {
     let Ok(order) = fs::read_to_string(MODULES_ORDER) else {
         return Ok(Vec::new());

@@ -239,6 +239,7 @@ async fn every_tool(h: &Harness) {
     let me = &listed["sandboxes"][0];
     assert_eq!(me["backend"], "microvm");
     assert_eq!(me["isolation"]["isolation"], "microvm (qemu, tcg)", "{me}");
+    assert_eq!(me["isolation"]["read_only_root"], true, "{me}");
     let kernel = me["isolation"]["kernel"].as_str().unwrap();
     assert!(
         kernel.ends_with("-amd64"),
@@ -291,7 +292,7 @@ async fn a_microvm_contains_its_code() {
         .sh(
             &id,
             &format!(
-                "cat {path}; echo pwned > {path}; id -u; cat /proc/net/dev; touch /usr/x 2>&1; \
+                "cat {path}; echo pwned > {path}; id -u; cat /proc/net/dev; touch /usr/x 2>&1; touch /x 2>&1; \
                  (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>&1 || echo no-connect; \
                  (exec 3<>/dev/tcp/10.0.2.2/{port}) 2>&1 || echo no-route; ls /sys/class/net"
             ),
@@ -302,8 +303,12 @@ async fn a_microvm_contains_its_code() {
     assert_eq!(std::fs::read_to_string(&canary).unwrap(), "host secret");
     assert!(text.contains("1000\n"), "an unprivileged uid: {out}");
     assert!(
-        text.contains("Read-only file system"),
+        text.contains("touch: cannot touch '/usr/x': Read-only file system"),
         "the host's /usr is read-only: {out}"
+    );
+    assert!(
+        text.contains("touch: cannot touch '/x'"),
+        "the guest's / is not writable: {out}"
     );
     assert!(
         text.contains("no-connect") && text.contains("no-route"),

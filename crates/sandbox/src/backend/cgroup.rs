@@ -5,6 +5,7 @@
 use super::Spec;
 use crate::config::Settings;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The pid file a VMM's directory holds (Firecracker's, written by its driver; QEMU writes `qemu.pid`).
@@ -15,27 +16,27 @@ const PID_FILES: [&str; 2] = ["qemu.pid", VMM_PID_FILE];
 const GROUP: &str = "mcp-bridges-sandbox";
 const ROOT: &str = "/sys/fs/cgroup";
 
+/// A sandbox's host-side leftovers: its cgroups and the directory it owns. Removed by `remove`, or, when a
+/// launch is abandoned half-way (a cancelled or timed-out create drops its future), by `Drop`.
 #[derive(Debug, Default)]
 pub struct Cgroups {
     dirs: Vec<PathBuf>,
-    /// A host directory owned by this sandbox (the `process` backend's workspace).
+    /// A host directory owned by this sandbox (the `process` backend's workspace, a VM's directory).
     owned: Option<PathBuf>,
+    removed: AtomicBool,
 }
 
 impl Cgroups {
     pub fn owned_dir(dir: PathBuf) -> Self {
-        Self {
-            dirs: Vec::new(),
-            owned: Some(dir),
-        }
+        let mut c = Self::default();
+        c.owned = Some(dir);
+        c
     }
 
     /// These groups, and `dir` removed with them.
-    pub fn owning(self, dir: PathBuf) -> Self {
-        Self {
-            owned: Some(dir),
-            ..self
-        }
+    pub fn owning(mut self, dir: PathBuf) -> Self {
+        self.owned = Some(dir);
+        self
     }
 
     /// Moves process `pid` (every thread of it) into these groups.
@@ -51,8 +52,9 @@ impl Cgroups {
         self.dirs.clone()
     }
 
-    /// Creates this sandbox's groups with its limits; a controller we cannot write is skipped.
-    pub async fn create(spec: Spec, settings: &Settings) -> Self {
+    /// Creates this sandbox's groups with its limits (`pids`: tasks in the group, a namespace sandbox's
+    /// processes or a VMM's threads); a controller we cannot write is skipped.
+    pub async fn create(spec: Spec, pids: u64, settings: &Settings) -> Self {
         if !settings.cgroups {
             return Self::default();
         }
@@ -62,10 +64,7 @@ impl Cgroups {
                 "memory",
                 vec![("memory.limit_in_bytes", (spec.memory_mib << 20).to_string())],
             ),
-            (
-                "pids",
-                vec![("pids.max", settings.max_processes.to_string())],
-            ),
+            ("pids", vec![("pids.max", pids.to_string())]),
             (
                 "cpu",
                 vec![
@@ -93,22 +92,43 @@ impl Cgroups {
                 let _ = tokio::fs::remove_dir(&dir).await;
             }
         }
-        Self { dirs, owned: None }
+        let mut c = Self::default();
+        c.dirs = dirs;
+        c
     }
 
     /// Removes the groups (emptied by the sandbox's death; retried while the kernel finishes it).
     pub async fn remove(&self) {
-        for dir in &self.dirs {
-            for _ in 0..50 {
-                if tokio::fs::remove_dir(dir).await.is_ok() || !dir.exists() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        self.removed.store(true, Ordering::SeqCst);
+        remove_all(&self.dirs, self.owned.as_deref()).await;
+    }
+}
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        if self.removed.load(Ordering::SeqCst) || (self.dirs.is_empty() && self.owned.is_none()) {
+            return;
+        }
+        // The sandbox's processes were killed as their handles dropped; the groups empty shortly.
+        let dirs = std::mem::take(&mut self.dirs);
+        let owned = self.owned.take();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { remove_all(&dirs, owned.as_deref()).await });
+        }
+    }
+}
+
+async fn remove_all(dirs: &[PathBuf], owned: Option<&Path>) {
+    for dir in dirs {
+        for _ in 0..50 {
+            if tokio::fs::remove_dir(dir).await.is_ok() || !dir.exists() {
+                break;
             }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        if let Some(dir) = &self.owned {
-            let _ = tokio::fs::remove_dir_all(dir).await;
-        }
+    }
+    if let Some(dir) = owned {
+        let _ = tokio::fs::remove_dir_all(dir).await;
     }
 }
 

@@ -6,7 +6,7 @@
 //! Facts: docs/protocols/sandbox.md §4.
 
 use super::{GUEST_OVERHEAD_MIB, Vm, agent_link, fc_api, new_vm_dir};
-use crate::backend::cgroup::{Cgroups, VMM_PID_FILE};
+use crate::backend::cgroup::VMM_PID_FILE;
 use crate::backend::{LaunchError, Spec, spawn};
 use crate::config::Settings;
 use sandbox_agent::protocol::Limits;
@@ -74,22 +74,16 @@ pub async fn boot(
         .arg("--api-sock")
         .arg(&api)
         .current_dir(&dir);
-    let overhead = Spec {
-        memory_mib: spec.memory_mib + GUEST_OVERHEAD_MIB + VMM_OVERHEAD_MIB,
-        ..spec
-    };
-    let cgroups = Cgroups::create(overhead, settings)
-        .await
-        .owning(dir.clone());
-    let process = match spawn::start_vmm(cmd, firecracker) {
-        Ok(p) => p,
-        Err(e) => {
-            cgroups.remove().await;
-            return Err(e);
-        }
-    };
+    let (process, cgroups) = super::start_vmm(
+        settings,
+        spec,
+        VMM_OVERHEAD_MIB,
+        cmd,
+        firecracker,
+        dir.clone(),
+    )
+    .await?;
     if let Some(pid) = process.pid() {
-        cgroups.adopt(pid).await;
         // Firecracker writes no pid file: this one lets a later run kill a crashed run's VMM.
         let _ = tokio::fs::write(dir.join(VMM_PID_FILE), pid.to_string()).await;
     }

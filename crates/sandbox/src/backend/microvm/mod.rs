@@ -112,6 +112,39 @@ async fn new_vm_dir(settings: &Settings, socket: &str) -> Result<PathBuf, Launch
     Ok(dir)
 }
 
+/// Host tasks a VMM may have in its pids cgroup: its vCPU threads, I/O threads and a 9p worker pool of up
+/// to 64 (the guest's own processes do not count on the host).
+const VMM_TASKS: u64 = 128;
+
+/// Starts a VMM process inside its own cgroups (memory: the guest's RAM + `vmm_mib` for the VMM itself)
+/// that also own `dir`. On failure nothing is left behind.
+async fn start_vmm(
+    settings: &Settings,
+    spec: Spec,
+    vmm_mib: u64,
+    cmd: tokio::process::Command,
+    bin: &Path,
+    dir: PathBuf,
+) -> Result<(Launched, Cgroups), LaunchError> {
+    let vmm_spec = Spec {
+        memory_mib: spec.memory_mib + GUEST_OVERHEAD_MIB + vmm_mib,
+        ..spec
+    };
+    let tasks = VMM_TASKS + u64::from(spec.vcpus);
+    let cgroups = Cgroups::create(vmm_spec, tasks, settings).await.owning(dir);
+    let process = match super::spawn::start_vmm(cmd, bin) {
+        Ok(p) => p,
+        Err(e) => {
+            cgroups.remove().await;
+            return Err(e);
+        }
+    };
+    if let Some(pid) = process.pid() {
+        cgroups.adopt(pid).await;
+    }
+    Ok((process, cgroups))
+}
+
 /// The agent's stream over a connected socket: the protocol's u32 length-prefixed frames.
 fn agent_link(sock: UnixStream) -> Connection {
     let (read, write) = sock.into_split();
@@ -209,7 +242,7 @@ pub async fn boot(settings: &Settings, spec: Spec, limits: Limits) -> Result<Vm,
     }
 }
 
-fn accel_name(a: Accel) -> &'static str {
+pub(super) fn accel_name(a: Accel) -> &'static str {
     match a {
         Accel::Kvm => "kvm",
         Accel::Tcg => "tcg",
@@ -299,13 +332,19 @@ fn kvm_state() -> String {
     }
 }
 
-/// `bin` itself when it names a file, else the first match on PATH.
+/// `bin` itself when it names a file, else the first match on PATH; executable files only, as a shell's
+/// lookup.
 fn find_in_path(bin: &Path) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
     if bin.components().count() > 1 {
-        return bin.is_file().then(|| bin.to_path_buf());
+        return executable(bin).then(|| bin.to_path_buf());
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(bin))
-        .find(|p| p.is_file())
+        .find(|p| executable(p))
 }

@@ -3,7 +3,6 @@
 //! directory. The guest's console goes to QEMU's stdout, of which only the tail is kept.
 
 use super::{Accel, GUEST_OVERHEAD_MIB, Vm, agent_link, new_vm_dir};
-use crate::backend::cgroup::Cgroups;
 use crate::backend::{LaunchError, Spec, spawn};
 use crate::config::Settings;
 use sandbox_agent::protocol::Limits;
@@ -43,10 +42,7 @@ pub async fn boot(
         limits,
         isolation: format!(
             "microvm (qemu, {})",
-            match settings.microvm.accel {
-                Accel::Kvm => "kvm",
-                Accel::Tcg => "tcg",
-            }
+            super::accel_name(settings.microvm.accel)
         ),
     };
     let cmd = match command(settings, spec, &cfg, &exports, qemu, &dir) {
@@ -56,21 +52,8 @@ pub async fn boot(
             return Err(e);
         }
     };
-    let overhead = Spec {
-        memory_mib: spec.memory_mib + GUEST_OVERHEAD_MIB + VMM_OVERHEAD_MIB,
-        ..spec
-    };
-    let cgroups = Cgroups::create(overhead, settings).await.owning(dir);
-    let process = match spawn::start_vmm(cmd, qemu) {
-        Ok(p) => p,
-        Err(e) => {
-            cgroups.remove().await;
-            return Err(e);
-        }
-    };
-    if let Some(pid) = process.pid() {
-        cgroups.adopt(pid).await;
-    }
+    let (process, cgroups) =
+        super::start_vmm(settings, spec, VMM_OVERHEAD_MIB, cmd, qemu, dir).await?;
     match connect(&socket, &process, settings.microvm.boot_timeout).await {
         Ok(sock) => Ok(Vm {
             process,
@@ -136,7 +119,13 @@ fn command(
             "-display",
             "none",
         ])
-        .args(["-no-reboot", "-serial", "stdio"]);
+        .args(["-no-reboot", "-serial", "stdio"])
+        // QEMU's own seccomp filter: a guest that breaks into QEMU still cannot exec, setuid, or use
+        // obsolete system calls.
+        .args([
+            "-sandbox",
+            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+        ]);
     match m.accel {
         Accel::Kvm => c.args(["-accel", "kvm", "-cpu", "host"]),
         Accel::Tcg => c
@@ -158,7 +147,7 @@ fn command(
         .args(["-device", "virtio-serial-device"])
         .arg("-chardev")
         .arg(format!(
-            "socket,id={PORT},path={},server=on,wait=off",
+            "socket,id={PORT},path={},server=on,wait=on",
             qemu_value(&dir.join("agent.sock"))?
         ))
         .arg("-device")
