@@ -10,7 +10,9 @@ mod support;
 use mcp_testkit::Era;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use support::{Harness, agent_bin, dead, descendants, eventually, processes_naming, start_era};
+use support::{
+    Harness, agent_bin, assert_no_vm_left, dead, descendants, eventually, refs, start_era,
+};
 
 /// A directory holding a `firecracker` that runs the fake with `env`, and stand-in guest files (the fake
 /// only checks that they open, as Firecracker's API does before boot).
@@ -88,38 +90,6 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn refs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
-}
-
-/// This process's VM directories and fakes: none may outlive their sandbox.
-fn our_vms() -> (Vec<String>, Vec<u32>) {
-    let prefix = format!("vm-{}-", std::process::id());
-    let dirs = std::fs::read_dir("/tmp/mcp-bridges-sandbox")
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default();
-    (
-        dirs,
-        processes_naming(&format!("/tmp/mcp-bridges-sandbox/{prefix}")),
-    )
-}
-
-async fn assert_no_vm_left() {
-    for _ in 0..80 {
-        let (dirs, fakes) = our_vms();
-        if dirs.is_empty() && fakes.is_empty() {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("VMs left behind: {:?}", our_vms());
 }
 
 /// The start error of a microvm bridge on a fake given `env`.

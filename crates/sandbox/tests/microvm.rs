@@ -9,45 +9,12 @@ mod support;
 use mcp_testkit::Era;
 use serde_json::json;
 use std::path::Path;
-use support::{Harness, dead, guest, processes_naming, start_era, start_http, tcg_flags};
+use support::{Harness, assert_no_vm_left, dead, guest, refs, start_era, start_http, tcg_flags};
 
 fn flags(extra: &[&str]) -> Vec<String> {
     let mut f = tcg_flags();
     f.extend(extra.iter().map(|s| (*s).to_string()));
     f
-}
-
-fn refs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
-}
-
-/// This process's VM directories and QEMUs: none may outlive their sandbox.
-fn our_vms() -> (Vec<String>, Vec<u32>) {
-    let prefix = format!("vm-{}-", std::process::id());
-    let dirs = std::fs::read_dir("/tmp/mcp-bridges-sandbox")
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default();
-    (
-        dirs,
-        processes_naming(&format!("/tmp/mcp-bridges-sandbox/{prefix}")),
-    )
-}
-
-/// Waits out a pool boot still in flight at shutdown (seconds under TCG), which is then destroyed.
-async fn assert_no_vm_left() {
-    for _ in 0..120 {
-        let (dirs, qemus) = our_vms();
-        if dirs.is_empty() && qemus.is_empty() {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    }
-    panic!("VMs left behind: {:?}", our_vms());
 }
 
 /// The VM directory QEMU `pid` was started with (its `-pidfile` lives there).

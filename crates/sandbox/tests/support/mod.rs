@@ -273,3 +273,36 @@ pub fn tiny_image() -> PathBuf {
     }
     root
 }
+
+pub fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// This process's VM directories and VMMs: none may outlive their sandbox.
+pub fn our_vms() -> (Vec<String>, Vec<u32>) {
+    let prefix = format!("vm-{}-", std::process::id());
+    let dirs = std::fs::read_dir("/tmp/mcp-bridges-sandbox")
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    (
+        dirs,
+        processes_naming(&format!("/tmp/mcp-bridges-sandbox/{prefix}")),
+    )
+}
+
+/// Waits out a pool boot still in flight at shutdown (seconds under TCG), which is then destroyed.
+pub async fn assert_no_vm_left() {
+    for _ in 0..120 {
+        let (dirs, vmms) = our_vms();
+        if dirs.is_empty() && vmms.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("VMs left behind: {:?}", our_vms());
+}

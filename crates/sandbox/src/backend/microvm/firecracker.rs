@@ -5,7 +5,7 @@
 //! drive when `--sandbox-rootfs` names an image, else only what the initramfs holds.
 //! Facts: docs/protocols/sandbox.md §4.
 
-use super::{GUEST_OVERHEAD_MIB, Vm, agent_link, fc_api, new_vm_dir};
+use super::{GUEST_OVERHEAD_MIB, Vm, fc_api, new_vm_dir};
 use crate::backend::cgroup::VMM_PID_FILE;
 use crate::backend::{LaunchError, Spec, spawn};
 use crate::config::Settings;
@@ -104,21 +104,7 @@ pub async fn boot(
         let left = within.saturating_sub(started.elapsed());
         handshake(&dir.join("vsock.sock"), &process, left).await
     };
-    match booted.await {
-        Ok(sock) => Ok(Vm {
-            process,
-            conn: agent_link(sock),
-            cgroups,
-        }),
-        Err(why) => {
-            let output = process.output_text().await;
-            process.kill().await;
-            cgroups.remove().await;
-            Err(LaunchError::Spawn(format!(
-                "{why}; Firecracker said: {output}"
-            )))
-        }
-    }
+    super::finish(booted.await, process, cgroups, "Firecracker").await
 }
 
 /// The API calls, in the order Firecracker's getting-started guide makes them, then `InstanceStart`.

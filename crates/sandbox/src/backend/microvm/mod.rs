@@ -145,6 +145,29 @@ async fn start_vmm(
     Ok((process, cgroups))
 }
 
+/// A VMM's boot ends here: a connected socket becomes the VM; an error kills the VMM, removes its
+/// cgroups and directory, and says why with what the VMM (and the guest's console) last wrote.
+async fn finish(
+    booted: Result<UnixStream, String>,
+    process: Launched,
+    cgroups: Cgroups,
+    vmm: &str,
+) -> Result<Vm, LaunchError> {
+    match booted {
+        Ok(sock) => Ok(Vm {
+            process,
+            conn: agent_link(sock),
+            cgroups,
+        }),
+        Err(why) => {
+            let output = process.output_text().await;
+            process.kill().await;
+            cgroups.remove().await;
+            Err(LaunchError::Spawn(format!("{why}; {vmm} said: {output}")))
+        }
+    }
+}
+
 /// The agent's stream over a connected socket: the protocol's u32 length-prefixed frames.
 fn agent_link(sock: UnixStream) -> Connection {
     let (read, write) = sock.into_split();

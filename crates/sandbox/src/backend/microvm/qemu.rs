@@ -2,7 +2,7 @@
 //! directories as 9p shares, and one virtio-serial port whose host end is a Unix socket in the VM's own
 //! directory. The guest's console goes to QEMU's stdout, of which only the tail is kept.
 
-use super::{Accel, GUEST_OVERHEAD_MIB, Vm, agent_link, new_vm_dir};
+use super::{Accel, GUEST_OVERHEAD_MIB, Vm, new_vm_dir};
 use crate::backend::{LaunchError, Spec, spawn};
 use crate::config::Settings;
 use sandbox_agent::protocol::Limits;
@@ -54,19 +54,8 @@ pub async fn boot(
     };
     let (process, cgroups) =
         super::start_vmm(settings, spec, VMM_OVERHEAD_MIB, cmd, qemu, dir).await?;
-    match connect(&socket, &process, settings.microvm.boot_timeout).await {
-        Ok(sock) => Ok(Vm {
-            process,
-            conn: agent_link(sock),
-            cgroups,
-        }),
-        Err(why) => {
-            let output = process.output_text().await;
-            process.kill().await;
-            cgroups.remove().await;
-            Err(LaunchError::Spawn(format!("{why}; QEMU said: {output}")))
-        }
-    }
+    let booted = connect(&socket, &process, settings.microvm.boot_timeout).await;
+    super::finish(booted, process, cgroups, "QEMU").await
 }
 
 /// The read-only directories, from the host's root or an image directory, as 9p shares (the host
