@@ -61,6 +61,10 @@ pub struct VmConfig {
     /// read-only here (the image of a `/usr` tree, mounted at `/usr`).
     #[serde(default)]
     pub drive_at: Option<PathBuf>,
+    /// Top-level names that are symlinks in the source root (`/bin -> usr/bin`), made the same here; the
+    /// ones that are directories come as shares.
+    #[serde(default)]
+    pub links: Vec<(PathBuf, PathBuf)>,
     pub limits: Limits,
     /// Said in `hello` as the isolation, e.g. "microvm (qemu, tcg)".
     pub isolation: String,
@@ -122,7 +126,13 @@ pub fn boot() -> Result<(AgentConfig, fs::File), SetupError> {
             Some("trans=virtio,version=9p2000.L,cache=loose"),
         )?;
     }
-    // Debian's merged /usr: the top-level names are links into it.
+    for (path, target) in &cfg.links {
+        if path.symlink_metadata().is_err() {
+            step(format!("symlink {}", path.display()), symlink(target, path))?;
+        }
+    }
+    // Without links from the host (Firecracker's /usr drive): Debian's merged /usr, whose top-level names
+    // are links into it.
     for (top, to) in [
         ("/bin", "usr/bin"),
         ("/sbin", "usr/sbin"),
@@ -322,6 +332,7 @@ mod tests {
             port: "agent".into(),
             vsock_port: Some(52),
             drive_at: Some("/usr".into()),
+            links: Vec::new(),
             limits: Limits {
                 data: Some(1 << 29),
                 processes: Some(128),

@@ -145,3 +145,22 @@ async fn an_image_whose_paths_lead_out_of_it_is_refused_at_start_and_at_create()
     std::fs::remove_dir_all(&image).unwrap();
     std::fs::remove_dir_all(&evil).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_without_merged_usr_works_too() {
+    let image = support::split_image();
+    let flag = format!("split={}", image.display());
+    let h = start(&["--sandbox-image", &flag]).await;
+    let split = h.ok("create_sandbox", json!({"image": "split"})).await;
+    assert_eq!(split["languages"], json!(["sh"]), "{split}");
+    let id = split["sandbox_id"].as_str().unwrap();
+    let out = h
+        .ok(
+            "run_command",
+            json!({"sandbox_id": id, "command": "read x < /usr/share/marker; echo $x; for f in /bin/*; do echo $f; done"}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "from the split image\n/bin/sh\n", "{out}");
+    drop(h);
+    std::fs::remove_dir_all(&image).unwrap();
+}

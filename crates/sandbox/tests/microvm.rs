@@ -449,6 +449,7 @@ async fn a_microvm_guest_mounts_its_read_only_drive_at_usr() {
         port: "agent".into(),
         vsock_port: None,
         drive_at: Some("/usr".into()),
+        links: Vec::new(),
         limits: Limits::default(),
         isolation: "drive check".into(),
     };
@@ -531,4 +532,25 @@ async fn a_microvm_guest_mounts_its_read_only_drive_at_usr() {
     qemu.kill().unwrap();
     qemu.wait().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_microvm_boots_an_image_without_merged_usr() {
+    let image = support::split_image();
+    let flag = format!("split={}", image.display());
+    let f = flags(&["--sandbox-image", &flag]);
+    let h = start_era(&refs(&f), Era::Legacy).await;
+    let split = h.ok("create_sandbox", json!({"image": "split"})).await;
+    assert_eq!(split["languages"], json!(["sh"]), "{split}");
+    let id = split["sandbox_id"].as_str().unwrap();
+    let out = h
+        .ok(
+            "run_command",
+            json!({"sandbox_id": id, "command": "read x < /usr/share/marker; echo $x; for f in /bin/*; do echo $f; done"}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "from the split image\n/bin/sh\n", "{out}");
+    drop(h);
+    assert_no_vm_left().await;
+    std::fs::remove_dir_all(&image).unwrap();
 }

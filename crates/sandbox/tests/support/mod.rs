@@ -306,3 +306,26 @@ pub async fn assert_no_vm_left() {
     }
     panic!("VMs left behind: {:?}", our_vms());
 }
+
+/// Like `tiny_image`, but laid out as before merged /usr: `/bin`, `/lib`, `/lib64` are directories of their own.
+pub fn split_image() -> PathBuf {
+    let root = std::env::temp_dir().join(format!("split-image-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let lib = root.join("lib/x86_64-linux-gnu");
+    for d in ["bin", "lib64", "usr/share"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::copy("/usr/bin/dash", root.join("bin/sh")).unwrap();
+    let host_lib = std::path::Path::new("/usr/lib/x86_64-linux-gnu");
+    for so in ["libc.so.6", "ld-linux-x86-64.so.2"] {
+        std::fs::copy(host_lib.join(so), lib.join(so)).unwrap();
+    }
+    std::fs::copy(
+        host_lib.join("ld-linux-x86-64.so.2"),
+        root.join("lib64/ld-linux-x86-64.so.2"),
+    )
+    .unwrap();
+    std::fs::write(root.join("usr/share/marker"), "from the split image\n").unwrap();
+    root
+}

@@ -58,6 +58,7 @@ pub async fn boot(
         port: String::new(),
         vsock_port: Some(AGENT_PORT),
         drive_at: rootfs.as_ref().map(|_| PathBuf::from(DRIVE_AT)),
+        links: Vec::new(),
         limits,
         isolation: "microvm (firecracker, kvm)".into(),
     };

@@ -27,10 +27,10 @@ pub async fn boot(
 ) -> Result<Vm, LaunchError> {
     let dir = new_vm_dir(settings, "agent.sock").await?;
     let socket = dir.join("agent.sock");
-    let exports = shares(
-        &settings.ro_binds,
-        settings.image_root(spec.image).as_deref(),
-    );
+    let image = settings.image_root(spec.image);
+    let (top_dirs, links) = top_level(image.as_deref());
+    let binds: Vec<PathBuf> = settings.ro_binds.iter().cloned().chain(top_dirs).collect();
+    let exports = shares(&binds, image.as_deref());
     let cfg = VmConfig {
         workspace_mib: settings.workspace_mib,
         tmp_mib: settings.tmp_mib,
@@ -39,6 +39,7 @@ pub async fn boot(
         port: PORT.into(),
         vsock_port: None,
         drive_at: None,
+        links,
         limits,
         isolation: format!(
             "microvm (qemu, {})",
@@ -56,6 +57,31 @@ pub async fn boot(
         super::start_vmm(settings, spec, VMM_OVERHEAD_MIB, cmd, qemu, dir).await?;
     let booted = connect(&socket, &process, settings.microvm.boot_timeout).await;
     super::finish(booted, process, cgroups, "QEMU").await
+}
+
+/// The top-level names a root file system may have outside `/usr`: on Debian 12 and later links into it,
+/// on older or other systems directories of their own.
+const TOP_LEVEL: [&str; 6] = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// Of the source root's top-level names: the directories (shared like `/usr`) and the symlinks (made in
+/// the guest with the same target; a target is only text there, resolved inside the guest).
+fn top_level(image: Option<&Path>) -> (Vec<PathBuf>, Vec<(PathBuf, PathBuf)>) {
+    let root = image.unwrap_or(Path::new("/"));
+    let mut dirs = Vec::new();
+    let mut links = Vec::new();
+    for top in TOP_LEVEL {
+        let source = root.join(&top[1..]);
+        match source.symlink_metadata() {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(&source) {
+                    links.push((PathBuf::from(top), target));
+                }
+            }
+            Ok(m) if m.is_dir() => dirs.push(PathBuf::from(top)),
+            _ => {}
+        }
+    }
+    (dirs, links)
 }
 
 /// The read-only directories, from the host's root or an image directory, as 9p shares (the host
@@ -250,6 +276,26 @@ mod tests {
             "an image's directories, mounted where the host's would be"
         );
         std::fs::remove_dir_all(&image).expect("cleanup");
+    }
+
+    #[test]
+    fn top_level_links_are_copied_and_directories_shared() {
+        let root = std::env::temp_dir().join(format!("top-level-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("usr/bin")).expect("usr");
+        std::fs::create_dir_all(root.join("lib")).expect("lib");
+        std::os::unix::fs::symlink("usr/bin", root.join("bin")).expect("bin link");
+        std::os::unix::fs::symlink("/somewhere/else", root.join("sbin")).expect("sbin link");
+        let (dirs, links) = top_level(Some(&root));
+        assert_eq!(dirs, vec![PathBuf::from("/lib")]);
+        assert_eq!(
+            links,
+            vec![
+                (PathBuf::from("/bin"), PathBuf::from("usr/bin")),
+                (PathBuf::from("/sbin"), PathBuf::from("/somewhere/else")),
+            ],
+            "a link's target is copied as text, never followed on the host"
+        );
+        std::fs::remove_dir_all(&root).expect("cleanup");
     }
 
     #[test]
