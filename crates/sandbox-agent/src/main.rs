@@ -29,6 +29,7 @@ fn main() {
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .max_blocking_threads(sandbox_agent::BLOCKING_THREADS)
         .enable_all()
         .build()
     {
@@ -62,6 +63,7 @@ fn guest() -> ! {
         let writer = port.try_clone().map_err(|e| format!("dup the port: {e}"))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .max_blocking_threads(sandbox_agent::BLOCKING_THREADS)
             .enable_all()
             .build()
             .map_err(|e| format!("no runtime: {e}"))?;

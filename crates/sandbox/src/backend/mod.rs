@@ -123,7 +123,12 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
     };
     let (process, conn, cgroups, boot_timeout) = match spec.backend {
         BackendKind::Namespace => {
-            let cgroups = Cgroups::create(spec, settings.max_processes, settings).await;
+            let cgroups = Cgroups::create(
+                spec,
+                settings.max_processes + sandbox_agent::AGENT_TASKS,
+                settings,
+            )
+            .await;
             let cfg = LaunchConfig {
                 id_base: settings.id_base,
                 ro_binds: settings.ro_binds.clone(),
