@@ -169,13 +169,15 @@ async fn wait_for_socket(
     within: Duration,
 ) -> Result<(), String> {
     let started = Instant::now();
-    while !api.exists() {
+    // The socket file appears at bind(2), before listen(2): until then a connect is refused, so the API
+    // counts as up only once a connection is accepted.
+    while tokio::net::UnixStream::connect(api).await.is_err() {
         if process.has_exited().await {
-            return Err("Firecracker exited before its API socket appeared".into());
+            return Err("Firecracker exited before its API socket accepted a connection".into());
         }
         if started.elapsed() > within {
             return Err(format!(
-                "Firecracker's API socket {} did not appear within {} ms",
+                "Firecracker's API socket {} accepted no connection within {} ms",
                 api.display(),
                 within.as_millis()
             ));
