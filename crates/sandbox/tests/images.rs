@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::json;
-use support::{error_of, start, tiny_image};
+use support::{assert_sees_image, error_of, start, tiny_image};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_gets_the_image_it_asks_for_and_no_more() {
@@ -16,19 +16,8 @@ async fn a_sandbox_gets_the_image_it_asks_for_and_no_more() {
     let listed = h.ok("list_sandboxes", json!({})).await;
     assert_eq!(listed["images"], json!(["host", "tiny"]));
 
-    let tiny = h.ok("create_sandbox", json!({"image": "tiny"})).await;
-    assert_eq!(tiny["languages"], json!(["sh"]), "{tiny}");
-    let id = tiny["sandbox_id"].as_str().unwrap();
-    let out = h
-        .ok(
-            "run_command",
-            json!({"sandbox_id": id, "command": "read x < /usr/share/marker; echo $x; for f in /usr/bin/*; do echo $f; done"}),
-        )
-        .await;
-    assert_eq!(
-        out["stdout"], "from the tiny image\n/usr/bin/sh\n",
-        "only the image's /usr is there: {out}"
-    );
+    let id = assert_sees_image(&h, "tiny", "/usr/bin").await;
+    let id = id.as_str();
     let py = error_of(
         &h.call(
             "execute_code",
@@ -151,16 +140,7 @@ async fn an_image_without_merged_usr_works_too() {
     let image = support::split_image();
     let flag = format!("split={}", image.display());
     let h = start(&["--sandbox-image", &flag]).await;
-    let split = h.ok("create_sandbox", json!({"image": "split"})).await;
-    assert_eq!(split["languages"], json!(["sh"]), "{split}");
-    let id = split["sandbox_id"].as_str().unwrap();
-    let out = h
-        .ok(
-            "run_command",
-            json!({"sandbox_id": id, "command": "read x < /usr/share/marker; echo $x; for f in /bin/*; do echo $f; done"}),
-        )
-        .await;
-    assert_eq!(out["stdout"], "from the split image\n/bin/sh\n", "{out}");
+    assert_sees_image(&h, "split", "/bin").await;
     drop(h);
     std::fs::remove_dir_all(&image).unwrap();
 }

@@ -393,16 +393,7 @@ async fn a_microvm_mounts_the_image_it_asks_for() {
     let flag = format!("tiny={}", image.display());
     let f = flags(&["--sandbox-image", &flag]);
     let h = start_era(&refs(&f), Era::Legacy).await;
-    let tiny = h.ok("create_sandbox", json!({"image": "tiny"})).await;
-    assert_eq!(tiny["languages"], json!(["sh"]), "{tiny}");
-    let id = tiny["sandbox_id"].as_str().unwrap();
-    let out = h
-        .ok(
-            "run_command",
-            json!({"sandbox_id": id, "command": "read x < /usr/share/marker; echo $x; for f in /usr/bin/*; do echo $f; done"}),
-        )
-        .await;
-    assert_eq!(out["stdout"], "from the tiny image\n/usr/bin/sh\n", "{out}");
+    support::assert_sees_image(&h, "tiny", "/usr/bin").await;
     drop(h);
     assert_no_vm_left().await;
     std::fs::remove_dir_all(&image).unwrap();
@@ -540,16 +531,7 @@ async fn a_microvm_boots_an_image_without_merged_usr() {
     let flag = format!("split={}", image.display());
     let f = flags(&["--sandbox-image", &flag]);
     let h = start_era(&refs(&f), Era::Legacy).await;
-    let split = h.ok("create_sandbox", json!({"image": "split"})).await;
-    assert_eq!(split["languages"], json!(["sh"]), "{split}");
-    let id = split["sandbox_id"].as_str().unwrap();
-    let out = h
-        .ok(
-            "run_command",
-            json!({"sandbox_id": id, "command": "read x < /usr/share/marker; echo $x; for f in /bin/*; do echo $f; done"}),
-        )
-        .await;
-    assert_eq!(out["stdout"], "from the split image\n/bin/sh\n", "{out}");
+    support::assert_sees_image(&h, "split", "/bin").await;
     drop(h);
     assert_no_vm_left().await;
     std::fs::remove_dir_all(&image).unwrap();

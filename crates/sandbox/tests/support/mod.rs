@@ -243,37 +243,6 @@ pub fn processes_naming(needle: &str) -> Vec<u32> {
     found
 }
 
-/// A root file system holding only dash (as /usr/bin/sh), the C library it needs and a marker file, with
-/// Debian's merged-/usr links at the top.
-pub fn tiny_image() -> PathBuf {
-    let root = std::env::temp_dir().join(format!("tiny-image-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let lib = root.join("usr/lib/x86_64-linux-gnu");
-    for d in ["usr/bin", "usr/lib64", "usr/share"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    std::fs::create_dir_all(&lib).unwrap();
-    std::fs::copy("/usr/bin/dash", root.join("usr/bin/sh")).unwrap();
-    let host_lib = std::path::Path::new("/usr/lib/x86_64-linux-gnu");
-    for so in ["libc.so.6", "ld-linux-x86-64.so.2"] {
-        std::fs::copy(host_lib.join(so), lib.join(so)).unwrap();
-    }
-    std::fs::copy(
-        host_lib.join("ld-linux-x86-64.so.2"),
-        root.join("usr/lib64/ld-linux-x86-64.so.2"),
-    )
-    .unwrap();
-    std::fs::write(root.join("usr/share/marker"), "from the tiny image\n").unwrap();
-    for (top, to) in [
-        ("bin", "usr/bin"),
-        ("lib", "usr/lib"),
-        ("lib64", "usr/lib64"),
-    ] {
-        std::os::unix::fs::symlink(to, root.join(top)).unwrap();
-    }
-    root
-}
-
 pub fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
@@ -307,25 +276,81 @@ pub async fn assert_no_vm_left() {
     panic!("VMs left behind: {:?}", our_vms());
 }
 
-/// Like `tiny_image`, but laid out as before merged /usr: `/bin`, `/lib`, `/lib64` are directories of their own.
-pub fn split_image() -> PathBuf {
-    let root = std::env::temp_dir().join(format!("split-image-{}", std::process::id()));
+/// A root file system holding only dash (as `sh`), the C library it needs and a marker file saying `from
+/// the <name> image`. `merged`: Debian's merged /usr (`/bin`, `/lib`, `/lib64` are links into `usr/`);
+/// otherwise they are directories of their own, as before merged /usr.
+fn build_image(name: &str, merged: bool) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("{name}-image-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let lib = root.join("lib/x86_64-linux-gnu");
-    for d in ["bin", "lib64", "usr/share"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
+    let base = if merged {
+        root.join("usr")
+    } else {
+        root.clone()
+    };
+    let lib = base.join("lib/x86_64-linux-gnu");
+    for d in [
+        base.join("bin"),
+        base.join("lib64"),
+        lib.clone(),
+        root.join("usr/share"),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
     }
-    std::fs::create_dir_all(&lib).unwrap();
-    std::fs::copy("/usr/bin/dash", root.join("bin/sh")).unwrap();
+    std::fs::copy("/usr/bin/dash", base.join("bin/sh")).unwrap();
     let host_lib = std::path::Path::new("/usr/lib/x86_64-linux-gnu");
     for so in ["libc.so.6", "ld-linux-x86-64.so.2"] {
         std::fs::copy(host_lib.join(so), lib.join(so)).unwrap();
     }
     std::fs::copy(
         host_lib.join("ld-linux-x86-64.so.2"),
-        root.join("lib64/ld-linux-x86-64.so.2"),
+        base.join("lib64/ld-linux-x86-64.so.2"),
     )
     .unwrap();
-    std::fs::write(root.join("usr/share/marker"), "from the split image\n").unwrap();
+    std::fs::write(
+        root.join("usr/share/marker"),
+        format!("from the {name} image\n"),
+    )
+    .unwrap();
+    if merged {
+        for (top, to) in [
+            ("bin", "usr/bin"),
+            ("lib", "usr/lib"),
+            ("lib64", "usr/lib64"),
+        ] {
+            std::os::unix::fs::symlink(to, root.join(top)).unwrap();
+        }
+    }
     root
+}
+
+/// An image with merged /usr: `sh` is `/usr/bin/sh`.
+pub fn tiny_image() -> PathBuf {
+    build_image("tiny", true)
+}
+
+/// An image laid out as before merged /usr: `sh` is `/bin/sh`, and `/lib`, `/lib64` are directories.
+pub fn split_image() -> PathBuf {
+    build_image("split", false)
+}
+
+/// Creates a sandbox of image `name` (from `build_image`) and checks that it sees that image's root and
+/// nothing else: only `sh` as a language, the image's marker, and `sh` alone in `bin_dir`. Returns its id.
+pub async fn assert_sees_image(h: &Harness, name: &str, bin_dir: &str) -> String {
+    let created = h
+        .ok("create_sandbox", serde_json::json!({"image": name}))
+        .await;
+    assert_eq!(created["languages"], serde_json::json!(["sh"]), "{created}");
+    let id = created["sandbox_id"].as_str().unwrap().to_string();
+    let out = h
+        .ok(
+            "run_command",
+            serde_json::json!({"sandbox_id": id, "command": format!("read x < /usr/share/marker; echo $x; for f in {bin_dir}/*; do echo $f; done")}),
+        )
+        .await;
+    assert_eq!(
+        out["stdout"],
+        format!("from the {name} image\n{bin_dir}/sh\n"),
+        "only the image's files are there: {out}"
+    );
+    id
 }
