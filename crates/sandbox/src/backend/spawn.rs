@@ -150,3 +150,32 @@ impl Launched {
         let _ = child.wait().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn a_chatty_process_keeps_only_the_newest_bytes() {
+        let (mut tx, rx) = tokio::io::duplex(1024);
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        keep_tail(Some(rx), &kept);
+        let said: Vec<u8> = (0..10 * OUTPUT_KEEP).map(|i| (i % 251) as u8).collect();
+        tx.write_all(&said).await.expect("written");
+        drop(tx);
+        for _ in 0..200 {
+            if kept
+                .lock()
+                .expect("lock")
+                .ends_with(&said[said.len() - 16..])
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let k = kept.lock().expect("lock");
+        assert_eq!(k.len(), OUTPUT_KEEP);
+        assert_eq!(&k[..], &said[said.len() - OUTPUT_KEEP..]);
+    }
+}
