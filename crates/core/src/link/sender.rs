@@ -283,14 +283,27 @@ impl LinkSender {
     }
 }
 
+/// How a link's writer stopped.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PumpEnd {
+    /// A close was asked for or the queue ended: the sink still works, so the caller says goodbye on it.
+    Stopped,
+    /// The sink returned an error. It must not be used again: some sinks (`futures`' `SinkMapErr`) panic
+    /// when polled after one.
+    SinkFailed,
+}
+
 /// A link's writer: sends the queued frames in order, converted by `convert` (`None` skips one the transport
-/// has no use for), until a close is dequeued, the queue ends or the link is closed. The caller says goodbye.
+/// has no use for), until a close is dequeued, the queue ends or the link is closed. The caller says goodbye
+/// unless the sink failed.
 pub(super) async fn pump<Si, M>(
     sink: &mut Si,
     out_rx: &mut mpsc::Receiver<Outgoing>,
     state: &LinkState,
     convert: impl Fn(Outgoing) -> Option<M>,
-) where
+) -> PumpEnd
+where
     Si: futures::Sink<M> + Unpin,
     Si::Error: std::fmt::Display,
 {
@@ -298,11 +311,11 @@ pub(super) async fn pump<Si, M>(
     loop {
         let item = tokio::select! {
             biased;
-            () = state.closed.cancelled() => return,
+            () = state.closed.cancelled() => return PumpEnd::Stopped,
             item = out_rx.recv() => item,
         };
         let msg = match item {
-            Some(Outgoing::Close) | None => return,
+            Some(Outgoing::Close) | None => return PumpEnd::Stopped,
             Some(other) => match convert(other) {
                 Some(msg) => msg,
                 None => continue,
@@ -311,11 +324,12 @@ pub(super) async fn pump<Si, M>(
         // A peer that stopped reading blocks this send; the watchdog or probe notices and cancels.
         let sent = tokio::select! {
             biased;
-            () = state.closed.cancelled() => return,
+            () = state.closed.cancelled() => return PumpEnd::Stopped,
             sent = sink.send(msg) => sent,
         };
         if let Err(e) = sent {
-            return state.finish(None, format!("send failed: {e}"));
+            state.finish(None, format!("send failed: {e}"));
+            return PumpEnd::SinkFailed;
         }
     }
 }

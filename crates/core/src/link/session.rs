@@ -11,7 +11,7 @@
 
 use super::sender::{
     CLOSE_INTERNAL, CLOSE_INVALID_DATA, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Connection, Deliverer,
-    Incoming, LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, incoming, pump, truncate,
+    Incoming, LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump, truncate,
 };
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use http::HeaderMap;
@@ -230,22 +230,24 @@ async fn write_loop<Si>(mut sink: Si, mut out_rx: mpsc::Receiver<Outgoing>, stat
 where
     Si: Sink<WsOut, Error = String> + Unpin,
 {
-    pump(&mut sink, &mut out_rx, &state, |out| match out {
+    let pumped = pump(&mut sink, &mut out_rx, &state, |out| match out {
         Outgoing::Text(text) => Some(WsOut::Text(text)),
         Outgoing::Ping => Some(WsOut::Ping),
         Outgoing::Close => None,
     })
     .await;
-    let end = state.end();
-    let goodbye = async {
-        if let Some(code) = end.code {
-            let reason = truncate(&end.reason, MAX_CLOSE_REASON).to_owned();
-            sink.send(WsOut::Close(Some((code, reason)))).await?;
-        }
-        sink.close().await
-    };
-    // The peer may be gone; a goodbye is a courtesy, never a reason to linger.
-    let _ = tokio::time::timeout(CLOSE_GRACE, goodbye).await;
+    if pumped == PumpEnd::Stopped {
+        let end = state.end();
+        let goodbye = async {
+            if let Some(code) = end.code {
+                let reason = truncate(&end.reason, MAX_CLOSE_REASON).to_owned();
+                sink.send(WsOut::Close(Some((code, reason)))).await?;
+            }
+            sink.close().await
+        };
+        // The peer may be gone; a goodbye is a courtesy, never a reason to linger.
+        let _ = tokio::time::timeout(CLOSE_GRACE, goodbye).await;
+    }
     // A close asked for by the bridge ends the link only now, after its queued frames went out.
     state.closed.cancel();
     state.finished.cancel();
@@ -299,5 +301,59 @@ async fn watchdog(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A sink whose every send fails, as a socket the peer reset does.
+    struct Broken;
+
+    impl Sink<WsOut> for Broken {
+        type Error = std::io::Error;
+        fn poll_ready(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Err(std::io::ErrorKind::ConnectionReset.into()))
+        }
+        fn start_send(self: std::pin::Pin<&mut Self>, _: WsOut) -> Result<(), Self::Error> {
+            Err(std::io::ErrorKind::ConnectionReset.into())
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Err(std::io::ErrorKind::ConnectionReset.into()))
+        }
+        fn poll_close(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Err(std::io::ErrorKind::ConnectionReset.into()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_writer_whose_socket_fails_finishes_the_link_without_touching_the_sink_again() {
+        // The WebSocket sink is wrapped in `sink_map_err`, which panics if polled after an error: the goodbye
+        // after a failed send used to do that, killing the writer before it marked the link finished.
+        let state = LinkState::new(&CancellationToken::new());
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(Outgoing::Text("lost".to_owned())).await.unwrap();
+        let sink = Broken.sink_map_err(|e| e.to_string());
+        let writer = tokio::spawn(write_loop(sink, rx, state.clone()));
+        writer
+            .await
+            .expect("the writer ends without a panic after its sink failed");
+        assert!(state.finished.is_cancelled());
+        assert!(
+            state.end().reason.contains("send failed"),
+            "{}",
+            state.end().reason
+        );
     }
 }

@@ -7,7 +7,9 @@
 //! framing error the stream cannot be resynchronised.
 
 use super::framing::{FrameCodec, Framing};
-use super::sender::{Connection, Deliverer, LinkState, OUTGOING_QUEUE, Outgoing, incoming, pump};
+use super::sender::{
+    Connection, Deliverer, LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump,
+};
 use futures::{SinkExt, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,13 +86,15 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut out_rx: mpsc::Receiver<Outgoing>,
     state: Arc<LinkState>,
 ) {
-    pump(&mut frames, &mut out_rx, &state, |out| match out {
+    let pumped = pump(&mut frames, &mut out_rx, &state, |out| match out {
         Outgoing::Text(text) => Some(text),
         Outgoing::Ping | Outgoing::Close => None,
     })
     .await;
-    // Flush what was queued before a close, then end our direction: the peer reads EOF.
-    let _ = tokio::time::timeout(CLOSE_GRACE, frames.close()).await;
+    if pumped == PumpEnd::Stopped {
+        // Flush what was queued before a close, then end our direction: the peer reads EOF.
+        let _ = tokio::time::timeout(CLOSE_GRACE, frames.close()).await;
+    }
     state.finish(None, "link closed");
     state.finished.cancel();
 }
