@@ -60,8 +60,21 @@ pub struct LinkStatus {
     pub duplicates_dropped: u64,
     /// Game servers connected to the relay.
     pub games: Vec<String>,
+    /// The relay's version of `games`: a list with a lower one is older news (PROTOCOL.md §4.6).
+    #[serde(skip)]
+    games_version: Option<u64>,
     pub subscriptions: Vec<String>,
     pub client_id: String,
+}
+
+/// The `games` list of a `welcome` or `notice`, if it has one.
+fn game_names(env: &Envelope) -> Option<Vec<String>> {
+    let list = env.payload.get("games")?.as_array()?;
+    Some(
+        list.iter()
+            .filter_map(|g| g.as_str().map(str::to_owned))
+            .collect(),
+    )
 }
 
 /// A bounded set of recently seen event ids, oldest forgotten first.
@@ -251,16 +264,8 @@ impl RelayLink {
             st.connections_total += 1;
             st.reconnect_attempts = 0;
             st.last_error = None;
-            st.games = welcome
-                .payload
-                .get("games")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|g| g.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
+            st.games = game_names(&welcome).unwrap_or_default();
+            st.games_version = welcome.payload.get("gamesVersion").and_then(Value::as_u64);
         }
         *lock(&self.inner.current) = Some(sender.clone());
         self.inner.connected.send_replace(true);
@@ -310,6 +315,7 @@ impl RelayLink {
             st.connected = false;
             st.last_error = Some(reason.clone());
             st.games.clear();
+            st.games_version = None;
         }
         self.inner.connected.send_replace(false);
         self.inner
@@ -357,7 +363,21 @@ impl RelayLink {
 
     fn notice(&self, env: &Envelope) {
         let mut st = lock(&self.inner.status);
-        match env.str_field("kind") {
+        let kind = env.str_field("kind");
+        if matches!(kind, Some("game_connected" | "game_disconnected" | "games"))
+            && let (Some(games), Some(version)) = (
+                game_names(env),
+                env.payload.get("gamesVersion").and_then(Value::as_u64),
+            )
+        {
+            if st.games_version.is_none_or(|known| version > known) {
+                st.games = games;
+                st.games.sort();
+                st.games_version = Some(version);
+            }
+            return;
+        }
+        match kind {
             Some("lost") => {
                 let n = env.payload.get("lost").and_then(Value::as_u64).unwrap_or(0);
                 st.lost_total += n;

@@ -23,6 +23,17 @@ async fn raw_mcp(url: &str, token: &str, client_id: &str, extra: Value) -> (RawL
     (link, welcome)
 }
 
+/// An MCP server whose relay is the stand-in listening on `addr`.
+async fn mcp_server_dialling(addr: std::net::SocketAddr) -> McpServer {
+    McpServer::start(mc_args(&[
+        "--relay-url",
+        &format!("ws://{addr}"),
+        "--relay-token",
+        "t",
+    ]))
+    .await
+}
+
 async fn health(addr: std::net::SocketAddr) -> Value {
     serde_json::from_str(&mcp_testkit::http_get(&format!("http://{addr}/health")).await).unwrap()
 }
@@ -685,13 +696,7 @@ async fn the_mcp_server_answers_a_malformed_relay_message_with_schema_error_and_
         let ack = next_json(&mut ws).await;
         (replies, ack)
     });
-    let server = McpServer::start(mc_args(&[
-        "--relay-url",
-        &format!("ws://{addr}"),
-        "--relay-token",
-        "t",
-    ]))
-    .await;
+    let server = mcp_server_dialling(addr).await;
     let (replies, ack) = within("the stand-in relay's exchange", fake).await.unwrap();
     for r in &replies {
         assert_eq!(r["type"], "error");
@@ -704,4 +709,181 @@ async fn the_mcp_server_answers_a_malformed_relay_message_with_schema_error_and_
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["data"]["data"]["message"], "after");
     server.stop().await;
+}
+
+/// The game list a client holds after `msg`: a list with a higher `gamesVersion` replaces it (PROTOCOL.md §4.6).
+fn fold_games(held: &mut (Vec<String>, u64), msg: &Value) {
+    if let (Some(games), Some(version)) = (
+        msg["payload"]["games"].as_array(),
+        msg["payload"]["gamesVersion"].as_u64(),
+    ) && version >= held.1
+    {
+        held.0 = games
+            .iter()
+            .map(|g| g.as_str().unwrap().to_owned())
+            .collect();
+        held.1 = version;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_mcp_client_is_welcomed_first_and_ends_with_the_relays_game_list() {
+    // Games and MCP clients connect at once, on several threads, round after round. Before welcomes were
+    // ordered, about one client in ten heard a `game_connected` notice before its welcome, ignored it, and
+    // kept a list without that game.
+    let relay = start_relay(relay_args(&[])).await;
+    let mut games = Vec::new();
+    let mut expected = Vec::new();
+    for round in 0..20 {
+        let mut clients = Vec::new();
+        for c in 0..6 {
+            let url = relay.url();
+            clients.push(tokio::spawn(async move {
+                let mut link = raw_connect(&url, Some(MCP_TOKEN)).await.unwrap();
+                let hello = json!({"clientId": format!("c{round}-{c}")});
+                link.send(&envelope("hello", "h", "mcp", hello)).await;
+                let first = link.recv().await;
+                (link, first)
+            }));
+        }
+        for g in 0..6 {
+            let name = format!("g{round:02}-{g}");
+            games.push(FakeGame::start(&relay.url(), &name));
+            expected.push(name);
+        }
+        expected.sort();
+        for g in &games {
+            g.wait_connected(1).await;
+        }
+        for client in clients {
+            let (mut link, first) = client.await.unwrap();
+            assert_eq!(
+                first["type"], "welcome",
+                "round {round}: the relay's first message"
+            );
+            let mut held = (Vec::new(), 0);
+            fold_games(&mut held, &first);
+            within("the client's list to match the relay's", async {
+                while held.0 != expected {
+                    fold_games(&mut held, &link.recv().await);
+                }
+            })
+            .await;
+        }
+    }
+    for g in &games {
+        g.stop();
+    }
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn the_mcp_server_keeps_the_newest_game_list_when_notices_arrive_out_of_order() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let msg = |kind: &str, id: &str, payload: Value| {
+        json!({"version": "1.0", "type": kind, "id": id, "timestamp": 1, "source": "relay", "payload": payload})
+            .to_string()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let script = [
+        msg(
+            "welcome",
+            "w",
+            json!({"role": "mcp", "epoch": "e1", "lastSeq": 0, "games": ["a"], "gamesVersion": 3}),
+        ),
+        msg(
+            "notice",
+            "n5",
+            json!({"kind": "game_connected", "game": "b", "games": ["a", "b"], "gamesVersion": 5}),
+        ),
+        msg(
+            "notice",
+            "n6",
+            json!({"kind": "games", "games": ["c", "b", "a"], "gamesVersion": 6}),
+        ),
+        // Older news, delivered last: b's earlier departure must not undo what version 6 said.
+        msg(
+            "notice",
+            "n4",
+            json!({"kind": "game_disconnected", "game": "b", "games": ["a"], "gamesVersion": 4}),
+        ),
+    ];
+    let event = json!({"version": "1.0", "type": "event", "id": "e1", "timestamp": 1, "source": "minecraft",
+        "game": "a", "seq": 1, "payload": {"eventType": "player_chat", "timestamp": 1, "data": {"player": "S", "message": "x"}}});
+    let (read_past, held) = tokio::sync::oneshot::channel();
+    let fake = tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
+        while let Some(Ok(m)) = ws.next().await {
+            if matches!(m, Message::Text(_)) {
+                break;
+            }
+        }
+        for m in script {
+            ws.send(Message::text(m)).await.unwrap();
+        }
+        // The event's ack proves the MCP server read every notice before it.
+        ws.send(Message::text(event.to_string())).await.unwrap();
+        while let Some(Ok(m)) = ws.next().await {
+            if let Message::Text(t) = m
+                && serde_json::from_str::<Value>(&t).unwrap()["type"] == "ack"
+            {
+                break;
+            }
+        }
+        let _ = read_past.send(());
+        // Held open until the test ends: a dropped link would clear the list.
+        std::future::pending::<()>().await;
+    });
+    let server = mcp_server_dialling(addr).await;
+    within("the stand-in relay's ack", held).await.unwrap();
+    let status = ok_of(&call(&server.client, "status", json!({})).await);
+    assert_eq!(status["games"], json!(["a", "b", "c"]));
+    fake.abort();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_game_hears_its_welcome_before_any_command_routed_to_it() {
+    // An MCP server keeps commanding a game that is about to connect; the game must still hear `welcome`
+    // first, or an adapter waiting for it would drop the command.
+    let relay = start_relay(relay_args(&["--mcp-rate", "100000"])).await;
+    for round in 0..20 {
+        let game = format!("early{round}");
+        let (mut mcp, _) = raw_mcp(&relay.url(), MCP_TOKEN, &format!("m{round}"), json!({})).await;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let spam = tokio::spawn({
+            let (stop, game) = (stop.clone(), game.clone());
+            async move {
+                let mut n = 0u64;
+                while !stop.is_cancelled() {
+                    n += 1;
+                    let mut cmd = envelope(
+                        "command",
+                        &format!("c{n}"),
+                        "mcp",
+                        json!({"command": "get_server_info", "args": {}}),
+                    );
+                    cmd["game"] = json!(game);
+                    mcp.send(&cmd).await;
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        let mut link = raw_connect(&relay.url(), Some(GAME_TOKEN)).await.unwrap();
+        let hello = json!({"name": game, "instance": format!("i{round}")});
+        link.send(&envelope("hello", "h", "minecraft", hello)).await;
+        let first = link.recv().await;
+        assert_eq!(
+            first["type"], "welcome",
+            "round {round}: the game's first message"
+        );
+        let second = link.recv_kind("command").await;
+        assert_eq!(second["payload"]["command"], "get_server_info");
+        stop.cancel();
+        spam.await.unwrap();
+    }
+    relay.stop().await;
 }

@@ -155,7 +155,12 @@ fn name_field(hello: &Envelope, field: &str, default: Option<&str>) -> Result<St
     }
 }
 
-fn welcome(relay: &Relay, role: &str, last_seq: u64, games: Vec<String>) -> Envelope {
+fn welcome(
+    relay: &Relay,
+    role: &str,
+    last_seq: u64,
+    (games, version): (Vec<String>, u64),
+) -> Envelope {
     Envelope::new(
         Kind::Welcome,
         format!("w-{}", wire::now_ms()),
@@ -167,21 +172,38 @@ fn welcome(relay: &Relay, role: &str, last_seq: u64, games: Vec<String>) -> Enve
             "lastSeq": last_seq,
             "heartbeatInterval": relay.settings().heartbeat.as_millis() as u64,
             "games": games,
+            "gamesVersion": version,
         }),
     )
 }
 
-/// Tells every connected MCP server something that is not queued (a game came or went).
-fn notice_clients(relay: &Relay, payload: Value, game: &str) {
+/// The notice that tells an MCP server which games are connected, for `kind` `game_connected`,
+/// `game_disconnected` or `games`. It carries the whole list and its version, so a client that hears two
+/// notices out of order, or one that overlaps its `welcome`, keeps the newer list.
+fn games_notice(kind: &str, game: Option<&str>, (games, version): (Vec<String>, u64)) -> String {
+    let mut payload = json!({"kind": kind, "games": games, "gamesVersion": version});
+    if let Some(g) = game {
+        payload["game"] = json!(g);
+    }
     let mut notice = Envelope::new(
         Kind::Notice,
         format!("n-{}", wire::now_ms()),
         Source::Relay,
         payload,
     );
-    notice.game = Some(game.to_owned());
-    let text = notice.to_text();
-    let senders = relay.live_senders(false, true);
+    notice.game = game.map(str::to_owned);
+    notice.to_text()
+}
+
+/// Tells every welcomed MCP server that a game came or went: not queued, so not replayed.
+fn notice_clients(relay: &Relay, kind: &str, game: &str) {
+    // The list and the senders are read together, so a client welcomed later got this list in its welcome
+    // or catches up in `serve_mcp`.
+    let (now, senders) = {
+        let state = relay.lock();
+        (state.games_now(), state.welcomed_clients())
+    };
+    let text = games_notice(kind, Some(game), now);
     tokio::spawn(async move {
         for s in senders {
             let _ = s.send_text(text.clone()).await;
@@ -214,9 +236,32 @@ async fn serve_game(
             .take(200)
             .collect::<String>()
     };
-    let (last_seq, games, replaced) = {
+    // The welcome goes out before the game is routable, so no command or heartbeat can overtake it.
+    let (last_seq, games) = {
+        let state = relay.lock();
+        let last = state
+            .game_seqs
+            .get(&(name.clone(), instance.clone()))
+            .copied()
+            .unwrap_or(0);
+        let (mut games, version) = state.games_now();
+        if !games.contains(&name) {
+            games.push(name.clone());
+            games.sort();
+        }
+        (last, (games, version))
+    };
+    if sender
+        .send_text(welcome(&relay, "minecraft", last_seq, games).to_text())
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let replaced = {
         let mut state = relay.lock();
-        let replaced = state.games.insert(
+        state.games_version += 1;
+        state.games.insert(
             name.clone(),
             GameConn {
                 link_id: link,
@@ -226,34 +271,14 @@ async fn serve_game(
                 game_version: text("gameVersion"),
                 since_ms: wire::now_ms(),
             },
-        );
-        let last = state
-            .game_seqs
-            .get(&(name.clone(), instance.clone()))
-            .copied()
-            .unwrap_or(0);
-        let mut games: Vec<String> = state.games.keys().cloned().collect();
-        games.sort();
-        (last, games, replaced)
+        )
     };
     if let Some(old) = replaced {
         old.sender
             .close("replaced by a newer connection under the same game name");
     }
     tracing::info!(game = %name, %instance, last_seq, "game adapter connected");
-    if sender
-        .send_text(welcome(&relay, "minecraft", last_seq, games).to_text())
-        .await
-        .is_err()
-    {
-        relay.game_gone(&name, link);
-        return;
-    }
-    notice_clients(
-        &relay,
-        json!({"kind": "game_connected", "game": name}),
-        &name,
-    );
+    notice_clients(&relay, "game_connected", &name);
     let mut bucket = Bucket::new(relay.settings().game_rate);
     let mut acked = last_seq;
     let mut to_ack = last_seq;
@@ -321,14 +346,15 @@ async fn serve_game(
         }
     }
     tracing::info!(game = %name, reason = ?sender.close_reason(), "game adapter disconnected");
-    relay.game_gone(&name, link);
-    let still_here = relay.lock().games.contains_key(&name);
+    game_left(&relay, &name, link);
+}
+
+/// A game's link ended; its MCP servers hear of it unless a newer link took the name over.
+fn game_left(relay: &Relay, name: &str, link: u64) {
+    relay.game_gone(name, link);
+    let still_here = relay.lock().games.contains_key(name);
     if !still_here {
-        notice_clients(
-            &relay,
-            json!({"kind": "game_disconnected", "game": name}),
-            &name,
-        );
+        notice_clients(relay, "game_disconnected", name);
     }
 }
 
@@ -365,6 +391,7 @@ async fn serve_mcp(
             queue: Queue::new(settings.queue_size, settings.queue_bytes),
             subscriptions: Vec::new(),
             live: None,
+            welcomed: false,
             wake: Arc::new(Notify::new()),
             sent: 0,
             gone_since: None,
@@ -374,13 +401,13 @@ async fn serve_mcp(
         }
         client.subscriptions = subs;
         let replaced = client.live.replace((link, sender.clone()));
+        client.welcomed = false;
         client.sent = client.queue.acked();
         client.gone_since = None;
         let out = (client.queue.acked(), Arc::clone(&client.wake));
-        let mut games: Vec<String> = state.games.keys().cloned().collect();
-        games.sort();
-        (out.0, out.1, games, replaced, fresh)
+        (out.0, out.1, state.games_now(), replaced, fresh)
     };
+    let told = games.1;
     if resuming && fresh {
         let n = relay.replay_backlog(&key);
         tracing::info!(client = %client_id, events = n, "client resumes from an earlier relay: backlog replayed");
@@ -393,6 +420,27 @@ async fn serve_mcp(
         .send_text(welcome(&relay, "mcp", acked, games).to_text())
         .await
         .is_err()
+    {
+        forget_link(&relay, &key, link);
+        return;
+    }
+    // Notices skipped this link until now; if a game came or went since the welcome's list, say so.
+    let missed = {
+        let mut state = relay.lock();
+        let now = state.games_now();
+        match state.clients.get_mut(&key) {
+            Some(c) if c.live.as_ref().is_some_and(|l| l.0 == link) => {
+                c.welcomed = true;
+                (now.1 != told).then_some(now)
+            }
+            _ => None,
+        }
+    };
+    if let Some(now) = missed
+        && sender
+            .send_text(games_notice("games", None, now))
+            .await
+            .is_err()
     {
         forget_link(&relay, &key, link);
         return;

@@ -51,6 +51,8 @@ pub struct Client {
     pub subscriptions: Vec<EventType>,
     /// The live link, if connected: its id and sender.
     pub live: Option<(u64, LinkSender)>,
+    /// The live link has been sent its `welcome`, so notices may go to it: `welcome` is always first.
+    pub welcomed: bool,
     /// Wakes the client's writer when something was queued.
     pub wake: Arc<Notify>,
     /// Highest seq written to the live link.
@@ -70,12 +72,32 @@ pub struct Pending {
 #[derive(Debug, Default)]
 pub struct State {
     pub games: HashMap<String, GameConn>,
+    /// Counts changes to `games`, so a client told the list twice keeps the newer (PROTOCOL.md §4.6).
+    pub games_version: u64,
     /// Highest event seq accepted per `(name, instance)`.
     pub game_seqs: HashMap<(String, String), u64>,
     pub clients: HashMap<ClientKey, Client>,
     pub pending: HashMap<String, Pending>,
     /// The latest events of this epoch, for clients resuming from an earlier relay (PROTOCOL.md §5).
     pub backlog: Backlog,
+}
+
+impl State {
+    /// The names of the games connected now, sorted, and the version of that list.
+    pub fn games_now(&self) -> (Vec<String>, u64) {
+        let mut games: Vec<String> = self.games.keys().cloned().collect();
+        games.sort();
+        (games, self.games_version)
+    }
+
+    /// Senders of the MCP clients connected and sent their `welcome`.
+    pub fn welcomed_clients(&self) -> Vec<LinkSender> {
+        self.clients
+            .values()
+            .filter(|c| c.welcomed)
+            .filter_map(|c| c.live.as_ref().map(|l| l.1.clone()))
+            .collect()
+    }
 }
 
 /// The latest events, bounded like a client queue, with the game each came from.
@@ -457,6 +479,7 @@ impl Relay {
             let mut state = self.lock();
             if state.games.get(game).is_some_and(|g| g.link_id == link_id) {
                 state.games.remove(game);
+                state.games_version += 1;
             }
             state
                 .pending
@@ -474,7 +497,8 @@ impl Relay {
         }
     }
 
-    /// Senders of every live link, games and clients, for heartbeats and notices.
+    /// Senders of every live link, games and clients that have had their `welcome`, for heartbeats and
+    /// notices.
     pub fn live_senders(&self, games: bool, clients: bool) -> Vec<LinkSender> {
         let state = self.lock();
         let mut out = Vec::new();
@@ -482,12 +506,7 @@ impl Relay {
             out.extend(state.games.values().map(|g| g.sender.clone()));
         }
         if clients {
-            out.extend(
-                state
-                    .clients
-                    .values()
-                    .filter_map(|c| c.live.as_ref().map(|l| l.1.clone())),
-            );
+            out.extend(state.welcomed_clients());
         }
         out
     }
