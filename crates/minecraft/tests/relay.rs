@@ -887,3 +887,96 @@ async fn a_game_hears_its_welcome_before_any_command_routed_to_it() {
     }
     relay.stop().await;
 }
+
+/// A raw game adapter named `name`, welcomed.
+async fn raw_game(relay: &TestRelay, name: &str, instance: &str) -> RawLink {
+    let mut link = raw_connect(&relay.url(), Some(GAME_TOKEN)).await.unwrap();
+    let hello = json!({"name": name, "instance": instance});
+    link.send(&envelope("hello", "h", "minecraft", hello)).await;
+    assert_eq!(link.recv().await["type"], "welcome");
+    link
+}
+
+/// A game's answer to `command` (as it arrived from the relay).
+fn answer(command: &Value, text: &str) -> Value {
+    let id = command["id"].as_str().unwrap();
+    envelope(
+        "response",
+        id,
+        "minecraft",
+        json!({"success": true, "data": {"said": text}}),
+    )
+}
+
+#[tokio::test]
+async fn a_game_cannot_answer_a_command_sent_to_another_game() {
+    let relay = start_relay(relay_args(&[])).await;
+    let mut x = raw_game(&relay, "x", "ix").await;
+    let mut y = raw_game(&relay, "y", "iy").await;
+    let (mut mcp, _) = raw_mcp(&relay.url(), MCP_TOKEN, "asker", json!({})).await;
+    let mut cmd = envelope(
+        "command",
+        "c1",
+        "mcp",
+        json!({"command": "get_server_info", "args": {}}),
+    );
+    cmd["game"] = json!("x");
+    mcp.send(&cmd).await;
+    let routed = x.recv_kind("command").await;
+    // y knows (or guesses) the relay's id and answers first: ignored.
+    y.send(&answer(&routed, "forged by y")).await;
+    x.send(&answer(&routed, "from x")).await;
+    let r = mcp.recv_kind("response").await;
+    assert_eq!(r["id"], "c1");
+    assert_eq!(r["game"], "x");
+    assert_eq!(r["payload"]["data"]["said"], "from x");
+    relay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_game_that_reconnects_keeps_the_commands_sent_to_its_new_link() {
+    // The old link's teardown runs after the new link took the name; it used to fail every command pending
+    // for that name, including the ones the new link was about to answer. The old link floods events first
+    // so its teardown lags behind the new link's welcome.
+    let relay = start_relay(relay_args(&[])).await;
+    let (mut mcp, _) = raw_mcp(
+        &relay.url(),
+        MCP_TOKEN,
+        "asker",
+        json!({"subscriptions": []}),
+    )
+    .await;
+    for round in 0..20 {
+        let mut old = raw_game(&relay, "x", &format!("old{round}")).await;
+        for seq in 1..=300u64 {
+            let mut ev = envelope(
+                "event",
+                &format!("e{seq}"),
+                "minecraft",
+                json!({"eventType": "player_chat", "timestamp": 1, "data": {"player": "p", "message": "m"}}),
+            );
+            ev["seq"] = json!(seq);
+            old.send(&ev).await;
+        }
+        let mut new = raw_game(&relay, "x", &format!("new{round}")).await;
+        let mut cmd = envelope(
+            "command",
+            &format!("c{round}"),
+            "mcp",
+            json!({"command": "get_server_info", "args": {}}),
+        );
+        cmd["game"] = json!("x");
+        mcp.send(&cmd).await;
+        let routed = new.recv_kind("command").await;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        new.send(&answer(&routed, "new link")).await;
+        let r = mcp.recv_kind("response").await;
+        assert_eq!(r["id"], format!("c{round}"));
+        assert_eq!(
+            r["payload"]["success"], true,
+            "round {round}: the new link's answer, not the old link's end: {r}"
+        );
+        drop(old);
+    }
+    relay.stop().await;
+}

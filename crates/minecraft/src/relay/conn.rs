@@ -304,7 +304,7 @@ async fn serve_game(
                     }
                 }
                 Kind::Response => {
-                    if !relay.accept_response(&name, &env) {
+                    if !relay.accept_response(&name, link, &env) {
                         tracing::debug!(game = %name, id = %env.id, "response to no pending command (late or unknown), dropped");
                     }
                 }

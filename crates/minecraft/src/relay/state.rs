@@ -66,6 +66,9 @@ pub struct Pending {
     pub client: ClientKey,
     pub original_id: String,
     pub game: String,
+    /// The game's link the command went to: only that link may answer it, and only its end fails it (a
+    /// newer link under the same name may be serving by then).
+    pub game_link: u64,
     pub command: String,
 }
 
@@ -397,6 +400,7 @@ impl Relay {
         };
         let conn = state.games.get(&game)?;
         let sender = conn.sender.clone();
+        let game_link = conn.link_id;
         let relay_id = format!(
             "r{}",
             self.inner.next_command.fetch_add(1, Ordering::Relaxed)
@@ -407,6 +411,7 @@ impl Relay {
                 client: client.clone(),
                 original_id: command.id.clone(),
                 game: game.clone(),
+                game_link,
                 command: name,
             },
         );
@@ -426,8 +431,16 @@ impl Relay {
     }
 
     /// A game's response: back to the client that asked, and to no other.
-    pub fn accept_response(&self, game: &str, response: &Envelope) -> bool {
+    pub fn accept_response(&self, game: &str, link_id: u64, response: &Envelope) -> bool {
         let mut state = self.lock();
+        // Another game, or an earlier link of this one, answering a command it was not sent is ignored.
+        if state
+            .pending
+            .get(&response.id)
+            .is_none_or(|p| p.game_link != link_id)
+        {
+            return false;
+        }
         let Some(pending) = state.pending.remove(&response.id) else {
             return false;
         };
@@ -484,7 +497,7 @@ impl Relay {
             state
                 .pending
                 .iter()
-                .filter(|(_, p)| p.game == game)
+                .filter(|(_, p)| p.game_link == link_id)
                 .map(|(id, _)| id.clone())
                 .collect()
         };
