@@ -574,6 +574,9 @@ async fn write_queue(
                     return;
                 };
                 if c.live.as_ref().is_none_or(|l| l.0 != link) {
+                    // A newer link's writer waits on the same `wake`; the wakeup this one may have taken
+                    // is passed on, or that writer would sleep through what was queued.
+                    wake.notify_one();
                     return;
                 }
                 (c.queue.after(c.sent, WRITE_BATCH), c.queue.take_lost())
@@ -598,7 +601,10 @@ async fn write_queue(
                     return;
                 }
             }
-            if let Some(c) = relay.lock().clients.get_mut(&key) {
+            // Only while this is still the live link: a newer one starts again from what was acknowledged.
+            if let Some(c) = relay.lock().clients.get_mut(&key)
+                && c.live.as_ref().is_some_and(|l| l.0 == link)
+            {
                 c.sent = c.sent.max(last);
             }
         }
