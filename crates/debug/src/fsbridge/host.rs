@@ -409,7 +409,10 @@ impl Host {
         let host = Arc::clone(self);
         let dir = dir.to_path_buf();
         tokio::spawn(async move {
-            let result = host.execute(&dir).await;
+            let result = {
+                let (host, dir) = (Arc::clone(&host), dir.clone());
+                answered_even_if_it_panics(async move { host.execute(&dir).await }).await
+            };
             if let Err(e) = &result
                 && e.code == "E_INTERNAL"
             {
@@ -520,6 +523,23 @@ impl Host {
 }
 
 /// `response.json` (with `data.json` when large) or `error.json`, then `done`, always last.
+/// Runs a job in a task of its own, so a panic in it becomes an `E_INTERNAL` answer instead of a job that
+/// never writes `done` and a capacity slot that is never given back.
+async fn answered_even_if_it_panics(
+    job: impl Future<Output = Result<Value, ScriptError>> + Send + 'static,
+) -> Result<Value, ScriptError> {
+    match tokio::spawn(job).await {
+        Ok(result) => result,
+        Err(e) => {
+            tracing::error!(error = %e, "a debug job failed inside the host");
+            Err(ScriptError::new(
+                "E_INTERNAL",
+                format!("the host failed while running this job: {e}"),
+            ))
+        }
+    }
+}
+
 fn finish(dir: &Path, id: &str, result: Result<Value, ScriptError>, started: StdInstant) {
     let written = match result {
         Ok(data) => {
@@ -575,5 +595,21 @@ impl Events {
         if let Some(f) = &mut self.file {
             let _ = f.write_all(format!("{line}\n").as_bytes());
         }
+    }
+}
+
+#[cfg(test)]
+mod panic_tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+
+    #[tokio::test]
+    async fn a_job_that_panics_is_answered_with_e_internal() {
+        let out = answered_even_if_it_panics(async { panic!("a bug in a tool") }).await;
+        let e = out.unwrap_err();
+        assert_eq!(e.code, "E_INTERNAL");
+        assert!(e.message.contains("panicked"), "{}", e.message);
+        let fine = answered_even_if_it_panics(async { Ok(json!({"ok": 1})) }).await;
+        assert_eq!(fine.unwrap(), json!({"ok": 1}));
     }
 }
