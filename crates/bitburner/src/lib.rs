@@ -149,7 +149,8 @@ pub fn build_bridge(link: GameLink, game: &GameArgs) -> Result<Bridge, BuildErro
     builder.events().stream(
         CONNECTION_STREAM,
         "The game connecting (`{\"event\": \"connected\", \"peer\", \"origin\"}`) and disconnecting \
-         (`{\"event\": \"disconnected\", \"reason\"}`).",
+         (`{\"event\": \"disconnected\", \"reason\"}`). Games that connected and dropped before the bridge \
+         looked come as one pair, the `connected` with `short_lived`: how many.",
         64,
     );
     builder.health(move || {
@@ -174,13 +175,29 @@ pub async fn watch_connection(link: GameLink, stream: EventStream, stop: Cancell
         }
         let now = link.status();
         let (was_connected, connections) = seen;
+        let new_links = now.connections_total.saturating_sub(connections);
         // A newer game replacing the old one shows as a new connection without a gap.
-        if was_connected && (!now.connected || now.connections_total != connections) {
+        if was_connected && (!now.connected || new_links > 0) {
             let gone =
                 serde_json::json!({ "event": "disconnected", "reason": now.last_disconnect });
             stream.publish(gone);
         }
-        if now.connected && now.connections_total != connections {
+        // Links that came and went between two looks (a game that connected and dropped at once) are still
+        // told, as a pair, so a reader counting connects and disconnects stays balanced.
+        let unseen = new_links.saturating_sub(u64::from(now.connected));
+        if unseen > 0 {
+            stream.publish(serde_json::json!({
+                "event": "connected",
+                "peer": null,
+                "origin": null,
+                "connections_total": connections + unseen,
+                "short_lived": unseen,
+            }));
+            stream.publish(
+                serde_json::json!({ "event": "disconnected", "reason": now.last_disconnect }),
+            );
+        }
+        if now.connected && new_links > 0 {
             stream.publish(serde_json::json!({
                 "event": "connected",
                 "peer": now.peer,

@@ -426,3 +426,51 @@ async fn an_unexpected_reply_with_multibyte_text_is_an_error_not_a_hang() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_game_that_came_and_went_unseen_is_still_told_on_the_connection_stream() {
+    let h = start(game_args()).await;
+    let game = v3();
+    // The game connects and drops before anything watches the stream, as when it drops at once.
+    let conn = h.connect(&game).await;
+    conn.close();
+    within(
+        "the bridge to see the drop",
+        h.link.wait_until(|s| !s.connected),
+    )
+    .await;
+    let stream = h
+        .bridge
+        .events()
+        .get(bridge_bitburner::CONNECTION_STREAM)
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(bridge_bitburner::watch_connection(
+        h.link.clone(),
+        stream.clone(),
+        stop.clone(),
+    ));
+    let events = |n: usize| {
+        let stream = stream.clone();
+        async move {
+            loop {
+                let page = stream.read_since(0, 100, None);
+                if page.events.len() >= n {
+                    return page.events.into_iter().map(|e| e.data).collect::<Vec<_>>();
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    let told = within("the unseen link as a pair", events(2)).await;
+    assert_eq!(told[0]["event"], "connected", "{told:?}");
+    assert_eq!(told[0]["short_lived"], 1);
+    assert_eq!(told[1]["event"], "disconnected", "{told:?}");
+    // A game that stays is told as before, with its peer.
+    let _again = h.connect(&game).await;
+    let told = within("the lasting link", events(3)).await;
+    assert_eq!(told[2]["event"], "connected");
+    assert!(told[2]["peer"].is_string(), "{told:?}");
+    assert!(told[2].get("short_lived").is_none());
+    stop.cancel();
+}
