@@ -349,7 +349,7 @@ fn the_fake_checks_requests_as_firecracker_does() {
 async fn a_guest_that_never_answers_connect_fails_the_handshake_in_time() {
     let (err, took) = timed_start_error(
         &[("FAKE_FC_NO_CONNECT", "1")],
-        &["--sandbox-microvm-boot-timeout-secs", "2"],
+        &["--sandbox-microvm-boot-timeout-secs", "3"],
     )
     .await;
     assert!(
@@ -370,7 +370,7 @@ async fn a_guest_that_never_answers_connect_fails_the_handshake_in_time() {
 async fn a_wrong_or_overlong_acknowledgement_is_refused() {
     let err = start_error(
         &[("FAKE_FC_ACK", "BUSY")],
-        &["--sandbox-microvm-boot-timeout-secs", "1"],
+        &["--sandbox-microvm-boot-timeout-secs", "3"],
     )
     .await;
     assert!(
@@ -381,7 +381,7 @@ async fn a_wrong_or_overlong_acknowledgement_is_refused() {
     let long = "OK ".to_string() + &"1".repeat(40);
     let err = start_error(
         &[("FAKE_FC_ACK", &long)],
-        &["--sandbox-microvm-boot-timeout-secs", "1"],
+        &["--sandbox-microvm-boot-timeout-secs", "3"],
     )
     .await;
     assert!(err.contains("an answer longer than 32 bytes"), "{err}");

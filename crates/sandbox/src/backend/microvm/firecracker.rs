@@ -187,6 +187,8 @@ async fn wait_for_socket(
     Ok(())
 }
 
+const NEVER_TRIED: &str = "never tried";
+
 /// Connects through the hybrid vsock until the agent listens: before that Firecracker closes the
 /// connection instead of answering `OK`.
 async fn handshake(
@@ -195,7 +197,7 @@ async fn handshake(
     within: Duration,
 ) -> Result<UnixStream, String> {
     let started = Instant::now();
-    let mut last = String::from("never tried");
+    let mut last = String::from(NEVER_TRIED);
     loop {
         if process.has_exited().await {
             return Err(format!(
@@ -213,7 +215,9 @@ async fn handshake(
         match tokio::time::timeout(left, attempt(socket)).await {
             Ok(Ok(s)) => return Ok(s),
             Ok(Err(why)) => last = why,
-            Err(_) => last = "no answer to CONNECT".into(),
+            // The deadline cut this attempt short; a completed one before it says more.
+            Err(_) if last == NEVER_TRIED => last = "no answer to CONNECT".into(),
+            Err(_) => {}
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
