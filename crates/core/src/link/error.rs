@@ -21,6 +21,9 @@ pub enum LinkError {
     /// A frame for the peer exceeds the link's frame limit; nothing was sent.
     #[error("a frame of {size} bytes exceeds the link's limit of {limit} bytes")]
     FrameTooLarge { size: usize, limit: usize },
+    /// From [`LinkSender::try_send_text`](super::LinkSender::try_send_text): the writer is behind.
+    #[error("the link's send queue is full")]
+    QueueFull,
     /// Dialling the peer failed (refused, unreachable, the program would not start...).
     #[error("cannot connect to {target}: {reason}")]
     Connect { target: String, reason: String },
@@ -64,7 +67,8 @@ impl LinkError {
             Self::Timeout { .. } => ErrorCode::Timeout,
             Self::FrameTooLarge { .. } => ErrorCode::TooLarge,
             Self::Connect { .. } => ErrorCode::Disconnected,
-            Self::AddrInUse { .. }
+            Self::QueueFull
+            | Self::AddrInUse { .. }
             | Self::Bind { .. }
             | Self::InvalidOriginPattern { .. }
             | Self::Io(_) => ErrorCode::Internal,
@@ -96,9 +100,10 @@ impl From<LinkError> for ToolError {
             LinkError::AddrInUse { env_var, .. } => ToolError::internal(message).with_hint(
                 format!("stop the other program or choose another port with {env_var}"),
             ),
-            LinkError::Bind { .. } | LinkError::InvalidOriginPattern { .. } | LinkError::Io(_) => {
-                ToolError::internal(message)
-            }
+            LinkError::QueueFull
+            | LinkError::Bind { .. }
+            | LinkError::InvalidOriginPattern { .. }
+            | LinkError::Io(_) => ToolError::internal(message),
         }
     }
 }

@@ -227,6 +227,27 @@ impl LinkSender {
         }
     }
 
+    /// Queues one frame now or fails with `QueueFull`, never waiting: a caller holding a lock can put a
+    /// frame in the link's order at that instant (a welcome before anything the lock's state lets others
+    /// send). Otherwise as [`send_text`](Self::send_text).
+    pub fn try_send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
+        if self.state.closed.is_cancelled() || self.state.end.get().is_some() {
+            return Err(self.disconnected());
+        }
+        let text = text.into();
+        let limit = self.state.max_frame.load(Ordering::Relaxed);
+        if text.len() > limit {
+            return Err(LinkError::FrameTooLarge {
+                size: text.len(),
+                limit,
+            });
+        }
+        self.tx.try_send(Outgoing::Text(text)).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => LinkError::QueueFull,
+            mpsc::error::TrySendError::Closed(_) => self.disconnected(),
+        })
+    }
+
     /// Closes the link with `reason` (on WebSocket: code 1000, the reason sent to the peer truncated to 123
     /// bytes) after the frames already queued: a refusal or a last answer reaches the peer before the close.
     /// Later sends fail.
