@@ -364,7 +364,7 @@ impl RelayLink {
     fn notice(&self, env: &Envelope) {
         let mut st = lock(&self.inner.status);
         let kind = env.str_field("kind");
-        if matches!(kind, Some("game_connected" | "game_disconnected" | "games"))
+        if matches!(kind, Some("game_connected" | "game_disconnected"))
             && let (Some(games), Some(version)) = (
                 game_names(env),
                 env.payload.get("gamesVersion").and_then(Value::as_u64),

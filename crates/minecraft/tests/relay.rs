@@ -801,7 +801,7 @@ async fn the_mcp_server_keeps_the_newest_game_list_when_notices_arrive_out_of_or
         msg(
             "notice",
             "n6",
-            json!({"kind": "games", "games": ["c", "b", "a"], "gamesVersion": 6}),
+            json!({"kind": "game_connected", "game": "c", "games": ["c", "b", "a"], "gamesVersion": 6}),
         ),
         // Older news, delivered last: b's earlier departure must not undo what version 6 said.
         msg(
@@ -888,12 +888,20 @@ async fn a_game_hears_its_welcome_before_any_command_routed_to_it() {
     relay.stop().await;
 }
 
-/// A raw game adapter named `name`, welcomed.
+/// A raw game adapter named `name`, welcomed; the relay makes a game routable as it queues its welcome
+/// (PROTOCOL.md §3), which is checked here because the tests below rely on it.
 async fn raw_game(relay: &TestRelay, name: &str, instance: &str) -> RawLink {
     let mut link = raw_connect(&relay.url(), Some(GAME_TOKEN)).await.unwrap();
     let hello = json!({"name": name, "instance": instance});
     link.send(&envelope("hello", "h", "minecraft", hello)).await;
     assert_eq!(link.recv().await["type"], "welcome");
+    let routable = relay
+        .relay
+        .lock()
+        .games
+        .get(name)
+        .is_some_and(|g| g.instance == instance);
+    assert!(routable, "{name} is routable once welcomed");
     link
 }
 

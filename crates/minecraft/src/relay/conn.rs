@@ -177,33 +177,23 @@ fn welcome(
     )
 }
 
-/// The notice that tells an MCP server which games are connected, for `kind` `game_connected`,
-/// `game_disconnected` or `games`. It carries the whole list and its version, so a client that hears two
-/// notices out of order, or one that overlaps its `welcome`, keeps the newer list.
-fn games_notice(kind: &str, game: Option<&str>, (games, version): (Vec<String>, u64)) -> String {
-    let mut payload = json!({"kind": kind, "games": games, "gamesVersion": version});
-    if let Some(g) = game {
-        payload["game"] = json!(g);
-    }
+/// Tells every connected MCP server that a game came or went: not queued, so not replayed. The notice
+/// carries the whole list and its version: notices are sent from tasks of their own and may arrive out of
+/// order, and a client keeps the list of the highest version.
+fn notice_clients(relay: &Relay, kind: &str, game: &str) {
+    // The list and the senders are read together: a client registered later had this list in its welcome.
+    let ((games, version), senders) = {
+        let state = relay.lock();
+        (state.games_now(), state.live_clients())
+    };
     let mut notice = Envelope::new(
         Kind::Notice,
         format!("n-{}", wire::now_ms()),
         Source::Relay,
-        payload,
+        json!({"kind": kind, "game": game, "games": games, "gamesVersion": version}),
     );
-    notice.game = game.map(str::to_owned);
-    notice.to_text()
-}
-
-/// Tells every welcomed MCP server that a game came or went: not queued, so not replayed.
-fn notice_clients(relay: &Relay, kind: &str, game: &str) {
-    // The list and the senders are read together, so a client welcomed later got this list in its welcome
-    // or catches up in `serve_mcp`.
-    let (now, senders) = {
-        let state = relay.lock();
-        (state.games_now(), state.welcomed_clients())
-    };
-    let text = games_notice(kind, Some(game), now);
+    notice.game = Some(game.to_owned());
+    let text = notice.to_text();
     tokio::spawn(async move {
         for s in senders {
             let _ = s.send_text(text.clone()).await;
@@ -236,9 +226,10 @@ async fn serve_game(
             .take(200)
             .collect::<String>()
     };
-    // The welcome goes out before the game is routable, so no command or heartbeat can overtake it.
-    let (last_seq, games) = {
-        let state = relay.lock();
+    // The welcome is queued under the same lock that makes the game routable, so it is the first frame
+    // the adapter gets, and the game is reachable as soon as the adapter hears it.
+    let admitted = {
+        let mut state = relay.lock();
         let last = state
             .game_seqs
             .get(&(name.clone(), instance.clone()))
@@ -249,29 +240,26 @@ async fn serve_game(
             games.push(name.clone());
             games.sort();
         }
-        (last, (games, version))
+        let hello_back = welcome(&relay, "minecraft", last, (games, version + 1));
+        sender.try_send_text(hello_back.to_text()).ok().map(|()| {
+            state.games_version += 1;
+            let replaced = state.games.insert(
+                name.clone(),
+                GameConn {
+                    link_id: link,
+                    sender: sender.clone(),
+                    instance: instance.clone(),
+                    adapter: text("adapter"),
+                    game_version: text("gameVersion"),
+                    since_ms: wire::now_ms(),
+                },
+            );
+            (last, replaced)
+        })
     };
-    if sender
-        .send_text(welcome(&relay, "minecraft", last_seq, games).to_text())
-        .await
-        .is_err()
-    {
+    // A fresh link's queue is empty: only a link already closed refuses the welcome.
+    let Some((last_seq, replaced)) = admitted else {
         return;
-    }
-    let replaced = {
-        let mut state = relay.lock();
-        state.games_version += 1;
-        state.games.insert(
-            name.clone(),
-            GameConn {
-                link_id: link,
-                sender: sender.clone(),
-                instance: instance.clone(),
-                adapter: text("adapter"),
-                game_version: text("gameVersion"),
-                since_ms: wire::now_ms(),
-            },
-        )
     };
     if let Some(old) = replaced {
         old.sender
@@ -384,30 +372,38 @@ async fn serve_mcp(
     let resuming = hello.str_field("epoch").is_some() && !same_epoch;
     let last_seq = hello.payload.get("lastSeq").and_then(Value::as_u64);
     let settings = relay.settings().clone();
-    let (acked, wake, games, replaced, fresh) = {
+    // The welcome is queued under the lock that registers the link, so it precedes every notice,
+    // heartbeat and queued message, and its game list is exact at that instant.
+    let admitted = {
         let mut state = relay.lock();
+        let games = state.games_now();
         let fresh = !state.clients.contains_key(&key);
         let client = state.clients.entry(key.clone()).or_insert_with(|| Client {
             queue: Queue::new(settings.queue_size, settings.queue_bytes),
             subscriptions: Vec::new(),
             live: None,
-            welcomed: false,
             wake: Arc::new(Notify::new()),
             sent: 0,
-            gone_since: None,
+            gone_since: Some(Instant::now()),
         });
         if let (true, Some(seq)) = (same_epoch, last_seq) {
             client.queue.ack(seq);
         }
-        client.subscriptions = subs;
-        let replaced = client.live.replace((link, sender.clone()));
-        client.welcomed = false;
-        client.sent = client.queue.acked();
-        client.gone_since = None;
-        let out = (client.queue.acked(), Arc::clone(&client.wake));
-        (out.0, out.1, state.games_now(), replaced, fresh)
+        let acked = client.queue.acked();
+        let hello_back = welcome(&relay, "mcp", acked, games);
+        sender.try_send_text(hello_back.to_text()).ok().map(|()| {
+            client.subscriptions = subs;
+            let replaced = client.live.replace((link, sender.clone()));
+            client.sent = acked;
+            client.gone_since = None;
+            (acked, Arc::clone(&client.wake), replaced, fresh)
+        })
     };
-    let told = games.1;
+    // A fresh link's queue is empty: only a link already closed refuses the welcome. A queue created for
+    // it is left to the retention sweep like any other client gone.
+    let Some((acked, wake, replaced, fresh)) = admitted else {
+        return;
+    };
     if resuming && fresh {
         let n = relay.replay_backlog(&key);
         tracing::info!(client = %client_id, events = n, "client resumes from an earlier relay: backlog replayed");
@@ -416,35 +412,6 @@ async fn serve_mcp(
         old.close("replaced by a newer connection with the same clientId");
     }
     tracing::info!(client = %client_id, token, acked, "MCP server connected");
-    if sender
-        .send_text(welcome(&relay, "mcp", acked, games).to_text())
-        .await
-        .is_err()
-    {
-        forget_link(&relay, &key, link);
-        return;
-    }
-    // Notices skipped this link until now; if a game came or went since the welcome's list, say so.
-    let missed = {
-        let mut state = relay.lock();
-        let now = state.games_now();
-        match state.clients.get_mut(&key) {
-            Some(c) if c.live.as_ref().is_some_and(|l| l.0 == link) => {
-                c.welcomed = true;
-                (now.1 != told).then_some(now)
-            }
-            _ => None,
-        }
-    };
-    if let Some(now) = missed
-        && sender
-            .send_text(games_notice("games", None, now))
-            .await
-            .is_err()
-    {
-        forget_link(&relay, &key, link);
-        return;
-    }
     tokio::spawn(write_queue(
         relay.clone(),
         key.clone(),

@@ -51,8 +51,6 @@ pub struct Client {
     pub subscriptions: Vec<EventType>,
     /// The live link, if connected: its id and sender.
     pub live: Option<(u64, LinkSender)>,
-    /// The live link has been sent its `welcome`, so notices may go to it: `welcome` is always first.
-    pub welcomed: bool,
     /// Wakes the client's writer when something was queued.
     pub wake: Arc<Notify>,
     /// Highest seq written to the live link.
@@ -93,11 +91,10 @@ impl State {
         (games, self.games_version)
     }
 
-    /// Senders of the MCP clients connected and sent their `welcome`.
-    pub fn welcomed_clients(&self) -> Vec<LinkSender> {
+    /// Senders of the MCP clients connected now (each was sent its `welcome` as it registered).
+    pub fn live_clients(&self) -> Vec<LinkSender> {
         self.clients
             .values()
-            .filter(|c| c.welcomed)
             .filter_map(|c| c.live.as_ref().map(|l| l.1.clone()))
             .collect()
     }
@@ -510,8 +507,7 @@ impl Relay {
         }
     }
 
-    /// Senders of every live link, games and clients that have had their `welcome`, for heartbeats and
-    /// notices.
+    /// Senders of every live link, games and clients, for heartbeats and notices.
     pub fn live_senders(&self, games: bool, clients: bool) -> Vec<LinkSender> {
         let state = self.lock();
         let mut out = Vec::new();
@@ -519,7 +515,7 @@ impl Relay {
             out.extend(state.games.values().map(|g| g.sender.clone()));
         }
         if clients {
-            out.extend(state.welcomed_clients());
+            out.extend(state.live_clients());
         }
         out
     }
