@@ -659,12 +659,33 @@ impl DapBackend {
         let thread_id = session.paused_thread()?;
         let wait_ms = u64_param(p, "timeoutMs").unwrap_or(default_ms);
         let until = (Instant::now() + Duration::from_millis(wait_ms)).min(deadline);
-        let baseline = session.resuming();
-        session
+        let before = session.resuming();
+        let baseline = before.stops;
+        if let Err(e) = session
             .client
-            .request(command, json!({"threadId": thread_id}), left(deadline))
+            // Bounded by the caller's wait, not the call's deadline, so a silent adapter is told as such
+            // (with its hint) before the call itself times out.
+            .request(command, json!({"threadId": thread_id}), left(until))
             .await
-            .map_err(dap_err)?;
+        {
+            return Err(match e {
+                // A refusal leaves the program where it was, still paused.
+                DapError::Failed { .. } => {
+                    let err = dap_err(e);
+                    if session.refused(before) {
+                        err.hint("The program is still paused where it was")
+                    } else {
+                        err
+                    }
+                    .details(json!({"state": state_name(&session.run())}))
+                }
+                // No answer: the program may or may not be running now.
+                DapError::Link(bridge_core::link::LinkError::Timeout { .. }) => dap_err(e).hint(format!(
+                    "The debugger did not answer `{command}`; the program may have resumed or not: check debug_status before the next step"
+                )),
+                DapError::Link(_) => dap_err(e),
+            });
+        }
         self.wait_result(&session, Some(baseline), until, wait_ms)
             .await
     }

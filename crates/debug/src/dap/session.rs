@@ -94,6 +94,14 @@ pub enum Companion {
     Parent(Arc<Session>),
 }
 
+/// The pause a resume request replaced.
+pub struct Resumed {
+    /// Stops seen before the request: a wait for the stop it causes waits past this.
+    pub stops: u64,
+    run: Run,
+    refs: HashSet<i64>,
+}
+
 /// Where a wait ended.
 #[derive(Debug, Clone)]
 pub enum Outcome {
@@ -192,16 +200,38 @@ impl Session {
     }
 
     /// Marks the program running before a resume request goes out, so the stop it causes (which may arrive
-    /// before the request's response) is the one waited for. Returns the stop count to wait past.
-    pub fn resuming(&self) -> u64 {
-        let stops = {
+    /// before the request's response) is the one waited for. The returned pause is what [`Self::refused`] puts
+    /// back; its `stops` is the count to wait past.
+    pub fn resuming(&self) -> Resumed {
+        let resumed = {
             let mut st = self.shared.state();
-            st.run = Run::Running;
-            st.refs.clear();
-            st.stops
+            Resumed {
+                stops: st.stops,
+                run: std::mem::replace(&mut st.run, Run::Running),
+                refs: std::mem::take(&mut st.refs),
+            }
         };
         self.shared.bump();
-        stops
+        resumed
+    }
+
+    /// The adapter refused the resume request, so the program is still paused where it was: the pause and its
+    /// references come back, unless a stop or the end arrived meanwhile (then that is the truth). Returns
+    /// whether it was put back.
+    pub fn refused(&self, before: Resumed) -> bool {
+        let restored = {
+            let mut st = self.shared.state();
+            let untouched = st.stops == before.stops && st.run == Run::Running;
+            if untouched {
+                st.run = before.run;
+                st.refs = before.refs;
+            }
+            untouched
+        };
+        if restored {
+            self.shared.bump();
+        }
+        restored
     }
 
     /// Waits until the session is paused after `after` stops (`None`: paused at all), or ended, or `deadline`.
