@@ -80,12 +80,10 @@ async fn a_call_in_flight_survives_sigterm(transport: &str, era: Era) {
         mcp_testkit::text_of(&result).contains("written before SIGTERM"),
         "{transport} {era:?}: the call finished despite shutdown: {result:?}"
     );
+    let closed = within("the link to close", conn.wait_closed()).await;
     assert!(
-        matches!(
-            within("the link to close", conn.wait_closed()).await,
-            Closed::ByPeer { .. }
-        ),
-        "{transport} {era:?}: the bridge closed the game's link after the call"
+        matches!(closed, Closed::ByPeer { .. }),
+        "{transport} {era:?}: the bridge closed the game's link after the call: {closed:?}"
     );
     drop(client);
     assert_eq!(server.exit_code().await, Some(0), "{transport} {era:?}");
