@@ -327,6 +327,8 @@ pub async fn serve_until_signal(
 
 /// How long the bridges' tasks may take to end after their links were told to close.
 const TASK_JOIN_LIMIT: Duration = Duration::from_secs(10);
+/// A closed link's writer gives up on its goodbye after 2 s (`link::session`); a little more for scheduling.
+const GOODBYE_LIMIT: Duration = Duration::from_secs(3);
 
 /// The whole life of a server: `start` the bridges with a fresh [`BridgeEnv`], serve them until SIGINT/SIGTERM
 /// (or the stdio client leaves), let calls in flight finish, then close the bridges' links and join their tasks.
@@ -349,6 +351,13 @@ where
     .await;
     // Only now, with no call in flight, may the links to live systems go.
     env.close(TASK_JOIN_LIMIT).await;
+    // Their writers are nobody's tasks: wait for their close frames, or the peers see resets.
+    if !crate::link::writers_finished(GOODBYE_LIMIT).await {
+        tracing::warn!(
+            "some links had not said goodbye {} ms after closing; exiting anyway",
+            GOODBYE_LIMIT.as_millis()
+        );
+    }
     served
 }
 

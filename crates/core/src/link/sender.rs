@@ -7,6 +7,7 @@
 use super::error::LinkError;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -302,6 +303,26 @@ impl LinkSender {
                 .unwrap_or_else(|| "link is closing".to_owned()),
         )
     }
+}
+
+/// Every link writer in the process. Writers are spawned from connection handlers that no bridge task owns,
+/// so a program about to exit waits on this to let closed links send their close frames first.
+static WRITERS: std::sync::LazyLock<tokio_util::task::TaskTracker> =
+    std::sync::LazyLock::new(tokio_util::task::TaskTracker::new);
+
+/// Spawns a link's writer where [`writers_finished`] sees it.
+pub(super) fn spawn_writer(writer: impl Future<Output = ()> + Send + 'static) {
+    WRITERS.spawn(writer);
+}
+
+/// Waits at most `limit` until every link writer has finished, each closed link having sent its close frame
+/// or given up on its peer. For the end of a process, after its links were cancelled: without it the process
+/// can exit before a goodbye leaves, and the peer sees a reset instead of a close. True when all finished.
+pub async fn writers_finished(limit: Duration) -> bool {
+    WRITERS.close();
+    let done = tokio::time::timeout(limit, WRITERS.wait()).await.is_ok();
+    WRITERS.reopen();
+    done
 }
 
 /// How a link's writer stopped.

@@ -11,7 +11,8 @@
 
 use super::sender::{
     CLOSE_INTERNAL, CLOSE_INVALID_DATA, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Connection, Deliverer,
-    Incoming, LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump, truncate,
+    Incoming, LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump,
+    spawn_writer, truncate,
 };
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use http::HeaderMap;
@@ -156,7 +157,7 @@ where
     let (in_tx, in_rx) = incoming();
     let liveness = Arc::new(Liveness::default());
 
-    tokio::spawn(write_loop(sink, out_rx, Arc::clone(&state)));
+    spawn_writer(write_loop(sink, out_rx, Arc::clone(&state)));
     if !timing.ping_interval.is_zero() {
         tokio::spawn(watchdog(
             out_tx.clone(),

@@ -9,6 +9,7 @@
 use super::framing::{FrameCodec, Framing};
 use super::sender::{
     Connection, Deliverer, LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump,
+    spawn_writer,
 };
 use futures::{SinkExt, StreamExt};
 use std::sync::Arc;
@@ -54,7 +55,7 @@ where
     let reader = FramedRead::new(read, FrameCodec::new(cfg.framing, cfg.max_frame_bytes));
     let writer = FramedWrite::new(write, FrameCodec::new(cfg.framing, cfg.max_frame_bytes));
     tokio::spawn(read_loop(reader, in_tx, Arc::clone(&state)));
-    tokio::spawn(write_loop(writer, out_rx, Arc::clone(&state)));
+    spawn_writer(write_loop(writer, out_rx, Arc::clone(&state)));
     state.connection(out_tx, in_rx)
 }
 

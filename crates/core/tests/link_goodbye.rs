@@ -1,0 +1,33 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `writers_finished` lets a process about to exit wait for its closed links' goodbyes. It watches every link
+//! writer in the process, so this binary holds this one test alone.
+
+use bridge_core::link::stream::{self, StreamConfig};
+use bridge_core::link::{FrameCodec, Framing, writers_finished};
+use futures::StreamExt;
+use std::time::Duration;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exit_waits_for_closed_links_to_say_goodbye_and_not_longer() {
+    let (near, far) = tokio::io::duplex(1 << 16);
+    let (near_read, near_write) = tokio::io::split(near);
+    let conn = stream::spawn(
+        near_read,
+        near_write,
+        StreamConfig::new(Framing::Lines),
+        &CancellationToken::new(),
+    );
+    // An open link's writer is still running: the wait gives up at its limit.
+    assert!(!writers_finished(Duration::from_millis(200)).await);
+
+    conn.sender.send_text("last answer").await.unwrap();
+    conn.sender.close("exiting");
+    assert!(writers_finished(Duration::from_secs(10)).await);
+    // By then the last answer and the end of the stream have left.
+    let (far_read, _far_write) = tokio::io::split(far);
+    let mut frames = FramedRead::new(far_read, FrameCodec::new(Framing::Lines, 1 << 20));
+    assert_eq!(frames.next().await.unwrap().unwrap(), "last answer");
+    assert!(frames.next().await.is_none(), "the writer closed its side");
+}
