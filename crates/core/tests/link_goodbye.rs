@@ -2,23 +2,17 @@
 //! `writers_finished` lets a process about to exit wait for its closed links' goodbyes. It watches every link
 //! writer in the process, so this binary holds this one test alone.
 
-use bridge_core::link::stream::{self, StreamConfig};
+mod link_support;
+
 use bridge_core::link::{FrameCodec, Framing, writers_finished};
 use futures::StreamExt;
+use link_support::lines_link;
 use std::time::Duration;
 use tokio_util::codec::FramedRead;
-use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exit_waits_for_closed_links_to_say_goodbye_and_not_longer() {
-    let (near, far) = tokio::io::duplex(1 << 16);
-    let (near_read, near_write) = tokio::io::split(near);
-    let conn = stream::spawn(
-        near_read,
-        near_write,
-        StreamConfig::new(Framing::Lines),
-        &CancellationToken::new(),
-    );
+    let (conn, far) = lines_link(1 << 16);
     // An open link's writer is still running: the wait gives up at its limit.
     assert!(!writers_finished(Duration::from_millis(200)).await);
 

@@ -2,22 +2,16 @@
 //! `try_send_text` queues a frame at once, in order with `send_text`, and says `QueueFull` instead of waiting
 //! when the writer is behind.
 
-use bridge_core::link::stream::{self, StreamConfig};
+mod link_support;
+
 use bridge_core::link::{FrameCodec, Framing, LinkError};
 use futures::StreamExt;
+use link_support::lines_link;
 use tokio_util::codec::FramedRead;
-use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
 async fn a_frame_queued_without_waiting_keeps_its_place_in_the_link_order() {
-    let (near, far) = tokio::io::duplex(1 << 16);
-    let (near_read, near_write) = tokio::io::split(near);
-    let conn = stream::spawn(
-        near_read,
-        near_write,
-        StreamConfig::new(Framing::Lines),
-        &CancellationToken::new(),
-    );
+    let (conn, far) = lines_link(1 << 16);
     conn.sender.try_send_text("first").unwrap();
     conn.sender.send_text("second").await.unwrap();
     conn.sender.try_send_text("third").unwrap();
@@ -31,14 +25,7 @@ async fn a_frame_queued_without_waiting_keeps_its_place_in_the_link_order() {
 #[tokio::test]
 async fn a_full_queue_is_queue_full_not_a_wait_and_a_closed_link_is_disconnected() {
     // A peer that never reads: the pipe fills, then the writer stops taking frames, then the queue fills.
-    let (near, _far) = tokio::io::duplex(1024);
-    let (near_read, near_write) = tokio::io::split(near);
-    let conn = stream::spawn(
-        near_read,
-        near_write,
-        StreamConfig::new(Framing::Lines),
-        &CancellationToken::new(),
-    );
+    let (conn, _far) = lines_link(1024);
     let frame = "x".repeat(512);
     let mut queued = 0;
     let err = loop {

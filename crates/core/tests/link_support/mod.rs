@@ -48,6 +48,17 @@ pub fn serve_peer(conn: Connection) -> (Peer<Value>, JoinHandle<LinkError>) {
     (peer, served)
 }
 
+/// A line-framed link over an in-memory pipe of `buffer` bytes, and the pipe's far end.
+pub fn lines_link(buffer: usize) -> (Connection, DuplexStream) {
+    let (ours, theirs) = tokio::io::duplex(buffer);
+    let (read, write) = tokio::io::split(ours);
+    let cfg = StreamConfig::new(Framing::Lines);
+    (
+        stream::spawn(read, write, cfg, &CancellationToken::new()),
+        theirs,
+    )
+}
+
 pub fn pair(framing: Framing) -> Pair {
     let (ours, theirs) = tokio::io::duplex(64 << 10);
     let (read, write) = tokio::io::split(ours);
