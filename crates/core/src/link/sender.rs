@@ -210,17 +210,7 @@ impl LinkSender {
     /// Queues one frame. Fails with `FrameTooLarge` over the link's frame limit. `Ok` means queued, not delivered: correlate an answer to know it arrived. Waits while
     /// the queue is full; fails with `Disconnected` (carrying the close reason) once the link is closed.
     pub async fn send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
-        if self.state.closed.is_cancelled() || self.state.end.get().is_some() {
-            return Err(self.disconnected());
-        }
-        let text = text.into();
-        let limit = self.state.max_frame.load(Ordering::Relaxed);
-        if text.len() > limit {
-            return Err(LinkError::FrameTooLarge {
-                size: text.len(),
-                limit,
-            });
-        }
+        let text = self.admit(text.into())?;
         tokio::select! {
             biased;
             () = self.state.closed.cancelled() => Err(self.disconnected()),
@@ -228,14 +218,11 @@ impl LinkSender {
         }
     }
 
-    /// Queues one frame now or fails with `QueueFull`, never waiting: a caller holding a lock can put a
-    /// frame in the link's order at that instant (a welcome before anything the lock's state lets others
-    /// send). Otherwise as [`send_text`](Self::send_text).
-    pub fn try_send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
+    /// What both sends check first: the link is still open and the frame within its limit.
+    fn admit(&self, text: String) -> Result<String, LinkError> {
         if self.state.closed.is_cancelled() || self.state.end.get().is_some() {
             return Err(self.disconnected());
         }
-        let text = text.into();
         let limit = self.state.max_frame.load(Ordering::Relaxed);
         if text.len() > limit {
             return Err(LinkError::FrameTooLarge {
@@ -243,6 +230,14 @@ impl LinkSender {
                 limit,
             });
         }
+        Ok(text)
+    }
+
+    /// Queues one frame now or fails with `QueueFull`, never waiting: a caller holding a lock can put a
+    /// frame in the link's order at that instant (a welcome before anything the lock's state lets others
+    /// send). Otherwise as [`send_text`](Self::send_text).
+    pub fn try_send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
+        let text = self.admit(text.into())?;
         self.tx.try_send(Outgoing::Text(text)).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => LinkError::QueueFull,
             mpsc::error::TrySendError::Closed(_) => self.disconnected(),
