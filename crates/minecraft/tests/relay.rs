@@ -160,13 +160,7 @@ async fn commands_go_to_the_named_game_and_responses_only_to_the_asker() {
         json!(["alpha", "beta"])
     );
     // Named: only that game runs it, only the asker hears back, under its own id.
-    let mut named = envelope(
-        "command",
-        "c2",
-        "mcp",
-        json!({"command": "get_server_info", "args": {}}),
-    );
-    named["game"] = json!("beta");
+    let named = info_command("c2", "beta");
     asker.send(&named).await;
     let r = asker.recv_kind("response").await;
     assert_eq!(r["id"], "c2");
@@ -860,13 +854,7 @@ async fn a_game_hears_its_welcome_before_any_command_routed_to_it() {
                 let mut n = 0u64;
                 while !stop.is_cancelled() {
                     n += 1;
-                    let mut cmd = envelope(
-                        "command",
-                        &format!("c{n}"),
-                        "mcp",
-                        json!({"command": "get_server_info", "args": {}}),
-                    );
-                    cmd["game"] = json!(game);
+                    let cmd = info_command(&format!("c{n}"), &game);
                     mcp.send(&cmd).await;
                     tokio::task::yield_now().await;
                 }
@@ -905,6 +893,18 @@ async fn raw_game(relay: &TestRelay, name: &str, instance: &str) -> RawLink {
     link
 }
 
+/// An MCP server's `get_server_info` command `id`, for the game named `game`.
+fn info_command(id: &str, game: &str) -> Value {
+    let mut cmd = envelope(
+        "command",
+        id,
+        "mcp",
+        json!({"command": "get_server_info", "args": {}}),
+    );
+    cmd["game"] = json!(game);
+    cmd
+}
+
 /// A game's answer to `command` (as it arrived from the relay).
 fn answer(command: &Value, text: &str) -> Value {
     let id = command["id"].as_str().unwrap();
@@ -922,13 +922,7 @@ async fn a_game_cannot_answer_a_command_sent_to_another_game() {
     let mut x = raw_game(&relay, "x", "ix").await;
     let mut y = raw_game(&relay, "y", "iy").await;
     let (mut mcp, _) = raw_mcp(&relay.url(), MCP_TOKEN, "asker", json!({})).await;
-    let mut cmd = envelope(
-        "command",
-        "c1",
-        "mcp",
-        json!({"command": "get_server_info", "args": {}}),
-    );
-    cmd["game"] = json!("x");
+    let cmd = info_command("c1", "x");
     mcp.send(&cmd).await;
     let routed = x.recv_kind("command").await;
     // y knows (or guesses) the relay's id and answers first: ignored.
@@ -967,13 +961,7 @@ async fn a_game_that_reconnects_keeps_the_commands_sent_to_its_new_link() {
             old.send(&ev).await;
         }
         let mut new = raw_game(&relay, "x", &format!("new{round}")).await;
-        let mut cmd = envelope(
-            "command",
-            &format!("c{round}"),
-            "mcp",
-            json!({"command": "get_server_info", "args": {}}),
-        );
-        cmd["game"] = json!("x");
+        let cmd = info_command(&format!("c{round}"), "x");
         mcp.send(&cmd).await;
         let routed = new.recv_kind("command").await;
         tokio::time::sleep(Duration::from_millis(30)).await;
