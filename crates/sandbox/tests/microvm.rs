@@ -389,14 +389,7 @@ async fn a_crashed_runs_qemu_is_killed_at_start_and_a_live_neighbours_is_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_microvm_mounts_the_image_it_asks_for() {
-    let image = support::tiny_image();
-    let flag = format!("tiny={}", image.display());
-    let f = flags(&["--sandbox-image", &flag]);
-    let h = start_era(&refs(&f), Era::Legacy).await;
-    support::assert_sees_image(&h, "tiny", "/usr/bin").await;
-    drop(h);
-    assert_no_vm_left().await;
-    std::fs::remove_dir_all(&image).unwrap();
+    boots_image_named("tiny", support::tiny_image(), "/usr/bin").await;
 }
 
 /// One length-prefixed request to a guest's agent, and its reply.
@@ -527,11 +520,16 @@ async fn a_microvm_guest_mounts_its_read_only_drive_at_usr() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_microvm_boots_an_image_without_merged_usr() {
-    let image = support::split_image();
-    let flag = format!("split={}", image.display());
+    boots_image_named("split", support::split_image(), "/bin").await;
+}
+
+/// A microvm started with `image` as `--sandbox-image name=…` sees that image and nothing else (see
+/// `assert_sees_image`), and leaves no VM behind.
+async fn boots_image_named(name: &str, image: std::path::PathBuf, bin_dir: &str) {
+    let flag = format!("{name}={}", image.display());
     let f = flags(&["--sandbox-image", &flag]);
     let h = start_era(&refs(&f), Era::Legacy).await;
-    support::assert_sees_image(&h, "split", "/bin").await;
+    support::assert_sees_image(&h, name, bin_dir).await;
     drop(h);
     assert_no_vm_left().await;
     std::fs::remove_dir_all(&image).unwrap();
