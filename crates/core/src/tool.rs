@@ -23,6 +23,10 @@ pub use interaction::{
     ClientCapability, Elicitation, InputRequest, InputRequired, Inputs, LogLevel, Outcome,
 };
 
+/// How long a handler that watches its cancellation may run on after the client cancels, to stop what it
+/// started (see [`ToolCtx::cancellation`]); then its future is dropped.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
 /// The timeout a tool gets when neither the bridge nor the user names one.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -157,20 +157,47 @@ impl McpHandler {
         }
         let ctx =
             ToolCtx::new(progress, cancel.clone()).with_client(self.client_link(&context), inputs);
+        let watched = ctx.watch();
         let started = Instant::now();
+        let cancelled = || ToolError::cancelled(format!("`{name}` was cancelled by the client"));
         // The handler is called inside the guarded future, so a panic while it builds its future is caught too.
         let guarded = super::panic::caught(async move { handler(args, ctx).await });
+        let timed = tokio::time::timeout(timeout, guarded);
+        tokio::pin!(timed);
         let mut panicked = false;
-        let outcome = tokio::select! {
-            result = tokio::time::timeout(timeout, guarded) => match result {
-                Ok(Ok(outcome)) => outcome,
-                Ok(Err(panic)) => {
-                    panicked = true;
-                    Err(internal_panic(&name, &panic))
+        let outcome = if context.ct.is_cancelled() {
+            // Cancelled before it started: nothing was started, so nothing needs stopping.
+            Err(cancelled())
+        } else {
+            // Biased: when the cancel and the handler's progress are both ready, the handler is polled first, so it
+            // can see its cancellation before the choice below is made.
+            tokio::select! {
+                biased;
+                result = &mut timed => match result {
+                    Ok(Ok(outcome)) => outcome,
+                    Ok(Err(panic)) => {
+                        panicked = true;
+                        Err(internal_panic(&name, &panic))
+                    }
+                    Err(_) => Err(timed_out(&name, timeout)),
+                },
+                () = context.ct.cancelled() => {
+                    // Dropping the future here would cut a handler's clean-up short (a kill it is sending to a
+                    // live system); one that watches its cancellation gets CANCEL_GRACE to finish. The answer is
+                    // `cancelled` whatever it returns: the client has given up on the call.
+                    if watched.load(std::sync::atomic::Ordering::Acquire) {
+                        cancel.cancel();
+                        if let Ok(Ok(Err(panic))) =
+                            tokio::time::timeout(crate::tool::CANCEL_GRACE, &mut timed).await
+                        {
+                            panicked = true;
+                            // Logged as any panic is; the client still hears `cancelled`.
+                            let _ = internal_panic(&name, &panic);
+                        }
+                    }
+                    Err(cancelled())
                 }
-                Err(_) => Err(timed_out(&name, timeout)),
-            },
-            () = context.ct.cancelled() => Err(ToolError::cancelled(format!("`{name}` was cancelled by the client"))),
+            }
         };
         // Whatever the handler left running (a link request, a wait) learns it is no longer wanted.
         cancel.cancel();

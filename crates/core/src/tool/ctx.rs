@@ -4,6 +4,7 @@ use super::interaction::{ClientCapability, ClientLink, Elicitation, Inputs, LogL
 use crate::error::ToolError;
 use futures::future::BoxFuture;
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +20,8 @@ pub struct ToolCtx {
     /// The spec requires progress to increase; a handler that reports out of order must not break clients.
     last_progress: Arc<Mutex<f64>>,
     cancel: CancellationToken,
+    /// Set once the handler asks about its cancellation: it then gets time to stop what it started.
+    watched: Arc<AtomicBool>,
     client: Option<Arc<dyn ClientLink>>,
     inputs: Arc<Inputs>,
 }
@@ -29,6 +32,7 @@ impl ToolCtx {
             progress,
             last_progress: Arc::new(Mutex::new(f64::NEG_INFINITY)),
             cancel,
+            watched: Arc::new(AtomicBool::new(false)),
             client: None,
             inputs: Arc::new(Inputs::default()),
         }
@@ -61,12 +65,24 @@ impl ToolCtx {
     }
 
     /// Cancelled when the client cancels the call, the call times out, or the server shuts down.
+    ///
+    /// A handler that asks for its cancellation (here or with [`is_cancelled`](Self::is_cancelled)) owns its
+    /// clean-up: when the client cancels, the call's future keeps running for up to
+    /// [`CANCEL_GRACE`](crate::tool::CANCEL_GRACE) so it can stop what it started (a kill sent to a live system)
+    /// before it is dropped. A handler that never asks is dropped at once.
     pub fn cancellation(&self) -> CancellationToken {
+        self.watched.store(true, Ordering::Release);
         self.cancel.clone()
     }
 
     pub fn is_cancelled(&self) -> bool {
+        self.watched.store(true, Ordering::Release);
         self.cancel.is_cancelled()
+    }
+
+    /// Whether the handler has asked about its cancellation (see [`cancellation`](Self::cancellation)).
+    pub(crate) fn watch(&self) -> Arc<AtomicBool> {
+        self.watched.clone()
     }
 
     /// Sends a log line to the client, if it asked for logs at this level (legacy `logging/setLevel`, or the
