@@ -7,7 +7,7 @@
 //! | layer | what | where |
 //! |---|---|---|
 //! | transports | WebSocket listen ([`ws_router`]/[`ws_routes`] + [`bind`] + [`serve`]), WebSocket dial ([`dial::websocket`]), TCP ([`dial::tcp`]), Unix socket ([`dial::unix`]), child stdio ([`dial::child`]); [`redial`] keeps a dialled link up with [`Backoff`] (exponential, ±20% jitter) | `ws.rs`, `session.rs`, `dial.rs`, `listen.rs` |
-//! | framings | WebSocket messages; [`Framing::Lines`] (newline JSON), [`Framing::ContentLength`] (DAP/LSP), [`Framing::LengthPrefixed`] (u32 big-endian); each with a max frame size in bytes, checked before buffering | `framing.rs`, `stream.rs` |
+//! | framings | WebSocket messages; [`Framing::Lines`] (newline JSON), [`Framing::ContentLength`] (DAP/LSP), [`Framing::LengthPrefixed`] (u32 big-endian); each with a max frame size in bytes, checked before buffering | `bridge-link` (`crates/link`), `stream.rs` |
 //! | link | whatever the transport, a [`Connection`]: a [`LinkSender`] (one writer task, bounded queue, close after flush, first close reason wins), bounded `incoming` frames, a `closed` token | `sender.rs` |
 //! | peer | [`Peer`]: requests correlated by id ([`Correlator`]), a deadline each, every request failed at once with the close reason when the link drops ([`Peer::serve`]), liveness (WebSocket pings in the transport; [`Peer::watch`] probes elsewhere) | `peer.rs`, `correlator.rs` |
 //! | policies | [`SinglePeer`]: one peer, the newest wins (Bitburner). [`PeerRegistry`]: many by id, a held id replaced or, under [`OnDuplicate::RefuseIfLive`], kept by a holder that answers a probe (ComputerCraft) | `policy.rs` |
@@ -31,7 +31,6 @@ mod backoff;
 mod correlator;
 pub mod dial;
 mod error;
-mod framing;
 mod listen;
 mod peer;
 mod policy;
@@ -47,7 +46,10 @@ pub use backoff::Backoff;
 pub use correlator::{Correlator, MAX_ID, Pending, parse_id};
 pub use dial::{WsDial, redial};
 pub use error::LinkError;
-pub use framing::{FrameCodec, FrameError, Framing, MAX_HEADER_BYTES};
+// The framings live in the `bridge-link` crate, which programs outside MCP (the sandbox agent) use alone.
+pub use bridge_link::{
+    FrameCodec, FrameError, FrameReader, FrameWriter, Framing, MAX_HEADER_BYTES,
+};
 pub use listen::{bind, serve, serve_with, serve_with_tls};
 pub use peer::Peer;
 pub use policy::{Admission, Current, OnDuplicate, PeerRegistry, Registered, SinglePeer};

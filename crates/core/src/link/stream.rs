@@ -6,11 +6,11 @@
 //! A framing error (oversize, garbage, invalid UTF-8) ends the link with the error as its reason: after a
 //! framing error the stream cannot be resynchronised.
 
-use super::framing::{FrameCodec, Framing};
 use super::sender::{
     Connection, Deliverer, LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump,
     spawn_writer,
 };
+use bridge_link::{FrameCodec, Framing};
 use futures::{SinkExt, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
