@@ -5,8 +5,7 @@ use crate::protocol::{
     Body, ErrorKind, Hello, LANGUAGES, Limits, MAX_FRAME_BYTES, Op, Reply, Request, VERSION,
 };
 use crate::{exec, files};
-use bridge_core::link::{FrameCodec, Framing};
-use futures::{SinkExt, StreamExt};
+use bridge_link::{FrameReader, FrameWriter, Framing};
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -15,7 +14,6 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::{Mutex, mpsc};
-use tokio_util::codec::{FramedRead, FramedWrite};
 
 /// Replies queued towards the host before request tasks wait (backpressure reaches the child's pipes).
 const OUT_QUEUE: usize = 64;
@@ -122,10 +120,7 @@ where
     let reaper = tokio::spawn(reaper(Arc::clone(&agent.procs)));
     let (tx, mut rx) = mpsc::channel::<Reply>(OUT_QUEUE);
     let writer = tokio::spawn(async move {
-        let mut frames = FramedWrite::new(
-            write,
-            FrameCodec::new(Framing::LengthPrefixed, MAX_FRAME_BYTES),
-        );
+        let mut frames = FrameWriter::new(write, Framing::LengthPrefixed, MAX_FRAME_BYTES);
         while let Some(reply) = rx.recv().await {
             let text = match serde_json::to_string(&reply) {
                 Ok(t) => t,
@@ -138,13 +133,10 @@ where
                 return;
             }
         }
-        let _ = frames.get_mut().shutdown().await;
+        let _ = frames.close().await;
     });
     let out = Out(tx);
-    let mut frames = FramedRead::new(
-        read,
-        FrameCodec::new(Framing::LengthPrefixed, MAX_FRAME_BYTES),
-    );
+    let mut frames = FrameReader::new(read, Framing::LengthPrefixed, MAX_FRAME_BYTES);
     while let Some(frame) = frames.next().await {
         let text = match frame {
             Ok(t) => t,

@@ -1,5 +1,5 @@
-//! The agent's wire: one byte stream, cut into frames by the core's u32 big-endian length prefix
-//! (`bridge_core::link::Framing::LengthPrefixed`), each frame one JSON object. Requests carry an `id` chosen
+//! The agent's wire: one byte stream, cut into frames by bridge-link's u32 big-endian length prefix
+//! (`bridge_link::Framing::LengthPrefixed`), each frame one JSON object. Requests carry an `id` chosen
 //! by the host; every reply names the `id` it answers, so any number of requests run at once on one stream.
 //! Bytes (file content, stdin, output) travel as standard base64 strings, so files are binary-safe.
 //!
