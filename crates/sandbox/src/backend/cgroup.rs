@@ -5,6 +5,7 @@
 use super::Spec;
 use crate::config::Settings;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -12,9 +13,218 @@ use std::time::Duration;
 pub const VMM_PID_FILE: &str = "vmm.pid";
 const PID_FILES: [&str; 2] = ["qemu.pid", VMM_PID_FILE];
 
-/// Our parent group under every controller.
+/// Our parent group, under the bridge's own cgroup in every hierarchy.
 const GROUP: &str = "mcp-bridges-sandbox";
-const ROOT: &str = "/sys/fs/cgroup";
+/// Where older versions put `GROUP` (at the root of each v1 hierarchy): swept for a crashed run's groups.
+const LEGACY_ROOT: &str = "/sys/fs/cgroup";
+/// The controllers a sandbox's limits use.
+const CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
+/// cgroup v2: the leaf the bridge moves itself into, so its own cgroup may hand controllers down (v2 lets
+/// processes live only in leaves of a controller-enabled subtree).
+const V2_LEAF: &str = "bridge";
+
+/// One hierarchy our groups go into: a v1 controller's, or the v2 unified one (holding every controller
+/// in `controllers`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// `<mount point>/<the bridge's own cgroup>/mcp-bridges-sandbox`.
+    pub parent: PathBuf,
+    pub controllers: Vec<&'static str>,
+    pub v2: bool,
+}
+
+/// A hierarchy found in /proc/self/cgroup and /proc/self/mountinfo, before anything is created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The bridge's own cgroup directory in that hierarchy.
+    pub own: PathBuf,
+    /// The path of the own cgroup inside the hierarchy (`/` at its root).
+    pub path: String,
+    pub controllers: Vec<&'static str>,
+    pub v2: bool,
+}
+
+/// The hierarchies holding our controllers and the bridge's own cgroup in each, from the texts of
+/// `/proc/self/cgroup` and `/proc/self/mountinfo`. A v1 controller wins over v2 (a controller is in one
+/// hierarchy only; v2 lists it in `cgroup.controllers` only when no v1 hierarchy took it, which the
+/// caller checks). A cgroup path outside its mount's root (a cgroup namespace's view) is skipped.
+pub fn find(cgroup: &str, mountinfo: &str) -> Vec<Found> {
+    struct Mount<'a> {
+        root: &'a str,
+        point: &'a str,
+        v2: bool,
+        opts: &'a str,
+    }
+    let mounts: Vec<Mount> = mountinfo
+        .lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let left: Vec<&str> = left.split_whitespace().collect();
+            let mut right = right.split_whitespace();
+            let fstype = right.next()?;
+            let _source = right.next()?;
+            let opts = right.next().unwrap_or("");
+            let v2 = match fstype {
+                "cgroup" => false,
+                "cgroup2" => true,
+                _ => return None,
+            };
+            Some(Mount {
+                root: left.get(3)?,
+                point: left.get(4)?,
+                v2,
+                opts,
+            })
+        })
+        .collect();
+    let dir = |m: &Mount, path: &str| -> Option<PathBuf> {
+        let rel = if m.root == "/" {
+            path
+        } else {
+            path.strip_prefix(m.root)?
+        };
+        let rel = rel.trim_start_matches('/');
+        Some(if rel.is_empty() {
+            PathBuf::from(m.point)
+        } else {
+            Path::new(m.point).join(rel)
+        })
+    };
+    let mut out: Vec<Found> = Vec::new();
+    let mut v1_taken = Vec::new();
+    for line in cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(list), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if list.is_empty() {
+            continue;
+        }
+        for controller in CONTROLLERS {
+            if !list.split(',').any(|c| c == controller) {
+                continue;
+            }
+            let Some(m) = mounts
+                .iter()
+                .find(|m| !m.v2 && m.opts.split(',').any(|o| o == controller))
+            else {
+                continue;
+            };
+            if let Some(own) = dir(m, path) {
+                v1_taken.push(controller);
+                out.push(Found {
+                    own,
+                    path: path.to_string(),
+                    controllers: vec![controller],
+                    v2: false,
+                });
+            }
+        }
+    }
+    let v2_path = cgroup.lines().find_map(|l| l.strip_prefix("0::"));
+    if let (Some(path), Some(m)) = (v2_path, mounts.iter().find(|m| m.v2))
+        && let Some(own) = dir(m, path)
+    {
+        let rest: Vec<&'static str> = CONTROLLERS
+            .into_iter()
+            .filter(|c| !v1_taken.contains(c))
+            .collect();
+        if !rest.is_empty() {
+            out.push(Found {
+                own,
+                path: path.to_string(),
+                controllers: rest,
+                v2: true,
+            });
+        }
+    }
+    out
+}
+
+/// Where this process puts its sandboxes' groups: found once, then prepared (v2: the bridge moved into a
+/// leaf and the controllers delegated down). Hierarchies we cannot write are left out.
+pub fn places() -> &'static [Place] {
+    static PLACES: OnceLock<Vec<Place>> = OnceLock::new();
+    PLACES.get_or_init(|| {
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        find(&cgroup, &mountinfo)
+            .into_iter()
+            .filter_map(|f| match prepare(&f) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::debug!(own = %f.own.display(), controllers = ?f.controllers, error = %e,
+                        "no sandbox cgroups in this hierarchy");
+                    None
+                }
+            })
+            .collect()
+    })
+}
+
+fn prepare(f: &Found) -> std::io::Result<Place> {
+    let parent = f.own.join(GROUP);
+    if !f.v2 {
+        // Made (to learn that we may) and left for the first sandbox to make again: an empty parent is not
+        // left in the bridge's cgroup while no sandbox runs.
+        std::fs::create_dir_all(&parent)?;
+        let _ = std::fs::remove_dir(&parent);
+        return Ok(Place {
+            parent,
+            controllers: f.controllers.clone(),
+            v2: false,
+        });
+    }
+    // v2: only the controllers our own cgroup was given can go further down.
+    let available = std::fs::read_to_string(f.own.join("cgroup.controllers"))?;
+    let controllers: Vec<&'static str> = f
+        .controllers
+        .iter()
+        .copied()
+        .filter(|c| available.split_whitespace().any(|a| a == *c))
+        .collect();
+    if controllers.is_empty() {
+        return Err(std::io::Error::other(
+            "no controller delegated to our cgroup",
+        ));
+    }
+    enable(&f.own, &controllers, f.path == "/")?;
+    std::fs::create_dir_all(&parent)?;
+    enable(&parent, &controllers, true)?;
+    Ok(Place {
+        parent,
+        controllers,
+        v2: true,
+    })
+}
+
+/// Hands `controllers` down from v2 group `dir`. Unless `dir` is the root (exempt) or holds no process,
+/// this process first moves into the leaf `dir/bridge`: v2 refuses controllers below a group that holds
+/// processes. Another process still in `dir` (a service's helper) makes the kernel refuse (EBUSY).
+fn enable(dir: &Path, controllers: &[&str], exempt: bool) -> std::io::Result<()> {
+    let enabled = std::fs::read_to_string(dir.join("cgroup.subtree_control"))?;
+    let missing: Vec<&&str> = controllers
+        .iter()
+        .filter(|c| !enabled.split_whitespace().any(|e| e == **c))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !exempt
+        && !std::fs::read_to_string(dir.join("cgroup.procs"))?
+            .trim()
+            .is_empty()
+    {
+        let leaf = dir.join(V2_LEAF);
+        std::fs::create_dir_all(&leaf)?;
+        std::fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())?;
+        tracing::info!(leaf = %leaf.display(), "moved the bridge into a leaf cgroup to delegate controllers to its sandboxes");
+    }
+    for c in missing {
+        std::fs::write(dir.join("cgroup.subtree_control"), format!("+{c}"))?;
+    }
+    Ok(())
+}
 
 /// A sandbox's host-side leftovers: its cgroups and the directory it owns. Removed by `remove`, or, when a
 /// launch is abandoned half-way (a cancelled or timed-out create drops its future), by `Drop`.
@@ -53,38 +263,25 @@ impl Cgroups {
     }
 
     /// Creates this sandbox's groups with its limits (`pids`: tasks in the group, a namespace sandbox's
-    /// processes or a VMM's threads); a controller we cannot write is skipped.
+    /// processes or a VMM's threads), each under the bridge's own cgroup of its hierarchy; a hierarchy we
+    /// cannot write is skipped.
     pub async fn create(spec: Spec, pids: u64, settings: &Settings) -> Self {
         if !settings.cgroups {
             return Self::default();
         }
         let name = owned_name(&uuid::Uuid::new_v4().to_string());
-        let limits: [(&str, Vec<(&str, String)>); 3] = [
-            (
-                "memory",
-                vec![("memory.limit_in_bytes", (spec.memory_mib << 20).to_string())],
-            ),
-            ("pids", vec![("pids.max", pids.to_string())]),
-            (
-                "cpu",
-                vec![
-                    ("cpu.cfs_period_us", "100000".into()),
-                    (
-                        "cpu.cfs_quota_us",
-                        (u64::from(spec.vcpus) * 100_000).to_string(),
-                    ),
-                ],
-            ),
-        ];
+        let places = tokio::task::spawn_blocking(places).await.unwrap_or(&[]);
         let mut dirs = Vec::new();
-        for (controller, files) in limits {
-            let dir = Path::new(ROOT).join(controller).join(GROUP).join(&name);
-            if tokio::fs::create_dir_all(&dir).await.is_err() {
+        for place in places {
+            let dir = place.parent.join(&name);
+            if !make_group(&dir, place.v2).await {
                 continue;
             }
             let mut ok = true;
-            for (file, value) in files {
-                ok &= tokio::fs::write(dir.join(file), value).await.is_ok();
+            for controller in &place.controllers {
+                for (file, value) in limit_files(controller, place.v2, spec, pids) {
+                    ok &= tokio::fs::write(dir.join(file), value).await.is_ok();
+                }
             }
             if ok {
                 dirs.push(dir);
@@ -97,10 +294,28 @@ impl Cgroups {
         c
     }
 
-    /// Removes the groups (emptied by the sandbox's death; retried while the kernel finishes it).
+    /// Removes the groups (emptied by the sandbox's death; retried while the kernel finishes it), with
+    /// any group the sandbox's agent made inside them.
     pub async fn remove(&self) {
         self.removed.store(true, Ordering::SeqCst);
         remove_all(&self.dirs, self.owned.as_deref()).await;
+    }
+}
+
+/// The files and values of `controller`'s limits.
+fn limit_files(controller: &str, v2: bool, spec: Spec, pids: u64) -> Vec<(&'static str, String)> {
+    let memory = (spec.memory_mib << 20).to_string();
+    let quota = u64::from(spec.vcpus) * 100_000;
+    match (controller, v2) {
+        ("memory", false) => vec![("memory.limit_in_bytes", memory)],
+        ("memory", true) => vec![("memory.max", memory)],
+        ("pids", _) => vec![("pids.max", pids.to_string())],
+        ("cpu", false) => vec![
+            ("cpu.cfs_period_us", "100000".into()),
+            ("cpu.cfs_quota_us", quota.to_string()),
+        ],
+        ("cpu", true) => vec![("cpu.max", format!("{quota} 100000"))],
+        _ => Vec::new(),
     }
 }
 
@@ -118,13 +333,33 @@ impl Drop for Cgroups {
     }
 }
 
+/// Makes group `dir`. A v1 parent is made again if the last sandbox's removal took it meanwhile; a v2
+/// parent is only made by `prepare`, which also hands it the controllers.
+async fn make_group(dir: &Path, v2: bool) -> bool {
+    for _ in 0..3 {
+        let made = if v2 {
+            tokio::fs::create_dir(dir).await
+        } else {
+            tokio::fs::create_dir_all(dir).await
+        };
+        match made {
+            Ok(()) => return true,
+            Err(e) if v2 || e.kind() != std::io::ErrorKind::NotFound => return false,
+            Err(_) => {}
+        }
+    }
+    false
+}
+
 async fn remove_all(dirs: &[PathBuf], owned: Option<&Path>) {
     for dir in dirs {
-        for _ in 0..50 {
-            if tokio::fs::remove_dir(dir).await.is_ok() || !dir.exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        remove_tree(dir).await;
+        // An empty v1 parent goes too, so the bridge's own cgroup is left as it was found (its manager
+        // may want to remove it). A v2 parent keeps its delegated controllers for the next sandbox.
+        if let Some(parent) = dir.parent()
+            && !parent.join("cgroup.subtree_control").exists()
+        {
+            let _ = tokio::fs::remove_dir(parent).await;
         }
     }
     if let Some(dir) = owned {
@@ -132,36 +367,94 @@ async fn remove_all(dirs: &[PathBuf], owned: Option<&Path>) {
     }
 }
 
+/// Removes group `dir` and the groups inside it, deepest first, each retried while its last processes
+/// finish dying. True when `dir` is gone.
+async fn remove_tree(dir: &Path) -> bool {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut order = Vec::new();
+    while let Some(d) = stack.pop() {
+        if let Ok(mut rd) = tokio::fs::read_dir(&d).await {
+            while let Ok(Some(e)) = rd.next_entry().await {
+                if e.file_type().await.is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
+                }
+            }
+        }
+        order.push(d);
+    }
+    for d in order.iter().rev() {
+        for _ in 0..50 {
+            if tokio::fs::remove_dir(d).await.is_ok() || !d.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    !dir.exists()
+}
+
+/// SIGKILLs every process in group `dir` and the groups inside it.
+async fn kill_tree(dir: &Path) {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if let Ok(procs) = tokio::fs::read_to_string(d.join("cgroup.procs")).await {
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        if let Ok(mut rd) = tokio::fs::read_dir(&d).await {
+            while let Ok(Some(e)) = rd.next_entry().await {
+                if e.file_type().await.is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
+                }
+            }
+        }
+    }
+}
+
 /// At start: a crashed run's sandboxes are found by their cgroups (every process in them is killed, the
-/// groups removed) and its `process` and `vm` directories under the state dir are removed, a VM's VMM
-/// killed first. Returns how many groups were cleaned.
+/// groups removed) under this bridge's own cgroup, and at the root of each hierarchy where older versions
+/// put them; its `process` and `vm` directories under the state dir are removed, a VM's VMM killed first.
+/// Returns how many groups were cleaned.
 pub async fn cleanup_orphans(settings: &Settings) -> usize {
     let mut cleaned = 0;
-    for controller in ["memory", "pids", "cpu"] {
-        let parent = Path::new(ROOT).join(controller).join(GROUP);
+    let mut parents: Vec<PathBuf> = if settings.cgroups {
+        tokio::task::spawn_blocking(places)
+            .await
+            .unwrap_or(&[])
+            .iter()
+            .map(|p| p.parent.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for controller in CONTROLLERS {
+        let legacy = Path::new(LEGACY_ROOT).join(controller).join(GROUP);
+        if !parents.contains(&legacy) {
+            parents.push(legacy);
+        }
+    }
+    for parent in parents {
         let Ok(mut rd) = tokio::fs::read_dir(&parent).await else {
             continue;
         };
         while let Ok(Some(e)) = rd.next_entry().await {
             let dir = e.path();
-            if !orphaned(&e.file_name().to_string_lossy()) {
+            if !e.file_type().await.is_ok_and(|t| t.is_dir())
+                || !orphaned(&e.file_name().to_string_lossy())
+            {
                 continue;
             }
-            if let Ok(procs) = tokio::fs::read_to_string(dir.join("cgroup.procs")).await {
-                for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
+            kill_tree(&dir).await;
+            if remove_tree(&dir).await {
+                cleaned += 1;
             }
-            for _ in 0..50 {
-                if tokio::fs::remove_dir(&dir).await.is_ok() {
-                    cleaned += 1;
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+        }
+        if !parent.join("cgroup.subtree_control").exists() {
+            let _ = tokio::fs::remove_dir(&parent).await;
         }
     }
     if let Ok(mut rd) = tokio::fs::read_dir(&settings.state_dir).await {
@@ -222,4 +515,86 @@ fn orphaned(name: &str) -> bool {
     pid != std::process::id() as i32
         && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
             == Err(nix::errno::Errno::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID_MOUNTS: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn v1_controllers_are_found_under_the_bridge_s_own_group_each() {
+        let cgroup = "9:pids:/\n4:memory:/process_api/abc\n1:cpu,cpuacct:/svc\n0::/\n";
+        let found = find(cgroup, HYBRID_MOUNTS);
+        let dirs: Vec<(&str, PathBuf)> = found
+            .iter()
+            .map(|f| (f.controllers[0], f.own.clone()))
+            .collect();
+        assert_eq!(
+            dirs,
+            vec![
+                ("pids", PathBuf::from("/sys/fs/cgroup/pids")),
+                (
+                    "memory",
+                    PathBuf::from("/sys/fs/cgroup/memory/process_api/abc")
+                ),
+                ("cpu", PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/svc")),
+            ]
+        );
+        assert!(found.iter().all(|f| !f.v2), "v1 took every controller");
+    }
+
+    #[test]
+    fn pure_v2_puts_every_controller_in_the_own_unified_group() {
+        let mounts = "25 20 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
+        let found = find("0::/system.slice/bridge.service\n", mounts);
+        assert_eq!(
+            found,
+            vec![Found {
+                own: PathBuf::from("/sys/fs/cgroup/system.slice/bridge.service"),
+                path: "/system.slice/bridge.service".into(),
+                controllers: vec!["memory", "pids", "cpu"],
+                v2: true,
+            }]
+        );
+    }
+
+    #[test]
+    fn a_mount_of_a_subtree_is_followed_and_a_path_outside_it_skipped() {
+        // A container sees its own cgroup mounted as the hierarchy's root.
+        let mounts = "35 31 0:32 /docker/x /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+                      39 31 0:36 /docker/x /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n";
+        let found = find("4:memory:/docker/x/app\n8:pids:/elsewhere\n", mounts);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].own, PathBuf::from("/sys/fs/cgroup/memory/app"));
+    }
+
+    #[test]
+    fn limits_are_written_in_each_version_s_words() {
+        let spec = Spec {
+            backend: crate::backend::BackendKind::Namespace,
+            image: 0,
+            memory_mib: 256,
+            vcpus: 2,
+        };
+        assert_eq!(
+            limit_files("memory", true, spec, 9),
+            vec![("memory.max", (256u64 << 20).to_string())]
+        );
+        assert_eq!(
+            limit_files("cpu", true, spec, 9),
+            vec![("cpu.max", "200000 100000".to_string())]
+        );
+        assert_eq!(
+            limit_files("cpu", false, spec, 9)[1],
+            ("cpu.cfs_quota_us", "200000".to_string())
+        );
+    }
 }
