@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import PEERS, HttpServer, cargo_bin, error, ok
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 ERAS = ["legacy", "2026-07-28"]
 TRANSPORTS = ["stdio", "http"]
@@ -155,3 +156,26 @@ def children(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         found += [int(c) for c in (task / "children").read_text().split()]
     return found
+
+
+async def test_a_busy_http_port_does_not_stop_stdio(bins: tuple[Path, Path], tmp_path: Path) -> None:
+    """Transport `both` (the sandbox's default): with its HTTP port taken, the bridge launched over a pipe still
+    serves stdio, and its log names the port and says HTTP is not listening."""
+    import socket
+
+    bridge, agent = bins
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        log = tmp_path / "stderr.log"
+        env = {**sandbox_env(agent), "BOUVET_POOL_MIN_SIZE": "0", "MCP_HOST": "127.0.0.1", "MCP_PORT": str(port),
+               "PATH": "/usr/bin:/bin", "RUST_LOG": "info"}
+        params = StdioServerParameters(command=str(bridge), args=["sandbox"], env=env)
+        with open(log, "w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), cache=None, read_timeout_seconds=60) as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+                assert "execute_code" in names
+        text = log.read_text()
+        warn = next((line for line in text.splitlines() if "HTTP is NOT listening" in line), None)
+        assert warn is not None and "WARN" in warn and f"127.0.0.1:{port}" in warn, text

@@ -239,7 +239,19 @@ async fn run_both(
     args: &McpArgs,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let listener = bind_http(&mount, args).await?;
+    let listener = match bind_http(&mount, args).await {
+        Ok(listener) => listener,
+        // A busy or forbidden port must not take stdio down with it: a host that launched us over a pipe is
+        // served, and the log says HTTP is not listening. Only if nobody is on stdio either does it fail.
+        Err(bind) => {
+            tracing::warn!("{bind} HTTP is NOT listening; serving MCP on stdio only");
+            let over_stdio = shared(mount, &args.tool_timeouts);
+            return match run_stdio(over_stdio, args, shutdown).await? {
+                StdioEnd::NoClient => Err(bind),
+                StdioEnd::ClientLeft | StdioEnd::Shutdown => Ok(()),
+            };
+        }
+    };
     tracing::info!(server = mount.server_name(), "serving MCP on stdio too");
     let metrics = Arc::new(metrics::Metrics::new());
     let over_http = shared_counting(mount.clone(), &args.tool_timeouts, metrics.clone());
