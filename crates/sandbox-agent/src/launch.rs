@@ -431,10 +431,7 @@ fn build_root(
     enforced.insert(
         "seccomp".into(),
         if cfg.limits.seccomp {
-            json!(format!(
-                "deny-list of {} system calls",
-                crate::seccomp::denied_count()
-            ))
+            crate::seccomp::describe()
         } else {
             json!(false)
         },

@@ -354,3 +354,237 @@ pub async fn assert_sees_image(h: &Harness, name: &str, bin_dir: &str) -> String
     );
     id
 }
+
+/// The `mcp-bridges` binary, built once per test process (the attack suite starts the real bridge under a
+/// pty).
+pub fn bridges_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-q", "-p", "mcp-bridges", "--bin", "mcp-bridges"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building mcp-bridges failed");
+        agent_bin().with_file_name("mcp-bridges")
+    })
+    .clone()
+}
+
+impl Harness {
+    /// Runs Python `code` in sandbox `id` (30 s timeout) and returns the exec result.
+    pub async fn py(&self, id: &str, code: &str) -> Value {
+        self.ok(
+            "execute_code",
+            serde_json::json!({"sandbox_id": id, "language": "python", "code": code, "timeout_secs": 30}),
+        )
+        .await
+    }
+
+    /// Runs Python `code` that prints one JSON value as its last line, and returns that value.
+    pub async fn py_json(&self, id: &str, code: &str) -> Value {
+        let out = self.py(id, code).await;
+        let stdout = out["stdout"].as_str().unwrap_or_default();
+        let last = stdout.lines().last().unwrap_or_default();
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+    }
+}
+
+/// Python defining `sc(nr, *args)`: a raw system call through libc's `syscall`, answering `"ok"` or the
+/// errno's name (`"EPERM"`, `"ENOSYS"`, ...). A clone that succeeds exits at once in the child.
+pub const PY_SYSCALL: &str = r#"
+import ctypes, errno, json, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def sc(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    if r == 0 and nr == 56:
+        os._exit(0)
+    if r > 0 and nr == 56:
+        os.waitpid(r, 0)
+    return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+def sock(family, kind, proto=0):
+    try:
+        socket.socket(family, kind, proto).close()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+"#;
+
+/// The real `mcp-bridges sandbox --stdio`, started the way a user starts it from a terminal: a shell that is
+/// the session leader of a fresh pty (its controlling terminal) runs the bridge, whose stderr is that pty;
+/// MCP goes over pipes. When the bridge ends, the same shell reads commands from the terminal, as a login
+/// shell would: anything a sandbox pushed into the terminal's input queue would run on the host.
+pub struct PtyBridge {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    master: std::fs::File,
+    /// Everything the terminal printed (the bridge's log, and the echo of anything typed or injected).
+    pub screen: Arc<std::sync::Mutex<Vec<u8>>>,
+    next_id: u64,
+}
+
+/// A fresh pty pair: (master, slave).
+#[allow(unsafe_code)]
+pub fn open_pty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt returns a new fd or -1, checked; grantpt/unlockpt/ptsname_r act on that fd and
+    // write only into `name`, whose length is passed.
+    unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(m >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        let master = std::os::fd::OwnedFd::from_raw_fd(m);
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(m, name.as_mut_ptr(), name.len()), 0);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr()).to_owned();
+        let s = libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        assert!(
+            s >= 0,
+            "open the pty slave: {}",
+            std::io::Error::last_os_error()
+        );
+        (master, std::os::fd::OwnedFd::from_raw_fd(s))
+    }
+}
+
+impl PtyBridge {
+    pub fn start() -> Self {
+        use std::io::{BufRead, Read};
+        use std::os::unix::process::CommandExt;
+        let (master, slave) = open_pty();
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(r#""$@"; exec sh -s <&2"#)
+            .arg("sh")
+            .arg(bridges_bin())
+            .args(["sandbox", "--stdio", "--sandbox-pool-min-size", "0"])
+            .arg("--sandbox-agent-bin")
+            .arg(agent_bin())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::from(slave));
+        // SAFETY: between fork and exec the closure calls only setsid(2) and ioctl(2), async-signal-safe,
+        // allocating nothing: the shell becomes a session leader and takes its stderr (the pty) as its
+        // controlling terminal, as a login shell has.
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(2, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("the bridge starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let master = std::fs::File::from(master);
+        let screen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut reader = master.try_clone().unwrap();
+        let kept = Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO once every slave fd is closed: the end of the terminal.
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                kept.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let mut b = Self {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            master,
+            screen,
+            next_id: 1,
+        };
+        b.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-03-26", "capabilities": {},
+                "clientInfo": {"name": "attack-suite", "version": "0"}}),
+        );
+        b.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        b
+    }
+
+    fn send(&mut self, msg: &Value) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// A JSON-RPC request; returns its `result` (notifications in between are skipped).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|e| {
+                    panic!("no answer to {method}: {e}; screen: {}", self.screen_text())
+                });
+            let msg: Value = serde_json::from_str(&line).unwrap();
+            if msg["id"] == id {
+                assert!(msg["error"].is_null(), "{method}: {msg}");
+                return msg["result"].clone();
+            }
+        }
+    }
+
+    /// A tool call's structured result.
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        let r = self.request(
+            "tools/call",
+            serde_json::json!({"name": tool, "arguments": args}),
+        );
+        assert_ne!(r["isError"], true, "{tool}: {r}");
+        r["structuredContent"].clone()
+    }
+
+    pub fn screen_text(&self) -> String {
+        String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+    }
+
+    /// Ends the bridge (stdin closed), then lets the shell read what is queued on the terminal and end at
+    /// the end-of-file typed after it. Returns the shell's exit status.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        use std::io::Write;
+        drop(self.stdin.take());
+        // Typed after anything already queued: the shell reads the queue, then this end-of-file.
+        std::thread::sleep(Duration::from_millis(500));
+        self.master.write_all(b"\n\x04").unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for PtyBridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
