@@ -70,6 +70,14 @@ pub struct SandboxArgs {
     /// vCPUs of a sandbox when create_sandbox names none.
     #[arg(long = "sandbox-vcpus", env = "SANDBOX_VCPUS", default_value = "1", value_parser = config::ranged("SANDBOX_VCPUS", 1u32, 64))]
     pub sandbox_vcpus: u32,
+    /// The most memory a create_sandbox may ask for (MiB; default: half the host's memory). Never above the
+    /// host's memory.
+    #[arg(long = "sandbox-max-memory-mib", env = "SANDBOX_MAX_MEMORY_MIB", value_parser = config::ranged("SANDBOX_MAX_MEMORY_MIB", 32u64, 1 << 30))]
+    pub sandbox_max_memory_mib: Option<u64>,
+    /// The most vCPUs a create_sandbox may ask for (default: the CPUs this process may run on). Never above
+    /// those.
+    #[arg(long = "sandbox-max-vcpus", env = "SANDBOX_MAX_VCPUS", value_parser = config::ranged("SANDBOX_MAX_VCPUS", 1u32, 4096))]
+    pub sandbox_max_vcpus: Option<u32>,
     /// Size of the writable /workspace tmpfs (MiB).
     #[arg(long = "sandbox-workspace-mib", env = "SANDBOX_WORKSPACE_MIB", default_value = "256", value_parser = config::ranged("SANDBOX_WORKSPACE_MIB", 1u64, 65_536))]
     pub sandbox_workspace_mib: u64,
@@ -235,6 +243,8 @@ pub struct Settings {
     pub max_lifetime: Duration,
     pub memory_mib: u64,
     pub vcpus: u32,
+    /// What a create may ask for at most, and the host figures they were checked against.
+    pub max: Maxima,
     pub workspace_mib: u64,
     pub tmp_mib: u64,
     pub max_processes: u64,
@@ -249,6 +259,98 @@ pub struct Settings {
     pub images: Vec<Image>,
     pub default_image: u16,
     pub microvm: MicrovmSettings,
+}
+
+/// The largest memory and vCPU count a sandbox may have, and where each limit comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Maxima {
+    pub memory_mib: u64,
+    pub vcpus: u32,
+    /// MemTotal of /proc/meminfo.
+    pub host_memory_mib: u64,
+    /// The CPUs this process may run on (affinity and cgroup quota).
+    pub host_cpus: u32,
+    /// True when SANDBOX_MAX_MEMORY_MIB / SANDBOX_MAX_VCPUS set them (else the defaults).
+    pub memory_configured: bool,
+    pub vcpus_configured: bool,
+}
+
+impl Maxima {
+    /// From the configured values (if any) and the host: memory defaults to half the host's, vCPUs to all
+    /// available; a configured value above the host is an error naming both.
+    pub fn resolve(
+        memory: Option<u64>,
+        vcpus: Option<u32>,
+        host_memory_mib: u64,
+        host_cpus: u32,
+    ) -> Result<Self, ConfigError> {
+        if let Some(m) = memory
+            && m > host_memory_mib
+        {
+            return Err(ConfigError::Limit(format!(
+                "SANDBOX_MAX_MEMORY_MIB is {m}; this host has {host_memory_mib} MiB of memory"
+            )));
+        }
+        if let Some(v) = vcpus
+            && v > host_cpus
+        {
+            return Err(ConfigError::Limit(format!(
+                "SANDBOX_MAX_VCPUS is {v}; this process may run on {host_cpus} CPUs"
+            )));
+        }
+        Ok(Self {
+            memory_mib: memory.unwrap_or((host_memory_mib / 2).max(32)),
+            vcpus: vcpus.unwrap_or(host_cpus).max(1),
+            host_memory_mib,
+            host_cpus,
+            memory_configured: memory.is_some(),
+            vcpus_configured: vcpus.is_some(),
+        })
+    }
+
+    /// Where the memory limit comes from, for messages.
+    pub fn memory_source(&self) -> String {
+        if self.memory_configured {
+            "SANDBOX_MAX_MEMORY_MIB".into()
+        } else {
+            format!(
+                "half of the host's {} MiB; SANDBOX_MAX_MEMORY_MIB sets it",
+                self.host_memory_mib
+            )
+        }
+    }
+
+    pub fn vcpus_source(&self) -> String {
+        if self.vcpus_configured {
+            "SANDBOX_MAX_VCPUS".into()
+        } else {
+            format!(
+                "the {} CPUs this host lets the bridge use; SANDBOX_MAX_VCPUS lowers it",
+                self.host_cpus
+            )
+        }
+    }
+}
+
+/// MemTotal in MiB (`None` when /proc/meminfo cannot be read).
+pub fn host_memory_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024)
+}
+
+/// The CPUs this process may run on.
+pub fn host_cpus() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        .unwrap_or(1)
 }
 
 #[derive(Debug, Clone)]
@@ -281,9 +383,42 @@ pub enum ConfigError {
     StateDir(PathBuf, String),
     #[error("--sandbox-image {0}: {1}")]
     Image(String, String),
+    #[error("{0}")]
+    Limit(String),
 }
 
 impl SandboxArgs {
+    /// A sandbox created with the defaults must fit the maxima; its tmpfs mounts (the workspace, /tmp and
+    /// /dev/shm, all in RAM) must fit the largest memory a sandbox may have.
+    fn check_defaults(&self, max: &Maxima) -> Result<(), ConfigError> {
+        if self.sandbox_memory_mib > max.memory_mib {
+            return Err(ConfigError::Limit(format!(
+                "SANDBOX_MEMORY_MIB is {}; a sandbox may have at most {} MiB ({})",
+                self.sandbox_memory_mib,
+                max.memory_mib,
+                max.memory_source()
+            )));
+        }
+        if self.sandbox_vcpus > max.vcpus {
+            return Err(ConfigError::Limit(format!(
+                "SANDBOX_VCPUS is {}; a sandbox may have at most {} ({})",
+                self.sandbox_vcpus,
+                max.vcpus,
+                max.vcpus_source()
+            )));
+        }
+        let in_ram = self.sandbox_workspace_mib + 2 * self.sandbox_tmp_mib;
+        if in_ram > max.memory_mib {
+            return Err(ConfigError::Limit(format!(
+                "SANDBOX_WORKSPACE_MIB + 2 x SANDBOX_TMP_MIB (/tmp and /dev/shm) is {in_ram} MiB of tmpfs \
+                 in RAM; a sandbox may have at most {} MiB of memory ({})",
+                max.memory_mib,
+                max.memory_source()
+            )));
+        }
+        Ok(())
+    }
+
     pub fn settings(&self) -> Result<Settings, ConfigError> {
         if self.sandbox_backend == BackendChoice::Process && !self.sandbox_unsafe_no_isolation {
             return Err(ConfigError::ProcessNeedsUnsafe);
@@ -338,6 +473,13 @@ impl SandboxArgs {
                     ),
                 )
             })?;
+        let max = Maxima::resolve(
+            self.sandbox_max_memory_mib,
+            self.sandbox_max_vcpus,
+            host_memory_mib().unwrap_or(u64::MAX >> 20),
+            host_cpus(),
+        )?;
+        self.check_defaults(&max)?;
         let boot_timeout =
             self.sandbox_microvm_boot_timeout_secs
                 .unwrap_or(match self.sandbox_microvm_accel {
@@ -357,6 +499,7 @@ impl SandboxArgs {
             max_lifetime: Duration::from_secs(self.sandbox_max_lifetime_secs),
             memory_mib: self.sandbox_memory_mib,
             vcpus: self.sandbox_vcpus,
+            max,
             workspace_mib: self.sandbox_workspace_mib,
             tmp_mib: self.sandbox_tmp_mib,
             max_processes: self.sandbox_max_processes,

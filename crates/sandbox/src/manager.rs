@@ -164,12 +164,58 @@ impl Manager {
                     )
                 })?,
         };
+        let max = &self.settings.max;
+        if let Some(m) = memory_mib
+            && m > max.memory_mib
+        {
+            return Err(ToolError::invalid_argument(
+                "memory_mib",
+                format!(
+                    "`memory_mib` is {m}; a sandbox may have at most {} MiB ({})",
+                    max.memory_mib,
+                    max.memory_source()
+                ),
+            )
+            .with_details(json!({"limit": max.memory_mib})));
+        }
+        if let Some(v) = vcpus
+            && v > max.vcpus
+        {
+            return Err(ToolError::invalid_argument(
+                "vcpu_count",
+                format!(
+                    "`vcpu_count` is {v}; a sandbox may have at most {} ({})",
+                    max.vcpus,
+                    max.vcpus_source()
+                ),
+            )
+            .with_details(json!({"limit": max.vcpus})));
+        }
         Ok(Spec {
             backend: self.settings.backend,
             image,
             memory_mib: memory_mib.unwrap_or(self.settings.memory_mib),
             vcpus: vcpus.unwrap_or(self.settings.vcpus),
         })
+    }
+
+    /// Where a sandbox's /workspace lives and what its size counts against.
+    pub fn workspace(&self, backend: BackendKind) -> Value {
+        let mib = self.settings.workspace_mib;
+        match backend {
+            BackendKind::Namespace => {
+                json!({"where": "tmpfs in RAM", "mib": mib, "counts_against": "memory"})
+            }
+            BackendKind::Microvm => {
+                json!({"where": "tmpfs in the guest's RAM", "mib": mib, "counts_against": "memory"})
+            }
+            BackendKind::Process => json!({
+                "where": "a directory on the host's disk",
+                "path": self.settings.state_dir.display().to_string(),
+                "mib": null,
+                "counts_against": "the host's disk (no quota)"
+            }),
+        }
     }
 
     pub async fn create(&self, spec: Spec) -> Result<Arc<Sandbox>, ToolError> {

@@ -115,6 +115,190 @@ async fn a_crashed_run_s_groups_under_the_bridge_s_cgroup_are_removed_at_start()
     let nested = orphan.join("p7");
     std::fs::create_dir_all(&nested).unwrap();
     let h = start(&[]).await;
+    // Tests run in parallel in the same cgroup: the sweep that took it may be another test's start.
     assert!(!orphan.exists(), "{} left behind", orphan.display());
-    assert!(h.manager.orphans_cleaned >= 1);
+    drop(h);
+}
+
+/// Half of MemTotal in MiB: the default SANDBOX_MAX_MEMORY_MIB.
+fn half_the_host_s_memory() -> u64 {
+    host_memory() / 2
+}
+
+/// MemTotal in MiB.
+fn host_memory() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap();
+    kib / 1024
+}
+
+fn cpus() -> u32 {
+    std::thread::available_parallelism().unwrap().get() as u32
+}
+
+/// The sandbox groups of this process under its own cgroups.
+fn our_groups() -> Vec<PathBuf> {
+    let own = own_cgroups("self");
+    let prefix = format!("{}-", std::process::id());
+    let mut found = Vec::new();
+    for controller in ["memory", "pids", "cpu"] {
+        let Some(mount) = mount_of(controller) else {
+            continue;
+        };
+        let parent = mount
+            .join(own[controller].trim_start_matches('/'))
+            .join("mcp-bridges-sandbox");
+        if let Ok(rd) = std::fs::read_dir(parent) {
+            found.extend(
+                rd.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A refused create: E_INVALID_ARGUMENT naming `field` and `limit`, and nothing made.
+async fn assert_refused(h: &support::Harness, args: serde_json::Value, field: &str, limit: u64) {
+    let before = our_groups();
+    let r = h.call("create_sandbox", args.clone()).await;
+    let e = support::error_of(&r);
+    assert_eq!(e["code"], "E_INVALID_ARGUMENT", "{args}: {e}");
+    let text = e["message"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("`{field}`")) && text.contains(&format!("at most {limit}")),
+        "{args}: the message names the field and the limit: {text}"
+    );
+    assert_eq!(e["details"]["field"], field, "{e}");
+    assert_eq!(e["details"]["limit"], limit, "{e}");
+    assert!(h.manager.is_empty(), "{args}: a sandbox was made");
+    // (A spec once created is kept warm by the pool: its groups were there before.)
+    assert_eq!(our_groups(), before, "{args}: groups were made");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_beyond_half_the_host_is_refused_by_default() {
+    let limit = half_the_host_s_memory();
+    assert!(limit < 65_536, "this test wants a host under 128 GiB");
+    let h = start(&[]).await;
+    assert_refused(&h, json!({"memory_mib": 65_536}), "memory_mib", limit).await;
+    assert_refused(&h, json!({"memory_mib": limit + 1}), "memory_mib", limit).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_memory_maximum_is_refused_above_and_given_at() {
+    let h = start(&["--sandbox-max-memory-mib", "1024"]).await;
+    assert_refused(&h, json!({"memory_mib": 1025}), "memory_mib", 1024).await;
+    let out = h.ok("create_sandbox", json!({"memory_mib": 1024})).await;
+    let id = out["sandbox_id"].as_str().unwrap();
+    let memory = enforced_cgroups(&h, id)
+        .into_iter()
+        .find(|d| d.join("memory.limit_in_bytes").exists())
+        .expect("a memory group");
+    let bytes = std::fs::read_to_string(memory.join("memory.limit_in_bytes")).unwrap();
+    assert_eq!(bytes.trim(), (1024u64 << 20).to_string());
+    let r = h
+        .sh(id, "head -c 700000000 /dev/zero | tail -c 1 | wc -c")
+        .await;
+    assert_eq!(
+        r["stdout"], "1\n",
+        "700 MB passes through a 1 GiB sandbox: {r}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcpus_beyond_the_host_or_the_maximum_are_refused_and_the_maximum_given() {
+    let n = cpus();
+    let h = start(&[]).await;
+    assert_refused(&h, json!({"vcpu_count": n + 1}), "vcpu_count", u64::from(n)).await;
+    let out = h.ok("create_sandbox", json!({"vcpu_count": n})).await;
+    let id = out["sandbox_id"].as_str().unwrap();
+    let cpu = enforced_cgroups(&h, id)
+        .into_iter()
+        .find(|d| d.join("cpu.cfs_quota_us").exists())
+        .expect("a cpu group");
+    let quota = std::fs::read_to_string(cpu.join("cpu.cfs_quota_us")).unwrap();
+    assert_eq!(quota.trim(), (u64::from(n) * 100_000).to_string());
+    h.ok("destroy_sandbox", json!({"sandbox_id": id})).await;
+
+    let h = start(&["--sandbox-max-vcpus", "1"]).await;
+    if n >= 2 {
+        assert_refused(&h, json!({"vcpu_count": 2}), "vcpu_count", 1).await;
+    }
+    h.ok("create_sandbox", json!({"vcpu_count": 1})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_beyond_the_host_or_the_maxima_stop_the_bridge_naming_them() {
+    let host = host_memory();
+    for (flags, says) in [
+        (
+            vec![
+                "--sandbox-max-memory-mib".to_string(),
+                (host + 1).to_string(),
+            ],
+            format!(
+                "SANDBOX_MAX_MEMORY_MIB is {}; this host has {host} MiB",
+                host + 1
+            ),
+        ),
+        (
+            vec!["--sandbox-max-vcpus".to_string(), (cpus() + 1).to_string()],
+            format!(
+                "SANDBOX_MAX_VCPUS is {}; this process may run on {}",
+                cpus() + 1,
+                cpus()
+            ),
+        ),
+        (
+            vec![
+                "--sandbox-max-memory-mib".into(),
+                "256".into(),
+                "--sandbox-memory-mib".into(),
+                "512".into(),
+            ],
+            "SANDBOX_MEMORY_MIB is 512; a sandbox may have at most 256 MiB".to_string(),
+        ),
+        (
+            vec![
+                "--sandbox-max-memory-mib".into(),
+                "300".into(),
+                "--sandbox-memory-mib".into(),
+                "128".into(),
+                "--sandbox-workspace-mib".into(),
+                "256".into(),
+            ],
+            "is 384 MiB of tmpfs in RAM; a sandbox may have at most 300 MiB".to_string(),
+        ),
+    ] {
+        let env = bridge_core::BridgeEnv::new();
+        let args = support::args(&support::refs(&flags));
+        let e = match bridge_sandbox::start(args, &env).await {
+            Ok(_) => panic!("{flags:?} started"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(&says), "{flags:?}: {e}");
+    }
+}
+
+/// Where the sandbox's /workspace is, as create_sandbox says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_sandbox_says_where_the_workspace_lives() {
+    let h = start(&["--sandbox-workspace-mib", "128"]).await;
+    let out = h.ok("create_sandbox", json!({})).await;
+    assert_eq!(
+        out["workspace"],
+        json!({"where": "tmpfs in RAM", "mib": 128, "counts_against": "memory"}),
+        "{out}"
+    );
 }

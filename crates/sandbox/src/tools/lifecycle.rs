@@ -46,6 +46,9 @@ pub struct Created {
     /// True when the sandbox came warm from the pool.
     pub from_pool: bool,
     pub expires_at: String,
+    /// Where /workspace lives (`where`), its size (`mib`) and what it counts against (RAM counts against
+    /// the sandbox's memory).
+    pub workspace: Value,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -104,6 +107,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
                 backend: format!("{:?}", spec.backend).to_lowercase(),
                 from_pool: s.pooled,
                 expires_at: rfc3339(s.expires_at(&m.settings)),
+                workspace: m.workspace(spec.backend),
             })
         }),
     );
