@@ -1,5 +1,6 @@
 //! Landlock for sandboxed programs: what a program may read, write and connect to, enforced by the kernel
-//! whatever the mounts allow (procfs, a tmpfs `/dev`, anything a later mount adds).
+//! whatever the mounts allow (procfs, a tmpfs `/dev`, anything a later mount adds); and [`detach`], which
+//! leaves a program no terminal and no descriptor it was not meant to have.
 //!
 //! The ruleset is built in the agent before the fork (building opens paths and allocates) and only
 //! `landlock_restrict_self` runs between fork and exec. The rules describe the namespace sandbox's layout
@@ -40,7 +41,8 @@ const WRITE: &[&str] = &[
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
+    // The sandbox's own devpts instance (a program's own ptys; /dev/ptmx links into it).
+    "/dev/pts",
 ];
 
 /// Builds the ruleset one program gets: every filesystem right and TCP bind/connect are handled (so denied
@@ -86,6 +88,32 @@ pub fn restrict(ruleset: RulesetCreated) -> std::io::Result<()> {
         // The crate's error holds the errno it saw; reading it again allocates nothing.
         Err(_) => Err(std::io::Error::last_os_error()),
     }
+}
+
+/// Between fork and exec: a new session (so no controlling terminal: even a terminal fd that reached the
+/// program cannot become its terminal, and /dev/tty names nothing), and every descriptor above stderr
+/// marked close-on-exec (only stdin, stdout and stderr cross the exec; the fork machinery's own
+/// close-on-exec pipe keeps working). Async-signal-safe: two system calls, no allocation.
+pub fn detach() -> std::io::Result<()> {
+    // SAFETY: setsid(2) and close_range(2) take no pointers; close_range with CLOSE_RANGE_CLOEXEC only
+    // sets flags on descriptors of this (forked, about-to-exec) process.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        if libc::setsid() < 0 {
+            -1
+        } else {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        }
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// What a program really gets, for `enforced`: restricts a short-lived thread of the agent (Landlock and

@@ -350,7 +350,9 @@ fn build_root(
     )?;
     let dev = new.join("dev");
     tmpfs(&dev, "size=64k,mode=755")?;
-    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+    // No `tty`: a sandboxed program has no controlling terminal, and /dev/tty would name the bridge's when
+    // one leaked in. A program that wants a terminal opens its own pty from the private devpts below.
+    for node in ["null", "zero", "full", "random", "urandom"] {
         let target = dev.join(node);
         step("create a device file", fs::write(&target, b""))?;
         mnt(
@@ -369,6 +371,19 @@ fn build_root(
     ] {
         step("symlink in /dev", symlink(to, dev.join(name)))?;
     }
+    // A devpts instance of this sandbox alone (`newinstance`): its ptys are numbered from 0 and no host
+    // terminal is reachable through it. ptmxmode lets uid 1000 open the multiplexer; mode is the usual
+    // owner read/write, group write of a terminal.
+    let pts = dev.join("pts");
+    mkdir(&pts)?;
+    mnt(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )?;
+    step("symlink /dev/ptmx", symlink("pts/ptmx", dev.join("ptmx")))?;
     mkdir(&dev.join("shm"))?;
     tmpfs(
         &dev.join("shm"),

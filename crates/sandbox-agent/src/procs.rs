@@ -127,7 +127,6 @@ impl Procs {
         max_output: usize,
         background: bool,
     ) -> Result<(Arc<Proc>, Child), SpawnError> {
-        command.process_group(0);
         let limits = limits.clone();
         let filter = limits.seccomp.then(crate::seccomp::program);
         let mut fence = match limits.landlock {
@@ -137,12 +136,14 @@ impl Procs {
             })?),
             false => None,
         };
-        // SAFETY: the closure runs between fork and exec in the child; it only calls setrlimit, prctl and
-        // landlock_restrict_self, which are async-signal-safe system calls, allocates nothing (the filter
-        // and the ruleset were built before the fork) and touches no lock.
+        // SAFETY: the closure runs between fork and exec in the child; it only calls setsid, close_range,
+        // setrlimit, prctl, seccomp and landlock_restrict_self, which are async-signal-safe system calls,
+        // allocates nothing (the filter and the ruleset were built before the fork) and touches no lock.
         #[allow(unsafe_code)]
         unsafe {
             command.pre_exec(move || {
+                // Its own session (and so its own process group, which signals address).
+                crate::confine::detach()?;
                 apply_limits(&limits)?;
                 // Before seccomp, whose deny-list may include the Landlock system calls.
                 if let Some(ruleset) = fence.take() {

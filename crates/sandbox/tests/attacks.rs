@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Harness, PY_SYSCALL, start};
+use support::{Harness, PY_SYSCALL, PtyBridge, start};
 
 async fn sandbox() -> (Harness, String) {
     let h = start(&[]).await;
@@ -18,6 +18,118 @@ async fn probe(expr: &str) -> Value {
     let (h, id) = sandbox().await;
     h.py_json(&id, &format!("{PY_SYSCALL}\nprint(json.dumps({expr}))"))
         .await
+}
+
+/// The attack that reached root on the host: a sandboxed program pushing a command into the terminal of the
+/// shell that started the bridge (TIOCSTI), through `/dev/tty` or any descriptor it holds. Here the real
+/// binary runs under a real pty that is its shell's controlling terminal; the shell reads that terminal
+/// after the bridge ends.
+#[test]
+fn terminal_injection_under_a_real_pty_reaches_nothing() {
+    let canary = std::env::temp_dir().join(format!("attack-canary-{}", std::process::id()));
+    std::fs::write(&canary, "untouched\n").unwrap();
+    let mut bridge = PtyBridge::start();
+    let created = bridge.call("create_sandbox", json!({}));
+    let id = created["sandbox_id"].as_str().unwrap().to_string();
+    // The marker is assembled inside, so the bridge's log of this call cannot contain it.
+    let code = format!(
+        r#"
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+payload = ("echo " + "PW" + "NED >> {canary}\n").encode()
+def err(r):
+    return "ok" if r == 0 else errno.errorcode[ctypes.get_errno()]
+def sti(fd):
+    outcomes = set()
+    for b in payload:
+        o = err(libc.ioctl(fd, TIOCSTI, ctypes.byref(ctypes.c_char(b))))
+        outcomes.add(o)
+        if o != "ok":
+            break
+    return outcomes
+res = {{}}
+try:
+    tty = os.open("/dev/tty", os.O_RDWR)
+    res["open_dev_tty"] = "ok"
+except OSError as e:
+    tty = None
+    res["open_dev_tty"] = errno.errorcode[e.errno]
+fds = list(range(256)) + ([tty] if tty is not None else [])
+res["tiocsti"] = sorted(set().union(*[sti(fd) for fd in fds]))
+res["tioclinux"] = sorted({{err(libc.ioctl(fd, TIOCLINUX, ctypes.byref(ctypes.c_char(3)))) for fd in fds}})
+stat = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+res["session_leader"] = int(stat[3]) == os.getpid()
+res["tty_nr"] = int(stat[4])
+print(json.dumps(res))
+"#,
+        canary = canary.display()
+    );
+    let out = bridge.call(
+        "execute_code",
+        json!({"sandbox_id": id, "language": "python", "code": code, "timeout_secs": 60}),
+    );
+    let stdout = out["stdout"].as_str().unwrap();
+    let res: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    let screen_during = bridge.screen_text();
+    let status = bridge.finish();
+    let canary_after = std::fs::read_to_string(&canary).unwrap();
+    let _ = std::fs::remove_file(&canary);
+    assert_eq!(
+        canary_after, "untouched\n",
+        "the shell ran an injected command: {res}"
+    );
+    assert!(
+        !screen_during.contains("PWNED"),
+        "injected bytes reached the terminal: {res}"
+    );
+    assert_eq!(res["open_dev_tty"], "ENOENT", "{res}");
+    assert_eq!(res["tiocsti"], json!(["EPERM"]), "{res}");
+    assert_eq!(res["tioclinux"], json!(["EPERM"]), "{res}");
+    assert_eq!(res["session_leader"], true, "{res}");
+    assert_eq!(res["tty_nr"], 0, "no controlling terminal: {res}");
+    assert!(status.success(), "the shell ended cleanly: {status:?}");
+}
+
+/// A program that wants a terminal gets its own pty from a devpts instance of the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_gets_its_own_pty_and_cannot_inject_into_it() {
+    let (h, id) = sandbox().await;
+    let res = h
+        .py_json(
+            &id,
+            r#"
+import ctypes, errno, json, os, pty
+libc = ctypes.CDLL(None, use_errno=True)
+m, s = pty.openpty()
+os.write(s, b"hello\n")
+r = libc.ioctl(s, 0x5412, ctypes.byref(ctypes.c_char(b"x")))
+print(json.dumps({"tty": os.ttyname(s), "read": os.read(m, 100).decode(),
+    "tiocsti": "ok" if r == 0 else errno.errorcode[ctypes.get_errno()],
+    "ptmx": os.readlink("/dev/ptmx")}))
+"#,
+        )
+        .await;
+    assert_eq!(res["tty"], "/dev/pts/0", "{res}");
+    assert_eq!(res["read"], "hello\r\n", "{res}");
+    assert_eq!(res["tiocsti"], "EPERM", "{res}");
+    assert_eq!(res["ptmx"], "pts/ptmx", "{res}");
+}
+
+/// Only stdin, stdout and stderr reach a program: nothing of the agent's (its stream, the bridge's
+/// stderr, rulesets) is inherited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_holds_only_its_three_descriptors() {
+    let (h, id) = sandbox().await;
+    let res = h
+        .py_json(
+            &id,
+            "import json, os\nprint(json.dumps(sorted(int(f) for f in os.listdir('/proc/self/fd'))))",
+        )
+        .await;
+    // The fourth is listdir's own handle on /proc/self/fd.
+    assert_eq!(res, json!([0, 1, 2, 3]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

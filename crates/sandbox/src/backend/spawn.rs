@@ -75,6 +75,19 @@ pub fn start_vmm(mut command: Command, bin: &Path) -> Result<Launched, LaunchErr
 }
 
 fn spawn(mut command: Command, bin: &Path) -> Result<Child, LaunchError> {
+    // The sandbox (and a VMM) starts in a session of its own, so it has no controlling terminal: a bridge
+    // started from a terminal never hands that terminal to anything inside (TIOCSTI on it pushed commands
+    // into the user's shell). Its stdin and stdout are pipes (set by the callers) and stderr is a pipe.
+    // SAFETY: the closure runs in the child between fork and exec and only calls setsid(2), which is
+    // async-signal-safe; its error is a raw OS code (no allocation).
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
     command
         .stderr(Stdio::piped())
         .kill_on_drop(true)
