@@ -1,19 +1,24 @@
-//! Landlock for sandboxed programs: what a program may read, write and connect to, enforced by the kernel
-//! whatever the mounts allow (procfs, a tmpfs `/dev`, anything a later mount adds); and [`detach`], which
-//! leaves a program no terminal and no descriptor it was not meant to have.
+//! Landlock for sandboxed programs: what a program may read and write, enforced by the kernel whatever
+//! the mounts allow (procfs, a tmpfs `/dev`, anything a later mount adds); and [`detach`], which leaves a
+//! program no terminal and no descriptor it was not meant to have.
+//!
+//! TCP is not restricted here: the sandbox has its own network namespace holding only `lo`, so the only
+//! peers a program can reach are in the same sandbox (the host's loopback is another namespace's and
+//! unreachable, `attacks.rs` checks it). Landlock's TCP rules match ports, not namespaces, so denying bind
+//! and connect only broke a server and its client inside one sandbox.
 //!
 //! The ruleset is built in the agent before the fork (building opens paths and allocates) and only
 //! `landlock_restrict_self` runs between fork and exec. The rules describe the namespace sandbox's layout
 //! (`launch.rs`); a path missing from it is skipped.
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
-    PathBeneath, PathFd, RestrictionStatus, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetError, RulesetStatus,
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd,
+    RestrictionStatus, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError,
+    RulesetStatus,
 };
 use serde_json::{Value, json};
 
-/// The newest ABI whose rights these rules use: V5 handles device ioctls; V4 brought TCP bind/connect.
+/// The newest ABI whose rights these rules use: V5 handles device ioctls.
 /// Older kernels enforce what they can (best effort) and the status says so.
 const TARGET: ABI = ABI::V5;
 
@@ -45,14 +50,13 @@ const WRITE: &[&str] = &[
     "/dev/pts",
 ];
 
-/// Builds the ruleset one program gets: every filesystem right and TCP bind/connect are handled (so denied
-/// unless a rule grants them); `/` may only be listed, so `ls /` works without reading anything new.
+/// Builds the ruleset one program gets: every filesystem right is handled (so denied unless a rule grants
+/// it); `/` may only be listed, so `ls /` works without reading anything new.
 pub fn ruleset() -> Result<RulesetCreated, RulesetError> {
     let all = AccessFs::from_all(TARGET);
     let mut created = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
-        .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?
         .create()?;
     created = allow(created, "/", AccessFs::ReadDir.into())?;
     for path in READ {

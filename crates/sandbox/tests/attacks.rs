@@ -288,3 +288,44 @@ async fn the_filter_is_reported_with_its_version_and_what_it_refuses() {
     );
     assert_eq!(&h.manager.isolation()["seccomp"], seccomp);
 }
+
+/// Loopback inside a sandbox is its own: a server and a client in it talk, the host's stays unreachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_inside_works_and_the_hosts_stays_unreachable() {
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    host.set_nonblocking(true).unwrap();
+    let (h, id) = sandbox().await;
+    let res = h
+        .py_json(
+            &id,
+            &format!(
+                r#"
+import errno, json, socket, threading, http.server, urllib.request
+srv = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+with open("hello.txt", "w") as f:
+    f.write("hi from inside")
+body = urllib.request.urlopen("http://127.0.0.1:%d/hello.txt" % srv.server_address[1], timeout=10).read().decode()
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(("127.0.0.1", {port}))
+    host = "CONNECTED"
+except OSError as e:
+    host = errno.errorcode.get(e.errno, str(e))
+print(json.dumps({{"body": body, "host": host}}))
+"#
+            ),
+        )
+        .await;
+    assert_eq!(res["body"], "hi from inside", "{res}");
+    assert!(
+        res["host"] == "ECONNREFUSED" || res["host"] == "ENETUNREACH",
+        "{res}"
+    );
+    assert!(
+        host.accept().is_err(),
+        "the host listener accepted a connection"
+    );
+}
