@@ -54,6 +54,9 @@ async fn start(
         .env("HOME", &agent.config.workspace)
         .env("LANG", "C.UTF-8")
         .env("TMPDIR", "/tmp")
+        // Python's output then streams as it is printed instead of arriving when a pipe's buffer fills or
+        // the program ends; a caller's own value (even empty) replaces it.
+        .env("PYTHONUNBUFFERED", "1")
         .envs(&spec.env)
         .current_dir(
             spec.cwd

@@ -329,3 +329,44 @@ print(json.dumps({{"body": body, "host": host}}))
         "the host listener accepted a connection"
     );
 }
+
+/// Python's output reaches the bridge while the program runs, not at its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_output_streams_before_the_program_ends() {
+    let mut h = start(&[]).await;
+    let id = h.create().await;
+    // It prints, then waits for a file only the test creates after seeing that output; a program whose
+    // output is held back until it ends is killed by its timeout with nothing seen.
+    let code = "import os, time\nprint('a')\nwhile not os.path.exists('/workspace/go'):\n    time.sleep(0.05)\nprint('b')\n";
+    let client = h.client.clone();
+    let args = json!({"sandbox_id": id, "language": "python", "code": code, "timeout_secs": 20});
+    let mut call =
+        tokio::spawn(async move { mcp_testkit::call(&client, "execute_code", args).await });
+    tokio::select! {
+        p = h.client.progress.recv() => assert!(p.is_some()),
+        r = &mut call => panic!("the program ended before any output arrived: {r:?}"),
+    }
+    h.ok(
+        "write_file",
+        json!({"sandbox_id": id, "path": "/workspace/go", "content": ""}),
+    )
+    .await;
+    let out = mcp_testkit::ok_of(&call.await.unwrap());
+    assert_eq!(out["stdout"], "a\nb\n", "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_pythonunbuffered_wins() {
+    let (h, id) = sandbox().await;
+    let out = h
+        .ok(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "python", "code": "import os; print(os.environ.get('PYTHONUNBUFFERED'))", "env": {"PYTHONUNBUFFERED": ""}}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "\n", "{out}");
+    let out = h
+        .py(&id, "import os; print(os.environ['PYTHONUNBUFFERED'])")
+        .await;
+    assert_eq!(out["stdout"], "1\n", "{out}");
+}
