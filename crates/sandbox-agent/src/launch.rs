@@ -337,10 +337,10 @@ fn build_root(
     for path in &cfg.ro_binds {
         mirror(new, source_root, path)?;
     }
+    write_etc_from(&new.join("etc"), source_root, &cfg.hostname)?;
     // Nothing inside may inherit a handle on a host directory.
     drop(image);
     let user = root.then_some((SANDBOX_UID, SANDBOX_UID));
-    write_etc(&new.join("etc"), &cfg.hostname)?;
     mnt(
         Some("proc"),
         &new.join("proc"),
@@ -478,7 +478,20 @@ pub fn rlimits_json(l: &Limits) -> Value {
     })
 }
 
-pub(crate) fn write_etc(etc: &Path, hostname: &str) -> Result<(), SetupError> {
+/// The name-service switch: every database from the files written here (no DNS, no LDAP, nothing that
+/// would need a daemon or a network the sandbox does not have).
+const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n\
+protocols: files\nservices: files\nethers: files\nrpc: files\n";
+
+/// The minimal `/etc` real programs need: users (root, the sandbox user with its home at the workspace,
+/// nobody), groups, hosts (localhost and the sandbox's name on both loopbacks), the name-service switch,
+/// the hostname; `services` and `protocols` (what `getservbyname`, Java's networking and many clients read)
+/// are copied from the image's `/etc`, else the host's, when present.
+pub(crate) fn write_etc_from(
+    etc: &Path,
+    source_root: &Path,
+    hostname: &str,
+) -> Result<(), SetupError> {
     let files = [
         (
             "passwd",
@@ -493,8 +506,9 @@ pub(crate) fn write_etc(etc: &Path, hostname: &str) -> Result<(), SetupError> {
         ("hostname", format!("{hostname}\n")),
         (
             "hosts",
-            format!("127.0.0.1 localhost {hostname}\n::1 localhost\n"),
+            format!("127.0.0.1 localhost {hostname}\n::1 localhost {hostname}\n"),
         ),
+        ("nsswitch.conf", NSSWITCH.to_string()),
     ];
     for (name, text) in files {
         step(
@@ -502,7 +516,24 @@ pub(crate) fn write_etc(etc: &Path, hostname: &str) -> Result<(), SetupError> {
             fs::write(etc.join(name), text),
         )?;
     }
+    for name in ["services", "protocols"] {
+        let from = [
+            source_root.join("etc").join(name),
+            Path::new("/etc").join(name),
+        ];
+        if let Some(text) = from.iter().find_map(|p| fs::read(p).ok()) {
+            step(
+                format!("write /etc/{name}"),
+                fs::write(etc.join(name), text),
+            )?;
+        }
+    }
     Ok(())
+}
+
+/// [`write_etc_from`] the root this process sees (a microVM guest's).
+pub(crate) fn write_etc(etc: &Path, hostname: &str) -> Result<(), SetupError> {
+    write_etc_from(etc, Path::new("/"), hostname)
 }
 
 /// The raw fd of stdin, for the agent's stream.

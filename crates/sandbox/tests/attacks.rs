@@ -370,3 +370,46 @@ async fn a_callers_pythonunbuffered_wins() {
         .await;
     assert_eq!(out["stdout"], "1\n", "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etc_has_users_hosts_and_services_programs_need() {
+    let (h, id) = sandbox().await;
+    let out = h
+        .sh(&id, "getent passwd 1000; getent passwd root; getent group 1000; getent hosts 127.0.0.1; getent hosts ::1; cat /etc/hostname")
+        .await;
+    assert_eq!(
+        out["stdout"],
+        "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\nroot:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:\n127.0.0.1       localhost sandbox\n::1             localhost sandbox\nsandbox\n",
+        "{out}"
+    );
+    let res = h
+        .py_json(
+            &id,
+            "import json, socket\nprint(json.dumps([socket.getservbyname('http'), socket.getprotobyname('tcp'), socket.getaddrinfo('localhost', 80, type=socket.SOCK_STREAM)[0][4][0]]))",
+        )
+        .await;
+    assert_eq!(res[0], 80, "{res}");
+    assert_eq!(res[1], 6, "{res}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_runs() {
+    let on_host = std::process::Command::new("sh")
+        .args(["-c", "command -v java"])
+        .output()
+        .unwrap()
+        .status
+        .success();
+    if !on_host {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI installs a JDK (.ci/run); java is missing"
+        );
+        eprintln!("java is not installed on this host: nothing to run");
+        return;
+    }
+    let (h, id) = sandbox().await;
+    let out = h.sh(&id, "java -version").await;
+    assert_eq!(out["exit_code"], 0, "{out}");
+    assert!(out["stderr"].as_str().unwrap().contains("version"), "{out}");
+}
