@@ -109,6 +109,9 @@ fn expand_shorthands(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> 
 }
 
 fn main() -> ExitCode {
+    // The static sandbox agent build.rs built; the sandbox bridge writes it into its state dir when used.
+    #[cfg(embedded_agent)]
+    bridge_sandbox::agent_bin::embed(include_bytes!(concat!(env!("OUT_DIR"), "/sandbox-agent")));
     let mut matches = command().get_matches_from(expand_shorthands(std::env::args_os()));
     if let Some(("serve", serve_matches)) = matches.subcommand()
         && let Some(file) = serve_matches.get_one::<std::path::PathBuf>("config")

@@ -1,6 +1,7 @@
 //! The bridge's flags (each with its `SANDBOX_*` variable; Bouvet's `BOUVET_*` names are read as older
 //! aliases, see `Sandbox::ENV_ALIASES`) and the settings derived from them.
 
+use crate::agent_bin;
 use crate::backend::microvm::{Accel, Vmm};
 use crate::backend::{BackendChoice, BackendKind, default_agent_bin};
 use bridge_core::config;
@@ -24,7 +25,8 @@ pub struct SandboxArgs {
     /// Allow the `process` backend, which runs code on this host with no isolation at all.
     #[arg(long = "unsafe-no-isolation", env = "SANDBOX_UNSAFE_NO_ISOLATION")]
     pub sandbox_unsafe_no_isolation: bool,
-    /// The guest agent binary (default: `sandbox-agent` beside this executable).
+    /// The guest agent binary (default: the agent built into mcp-bridges, written once into the state dir;
+    /// without one, `sandbox-agent` beside this executable).
     #[arg(long = "sandbox-agent-bin", env = "SANDBOX_AGENT_BIN")]
     pub sandbox_agent_bin: Option<PathBuf>,
     /// Directory for the bridge's own state: the process backend's workspaces, a VM's sockets and pid file.
@@ -234,6 +236,8 @@ pub struct Settings {
     pub choice: BackendChoice,
     pub backend: BackendKind,
     pub agent_bin: PathBuf,
+    /// The embedded agent, to be written at `agent_bin` (in the state dir) before the first sandbox.
+    pub install_agent: Option<&'static [u8]>,
     pub state_dir: PathBuf,
     pub pool_enabled: bool,
     pub pool_min: usize,
@@ -374,9 +378,19 @@ pub enum ConfigError {
     )]
     ProcessNeedsUnsafe,
     #[error(
-        "the sandbox agent binary {0} does not exist; build it (cargo build -p sandbox-agent) or set SANDBOX_AGENT_BIN"
+        "the sandbox agent {0} (--sandbox-agent-bin, SANDBOX_AGENT_BIN) does not exist; build one with `{cmd}` \
+         (it is then target/release/sandbox-agent), or unset it to use the agent built into mcp-bridges",
+        cmd = crate::agent_bin::BUILD_COMMAND
     )]
     NoAgent(PathBuf),
+    #[error(
+        "no sandbox agent: this mcp-bridges carries none (built with MCP_BRIDGES_AGENT=none?) and there is no \
+         {0}; build one with `{cmd}` and pass it with --sandbox-agent-bin (SANDBOX_AGENT_BIN)",
+        cmd = crate::agent_bin::BUILD_COMMAND
+    )]
+    NoDefaultAgent(PathBuf),
+    #[error("cannot write the embedded sandbox agent to {0}: {1}")]
+    InstallAgent(PathBuf, String),
     #[error("--sandbox-backend microvm was asked for, but {0}")]
     Microvm(String),
     #[error("the state dir {0} (SANDBOX_STATE_DIR) cannot be used: {1}")]
@@ -423,13 +437,18 @@ impl SandboxArgs {
         if self.sandbox_backend == BackendChoice::Process && !self.sandbox_unsafe_no_isolation {
             return Err(ConfigError::ProcessNeedsUnsafe);
         }
-        let agent_bin = self
-            .sandbox_agent_bin
-            .clone()
-            .unwrap_or_else(default_agent_bin);
-        if !agent_bin.is_file() {
-            return Err(ConfigError::NoAgent(agent_bin));
-        }
+        let (agent_bin, install_agent) = match (&self.sandbox_agent_bin, agent_bin::embedded()) {
+            (Some(bin), _) if !bin.is_file() => return Err(ConfigError::NoAgent(bin.clone())),
+            (Some(bin), _) => (bin.clone(), None),
+            (None, Some(agent)) => (
+                agent_bin::installed_path(&self.sandbox_state_dir, agent),
+                Some(agent),
+            ),
+            (None, None) => match default_agent_bin() {
+                bin if bin.is_file() => (bin, None),
+                bin => return Err(ConfigError::NoDefaultAgent(bin)),
+            },
+        };
         let ro_binds: Vec<PathBuf> = [
             "/usr",
             "/etc/alternatives",
@@ -490,6 +509,7 @@ impl SandboxArgs {
             choice: self.sandbox_backend,
             backend: self.sandbox_backend.initial(),
             agent_bin,
+            install_agent,
             state_dir: self.sandbox_state_dir.clone(),
             pool_enabled: self.sandbox_pool_enabled,
             pool_min: self.sandbox_pool_min,

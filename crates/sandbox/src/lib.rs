@@ -2,6 +2,7 @@
 //! by default. Every backend runs the same guest agent (`sandbox-agent`) as PID 1 and hands this bridge a
 //! byte stream to it; see ARCHITECTURE.md and docs/protocols/sandbox.md.
 
+pub mod agent_bin;
 pub mod backend;
 pub mod client;
 pub mod config;

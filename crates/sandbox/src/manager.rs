@@ -84,6 +84,10 @@ impl Manager {
     pub async fn new(mut settings: Settings) -> Result<Arc<Self>, ConfigError> {
         backend::prepare_state_dir(&settings.state_dir)
             .map_err(|why| ConfigError::StateDir(settings.state_dir.clone(), why))?;
+        if let Some(agent) = settings.install_agent {
+            crate::agent_bin::install(&settings.agent_bin, agent)
+                .map_err(|why| ConfigError::InstallAgent(settings.agent_bin.clone(), why))?;
+        }
         let orphans_cleaned = backend::cleanup_orphans(&settings).await;
         if orphans_cleaned > 0 {
             tracing::warn!(
