@@ -493,3 +493,118 @@ async fn the_process_backend_needs_its_unsafe_flag_and_then_works() {
     let list = h.ok("list_sandboxes", json!({})).await;
     assert_eq!(list["sandboxes"][0]["isolation"]["isolation"], "none");
 }
+
+/// Cancelling a running `execute_code` (MCP notifications/cancelled) kills its program, every time: the core
+/// once dropped the call before its kill was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_execute_code_kills_the_program_every_time_over_stdio() {
+    cancel_rounds(start(&[]).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_execute_code_kills_the_program_every_time_over_http() {
+    cancel_rounds(start_http(&[], Era::Legacy).await).await;
+}
+
+async fn cancel_rounds(mut h: Harness) {
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    const COUNT: &str = "pgrep -x python3 | wc -l";
+    let id = h.create().await;
+    let rounds = 20;
+    let mut killed = 0;
+    for round in 0..rounds {
+        let code = "import time\nprint('up', flush=True)\ntime.sleep(1000)";
+        let args = json!({"sandbox_id": id, "language": "python", "code": code});
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new("execute_code")
+                .with_arguments(args.as_object().unwrap().clone()),
+        ));
+        let handle = h
+            .client
+            .service
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .unwrap();
+        if round % 2 == 0 {
+            // "up" arrives as progress once the program runs.
+            mcp_testkit::within("the program to run", h.client.progress.recv())
+                .await
+                .unwrap();
+            let before = h.sh(&id, COUNT).await;
+            assert_eq!(before["stdout"], "1\n", "round {round}: the program runs");
+        } else {
+            // Odd rounds cancel while the program may still be starting.
+            let delay = (round as u64 * 37) % 300;
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
+        handle.cancel(Some("stop".into())).await.unwrap();
+        // The kill travels asynchronously. The core drops a handler CANCEL_GRACE (5 s) after the cancel, and the
+        // kill itself waits at most 2 s, so a program still running 10 s later was left behind.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut left = String::new();
+        while std::time::Instant::now() < deadline {
+            left = h.sh(&id, COUNT).await["stdout"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            if left == "0\n" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        if left == "0\n" {
+            killed += 1;
+        } else {
+            // Clean up so the next round counts only itself.
+            h.sh(&id, "pkill -9 -x python3; true").await;
+            eprintln!("round {round}: {left:?} python3 left running");
+        }
+        while h.client.progress.try_recv().is_ok() {}
+    }
+    assert_eq!(
+        killed, rounds,
+        "cancel killed the program in {killed} of {rounds} rounds"
+    );
+    // A program started after its call was cancelled would show up late.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        h.sh(&id, COUNT).await["stdout"],
+        "0\n",
+        "a cancelled program started late"
+    );
+}
+
+/// A running process says so: no exit code (it once reported 128, made up from a missing signal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_output_of_a_running_process_has_no_exit_code() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let p = h
+        .ok(
+            "start_process",
+            json!({"sandbox_id": id, "command": "echo up; exec sleep 60"}),
+        )
+        .await;
+    let pid = p["process_id"].as_u64().unwrap();
+    let args = json!({"sandbox_id": id, "process_id": pid});
+    let mut o = h.ok("process_output", args.clone()).await;
+    while o["stdout"] != "up\n" {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        o = h.ok("process_output", args.clone()).await;
+    }
+    assert_eq!(o["running"], true, "{o}");
+    assert!(o["exit_code"].is_null(), "running, yet exit_code: {o}");
+    assert!(o["signal"].is_null(), "running, yet signal: {o}");
+    let st = h.ok("process_status", args.clone()).await;
+    assert_eq!(st["running"], true, "{st}");
+    assert!(st["exit_code"].is_null(), "{st}");
+    h.ok("kill_process", args.clone()).await;
+    let mut o = h.ok("process_output", args.clone()).await;
+    while o["running"] == true {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        o = h.ok("process_output", args.clone()).await;
+    }
+    assert_eq!(o["exit_code"], 137, "{o}");
+    assert_eq!(o["signal"], 9, "{o}");
+}

@@ -237,6 +237,8 @@ async fn run(
     opts: ExecOpts,
     ctx: &ToolCtx,
 ) -> Result<ExecResult, ToolError> {
+    // Asked first, so the core knows this handler stops what it starts and lets it send its kill on cancel.
+    let cancel = ctx.cancellation();
     let mut spec = exec_spec(m, program, opts)?;
     spec.stream = true;
     let host_deadline = Duration::from_millis(spec.timeout_ms.unwrap_or(0) + spec.grace_ms)
@@ -246,7 +248,6 @@ async fn run(
     let (id, pending) = client.start(Op::Exec(Box::new(spec)), Some(tx)).await?;
     let wait = pending.wait(host_deadline);
     tokio::pin!(wait);
-    let cancel = ctx.cancellation();
     let mut seen = 0u64;
     let result = loop {
         tokio::select! {

@@ -5,7 +5,7 @@ use super::agent_error;
 use super::exec::{ExecOpts, ExecResult, exec_spec};
 use crate::manager::Manager;
 use bridge_core::{BridgeBuilder, ToolCtx, ToolError, ToolSpec, Validate, check};
-use sandbox_agent::protocol::{Body, MAX_CODE_BYTES, Op, Program};
+use sandbox_agent::protocol::{Body, MAX_CODE_BYTES, Op, ProcReport, Program};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -95,11 +95,46 @@ pub struct Status {
     pub duration_ms: u64,
 }
 
+/// A background process's output and state. While it runs there is no exit status: `exit_code` and `signal`
+/// are absent (an exit code was once made up from a missing signal as 128).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
+    /// True while the process runs.
     pub running: bool,
-    #[serde(flatten)]
-    pub result: ExecResult,
+    /// The exit status once it ended; 128 + the signal number when a signal ended it. Absent while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The signal that ended it, if one did. Absent while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// True when its timeout ended it.
+    pub timed_out: bool,
+    /// True when output was cut: the first and last halves of 1 MiB per stream are kept.
+    pub truncated: bool,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub duration_ms: u64,
+}
+
+impl From<ProcReport> for Output {
+    fn from(r: ProcReport) -> Self {
+        let running = r.running;
+        let ended = ExecResult::from(r);
+        Self {
+            running,
+            exit_code: (!running).then_some(ended.exit_code),
+            stdout: ended.stdout,
+            stderr: ended.stderr,
+            signal: if running { None } else { ended.signal },
+            timed_out: ended.timed_out,
+            truncated: ended.truncated,
+            stdout_bytes: ended.stdout_bytes,
+            stderr_bytes: ended.stderr_bytes,
+            duration_ms: ended.duration_ms,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -172,10 +207,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .handler_on(Arc::clone(mgr), |m, a: ProcArgs, _: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
             match s.instance.client.call(Op::Status { target: a.process_id }, CALL_TIMEOUT).await? {
-                Body::Status(r) => Ok(Output {
-                    running: r.running,
-                    result: r.into(),
-                }),
+                Body::Status(r) => Ok(Output::from(r)),
                 other => Err(agent_error(other)),
             }
         }),
