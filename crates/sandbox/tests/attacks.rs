@@ -413,3 +413,47 @@ async fn java_runs() {
     assert_eq!(out["exit_code"], 0, "{out}");
     assert!(out["stderr"].as_str().unwrap().contains("version"), "{out}");
 }
+
+/// A descriptor the bridge's process holds without close-on-exec (a library's, an inherited one) reaches
+/// neither the launcher nor anything in the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_descriptor_leaked_by_the_bridge_does_not_reach_the_sandbox() {
+    let path = std::env::temp_dir().join(format!("leaked-fd-{}", std::process::id()));
+    std::fs::write(&path, "host file").unwrap();
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: open(2) on a NUL-terminated path; the fd is closed below.
+    #[allow(unsafe_code)]
+    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY) };
+    assert!(fd >= 0);
+    let (h, id) = sandbox().await;
+    let launcher = h.launcher_pid(&id);
+    let mut pids = support::descendants(launcher);
+    pids.push(launcher);
+    let holders: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|p| {
+            std::fs::read_dir(format!("/proc/{p}/fd"))
+                .map(|rd| {
+                    rd.filter_map(Result::ok)
+                        .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == path))
+                })
+                .unwrap_or(false)
+        })
+        .collect();
+    // SAFETY: closes the fd opened above, owned by nothing else.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::close(fd);
+    }
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        pids.len() >= 3,
+        "launcher, its child and the agent: {pids:?}"
+    );
+    assert_eq!(
+        holders,
+        Vec::<u32>::new(),
+        "processes holding the host's file"
+    );
+}

@@ -77,15 +77,27 @@ pub fn start_vmm(mut command: Command, bin: &Path) -> Result<Launched, LaunchErr
 fn spawn(mut command: Command, bin: &Path) -> Result<Child, LaunchError> {
     // The sandbox (and a VMM) starts in a session of its own, so it has no controlling terminal: a bridge
     // started from a terminal never hands that terminal to anything inside (TIOCSTI on it pushed commands
-    // into the user's shell). Its stdin and stdout are pipes (set by the callers) and stderr is a pipe.
-    // SAFETY: the closure runs in the child between fork and exec and only calls setsid(2), which is
-    // async-signal-safe; its error is a raw OS code (no allocation).
+    // into the user's shell). Its stdin and stdout are pipes (set by the callers) and stderr is a pipe;
+    // nothing else crosses the exec, not even a descriptor the bridge's process holds without
+    // close-on-exec (the agent, root of its namespace, would keep it).
+    // SAFETY: the closure runs in the child between fork and exec and only calls setsid(2) and
+    // close_range(2), which are async-signal-safe and take no pointers; CLOSE_RANGE_CLOEXEC only marks this
+    // process's descriptors (the fork machinery's own close-on-exec pipe keeps working until the exec); its
+    // errors are raw OS codes (no allocation).
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(drop)
-                .map_err(std::io::Error::from)
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
         });
     }
     command
