@@ -72,6 +72,8 @@ fn args(ws: &Path, backend: BackendChoice) -> DebugArgs {
     DebugArgs {
         workspace: ws.to_path_buf(),
         backend,
+        bridge_dir: None,
+        max_data_bytes: 16 << 20,
         timeout: Duration::from_secs(30),
         manifest: None,
         python: Some(python()),

@@ -5,7 +5,7 @@ use crate::config::{BackendChoice, DebugArgs};
 use crate::dap::{DapBackend, DapConfig};
 use crate::envelope::{self, ScriptError};
 use crate::fsbridge::client::{FsClient, RunCtx};
-use crate::fsbridge::{find_bridge_root, host_json_age};
+use crate::fsbridge::{bridge_root, host_json_age, trust};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -88,28 +88,36 @@ pub fn workspace(args: &DebugArgs) -> PathBuf {
     }
 }
 
+/// The bridge directory these flags name (the workspace's own `.vsc-bridge/`, or `--bridge-dir`).
+pub fn root_of(args: &DebugArgs) -> PathBuf {
+    bridge_root(&workspace(args), args.bridge_dir.as_deref())
+}
+
 pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
-    let ws = workspace(args);
-    let root = find_bridge_root(&ws);
-    let fresh = root
-        .as_ref()
-        .and_then(|r| host_json_age(r))
-        .filter(|age| *age < FRESH_HOST);
+    let root = root_of(args);
+    let exists = std::fs::symlink_metadata(&root).is_ok();
+    let trusted = trust::check_root(&root);
+    let fresh = host_json_age(&root).filter(|age| *age < FRESH_HOST);
     let dap = || Backend::Dap(Arc::new(DapBackend::new(dap_config(args))));
-    let vscode = |root: PathBuf| Backend::Vscode(Arc::new(FsClient::new(root)));
-    Ok(match (args.backend, root, fresh) {
+    let vscode = |root: PathBuf| {
+        Backend::Vscode(Arc::new(
+            FsClient::new(root).max_data_bytes(args.max_data_bytes),
+        ))
+    };
+    Ok(match (args.backend, trusted, fresh) {
         (BackendChoice::Dap, _, _) => Chosen {
             backend: dap(),
             reason: "--backend dap".into(),
         },
-        (BackendChoice::Vscode, root, _) => {
-            let root = root.unwrap_or_else(|| ws.join(".vsc-bridge"));
-            Chosen {
-                reason: format!("--backend vscode (bridge at {})", root.display()),
-                backend: vscode(root),
-            }
-        }
-        (BackendChoice::Auto, Some(root), Some(age)) => Chosen {
+        (BackendChoice::Vscode, _, _) => Chosen {
+            reason: format!("--backend vscode (bridge at {})", root.display()),
+            backend: vscode(root),
+        },
+        (BackendChoice::Auto, Err(e), _) if exists => Chosen {
+            backend: dap(),
+            reason: format!("auto: {e}; refused (E_BRIDGE_UNTRUSTED): headless DAP"),
+        },
+        (BackendChoice::Auto, Ok(()), Some(age)) => Chosen {
             reason: format!(
                 "auto: {} has a fresh host.json ({} ms old)",
                 root.display(),
@@ -117,18 +125,18 @@ pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
             ),
             backend: vscode(root),
         },
-        (BackendChoice::Auto, Some(root), None) => Chosen {
+        (BackendChoice::Auto, Ok(()), None) => Chosen {
             backend: dap(),
             reason: format!(
                 "auto: {} has no fresh host.json (none, or older than 30 s): headless DAP",
                 root.display()
             ),
         },
-        (BackendChoice::Auto, None, _) => Chosen {
+        (BackendChoice::Auto, Err(_), _) => Chosen {
             backend: dap(),
             reason: format!(
-                "auto: no .vsc-bridge/ with host.json and execute/ at or above {}: headless DAP",
-                ws.display()
+                "auto: no {} (the workspace's own; parents are never used): headless DAP",
+                root.display()
             ),
         },
     })

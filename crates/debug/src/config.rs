@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
-    /// `vscode` when a fresh `.vsc-bridge/host.json` is found walking up from the workspace, else `dap`.
+    /// `vscode` when the workspace's `.vsc-bridge/` is safe and its `host.json` fresh, else `dap`.
     Auto,
     /// The VSC-Bridge extension's file protocol (or `mcp-bridges debug host`).
     Vscode,
@@ -25,6 +25,17 @@ pub struct DebugArgs {
         global = true
     )]
     pub workspace: PathBuf,
+
+    /// The bridge directory of the file protocol; the workspace's own `.vsc-bridge/` by default (never a
+    /// parent's). It must be owned by this user and writable by no one else, or it is refused.
+    #[arg(long = "bridge-dir", env = "DEBUG_BRIDGE_DIR", global = true)]
+    pub bridge_dir: Option<PathBuf>,
+
+    /// The largest `data.json` (and `response.json`/`error.json`) read from the host, in bytes; larger answers
+    /// are E_DATA_TOO_LARGE.
+    #[arg(long = "max-data-bytes", env = "DEBUG_MAX_DATA_BYTES", default_value = "16777216",
+        value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)), global = true)]
+    pub max_data_bytes: u64,
 
     /// Which backend runs the tools.
     #[arg(long, env = "DEBUG_BACKEND", value_enum, default_value = "auto")]

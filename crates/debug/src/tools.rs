@@ -176,10 +176,11 @@ fn local(def: &ToolDef, shared: &Shared, p: &Map<String, Value>) -> Result<Value
 
 fn bridge_status(shared: &Shared) -> Value {
     let ws = crate::backend::workspace(&shared.args);
-    let root = crate::fsbridge::find_bridge_root(&ws);
-    let age = root
-        .as_ref()
-        .and_then(|r| crate::fsbridge::host_json_age(r));
+    let root = crate::backend::root_of(&shared.args);
+    let untrusted = crate::fsbridge::trust::check_root(&root)
+        .err()
+        .filter(|e| std::fs::symlink_metadata(&e.path).is_ok());
+    let age = crate::fsbridge::host_json_age(&root);
     let python = shared
         .args
         .python
@@ -198,9 +199,10 @@ fn bridge_status(shared: &Shared) -> Value {
         "backend": shared.chosen.backend.kind().as_str(),
         "reason": shared.chosen.reason,
         "workspace": ws.display().to_string(),
-        "bridgeRoot": root.as_ref().map(|r| r.display().to_string()),
+        "bridgeRoot": root.display().to_string(),
+        "bridgeRootRefused": untrusted.as_ref().map(|e| e.reason.clone()),
         "hostJsonAgeMs": age.map(|a| a.as_millis() as u64),
-        "vscodeHealthy": age.is_some_and(|a| a < FRESH_HOST),
+        "vscodeHealthy": untrusted.is_none() && age.is_some_and(|a| a < FRESH_HOST),
         "tools": shared.tool_count,
         "debuggers": {"python": python.map(|p| p.display().to_string()), "lldbDap": lldb.map(|p| p.display().to_string())},
         "version": env!("CARGO_PKG_VERSION"),

@@ -3,7 +3,7 @@
 //! for `done`, the deadline covers the tool's `timeoutMs`, nothing is retried, events become MCP progress and
 //! log notifications.
 
-use super::io::{read_json, touch_marker, write_json_atomic};
+use super::io::{COMMAND_BYTES, SMALL_FILE_BYTES, read_json, touch_marker, write_json_atomic};
 use super::watch::DirWatch;
 use super::{
     CANCEL, CLAIMED_JSON, COMMAND_JSON, DATA_JSON, DONE, ERROR_JSON, EVENTS_NDJSON, EXECUTE_DIR,
@@ -35,11 +35,21 @@ pub struct RunCtx {
 
 pub struct FsClient {
     root: PathBuf,
+    max_data: u64,
 }
 
 impl FsClient {
     pub fn new(root: PathBuf) -> Self {
-        Self { root }
+        Self {
+            root,
+            max_data: super::io::DEFAULT_DATA_BYTES,
+        }
+    }
+
+    /// The largest answer file (`data.json`, `response.json`, `error.json`) read, in bytes.
+    pub fn max_data_bytes(mut self, limit: u64) -> Self {
+        self.max_data = limit;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -59,6 +69,7 @@ impl FsClient {
     ) -> Result<Value, ScriptError> {
         let job = Job {
             root: self.root.clone(),
+            max_data: self.max_data,
         };
         let script = script.to_owned();
         tokio::spawn(async move { job.run(&script, params, deadline, ctx).await })
@@ -74,6 +85,14 @@ impl FsClient {
 
 struct Job {
     root: PathBuf,
+    max_data: u64,
+}
+
+/// `E_BRIDGE_UNTRUSTED`, naming the directory and why.
+pub fn untrusted_error(e: &super::trust::Untrusted) -> ScriptError {
+    ScriptError::new("E_BRIDGE_UNTRUSTED", e.to_string())
+        .hint(e.hint())
+        .details(json!({"path": e.path.display().to_string(), "reason": e.reason}))
 }
 
 impl Job {
@@ -84,6 +103,16 @@ impl Job {
         deadline: Instant,
         ctx: RunCtx,
     ) -> Result<Value, ScriptError> {
+        if let Err(e) = super::trust::check_root(&self.root) {
+            // A missing directory is a host that never ran here, not an attack.
+            if std::fs::symlink_metadata(&e.path).is_err() {
+                return Err(ScriptError::new(
+                    "E_BRIDGE_UNAVAILABLE",
+                    format!("host.json not found in {}", self.root.display()),
+                ));
+            }
+            return Err(untrusted_error(&e));
+        }
         match super::host_json_age(&self.root) {
             None => {
                 return Err(ScriptError::new(
@@ -120,6 +149,7 @@ impl Job {
             ));
         }
         let result = self.await_job(&id, &dir, deadline, &ctx).await;
+        let result = result.and_then(|()| read_result(&dir, self.max_data));
         if dir.join(DONE).exists() || !dir.join(CLAIMED_JSON).exists() {
             let _ = std::fs::remove_dir_all(&dir);
         }
@@ -162,7 +192,7 @@ impl Job {
         dir: &Path,
         deadline: Instant,
         ctx: &RunCtx,
-    ) -> Result<Value, ScriptError> {
+    ) -> Result<(), ScriptError> {
         let watch = DirWatch::new(dir, false);
         let started = Instant::now();
         let pickup_until = (started + PICKUP_TIMEOUT).min(deadline);
@@ -200,7 +230,7 @@ impl Job {
             events.pump(dir, ctx).await;
             if dir.join(DONE).exists() {
                 events.pump(dir, ctx).await;
-                return read_result(dir);
+                return Ok(());
             }
             if let Some(pid) = self.dead_host() {
                 return Err(ScriptError::new(
@@ -243,7 +273,7 @@ impl Job {
         if !Path::new("/proc/self").exists() {
             return None;
         }
-        let pid = read_json(&self.root.join(super::HOST_JSON))
+        let pid = read_json(&self.root.join(super::HOST_JSON), SMALL_FILE_BYTES)
             .ok()?
             .get("pid")?
             .as_u64()?;
@@ -252,21 +282,32 @@ impl Job {
 }
 
 fn timeout_ms_of(dir: &Path) -> u64 {
-    read_json(&dir.join(COMMAND_JSON))
+    read_json(&dir.join(COMMAND_JSON), COMMAND_BYTES)
         .ok()
         .and_then(|c| c.get("timeout").and_then(Value::as_u64))
         .unwrap_or(0)
 }
 
+/// An answer file over the client's bound: a coded error naming the file and the limit, nothing read past it.
+fn too_large(file: &str, limit: u64, e: &std::io::Error) -> ScriptError {
+    ScriptError::new("E_DATA_TOO_LARGE", format!("{file}: {e}"))
+        .hint("Ask for less (a narrower expression, fewer variables), or raise --max-data-bytes / DEBUG_MAX_DATA_BYTES")
+        .details(json!({"field": file, "limit": limit}))
+}
+
 /// `error.json` first, else `response.json` (with `dataRef` resolved), else `E_NO_RESPONSE`.
-fn read_result(dir: &Path) -> Result<Value, ScriptError> {
+fn read_result(dir: &Path, limit: u64) -> Result<Value, ScriptError> {
     // `done` comes after the answer file, so whichever exists is complete: no retries for the one that does not.
-    if dir.join(ERROR_JSON).exists()
-        && let Ok(err) = read_json(&dir.join(ERROR_JSON))
-    {
-        return Err(ScriptError::from_json(err.get("error").unwrap_or(&err)));
+    if dir.join(ERROR_JSON).exists() {
+        match read_json(&dir.join(ERROR_JSON), limit) {
+            Ok(err) => return Err(ScriptError::from_json(err.get("error").unwrap_or(&err))),
+            Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                return Err(too_large(ERROR_JSON, limit, &e));
+            }
+            Err(_) => {}
+        }
     }
-    match read_json(&dir.join(RESPONSE_JSON)) {
+    match read_json(&dir.join(RESPONSE_JSON), limit) {
         Ok(mut resp) => {
             if let Some(data_ref) = resp.get("dataRef").and_then(Value::as_str) {
                 if data_ref != DATA_JSON {
@@ -275,14 +316,22 @@ fn read_result(dir: &Path) -> Result<Value, ScriptError> {
                         format!("dataRef `{data_ref}` is not {DATA_JSON}"),
                     ));
                 }
-                let data = read_json(&dir.join(DATA_JSON))
-                    .map_err(|e| ScriptError::new("E_NO_RESPONSE", format!("{DATA_JSON}: {e}")))?;
+                let data = read_json(&dir.join(DATA_JSON), limit).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::FileTooLarge {
+                        too_large(DATA_JSON, limit, &e)
+                    } else {
+                        ScriptError::new("E_NO_RESPONSE", format!("{DATA_JSON}: {e}"))
+                    }
+                })?;
                 resp["data"] = data;
                 if let Some(obj) = resp.as_object_mut() {
                     obj.remove("dataRef");
                 }
             }
             Ok(resp)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            Err(too_large(RESPONSE_JSON, limit, &e))
         }
         Err(e) => Err(ScriptError::new(
             "E_NO_RESPONSE",
@@ -304,7 +353,14 @@ impl EventTail {
         if self.offset >= MAX_EVENT_BYTES {
             return;
         }
-        let Ok(mut f) = std::fs::File::open(dir.join(EVENTS_NDJSON)) else {
+        let opened = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(dir.join(EVENTS_NDJSON))
+        };
+        let Ok(mut f) = opened else {
             return;
         };
         if f.seek(SeekFrom::Start(self.offset)).is_err() {

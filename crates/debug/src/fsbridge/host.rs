@@ -5,7 +5,11 @@
 //! renews its lease (touches `claimed.json`) instead of being re-run after 60 s, and a job found claimed but
 //! unfinished at start-up is answered `E_CRASH_RECOVERY` (and quarantined with `dlq`), never run again.
 
-use super::io::{create_exclusive, read_json, touch_marker, write_atomic, write_json_atomic};
+use super::io::{
+    COMMAND_BYTES, SMALL_FILE_BYTES, create_exclusive, read_json, touch_marker, write_atomic,
+    write_json_atomic,
+};
+use super::trust::{self, Untrusted};
 use super::watch::DirWatch;
 use super::{
     CANCEL, CLAIMED_JSON, COMMAND_JSON, DATA_JSON, DLQ, DONE, ERROR_JSON, EVENTS_NDJSON,
@@ -45,6 +49,8 @@ pub struct HostOptions {
     pub gc_age: Duration,
     /// A job without `timeout` in its command gets this.
     pub default_timeout: Duration,
+    /// The bridge directory; the workspace's own `.vsc-bridge/` when `None`.
+    pub bridge_dir: Option<PathBuf>,
 }
 
 impl Default for HostOptions {
@@ -59,6 +65,7 @@ impl Default for HostOptions {
             gc_interval: Duration::from_secs(30 * 60),
             gc_age: Duration::from_secs(24 * 3600),
             default_timeout: Duration::from_secs(30),
+            bridge_dir: None,
         }
     }
 }
@@ -74,6 +81,9 @@ pub enum HostError {
     Locked { pid: u32, root: PathBuf },
     #[error("{0}")]
     Catalog(#[from] crate::catalog::CatalogError),
+    /// E_BRIDGE_UNTRUSTED: the directory is not this user's alone.
+    #[error("E_BRIDGE_UNTRUSTED: {0}")]
+    Untrusted(#[from] Untrusted),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HostError + '_ {
@@ -99,6 +109,7 @@ pub async fn run(args: DebugArgs, host: HostArgs) -> Result<(), BridgeError> {
     let opts = HostOptions {
         capacity: host.capacity.max(1),
         heartbeat: host.heartbeat,
+        bridge_dir: args.bridge_dir.clone(),
         ..HostOptions::default()
     };
     let ws = crate::backend::workspace(&args);
@@ -119,9 +130,10 @@ pub async fn serve(
     cfg: DapConfig,
     shutdown: CancellationToken,
 ) -> Result<(), HostError> {
-    let root = workspace.join(super::BRIDGE_DIR);
+    let root = super::bridge_root(workspace, opts.bridge_dir.as_deref());
     let execute = root.join(EXECUTE_DIR);
-    std::fs::create_dir_all(&execute).map_err(io_err(&execute))?;
+    trust::ensure_dir(&root)?;
+    trust::ensure_dir(&execute)?;
     let _ = create_exclusive(&root.join(".gitignore"), b"*\n");
     let bridge_id = format!("extHost-{:08x}", rand::random::<u32>());
     take_lock(&root, &bridge_id)?;
@@ -183,7 +195,7 @@ fn take_lock(root: &Path, bridge_id: &str) -> Result<(), HostError> {
         if create_exclusive(&lock, body.as_bytes()).map_err(io_err(&lock))? {
             return Ok(());
         }
-        let pid = read_json(&lock)
+        let pid = read_json(&lock, SMALL_FILE_BYTES)
             .ok()
             .and_then(|v| v.get("pid").and_then(Value::as_u64))
             .unwrap_or(0) as u32;
@@ -215,15 +227,22 @@ async fn heartbeat(path: PathBuf, every: Duration, shutdown: CancellationToken) 
 }
 
 fn touch(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::File::options()
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?
         .set_modified(SystemTime::now())
 }
 
+/// Whether `path` exists, as itself: a symlink counts as there and is never followed.
+fn there(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
 fn age_of(path: &Path) -> Option<Duration> {
     Some(
-        std::fs::metadata(path)
+        std::fs::symlink_metadata(path)
             .ok()?
             .modified()
             .ok()?
@@ -237,10 +256,17 @@ impl Host {
         let Ok(entries) = std::fs::read_dir(self.root.join(EXECUTE_DIR)) else {
             return Vec::new();
         };
+        // The entry's own type and owner (lstat): a symlink is never followed into, and a directory someone
+        // else made is not this user's job.
+        let ours = trust::euid();
         let mut dirs: Vec<PathBuf> = entries
             .filter_map(Result::ok)
+            .filter(|e| {
+                use std::os::unix::fs::MetadataExt;
+                e.file_type().is_ok_and(|t| t.is_dir())
+                    && e.metadata().is_ok_and(|m| m.uid() == ours)
+            })
             .map(|e| e.path())
-            .filter(|p| p.is_dir())
             .collect();
         dirs.sort();
         dirs
@@ -250,7 +276,7 @@ impl Host {
     /// (never re-run); directories without a command are removed once old; stale unclaimed commands too.
     fn recover_at_start(self: &Arc<Self>) {
         for dir in self.job_dirs() {
-            let has = |f: &str| dir.join(f).exists();
+            let has = |f: &str| there(&dir.join(f));
             if has(CLAIMED_JSON) && !has(DONE) && !has(DLQ) {
                 self.quarantine(
                     &dir,
@@ -282,9 +308,9 @@ impl Host {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let claimed = dir.join(CLAIMED_JSON);
-            if claimed.exists()
-                && !dir.join(DONE).exists()
-                && !dir.join(DLQ).exists()
+            if there(&claimed)
+                && !there(&dir.join(DONE))
+                && !there(&dir.join(DLQ))
                 && !running.contains(&id)
                 && age_of(&claimed).is_some_and(|a| a > self.opts.stale_after)
             {
@@ -307,7 +333,7 @@ impl Host {
             &json!({"reason": code, "message": message, "bridgeId": self.bridge_id,
             "at": iso8601(now_ms()), "jobId": id}),
         );
-        if !dir.join(RESPONSE_JSON).exists() && !dir.join(ERROR_JSON).exists() {
+        if !there(&dir.join(RESPONSE_JSON)) && !there(&dir.join(ERROR_JSON)) {
             let err = ScriptError::new(code, message);
             let _ = write_json_atomic(
                 &dir.join(ERROR_JSON),
@@ -320,15 +346,15 @@ impl Host {
     /// Finished jobs past their age; abandoned cancelled jobs after a minute.
     fn gc(&self) {
         for dir in self.job_dirs() {
-            if dir.join(KEEP).exists() {
+            if there(&dir.join(KEEP)) {
                 continue;
             }
             let Some(age) = age_of(&dir.join(DONE)) else {
                 continue;
             };
-            let limit = if dir.join(DLQ).exists() {
+            let limit = if there(&dir.join(DLQ)) {
                 self.opts.gc_age * 7
-            } else if dir.join(CANCEL).exists() {
+            } else if there(&dir.join(CANCEL)) {
                 self.opts.gc_age.min(Duration::from_secs(60))
             } else {
                 self.opts.gc_age
@@ -343,7 +369,7 @@ impl Host {
     fn scan(self: &Arc<Self>) -> bool {
         let mut incomplete = false;
         for dir in self.job_dirs() {
-            let has = |f: &str| dir.join(f).exists();
+            let has = |f: &str| there(&dir.join(f));
             if has(COMMAND_JSON) {
                 if !has(CLAIMED_JSON) && !has(DONE) && !has(DLQ) {
                     self.claim(&dir);
@@ -374,7 +400,7 @@ impl Host {
         }
         let started = StdInstant::now();
         let refuse = |err: ScriptError| finish(dir, &id, Err(err), started);
-        if dir.join(CANCEL).exists() {
+        if there(&dir.join(CANCEL)) {
             return refuse(ScriptError::new(
                 "E_CANCELLED",
                 "cancelled before it started",
@@ -456,8 +482,15 @@ impl Host {
     }
 
     async fn execute(&self, dir: &Path) -> Result<Value, ScriptError> {
-        let command = read_json(&dir.join(COMMAND_JSON))
-            .map_err(|e| ScriptError::new("E_INVALID_PARAMS", format!("command.json: {e}")))?;
+        let command = read_json(&dir.join(COMMAND_JSON), COMMAND_BYTES).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::FileTooLarge {
+                ScriptError::new("E_PAYLOAD_TOO_LARGE", format!("{COMMAND_JSON}: {e}"))
+                    .hint("Send smaller parameters")
+                    .details(json!({"field": COMMAND_JSON, "limit": COMMAND_BYTES}))
+            } else {
+                ScriptError::new("E_INVALID_PARAMS", format!("{COMMAND_JSON}: {e}"))
+            }
+        })?;
         let script = command
             .get("scriptName")
             .and_then(Value::as_str)
@@ -494,7 +527,7 @@ impl Host {
         events.emit("progress", 0.0, &format!("running {script}"));
         let watch = DirWatch::new(dir, false);
         let cancelled = async {
-            while !dir.join(CANCEL).exists() {
+            while !there(&dir.join(CANCEL)) {
                 watch.changed().await;
             }
         };
@@ -581,9 +614,12 @@ struct Events {
 
 impl Events {
     fn open(dir: &Path) -> Self {
+        use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(dir.join(EVENTS_NDJSON))
             .ok();
         Self { file, seq: 0 }

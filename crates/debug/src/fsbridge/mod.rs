@@ -5,6 +5,7 @@ pub mod client;
 pub mod host;
 pub mod ids;
 pub mod io;
+pub mod trust;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -25,23 +26,21 @@ pub const DONE: &str = "done";
 pub const DLQ: &str = "dlq";
 pub const KEEP: &str = "keep";
 
-/// Walks up from `workspace` to the first `.vsc-bridge/` holding both `host.json` and `execute/`.
-pub fn find_bridge_root(workspace: &Path) -> Option<PathBuf> {
-    let mut dir = Some(workspace);
-    while let Some(d) = dir {
-        let root = d.join(BRIDGE_DIR);
-        if root.join(HOST_JSON).is_file() && root.join(EXECUTE_DIR).is_dir() {
-            return Some(root);
-        }
-        dir = d.parent();
+/// The bridge directory: the one given (`--bridge-dir`), else the workspace's own `.vsc-bridge/`. Never a
+/// parent's: a `.vsc-bridge/` planted in `/tmp` would otherwise answer for every workspace under it.
+pub fn bridge_root(workspace: &Path, explicit: Option<&Path>) -> PathBuf {
+    match explicit {
+        Some(dir) if dir.is_absolute() => dir.to_path_buf(),
+        Some(dir) => workspace.join(dir),
+        None => workspace.join(BRIDGE_DIR),
     }
-    None
 }
 
-/// How long ago `host.json` was touched (the extension's heartbeat).
+/// How long ago `host.json` was touched (the extension's heartbeat); a link is not followed.
 pub fn host_json_age(root: &Path) -> Option<Duration> {
-    let modified = std::fs::metadata(root.join(HOST_JSON))
-        .ok()?
+    let modified = std::fs::symlink_metadata(root.join(HOST_JSON))
+        .ok()
+        .filter(std::fs::Metadata::is_file)?
         .modified()
         .ok()?;
     Some(modified.elapsed().unwrap_or(Duration::ZERO))

@@ -154,6 +154,8 @@ pub fn args(ws: &Path, backend: BackendChoice) -> DebugArgs {
     DebugArgs {
         workspace: ws.to_path_buf(),
         backend,
+        bridge_dir: None,
+        max_data_bytes: 16 << 20,
         timeout: Duration::from_millis(30_000),
         manifest: None,
         python: Some(python()),
