@@ -52,6 +52,10 @@ pub struct LaunchConfig {
     /// cgroup (v1 controller or v2) directories the launcher joins before forking, limits already written.
     #[serde(default)]
     pub cgroups: Vec<PathBuf>,
+    /// The sandbox's cgroup directory the agent divides, one group per program, so a timeout or a kill
+    /// reaches a program's whole tree (`tree`). The host made it the sandbox root's (`id_base`).
+    #[serde(default)]
+    pub exec_cgroup: Option<PathBuf>,
     #[serde(default)]
     pub limits: Limits,
 }
@@ -99,6 +103,12 @@ pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
     let (up_r, up_w) = step("pipe", nix::unistd::pipe())?;
     let (go_r, go_w) = step("pipe", nix::unistd::pipe())?;
     let launcher = nix::unistd::getpid();
+    // Opened here, where the host's /sys/fs/cgroup is still in sight; the agent keeps it (closed on exec).
+    let exec_cgroup = cfg
+        .exec_cgroup
+        .as_ref()
+        .and_then(|d| fs::File::open(d).ok())
+        .map(std::os::fd::OwnedFd::from);
     let root = geteuid().is_root();
     // SAFETY: no thread exists yet (this runs before the runtime starts), so the child may do anything.
     #[allow(unsafe_code)]
@@ -155,7 +165,9 @@ pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
                         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
                     )?;
                     let _ = c;
-                    let agent = build_root(cfg, root, joined)?;
+                    let mut agent = build_root(cfg, root, joined)?;
+                    let kill = crate::tree::init(exec_cgroup, agent.user);
+                    agent.enforced.insert("timeout_kill".into(), kill);
                     Ok(Launched::Agent(Box::new(agent)))
                 }
             }

@@ -12,6 +12,7 @@ pub mod outbuf;
 pub mod procs;
 pub mod protocol;
 pub mod seccomp;
+pub mod tree;
 pub mod vm;
 mod vsock;
 

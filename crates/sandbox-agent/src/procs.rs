@@ -6,7 +6,7 @@
 
 use crate::outbuf::OutBuf;
 use crate::protocol::{ErrorKind, Limits, MAX_PROCESSES, ProcReport};
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::collections::HashMap;
@@ -37,6 +37,8 @@ pub struct Proc {
     pub started: Instant,
     pub background: bool,
     pub state: Mutex<ProcState>,
+    /// Its whole tree (its own cgroup, or its descendants), which a signal reaches.
+    tree: crate::tree::Tree,
     exit_tx: watch::Sender<Option<Exit>>,
 }
 
@@ -62,10 +64,10 @@ impl Proc {
         }
     }
 
-    /// Signals the whole process group (the process is its group's leader).
+    /// Signals the whole tree: the process group (the process is its group's leader) and every process
+    /// that left it (`tree`); SIGKILL until none is left.
     pub fn signal(&self, sig: Signal) {
-        // ESRCH once the group is gone is the expected end, not an error.
-        let _ = killpg(Pid::from_raw(self.pid), sig);
+        self.tree.signal(self.pid, sig);
     }
 
     pub fn report(&self) -> ProcReport {
@@ -127,6 +129,16 @@ impl Procs {
         max_output: usize,
         background: bool,
     ) -> Result<(Arc<Proc>, Child), SpawnError> {
+        let tree = crate::tree::Tree::prepare(id).map_err(|e| SpawnError {
+            kind: ErrorKind::Spawn,
+            message: format!("could not make the program's cgroup: {e}"),
+        })?;
+        // SAFETY: the hook runs between fork and exec in the child, first of the closures (before Landlock
+        // and seccomp, which could refuse it), and only makes system calls (see `tree::join`).
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(tree.hook());
+        }
         let limits = limits.clone();
         let filter = limits.seccomp.then(crate::seccomp::program);
         let mut fence = match limits.landlock {
@@ -180,6 +192,7 @@ impl Procs {
             pid,
             started: Instant::now(),
             background,
+            tree,
             state: Mutex::new(ProcState {
                 out: OutBuf::new(max_output),
                 err: OutBuf::new(max_output),

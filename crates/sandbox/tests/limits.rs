@@ -8,7 +8,7 @@ mod support;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use support::{descendants, start};
+use support::{descendants, eventually, start};
 
 /// controller -> this process's cgroup path in that hierarchy (v1 lines; `""` is the v2 hierarchy).
 fn own_cgroups(pid: &str) -> BTreeMap<String, String> {
@@ -301,4 +301,138 @@ async fn create_sandbox_says_where_the_workspace_lives() {
         json!({"where": "tmpfs in RAM", "mib": 128, "counts_against": "memory"}),
         "{out}"
     );
+}
+
+/// Live (not zombie) processes in the sandbox named `comm`, counted from inside through /proc.
+async fn live_inside(h: &support::Harness, id: &str, comm: &str) -> String {
+    let out = h
+        .sh(
+            id,
+            &format!(
+                "cat /proc/[0-9]*/stat 2>/dev/null | awk '$2 == \"({comm})\" && $3 != \"Z\"' | wc -l"
+            ),
+        )
+        .await;
+    out["stdout"].as_str().unwrap().trim().to_string()
+}
+
+/// Host processes that run `sleep N` with N starting with `prefix` (not a zombie).
+fn live_on_host(prefix: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if argv.len() >= 2
+            && argv[0] == b"sleep"
+            && argv[1].starts_with(prefix.as_bytes())
+            && !support::dead(pid)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// `setsid` children (one through a double fork, whose middle process ends at once) outlive the
+/// program's process group; a timeout must end them too. `tag` makes the sleeps this test's own.
+async fn a_timeout_ends_children_in_new_sessions(extra: &[&str], mode: &str, tag: u32) {
+    let h = start(extra).await;
+    let id = h.create().await;
+    let enforced = &h.manager.get(&id).unwrap().instance.hello.enforced;
+    let got = match &enforced["timeout_kill"] {
+        serde_json::Value::String(s) => s.clone(),
+        other => other["mode"].as_str().unwrap_or_default().to_string(),
+    };
+    assert_eq!(got, mode, "{enforced:?}");
+    let command = format!(
+        "setsid sh -c 'sleep {tag}1' & setsid sh -c 'sleep {tag}2' & (setsid sh -c 'sleep {tag}3' &); sleep {tag}4"
+    );
+    let out = h
+        .ok(
+            "run_command",
+            json!({"sandbox_id": id, "command": command, "timeout_secs": 2}),
+        )
+        .await;
+    assert_eq!(out["timed_out"], true, "{out}");
+    all_gone(mode, &tag.to_string(), "the timeout").await;
+    assert_eq!(
+        live_inside(&h, &id, "sleep").await,
+        "0",
+        "a sleep survived the timeout"
+    );
+
+    // The same for kill_process of a background process.
+    let started = h
+        .ok(
+            "start_process",
+            json!({"sandbox_id": id, "command": command.replace(&format!("sleep {tag}"), &format!("sleep {tag}9"))}),
+        )
+        .await;
+    let needle = format!("{tag}9");
+    eventually("the background tree to start", || {
+        live_on_host(&needle).len() == 4
+    })
+    .await;
+    h.ok(
+        "kill_process",
+        json!({"sandbox_id": id, "process_id": started["process_id"]}),
+    )
+    .await;
+    all_gone(mode, &needle, "kill_process").await;
+    assert_eq!(live_inside(&h, &id, "sleep").await, "0");
+}
+
+/// In cgroup mode the answer comes once the group is empty, so nothing may be left at all; in
+/// process-tree mode the signals were sent (the processes are dying).
+async fn all_gone(mode: &str, prefix: &str, after: &str) {
+    if mode == "cgroup" {
+        assert_eq!(
+            live_on_host(prefix),
+            Vec::<u32>::new(),
+            "a sleep survived {after}"
+        );
+    } else {
+        eventually(&format!("every sleep to die after {after}"), || {
+            live_on_host(prefix).is_empty()
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_or_kill_ends_setsid_children_by_cgroup() {
+    assert!(root(), "these tests run as root, as CI does");
+    a_timeout_ends_children_in_new_sessions(&[], "cgroup", 4417).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_cgroups_a_timeout_or_kill_ends_setsid_children_by_process_tree() {
+    a_timeout_ends_children_in_new_sessions(&["--sandbox-cgroups", "false"], "process-tree", 4418)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_s_group_is_inside_the_sandbox_s_and_goes_with_it() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    h.ok(
+        "start_process",
+        json!({"sandbox_id": id, "command": "sleep 44191"}),
+    )
+    .await;
+    eventually("the sleep to start", || live_on_host("44191").len() == 1).await;
+    let sleep = live_on_host("44191")[0];
+    let pids = mount_of("pids").expect("a pids hierarchy");
+    let group = own_cgroups(&sleep.to_string())["pids"].clone();
+    let dir = pids.join(group.trim_start_matches('/'));
+    let sandbox = enforced_cgroups(&h, &id)
+        .into_iter()
+        .find(|d| d.starts_with(&pids))
+        .unwrap();
+    assert_eq!(dir.parent(), Some(sandbox.as_path()), "{}", dir.display());
+    h.ok("destroy_sandbox", json!({"sandbox_id": id})).await;
+    assert!(!sandbox.exists(), "{} left behind", sandbox.display());
 }

@@ -231,6 +231,8 @@ fn enable(dir: &Path, controllers: &[&str], exempt: bool) -> std::io::Result<()>
 #[derive(Debug, Default)]
 pub struct Cgroups {
     dirs: Vec<PathBuf>,
+    /// The v1 group (pids where there is one) a namespace sandbox's agent may divide: `delegate`.
+    divisible: Option<PathBuf>,
     /// A host directory owned by this sandbox (the `process` backend's workspace, a VM's directory).
     owned: Option<PathBuf>,
     removed: AtomicBool,
@@ -272,6 +274,7 @@ impl Cgroups {
         let name = owned_name(&uuid::Uuid::new_v4().to_string());
         let places = tokio::task::spawn_blocking(places).await.unwrap_or(&[]);
         let mut dirs = Vec::new();
+        let mut divisible = None;
         for place in places {
             let dir = place.parent.join(&name);
             if !make_group(&dir, place.v2).await {
@@ -284,6 +287,9 @@ impl Cgroups {
                 }
             }
             if ok {
+                if !place.v2 && (divisible.is_none() || place.controllers.contains(&"pids")) {
+                    divisible = Some(dir.clone());
+                }
                 dirs.push(dir);
             } else {
                 let _ = tokio::fs::remove_dir(&dir).await;
@@ -291,7 +297,31 @@ impl Cgroups {
         }
         let mut c = Self::default();
         c.dirs = dirs;
+        c.divisible = divisible;
         c
+    }
+
+    /// Hands the sandbox's root (host uid and gid `id`) one of its groups, so the agent can make a group
+    /// per program inside it and kill a program's whole tree (children that left its session too). Only
+    /// the directory becomes theirs: the limit files stay root's, and a group made inside is bounded by
+    /// this one's limits (v1 is hierarchical). Nothing inside the sandbox reaches cgroupfs but the agent,
+    /// through the descriptor its launcher opened. v1 only: in v2 a move needs write access to the common
+    /// ancestor's `cgroup.procs` as well, which would let the sandbox's programs move themselves.
+    pub async fn delegate(&self, id: u32) -> Option<PathBuf> {
+        let dir = self.divisible.clone()?;
+        let chowned = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || std::os::unix::fs::chown(&dir, Some(id), Some(id))
+        })
+        .await;
+        match chowned {
+            Ok(Ok(())) => Some(dir),
+            Ok(Err(e)) => {
+                tracing::warn!(group = %dir.display(), error = %e, "a sandbox's cgroup could not be handed to it; timeouts kill by process tree");
+                None
+            }
+            Err(_) => None,
+        }
     }
 
     /// Removes the groups (emptied by the sandbox's death; retried while the kernel finishes it), with

@@ -137,6 +137,11 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
                 tmp_mib: settings.tmp_mib,
                 hostname: "sandbox".into(),
                 cgroups: cgroups.dirs(),
+                exec_cgroup: if nix::unistd::geteuid().is_root() {
+                    cgroups.delegate(settings.id_base).await
+                } else {
+                    None
+                },
                 limits,
             };
             let json =
@@ -163,7 +168,14 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
                 scratch,
                 user: None,
                 limits,
-                enforced: [("isolation".to_string(), serde_json::json!("none"))].into(),
+                enforced: [
+                    ("isolation".to_string(), serde_json::json!("none")),
+                    (
+                        "timeout_kill".to_string(),
+                        serde_json::json!("process-tree"),
+                    ),
+                ]
+                .into(),
             };
             let json =
                 serde_json::to_string(&cfg).map_err(|e| LaunchError::Spawn(e.to_string()))?;
