@@ -1,0 +1,152 @@
+//! Every read of the file protocol is bounded before it happens: a `command.json` over 1 MiB is refused by the
+//! host and a `data.json` over the client's cap (16 MiB by default) by the client, each with a coded error naming
+//! the file and the limit, and neither process grows by the file's size (peak RSS, `VmHWM`, of the process under
+//! test). nextest runs each test in its own process, so the client's `VmHWM` is this test's alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_debug::fsbridge::client::{FsClient, RunCtx};
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+use support::host::HostProc;
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+/// Peak resident set of `pid`, in bytes, from `/proc/<pid>/status`.
+fn vm_hwm(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM");
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
+
+/// A file of `len` zero bytes that costs no disk (the bound is what keeps it from costing memory).
+fn sparse(path: &Path, len: u64) {
+    std::fs::File::create(path).unwrap().set_len(len).unwrap();
+}
+
+const MIB: u64 = 1 << 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_json_over_1_mib_is_refused_by_the_host_without_reading_it() {
+    let ws = workspace("bound-cmd");
+    let host = HostProc::start(&ws);
+    let pid = host.child.id().to_string();
+    let before = vm_hwm(&pid);
+    let id = "20260101T000000000Z-0001-aaaa";
+    let dir = ws.join(".vsc-bridge/execute").join(id);
+    std::fs::create_dir(&dir).unwrap();
+    // Written beside, then renamed in: the host sees it whole.
+    sparse(&ws.join("command.tmp"), 200 * MIB);
+    std::fs::rename(ws.join("command.tmp"), dir.join("command.json")).unwrap();
+    let t = std::time::Instant::now();
+    while !dir.join("done").exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "the job is answered");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let err: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("error.json")).unwrap()).unwrap();
+    assert_eq!(err["error"]["code"], "E_PAYLOAD_TOO_LARGE", "{err}");
+    assert_eq!(err["error"]["details"]["field"], "command.json");
+    assert_eq!(err["error"]["details"]["limit"], MIB);
+    let after = vm_hwm(&pid);
+    assert!(
+        after < before + 32 * MIB,
+        "the host's peak RSS grew from {before} to {after} bytes for a 200 MiB command.json"
+    );
+}
+
+/// A host that answers every job with `dataRef` to a `data.json` of `len` bytes.
+fn fake_host_with_data(ws: &Path, len: u64) -> std::thread::JoinHandle<()> {
+    let root = ws.join(".vsc-bridge");
+    std::fs::create_dir_all(root.join("execute")).unwrap();
+    for d in [&root, &root.join("execute")] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    std::fs::write(
+        root.join("host.json"),
+        format!(
+            r#"{{"bridgeId":"extHost-00000001","version":1,"pid":{}}}"#,
+            std::process::id()
+        ),
+    )
+    .unwrap();
+    let execute = root.join("execute");
+    std::thread::spawn(move || {
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_secs(20) {
+            for e in std::fs::read_dir(&execute).unwrap().flatten() {
+                let dir = e.path();
+                if dir.join("command.json").exists() && !dir.join("claimed.json").exists() {
+                    std::fs::write(dir.join("claimed.json"), "{}").unwrap();
+                    sparse(&dir.join("data.json"), len);
+                    std::fs::write(
+                        dir.join("response.json"),
+                        json!({"ok": true, "type": "success", "dataRef": "data.json", "meta": {}})
+                            .to_string(),
+                    )
+                    .unwrap();
+                    std::fs::write(dir.join("done"), "").unwrap();
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_json_over_the_cap_is_e_data_too_large_without_reading_it() {
+    let ws = workspace("bound-data");
+    let fake = fake_host_with_data(&ws, 64 * MIB);
+    let before = vm_hwm("self");
+    let client = FsClient::new(ws.join(".vsc-bridge"));
+    let ctx = RunCtx {
+        cancel: CancellationToken::new(),
+        tool: None,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let err = client
+        .run("debug.status", json!({}), deadline, ctx)
+        .await
+        .unwrap_err();
+    fake.join().unwrap();
+    assert_eq!(err.code, "E_DATA_TOO_LARGE", "{err:?}");
+    assert_eq!(err.details["field"], "data.json");
+    assert_eq!(err.details["limit"], 16 * MIB);
+    assert!(
+        err.message.contains("over the 16777216-byte limit"),
+        "{}",
+        err.message
+    );
+    let after = vm_hwm("self");
+    assert!(
+        after < before + 32 * MIB,
+        "the client's peak RSS grew from {before} to {after} bytes for a 64 MiB data.json"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_cap_is_configurable() {
+    let ws = workspace("bound-cap");
+    let fake = fake_host_with_data(&ws, 2 * MIB);
+    let client = FsClient::new(ws.join(".vsc-bridge")).max_data_bytes(MIB);
+    let ctx = RunCtx {
+        cancel: CancellationToken::new(),
+        tool: None,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let err = client
+        .run("debug.status", json!({}), deadline, ctx)
+        .await
+        .unwrap_err();
+    fake.join().unwrap();
+    assert_eq!(err.code, "E_DATA_TOO_LARGE", "{err:?}");
+    assert_eq!(err.details["limit"], MIB);
+}
