@@ -179,3 +179,42 @@ async def test_a_busy_http_port_does_not_stop_stdio(bins: tuple[Path, Path], tmp
         text = log.read_text()
         warn = next((line for line in text.splitlines() if "HTTP is NOT listening" in line), None)
         assert warn is not None and "WARN" in warn and f"127.0.0.1:{port}" in warn, text
+
+
+BIG_LINES = 262_144  # "line 0000000\n" is 13 bytes: 3.25 MiB in all
+
+
+def big_text() -> str:
+    return "".join(f"line {i:07d}\n" for i in range(BIG_LINES))
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_large_results_arrive_whole_over_http(bridge_http: HttpServer, era: str) -> None:
+    """Results above 512 KiB once broke this client over HTTP (it refuses an SSE event over 1 MiB, and a result
+    carries its content twice): output past the result budget is cut head-and-tail and says so, and a big file
+    comes whole in pages."""
+    async with Client(bridge_http.mcp_url, mode=era, cache=None, read_timeout_seconds=120) as client:
+        sid = (await ok(client, "create_sandbox", {}))["sandbox_id"]
+        try:
+            out = await ok(client, "execute_code", {"sandbox_id": sid, "language": "python",
+                                                     "code": "import sys; sys.stdout.write('a' * (600 << 10))"})
+            assert out["exit_code"] == 0 and out["stdout_bytes"] == 600 << 10
+            kept = out["stdout"]
+            assert set(kept) == {"a"} and 0 < len(kept) <= 600 << 10
+            assert out["truncated"] is (len(kept) < 600 << 10)
+            expected = big_text()
+            code = f"open('big.txt', 'w').write(''.join(f'line {{i:07d}}\\n' for i in range({BIG_LINES})))"
+            await ok(client, "execute_code", {"sandbox_id": sid, "language": "python", "code": code})
+            got, offset = [], 0
+            while True:
+                page = await ok(client, "read_file", {"sandbox_id": sid, "path": "big.txt", "offset": offset})
+                assert page["size"] == len(expected) and page["bytes"] > 0
+                got.append(page["content"])
+                offset += page["bytes"]
+                if not page["truncated"]:
+                    break
+            assert offset == len(expected) and "".join(got) == expected
+            b64 = await ok(client, "read_file", {"sandbox_id": sid, "path": "big.txt", "encoding": "base64"})
+            assert base64.b64decode(b64["content"]) == expected[: b64["bytes"]].encode()
+        finally:
+            await ok(client, "destroy_sandbox", {"sandbox_id": sid})

@@ -153,6 +153,22 @@ def test_sandbox(transport: str) -> None:
             assert ran["exit_code"] == 0 and ran["stdout"] == "from-ts\n", ran
             gone = client.error("read_file", {"sandbox_id": sandbox, "path": "missing.txt"})
             assert gone["code"] == "E_NOT_FOUND", gone
+            # Large results: output past the result budget is cut head-and-tail and says so; a 3 MiB file
+            # comes whole in pages.
+            big = client.ok("execute_code", {"sandbox_id": sandbox, "language": "python",
+                                             "code": "import sys; sys.stdout.write('a' * (600 << 10))"})
+            assert big["stdout_bytes"] == 600 << 10 and big["truncated"] is True and set(big["stdout"]) == {"a"}
+            expected = "".join(f"line {i:07d}\n" for i in range(242_000))
+            code = "open('big.txt', 'w').write(''.join(f'line {i:07d}\\n' for i in range(242_000)))"
+            client.ok("execute_code", {"sandbox_id": sandbox, "language": "python", "code": code})
+            got, offset = [], 0
+            while True:
+                page = client.ok("read_file", {"sandbox_id": sandbox, "path": "big.txt", "offset": offset})
+                got.append(page["content"])
+                offset += page["bytes"]
+                if not page["truncated"]:
+                    break
+            assert "".join(got) == expected
         finally:
             assert client.ok("destroy_sandbox", {"sandbox_id": sandbox})["success"] is True
         unknown = client.error("run_command", {"sandbox_id": sandbox, "command": "true"})

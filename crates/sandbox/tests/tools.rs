@@ -363,7 +363,7 @@ async fn big_inputs(h: &Harness) {
         String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()[..32].to_string()
     };
     assert_eq!(out["stdout"], format!("{}\n{host_md5}\n", 10 << 20));
-    // Read back in pages (a result is capped at 4 MiB to stay under MCP's 16 MiB message limit).
+    // Read back in pages (256 KiB a call: a result stays under the Python client's 1 MiB SSE event limit).
     let mut back = String::new();
     loop {
         let r = h
@@ -607,4 +607,79 @@ async fn process_output_of_a_running_process_has_no_exit_code() {
     }
     assert_eq!(o["exit_code"], 137, "{o}");
     assert_eq!(o["signal"], 9, "{o}");
+}
+
+/// Every result stays under 1 MiB on the wire (the Python MCP client refuses a bigger SSE event): long or
+/// heavily escaped output is cut head-and-tail and says so, and text files page on whole characters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_stay_under_a_mebibyte_and_text_pages_join_whole() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let wire = |r: &rmcp::model::CallToolResult| serde_json::to_string(r).unwrap().len();
+    for (what, code, total) in [
+        (
+            "600 KiB",
+            "import sys; sys.stdout.write('a' * (600 << 10))",
+            600 << 10,
+        ),
+        // A control byte is six bytes in JSON, seven in the text block's escaped copy.
+        (
+            "escaped",
+            "import sys; sys.stdout.write('\\x01' * (300 << 10))",
+            300 << 10,
+        ),
+    ] {
+        let r = h
+            .call(
+                "execute_code",
+                json!({"sandbox_id": id, "language": "python", "code": code}),
+            )
+            .await;
+        assert!(wire(&r) < 1 << 20, "{what}: {} bytes on the wire", wire(&r));
+        let out = mcp_testkit::ok_of(&r);
+        assert_eq!(out["stdout_bytes"], total, "{what}");
+        assert_eq!(out["truncated"], true, "{what}");
+        let kept = out["stdout"].as_str().unwrap();
+        assert!(
+            !kept.is_empty() && kept.len() < total,
+            "{what}: {}",
+            kept.len()
+        );
+    }
+    // Two- to four-byte characters, so 256 KiB pages end inside characters unless cut on whole ones.
+    let text: String = "é€😀\n".repeat(60_000);
+    h.ok(
+        "write_file",
+        json!({"sandbox_id": id, "path": "u.txt", "content": text}),
+    )
+    .await;
+    let mut back = String::new();
+    let mut offset = 0u64;
+    let mut pages = 0;
+    loop {
+        let r = h
+            .call(
+                "read_file",
+                json!({"sandbox_id": id, "path": "u.txt", "offset": offset}),
+            )
+            .await;
+        assert!(wire(&r) < 1 << 20);
+        let page = mcp_testkit::ok_of(&r);
+        back.push_str(page["content"].as_str().unwrap());
+        offset += page["bytes"].as_u64().unwrap();
+        pages += 1;
+        if page["truncated"] == false {
+            break;
+        }
+    }
+    assert!(pages > 1, "{} bytes in one page", text.len());
+    assert!(back == text, "the pages join into the file's text");
+    let over = error_of(
+        &h.call(
+            "read_file",
+            json!({"sandbox_id": id, "path": "u.txt", "length": (256 << 10) + 1}),
+        )
+        .await,
+    );
+    assert_eq!(over["details"]["field"], "length");
 }

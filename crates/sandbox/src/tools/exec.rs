@@ -148,11 +148,24 @@ pub struct ExecResult {
     pub signal: Option<i32>,
     /// True when the timeout ended it.
     pub timed_out: bool,
-    /// True when output was cut: the first and last halves of 1 MiB per stream are kept.
+    /// True when output was cut: the first and last halves of 1 MiB per stream are kept, and less when the
+    /// result would pass 900 KiB (stdout_bytes and stderr_bytes are the whole sizes).
     pub truncated: bool,
+    /// Bytes the program wrote to stdout in all.
     pub stdout_bytes: u64,
+    /// Bytes the program wrote to stderr in all.
     pub stderr_bytes: u64,
     pub duration_ms: u64,
+}
+
+impl ExecResult {
+    /// Keeps the result within what every client accepts ([`super::RESULT_BUDGET`]).
+    pub(crate) fn fit(mut self) -> Self {
+        if super::fit_output(&mut self, |r| (&mut r.stdout, &mut r.stderr)) {
+            self.truncated = true;
+        }
+        self
+    }
 }
 
 impl From<ProcReport> for ExecResult {
@@ -177,7 +190,9 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         ToolSpec::new(
             "execute_code",
             "Run code in a sandbox: language python, javascript (node), bash or sh. Returns exit_code, stdout, \
-             stderr (plus signal, timed_out, truncated). Output streams as progress while it runs.",
+             stderr (plus signal, timed_out, truncated). Output streams as progress while it runs. A result \
+             stays under 900 KiB (some MCP clients refuse 1 MiB): longer output is cut head-and-tail and marked \
+             truncated; for all of it, write it to a file and page it with read_file.",
         )
         .open_world()
         .timeout(deadline)
@@ -196,7 +211,9 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         ToolSpec::new(
             "run_command",
             "Run a shell command (sh) in a sandbox. Returns exit_code, stdout, stderr (plus signal, timed_out, \
-             truncated). Output streams as progress while it runs.",
+             truncated). Output streams as progress while it runs. A result stays under 900 KiB: longer output \
+             is cut head-and-tail and marked truncated; for all of it, redirect it to a file and page it with \
+             read_file.",
         )
         .open_world()
         .timeout(deadline)
@@ -270,7 +287,7 @@ async fn run(
     client.unstream(id);
     s.touch();
     match result {
-        Ok(Body::Exited(report)) => Ok(report.into()),
+        Ok(Body::Exited(report)) => Ok(ExecResult::from(report).fit()),
         Ok(other) => Err(agent_error(other)),
         Err(e @ LinkError::Timeout { .. }) => {
             kill(s, id).await;

@@ -13,10 +13,11 @@ use std::time::Duration;
 
 /// The seed's 10 MB content limit, as bytes of the file.
 pub const MAX_CONTENT_BYTES: usize = 10 << 20;
-/// Bytes one read_file returns: its result carries the content twice (text and structured), and MCP
-/// clients and servers refuse messages over 16 MiB (rmcp's line and SSE event limit). Larger files are read
-/// in pages with `offset` (the result's `size` and `truncated` say how much is left).
-pub const MAX_READ_BYTES: usize = 4 << 20;
+/// Bytes one read_file returns at most: its result carries the content twice (text and structured) and must
+/// stay within [`super::RESULT_BUDGET`] (the Python MCP client refuses SSE events over 1 MiB). Larger files are
+/// read in pages with `offset` (the result's `size`, `bytes` and `truncated` say how much is left); a page of
+/// text that escapes heavily in JSON is cut shorter.
+pub const MAX_READ_BYTES: usize = 256 << 10;
 const CHUNK_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
@@ -41,7 +42,7 @@ pub struct ReadArgs {
     /// First byte to read (default 0).
     #[serde(default)]
     pub offset: Option<u64>,
-    /// Bytes to read (default: to the end, at most 4 MiB a call; page with offset).
+    /// Bytes to read (default: to the end, at most 256 KiB a call; page with offset).
     #[serde(default)]
     pub length: Option<u64>,
 }
@@ -61,9 +62,9 @@ pub struct ReadResult {
     pub encoding: Encoding,
     /// The file's whole size in bytes.
     pub size: u64,
-    /// Bytes returned.
+    /// Bytes of the file returned: the next page starts at offset + bytes.
     pub bytes: u64,
-    /// True when the file goes on past what was returned.
+    /// True when the file goes on past what was returned (read on from offset + bytes).
     pub truncated: bool,
 }
 
@@ -169,8 +170,10 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     b.tool(
         ToolSpec::new(
             "read_file",
-            "Read a file in a sandbox (text, or base64 for any bytes). At most 4 MiB a call: page through larger \
-             files with offset (size and truncated say what is left).",
+            "Read a file in a sandbox (text, or base64 for any bytes). At most 256 KiB a call (a result stays \
+             under 900 KiB; some MCP clients refuse 1 MiB): page through larger files with offset, reading on \
+             from offset + bytes while truncated is true (size is the whole file's). Text pages end on whole \
+             UTF-8 characters.",
         )
         .read_only()
         .timeout(Duration::from_secs(120))
@@ -239,18 +242,47 @@ async fn read(m: &Manager, a: ReadArgs) -> Result<ReadResult, ToolError> {
             other => return Err(agent_error(other)),
         }
     }
-    let bytes = data.len() as u64;
-    let content = match a.encoding {
-        Encoding::Utf8 => String::from_utf8_lossy(&data).into_owned(),
-        Encoding::Base64 => b64::encode(&data),
+    let page = |data: &[u8]| {
+        let bytes = data.len() as u64;
+        ReadResult {
+            content: match a.encoding {
+                Encoding::Utf8 => String::from_utf8_lossy(data).into_owned(),
+                Encoding::Base64 => b64::encode(data),
+            },
+            encoding: a.encoding,
+            size,
+            bytes,
+            truncated: start + bytes < size,
+        }
     };
-    Ok(ReadResult {
-        content,
-        encoding: a.encoding,
-        size,
-        bytes,
-        truncated: start + bytes < size,
-    })
+    whole_chars(&mut data, a.encoding, start, size);
+    let mut result = page(&data);
+    // Each round aims 10% under; the bound only guards against a loop.
+    for _ in 0..8 {
+        let wire = super::wire_bytes(&result);
+        if wire <= super::RESULT_BUDGET || data.is_empty() {
+            break;
+        }
+        let keep = data.len() * (super::RESULT_BUDGET / 1024) / (wire / 1024).max(1) * 9 / 10;
+        data.truncate(keep);
+        whole_chars(&mut data, a.encoding, start, size);
+        result = page(&data);
+    }
+    Ok(result)
+}
+
+/// A text page that stops inside the file ends on a whole UTF-8 character, so pages joined give the file's
+/// text (a character split across two pages would read as two U+FFFD).
+fn whole_chars(data: &mut Vec<u8>, encoding: Encoding, start: u64, size: u64) {
+    if encoding != Encoding::Utf8 || start + data.len() as u64 >= size {
+        return;
+    }
+    if let Err(e) = std::str::from_utf8(data)
+        && e.error_len().is_none()
+        && e.valid_up_to() > 0
+    {
+        data.truncate(e.valid_up_to());
+    }
 }
 
 async fn write(m: &Manager, a: WriteArgs) -> Result<WriteResult, ToolError> {

@@ -121,7 +121,7 @@ pub struct Output {
 impl From<ProcReport> for Output {
     fn from(r: ProcReport) -> Self {
         let running = r.running;
-        let ended = ExecResult::from(r);
+        let ended = ExecResult::from(r).fit();
         Self {
             running,
             exit_code: (!running).then_some(ended.exit_code),
@@ -201,7 +201,8 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     b.tool(
         ToolSpec::new(
             "process_output",
-            "A background process's output so far (first and last halves of 1 MiB per stream) and state.",
+            "A background process's output so far (first and last halves of 1 MiB per stream, less when the \
+             result would pass 900 KiB) and state.",
         )
         .read_only()
         .handler_on(Arc::clone(mgr), |m, a: ProcArgs, _: ToolCtx| async move {
