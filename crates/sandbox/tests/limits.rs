@@ -433,6 +433,22 @@ async fn a_program_s_group_is_inside_the_sandbox_s_and_goes_with_it() {
         .find(|d| d.starts_with(&pids))
         .unwrap();
     assert_eq!(dir.parent(), Some(sandbox.as_path()), "{}", dir.display());
+    // A finished program's group goes with it: three commands later only the sleep's is there.
+    for _ in 0..3 {
+        h.sh(&id, "true").await;
+    }
+    let groups = || {
+        std::fs::read_dir(&sandbox)
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().unwrap().is_dir())
+            .map(|e| e.path())
+            .collect::<Vec<_>>()
+    };
+    eventually("the finished programs' groups to go", || {
+        groups() == [dir.clone()]
+    })
+    .await;
     h.ok("destroy_sandbox", json!({"sandbox_id": id})).await;
     assert!(!sandbox.exists(), "{} left behind", sandbox.display());
 }
