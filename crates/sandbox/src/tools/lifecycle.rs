@@ -64,16 +64,88 @@ pub struct Success {
     pub success: bool,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoArgs {}
-impl Validate for NoArgs {}
+/// Sandboxes a list_sandboxes page holds unless `limit` says otherwise, and the most it may ask for.
+pub const LIST_DEFAULT_LIMIT: usize = 20;
+pub const LIST_MAX_LIMIT: usize = 100;
+
+/// Bouvet's list_sandboxes takes no arguments (and ignores any); these are ours.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct ListArgs {
+    /// Sandboxes per page (default 20, at most 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Where to go on from: the `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Only this sandbox, with its whole isolation report.
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+    /// The whole isolation report on every sandbox (by default, only on the first sandbox of the page with
+    /// that report; the others name it with `isolation_as`).
+    #[serde(default)]
+    pub verbose: bool,
+}
+impl Validate for ListArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        if let Some(l) = self.limit {
+            check::in_range("limit", l, 1, LIST_MAX_LIMIT as u32)?;
+        }
+        if let Some(c) = &self.cursor {
+            Cursor::parse(c)?;
+        }
+        Ok(())
+    }
+}
+
+/// A page's end: the creation time and id of its last sandbox, the order the list is sorted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Cursor {
+    created_ns: u128,
+    id: uuid::Uuid,
+}
+
+impl Cursor {
+    fn of(s: &crate::manager::Sandbox) -> Self {
+        Self {
+            created_ns: s
+                .created_at
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+            id: s.id,
+        }
+    }
+
+    fn parse(text: &str) -> Result<Self, ToolError> {
+        let bad = || {
+            ToolError::invalid_argument(
+                "cursor",
+                format!("{text:?} is not a next_cursor that list_sandboxes returned"),
+            )
+        };
+        let (ns, id) = text.split_once('~').ok_or_else(bad)?;
+        Ok(Self {
+            created_ns: ns.parse().map_err(|_| bad())?,
+            id: uuid::Uuid::parse_str(id).map_err(|_| bad())?,
+        })
+    }
+
+    fn render(self) -> String {
+        format!("{}~{}", self.created_ns, self.id)
+    }
+}
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Listed {
-    /// `{sandbox_id, state, created_at}` (Bouvet's fields) plus expires_at, backend, memory_mib,
-    /// vcpu_count, languages, isolation (what was really enforced), from_pool.
+    /// `{sandbox_id, state, created_at}` (Bouvet's fields) plus expires_at, backend, image, memory_mib,
+    /// vcpu_count, languages, from_pool, and `isolation` (what was really enforced) on the first sandbox of
+    /// the page with that report; later ones with the same report (their cgroup paths aside) carry
+    /// `isolation_as`, that sandbox's id.
     pub sandboxes: Vec<Value>,
+    /// Live sandboxes in all, on every page.
+    pub total: usize,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
     pub backend: String,
     /// Why the microvm backend is or is not available here.
     pub microvm: Value,
@@ -126,16 +198,13 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     b.tool(
         ToolSpec::new(
             "list_sandboxes",
-            "List the live sandboxes, with their state, expiry, languages and the isolation really enforced.",
+            "List the live sandboxes, oldest first, 20 a page (limit up to 100; pass next_cursor as cursor for \
+             the next page): state, expiry, languages and the isolation really enforced (in full once per \
+             distinct report; verbose for every sandbox, or sandbox_id for one).",
         )
         .read_only()
-        .handler_on(Arc::clone(mgr), |m, _: NoArgs, _: ToolCtx| async move {
-            Ok(Listed {
-                sandboxes: m.list().iter().map(|s| s.describe(&m.settings)).collect(),
-                backend: format!("{:?}", m.settings.backend).to_lowercase(),
-                microvm: serde_json::to_value(&m.microvm).unwrap_or(Value::Null),
-                images: m.image_names(),
-            })
+        .handler_on(Arc::clone(mgr), |m, a: ListArgs, _: ToolCtx| async move {
+            list(&m, a)
         }),
     );
     b.tool(
@@ -153,4 +222,75 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             })
         }),
     );
+}
+
+fn list(m: &Manager, a: ListArgs) -> Result<Listed, ToolError> {
+    let all = m.list();
+    let total = all.len();
+    let (page, next_cursor) = if let Some(id) = &a.sandbox_id {
+        (vec![m.get(id)?], None)
+    } else {
+        let after = a.cursor.as_deref().map(Cursor::parse).transpose()?;
+        let limit = a.limit.map_or(LIST_DEFAULT_LIMIT, |l| l as usize);
+        let mut rest: Vec<_> = all
+            .into_iter()
+            .filter(|s| after.is_none_or(|c| Cursor::of(s) > c))
+            .collect();
+        // The manager lists by creation time; the cursor also orders ties by id.
+        rest.sort_by_key(|s| Cursor::of(s));
+        let more = rest.len() > limit;
+        rest.truncate(limit);
+        let next = more
+            .then(|| rest.last().map(|s| Cursor::of(s).render()))
+            .flatten();
+        (rest, next)
+    };
+    // The isolation report is most of a sandbox's description and the same for most sandboxes: once per page.
+    let mut reported: Vec<(Value, String)> = Vec::new();
+    let sandboxes = page
+        .iter()
+        .map(|s| {
+            let mut d = s.describe(&m.settings);
+            if a.verbose || a.sandbox_id.is_some() {
+                return d;
+            }
+            if let Some(obj) = d.as_object_mut()
+                && let Some(report) = obj.remove("isolation")
+            {
+                let shared = shared_part(&report);
+                match reported.iter().find(|(r, _)| *r == shared) {
+                    Some((_, first)) => {
+                        obj.insert("isolation_as".into(), Value::String(first.clone()));
+                    }
+                    None => {
+                        obj.insert("isolation".into(), report);
+                        reported.push((shared, s.id.to_string()));
+                    }
+                }
+            }
+            d
+        })
+        .collect();
+    Ok(Listed {
+        sandboxes,
+        total,
+        next_cursor,
+        backend: format!("{:?}", m.settings.backend).to_lowercase(),
+        microvm: serde_json::to_value(&m.microvm).unwrap_or(Value::Null),
+        images: m.image_names(),
+    })
+}
+
+/// Parts of an isolation report that name the sandbox itself (its cgroups' paths): left out when reports are
+/// compared, and shown for a sandbox only with `verbose` or `sandbox_id`.
+const OWN_KEYS: [&str; 1] = ["cgroups"];
+
+fn shared_part(report: &Value) -> Value {
+    let mut shared = report.clone();
+    if let Some(obj) = shared.as_object_mut() {
+        for key in OWN_KEYS {
+            obj.remove(key);
+        }
+    }
+    shared
 }
