@@ -74,6 +74,9 @@ fn args(ws: &Path, backend: BackendChoice) -> DebugArgs {
         backend,
         bridge_dir: None,
         max_data_bytes: 16 << 20,
+        allow_launch_anywhere: false,
+        launch_allow: vec![],
+        env_allow: vec![],
         timeout: Duration::from_secs(30),
         manifest: None,
         python: Some(python()),
@@ -106,6 +109,7 @@ async fn file_protocol(trips: usize) {
         python: Some(python()),
         lldb_dap: None,
         js_debug: None,
+        policy: Default::default(),
     };
     let host_ws = ws.clone();
     let host_stop = stop.clone();

@@ -73,6 +73,15 @@ fn dap_config(args: &DebugArgs) -> DapConfig {
         python: args.python.clone(),
         lldb_dap: args.lldb_dap.clone(),
         js_debug: args.js_debug.clone(),
+        policy: policy(args),
+    }
+}
+
+pub fn policy(args: &DebugArgs) -> crate::dap::policy::LaunchPolicy {
+    crate::dap::policy::LaunchPolicy {
+        anywhere: args.allow_launch_anywhere,
+        allow_dirs: args.launch_allow.clone(),
+        env_allow: args.env_allow.clone(),
     }
 }
 

@@ -37,6 +37,34 @@ pub struct DebugArgs {
         value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)), global = true)]
     pub max_data_bytes: u64,
 
+    /// Let `debug_start` run programs anywhere (and attach to processes); by default only programs inside the
+    /// workspace or a --launch-allow directory are launched.
+    #[arg(
+        long = "allow-launch-anywhere",
+        env = "DEBUG_ALLOW_LAUNCH_ANYWHERE",
+        global = true
+    )]
+    pub allow_launch_anywhere: bool,
+
+    /// A directory (besides the workspace) whose programs `debug_start` may launch; repeatable.
+    #[arg(
+        long = "launch-allow",
+        env = "DEBUG_LAUNCH_ALLOW",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub launch_allow: Vec<PathBuf>,
+
+    /// An environment variable passed to debuggers and readable as `${env:NAME}`, besides PATH, HOME, LANG,
+    /// LC_ALL, LC_CTYPE, TERM, TMPDIR, USER, LOGNAME, TZ; repeatable.
+    #[arg(
+        long = "env-allow",
+        env = "DEBUG_ENV_ALLOW",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub env_allow: Vec<String>,
+
     /// Which backend runs the tools.
     #[arg(long, env = "DEBUG_BACKEND", value_enum, default_value = "auto")]
     pub backend: BackendChoice,

@@ -28,6 +28,7 @@ impl InProcessHost {
             python: Some(python()),
             lldb_dap: None,
             js_debug: None,
+            policy: Default::default(),
         };
         let (ws2, stop2) = (ws.to_path_buf(), stop.clone());
         let task = tokio::spawn(async move {

@@ -21,6 +21,7 @@ fn cfg(ws: &Path) -> DapConfig {
         python: Some(python()),
         lldb_dap: None,
         js_debug: None,
+        policy: Default::default(),
     }
 }
 

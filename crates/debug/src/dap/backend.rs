@@ -22,6 +22,8 @@ pub struct DapConfig {
     pub lldb_dap: Option<PathBuf>,
     /// js-debug's `vsDebugServer.js`/`dapDebugServer.js`; `pwa-node` launches need it.
     pub js_debug: Option<PathBuf>,
+    /// What a launch may run and with which environment.
+    pub policy: super::policy::LaunchPolicy,
 }
 
 pub struct DapBackend {
@@ -337,7 +339,9 @@ impl DapBackend {
                 ));
             }
         };
-        launch::substitute(&mut config, &folder);
+        launch::substitute(&mut config, &folder, &|name| {
+            self.cfg.policy.env_allowed(name)
+        })?;
         Ok(config)
     }
 
@@ -401,6 +405,8 @@ impl DapBackend {
 
     async fn start(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
         let config = self.configuration(p)?;
+        // Checked on the caller's configuration, before the bridge adds its own interpreter to it.
+        self.cfg.policy.check(&config, &self.cfg.workspace)?;
         let _guard = self.lifecycle.lock().await;
         let old = lock(&self.current).clone();
         if let Some(old) = old.filter(|s| !s.is_terminated()) {
@@ -435,7 +441,8 @@ impl DapBackend {
             ScriptError::new("E_UNSUPPORTED_LANGUAGE", format!("no debug adapter for launch type `{ty}`"))
                 .hint("Use type \"debugpy\"/\"python\" for Python, \"lldb-dap\"/\"lldb\" for C, C++ and Rust, or \"pwa-node\"/\"node\" for JavaScript")
         })?;
-        let command = self.adapter_command(kind)?;
+        let mut command = self.adapter_command(kind)?;
+        self.cfg.policy.apply_env(&mut command);
         if let Some(program) = config.get("program").and_then(Value::as_str) {
             let path = self.resolve_path(program);
             if !path.is_file() {

@@ -131,19 +131,37 @@ pub fn from_launch_json(folder: &Path, name: &str) -> Result<Value, ScriptError>
 
 /// Replaces `${workspaceFolder}`, `${workspaceFolderBasename}`, `${cwd}`, `${userHome}`, `${pathSeparator}` and
 /// `${env:NAME}` in every string of `config`. `${file}` and friends name the editor's file, which a headless
-/// bridge has not got: they are left as they are.
-pub fn substitute(config: &mut Value, workspace: &Path) {
+/// bridge has not got: they are left as they are. `${env:NAME}` reads only names `env_ok` allows (the bridge's
+/// own environment holds its secrets); any other is `E_INVALID_PARAMS` naming it.
+pub fn substitute(
+    config: &mut Value,
+    workspace: &Path,
+    env_ok: &dyn Fn(&str) -> bool,
+) -> Result<(), ScriptError> {
     match config {
-        Value::String(s) => *s = substitute_str(s, workspace),
-        Value::Array(items) => items.iter_mut().for_each(|v| substitute(v, workspace)),
-        Value::Object(map) => map.values_mut().for_each(|v| substitute(v, workspace)),
+        Value::String(s) => *s = substitute_str(s, workspace, env_ok)?,
+        Value::Array(items) => {
+            for v in items {
+                substitute(v, workspace, env_ok)?;
+            }
+        }
+        Value::Object(map) => {
+            for v in map.values_mut() {
+                substitute(v, workspace, env_ok)?;
+            }
+        }
         _ => {}
     }
+    Ok(())
 }
 
-fn substitute_str(s: &str, workspace: &Path) -> String {
+fn substitute_str(
+    s: &str,
+    workspace: &Path,
+    env_ok: &dyn Fn(&str) -> bool,
+) -> Result<String, ScriptError> {
     if !s.contains("${") {
-        return s.to_owned();
+        return Ok(s.to_owned());
     }
     let mut out = String::new();
     let mut rest = s;
@@ -151,7 +169,7 @@ fn substitute_str(s: &str, workspace: &Path) -> String {
         out.push_str(&rest[..start]);
         let Some(len) = rest[start..].find('}') else {
             out.push_str(&rest[start..]);
-            return out;
+            return Ok(out);
         };
         let name = &rest[start + 2..start + len];
         let value = match name {
@@ -164,9 +182,18 @@ fn substitute_str(s: &str, workspace: &Path) -> String {
                 .map(|d| d.display().to_string()),
             "userHome" => std::env::var("HOME").ok(),
             "pathSeparator" => Some(std::path::MAIN_SEPARATOR.to_string()),
-            _ => name
-                .strip_prefix("env:")
-                .map(|v| std::env::var(v).unwrap_or_default()),
+            _ => match name.strip_prefix("env:") {
+                Some(var) if env_ok(var) => Some(std::env::var(var).unwrap_or_default()),
+                Some(var) => {
+                    return Err(ScriptError::new(
+                        "E_INVALID_PARAMS",
+                        format!("`${{env:{var}}}` is not on the environment allow-list"),
+                    )
+                    .hint(format!("Start the bridge with --env-allow {var} (DEBUG_ENV_ALLOW) to pass it, or write the value into the configuration"))
+                    .details(serde_json::json!({"field": "config", "variable": var})));
+                }
+                None => None,
+            },
         };
         match value {
             Some(v) => out.push_str(&v),
@@ -175,7 +202,7 @@ fn substitute_str(s: &str, workspace: &Path) -> String {
         rest = &rest[start + len + 1..];
     }
     out.push_str(rest);
-    out
+    Ok(out)
 }
 
 /// The debuggers this bridge starts.
@@ -251,7 +278,7 @@ mod tests {
     #[test]
     fn workspace_variables_are_substituted() {
         let mut v = json!({"program": "${workspaceFolder}/a.py", "args": ["${workspaceFolderBasename}", "${file}"]});
-        substitute(&mut v, Path::new("/w/proj"));
+        substitute(&mut v, Path::new("/w/proj"), &|n| n == "HOME").unwrap();
         assert_eq!(
             v,
             json!({"program": "/w/proj/a.py", "args": ["proj", "${file}"]})

@@ -8,6 +8,7 @@ pub mod journal;
 mod jsdebug;
 pub mod launch;
 mod logs;
+pub mod policy;
 pub mod session;
 
 pub use backend::{DapBackend, DapConfig};

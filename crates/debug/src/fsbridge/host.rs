@@ -118,6 +118,7 @@ pub async fn run(args: DebugArgs, host: HostArgs) -> Result<(), BridgeError> {
         python: args.python.clone(),
         lldb_dap: args.lldb_dap.clone(),
         js_debug: args.js_debug.clone(),
+        policy: crate::backend::policy(&args),
     };
     serve(&ws, opts, cfg, shutdown).await?;
     Ok(())

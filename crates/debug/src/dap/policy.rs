@@ -1,0 +1,152 @@
+//! What `debug_start` may run, and with which environment. The bridge runs as its own user (often root) and
+//! holds secrets in its environment (the MCP token), so by default a launch runs only programs inside the
+//! workspace (or an allow-listed directory), the adapter and debuggee get a scrubbed environment, and
+//! `${env:NAME}` in a launch configuration reads only allow-listed names.
+
+use crate::envelope::ScriptError;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// The environment every adapter (and so every debuggee) gets from the bridge's own, when set; a launch
+/// configuration's `env` comes on top.
+pub const BASE_ENV: &[&str] = &[
+    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "LOGNAME", "TZ",
+];
+
+/// The flag that lets a launch run a program anywhere.
+pub const ANYWHERE_FLAG: &str = "--allow-launch-anywhere (DEBUG_ALLOW_LAUNCH_ANYWHERE=true)";
+
+#[derive(Debug, Clone, Default)]
+pub struct LaunchPolicy {
+    /// Programs anywhere may be launched (and processes attached to).
+    pub anywhere: bool,
+    /// Directories besides the workspace whose programs may be launched.
+    pub allow_dirs: Vec<PathBuf>,
+    /// Environment names passed to the adapter and readable by `${env:NAME}`, beside [`BASE_ENV`].
+    pub env_allow: Vec<String>,
+}
+
+impl LaunchPolicy {
+    pub fn env_allowed(&self, name: &str) -> bool {
+        BASE_ENV.contains(&name) || self.env_allow.iter().any(|n| n == name)
+    }
+
+    /// The scrubbed environment for an adapter process.
+    pub fn apply_env(&self, cmd: &mut tokio::process::Command) {
+        cmd.env_clear();
+        for name in BASE_ENV
+            .iter()
+            .copied()
+            .chain(self.env_allow.iter().map(String::as_str))
+        {
+            if let Some(v) = std::env::var_os(name) {
+                cmd.env(name, v);
+            }
+        }
+    }
+
+    /// Refuses a configuration that would run something outside the workspace and the allow-list, unless the
+    /// policy allows anywhere. `program`, and the interpreters a configuration may name (`python`,
+    /// `runtimeExecutable`), are checked after symlinks are resolved; `attach` needs the opt-in too.
+    pub fn check(&self, config: &Value, workspace: &Path) -> Result<(), ScriptError> {
+        if self.anywhere {
+            return Ok(());
+        }
+        if config.get("request").and_then(Value::as_str) == Some("attach") {
+            return Err(refused(
+                "`request: attach` reaches a process the bridge did not start".into(),
+                json!({"request": "attach"}),
+            ));
+        }
+        let mut roots = vec![canonical(workspace)];
+        roots.extend(self.allow_dirs.iter().map(|d| canonical(d)));
+        for key in ["program", "python", "runtimeExecutable"] {
+            let paths: Vec<&str> = match config.get(key) {
+                Some(Value::String(s)) => vec![s.as_str()],
+                Some(Value::Array(a)) => a.iter().take(1).filter_map(Value::as_str).collect(),
+                _ => vec![],
+            };
+            for raw in paths {
+                let p = Path::new(raw);
+                let abs = if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    workspace.join(p)
+                };
+                let real = canonical(&abs);
+                if !roots.iter().any(|r| real.starts_with(r)) {
+                    return Err(refused(
+                        format!(
+                            "`{key}` {} is outside the workspace {} and the launch allow-list",
+                            real.display(),
+                            workspace.display()
+                        ),
+                        json!({"field": key, "path": real.display().to_string(),
+                            "allowed": roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>()}),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn refused(message: String, details: Value) -> ScriptError {
+    ScriptError::new("E_LAUNCH_REFUSED", message)
+        .hint(format!(
+            "Launch a program inside the workspace, add its directory with --launch-allow DIR (DEBUG_LAUNCH_ALLOW), or start the bridge with {ANYWHERE_FLAG}"
+        ))
+        .details(details)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inside_passes_outside_and_attach_are_refused_unless_allowed() {
+        let ws = std::env::temp_dir();
+        let p = LaunchPolicy::default();
+        assert!(p.check(&json!({"program": "a.py"}), &ws).is_ok());
+        let e = p
+            .check(&json!({"program": "/usr/bin/env"}), &ws)
+            .unwrap_err();
+        assert_eq!(e.code, "E_LAUNCH_REFUSED");
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap()
+                .contains("--allow-launch-anywhere")
+        );
+        let e = p
+            .check(
+                &json!({"program": "a.py", "python": ["/usr/bin/perl"]}),
+                &ws,
+            )
+            .unwrap_err();
+        assert_eq!(e.details["field"], "python");
+        assert!(
+            p.check(&json!({"request": "attach", "processId": 1}), &ws)
+                .is_err()
+        );
+        let allowed = LaunchPolicy {
+            allow_dirs: vec!["/usr/bin".into()],
+            ..LaunchPolicy::default()
+        };
+        assert!(
+            allowed
+                .check(&json!({"program": "/usr/bin/env"}), &ws)
+                .is_ok()
+        );
+        let anywhere = LaunchPolicy {
+            anywhere: true,
+            ..LaunchPolicy::default()
+        };
+        assert!(anywhere.check(&json!({"request": "attach"}), &ws).is_ok());
+    }
+}

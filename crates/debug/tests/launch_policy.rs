@@ -1,0 +1,133 @@
+//! What `debug_start` may run: programs inside the workspace (or a --launch-allow directory) unless the bridge
+//! was started with --allow-launch-anywhere, which a refusal names; the debuggee's environment is scrubbed (the
+//! bridge's secrets never reach it; a small allow-list plus the configuration's own `env`); `${env:NAME}` reads
+//! only allow-listed names.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_debug::config::BackendChoice;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+use support::*;
+
+const SECRET: &str = "MCP_TOKEN";
+
+/// A program that writes its environment to `out` as JSON.
+fn env_dump(dir: &Path, out: &Path) -> std::path::PathBuf {
+    let prog = dir.join("envdump.py");
+    std::fs::write(
+        &prog,
+        format!(
+            "import json, os, sys\njson.dump({{'env': dict(os.environ), 'argv': sys.argv}}, open({:?}, 'w'))\n",
+            out.display().to_string()
+        ),
+    )
+    .unwrap();
+    prog
+}
+
+async fn wait_for(path: &Path) -> Value {
+    let t = std::time::Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(v) = serde_json::from_str(&text)
+        {
+            return v;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{} was never written",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[test]
+fn the_debuggee_gets_a_scrubbed_environment_and_env_reads_only_allowed_names() {
+    // SAFETY: no other thread exists yet (the runtime is built below), so nothing reads the environment while
+    // it is written; nextest runs this test in a process of its own.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var(SECRET, "s3cr3t");
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let ws = workspace("lp-env");
+            let out = ws.join("env.json");
+            env_dump(&ws, &out);
+            let c = client(args(&ws, BackendChoice::Dap)).await;
+            let (code, e) = support::code(
+                &c,
+                "debug_start",
+                json!({"config": {"type": "debugpy", "request": "launch",
+                    "program": "${workspaceFolder}/envdump.py", "args": [format!("${{env:{SECRET}}}")]}}),
+            )
+            .await;
+            assert_eq!(code, "E_INVALID_PARAMS", "{e}");
+            assert!(e["message"].as_str().unwrap().contains(SECRET), "{e}");
+            assert!(e["hint"].as_str().unwrap_or_default().contains("--env-allow") || e.to_string().contains("--env-allow"), "{e}");
+            data(
+                &c,
+                "debug_start",
+                json!({"config": {"type": "debugpy", "request": "launch",
+                    "program": "${workspaceFolder}/envdump.py", "args": ["${env:HOME}"],
+                    "env": {"FROM_CONFIG": "yes"}}}),
+            )
+            .await;
+            let dumped = wait_for(&out).await;
+            let env = &dumped["env"];
+            assert!(env.get(SECRET).is_none(), "the bridge's secret reached the debuggee: {env}");
+            assert_eq!(env["FROM_CONFIG"], "yes", "the configuration's env is passed");
+            assert!(env.get("PATH").is_some(), "PATH is on the allow-list");
+            assert_eq!(
+                dumped["argv"][1],
+                std::env::var("HOME").unwrap(),
+                "${{env:HOME}} is allowed"
+            );
+        });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_outside_the_workspace_needs_the_opt_in_flag() {
+    let ws = workspace("lp-inside");
+    let elsewhere = workspace("lp-outside");
+    let out = elsewhere.join("ran.json");
+    let prog = env_dump(&elsewhere, &out);
+    let config = json!({"config": {"type": "debugpy", "request": "launch",
+        "program": prog.display().to_string()}});
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let (code, e) = support::code(&c, "debug_start", config.clone()).await;
+    assert_eq!(code, "E_LAUNCH_REFUSED", "{e}");
+    assert_eq!(e["details"]["path"], prog.display().to_string(), "{e}");
+    assert!(
+        e.to_string().contains("--allow-launch-anywhere"),
+        "the refusal names the flag: {e}"
+    );
+    let (code, _) = support::code(
+        &c,
+        "debug_start",
+        json!({"config": {"type": "debugpy", "request": "attach", "processId": 1}}),
+    )
+    .await;
+    assert_eq!(code, "E_LAUNCH_REFUSED", "attach needs the opt-in too");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!out.exists(), "the refused program never ran");
+    let mut allowed = args(&ws, BackendChoice::Dap);
+    allowed.launch_allow = vec![elsewhere.clone()];
+    let c2 = client(allowed).await;
+    data(&c2, "debug_start", config.clone()).await;
+    wait_for(&out).await;
+    std::fs::remove_file(&out).unwrap();
+    let mut anywhere = args(&ws, BackendChoice::Dap);
+    anywhere.allow_launch_anywhere = true;
+    let c3 = client(anywhere).await;
+    data(&c3, "debug_start", config).await;
+    wait_for(&out).await;
+}
