@@ -220,3 +220,24 @@ async def test_large_results_arrive_whole_over_http(bridge_http: HttpServer, era
             assert base64.b64decode(b64["content"]) == expected[: b64["bytes"]].encode()
         finally:
             await ok(client, "destroy_sandbox", {"sandbox_id": sid})
+
+
+@pytest.mark.parametrize("pool", ["1", "true", "TRUE", "yes", "0", "false"])
+@pytest.mark.parametrize("transport", ["STDIO", "Both"])
+async def test_bouvet_env_values_start_the_bridge(bins: tuple[Path, Path], pool: str, transport: str) -> None:
+    """BOUVET_* values Bouvet accepts start ours too: a boolean in any spelling, the transport in any case."""
+    bridge, agent = bins
+    env = {**sandbox_env(agent), "BOUVET_POOL_ENABLED": pool, "BOUVET_TRANSPORT": transport,
+           "BOUVET_HTTP_HOST": "127.0.0.1", "BOUVET_HTTP_PORT": "0", "PATH": "/usr/bin:/bin"}
+    params = StdioServerParameters(command=str(bridge), args=["sandbox"], env=env)
+    async with Client(params, cache=None, read_timeout_seconds=60) as client:
+        assert "execute_code" in {t.name for t in (await client.list_tools()).tools}
+
+
+@pytest.mark.parametrize("transport", ["sse", "remote", "HTTP"])
+def test_bouvet_http_transport_names(bins: tuple[Path, Path], transport: str) -> None:
+    """Bouvet's names for its HTTP transport serve HTTP."""
+    bridge, agent = bins
+    env = {**sandbox_env(agent), "BOUVET_TRANSPORT": transport, "BOUVET_POOL_MIN_SIZE": "0"}
+    with HttpServer.start([str(bridge), "sandbox"], env=env, http_args=["--mcp-host", "127.0.0.1", "--mcp-port", "0"]) as server:
+        assert server.health()["status"]

@@ -49,7 +49,7 @@ pub struct SandboxArgs {
     )]
     pub sandbox_default_image: String,
     /// Keep warm sandboxes ready.
-    #[arg(long = "sandbox-pool-enabled", env = "SANDBOX_POOL_ENABLED", default_value = "true", action = clap::ArgAction::Set)]
+    #[arg(long = "sandbox-pool-enabled", env = "SANDBOX_POOL_ENABLED", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub sandbox_pool_enabled: bool,
     /// Warm sandboxes kept ready for the default spec.
     #[arg(long = "sandbox-pool-min-size", env = "SANDBOX_POOL_MIN_SIZE", default_value = "3", value_parser = config::ranged("SANDBOX_POOL_MIN_SIZE", 0usize, 64))]

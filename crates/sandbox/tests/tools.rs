@@ -745,3 +745,81 @@ async fn list_sandboxes_is_paged_and_small() {
     let bad = error_of(&h.call("list_sandboxes", json!({"cursor": "nope"})).await);
     assert_eq!(bad["details"]["field"], "cursor");
 }
+
+/// Bouvet's spellings: the language in any case with its aliases, and fields Bouvet ignores ignored on each
+/// of its eight tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bouvet_spellings_and_extra_fields_are_accepted() {
+    let h = start(&[]).await;
+    let extra = |mut v: serde_json::Value| {
+        v["request_id"] = json!("abc");
+        v["timeout"] = json!(30);
+        v
+    };
+    let id = h.ok("create_sandbox", extra(json!({}))).await["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (language, code) in [
+        ("Python", "print('ok')"),
+        ("PYTHON3", "print('ok')"),
+        ("JavaScript", "console.log('ok')"),
+        ("Node", "console.log('ok')"),
+        ("js", "console.log('ok')"),
+        ("Bash", "echo ok"),
+        ("SH", "echo ok"),
+    ] {
+        let out = h
+            .ok(
+                "execute_code",
+                extra(json!({"sandbox_id": id, "language": language, "code": code})),
+            )
+            .await;
+        assert_eq!(out["stdout"], "ok\n", "{language}: {out}");
+    }
+    let bad = error_of(
+        &h.call(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "cobol", "code": "x"}),
+        )
+        .await,
+    );
+    assert_eq!(bad["details"]["field"], "language");
+    let ran = h
+        .ok(
+            "run_command",
+            extra(json!({"sandbox_id": id, "command": "echo ok"})),
+        )
+        .await;
+    assert_eq!(ran["stdout"], "ok\n");
+    h.ok(
+        "write_file",
+        extra(json!({"sandbox_id": id, "path": "a.txt", "content": "hi"})),
+    )
+    .await;
+    let read = h
+        .ok(
+            "read_file",
+            extra(json!({"sandbox_id": id, "path": "a.txt"})),
+        )
+        .await;
+    assert_eq!(read["content"], "hi");
+    let listing = h
+        .ok(
+            "list_directory",
+            extra(json!({"sandbox_id": id, "path": "/workspace"})),
+        )
+        .await;
+    assert!(
+        listing["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "a.txt")
+    );
+    h.ok("list_sandboxes", extra(json!({}))).await;
+    let gone = h
+        .ok("destroy_sandbox", extra(json!({"sandbox_id": id})))
+        .await;
+    assert_eq!(gone["success"], true);
+}

@@ -7,6 +7,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
     Stdio,
+    /// Also spelled `sse` and `remote` (Bouvet's names for its HTTP transport).
+    #[value(alias = "sse", alias = "remote")]
     Http,
     /// Stdio and HTTP from one process, over the same bridges: a desktop client launches it while other
     /// clients reach it over HTTP.
@@ -35,8 +37,13 @@ pub struct McpArgs {
 
     /// The transport when neither --stdio nor --http is given (they win over it). `both`: stdio and HTTP from
     /// one process; when the stdio client leaves the server stops, but a stdin that is closed from the start
-    /// (a service, `</dev/null`) leaves HTTP serving alone.
-    #[arg(long = "transport", env = "MCP_TRANSPORT", value_enum)]
+    /// (a service, `</dev/null`) leaves HTTP serving alone. Any case: `STDIO` and `Both` too.
+    #[arg(
+        long = "transport",
+        env = "MCP_TRANSPORT",
+        value_enum,
+        ignore_case = true
+    )]
     pub transport: Option<Transport>,
 
     /// Address the HTTP transport binds. Anything but loopback exposes the bridge to your network: set
@@ -144,5 +151,22 @@ mod tests {
                 "{args:?} with default {default:?}"
             );
         }
+    }
+
+    /// Bouvet's BOUVET_TRANSPORT values: any case, and `sse`/`remote` for HTTP.
+    #[test]
+    fn the_transport_option_takes_any_case_and_bouvets_names() {
+        use Transport::{Both, Http, Stdio};
+        for (value, want) in [
+            ("STDIO", Stdio),
+            ("Both", Both),
+            ("HTTP", Http),
+            ("sse", Http),
+            ("Remote", Http),
+        ] {
+            assert_eq!(chosen(&["--transport", value], Stdio), want, "{value}");
+        }
+        let argv = ["x", "--transport", "carrier-pigeon"];
+        assert!(Cli::try_parse_from(argv).is_err());
     }
 }

@@ -20,12 +20,12 @@ pub const MAX_ENV_BYTES: usize = 64 << 10;
 /// Progress messages carry at most this much of a chunk.
 const PROGRESS_TEXT: usize = 4096;
 
+// Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ExecuteCodeArgs {
     /// The sandbox's id.
     pub sandbox_id: String,
-    /// python, javascript (alias node), bash or sh.
+    /// python, javascript, bash or sh, in any case (Bouvet's python3, node and js too).
     pub language: String,
     /// The program's source (at most 1 MiB).
     pub code: String,
@@ -43,8 +43,8 @@ pub struct ExecuteCodeArgs {
     pub stdin: Option<String>,
 }
 
+// Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct RunCommandArgs {
     /// The sandbox's id.
     pub sandbox_id: String,
@@ -116,7 +116,7 @@ impl ExecOpts {
 
 impl Validate for ExecuteCodeArgs {
     fn validate(&self) -> Result<(), ToolError> {
-        if sandbox_agent::protocol::interpreter(&self.language).is_none() {
+        if sandbox_agent::protocol::interpreter(&self.language.to_ascii_lowercase()).is_none() {
             return Err(ToolError::invalid_argument(
                 "language",
                 format!(
@@ -198,10 +198,12 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .timeout(deadline)
         .handler_on(Arc::clone(mgr), |m, a: ExecuteCodeArgs, ctx: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
-            check_language(&a.language, &s.instance.hello.languages)?;
+            // Bouvet lower-cases the language: `Python` and `JS` run too.
+            let language = a.language.to_ascii_lowercase();
+            check_language(&language, &s.instance.hello.languages)?;
             let opts = opts_of!(a);
             let program = Program::Code {
-                language: a.language,
+                language,
                 code: a.code,
             };
             run(&m, &s, program, opts, &ctx).await

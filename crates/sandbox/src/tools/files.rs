@@ -30,8 +30,8 @@ pub enum Encoding {
     Base64,
 }
 
+// Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ReadArgs {
     pub sandbox_id: String,
     /// File path (relative paths are under /workspace).
@@ -68,8 +68,8 @@ pub struct ReadResult {
     pub truncated: bool,
 }
 
+// Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct WriteArgs {
     pub sandbox_id: String,
     /// File path (relative paths are under /workspace); missing directories are created.
@@ -122,8 +122,8 @@ pub struct WriteResult {
     pub bytes_written: u64,
 }
 
+// Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ListArgs {
     pub sandbox_id: String,
     /// Directory (relative paths are under /workspace).

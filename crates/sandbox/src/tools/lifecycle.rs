@@ -9,8 +9,8 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
+// Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct CreateArgs {
     /// Memory for the sandbox in MiB (default 512): the address-space limit of each process and, where
     /// cgroups are writable, of the whole sandbox.
@@ -51,8 +51,8 @@ pub struct Created {
     pub workspace: Value,
 }
 
+// Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct IdArgs {
     /// The sandbox's id, as create_sandbox returned it.
     pub sandbox_id: String,
