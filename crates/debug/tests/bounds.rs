@@ -150,3 +150,26 @@ async fn the_data_cap_is_configurable() {
     assert_eq!(err.code, "E_DATA_TOO_LARGE", "{err:?}");
     assert_eq!(err.details["limit"], MIB);
 }
+
+/// utime + stime of `pid`, in clock ticks (`/proc/<pid>/stat` fields 14 and 15).
+fn cpu_ticks(pid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name may hold spaces: fields are counted after its closing parenthesis.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_host_uses_no_cpu() {
+    let ws = workspace("idle");
+    let host = HostProc::start(&ws);
+    let pid = host.child.id().to_string();
+    // Past start-up, then 5 s of nothing to do.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = cpu_ticks(&pid);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let used = cpu_ticks(&pid) - before;
+    // 10 ticks is 100 ms of CPU in 5 s (2%); a host scanning on its own reads spins a whole core.
+    assert!(used <= 10, "the idle host used {used} ticks of CPU in 5 s");
+}

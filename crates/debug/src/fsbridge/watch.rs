@@ -22,7 +22,14 @@ impl DirWatch {
     pub fn new(path: &Path, recursive: bool) -> Self {
         let notify = Arc::new(Notify::new());
         let n = Arc::clone(&notify);
-        let watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            // notify 8 watches IN_OPEN/IN_CLOSE_NOWRITE too: without this filter every scan of the directory
+            // (which opens it and its entries) wakes the scanner again, and an idle host spins a whole core.
+            if let Ok(e) = &event
+                && matches!(e.kind, notify::EventKind::Access(_))
+            {
+                return;
+            }
             n.notify_one()
         })
         .and_then(|mut w| {
