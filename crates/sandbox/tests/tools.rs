@@ -212,7 +212,13 @@ async fn a_timeout_is_reported_and_output_is_kept_head_and_tail() {
     assert_eq!(out["truncated"], true);
     let s = out["stdout"].as_str().unwrap();
     assert!(s.starts_with("FIRST\n") && s.ends_with("\nLAST\n"));
-    assert_eq!(s.len(), 1 << 20);
+    // The agent keeps 1 MiB; the result budget (900 KiB on the wire, content counted twice) keeps less.
+    assert!(
+        s.len() > 256 << 10 && s.len() < 1 << 20,
+        "{} bytes kept",
+        s.len()
+    );
+    assert_eq!(out["stdout_bytes"], 5_000_000 + 12);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
