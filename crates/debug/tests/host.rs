@@ -253,3 +253,27 @@ async fn internal_failures_open_the_circuit_which_refuses_then_closes_after_the_
     host.run("debug.stop", json!({}), 10_000).await.unwrap();
     host.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_jobs_are_each_claimed_once_and_never_again_after_done() {
+    let ws = workspace("host-1000");
+    let host = std::sync::Arc::new(InProcessHost::start(&ws, HostOptions::default()).await);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let host = std::sync::Arc::clone(&host);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..250 {
+                host.run("debug.status", json!({}), 10_000).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // A finished job claimed again while its client removes it gets a second claim, answer and `done`
+    // written into the half-removed directory, which then stays behind.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let left = support::host::job_dirs(&ws);
+    assert!(left.is_empty(), "re-claimed jobs left behind: {left:?}");
+    std::sync::Arc::into_inner(host).unwrap().stop().await;
+}
