@@ -452,3 +452,30 @@ async fn a_program_s_group_is_inside_the_sandbox_s_and_goes_with_it() {
     h.ok("destroy_sandbox", json!({"sandbox_id": id})).await;
     assert!(!sandbox.exists(), "{} left behind", sandbox.display());
 }
+
+/// A bridge whose runtime ends with sandboxes alive (a test's end, an exit without SIGTERM's clean-up)
+/// leaves no group in its own cgroup: the groups are emptied and removed as the sandboxes drop.
+#[test]
+fn a_bridge_that_ends_with_live_sandboxes_leaves_no_group() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dirs = rt.block_on(async {
+        let h = start(&[]).await;
+        let id = h.create().await;
+        h.ok(
+            "start_process",
+            json!({"sandbox_id": id, "command": "sleep 44201"}),
+        )
+        .await;
+        enforced_cgroups(&h, &id)
+    });
+    assert!(!dirs.is_empty());
+    drop(rt);
+    for d in &dirs {
+        assert!(!d.exists(), "{} left behind", d.display());
+    }
+    assert_eq!(live_on_host("44201"), Vec::<u32>::new());
+}

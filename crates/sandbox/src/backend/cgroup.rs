@@ -354,8 +354,27 @@ impl Drop for Cgroups {
         if self.removed.load(Ordering::SeqCst) || (self.dirs.is_empty() && self.owned.is_none()) {
             return;
         }
-        // The sandbox's processes were killed as their handles dropped; the groups empty shortly.
-        let dirs = std::mem::take(&mut self.dirs);
+        // At once, as a runtime shutting down (the bridge exiting) runs no task: every process left in the
+        // groups is killed and the groups removed if they empty within a moment. What is still dying is
+        // left to a task, or to the next start's sweep, so the bridge's own cgroup is not left holding them.
+        let mut dirs = std::mem::take(&mut self.dirs);
+        for dir in &dirs {
+            for d in groups_in(dir) {
+                kill_members(&d);
+            }
+        }
+        for _ in 0..100 {
+            dirs.retain(|dir| {
+                groups_in(dir).iter().rev().for_each(|d| {
+                    let _ = std::fs::remove_dir(d);
+                });
+                dir.exists()
+            });
+            if dirs.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let owned = self.owned.take();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move { remove_all(&dirs, owned.as_deref()).await });
@@ -421,6 +440,34 @@ async fn remove_tree(dir: &Path) -> bool {
         }
     }
     !dir.exists()
+}
+
+/// Group `dir` and every group inside it, parents before children.
+fn groups_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() {
+        if let Ok(rd) = std::fs::read_dir(&out[i]) {
+            out.extend(
+                rd.filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+        i += 1;
+    }
+    out
+}
+
+/// SIGKILLs every process directly in group `dir`.
+fn kill_members(dir: &Path) {
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
 }
 
 /// SIGKILLs every process in group `dir` and the groups inside it.
