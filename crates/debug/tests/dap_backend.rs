@@ -6,6 +6,7 @@ mod support;
 
 use bridge_debug::config::BackendChoice;
 use serde_json::json;
+use std::time::Duration;
 use support::scenarios;
 use support::*;
 
@@ -201,4 +202,23 @@ async fn breakpoints_during_a_session_clear_and_restart() {
         "no breakpoint left in the debugger: {end}"
     );
     assert_eq!(data(&c, "breakpoint_list", json!({})).await["total"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_and_restart_are_idempotent_after_the_program_ended() {
+    let ws = workspace("idem");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    data(&c, "debug_start", json!({"launch": "py"})).await;
+    let t = std::time::Instant::now();
+    while data(&c, "debug_status", json!({})).await["isActive"] == true {
+        assert!(t.elapsed() < Duration::from_secs(30), "target.py ends");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let first = data(&c, "debug_stop", json!({})).await;
+    assert_eq!(first["details"]["stopped"], true, "{first}");
+    let again = data(&c, "debug_stop", json!({})).await;
+    assert_eq!(again["details"]["stopped"], true, "{again}");
+    let restarted = data(&c, "debug_restart", json!({})).await;
+    assert_eq!(restarted["details"]["previous"], "dap-1", "{restarted}");
+    data(&c, "debug_stop", json!({})).await;
 }

@@ -599,16 +599,22 @@ impl DapBackend {
         Ok(())
     }
 
+    /// Idempotent: a session whose program already ended is stopped again (its adapter reaped) and answered
+    /// as stopped; only a bridge that never started one answers E_NO_SESSION.
     async fn stop(&self, p: &Params) -> Result<Value, ScriptError> {
-        let session = self.session(p)?;
+        let session = self.any_session(p)?;
         let _guard = self.lifecycle.lock().await;
+        let ended = session.is_terminated();
         session.terminate().await;
         lock(&self.breakpoints).unbind_all();
-        Ok(json!({"success": true, "details": {"sessionId": session.id, "stopped": true}}))
+        Ok(
+            json!({"success": true, "details": {"sessionId": session.id, "stopped": true, "alreadyEnded": ended}}),
+        )
     }
 
+    /// Works on an ended session too: the last configuration is launched again.
     async fn restart(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
-        let session = self.session(p)?;
+        let session = self.any_session(p)?;
         let _guard = self.lifecycle.lock().await;
         session.terminate().await;
         let fresh = self.launch(session.config.clone(), deadline).await?;
