@@ -270,8 +270,10 @@ pub struct Settings {
 pub struct Maxima {
     pub memory_mib: u64,
     pub vcpus: u32,
-    /// MemTotal of /proc/meminfo.
+    /// The memory the bridge may use: MemTotal of /proc/meminfo, or its own cgroup's limit when lower
+    /// (`memory_from_cgroup`), as its sandboxes live under that cgroup.
     pub host_memory_mib: u64,
+    pub memory_from_cgroup: bool,
     /// The CPUs this process may run on (affinity and cgroup quota).
     pub host_cpus: u32,
     /// True when SANDBOX_MAX_MEMORY_MIB / SANDBOX_MAX_VCPUS set them (else the defaults).
@@ -285,14 +287,19 @@ impl Maxima {
     pub fn resolve(
         memory: Option<u64>,
         vcpus: Option<u32>,
-        host_memory_mib: u64,
+        (host_memory_mib, memory_from_cgroup): (u64, bool),
         host_cpus: u32,
     ) -> Result<Self, ConfigError> {
         if let Some(m) = memory
             && m > host_memory_mib
         {
+            let whose = if memory_from_cgroup {
+                "the bridge's cgroup allows"
+            } else {
+                "this host has"
+            };
             return Err(ConfigError::Limit(format!(
-                "SANDBOX_MAX_MEMORY_MIB is {m}; this host has {host_memory_mib} MiB of memory"
+                "SANDBOX_MAX_MEMORY_MIB is {m}; {whose} {host_memory_mib} MiB of memory"
             )));
         }
         if let Some(v) = vcpus
@@ -306,6 +313,7 @@ impl Maxima {
             memory_mib: memory.unwrap_or((host_memory_mib / 2).max(32)),
             vcpus: vcpus.unwrap_or(host_cpus).max(1),
             host_memory_mib,
+            memory_from_cgroup,
             host_cpus,
             memory_configured: memory.is_some(),
             vcpus_configured: vcpus.is_some(),
@@ -317,8 +325,13 @@ impl Maxima {
         if self.memory_configured {
             "SANDBOX_MAX_MEMORY_MIB".into()
         } else {
+            let whose = if self.memory_from_cgroup {
+                "the bridge's cgroup limit of"
+            } else {
+                "the host's"
+            };
             format!(
-                "half of the host's {} MiB; SANDBOX_MAX_MEMORY_MIB sets it",
+                "half of {whose} {} MiB; SANDBOX_MAX_MEMORY_MIB sets it",
                 self.host_memory_mib
             )
         }
@@ -348,6 +361,15 @@ pub fn host_memory_mib() -> Option<u64> {
         .parse()
         .ok()?;
     Some(kib / 1024)
+}
+
+/// The memory this bridge may use (MiB), and whether its cgroup's limit is what bounds it.
+fn bridge_memory_mib() -> (u64, bool) {
+    let host = host_memory_mib().unwrap_or(u64::MAX >> 20);
+    match crate::backend::own_memory_limit_mib() {
+        Some(limit) if limit < host => (limit, true),
+        _ => (host, false),
+    }
 }
 
 /// The CPUs this process may run on.
@@ -495,7 +517,7 @@ impl SandboxArgs {
         let max = Maxima::resolve(
             self.sandbox_max_memory_mib,
             self.sandbox_max_vcpus,
-            host_memory_mib().unwrap_or(u64::MAX >> 20),
+            bridge_memory_mib(),
             host_cpus(),
         )?;
         self.check_defaults(&max)?;

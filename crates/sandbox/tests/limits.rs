@@ -479,3 +479,69 @@ fn a_bridge_that_ends_with_live_sandboxes_leaves_no_group() {
     }
     assert_eq!(live_on_host("44201"), Vec::<u32>::new());
 }
+
+/// Moves this (test) process into a memory group of its own, under its own, with `mib` as the limit;
+/// back out when dropped.
+struct LimitedMemory {
+    own: PathBuf,
+    dir: PathBuf,
+}
+
+impl LimitedMemory {
+    fn new(mib: u64) -> Self {
+        let own = mount_of("memory")
+            .expect("a memory hierarchy")
+            .join(own_cgroups("self")["memory"].trim_start_matches('/'));
+        let dir = own.join(format!("limits-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("memory.limit_in_bytes"), (mib << 20).to_string()).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).unwrap();
+        Self { own, dir }
+    }
+}
+
+impl Drop for LimitedMemory {
+    fn drop(&mut self) {
+        let _ = std::fs::write(
+            self.own.join("cgroup.procs"),
+            std::process::id().to_string(),
+        );
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// Sandboxes live under the bridge's cgroup: its memory limit, when below the host's, bounds them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_s_own_memory_limit_bounds_what_a_sandbox_may_ask() {
+    assert!(root(), "these tests run as root, as CI does");
+    let _limited = LimitedMemory::new(2048);
+    let h = start(&[]).await;
+    assert_refused(&h, json!({"memory_mib": 1025}), "memory_mib", 1024).await;
+    let e = support::error_of(&h.call("create_sandbox", json!({"memory_mib": 1025})).await);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("half of the bridge's cgroup limit of 2048 MiB"),
+        "{e}"
+    );
+    let out = h.ok("create_sandbox", json!({"memory_mib": 1024})).await;
+    h.ok("destroy_sandbox", json!({"sandbox_id": out["sandbox_id"]}))
+        .await;
+    let env = bridge_core::BridgeEnv::new();
+    let e = match bridge_sandbox::start(support::args(&["--sandbox-max-memory-mib", "4096"]), &env)
+        .await
+    {
+        Ok(_) => panic!("a maximum above the bridge's cgroup limit started"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("SANDBOX_MAX_MEMORY_MIB is 4096; the bridge's cgroup allows 2048 MiB"),
+        "{e}"
+    );
+}

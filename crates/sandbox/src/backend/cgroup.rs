@@ -141,6 +141,39 @@ pub fn find(cgroup: &str, mountinfo: &str) -> Vec<Found> {
     out
 }
 
+/// The lowest memory limit on the bridge's own cgroup and its ancestors (v1 `memory.limit_in_bytes`, v2
+/// `memory.max`), in MiB; `None` when there is none or it cannot be read. Sandboxes live under that cgroup,
+/// so none can have more.
+pub fn own_memory_limit_mib() -> Option<u64> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let f = find(&cgroup, &mountinfo)
+        .into_iter()
+        .find(|f| f.controllers.contains(&"memory"))?;
+    let file = if f.v2 {
+        "memory.max"
+    } else {
+        "memory.limit_in_bytes"
+    };
+    let depth = f.path.split('/').filter(|c| !c.is_empty()).count();
+    let mut dir = f.own.as_path();
+    let mut lowest: Option<u64> = None;
+    for _ in 0..=depth {
+        // v2's "max" (no limit) does not parse, and v1's "no limit" is near u64::MAX: both leave it.
+        if let Some(bytes) = std::fs::read_to_string(dir.join(file))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+        {
+            lowest = Some(lowest.map_or(bytes, |l| l.min(bytes)));
+        }
+        match dir.parent() {
+            Some(p) => dir = p,
+            None => break,
+        }
+    }
+    lowest.map(|b| b >> 20)
+}
+
 /// Where this process puts its sandboxes' groups: found once, then prepared (v2: the bridge moved into a
 /// leaf and the controllers delegated down). Hierarchies we cannot write are left out.
 pub fn places() -> &'static [Place] {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::process::Command;
 
-pub use cgroup::{Cgroups, cleanup_orphans};
+pub use cgroup::{Cgroups, cleanup_orphans, own_memory_limit_mib};
 
 /// How long a namespace or process sandbox may take from spawn to the agent's `hello`.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(10);
