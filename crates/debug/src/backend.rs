@@ -144,7 +144,7 @@ pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
         (BackendChoice::Auto, Err(_), _) => Chosen {
             backend: dap(),
             reason: format!(
-                "auto: no {} (the workspace's own; parents are never used): headless DAP",
+                "auto: no .vsc-bridge/ at {} (the workspace's own; parents are never used): headless DAP",
                 root.display()
             ),
         },
