@@ -1,6 +1,6 @@
 //! Running programs: code and commands go through a file, never argv; output is read as it comes, kept
-//! head-and-tail, optionally streamed; the timeout is enforced here by signalling the process group
-//! (SIGTERM, then SIGKILL after the grace).
+//! head-and-tail, optionally streamed; the timeout is enforced here by signalling the program's whole tree
+//! (`tree`: its own cgroup, or its descendants; SIGTERM, then SIGKILL after the grace).
 
 use crate::agent::{Agent, Out};
 use crate::procs::{Exit, Proc};

@@ -20,7 +20,8 @@ pub struct StartArgs {
     pub sandbox_id: String,
     /// A shell command (sh), e.g. `python3 -m http.server 8000`.
     pub command: String,
-    /// Seconds before the process group is killed (default: runs until killed or the sandbox ends).
+    /// Seconds before the process and everything it started are killed (default: runs until killed or the
+    /// sandbox ends).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
     #[serde(default)]
@@ -70,7 +71,7 @@ impl Validate for ProcArgs {}
 pub struct KillArgs {
     pub sandbox_id: String,
     pub process_id: u64,
-    /// Signal number for the whole process group (default 9, SIGKILL; 15 is SIGTERM).
+    /// Signal number for the process and everything it started (default 9, SIGKILL; 15 is SIGTERM).
     #[serde(default)]
     pub signal: Option<i32>,
 }
@@ -216,7 +217,8 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     b.tool(
         ToolSpec::new(
             "kill_process",
-            "Send a signal (default SIGKILL) to a background process's whole group.",
+            "Send a signal (default SIGKILL) to a background process and everything it started, children in \
+             sessions of their own included.",
         )
         .destructive()
         .handler_on(Arc::clone(mgr), |m, a: KillArgs, _: ToolCtx| async move {
