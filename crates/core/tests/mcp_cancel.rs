@@ -30,12 +30,23 @@ fn hold_bridge() -> (
     mpsc::UnboundedReceiver<()>,
     mpsc::UnboundedReceiver<End>,
 ) {
+    hold_bridge_with(bridge_core::tool::TaskSupport::Never)
+}
+
+fn hold_bridge_with(
+    tasks: bridge_core::tool::TaskSupport,
+) -> (
+    Bridge,
+    mpsc::UnboundedReceiver<()>,
+    mpsc::UnboundedReceiver<End>,
+) {
     let (started_tx, started) = mpsc::unbounded_channel();
     let (ends_tx, ends) = mpsc::unbounded_channel();
     let mut b = Bridge::builder("hold", "1.0.0");
     b.tool(
         ToolSpec::new("hold", "Wait until cancelled, then clean up.")
             .timeout(Duration::from_secs(3_000))
+            .task_support(tasks)
             .handler(move |_: bridge_core::NoArgs, ctx: ToolCtx| {
                 let started = started_tx.clone();
                 let ends = ends_tx.clone();
@@ -124,5 +135,38 @@ async fn a_cancelled_handler_always_finishes_its_clean_up_on_http() {
         let client = http_client(server.addr, era).await;
         let n = cancel_rounds(&client, &mut started).await;
         assert_all_cleaned(&format!("http {era:?}"), &ends_of(&mut ends, n).await);
+    }
+}
+
+/// tasks/cancel on a task-capable tool: the same clean-up, every time.
+#[tokio::test]
+async fn a_cancelled_task_always_finishes_its_clean_up() {
+    use rmcp::model::{CallToolResponse, CancelTaskParams, ClientCapabilities};
+    let tasks = ClientCapabilities::builder().enable_tasks().build();
+    for era in ERAS {
+        let (bridge, mut started, mut ends) =
+            hold_bridge_with(bridge_core::tool::TaskSupport::Optional);
+        let client = mcp_testkit::pipe_client_declaring(bridge, era, vec![], tasks.clone()).await;
+        for _ in 0..ROUNDS {
+            let created = within(
+                "the task",
+                client.call_tool_once(
+                    CallToolRequestParams::new("hold").with_arguments(serde_json::Map::new()),
+                ),
+            )
+            .await
+            .unwrap();
+            let CallToolResponse::Task(created) = created else {
+                panic!("hold should have become a task: {created:?}");
+            };
+            within("the handler to start", started.recv())
+                .await
+                .unwrap();
+            client
+                .cancel_task(CancelTaskParams::new(&created.task.task_id))
+                .await
+                .unwrap();
+        }
+        assert_all_cleaned(&format!("tasks {era:?}"), &ends_of(&mut ends, ROUNDS).await);
     }
 }

@@ -147,13 +147,20 @@ impl McpHandler {
             let cancel = tokio_util::sync::CancellationToken::new();
             let client = self.client_link(&context);
             let round_cancel = cancel.clone();
+            let watched = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let round_watch = watched.clone();
             let round: super::tasks::Round = Arc::new(move |inputs| {
                 let ctx = ToolCtx::new(progress.clone(), round_cancel.clone())
-                    .with_client(client.clone(), inputs);
+                    .with_client(client.clone(), inputs)
+                    .with_watch(round_watch.clone());
                 handler(args.clone(), ctx)
             });
             let shared = self.shared.clone();
-            return super::tasks::call(shared, name, timeout, cancel, round, inputs).await;
+            let task = super::tasks::Cancel {
+                token: cancel,
+                watched,
+            };
+            return super::tasks::call(shared, name, timeout, task, round, inputs).await;
         }
         let ctx =
             ToolCtx::new(progress, cancel.clone()).with_client(self.client_link(&context), inputs);

@@ -428,14 +428,25 @@ fn with_timeout(
 /// Runs a call of a task-capable tool for a client that declared the extension. The handler is polled once in
 /// the request: if it answers (or asks for input) without waiting, that is the response; otherwise the call
 /// becomes a task that is registered before its id is returned, so an immediate `tasks/get` finds it.
+/// How a task is stopped: its token, and whether its handler watches it (then it gets
+/// [`CANCEL_GRACE`](crate::tool::CANCEL_GRACE) to clean up before it is aborted).
+pub(crate) struct Cancel {
+    pub token: CancellationToken,
+    pub watched: Arc<std::sync::atomic::AtomicBool>,
+}
+
 pub(crate) async fn call(
     shared: Arc<Shared>,
     name: String,
     timeout: Duration,
-    cancel: CancellationToken,
+    cancel: Cancel,
     round: Round,
     inputs: Inputs,
 ) -> Result<CallToolResponse, McpError> {
+    let Cancel {
+        token: cancel,
+        watched,
+    } = cancel;
     // A full store refuses before the handler starts, so a refused call has done nothing.
     if shared.tasks.is_full()? {
         cancel.cancel();
@@ -467,7 +478,7 @@ pub(crate) async fn call(
     };
     let id = task.task_id.clone();
     tokio::spawn(drive(
-        shared, name, timeout, id, cancel, round, first, started,
+        shared, name, timeout, id, cancel, watched, round, first, started,
     ));
     Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
 }
@@ -479,6 +490,7 @@ async fn drive(
     timeout: Duration,
     id: String,
     cancel: CancellationToken,
+    watched: Arc<std::sync::atomic::AtomicBool>,
     round: Round,
     first: BoxFuture<'static, Result<Outcome, ToolError>>,
     started: Instant,
@@ -490,6 +502,10 @@ async fn drive(
         let outcome = tokio::select! {
             joined = &mut running => joined,
             () = cancel.cancelled() => {
+                // A handler that watches its cancellation may be sending its live system a stop: let it.
+                if watched.load(std::sync::atomic::Ordering::Acquire) {
+                    let _ = tokio::time::timeout(crate::tool::CANCEL_GRACE, &mut running).await;
+                }
                 running.abort();
                 return;
             }

@@ -85,6 +85,12 @@ impl ToolCtx {
         self.watched.clone()
     }
 
+    /// Shares `watched` with other contexts of the same call (a task's rounds), so asking in any counts.
+    pub(crate) fn with_watch(mut self, watched: Arc<AtomicBool>) -> Self {
+        self.watched = watched;
+        self
+    }
+
     /// Sends a log line to the client, if it asked for logs at this level (legacy `logging/setLevel`, or the
     /// request's log level in the stateless era). Otherwise nothing is sent.
     pub async fn log(&self, level: LogLevel, data: impl Into<Value>) {
