@@ -173,3 +173,37 @@ async fn an_idle_host_uses_no_cpu() {
     // 10 ticks is 100 ms of CPU in 5 s (2%); a host scanning on its own reads spins a whole core.
     assert!(used <= 10, "the idle host used {used} ticks of CPU in 5 s");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_flooding_stderr_without_newlines_costs_the_bridge_no_memory() {
+    use bridge_debug::config::BackendChoice;
+    let ws = workspace("bound-flood");
+    let python = ws.join("flood-python");
+    // `-c 'import debugpy'` is the bridge's check; the adapter writes 300 MiB to stderr in one line, then exits.
+    std::fs::write(
+        &python,
+        "#!/bin/sh\n[ \"$1\" = -c ] && exit 0\nexec python3 -c \"import sys\nb = b'x' * (1 << 20)\nfor _ in range(300): sys.stderr.buffer.write(b)\nsys.stderr.buffer.write(b'the-last-words')\nsys.stderr.flush()\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut a = args(&ws, BackendChoice::Dap);
+    a.python = Some(python);
+    let c = client(a).await;
+    let before = vm_hwm("self");
+    let (code, e) = support::code(
+        &c,
+        "debug_start",
+        json!({"launch": "py", "timeoutMs": 60000}),
+    )
+    .await;
+    assert_eq!(code, "E_LAUNCH_FAILED", "{e}");
+    let after = vm_hwm("self");
+    assert!(
+        after < before + 64 * MIB,
+        "the bridge's peak RSS grew from {before} to {after} bytes for 300 MiB of adapter stderr"
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("the-last-words"),
+        "the tail of the adapter's stderr says why it failed: {e}"
+    );
+}

@@ -487,8 +487,18 @@ impl DapBackend {
         *lock(&self.current) = Some(Arc::clone(&session));
         match self.handshake(&session, config, deadline).await {
             Ok(()) => Ok(session),
-            Err(e) => {
+            Err(mut e) => {
                 session.terminate().await;
+                let tail = session.client.stderr_tail();
+                let tail = tail.trim();
+                if !tail.is_empty() {
+                    let mut cut = tail.len().saturating_sub(2000);
+                    while !tail.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    e.message =
+                        format!("{}; the adapter's stderr ends: {}", e.message, &tail[cut..]);
+                }
                 Err(e)
             }
         }

@@ -3,6 +3,7 @@
 //! `startDebugging` is accepted when the caller takes child sessions (js-debug), other reverse requests are
 //! declined, as `initialize` told the adapter.
 
+use super::adapter::StderrTail;
 use bridge_core::link::stream::StreamConfig;
 use bridge_core::link::{Connection, Framing, LinkError, Peer, dial};
 use serde_json::{Value, json};
@@ -26,6 +27,7 @@ pub enum DapError {
 #[derive(Clone)]
 pub struct DapClient {
     peer: Peer<Value>,
+    stderr: StderrTail,
 }
 
 impl DapClient {
@@ -37,8 +39,10 @@ impl DapClient {
         on_event: impl FnMut(Value) + Send + 'static,
         on_closed: impl FnOnce(String) + Send + 'static,
     ) -> Result<Self, LinkError> {
-        let conn = dial::child(command, stream_config(), shutdown)?;
-        Ok(Self::serve(conn, on_event, on_closed, None))
+        let (conn, tail) = super::adapter::spawn(command, stream_config(), shutdown)?;
+        let mut client = Self::serve(conn, on_event, on_closed, None);
+        client.stderr = tail;
+        Ok(client)
     }
 
     /// Connects to an adapter listening on TCP (js-debug). The `startDebugging` reverse requests it sends are
@@ -62,7 +66,10 @@ impl DapClient {
         children: Option<mpsc::Sender<Value>>,
     ) -> Self {
         let peer: Peer<Value> = Peer::new(conn.sender);
-        let client = Self { peer: peer.clone() };
+        let client = Self {
+            peer: peer.clone(),
+            stderr: StderrTail::default(),
+        };
         let replier = client.clone();
         let incoming = conn.incoming;
         tokio::spawn(async move {
@@ -141,6 +148,11 @@ impl DapClient {
             };
             let _ = sender.send_text(reply.to_string()).await;
         });
+    }
+
+    /// The latest bytes the adapter wrote to stderr (empty for a TCP adapter).
+    pub fn stderr_tail(&self) -> String {
+        self.stderr.text()
     }
 
     pub fn close(&self, reason: &str) {

@@ -1,5 +1,6 @@
 //! The headless backend: VSC-Bridge's debugging scripts run against real debug adapters over DAP.
 
+pub mod adapter;
 mod backend;
 pub mod breakpoints;
 pub mod client;

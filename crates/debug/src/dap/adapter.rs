@@ -1,0 +1,137 @@
+//! An adapter process on its stdio, started here rather than through the core's `dial::child` for three reasons
+//! of this bridge's own: its stderr is read in fixed chunks into a small ring (a line-by-line reader holds a
+//! whole line, and an adapter writing hundreds of MiB without a newline grew the bridge by as much), the tail
+//! of that ring explains a launch that failed, and the adapter runs in a process group of its own so the
+//! debuggee and anything else it started are killed with it.
+
+use bridge_core::link::stream::{self, StreamConfig};
+use bridge_core::link::{Connection, LinkError};
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes of the adapter's stderr kept (the latest).
+pub const STDERR_TAIL: usize = 16 << 10;
+/// How long a closed adapter gets to exit by itself before its group is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The latest [`STDERR_TAIL`] bytes an adapter wrote to stderr.
+#[derive(Clone, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<u8>>>);
+
+impl StderrTail {
+    fn push(&self, bytes: &[u8]) {
+        let mut ring = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let keep = bytes.len().min(STDERR_TAIL);
+        ring.extend(&bytes[bytes.len() - keep..]);
+        let excess = ring.len().saturating_sub(STDERR_TAIL);
+        ring.drain(..excess);
+    }
+
+    pub fn text(&self) -> String {
+        let ring = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (a, b) = ring.as_slices();
+        let mut v = Vec::with_capacity(ring.len());
+        v.extend_from_slice(a);
+        v.extend_from_slice(b);
+        String::from_utf8_lossy(&v).into_owned()
+    }
+}
+
+/// Starts `command` linked over its stdin/stdout. The link closes when the process exits; when the link closes
+/// (or `shutdown` fires) the process gets [`EXIT_GRACE`] to exit, then its whole group is killed, and the group
+/// is killed again once it has exited, for children it left behind.
+pub fn spawn(
+    mut command: Command,
+    cfg: StreamConfig,
+    shutdown: &CancellationToken,
+) -> Result<(Connection, StderrTail), LinkError> {
+    let target = format!("{:?}", command.as_std().get_program());
+    let mut process = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| LinkError::Connect {
+            target: target.clone(),
+            reason: e.to_string(),
+        })?;
+    let pgid = process.id();
+    let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
+        return Err(LinkError::Connect {
+            target,
+            reason: "its stdin or stdout could not be piped".into(),
+        });
+    };
+    let tail = StderrTail::default();
+    if let Some(mut stderr) = process.stderr.take() {
+        let tail = tail.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                tail.push(&buf[..n]);
+            }
+        });
+    }
+    let conn = stream::spawn(stdout, stdin, cfg, shutdown);
+    let sender = conn.sender.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            status = process.wait() => {
+                let why = match status {
+                    Ok(status) => format!("the adapter exited ({status})"),
+                    Err(e) => format!("the adapter could not be waited for: {e}"),
+                };
+                sender.close(&why);
+            }
+            () = sender.closed() => {
+                if tokio::time::timeout(EXIT_GRACE, process.wait()).await.is_err() {
+                    kill_group(pgid);
+                    let _ = process.kill().await;
+                }
+            }
+        }
+        // Whatever the adapter started in its group (the debuggee, its children) goes with it.
+        kill_group(pgid);
+    });
+    Ok((conn, tail))
+}
+
+fn kill_group(pgid: Option<u32>) {
+    if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_latest_bytes_only() {
+        let t = StderrTail::default();
+        t.push(&vec![b'a'; STDERR_TAIL * 3]);
+        t.push(b"end");
+        let text = t.text();
+        assert_eq!(text.len(), STDERR_TAIL);
+        assert!(text.ends_with("aend"));
+    }
+}
