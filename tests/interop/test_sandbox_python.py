@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,46 @@ def test_bouvet_http_transport_names(bins: tuple[Path, Path], transport: str) ->
     env = {**sandbox_env(agent), "BOUVET_TRANSPORT": transport, "BOUVET_POOL_MIN_SIZE": "0"}
     with HttpServer.start([str(bridge), "sandbox"], env=env, http_args=["--mcp-host", "127.0.0.1", "--mcp-port", "0"]) as server:
         assert server.health()["status"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_cancelling_a_call_kills_its_program_every_time(connect, transport: str) -> None:
+    """The Python client cancels a running execute_code (it sends notifications/cancelled): the program is gone,
+    in every round (it once survived in 2 to 8 of 8)."""
+    import anyio
+
+    count = "pgrep -x python3 | wc -l"
+    async with connect(transport, "legacy") as client:
+        sid = (await ok(client, "create_sandbox", {}))["sandbox_id"]
+        try:
+            survived = []
+            for round_ in range(8):
+                running = anyio.Event()
+
+                async def progressed(_done: float, _total: float | None, _message: str | None) -> None:
+                    running.set()
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(partial(client.call_tool, "execute_code", {
+                        "sandbox_id": sid, "language": "python",
+                        "code": "import time\nprint('up', flush=True)\ntime.sleep(1000)"}, progress_callback=progressed))
+                    if round_ % 2 == 0:
+                        with anyio.fail_after(60):
+                            await running.wait()
+                    else:
+                        await anyio.sleep(0.05 * round_)  # while it may still be starting
+                    group.cancel_scope.cancel()
+                # The core gives the handler 5 s to send its kill; the kill waits at most 2 s.
+                deadline = time.monotonic() + 10
+                left = "?"
+                while time.monotonic() < deadline:
+                    left = (await ok(client, "run_command", {"sandbox_id": sid, "command": count}))["stdout"]
+                    if left == "0\n":
+                        break
+                    await anyio.sleep(0.05)
+                if left != "0\n":
+                    survived.append(round_)
+                    await ok(client, "run_command", {"sandbox_id": sid, "command": "pkill -9 -x python3; true"})
+            assert survived == [], f"the program survived its cancelled call in rounds {survived}"
+        finally:
+            await ok(client, "destroy_sandbox", {"sandbox_id": sid})
