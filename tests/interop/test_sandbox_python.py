@@ -182,6 +182,12 @@ async def test_a_busy_http_port_does_not_stop_stdio(bins: tuple[Path, Path], tmp
         text = log.read_text()
         warn = next((line for line in text.splitlines() if "HTTP is NOT listening" in line), None)
         assert warn is not None and "WARN" in warn and f"127.0.0.1:{port}" in warn, text
+        # Nobody on stdio either (stdin closed from the start): nothing is served, so the start fails.
+        import subprocess
+
+        alone = subprocess.run([str(bridge), "sandbox"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               env={**os.environ, **env}, timeout=60)
+        assert alone.returncode != 0 and f"cannot listen for MCP on 127.0.0.1:{port}" in alone.stderr, alone.stderr
 
 
 BIG_LINES = 262_144  # "line 0000000\n" is 13 bytes: 3.25 MiB in all
