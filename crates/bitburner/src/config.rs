@@ -42,6 +42,28 @@ pub enum BitburnerCommand {
     /// the last push or pull is kept, not overwritten, unless --force: DIR/.bitburner-sync.json records a hash
     /// of each file as last synced (a file the manifest does not know counts as changed when it differs).
     Pull(SyncArgs),
+    /// Both ways at once: each file goes from the side that changed it since the last sync; a file changed on
+    /// both sides is a conflict (the game's version kept as NAME.game.EXT). With --watch, keep going: push a
+    /// local file when it is saved, poll the game for its edits and pull them, and keep
+    /// DIR/NetscriptDefinitions.d.ts up to date, until Ctrl-C.
+    Sync(WatchArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub sync: SyncArgs,
+    /// Keep syncing until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// --watch: how often to look for edits made in the game (one getAllFiles).
+    #[arg(long = "poll-ms", env = "BITBURNER_SYNC_POLL_MS", default_value = "2000",
+          value_parser = config::millis("BITBURNER_SYNC_POLL_MS", 100, 3_600_000))]
+    pub poll: Duration,
+    /// --watch: quiet time after a local save before pushing (editors write in bursts).
+    #[arg(long = "debounce-ms", env = "BITBURNER_SYNC_DEBOUNCE_MS", default_value = "300",
+          value_parser = config::millis("BITBURNER_SYNC_DEBOUNCE_MS", 0, 60_000))]
+    pub debounce: Duration,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -55,7 +77,8 @@ pub struct SyncArgs {
     #[arg(long = "wait-ms", env = "BITBURNER_SYNC_WAIT_MS", default_value = "120000",
           value_parser = config::millis("BITBURNER_SYNC_WAIT_MS", 0, 3_600_000))]
     pub wait: Duration,
-    /// pull: overwrite local files even when they changed since the last sync (push ignores it).
+    /// Copy even over a side changed since the last sync (push: over game edits; pull: over local edits;
+    /// sync: the local side wins). Without it such a file is a conflict and the command fails.
     #[arg(long)]
     pub force: bool,
 }

@@ -11,7 +11,7 @@ pub mod sync;
 pub mod tools;
 pub mod wire;
 
-pub use config::{BitburnerArgs, BitburnerCommand, GameArgs, SyncArgs};
+pub use config::{BitburnerArgs, BitburnerCommand, GameArgs, SyncArgs, WatchArgs};
 
 use bridge_core::bridge::BuildError;
 use bridge_core::events::EventStream;
@@ -255,6 +255,29 @@ pub async fn run(args: BitburnerArgs) -> Result<(), BridgeError> {
             let (report, verb) = match command {
                 BitburnerCommand::Push(sync_args) => (sync::push(&ctx, sync_args).await, "pushed"),
                 BitburnerCommand::Pull(sync_args) => (sync::pull(&ctx, sync_args).await, "pulled"),
+                BitburnerCommand::Sync(w) if w.watch => {
+                    let options = sync::watch::WatchOptions {
+                        poll: w.poll,
+                        debounce: w.debounce,
+                    };
+                    eprintln!(
+                        "watching {} (Ctrl-C stops); the game is polled every {} ms",
+                        w.sync.dir.display(),
+                        w.poll.as_millis()
+                    );
+                    let watched =
+                        sync::watch::watch(&ctx, &w.sync, options, shutdown.clone(), |round| {
+                            for line in round.lines("synced") {
+                                println!("{line}");
+                            }
+                        })
+                        .await;
+                    (watched.map(|()| sync::SyncReport::default()), "synced")
+                }
+                BitburnerCommand::Sync(w) => (
+                    sync::reconcile(&ctx, &w.sync, sync::Direction::Both).await,
+                    "synced",
+                ),
             };
             game.link.close(&format!("{verb} finished")).await;
             shutdown.cancel();

@@ -1,5 +1,4 @@
-//! What the last `push` or `pull` wrote, so `pull` can tell a file the player edited since from one it may
-//! replace. Kept in `DIR/.bitburner-sync.json`: per game server, each file's path and a hash of the content
+//! What the last sync wrote, so each side's edits since can be told from content it may replace. Kept in `DIR/.bitburner-sync.json`: per game server, each file's path and a hash of the content
 //! that was synced.
 
 use serde::{Deserialize, Serialize};
@@ -45,6 +44,14 @@ impl Manifest {
             .entry(server.to_owned())
             .or_default()
             .insert(path.to_owned(), digest);
+    }
+
+    /// The hash of what the last sync of `path` wrote, if it synced it.
+    pub fn get(&self, server: &str, path: &str) -> Option<&str> {
+        self.servers
+            .get(server)
+            .and_then(|files| files.get(path))
+            .map(String::as_str)
     }
 
     /// Whether `content` is what the last sync of `path` wrote.
