@@ -273,6 +273,7 @@ pub async fn redial<C, CF, S, SF>(
     S: FnMut(Connection) -> SF,
     SF: Future<Output = ()>,
 {
+    let mut last_failure: Option<String> = None;
     while !shutdown.is_cancelled() {
         let attempt = tokio::select! {
             biased;
@@ -281,6 +282,7 @@ pub async fn redial<C, CF, S, SF>(
         };
         match attempt {
             Ok(conn) => {
+                last_failure = None;
                 let started = tokio::time::Instant::now();
                 tokio::select! {
                     biased;
@@ -292,11 +294,18 @@ pub async fn redial<C, CF, S, SF>(
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, attempt = backoff.attempt(), "link attempt failed")
+                // A peer down for an hour is one line per distinct failure, not one per attempt.
+                let text = e.to_string();
+                if last_failure.as_deref() == Some(text.as_str()) {
+                    tracing::debug!(error = %e, attempt = backoff.attempt(), "link attempt failed again")
+                } else {
+                    tracing::warn!(error = %e, attempt = backoff.attempt(), "link attempt failed; retrying forever with backoff");
+                    last_failure = Some(text);
+                }
             }
         }
         let delay = backoff.next_delay();
-        tracing::info!(
+        tracing::debug!(
             delay_ms = delay.as_millis() as u64,
             "reconnecting after a delay"
         );

@@ -3,7 +3,7 @@
 // arrays of those, comments): enough for that file, and no dependency that the game side would have to ship.
 
 const DEFAULTS = Object.freeze({
-  bridge: { url: 'ws://localhost:8080', auth_token: 'secret', reconnect_attempts: 5, reconnect_delay: 5000, server_name: '' },
+  bridge: { url: 'ws://localhost:8080', auth_token: 'secret', reconnect_attempts: 5, reconnect_delay: 5000, reconnect_max_delay: 30000, server_name: '' },
   events: { enabled: ['player_join', 'player_quit', 'player_chat', 'player_death', 'block_break'] },
   commands: { allowed_patterns: ['^say .*', '^tp \\w+ -?\\d+ -?\\d+ -?\\d+$', '^give \\w+ \\w+ \\d+$'] },
   security: { require_auth: true, max_command_length: 256 },
@@ -140,6 +140,7 @@ function resolve (parsed) {
       auth_token: want(parsed, 'bridge', 'auth_token', 'string', d.bridge.auth_token),
       reconnect_attempts: want(parsed, 'bridge', 'reconnect_attempts', 'number', d.bridge.reconnect_attempts),
       reconnect_delay: want(parsed, 'bridge', 'reconnect_delay', 'number', d.bridge.reconnect_delay),
+      reconnect_max_delay: want(parsed, 'bridge', 'reconnect_max_delay', 'number', d.bridge.reconnect_max_delay),
       server_name: want(parsed, 'bridge', 'server_name', 'string', d.bridge.server_name),
       outbox_size: want(parsed, 'bridge', 'outbox_size', 'number', 1000)
     },
@@ -165,6 +166,10 @@ function resolve (parsed) {
   })
   const max = cfg.security.max_command_length
   if (!Number.isInteger(max) || max < 1 || max > 32767) throw new ConfigError('security.max_command_length: expected an integer in 1..32767')
+  for (const k of ['reconnect_delay', 'reconnect_max_delay']) {
+    const v = cfg.bridge[k]
+    if (!Number.isInteger(v) || v < 1 || v > 3600000) throw new ConfigError(`bridge.${k}: expected an integer number of ms in 1..3600000`)
+  }
   if (!Number.isInteger(cfg.bridge.outbox_size) || cfg.bridge.outbox_size < 1 || cfg.bridge.outbox_size > 100000) throw new ConfigError('bridge.outbox_size: expected an integer in 1..100000')
   return cfg
 }

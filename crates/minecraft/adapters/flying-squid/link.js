@@ -1,7 +1,7 @@
 'use strict'
 // The relay link of the game adapter (crates/minecraft/PROTOCOL.md): dial with a bearer token, hello/welcome,
 // sequenced events kept in a bounded outbox until acknowledged, commands answered one response each,
-// reconnect with backoff and jitter.
+// reconnect forever with capped exponential backoff and jitter (each state change logged once).
 
 const crypto = require('crypto')
 const WebSocket = require('ws')
@@ -9,6 +9,8 @@ const WebSocket = require('ws')
 const PROTOCOL_VERSION = '1.0'
 const MAX_INBOUND_BYTES = 1024 * 1024
 const MAX_BACKOFF_MS = 30000
+// After this many failed dials in a row the outage is logged as long (once) when reconnectAttempts is 0.
+const LONG_OUTAGE_ATTEMPTS = 5
 // A relay silent for this many heartbeat intervals (no frame, no ping) is taken for dead: a half-open TCP link
 // would otherwise look alive until the OS gives up on it.
 const SILENT_INTERVALS = 3
@@ -64,8 +66,9 @@ class Outbox {
 }
 
 class Link {
-  // opts: {url, token, name, adapter, gameVersion, enabledEvents, reconnectDelay, reconnectAttempts,
-  //        outboxSize, outboxBytes, onCommand(type, args) -> Promise<data>, log(level, msg), onWelcome(payload)}
+  // opts: {url, token, name, adapter, gameVersion, enabledEvents, reconnectDelay, reconnectMaxDelay,
+  //        reconnectAttempts (the seed's key: failed dials after which the outage is logged as long; the link never
+  //        gives up), outboxSize, outboxBytes, onCommand(type, args) -> Promise<data>, log(level, msg), onWelcome(payload)}
   constructor (opts) {
     this.opts = opts
     this.url = normaliseUrl(opts.url)
@@ -134,7 +137,7 @@ class Link {
       let body = ''
       res.on('data', (c) => { if (body.length < 512) body += c })
       res.on('end', () => {
-        log('error', `relay refused the link: HTTP ${code}${code === 401 ? ' (AUTH_FAILED: check the token)' : ''} ${body.trim()}`)
+        this.problem('error', `relay refused the link: HTTP ${code}${code === 401 ? ' (AUTH_FAILED: check the token)' : ''} ${body.trim()}`)
       })
       ws.terminate()
     })
@@ -152,7 +155,7 @@ class Link {
       if (isBinary) { log('warn', 'ignored a binary frame from the relay'); return }
       this.onMessage(raw.toString('utf8'))
     })
-    ws.on('error', (e) => log('warn', `relay link error: ${e.message}`))
+    ws.on('error', (e) => this.problem('warn', `relay link error: ${e.message}`))
     ws.on('close', (code, reason) => {
       if (this.ws !== ws) return
       clearInterval(this.watchdog)
@@ -160,18 +163,34 @@ class Link {
       this.welcomed = false
       this.ws = null
       if (this.stopped) return
-      if (wasWelcomed) this.failures = 0
-      this.failures += 1
-      const attempts = this.opts.reconnectAttempts
-      if (attempts > 0 && this.failures > attempts) {
-        log('error', `relay unreachable after ${attempts} attempts: giving up (bridge.reconnect_attempts; 0 retries forever)`)
-        return
+      if (wasWelcomed) {
+        this.failures = 0
+        log('warn', `relay link lost (${code} ${String(reason || '')}); reconnecting with backoff ` +
+          `(${this.opts.reconnectDelay} ms doubling to ${this.maxDelay()} ms, forever); ${this.outbox.items.length} events held`)
       }
-      const base = Math.min(MAX_BACKOFF_MS, this.opts.reconnectDelay * 2 ** Math.min(this.failures - 1, 16))
+      this.failures += 1
+      const longAfter = this.opts.reconnectAttempts > 0 ? this.opts.reconnectAttempts : LONG_OUTAGE_ATTEMPTS
+      if (this.failures === longAfter + 1) {
+        log('error', `relay still unreachable after ${longAfter} attempts; retrying forever every ` +
+          `${this.maxDelay()} ms at most (${this.outbox.items.length} events held in the outbox)`)
+      }
+      const base = Math.min(this.maxDelay(), this.opts.reconnectDelay * 2 ** Math.min(this.failures - 1, 16))
       const delay = Math.round(base / 2 + Math.random() * base / 2)
-      log('info', `relay link closed (${code} ${String(reason || '')}); reconnecting in ${delay} ms (attempt ${this.failures})`)
+      log('debug', `relay dial failed (${code} ${String(reason || '')}); redial ${this.failures} in ${delay} ms`)
       this.timer = setTimeout(() => this.connect(), delay)
     })
+  }
+
+  // Logs a dial problem once while it stays the same (a relay down for an hour is one line, not one per attempt).
+  problem (level, msg) {
+    const key = msg.replace(/\d+/g, '#')
+    if (key === this.lastProblem) return this.opts.log('debug', msg)
+    this.lastProblem = key
+    this.opts.log(level, msg)
+  }
+
+  maxDelay () {
+    return Math.max(1, this.opts.reconnectMaxDelay || MAX_BACKOFF_MS)
   }
 
   refuse (id, message, details) {
@@ -212,6 +231,7 @@ class Link {
     this.outbox.ackUpTo(lastSeq)
     this.welcomed = true
     this.failures = 0
+    this.lastProblem = null
     const interval = Number.isInteger(p.heartbeatInterval) && p.heartbeatInterval > 0 ? p.heartbeatInterval : 15000
     const ws = this.ws
     this.lastHeard = Date.now()

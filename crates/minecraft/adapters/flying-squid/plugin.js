@@ -33,6 +33,7 @@ module.exports.server = function (serv, settings) {
     enabledEvents: cfg.events.enabled,
     reconnectDelay: cfg.bridge.reconnect_delay,
     reconnectAttempts: cfg.bridge.reconnect_attempts,
+    reconnectMaxDelay: cfg.bridge.reconnect_max_delay,
     outboxSize: cfg.bridge.outbox_size,
     onCommand: (type, args) => game.run(type, args),
     onWelcome: (p) => opts.onWelcome?.(p),

@@ -156,3 +156,41 @@ test('a relay that goes silent past three heartbeats is dropped and redialled', 
   l.stop()
   wss.close()
 })
+
+// Issue 22 item 1: the link never gives up. reconnectAttempts (the seed's reconnect_attempts) only says when the
+// outage is logged as long; the relay is away far longer than the capped backoff and the attempts, then back on
+// the same port, and everything emitted meanwhile arrives. Each state change is logged once, not per attempt.
+test('a relay away for longer than every backoff cap and attempt count is redialled forever; the outage is replayed', async () => {
+  const { wss, state, url } = await relay()
+  const port = wss.address().port
+  const l = link(url, { reconnectDelay: 10, reconnectMaxDelay: 50, reconnectAttempts: 2 })
+  l.start()
+  await until(() => state.received.length === 1)
+  state.conns[0].send(env('welcome', 'w', { role: 'minecraft', epoch: 'E', lastSeq: 0 }))
+  await until(() => l.welcomed)
+  l.emitEvent('player_chat', { player: 'a', message: 'before' })
+  await until(() => state.received.length === 2)
+  state.conns[0].send(env('ack', 'a', { seq: 1 }))
+  await until(() => l.outbox.items.length === 0)
+  await new Promise((resolve) => wss.close(resolve))
+  for (const c of state.conns) c.terminate()
+  for (let i = 0; i < 30; i++) l.emitEvent('player_chat', { player: 'a', message: `away ${i}` })
+  // 1.5 s: 30 caps of 50 ms, far past the two attempts after which the old link gave up for good.
+  await new Promise((resolve) => setTimeout(resolve, 1500))
+  assert.ok(l.failures > 2, `kept redialling (${l.failures} failures)`)
+  const back = new WebSocket.Server({ host: '127.0.0.1', port })
+  const received = []
+  let conn = null
+  back.on('connection', (ws) => { conn = ws; ws.on('message', (t) => received.push(JSON.parse(t.toString()))) })
+  await until(() => received.some(m => m.type === 'hello'), 5000)
+  conn.send(env('welcome', 'w2', { role: 'minecraft', epoch: 'E2', lastSeq: 1 }))
+  await until(() => received.filter(m => m.type === 'event').length === 30)
+  assert.deepStrictEqual(received.filter(m => m.type === 'event').map(m => m.payload.data.message), [...Array(30).keys()].map(i => `away ${i}`))
+  const count = (re) => l.logs.filter(x => re.test(x)).length
+  assert.strictEqual(count(/relay link lost/), 1, l.logs.join('\n'))
+  assert.strictEqual(count(/still unreachable after 2 attempts/), 1, l.logs.join('\n'))
+  assert.strictEqual(count(/^info linked to relay/), 2, l.logs.join('\n'))
+  assert.ok(!l.logs.some(x => /giving up/.test(x)))
+  l.stop()
+  await new Promise((resolve) => back.close(resolve))
+})

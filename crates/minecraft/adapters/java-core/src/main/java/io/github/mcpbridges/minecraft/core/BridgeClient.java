@@ -5,7 +5,6 @@ import java.net.http.HttpClient;
 import java.net.http.WebSocket;
 import java.net.http.WebSocketHandshakeException;
 import java.time.Duration;
-import java.util.OptionalLong;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
@@ -18,7 +17,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Dials the relay with java.net.http.WebSocket (Authorization: Bearer), feeds a {@link Session}, and redials
- * with {@link Backoff} after a failure or a closed link (seed Property 13). The session outlives the client
+ * forever with {@link Backoff} after a failure or a closed link (seed Property 13). Each state change (link lost,
+ * outage long, linked, a new dial problem) is logged once; each attempt only at DEBUG. The session outlives the client
  * (its owner closes it), so a new client can carry on with the same outbox.
  */
 public final class BridgeClient implements AutoCloseable {
@@ -49,13 +49,15 @@ public final class BridgeClient implements AutoCloseable {
     private volatile Listener listener;
     private volatile long lastHeardNanos;
     private volatile boolean closed;
+    /** The last dial problem logged, so an outage of an hour is one line and not one per attempt. */
+    private String lastProblem;
 
     public BridgeClient(BridgeConfig cfg, Session session, BridgeLog log) {
         this.cfg = cfg;
         this.session = session;
         this.log = log;
         this.http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
-        this.backoff = new Backoff(cfg.reconnectDelayMs(), cfg.reconnectAttempts(), new Random());
+        this.backoff = new Backoff(cfg.reconnectDelayMs(), cfg.reconnectMaxDelayMs(), cfg.reconnectAttempts(), new Random());
         this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "mcp-bridge-reconnect");
             t.setDaemon(true);
@@ -134,24 +136,43 @@ public final class BridgeClient implements AutoCloseable {
             if (err != null) {
                 Throwable cause = err.getCause() != null ? err.getCause() : err;
                 if (cause instanceof WebSocketHandshakeException h && h.getResponse().statusCode() == 401) {
-                    log.warn("relay " + uri + " refused the token (AUTH_FAILED, HTTP 401)");
+                    problem("relay " + uri + " refused the token (AUTH_FAILED, HTTP 401)");
                 } else {
-                    log.warn("relay " + uri + " unreachable: " + cause);
+                    problem("relay " + uri + " unreachable: " + cause);
                 }
                 scheduleReconnect();
             }
         });
     }
 
+    private synchronized void problem(String message) {
+        String key = message.replaceAll("\\d+", "#");
+        if (key.equals(lastProblem)) {
+            log.log(BridgeLog.Level.DEBUG, message);
+        } else {
+            lastProblem = key;
+            log.warn(message);
+        }
+    }
+
+    private synchronized void linked() {
+        lastProblem = null;
+        backoff.reset();
+    }
+
     private void scheduleReconnect() {
         if (closed) return;
-        OptionalLong delay = backoff.nextDelayMs();
-        if (delay.isEmpty()) {
-            log.log(BridgeLog.Level.ERROR, "relay unreachable after " + cfg.reconnectAttempts() + " attempts: giving up (bridge.reconnect_attempts = 0 retries forever)");
-            return;
+        long delay = backoff.nextDelayMs();
+        if (backoff.outageJustBecameLong()) {
+            log.log(BridgeLog.Level.ERROR, "relay still unreachable after " + backoff.longAfter() + " attempts; retrying forever every "
+                    + backoff.maxDelayMs() + " ms at most (" + session.outbox().size() + " events held in the outbox)");
         }
-        log.info("reconnecting in " + delay.getAsLong() + " ms (attempt " + backoff.failures() + ")");
-        timer.schedule(this::connect, delay.getAsLong(), TimeUnit.MILLISECONDS);
+        log.log(BridgeLog.Level.DEBUG, "reconnecting in " + delay + " ms (attempt " + backoff.failures() + ")");
+        try {
+            timer.schedule(this::connect, delay, TimeUnit.MILLISECONDS);
+        } catch (RejectedExecutionException e) {
+            // closed meanwhile
+        }
     }
 
     private final class Listener implements WebSocket.Listener {
@@ -186,7 +207,7 @@ public final class BridgeClient implements AutoCloseable {
                 boolean drop = oversized;
                 oversized = false;
                 if (!drop) {
-                    if (text.contains("\"type\":\"welcome\"")) backoff.reset();
+                    if (text.contains("\"type\":\"welcome\"")) linked();
                     session.onText(text);
                 }
             }
@@ -222,8 +243,14 @@ public final class BridgeClient implements AutoCloseable {
         synchronized void lost(String why) {
             if (mine != null && socket == mine) {
                 socket = null;
+                boolean wasLinked = session.welcomed();
                 session.onClose();
-                log.warn("relay link " + why);
+                if (wasLinked) {
+                    log.warn("relay link lost (" + why + "); reconnecting with backoff (" + cfg.reconnectDelayMs() + " ms doubling to "
+                            + backoff.maxDelayMs() + " ms, forever); " + session.outbox().size() + " events held");
+                } else {
+                    problem("relay link " + why);
+                }
                 scheduleReconnect();
             }
         }

@@ -23,6 +23,7 @@ public record BridgeConfig(
         String serverName,
         int reconnectAttempts,
         long reconnectDelayMs,
+        long reconnectMaxDelayMs,
         int outboxSize,
         long outboxBytes,
         Set<String> enabledEvents,
@@ -94,6 +95,7 @@ public record BridgeConfig(
                 bridge.string("server_name", "default"),
                 (int) bridge.integer("reconnect_attempts", 5, 0, 1_000_000),
                 bridge.integer("reconnect_delay", 5000, 1, 3_600_000),
+                bridge.integer("reconnect_max_delay", Backoff.MAX_DELAY_MS, 1, 3_600_000),
                 (int) bridge.integer("outbox_size", 1000, 1, 100_000),
                 bridge.integer("outbox_bytes", 4L * 1024 * 1024, 1024, 256L * 1024 * 1024),
                 Set.copyOf(new LinkedHashSet<>(enabled)),
@@ -162,6 +164,6 @@ public record BridgeConfig(
     public String summary() {
         return "relay " + url + ", game \"" + serverName + "\", events " + EVENT_TYPES.stream().filter(enabledEvents::contains).toList()
                 + ", " + allowedPatterns.size() + " allowed command patterns, max_command_length " + maxCommandLength
-                + ", reconnect " + (reconnectAttempts == 0 ? "forever" : reconnectAttempts + " attempts") + " from " + reconnectDelayMs + " ms";
+                + ", reconnect forever from " + reconnectDelayMs + " ms doubling to " + reconnectMaxDelayMs + " ms";
     }
 }

@@ -287,6 +287,55 @@ class RelayLoopbackTest {
         for (int i = 0; i < 20; i++) assertEquals("offline " + i, ((Map<?, ?>) payload(mcp.next("event")).get("data")).get("message"));
     }
 
+    /**
+     * Issue 22 item 1: the relay away far longer than the backoff cap and reconnect_attempts (the old core gave
+     * up after them), then back on the same port: the core is linked again and everything emitted meanwhile
+     * arrives. The outage is logged once as lost and once as long, not once per attempt.
+     */
+    @Test
+    void aRelayAwayLongerThanEveryCapIsRedialledForeverAndGetsTheOutage() throws Exception {
+        int port = freePort();
+        Process first = startRelay(port);
+        Wire.Log log = new Wire.Log();
+        BridgeConfig cfg = BridgeConfig.parse("""
+                [bridge]
+                url = "ws://127.0.0.1:%d"
+                auth_token = "%s"
+                server_name = "java-core"
+                reconnect_attempts = 2
+                reconnect_delay = 10
+                reconnect_max_delay = 50
+                """.formatted(port, GAME_TOKEN));
+        Session session = new Session(cfg, new FakeGame(), log, "java-core-test", "1.21.1");
+        closers.add(session);
+        BridgeClient client = new BridgeClient(cfg, session, log);
+        closers.add(client);
+        client.start();
+        awaitLinked(client);
+        String firstEpoch = session.epoch();
+        first.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (client.connected() && System.nanoTime() < deadline) Thread.sleep(10);
+        for (int i = 0; i < 30; i++) session.emitEvent("player_chat", Models.playerChat("alex", "away " + i));
+        Thread.sleep(1500); // 30 caps of 50 ms, far past 2 attempts
+        startRelay(port);
+        awaitLinked(client);
+        McpPeer mcp = new McpPeer(port, MCP_TOKEN, "java-test", firstEpoch);
+        closers.add(mcp);
+        mcp.next("welcome");
+        for (int i = 0; i < 30; i++) assertEquals("away " + i, ((Map<?, ?>) payload(mcp.next("event")).get("data")).get("message"));
+        String all = log.all();
+        assertEquals(1, count(all, "relay link lost"), all);
+        assertEquals(1, count(all, "still unreachable after 2 attempts"), all);
+        assertTrue(!all.contains("giving up"), all);
+    }
+
+    static int count(String haystack, String needle) {
+        int n = 0;
+        for (int i = haystack.indexOf(needle); i >= 0; i = haystack.indexOf(needle, i + 1)) n++;
+        return n;
+    }
+
     @Test
     void aRelayThatGoesSilentIsDroppedAndRedialled() throws Exception {
         int port = freePort();

@@ -9,8 +9,9 @@ final class DefaultConfig {
             [bridge]
             url = "ws://localhost:8080"
             auth_token = "secret"        # the relay's MINECRAFT_AUTH_TOKEN
-            reconnect_attempts = 5       # 0 = retry forever
-            reconnect_delay = 5000       # ms before the first retry; doubles up to 30 s
+            reconnect_attempts = 5       # failed dials before the outage is logged as long; it retries forever
+            reconnect_delay = 5000       # ms before the first retry; doubles up to reconnect_max_delay
+            reconnect_max_delay = 30000  # ms
             # server_name = "default"    # the name commands address this server by
 
             [events]
