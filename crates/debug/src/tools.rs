@@ -207,6 +207,23 @@ fn bridge_status(shared: &Shared) -> Value {
         "debuggers": {"python": python.map(|p| p.display().to_string()), "lldbDap": lldb.map(|p| p.display().to_string())},
         "version": env!("CARGO_PKG_VERSION"),
     });
+    // The backend in use, judged now: a vscode backend whose directory is refused or whose host stopped
+    // beating fails every call, and says so here rather than "healthy".
+    let problem = match (&shared.chosen.backend, &untrusted, age) {
+        (crate::backend::Backend::Dap(_), _, _) => None,
+        (_, Some(e), _) => Some(format!("E_BRIDGE_UNTRUSTED: {e}")),
+        (_, None, None) => Some(format!(
+            "no host.json in {}: VS Code with VSC-Bridge (or `mcp-bridges debug host`) is not running there",
+            root.display()
+        )),
+        (_, None, Some(a)) if a >= FRESH_HOST => Some(format!(
+            "the host's heartbeat (host.json) is {} s old: the host is not running",
+            a.as_secs()
+        )),
+        _ => None,
+    };
+    v["healthy"] = json!(problem.is_none());
+    v["problem"] = json!(problem);
     if let Some(dap) = shared.chosen.backend.dap() {
         v["session"] = dap.status();
     }

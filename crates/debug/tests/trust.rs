@@ -226,3 +226,124 @@ async fn the_host_creates_0700_and_follows_no_link_and_takes_no_foreign_job() {
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+fn set_age(path: &Path, age: Duration) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - age)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_lock_with_a_fresh_heartbeat_is_a_live_vscode_and_is_left_alone() {
+    let ws = workspace("lock-vscode");
+    let root = forged_bridge(&ws);
+    // VS Code's extension host: an empty lock, a host.json whose pid is not in our pid namespace.
+    std::fs::write(root.join("host.lock"), "").unwrap();
+    std::fs::write(
+        root.join("host.json"),
+        r#"{"bridgeId":"extHost-1234abcd","version":1,"pid":999999}"#,
+    )
+    .unwrap();
+    let err = serve_err(&ws).await;
+    assert!(matches!(err, HostError::Locked { .. }), "{err}");
+    assert!(err.to_string().contains("heartbeat"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("host.json")).unwrap(),
+        r#"{"bridgeId":"extHost-1234abcd","version":1,"pid":999999}"#,
+        "VS Code's host.json is untouched"
+    );
+    // Once its heartbeat is stale (VS Code gone), the directory is taken over.
+    set_age(&root.join("host.json"), Duration::from_secs(120));
+    let stop = CancellationToken::new();
+    let task = {
+        let (ws, stop) = (ws.clone(), stop.clone());
+        tokio::spawn(async move { serve(&ws, HostOptions::default(), cfg(&ws), stop).await })
+    };
+    let t = std::time::Instant::now();
+    while !std::fs::read_to_string(root.join("host.json"))
+        .unwrap_or_default()
+        .contains(&format!("\"pid\": {}", std::process::id()))
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the stale directory is taken over"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_in_another_pid_namespace_is_alive_while_its_heartbeat_is_fresh() {
+    use bridge_debug::fsbridge::client::{FsClient, RunCtx};
+    let ws = workspace("pidns");
+    let root = forged_bridge(&ws);
+    std::fs::write(
+        root.join("host.json"),
+        r#"{"bridgeId":"extHost-00000002","version":1,"pid":999999,"pidNs":"pid:[1]"}"#,
+    )
+    .unwrap();
+    // It claims the job and works on it without answering within the call's deadline.
+    let execute = root.join("execute");
+    let claimer = std::thread::spawn(move || {
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            for e in std::fs::read_dir(&execute).unwrap().flatten() {
+                if e.path().join("command.json").exists() {
+                    std::fs::write(e.path().join("claimed.json"), "{}").unwrap();
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    let client = FsClient::new(root);
+    let ctx = RunCtx {
+        cancel: CancellationToken::new(),
+        tool: None,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
+    let err = client
+        .run("debug.status", json!({}), deadline, ctx)
+        .await
+        .unwrap_err();
+    claimer.join().unwrap();
+    assert_eq!(
+        err.code, "E_TIMEOUT",
+        "a pid absent from our /proc is no proof of death in another namespace: {err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_status_reports_a_failing_vscode_backend_as_failing() {
+    let ws = workspace("status-failing");
+    let root = forged_bridge(&ws);
+    set_age(&root.join("host.json"), Duration::from_secs(120));
+    let c = client(args(&ws, BackendChoice::Vscode)).await;
+    let status = data(&c, "bridge_status", json!({})).await;
+    assert_eq!(status["backend"], "vscode");
+    assert_eq!(status["healthy"], false, "{status}");
+    assert!(
+        status["problem"].as_str().unwrap().contains("heartbeat"),
+        "{status}"
+    );
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let status = data(&c, "bridge_status", json!({})).await;
+    assert_eq!(status["healthy"], false);
+    assert!(
+        status["problem"]
+            .as_str()
+            .unwrap()
+            .contains("E_BRIDGE_UNTRUSTED"),
+        "{status}"
+    );
+    let dap = client(args(&ws, BackendChoice::Dap)).await;
+    assert_eq!(
+        data(&dap, "bridge_status", json!({})).await["healthy"],
+        true
+    );
+}

@@ -151,6 +151,8 @@ impl Job {
         let result = self.await_job(&id, &dir, deadline, &ctx).await;
         let result = result.and_then(|()| read_result(&dir, self.max_data));
         if dir.join(DONE).exists() || !dir.join(CLAIMED_JSON).exists() {
+            // The command goes first: a directory being removed must never look like a new job to a host.
+            let _ = std::fs::remove_file(dir.join(COMMAND_JSON));
             let _ = std::fs::remove_dir_all(&dir);
         }
         // Otherwise the host still holds the job; it writes `done` after seeing `cancel` and its GC removes the
@@ -268,16 +270,23 @@ impl Job {
 }
 
 impl Job {
-    /// The host's pid from `host.json`, if that process is gone (checked through `/proc`, on this machine).
+    /// The host's pid from `host.json` when the host is dead: its pid is gone from `/proc` and it wrote it from
+    /// our own pid namespace, or its heartbeat stopped (3 beats missed, or 30 s for a host that does not say
+    /// its interval, as VS Code does not). A pid alone proves nothing about a host in another namespace.
     fn dead_host(&self) -> Option<u64> {
-        if !Path::new("/proc/self").exists() {
-            return None;
+        let host = read_json(&self.root.join(super::HOST_JSON), SMALL_FILE_BYTES).ok()?;
+        let pid = host.get("pid").and_then(Value::as_u64).unwrap_or(0);
+        if super::pid_gone(pid, host.get("pidNs").and_then(Value::as_str)) {
+            return Some(pid);
         }
-        let pid = read_json(&self.root.join(super::HOST_JSON), SMALL_FILE_BYTES)
-            .ok()?
-            .get("pid")?
-            .as_u64()?;
-        (!Path::new(&format!("/proc/{pid}")).exists()).then_some(pid)
+        let limit = host
+            .get("heartbeatMs")
+            .and_then(Value::as_u64)
+            .map_or(crate::backend::FRESH_HOST, |ms| {
+                Duration::from_millis(ms.saturating_mul(3).max(3000))
+            });
+        let age = super::host_json_age(&self.root)?;
+        (age > limit).then_some(pid)
     }
 }
 

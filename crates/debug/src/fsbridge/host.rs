@@ -77,8 +77,10 @@ pub enum HostError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("another bridge host (pid {pid}) owns {root}; stop it first")]
-    Locked { pid: u32, root: PathBuf },
+    #[error(
+        "{root} is in use by {holder}; stop it first (or wait until its heartbeat is older than 30 s)"
+    )]
+    Locked { holder: String, root: PathBuf },
     #[error("{0}")]
     Catalog(#[from] crate::catalog::CatalogError),
     /// E_BRIDGE_UNTRUSTED: the directory is not this user's alone.
@@ -100,6 +102,9 @@ struct Host {
     dap: Arc<DapBackend>,
     catalog: Catalog,
     running: Mutex<HashSet<String>>,
+    /// Every job this host has claimed whose directory still exists: never claimed twice, even while its client
+    /// removes the directory file by file (`claimed.json` may go before `command.json`).
+    claimed: Mutex<HashSet<String>>,
     failures: Mutex<VecDeque<StdInstant>>,
 }
 
@@ -140,7 +145,8 @@ pub async fn serve(
     take_lock(&root, &bridge_id)?;
     let host_json = json!({"bridgeId": bridge_id, "version": 1, "platform": std::env::consts::OS,
         "workspace": workspace.display().to_string(), "pid": std::process::id(),
-        "startedAt": iso8601(now_ms()), "wslAware": true});
+        "startedAt": iso8601(now_ms()), "wslAware": true, "pidNs": super::pid_ns(),
+        "heartbeatMs": opts.heartbeat.as_millis() as u64, "headless": true});
     let host = Arc::new(Host {
         root: root.clone(),
         bridge_id,
@@ -148,6 +154,7 @@ pub async fn serve(
         dap: Arc::new(DapBackend::new(cfg)),
         catalog: Catalog::builtin()?,
         running: Mutex::new(HashSet::new()),
+        claimed: Mutex::new(HashSet::new()),
         failures: Mutex::new(VecDeque::new()),
     });
     tracing::info!(root = %root.display(), id = %host.bridge_id, "bridge host started");
@@ -173,8 +180,12 @@ pub async fn serve(
         }
         if host.scan() {
             // A job directory without its command yet: its command.json may land before inotify watches the
-            // new directory, so look again shortly instead of waiting for the safety tick.
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            // new directory, so look again at the next event, or shortly if that event was missed.
+            tokio::select! {
+                () = watch.changed() => {}
+                () = tokio::time::sleep(Duration::from_millis(2)) => {}
+                () = shutdown.cancelled() => {}
+            }
             continue;
         }
         tokio::select! {
@@ -189,30 +200,57 @@ pub async fn serve(
     Ok(())
 }
 
+/// Takes `host.lock` (O_EXCL). A lock already there is held while `host.json`'s heartbeat is fresh, whoever wrote
+/// it: VS Code's extension writes an empty lock, and a host in another pid namespace has a pid our `/proc` does
+/// not show. Only a lock of ours whose pid is gone from our own pid namespace is taken over at once (its host
+/// crashed); any other is taken over once the heartbeat is older than 30 s.
 fn take_lock(root: &Path, bridge_id: &str) -> Result<(), HostError> {
     let lock = root.join(HOST_LOCK);
-    let body = json!({"pid": std::process::id(), "bridgeId": bridge_id}).to_string();
+    let body = json!({"pid": std::process::id(), "bridgeId": bridge_id, "pidNs": super::pid_ns()})
+        .to_string();
     for _ in 0..2 {
         if create_exclusive(&lock, body.as_bytes()).map_err(io_err(&lock))? {
             return Ok(());
         }
-        let pid = read_json(&lock, SMALL_FILE_BYTES)
-            .ok()
-            .and_then(|v| v.get("pid").and_then(Value::as_u64))
-            .unwrap_or(0) as u32;
-        if pid != 0 && pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists() {
+        if let Some(holder) = lock_holder(root) {
             return Err(HostError::Locked {
-                pid,
+                holder,
                 root: root.to_path_buf(),
             });
         }
-        // The holder is gone (it crashed): the lock is stale.
         let _ = std::fs::remove_file(&lock);
     }
     Err(HostError::Locked {
-        pid: 0,
+        holder: "another host taking it at the same moment".into(),
         root: root.to_path_buf(),
     })
+}
+
+/// Who holds the existing lock, or `None` when it is stale.
+fn lock_holder(root: &Path) -> Option<String> {
+    let held = read_json(&root.join(HOST_LOCK), SMALL_FILE_BYTES).ok();
+    let pid = held
+        .as_ref()
+        .and_then(|v| v.get("pid"))
+        .and_then(Value::as_u64);
+    let ns = held
+        .as_ref()
+        .and_then(|v| v.get("pidNs"))
+        .and_then(Value::as_str);
+    if let Some(pid) = pid
+        && (pid == u64::from(std::process::id()) || super::pid_gone(pid, ns))
+    {
+        return None;
+    }
+    let age = super::host_json_age(root).filter(|a| *a < crate::backend::FRESH_HOST)?;
+    let who = match pid {
+        Some(pid) => format!("a bridge host (pid {pid})"),
+        None => "a live VS Code (an empty or foreign host.lock)".into(),
+    };
+    Some(format!(
+        "{who} whose host.json heartbeat is fresh ({} ms old)",
+        age.as_millis()
+    ))
 }
 
 async fn heartbeat(path: PathBuf, every: Duration, shutdown: CancellationToken) {
@@ -234,6 +272,12 @@ fn touch(path: &Path) -> std::io::Result<()> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?
         .set_modified(SystemTime::now())
+}
+
+fn name_of(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Whether `path` exists, as itself: a symlink counts as there and is never followed.
@@ -369,7 +413,20 @@ impl Host {
     /// Claims every new job; true when a fresh directory has no command yet (one is being written).
     fn scan(self: &Arc<Self>) -> bool {
         let mut incomplete = false;
-        for dir in self.job_dirs() {
+        let dirs = self.job_dirs();
+        let seen: HashSet<String> = dirs.iter().map(|d| name_of(d)).collect();
+        let done_before = {
+            let mut claimed = self
+                .claimed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            claimed.retain(|id| seen.contains(id));
+            claimed.clone()
+        };
+        for dir in dirs {
+            if done_before.contains(&name_of(&dir)) {
+                continue;
+            }
             let has = |f: &str| there(&dir.join(f));
             if has(COMMAND_JSON) {
                 if !has(CLAIMED_JSON) && !has(DONE) && !has(DLQ) {
@@ -392,7 +449,12 @@ impl Host {
         }
         let claim = json!({"bridgeId": self.bridge_id, "claimedAt": iso8601(now_ms()), "pid": std::process::id()});
         match create_exclusive(&dir.join(CLAIMED_JSON), claim.to_string().as_bytes()) {
-            Ok(true) => {}
+            Ok(true) => {
+                self.claimed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(id.clone());
+            }
             Ok(false) => return,
             Err(e) => {
                 tracing::warn!("claim {}: {e}", dir.display());

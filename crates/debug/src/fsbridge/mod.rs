@@ -36,6 +36,20 @@ pub fn bridge_root(workspace: &Path, explicit: Option<&Path>) -> PathBuf {
     }
 }
 
+/// This process's pid namespace (`pid:[4026531836]`): a pid read from a file proves something about `/proc`
+/// only when its writer was in the same one.
+pub fn pid_ns() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
+/// Whether the pid `pid` written by a process of pid namespace `ns` is gone: only answerable in our namespace.
+pub fn pid_gone(pid: u64, ns: Option<&str>) -> bool {
+    let ours = pid_ns();
+    ns.is_some() && ns == ours.as_deref() && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// How long ago `host.json` was touched (the extension's heartbeat); a link is not followed.
 pub fn host_json_age(root: &Path) -> Option<Duration> {
     let modified = std::fs::symlink_metadata(root.join(HOST_JSON))
