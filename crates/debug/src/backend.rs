@@ -26,6 +26,16 @@ pub enum Backend {
 pub struct Chosen {
     pub backend: Backend,
     pub reason: String,
+    /// The vscode backend's host is `mcp-bridges debug host` (`host.json` says `headless: true`), which also
+    /// runs the `dap_*` journal tools VS Code's extension has disabled.
+    pub headless: bool,
+}
+
+impl Chosen {
+    /// Whether `def` is served (listed and run) here.
+    pub fn serves(&self, def: &ToolDef) -> bool {
+        def.serves(self.backend.kind()) || (self.headless && def.serves(BackendKind::Dap))
+    }
 }
 
 impl Backend {
@@ -104,6 +114,7 @@ pub fn root_of(args: &DebugArgs) -> PathBuf {
 
 pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
     let root = root_of(args);
+    let headless = host_is_headless(&root);
     let exists = std::fs::symlink_metadata(&root).is_ok();
     let trusted = trust::check_root(&root);
     let fresh = host_json_age(&root).filter(|age| *age < FRESH_HOST);
@@ -113,20 +124,24 @@ pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
             FsClient::new(root).max_data_bytes(args.max_data_bytes),
         ))
     };
-    Ok(match (args.backend, trusted, fresh) {
+    let mut chosen = match (args.backend, trusted, fresh) {
         (BackendChoice::Dap, _, _) => Chosen {
+            headless: false,
             backend: dap(),
             reason: "--backend dap".into(),
         },
         (BackendChoice::Vscode, _, _) => Chosen {
+            headless: false,
             reason: format!("--backend vscode (bridge at {})", root.display()),
             backend: vscode(root),
         },
         (BackendChoice::Auto, Err(e), _) if exists => Chosen {
+            headless: false,
             backend: dap(),
             reason: format!("auto: {e}; refused (E_BRIDGE_UNTRUSTED): headless DAP"),
         },
         (BackendChoice::Auto, Ok(()), Some(age)) => Chosen {
+            headless: false,
             reason: format!(
                 "auto: {} has a fresh host.json ({} ms old)",
                 root.display(),
@@ -135,6 +150,7 @@ pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
             backend: vscode(root),
         },
         (BackendChoice::Auto, Ok(()), None) => Chosen {
+            headless: false,
             backend: dap(),
             reason: format!(
                 "auto: {} has no fresh host.json (none, or older than 30 s): headless DAP",
@@ -142,11 +158,25 @@ pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
             ),
         },
         (BackendChoice::Auto, Err(_), _) => Chosen {
+            headless: false,
             backend: dap(),
             reason: format!(
                 "auto: no .vsc-bridge/ at {} (the workspace's own; parents are never used): headless DAP",
                 root.display()
             ),
         },
-    })
+    };
+    chosen.headless = matches!(chosen.backend, Backend::Vscode(_)) && headless;
+    Ok(chosen)
+}
+
+/// `host.json` written by our headless host.
+fn host_is_headless(root: &std::path::Path) -> bool {
+    crate::fsbridge::io::read_json(
+        &root.join(crate::fsbridge::HOST_JSON),
+        crate::fsbridge::io::SMALL_FILE_BYTES,
+    )
+    .ok()
+    .and_then(|v| v.get("headless").and_then(Value::as_bool))
+    .unwrap_or(false)
 }

@@ -31,9 +31,8 @@ struct Shared {
 }
 
 pub fn register(b: &mut BridgeBuilder, catalog: &Catalog, args: &DebugArgs, chosen: Chosen) {
-    let kind = chosen.backend.kind();
     let shared = Arc::new(Shared {
-        tool_count: catalog.tools.iter().filter(|t| t.serves(kind)).count(),
+        tool_count: catalog.tools.iter().filter(|t| chosen.serves(t)).count(),
         chosen,
         args: args.clone(),
     });
@@ -56,7 +55,7 @@ pub fn register(b: &mut BridgeBuilder, catalog: &Catalog, args: &DebugArgs, chos
         if def.destructive {
             spec = spec.destructive();
         }
-        if !def.serves(kind) {
+        if !shared.chosen.serves(def) {
             spec = spec.unlisted();
         }
         let def = Arc::new(def.clone());
@@ -87,7 +86,7 @@ async fn call(
         });
     }
     let kind = shared.chosen.backend.kind();
-    if !def.serves(kind) {
+    if !shared.chosen.serves(def) {
         let need: Vec<&str> = def.backends.iter().map(|b| b.as_str()).collect();
         return Err(ScriptError::new(
             "E_UNSUPPORTED_BACKEND",

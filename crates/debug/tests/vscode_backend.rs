@@ -34,7 +34,8 @@ async fn auto_picks_vscode_and_the_python_workflow_runs_through_files() {
     );
     let names = tool_names(&c).await;
     assert!(
-        names.contains(&"editor_goto_line".to_owned()) && !names.contains(&"dap_logs".to_owned())
+        names.contains(&"editor_goto_line".to_owned()) && names.contains(&"dap_logs".to_owned()),
+        "the headless host also runs the journal tools: {names:?}"
     );
     scenarios::python_workflow(&c, &ws).await;
     no_jobs_left(&ws).await;
@@ -282,5 +283,20 @@ async fn host_events_arrive_as_mcp_progress() {
         seen.contains(&0.0) && seen.contains(&100.0),
         "events.ndjson's progress lines became notifications: {seen:?}"
     );
+    no_jobs_left(&ws).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dap_logs_and_dap_exceptions_work_through_the_headless_host() {
+    let (ws, _host, c) = vscode("vs-journal").await;
+    data(&c, "debug_start", json!({"launch": "py"})).await;
+    let t = std::time::Instant::now();
+    while data(&c, "debug_status", json!({})).await["isActive"] == true {
+        assert!(t.elapsed() < Duration::from_secs(30), "target.py ends");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let logs = data(&c, "dap_logs", json!({})).await;
+    assert!(logs.to_string().contains("x = 42"), "{logs}");
+    data(&c, "dap_exceptions", json!({})).await;
     no_jobs_left(&ws).await;
 }
