@@ -207,3 +207,65 @@ async fn an_adapter_flooding_stderr_without_newlines_costs_the_bridge_no_memory(
         "the tail of the adapter's stderr says why it failed: {e}"
     );
 }
+
+fn threads(pid: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_share_one_watcher_no_thread_per_job_on_either_side() {
+    let ws = workspace("threads");
+    let host = HostProc::start(&ws);
+    let pid = host.child.id().to_string();
+    let client = std::sync::Arc::new(FsClient::new(ws.join(".vsc-bridge")));
+    let run = |script: &'static str, params: Value, ms: u64| {
+        let client = std::sync::Arc::clone(&client);
+        async move {
+            let ctx = RunCtx {
+                cancel: CancellationToken::new(),
+                tool: None,
+            };
+            let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+            client.run(script, params, deadline, ctx).await
+        }
+    };
+    run("debug.start", json!({"launch": "slow"}), 30_000)
+        .await
+        .unwrap();
+    run("debug.status", json!({}), 5_000).await.unwrap();
+    let (host_before, client_before) = (threads(&pid), threads("self"));
+    let waits: Vec<_> = (0..8)
+        .map(|_| {
+            tokio::spawn(run(
+                "debug.wait-for-hit",
+                json!({"timeoutMs": 3000}),
+                10_000,
+            ))
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    while support::host::job_dirs(&ws)
+        .iter()
+        .filter(|d| d.join("claimed.json").exists())
+        .count()
+        < 8
+    {
+        assert!(t.elapsed() < Duration::from_secs(10), "8 jobs are claimed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (host_during, client_during) = (threads(&pid), threads("self"));
+    for w in waits {
+        assert_eq!(w.await.unwrap().unwrap_err().code, "E_TIMEOUT");
+    }
+    assert!(
+        host_during <= host_before + 1,
+        "the host went from {host_before} to {host_during} threads with 8 jobs running"
+    );
+    assert!(
+        client_during <= client_before + 1,
+        "the client went from {client_before} to {client_during} threads with 8 jobs waiting"
+    );
+    run("debug.stop", json!({}), 10_000).await.unwrap();
+}

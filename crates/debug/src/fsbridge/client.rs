@@ -4,7 +4,7 @@
 //! log notifications.
 
 use super::io::{COMMAND_BYTES, SMALL_FILE_BYTES, read_json, touch_marker, write_json_atomic};
-use super::watch::DirWatch;
+use super::watch::{Hub, Waiter};
 use super::{
     CANCEL, CLAIMED_JSON, COMMAND_JSON, DATA_JSON, DONE, ERROR_JSON, EVENTS_NDJSON, EXECUTE_DIR,
     RESPONSE_JSON,
@@ -36,6 +36,8 @@ pub struct RunCtx {
 pub struct FsClient {
     root: PathBuf,
     max_data: u64,
+    /// One watcher (one thread) for all of this client's jobs.
+    hub: std::sync::Arc<Hub>,
 }
 
 impl FsClient {
@@ -43,6 +45,7 @@ impl FsClient {
         Self {
             root,
             max_data: super::io::DEFAULT_DATA_BYTES,
+            hub: Hub::new(),
         }
     }
 
@@ -70,6 +73,7 @@ impl FsClient {
         let job = Job {
             root: self.root.clone(),
             max_data: self.max_data,
+            hub: std::sync::Arc::clone(&self.hub),
         };
         let script = script.to_owned();
         tokio::spawn(async move { job.run(&script, params, deadline, ctx).await })
@@ -86,7 +90,11 @@ impl FsClient {
 struct Job {
     root: PathBuf,
     max_data: u64,
+    hub: std::sync::Arc<Hub>,
 }
+
+/// While a job runs, how often the client checks that its host is still alive (no file event says it died).
+const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 
 /// `E_BRIDGE_UNTRUSTED`, naming the directory and why.
 pub fn untrusted_error(e: &super::trust::Untrusted) -> ScriptError {
@@ -133,6 +141,9 @@ impl Job {
             Some(_) => {}
         }
         let (id, dir) = self.make_job_dir()?;
+        // Watched before the command exists, so no change the host makes can come before the watch.
+        let guard = self.hub.watch(&dir, false);
+        let mut waiter = self.hub.subscribe();
         let timeout_ms = deadline
             .saturating_duration_since(Instant::now())
             .as_millis() as u64;
@@ -148,7 +159,10 @@ impl Job {
                 format!("could not write {}: {e}", dir.display()),
             ));
         }
-        let result = self.await_job(&id, &dir, deadline, &ctx).await;
+        let result = self
+            .await_job(&id, &dir, deadline, &ctx, &mut waiter, guard.is_polling())
+            .await;
+        drop(guard);
         let result = result.and_then(|()| read_result(&dir, self.max_data));
         if dir.join(DONE).exists() || !dir.join(CLAIMED_JSON).exists() {
             // The command goes first: a directory being removed must never look like a new job to a host.
@@ -194,8 +208,9 @@ impl Job {
         dir: &Path,
         deadline: Instant,
         ctx: &RunCtx,
+        waiter: &mut Waiter,
+        polling: bool,
     ) -> Result<(), ScriptError> {
-        let watch = DirWatch::new(dir, false);
         let started = Instant::now();
         let pickup_until = (started + PICKUP_TIMEOUT).min(deadline);
         let mut events = EventTail::default();
@@ -223,7 +238,7 @@ impl Job {
                 ));
             }
             tokio::select! {
-                () = watch.changed() => {}
+                () = waiter.changed(pickup_until, polling) => {}
                 () = ctx.cancel.cancelled() => {}
             }
         }
@@ -247,7 +262,7 @@ impl Job {
                 let _ = touch_marker(&dir.join(CANCEL));
                 let grace = Instant::now() + CANCEL_GRACE;
                 while Instant::now() < grace && !dir.join(DONE).exists() {
-                    watch.changed().await;
+                    waiter.changed(grace, polling).await;
                 }
                 events.pump(dir, ctx).await;
                 return Err(if cancelled {
@@ -260,10 +275,10 @@ impl Job {
                 }
                 .details(json!({"jobId": id, "hostFinished": dir.join(DONE).exists()})));
             }
+            let until = deadline.min(Instant::now() + LIVENESS_CHECK);
             tokio::select! {
-                () = watch.changed() => {}
+                () = waiter.changed(until, polling) => {}
                 () = ctx.cancel.cancelled() => {}
-                () = tokio::time::sleep_until(deadline) => {}
             }
         }
     }

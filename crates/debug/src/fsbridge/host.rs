@@ -10,7 +10,7 @@ use super::io::{
     write_json_atomic,
 };
 use super::trust::{self, Untrusted};
-use super::watch::DirWatch;
+use super::watch::Hub;
 use super::{
     CANCEL, CLAIMED_JSON, COMMAND_JSON, DATA_JSON, DLQ, DONE, ERROR_JSON, EVENTS_NDJSON,
     EXECUTE_DIR, HOST_JSON, HOST_LOCK, KEEP, RESPONSE_JSON,
@@ -102,6 +102,9 @@ struct Host {
     dap: Arc<DapBackend>,
     catalog: Catalog,
     running: Mutex<HashSet<String>>,
+    /// The one watcher of `execute/` (recursive), shared by the scan loop and every job's cancel wait.
+    hub: Arc<Hub>,
+    polling: bool,
     /// Every job this host has claimed whose directory still exists: never claimed twice, even while its client
     /// removes the directory file by file (`claimed.json` may go before `command.json`).
     claimed: Mutex<HashSet<String>>,
@@ -147,6 +150,8 @@ pub async fn serve(
         "workspace": workspace.display().to_string(), "pid": std::process::id(),
         "startedAt": iso8601(now_ms()), "wslAware": true, "pidNs": super::pid_ns(),
         "heartbeatMs": opts.heartbeat.as_millis() as u64, "headless": true});
+    let hub = Hub::new();
+    let guard = hub.watch(&execute, true);
     let host = Arc::new(Host {
         root: root.clone(),
         bridge_id,
@@ -154,6 +159,8 @@ pub async fn serve(
         dap: Arc::new(DapBackend::new(cfg)),
         catalog: Catalog::builtin()?,
         running: Mutex::new(HashSet::new()),
+        hub: Arc::clone(&hub),
+        polling: guard.is_polling(),
         claimed: Mutex::new(HashSet::new()),
         failures: Mutex::new(VecDeque::new()),
     });
@@ -166,33 +173,32 @@ pub async fn serve(
         host.opts.heartbeat,
         shutdown.clone(),
     ));
-    let watch = DirWatch::new(&execute, true);
-    let mut last_recovery = StdInstant::now();
-    let mut last_gc = StdInstant::now();
+    // No periodic rescan: the loop wakes on a file event, or when the stale-claim check or the GC is due.
+    let recovery_every = Duration::from_secs(30).min(host.opts.stale_after);
+    let mut next_recovery = Instant::now() + recovery_every;
+    let mut next_gc = Instant::now() + host.opts.gc_interval;
+    let mut waiter = hub.subscribe();
     while !shutdown.is_cancelled() {
-        if last_recovery.elapsed() >= Duration::from_secs(30).min(host.opts.stale_after) {
-            last_recovery = StdInstant::now();
+        if Instant::now() >= next_recovery {
+            next_recovery = Instant::now() + recovery_every;
             host.recover_stale();
         }
-        if last_gc.elapsed() >= host.opts.gc_interval {
-            last_gc = StdInstant::now();
+        if Instant::now() >= next_gc {
+            next_gc = Instant::now() + host.opts.gc_interval;
             host.gc();
         }
+        let mut until = next_recovery.min(next_gc);
         if host.scan() {
             // A job directory without its command yet: its command.json may land before inotify watches the
             // new directory, so look again at the next event, or shortly if that event was missed.
-            tokio::select! {
-                () = watch.changed() => {}
-                () = tokio::time::sleep(Duration::from_millis(2)) => {}
-                () = shutdown.cancelled() => {}
-            }
-            continue;
+            until = until.min(Instant::now() + Duration::from_millis(2));
         }
         tokio::select! {
-            () = watch.changed() => {}
+            () = waiter.changed(until, host.polling) => {}
             () = shutdown.cancelled() => {}
         }
     }
+    drop(guard);
     heartbeat.abort();
     host.dap.shutdown().await;
     let _ = std::fs::remove_file(root.join(HOST_LOCK));
@@ -588,10 +594,17 @@ impl Host {
         let deadline = Instant::now() + timeout;
         let mut events = Events::open(dir);
         events.emit("progress", 0.0, &format!("running {script}"));
-        let watch = DirWatch::new(dir, false);
+        let mut waiter = self.hub.subscribe();
         let cancelled = async {
-            while !there(&dir.join(CANCEL)) {
-                watch.changed().await;
+            loop {
+                if there(&dir.join(CANCEL)) {
+                    return;
+                }
+                if Instant::now() >= deadline {
+                    // The job's own timeout answers at the deadline; this only waits on.
+                    std::future::pending::<()>().await;
+                }
+                waiter.changed(deadline, self.polling).await;
             }
         };
         // A lease that cannot be renewed is the host's own failure: another host would soon quarantine the job
