@@ -381,9 +381,11 @@ impl RelayLink {
             Some("lost") => {
                 let n = env.payload.get("lost").and_then(Value::as_u64).unwrap_or(0);
                 st.lost_total += n;
+                let reason = env.str_field("reason").unwrap_or("queue_full");
                 tracing::warn!(
                     lost = n,
-                    "the relay dropped messages for this client (its queue overflowed)"
+                    reason,
+                    "the relay says messages for this client were lost"
                 );
             }
             Some("game_connected") => {

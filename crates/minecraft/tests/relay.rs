@@ -618,11 +618,25 @@ async fn a_silent_peer_is_dropped_by_the_heartbeat() {
 async fn a_client_over_its_rate_gets_server_error_rate_limited() {
     let relay = start_relay(relay_args(&["--mcp-rate", "1"])).await;
     let (mut c, _) = raw_mcp(&relay.url(), MCP_TOKEN, "fast", json!({})).await;
+    // Heartbeats and acks are control traffic, never counted (issue 22): a few of them first change nothing.
     for i in 0..5 {
         c.send(&envelope("heartbeat", &format!("hb{i}"), "mcp", json!({})))
             .await;
     }
+    for i in 0..5 {
+        c.send(&envelope(
+            "subscribe",
+            &format!("s{i}"),
+            "mcp",
+            json!({"events": ["*"]}),
+        ))
+        .await;
+    }
     let e = c.recv_kind("error").await;
+    assert_eq!(
+        e["id"], "s2",
+        "the third subscribe (burst 2), not a heartbeat"
+    );
     assert_eq!(e["payload"]["code"], "SERVER_ERROR");
     assert_eq!(e["payload"]["details"]["reason"], "rate_limited");
     relay.stop().await;

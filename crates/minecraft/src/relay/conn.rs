@@ -272,8 +272,18 @@ async fn serve_game(
     let mut to_ack = last_seq;
     while let Some(text) = incoming.recv().await {
         if let Some(env) = check(&relay, &sender, &text).await {
-            if let Err(retry) = bucket.take() {
+            // Control traffic (acks, heartbeats) is never counted: refusing it would only cause resends.
+            if let Err(retry) = if is_control(env.kind) {
+                Ok(())
+            } else {
+                bucket.take()
+            } {
                 relay.stats().rate_limited.fetch_add(1, Ordering::Relaxed);
+                if env.kind == Kind::Event {
+                    // A later event's cumulative ack covers this one: it is lost, so every MCP client that
+                    // would have had it is told (a `lost` notice, reason `rate_limited`).
+                    relay.event_rate_limited(&name, wire::validate_game_event(&env.payload).ok());
+                }
                 let reply = Envelope::error(
                     &env.id,
                     Code::ServerError,
@@ -425,7 +435,13 @@ async fn serve_mcp(
         let Some(env) = check(&relay, &sender, &text).await else {
             continue;
         };
-        if let Err(retry) = bucket.take() {
+        // Control traffic (acks, heartbeats) is never counted: an MCP server acknowledging a flood of events
+        // would otherwise have its own tool calls refused.
+        if let Err(retry) = if is_control(env.kind) {
+            Ok(())
+        } else {
+            bucket.take()
+        } {
             relay.stats().rate_limited.fetch_add(1, Ordering::Relaxed);
             let details = json!({"reason": "rate_limited", "retryAfterMs": retry});
             if matches!(env.kind, Kind::Command | Kind::Query) {
@@ -492,6 +508,11 @@ async fn serve_mcp(
     forget_link(&relay, &key, link);
 }
 
+/// Messages that keep a link going rather than asking for work; no rate limit applies to them.
+fn is_control(kind: Kind) -> bool {
+    matches!(kind, Kind::Ack | Kind::Heartbeat)
+}
+
 async fn forward_command(relay: &Relay, key: &ClientKey, env: &Envelope) {
     let Some((game, out)) = relay.route_command(key, env) else {
         return;
@@ -535,7 +556,7 @@ async fn write_queue(
 ) {
     loop {
         loop {
-            let (batch, lost) = {
+            let (batch, lost, rate_limited) = {
                 let mut state = relay.lock();
                 let Some(c) = state.clients.get_mut(&key) else {
                     return;
@@ -546,8 +567,24 @@ async fn write_queue(
                     wake.notify_one();
                     return;
                 }
-                (c.queue.after(c.sent, WRITE_BATCH), c.queue.take_lost())
+                (
+                    c.queue.after(c.sent, WRITE_BATCH),
+                    c.queue.take_lost(),
+                    c.queue.take_rate_limited(),
+                )
             };
+            if rate_limited > 0 {
+                tracing::warn!(client = %key.1, lost = rate_limited, "events over a game's rate limit were not forwarded");
+                let notice = Envelope::new(
+                    Kind::Notice,
+                    format!("l-{}", wire::now_ms()),
+                    Source::Relay,
+                    json!({"kind": "lost", "lost": rate_limited, "reason": "rate_limited"}),
+                );
+                if sender.send_text(notice.to_text()).await.is_err() {
+                    return;
+                }
+            }
             if lost > 0 {
                 tracing::warn!(client = %key.1, lost, "queue overflowed: oldest messages dropped");
                 let notice = Envelope::new(

@@ -22,6 +22,8 @@ pub struct Queue {
     acked: u64,
     lost_unreported: u64,
     lost_total: u64,
+    /// Events this client would have had, refused at a game's rate limit, not yet reported.
+    rate_limited_unreported: u64,
 }
 
 impl Queue {
@@ -35,6 +37,7 @@ impl Queue {
             acked: 0,
             lost_unreported: 0,
             lost_total: 0,
+            rate_limited_unreported: 0,
         }
     }
 
@@ -80,6 +83,17 @@ impl Queue {
     /// The count of messages lost since the last call, which resets it.
     pub fn take_lost(&mut self) -> u64 {
         std::mem::take(&mut self.lost_unreported)
+    }
+
+    /// Counts an event this client missed because its game went over its rate limit.
+    pub fn note_rate_limited(&mut self) {
+        self.rate_limited_unreported += 1;
+        self.lost_total += 1;
+    }
+
+    /// The count of rate-limited events since the last call, which resets it.
+    pub fn take_rate_limited(&mut self) -> u64 {
+        std::mem::take(&mut self.rate_limited_unreported)
     }
 
     pub fn len(&self) -> usize {

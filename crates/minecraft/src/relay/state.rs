@@ -151,6 +151,8 @@ pub struct Stats {
     pub responses: AtomicU64,
     pub schema_errors: AtomicU64,
     pub rate_limited: AtomicU64,
+    /// Game events refused at a game's rate limit (each also reported to the clients that missed it).
+    pub events_rate_limited: AtomicU64,
     pub permission_denied: AtomicU64,
     pub timeouts: AtomicU64,
     pub version_warnings: AtomicU64,
@@ -315,6 +317,23 @@ impl Relay {
             );
         }
         true
+    }
+
+    /// An event of `game` refused at its rate limit: counted, and every client subscribed to its type (to
+    /// every type when it did not validate) hears of it in its next `lost` notice.
+    pub fn event_rate_limited(&self, game: &str, ty: Option<EventType>) {
+        self.inner
+            .stats
+            .events_rate_limited
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(game, "event over the game's rate limit");
+        let mut state = self.lock();
+        for client in state.clients.values_mut() {
+            if ty.is_none_or(|t| client.subscriptions.contains(&t)) {
+                client.queue.note_rate_limited();
+                client.wake.notify_one();
+            }
+        }
     }
 
     /// Queues this epoch's backlog for a client resuming from an earlier relay: what the relay accepted
@@ -612,6 +631,10 @@ impl Relay {
             ("minecraft_relay_responses_total", &s.responses),
             ("minecraft_relay_schema_errors_total", &s.schema_errors),
             ("minecraft_relay_rate_limited_total", &s.rate_limited),
+            (
+                "minecraft_relay_events_rate_limited_total",
+                &s.events_rate_limited,
+            ),
             (
                 "minecraft_relay_permission_denied_total",
                 &s.permission_denied,
