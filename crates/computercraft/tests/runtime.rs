@@ -365,3 +365,59 @@ async fn a_second_machine_with_the_same_id_is_refused_shown_and_never_called() {
     first.stop();
     second.stop();
 }
+
+/// Issue 24: CC's timing rule (TimeoutState, docs/protocols/computercraft.md §1) in the simulator, with a
+/// small deterministic budget: work that yields back to the computer's event loop between pieces finishes;
+/// the same work in one piece is killed with "Too long without yielding", and so is work that only yields
+/// inside its own coroutines (the budget counts from the computer's resume, not the innermost coroutine's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coroutine_that_runs_too_long_without_yielding_is_killed() {
+    let h = start_bridge(test_config()).await;
+    let mut cfg = h.computer(57, None, SimKind::Computer);
+    cfg.yield_instructions = Some(200_000);
+    let sim = h.link(cfg).await;
+    let piece = "local x = 0 for i = 1, 20000 do x = x + i end";
+    let yielding = format!(
+        "for n = 1, 20 do {piece} os.queueEvent('t57') os.pullEvent('t57') end return 'done'"
+    );
+    let r = h
+        .call("run_lua", json!({"computer": 57, "code": yielding}))
+        .await;
+    assert_eq!(ok_of(&r)["values"], json!(["done"]), "{}", sim.output());
+
+    let blocking = format!("for n = 1, 20 do {piece} end return 'done'");
+    let e = error_of(
+        &h.call("run_lua", json!({"computer": 57, "code": blocking}))
+            .await,
+    );
+    assert_eq!(e["code"], "E_REMOTE", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too long without yielding"),
+        "{e}"
+    );
+
+    let nested = format!(
+        "local co = coroutine.wrap(function() for n = 1, 20 do {piece} coroutine.yield() end end) \
+         for n = 1, 20 do co() end return 'done'"
+    );
+    let e = error_of(
+        &h.call("run_lua", json!({"computer": 57, "code": nested}))
+            .await,
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too long without yielding"),
+        "{e}"
+    );
+    // The computer serves requests again.
+    let r = h
+        .call("run_lua", json!({"computer": 57, "code": "return 'back'"}))
+        .await;
+    assert_eq!(ok_of(&r)["values"], json!(["back"]), "{}", sim.output());
+    sim.stop();
+}

@@ -81,6 +81,10 @@ pub struct SimConfig {
     pub turtle_delay: Duration,
     /// "Too long without yielding" after this long in one resume (CC: 7 s).
     pub yield_timeout: Duration,
+    /// When set, the same rule counted in Lua VM instructions per resume instead of time: the soft abort
+    /// after this many, the hard abort after twice as many. A deterministic budget for tests, whatever the
+    /// load on the machine (CC's rule is time; a small instruction budget stands for a slow computer).
+    pub yield_instructions: Option<u64>,
 }
 
 impl SimConfig {
@@ -94,6 +98,7 @@ impl SimConfig {
             world: World::default(),
             turtle_delay: Duration::from_millis(100),
             yield_timeout: YIELD_TIMEOUT,
+            yield_instructions: None,
         }
     }
 
@@ -327,8 +332,8 @@ pub fn spawn(cfg: SimConfig) -> SimHandle {
 }
 
 async fn drive(h: &SimHandle) {
-    // When the current resume started, and whether it has had its soft abort.
-    let started = Arc::new(Mutex::new((Instant::now(), false)));
+    // When the current resume started, whether it has had its soft abort, and the instructions it ran.
+    let started = Arc::new(Mutex::new((Instant::now(), false, 0u64)));
     'boot: loop {
         let (lua, main) = {
             let mut s = h.state();
@@ -415,7 +420,7 @@ async fn drive(h: &SimHandle) {
             };
             *started
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = (Instant::now(), false);
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = (Instant::now(), false, 0);
             match main.resume::<MultiValue>(args) {
                 Ok(yielded) => {
                     filter = match yielded.front() {
@@ -437,7 +442,9 @@ async fn drive(h: &SimHandle) {
 }
 
 /// Builds a fresh Lua state with the CC shim and the top-level coroutine (bios + shell).
-fn boot(h: &SimHandle, started: &Arc<Mutex<(Instant, bool)>>) -> mlua::Result<(Lua, Thread)> {
+type ResumeClock = Arc<Mutex<(Instant, bool, u64)>>;
+
+fn boot(h: &SimHandle, started: &ResumeClock) -> mlua::Result<(Lua, Thread)> {
     let lua = Lua::new_with(
         StdLib::COROUTINE | StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::BIT,
         LuaOptions::default(),
@@ -480,22 +487,36 @@ fn boot(h: &SimHandle, started: &Arc<Mutex<(Instant, bool)>>) -> mlua::Result<(L
     // Set before the top-level thread exists: mlua gives its global hook to threads created after it, and
     // coroutines inherit it. CobaltLuaMachine: the soft abort ("Too long without yielding") is thrown once per resume, so code
     // that catches it runs on; TimeoutState.ABORT_TIMEOUT (1.5 s) later the computer is hard-aborted.
+    // The budget counts from the top-level resume: a yield that stays inside the computer's own coroutines
+    // (a parent resuming its child at once) does not reset it; only a yield back to the executor does.
     let hook_start = started.clone();
-    let yield_timeout = h.state().cfg.yield_timeout;
+    let (yield_timeout, yield_instructions) = {
+        let s = h.state();
+        (s.cfg.yield_timeout, s.cfg.yield_instructions)
+    };
+    let every = yield_instructions.map_or(20_000, |n| (n / 20).clamp(100, 20_000));
     let hook_handle = h.clone();
     lua.set_global_hook(
-        HookTriggers::new().every_nth_instruction(20_000),
+        HookTriggers::new().every_nth_instruction(u32::try_from(every).unwrap_or(20_000)),
         move |_, _| {
             let mut st = hook_start
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+            st.2 += every;
             let elapsed = st.0.elapsed();
-            if elapsed > yield_timeout + ABORT_TIMEOUT {
+            let (soft, hard) = match yield_instructions {
+                Some(n) => (st.2 > n, st.2 > 2 * n),
+                None => (
+                    elapsed > yield_timeout,
+                    elapsed > yield_timeout + ABORT_TIMEOUT,
+                ),
+            };
+            if hard {
                 hook_handle.state().halted = Some("hard abort".into());
                 hook_handle.stop.cancel();
                 return Err(mlua::Error::runtime("Too long without yielding"));
             }
-            if elapsed > yield_timeout && !st.1 {
+            if soft && !st.1 {
                 st.1 = true;
                 return Err(mlua::Error::runtime("Too long without yielding"));
             }
