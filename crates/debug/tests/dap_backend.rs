@@ -222,3 +222,77 @@ async fn stop_and_restart_are_idempotent_after_the_program_ended() {
     assert_eq!(restarted["details"]["previous"], "dap-1", "{restarted}");
     data(&c, "debug_stop", json!({})).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_variables_pages_a_10000_element_list() {
+    let ws = workspace("pages");
+    std::fs::write(
+        ws.join("big.py"),
+        "def main():\n    xs = list(range(10000))\n    rows = [{'i': i} for i in range(200)]\n    print(len(xs), len(rows))\n\n\nmain()\n",
+    )
+    .unwrap();
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    data(&c, "breakpoint_set", json!({"path": "big.py", "line": 4})).await;
+    data(
+        &c,
+        "debug_start",
+        json!({"config": {"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/big.py"},
+            "wait": true, "timeoutMs": 30000}),
+    )
+    .await;
+    let t = std::time::Instant::now();
+    let listed = data(&c, "debug_list_variables", json!({"scope": "local"})).await;
+    eprintln!("list_variables on 10 000 elements: {:?}", t.elapsed());
+    let vars = listed["scopes"][0]["variables"].as_array().unwrap();
+    let xs = vars.iter().find(|v| v["name"] == "xs").expect("xs listed");
+    assert!(xs.get("children").is_none(), "one level by default: {xs}");
+    assert!(xs["variablesReference"].as_i64().unwrap() > 0);
+    let deep = data(
+        &c,
+        "debug_list_variables",
+        json!({"scope": "local", "maxDepth": 2}),
+    )
+    .await;
+    let xs = deep["scopes"][0]["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "xs")
+        .unwrap()
+        .clone();
+    let children = xs["children"].as_array().unwrap();
+    assert!(
+        children.len() <= 50,
+        "{} children on one page",
+        children.len()
+    );
+    // debugpy itself shows a list's first 100 elements (plus its groups): that is the total it gives.
+    assert!(xs["total"].as_u64().unwrap() > 50, "{xs}");
+    assert_eq!(xs["more"], true, "{xs}");
+    let t = std::time::Instant::now();
+    // The next page of the list itself, by its reference.
+    let page = data(
+        &c,
+        "debug_get_variable",
+        json!({"variablesReference": xs["variablesReference"], "start": 50, "count": 10}),
+    )
+    .await;
+    eprintln!("get_variable page: {:?}", t.elapsed());
+    assert_eq!(page["variables"].as_array().unwrap().len(), 10, "{page}");
+    // debugpy lists its two groups first, then elements named 0000, 0001, ...
+    assert_eq!(page["variables"][0]["name"], "0048", "{page}");
+    // A smaller page and a byte cap.
+    let small = data(
+        &c,
+        "debug_list_variables",
+        json!({"scope": "local", "count": 5, "maxDepth": 3, "maxBytes": 2048}),
+    )
+    .await;
+    assert_eq!(small["truncated"], true, "{small}");
+    assert!(
+        small.to_string().len() < 4096,
+        "{}",
+        small.to_string().len()
+    );
+    data(&c, "debug_stop", json!({})).await;
+}

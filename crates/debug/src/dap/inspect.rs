@@ -2,7 +2,7 @@
 //! variables reference handed out is remembered for the current stop only (`E_STALE_REFERENCE` after a resume).
 
 use super::backend::{DapBackend, Params, dap_err, left, str_param, u64_param};
-use super::session::Session;
+use super::session::{Session, lock};
 use crate::envelope::ScriptError;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -10,6 +10,27 @@ use tokio::time::Instant;
 
 /// Variables one `debug_list_variables` call expands at most (deep structures are cut, and say so).
 const MAX_LISTED: usize = 2000;
+/// Children listed per container by default (VSC-Bridge's cap).
+const DEFAULT_PAGE: usize = 50;
+/// JSON bytes of variables one call returns by default.
+const DEFAULT_BYTES: usize = 64 << 10;
+
+#[derive(Clone, Copy)]
+struct Page {
+    start: usize,
+    count: usize,
+}
+
+struct Budget {
+    items: usize,
+    bytes: usize,
+    /// `variables` requests for nested containers: debugpy answers one in ~45 ms, in turn.
+    requests: usize,
+    truncated: bool,
+}
+
+/// Nested containers one call expands at most.
+const MAX_REQUESTS: usize = 64;
 
 impl DapBackend {
     pub(super) async fn threads(
@@ -152,6 +173,9 @@ impl DapBackend {
         Ok(vars)
     }
 
+    /// The top frame's variables by scope, each container paged: at most `count` children (50; the
+    /// scope's own variables from `start`), with `total` and `more`, expanded `maxDepth` deep, and cut at
+    /// `maxBytes` of JSON or [`MAX_LISTED`] variables (`truncated`). `debug_get_variable` pages further.
     pub(super) async fn list_variables(
         &self,
         p: &Params,
@@ -160,10 +184,17 @@ impl DapBackend {
         let s = self.session(p)?;
         let frame_id = self.top_frame(&s, deadline).await?;
         let which = str_param(p, "scope").unwrap_or("all");
-        let depth = u64_param(p, "maxDepth").unwrap_or(3);
+        let depth = u64_param(p, "maxDepth").unwrap_or(1);
+        let start = u64_param(p, "start").unwrap_or(0) as usize;
+        let count = u64_param(p, "count").unwrap_or(DEFAULT_PAGE as u64).max(1) as usize;
         let scopes = self.scopes_of(&s, frame_id, deadline).await?;
         let mut out = Vec::new();
-        let mut budget = MAX_LISTED;
+        let mut budget = Budget {
+            items: MAX_LISTED,
+            bytes: u64_param(p, "maxBytes").unwrap_or(DEFAULT_BYTES as u64) as usize,
+            requests: MAX_REQUESTS,
+            truncated: false,
+        };
         for scope in scopes {
             let name = scope
                 .get("name")
@@ -194,40 +225,118 @@ impl DapBackend {
                 out.push(json!({"name": name, "variablesReference": reference, "expensive": true, "variables": []}));
                 continue;
             }
-            let vars = self
-                .expand(&s, reference, depth, &mut budget, deadline)
+            let page = Page { start, count };
+            let (vars, total) = self
+                .expand(&s, reference, depth, page, count, &mut budget, deadline)
                 .await?;
-            out.push(json!({"name": name, "variablesReference": reference, "variables": vars}));
+            let more = start + vars.len() < total;
+            out.push(
+                json!({"name": name, "variablesReference": reference, "variables": vars,
+                "total": total, "start": start, "more": more}),
+            );
         }
-        Ok(json!({"frameId": frame_id, "scopes": out, "truncated": budget == 0}))
+        Ok(json!({"frameId": frame_id, "scopes": out, "truncated": budget.truncated}))
     }
 
+    /// One page of `reference`'s children, each expanded `depth - 1` deeper (their first `child_count`), and
+    /// how many children it has in all. The children of one page are fetched with pipelined requests (all
+    /// sent, then all awaited): adapters answer each in tens of milliseconds, so one by one a page of
+    /// containers took seconds.
+    #[allow(clippy::too_many_arguments)]
     async fn expand(
         &self,
         s: &Arc<Session>,
         reference: i64,
         depth: u64,
-        budget: &mut usize,
+        page: Page,
+        child_count: usize,
+        budget: &mut Budget,
         deadline: Instant,
-    ) -> Result<Vec<Value>, ScriptError> {
+    ) -> Result<(Vec<Value>, usize), ScriptError> {
+        let vars = self.variables(s, reference, json!({}), deadline).await?;
+        self.expand_vars(s, vars, depth, page, child_count, budget, deadline)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn expand_vars(
+        &self,
+        s: &Arc<Session>,
+        vars: Vec<Value>,
+        depth: u64,
+        page: Page,
+        child_count: usize,
+        budget: &mut Budget,
+        deadline: Instant,
+    ) -> Result<(Vec<Value>, usize), ScriptError> {
+        let total = vars.len();
         let mut out = Vec::new();
-        for v in self.variables(s, reference, json!({}), deadline).await? {
-            if *budget == 0 {
+        let mut refs = Vec::new();
+        for v in vars.iter().skip(page.start).take(page.count) {
+            let item = var_json(v);
+            let cost = item.to_string().len();
+            if budget.items == 0 || budget.bytes < cost {
+                budget.truncated = true;
                 break;
             }
-            *budget -= 1;
-            let mut item = var_json(&v);
+            budget.items -= 1;
+            budget.bytes -= cost;
             let child = v
                 .get("variablesReference")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
-            if child > 0 && depth > 1 {
-                let children = Box::pin(self.expand(s, child, depth - 1, budget, deadline)).await?;
-                item["children"] = json!(children);
+            // The adapter's own counts, when given, are a long list's length (debugpy shows 100 and groups).
+            let declared = ["indexedVariables", "namedVariables"]
+                .iter()
+                .filter_map(|k| v.get(*k).and_then(Value::as_u64))
+                .sum::<u64>() as usize;
+            let nested = child > 0 && depth > 1;
+            if nested && budget.requests == 0 {
+                budget.truncated = true;
             }
+            let nested = nested && budget.requests > 0;
+            if nested {
+                budget.requests -= 1;
+            }
+            refs.push(nested.then_some((child, declared)));
             out.push(item);
         }
-        Ok(out)
+        if budget.truncated {
+            return Ok((out, total));
+        }
+        let fetched = futures::future::join_all(refs.iter().map(|r| async move {
+            match r {
+                Some((child, _)) => Some(self.variables(s, *child, json!({}), deadline).await),
+                None => None,
+            }
+        }))
+        .await;
+        let first = Page {
+            start: 0,
+            count: child_count,
+        };
+        for ((item, r), got) in out.iter_mut().zip(&refs).zip(fetched) {
+            let (Some((_, declared)), Some(got)) = (r, got) else {
+                continue;
+            };
+            let (children, n) = Box::pin(self.expand_vars(
+                s,
+                got?,
+                depth - 1,
+                first,
+                child_count,
+                budget,
+                deadline,
+            ))
+            .await?;
+            item["more"] = json!(children.len() < n);
+            item["children"] = json!(children);
+            item["total"] = json!(n.max(*declared));
+            if budget.truncated {
+                break;
+            }
+        }
+        Ok((out, total))
     }
 
     pub(super) async fn get_variable(
@@ -243,15 +352,30 @@ impl DapBackend {
         if let Some(f @ ("indexed" | "named")) = str_param(p, "filter") {
             extra["filter"] = json!(f);
         }
-        if let Some(start) = u64_param(p, "start").filter(|n| *n > 0) {
-            extra["start"] = json!(start);
-        }
+        let start = u64_param(p, "start").unwrap_or(0) as usize;
         let count = u64_param(p, "count").unwrap_or(100) as usize;
+        // An adapter that pages (`supportsVariablePaging`) is asked for the page; one that does not (debugpy)
+        // sends everything it shows, and the page is cut here.
+        let pages = lock(&s.capabilities)
+            .get("supportsVariablePaging")
+            .and_then(Value::as_bool)
+            == Some(true);
+        if pages {
+            extra["start"] = json!(start);
+            extra["count"] = json!(count);
+        }
         let vars = self.variables(&s, reference, extra, deadline).await?;
-        let total = vars.len();
-        let list: Vec<Value> = vars.iter().take(count).map(var_json).collect();
+        let skip = if pages { 0 } else { start };
+        let total = if pages {
+            start + vars.len()
+        } else {
+            vars.len()
+        };
+        let list: Vec<Value> = vars.iter().skip(skip).take(count).map(var_json).collect();
+        let more = start + list.len() < total;
         Ok(
-            json!({"variablesReference": reference, "variables": list, "total": total, "truncated": total > count}),
+            json!({"variablesReference": reference, "variables": list, "total": total, "start": start,
+                "more": more, "truncated": more}),
         )
     }
 
