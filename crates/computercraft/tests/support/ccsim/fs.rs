@@ -46,7 +46,8 @@ fn err(msg: impl Into<String>) -> mlua::Error {
 }
 
 #[derive(Clone)]
-struct Root(Arc<PathBuf>);
+/// The computer's directory and its space limit in bytes.
+struct Root(Arc<PathBuf>, u64);
 
 impl Root {
     fn resolve(&self, path: &str) -> LuaResult<(String, PathBuf)> {
@@ -80,9 +81,9 @@ fn read_only(norm: &str) -> bool {
     norm == "rom" || norm.starts_with("rom/")
 }
 
-pub fn install(lua: &Lua, root: PathBuf) -> LuaResult<()> {
+pub fn install(lua: &Lua, root: PathBuf, space_limit: u64) -> LuaResult<()> {
     let fs = lua.create_table()?;
-    let root = Root(Arc::new(root));
+    let root = Root(Arc::new(root), space_limit);
 
     fs.set(
         "combine",
@@ -205,7 +206,7 @@ pub fn install(lua: &Lua, root: PathBuf) -> LuaResult<()> {
     let r = root.clone();
     fs.set(
         "getFreeSpace",
-        lua.create_function(move |_, _p: String| Ok(SPACE_LIMIT.saturating_sub(r.used())))?,
+        lua.create_function(move |_, _p: String| Ok(r.1.saturating_sub(r.used())))?,
     )?;
     fs.set("getDrive", lua.create_function(|_, _p: String| Ok("hdd"))?)?;
     let r = root.clone();
@@ -401,7 +402,7 @@ fn install_write(
             let mut g = lock(&h)?;
             let before = std::fs::metadata(&host).map(|m| m.len()).unwrap_or(0);
             let grow = (g.data.len() as u64).saturating_sub(before);
-            if root.used() + grow > SPACE_LIMIT {
+            if root.used() + grow > root.1 {
                 return Err(err("Out of space"));
             }
             std::fs::write(&host, &g.data).map_err(|e| err(e.to_string()))?;

@@ -85,6 +85,8 @@ pub struct SimConfig {
     /// after this many, the hard abort after twice as many. A deterministic budget for tests, whatever the
     /// load on the machine (CC's rule is time; a small instruction budget stands for a slow computer).
     pub yield_instructions: Option<u64>,
+    /// The computer's disk space (`computer_space_limit`, CC: 1,000,000 bytes).
+    pub space_limit: u64,
 }
 
 impl SimConfig {
@@ -99,6 +101,7 @@ impl SimConfig {
             turtle_delay: Duration::from_millis(100),
             yield_timeout: YIELD_TIMEOUT,
             yield_instructions: None,
+            space_limit: fs::SPACE_LIMIT,
         }
     }
 
@@ -462,7 +465,7 @@ fn boot(h: &SimHandle, started: &ResumeClock) -> mlua::Result<(Lua, Thread)> {
     os::install_os(&lua, h)?;
     let textutils = lua.create_table()?;
     g.set("textutils", textutils.clone())?;
-    fs::install(&lua, cfg.root.clone())?;
+    fs::install(&lua, cfg.root.clone(), cfg.space_limit)?;
     let sim = lua.create_table()?;
     sim.set(
         "kind",
