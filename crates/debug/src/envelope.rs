@@ -102,6 +102,41 @@ fn category(code: &str) -> ErrorCode {
     }
 }
 
+/// The codes VSC-Bridge's extension answers with (its scripts and its file-protocol host).
+pub const UPSTREAM_CODES: &[&str] = &[
+    "E_NO_SESSION",
+    "E_NOT_PAUSED",
+    "E_NOT_STOPPED",
+    "E_TIMEOUT",
+    "E_FILE_NOT_FOUND",
+    "E_STALE_REFERENCE",
+    "E_INVALID_PARAMS",
+    "E_INVALID_LINE",
+    "E_EVALUATION_FAILED",
+    "E_INTERNAL",
+    "E_SCRIPT_NOT_FOUND",
+    "E_CAPACITY",
+    "E_CIRCUIT_OPEN",
+    "E_CANCELLED",
+    "E_CRASH_RECOVERY",
+    "E_BRIDGE_UNAVAILABLE",
+    "E_PICKUP_TIMEOUT",
+    "E_NO_RESPONSE",
+];
+
+/// The codes only this bridge answers with.
+pub const OUR_CODES: &[&str] = &[
+    "E_LAUNCH_FAILED",
+    "E_ADAPTER_NOT_FOUND",
+    "E_UNSUPPORTED_BACKEND",
+    "E_UNSUPPORTED_LANGUAGE",
+    "E_DAP_REQUEST_FAILED",
+    "E_BRIDGE_UNTRUSTED",
+    "E_LAUNCH_REFUSED",
+    "E_DATA_TOO_LARGE",
+    "E_PAYLOAD_TOO_LARGE",
+];
+
 fn default_hint(code: &str) -> Option<&'static str> {
     Some(match code {
         "E_NO_SESSION" => "Start debug session first using debug_start",
@@ -121,6 +156,60 @@ fn default_hint(code: &str) -> Option<&'static str> {
             "The bridge host is not taking jobs; check that VS Code (or `mcp-bridges debug host`) runs for this workspace"
         }
         "E_CANCELLED" => "Call again if the result is still needed",
+        "E_INTERNAL" => {
+            "The debugger host failed running this script: look at VS Code's Output panel (VSC-Bridge) or the `mcp-bridges debug host` log, check debug_status, then call again; reload the VS Code window if it keeps failing"
+        }
+        "E_NOT_STOPPED" => {
+            "Wait for the program to stop (debug_wait_for_hit) or set a breakpoint first"
+        }
+        "E_FILE_NOT_FOUND" => {
+            "Check the path (relative paths are from the workspace) and that the file exists"
+        }
+        "E_INVALID_PARAMS" => {
+            "Fix the parameter the message names; the tool's schema lists the allowed values"
+        }
+        "E_INVALID_LINE" => "Pick a line inside the file that holds code (not blank or a comment)",
+        "E_EVALUATION_FAILED" => {
+            "Check the expression's syntax for the program's language and that its names exist in this frame"
+        }
+        "E_SCRIPT_NOT_FOUND" => {
+            "The host does not know this tool: update VSC-Bridge (or mcp-bridges) so both sides have the same version"
+        }
+        "E_CAPACITY" => {
+            "The host runs its maximum of jobs: wait for a running call (a long wait?) to end, then call again"
+        }
+        "E_CIRCUIT_OPEN" => {
+            "The host is refusing jobs after repeated failures: wait the details' retryAfter ms, check its log, then call again"
+        }
+        "E_CRASH_RECOVERY" => {
+            "The host stopped while this call ran and it was not run again: check debug_status, then decide whether to call again"
+        }
+        "E_NO_RESPONSE" => {
+            "The host finished without an answer: check debug_status, then call again"
+        }
+        "E_LAUNCH_FAILED" => {
+            "Check the configuration's program path and type; dap_logs shows what the program printed"
+        }
+        "E_DAP_REQUEST_FAILED" => {
+            "The debugger refused the request; check debug_status for where the program is"
+        }
+        "E_BRIDGE_UNTRUSTED" => {
+            "Make .vsc-bridge/ yours, mode 0700 and not a symlink (or remove it and let the host recreate it)"
+        }
+        "E_LAUNCH_REFUSED" => {
+            "Launch a program inside the workspace, or restart the bridge with --launch-allow DIR or --allow-launch-anywhere"
+        }
+        "E_DATA_TOO_LARGE" => {
+            "Ask for less (a narrower expression, fewer variables), or raise --max-data-bytes"
+        }
+        "E_PAYLOAD_TOO_LARGE" => "Send smaller parameters",
+        "E_ADAPTER_NOT_FOUND" => {
+            "Install the debugger the message names, or point to it with --python / --lldb-dap / --js-debug"
+        }
+        "E_UNSUPPORTED_BACKEND" => "Use the backend the message names (--backend vscode or dap)",
+        "E_UNSUPPORTED_LANGUAGE" => {
+            "Use type debugpy/python, lldb-dap/lldb/cppdbg, or pwa-node/node in the launch configuration"
+        }
         _ => return None,
     })
 }
@@ -201,6 +290,20 @@ mod tests {
     fn iso_dates_are_utc_civil_dates() {
         assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso8601(1_732_530_000_123), "2024-11-25T10:20:00.123Z");
+    }
+
+    /// The codes VSC-Bridge's extension and this bridge answer with each get a hint saying what the user can
+    /// do, never the core's generic "retry once; report a bug" (upstream's `E_INTERNAL` is the extension's
+    /// failure, not this bridge's bug).
+    #[test]
+    fn every_code_gets_a_hint_saying_what_to_do() {
+        for code in UPSTREAM_CODES.iter().chain(OUR_CODES) {
+            let e = ScriptError::new(*code, "x").into_tool_error(None);
+            assert!(!e.hint().is_empty(), "{code} has no hint");
+            assert!(!e.hint().contains("report a bug"), "{code}: {}", e.hint());
+        }
+        let e = ScriptError::new("E_INTERNAL", "x").into_tool_error(None);
+        assert!(e.hint().contains("Output"), "{}", e.hint());
     }
 
     #[test]
