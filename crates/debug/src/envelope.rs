@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn every_code_gets_a_hint_saying_what_to_do() {
         for code in UPSTREAM_CODES.iter().chain(OUR_CODES) {
-            let e = ScriptError::new(*code, "x").into_tool_error(None);
+            let e = ScriptError::new(code, "x").into_tool_error(None);
             assert!(!e.hint().is_empty(), "{code} has no hint");
             assert!(!e.hint().contains("report a bug"), "{code}: {}", e.hint());
         }
