@@ -296,3 +296,50 @@ async fn list_variables_pages_a_10000_element_list() {
     );
     data(&c, "debug_stop", json!({})).await;
 }
+
+/// Pids of this process's children whose command line mentions `needle`.
+fn children_running(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (state, ppid) = (fields[0], fields[1].parse::<u32>().unwrap_or(0));
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == me && state != "Z" && String::from_utf8_lossy(&cmd).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adapter_is_reaped_when_the_program_ends() {
+    let ws = workspace("reap");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    data(&c, "debug_start", json!({"launch": "py"})).await;
+    assert!(!children_running("debugpy").is_empty(), "the adapter runs");
+    let t = std::time::Instant::now();
+    while data(&c, "debug_status", json!({})).await["isActive"] == true {
+        assert!(t.elapsed() < Duration::from_secs(30), "target.py ends");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let t = std::time::Instant::now();
+    while !children_running("debugpy").is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "debugpy's adapter is still running after the program ended: {:?}",
+            children_running("debugpy")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // What the program printed stays readable after the adapter is gone.
+    let logs = data(&c, "dap_logs", json!({})).await;
+    assert!(logs.to_string().contains("x = 42"), "{logs}");
+}

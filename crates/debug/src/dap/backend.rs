@@ -12,6 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// How long after the program ended its adapter is reaped.
+const REAP_AFTER: Duration = Duration::from_millis(500);
+
 /// Where the backend finds its debuggers.
 #[derive(Debug, Clone)]
 pub struct DapConfig {
@@ -427,7 +430,24 @@ impl DapBackend {
         Ok(result)
     }
 
-    async fn launch(
+    /// Launches, then reaps the adapter once the program ends: a `terminated` session is disconnected and its
+    /// adapter's process group killed, while what it printed stays in the journal for the `dap_*` tools.
+    async fn launch(&self, config: Value, deadline: Instant) -> Result<Arc<Session>, ScriptError> {
+        let session = self.launch_session(config, deadline).await?;
+        let weak = Arc::downgrade(&session);
+        let ended = session.ended();
+        tokio::spawn(async move {
+            ended.await;
+            // The last output events may trail `terminated` by a moment.
+            tokio::time::sleep(REAP_AFTER).await;
+            if let Some(s) = weak.upgrade() {
+                s.terminate().await;
+            }
+        });
+        Ok(session)
+    }
+
+    async fn launch_session(
         &self,
         mut config: Value,
         deadline: Instant,

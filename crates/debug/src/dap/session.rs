@@ -265,6 +265,22 @@ impl Session {
         }
     }
 
+    /// Resolves once the session has ended (the program terminated or the adapter went away).
+    pub fn ended(&self) -> impl Future<Output = ()> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        let mut rx = self.shared.changed.subscribe();
+        async move {
+            loop {
+                if matches!(shared.state().run, Run::Terminated) {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
     /// Waits until the adapter sent `initialized`.
     pub async fn wait_initialized(&self, deadline: Instant) -> bool {
         let mut rx = self.shared.changed.subscribe();
