@@ -726,6 +726,25 @@ local function run()
   end
 end
 
+-- One client per computer: running startup.lua again from the shell (or the client by hand) while a client
+-- is linked would be a second link with the same id, which the bridge refuses as a duplicate computer. The
+-- running client marks itself in _G and queues mcp_client_stopped when it ends; a second one in the
+-- background waits for that, one in the foreground says so and stops.
+local MARK = "_mcp_client"
+local me = {}
+if rawget(_G, MARK) then
+  if not BACKGROUND then
+    error("a client is already running on this computer; it keeps the link", 0)
+  end
+  while rawget(_G, MARK) do
+    local timer = os.startTimer(30)
+    repeat
+      local ev = table.pack(os.pullEventRaw())
+    until ev[1] == "mcp_client_stopped" or (ev[1] == "timer" and ev[2] == timer)
+  end
+end
+rawset(_G, MARK, me)
+
 math.randomseed(os.getComputerID() * 7919 + math.floor((os.epoch and os.epoch("utc") or 0) % 100000))
 -- However the client stops (Ctrl+T, an error in the client), it closes its socket: the runtime would keep
 -- answering the bridge's pings for an abandoned socket, and the bridge would list a dead client as linked.
@@ -733,5 +752,7 @@ local ok, why = pcall(run)
 if ws then pcall(ws.close) end
 ws, linked = nil, false
 dropTasks()
+if rawget(_G, MARK) == me then rawset(_G, MARK, nil) end
+os.queueEvent("mcp_client_stopped")
 log("client stopped: " .. tostring(why))
 if not ok then error(why, 0) end

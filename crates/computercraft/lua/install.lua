@@ -46,11 +46,42 @@ end
 -- The link and the player's shell run side by side. The shell ending (`exit`, or Ctrl+T at its prompt,
 -- which terminates it) must not end the link, so a new shell starts; the client ignores Ctrl+T in the
 -- background. The client is loaded with this program's environment so run_lua sees shell and require.
+-- The link is supervised: whenever the client stops (an error, "Too long without yielding" on a busy server),
+-- it is loaded again after a pause that doubles up to a minute (back to 1 s after a minute of running), and
+-- why it stopped goes to /mcp/client.log, so the computer relinks without anyone rebooting it.
 local startup = MARKER .. [[ (written by install.lua; run the installer again to update)
-local client = assert(loadfile("]] .. CLIENT .. [[", nil, _ENV))
+local CLIENT, LOG = "]] .. CLIENT .. [[", "/mcp/client.log"
 local url, token = ]] .. ("%q"):format(LINK_URL) .. ", " .. (token and ("%q"):format(token) or "nil") .. [[
 
-local function link() client(url, token, "background") end
+local programEnv = _ENV
+local function note(line)
+  if fs.exists(LOG) and fs.getSize(LOG) > 16384 then fs.delete(LOG) end
+  local h = fs.open(LOG, "a")
+  if h then
+    h.writeLine(("[day %d, %.1fs up] %s"):format(os.day(), os.clock(), line))
+    h.close()
+  end
+end
+local function pause(seconds)
+  -- Not sleep(): it raises "Terminated" when the player presses Ctrl+T, which would end the supervisor.
+  local timer = os.startTimer(seconds)
+  repeat
+    local ev, id = os.pullEventRaw("timer")
+  until id == timer
+end
+local function link()
+  local delay = 1
+  while true do
+    local started = os.clock()
+    local client, loadErr = loadfile(CLIENT, nil, programEnv)
+    local ok, why = false, loadErr
+    if client then ok, why = pcall(client, url, token, "background") end
+    if os.clock() - started > 60 then delay = 1 end
+    note(("client stopped (%s); restarting in %ds"):format(ok and "returned" or tostring(why), delay))
+    pause(delay)
+    delay = math.min(delay * 2, 60)
+  end
+end
 local function userShell()
   if fs.exists("]] .. PREVIOUS .. [[") then shell.run("]] .. PREVIOUS .. [[") end
   while true do
@@ -59,7 +90,6 @@ local function userShell()
   end
 end
 parallel.waitForAny(link, userShell)
-print("[mcp] The link to the bridge stopped.")
 ]]
 writeFile(STARTUP, startup)
 

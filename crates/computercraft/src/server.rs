@@ -72,7 +72,9 @@ pub async fn start(
             "computers": st.registry.len(),
             "malformed_frames": st.malformed_frames(),
             "reassembly_bytes": st.reassembly_bytes(),
-            "duplicate_ids": st.registry.refused().iter()
+            "refused_links": st.refused_links(),
+            // Only while the dispute lasts: an id leaves the list when its holder's link goes.
+            "duplicate_ids": st.disputes().iter()
                 .map(|(id, n)| json!({"id": id, "refusals": n}))
                 .collect::<Vec<_>>(),
         })

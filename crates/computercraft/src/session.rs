@@ -40,7 +40,10 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
     let hello = match protocol::decode(&first) {
         Ok(Inbound::Hello(h)) => h,
         Ok(_) => return reject(&state, &sender, "the first frame must be a hello").await,
-        Err(e) => return reject(&state, &sender, &format!("malformed hello: {e}")).await,
+        Err(e) => {
+            state.count_malformed();
+            return reject(&state, &sender, &format!("malformed hello: {e}")).await;
+        }
     };
     if hello.protocol != PROTOCOL_VERSION {
         let why = format!(
@@ -72,6 +75,7 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
         })
         .await;
     if let Admission::Refused { holder } = admission {
+        state.dispute(identity.id, holder.link_id);
         return reject(&state, &sender, &duplicate_reason(&holder)).await;
     }
     let ok = Outbound::HelloOk {
@@ -88,6 +92,7 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
         .registry
         .insert(identity.id, computer.clone(), REPLACED)
     {
+        state.settle(identity.id, old.link_id);
         tracing::info!(
             computer = identity.id,
             old_link = old.link_id,
@@ -149,6 +154,7 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
         .close_reason()
         .unwrap_or_else(|| "link closed".into());
     computer.link_lost();
+    state.settle(identity.id, link_id);
     if state.registry.remove_link(identity.id, link_id) {
         tracing::info!(computer = identity.id, reason = %reason, "computer unlinked");
         state.publish_link("disconnected", &identity, Some(&reason));
@@ -167,7 +173,7 @@ pub fn duplicate_reason(holder: &Computer) -> String {
 
 /// Tells the peer why, then closes: the close goes out after the queued reason.
 async fn reject(state: &State, sender: &WsSender, why: &str) {
-    let n = state.count_malformed();
+    let n = state.count_refused();
     tracing::warn!(reason = why, total = n, "link refused");
     if let Ok(frame) = protocol::encode(&Outbound::HelloRejected { error: why }) {
         let _ = sender.send_text(frame).await;

@@ -6,9 +6,10 @@ use crate::registry::Registry;
 use bridge_core::ToolError;
 use bridge_core::events::{EventHub, EventStream};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Events kept per stream for pulling.
 const STREAM_CAPACITY: usize = 1000;
@@ -24,6 +25,11 @@ pub struct State {
     /// peripheral, peripheral_detach, disk, monitor_touch, ...).
     pub computer_events: EventStream,
     malformed: AtomicU64,
+    /// Hellos refused (duplicate id, wrong protocol, malformed hello), since start.
+    refused: AtomicU64,
+    /// Ids a second live machine claims right now: id → (the holder's link, refusals since the dispute began).
+    /// An entry goes when the holder's link goes, so the warning lasts as long as the dispute.
+    disputes: Mutex<BTreeMap<u32, (u64, u64)>>,
     /// Bytes held by chunked replies being reassembled, over all links.
     reassembly: AtomicUsize,
 }
@@ -46,6 +52,8 @@ impl State {
                 STREAM_CAPACITY,
             ),
             malformed: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            disputes: Mutex::new(BTreeMap::new()),
             reassembly: AtomicUsize::new(0),
         })
     }
@@ -108,5 +116,37 @@ impl State {
 
     pub fn malformed_frames(&self) -> u64 {
         self.malformed.load(Ordering::Relaxed)
+    }
+
+    pub fn count_refused(&self) -> u64 {
+        self.refused.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn refused_links(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// A newcomer claiming `id` was refused because link `holder_link` holds it and answers.
+    pub fn dispute(&self, id: u32, holder_link: u64) {
+        let mut d = self.disputes.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = d.entry(id).or_insert((holder_link, 0));
+        if entry.0 != holder_link {
+            *entry = (holder_link, 0);
+        }
+        entry.1 += 1;
+    }
+
+    /// Link `link` no longer holds `id`: a dispute over it with that holder is over.
+    pub fn settle(&self, id: u32, link: u64) {
+        let mut d = self.disputes.lock().unwrap_or_else(PoisonError::into_inner);
+        if d.get(&id).is_some_and(|(holder, _)| *holder == link) {
+            d.remove(&id);
+        }
+    }
+
+    /// Ids claimed by two live machines right now, with the refusals since the dispute began.
+    pub fn disputes(&self) -> Vec<(u32, u64)> {
+        let d = self.disputes.lock().unwrap_or_else(PoisonError::into_inner);
+        d.iter().map(|(id, (_, n))| (*id, *n)).collect()
     }
 }

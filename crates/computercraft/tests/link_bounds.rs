@@ -39,8 +39,15 @@ impl Puppet {
 
     /// Says hello and returns the bridge's answer to it, whatever it is.
     async fn hello(url: &str, id: u32) -> (Self, Value) {
+        Self::hello_with(
+            url,
+            json!({"type": "hello", "computerId": id, "computerLabel": "puppet"}),
+        )
+        .await
+    }
+
+    async fn hello_with(url: &str, hello: Value) -> (Self, Value) {
         let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-        let hello = json!({"type": "hello", "computerId": id, "computerLabel": "puppet"});
         ws.send(Message::text(hello.to_string())).await.unwrap();
         let mut puppet = Self { ws };
         let answer = puppet.frame().await.expect("an answer to hello");
@@ -218,4 +225,45 @@ async fn a_holder_that_no_longer_answers_is_replaced() {
     let _newcomer = Puppet::link(&h, &h.link_url(), 6).await;
     assert_ne!(h.state.registry.get(6).unwrap().link_id, old_link);
     assert!(h.state.registry.refused().is_empty());
+}
+
+/// Issue 24: `/health` names an id claimed by two live machines only while the dispute lasts (the warning
+/// clears when the holder's link goes), and a refused hello is a refusal, not a malformed frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_duplicate_warning_clears_when_the_holder_goes_and_refusals_are_not_malformed() {
+    let mut cfg = test_config();
+    cfg.on_duplicate = OnDuplicate::RefuseIfLive;
+    let h = start_bridge(cfg).await;
+    let health = || async {
+        let body = http_get(&format!("http://{}/health", h.mcp_addr)).await;
+        serde_json::from_str::<Value>(&body).unwrap()
+    };
+    let first = Puppet::link(&h, &h.link_url(), 7).await;
+    let answering = first.keep_answering();
+    let (_second, answer) = Puppet::hello(&h.link_url(), 7).await;
+    assert_eq!(answer["type"], "hello-rejected", "{answer}");
+    let (_wrong, answer) = Puppet::hello_with(
+        &h.link_url(),
+        json!({"type": "hello", "protocol": 99, "computerId": 8}),
+    )
+    .await;
+    assert_eq!(answer["type"], "hello-rejected", "{answer}");
+    let hl = health().await;
+    assert_eq!(
+        hl["duplicate_ids"],
+        json!([{"id": 7, "refusals": 1}]),
+        "{hl}"
+    );
+    assert_eq!(hl["malformed_frames"], 0, "{hl}");
+    assert_eq!(hl["refused_links"], 2, "{hl}");
+
+    answering.abort();
+    within("the holder's link to go", async {
+        while h.state.registry.get(7).is_some() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let hl = health().await;
+    assert_eq!(hl["duplicate_ids"], json!([]), "{hl}");
 }

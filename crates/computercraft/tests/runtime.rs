@@ -421,3 +421,56 @@ async fn a_coroutine_that_runs_too_long_without_yielding_is_killed() {
     assert_eq!(ok_of(&r)["values"], json!(["back"]), "{}", sim.output());
     sim.stop();
 }
+
+/// Issue 24: the installed startup supervises the client: when it dies (here its event loop raises, as it
+/// did with "Too long without yielding" on a busy server) it is started again and the computer relinks by
+/// itself, and why it stopped is in /mcp/client.log, not on the player's screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_startup_restarts_a_client_that_died_and_it_relinks() {
+    let h = start_bridge(test_config()).await;
+    let sim = installed(&h, 58, "miner").await;
+    let old = h.link_of(58);
+    // The run yields (sleep), so the client's own loop calls the broken os.pullEventRaw and dies.
+    let _ = h
+        .call(
+            "run_lua",
+            json!({"computer": 58, "timeout_ms": 2000,
+                   "code": "os.pullEventRaw = function() error('client killed by the test', 0) end sleep(0.2)"}),
+        )
+        .await;
+    h.wait_relinked(58, Some("miner"), &sim, old).await;
+    let r = ok_of(
+        &h.call("run_lua", json!({"computer": 58, "code": "return 6 * 7"}))
+            .await,
+    );
+    assert_eq!(r["values"], json!([42]));
+    let log = String::from_utf8(
+        ccsim::read_file(&sim.state().cfg.root, "mcp/client.log").expect("a log"),
+    )
+    .unwrap();
+    assert!(log.contains("client killed by the test"), "{log}");
+    assert!(log.contains("restarting in 1s"), "{log}");
+    sim.stop();
+}
+
+/// Issue 24: typing `startup` again at the shell starts a second supervisor on the same computer; it waits
+/// for the running client instead of linking a second time, so the bridge sees no duplicate computer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_startup_again_is_not_a_second_computer() {
+    let h = start_bridge(test_config()).await;
+    let sim = installed(&h, 59, "desk").await;
+    let link = h.link_of(59);
+    wait_output(&sim, "> ", 1).await;
+    sim.type_line("startup");
+    // The nested startup's shell is at its prompt: its supervisor has run and is waiting.
+    wait_output(&sim, "> ", 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.link_of(59), link, "{}", sim.output());
+    assert!(h.state.registry.refused().is_empty());
+    let body = http_get(&format!("http://{}/health", h.mcp_addr)).await;
+    let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["refused_links"], 0, "{health}");
+    let p = h.call("probe-computers", json!({})).await;
+    assert_eq!(text_of(&p), "pong from 59 (Label: desk)");
+    sim.stop();
+}
