@@ -725,3 +725,64 @@ mod panic_tests {
         assert_eq!(fine.unwrap(), json!({"ok": 1}));
     }
 }
+
+#[cfg(test)]
+mod claim_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The race behind "finished jobs are claimed again": a client removing its finished job may unlink
+    /// `claimed.json` and `done` before `command.json`; a scan then must not see a new job.
+    #[tokio::test]
+    async fn a_finished_job_half_removed_by_its_client_is_not_claimed_again() {
+        let root = std::env::temp_dir().join(format!("claim-once-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join(EXECUTE_DIR)).unwrap();
+        let hub = Hub::new();
+        let host = Arc::new(Host {
+            root: root.clone(),
+            bridge_id: "extHost-00000000".into(),
+            opts: HostOptions::default(),
+            dap: Arc::new(DapBackend::new(DapConfig {
+                workspace: root.clone(),
+                python: None,
+                lldb_dap: None,
+                js_debug: None,
+                policy: Default::default(),
+            })),
+            catalog: Catalog::builtin().unwrap(),
+            running: Mutex::new(HashSet::new()),
+            hub,
+            polling: true,
+            claimed: Mutex::new(HashSet::new()),
+            failures: Mutex::new(VecDeque::new()),
+        });
+        let id = "20260101T000000000Z-0001-aaaa";
+        let dir = root.join(EXECUTE_DIR).join(id);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            dir.join(COMMAND_JSON),
+            json!({"version": 1, "id": id, "scriptName": "debug.status", "params": {}, "timeout": 5000})
+                .to_string(),
+        )
+        .unwrap();
+        host.scan();
+        let t = StdInstant::now();
+        while !there(&dir.join(DONE)) {
+            assert!(t.elapsed() < Duration::from_secs(10), "the job is answered");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(there(&dir.join(RESPONSE_JSON)));
+        // The client's removal, caught half way: the answer files are gone, the command not yet.
+        for f in [CLAIMED_JSON, DONE, RESPONSE_JSON, EVENTS_NDJSON] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        host.scan();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !there(&dir.join(CLAIMED_JSON)) && !there(&dir.join(DONE)),
+            "the finished job was claimed again"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
