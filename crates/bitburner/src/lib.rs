@@ -134,6 +134,7 @@ pub fn context(link: GameLink, game: &GameArgs) -> (BridgeBuilder, Ctx) {
             file_write_max_bytes: game.file_write_max_bytes,
             save_dir: game.save_dir.clone(),
         },
+        pins: tools::pins::Pins::default(),
     };
     (builder, ctx)
 }

@@ -154,6 +154,11 @@ impl GameLink {
         let _ = tokio::time::timeout(Duration::from_secs(5), sender.finished()).await;
     }
 
+    /// Game connections accepted so far: a different number is a different connection (maybe another game).
+    pub fn connection_count(&self) -> u64 {
+        self.slot.connections_total()
+    }
+
     pub fn is_connected(&self) -> bool {
         self.slot.is_connected()
     }
@@ -190,15 +195,25 @@ impl GameLink {
         method: Method,
         params: Map<String, Value>,
     ) -> Result<Value, ToolError> {
-        let peer = self.current_or_wait().await?;
         let timeout = match method {
             Method::GetSaveFile => self.config.save_timeout,
             _ => self.config.rpc_timeout,
         };
+        self.call_within(method, params, timeout).await
+    }
+
+    /// [`Self::call`] with its own deadline (a large transfer needs more than a small one).
+    pub async fn call_within(
+        &self,
+        method: Method,
+        params: Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<Value, ToolError> {
+        let peer = self.current_or_wait().await?;
         let outcome = peer
             .request(|id| wire::request_frame(id, method, params), timeout)
             .await
-            .map_err(|e| self.link_error(e))?;
+            .map_err(|e| self.link_error(method, e))?;
         match outcome {
             Outcome::Result(value) => {
                 self.record(peer.id(), method, Support::Yes);
@@ -242,11 +257,26 @@ impl GameLink {
         }
     }
 
-    fn link_error(&self, e: LinkError) -> ToolError {
+    fn link_error(&self, method: Method, e: LinkError) -> ToolError {
         match e {
-            LinkError::Disconnected { reason } => self.not_connected(&format!(
-                "the game connection dropped while the call was in flight ({reason})"
-            )),
+            LinkError::Disconnected { reason } => {
+                let e = self.not_connected(&format!(
+                    "the game connection dropped while the call was in flight ({reason})"
+                ));
+                let e = if method.changes_files() {
+                    // The request was sent: the game may well have applied it before the connection ended.
+                    e.with_hint(
+                        "the game may have applied it before the connection ended, or not: whether it did is                          unknown. Once a game is connected, read it back (read_file or list_files) and change                          it again only if it is not as you wanted",
+                    )
+                } else {
+                    e
+                };
+                e.with_details(serde_json::json!({
+                    "method": method.name(),
+                    "in_flight": true,
+                    "replaced": reason == REPLACED,
+                }))
+            }
             LinkError::Timeout { elapsed } => {
                 let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
                 ToolError::timeout(format!("the game did not answer within {ms} ms"))

@@ -62,6 +62,11 @@ impl Method {
         }
     }
 
+    /// Whether the method changes the game's files (so an unanswered call may have taken effect).
+    pub fn changes_files(self) -> bool {
+        matches!(self, Self::PushFile | Self::DeleteFile)
+    }
+
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }

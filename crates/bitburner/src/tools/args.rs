@@ -107,6 +107,10 @@ pub struct ReadArgs {
     /// Most bytes to return (default 65536, at most 1048576). Pages end at a line end.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// The `cursor` of the previous page: the next pages come from the same content, downloaded once. If
+    /// the file changed since, the read restarts at offset 0 and says so (`restarted`).
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 impl Validate for ReadArgs {

@@ -3,6 +3,7 @@
 use super::Ctx;
 use super::args::{AllFilesArgs, FileArgs, ReadArgs, ServerArgs, WriteArgs, game_path};
 use super::page::{DEFAULT_PAGE_BYTES, PageInfo, page_text};
+use super::pins::{PinKey, Pinned, cursor_of};
 use super::reply::{expect_string, parse, unconfirmed};
 use crate::resources::file_uri;
 use crate::wire::Method;
@@ -10,6 +11,7 @@ use bridge_core::{Rendered, ToolError, ToolSpec, check};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct FileList {
@@ -27,6 +29,13 @@ pub struct FileContent {
     pub filename: String,
     #[serde(flatten)]
     pub page: PageInfo,
+    /// Pass with the next `offset`: the next pages come from this same content, downloaded once. Present
+    /// while the file is not read whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// True when the file changed since the `cursor` passed in: this page starts over at offset 0.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub restarted: bool,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -37,6 +46,10 @@ pub struct Written {
     pub bytes: usize,
     /// The resource that now holds the file.
     pub uri: String,
+    /// How the write is known to have happened when the game's answer was lost (its connection replaced
+    /// mid-call): read back from the new connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirmed: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -44,6 +57,9 @@ pub struct Deleted {
     pub server: String,
     pub filename: String,
     pub deleted: bool,
+    /// As in `write_file`: how the delete is known when the game's answer was lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirmed: Option<String>,
 }
 
 /// One file as `getAllFiles` sends it.
@@ -84,6 +100,40 @@ pub struct Ram {
     pub ram_gb: f64,
 }
 
+/// What the game connected now says about a file after a call whose answer was lost.
+enum ReadBack {
+    Content(String),
+    Missing,
+    Unknown,
+}
+
+const READ_BACK_APPLIED: &str = "the game connection was replaced while the call was in flight, so its answer was \
+lost; read back from the new connection: applied";
+
+/// Whether a game error says the file does not exist (v2.x and v3 wording).
+fn is_missing(message: &str) -> bool {
+    message == "File doesn't exist" || message.starts_with("File does not exist")
+}
+
+/// A call the link sent and then lost with its connection (`link::GameLink::call_within`).
+fn in_flight(e: &ToolError) -> bool {
+    e.code() == bridge_core::ErrorCode::Disconnected
+        && e.details().get("in_flight") == Some(&Value::Bool(true))
+}
+
+/// The call's answer was lost, and the game connected now shows it did not happen there.
+fn not_applied(e: ToolError, server: &str, path: &str, what: &str) -> ToolError {
+    let details = e.details().clone();
+    ToolError::disconnected(format!(
+        "{}; read back from the game connected now, `{path}` on `{server}` {what}: not applied there",
+        e.message()
+    ))
+    .with_hint(format!(
+        "do it again on the game connected now (read_file `{path}` shows what is there)"
+    ))
+    .with_details(details)
+}
+
 /// The header line before each file in `get_all_files`' text.
 fn file_header(f: &PagedFile) -> String {
     if f.included {
@@ -114,16 +164,60 @@ impl Ctx {
         Ok((path, expect_string(Method::GetFile, value)?))
     }
 
-    /// One page of a file: its metadata, and the page's text.
+    /// One page of a file: its metadata, and the page's text. The first page downloads the file and pins
+    /// it (`pins`); the next pages are cut from the pinned content, so a whole file costs one download.
     pub async fn read_file(&self, args: ReadArgs) -> Result<Rendered<FileContent>, ToolError> {
-        let (path, content) = self.file_content(&args.file()).await?;
-        let (text, page) = page_text(&content, &args.page(), "read_file")?;
+        let file = args.file();
+        let (path, params) = file.params()?;
+        let key = PinKey {
+            connection: self.link.connection_count(),
+            server: args.server.clone(),
+            path: path.clone(),
+        };
+        let mut page = args.page();
+        let pinned = if page.offset > 0 {
+            self.pins.get(&key, args.cursor.as_deref())
+        } else {
+            None
+        };
+        let mut restarted = false;
+        let pinned = match pinned {
+            Some(p) => p,
+            None => {
+                let expected = self.pins.size_of(&args.server, &path);
+                let value = self.call_sized(Method::GetFile, params, expected).await?;
+                let content = expect_string(Method::GetFile, value)?;
+                self.pins.size_seen(&args.server, &path, content.len());
+                let cursor = cursor_of(&content);
+                restarted = page.offset > 0 && args.cursor.as_ref().is_some_and(|c| *c != cursor);
+                Pinned {
+                    content: Arc::new(content),
+                    cursor,
+                }
+            }
+        };
+        if restarted {
+            page.offset = 0;
+        }
+        let (mut text, info) = page_text(&pinned.content, &page, "read_file")?;
+        if restarted {
+            text.push_str(
+                "\n[the file changed since that cursor: this page starts over at offset 0; pages read before \
+                 belong to the old content]",
+            );
+        }
+        let partial = !info.complete();
+        if info.next_offset.is_some() {
+            self.pins.put(key, pinned.clone());
+        }
         Ok(Rendered {
             text,
             value: FileContent {
                 server: args.server,
                 filename: path,
-                page,
+                page: info,
+                cursor: partial.then_some(pinned.cursor),
+                restarted,
             },
         })
     }
@@ -138,14 +232,36 @@ impl Ctx {
             )
         })?;
         let bytes = args.content.len();
+        let written = cursor_of(&args.content);
         let params = Map::from_iter([
             ("filename".to_owned(), Value::from(path.as_str())),
             ("content".to_owned(), Value::String(args.content)),
             ("server".to_owned(), Value::from(args.server.as_str())),
         ]);
-        self.call(Method::PushFile, params)
-            .await
-            .map_err(|e| unconfirmed(Method::PushFile, &args.server, &path, e))?;
+        let sent = self.call_sized(Method::PushFile, params, Some(bytes)).await;
+        self.pins.drop_file(&args.server, &path);
+        let confirmed = match sent {
+            Ok(_) => None,
+            Err(e) if in_flight(&e) => {
+                let now = self.read_back(&args.server, &path).await;
+                match now {
+                    ReadBack::Content(c) if cursor_of(&c) == written => {
+                        Some(READ_BACK_APPLIED.to_owned())
+                    }
+                    ReadBack::Content(_) | ReadBack::Missing => {
+                        return Err(not_applied(
+                            e,
+                            &args.server,
+                            &path,
+                            "is not what was written",
+                        ));
+                    }
+                    ReadBack::Unknown => return Err(e),
+                }
+            }
+            Err(e) => return Err(unconfirmed(Method::PushFile, &args.server, &path, e)),
+        };
+        self.pins.size_seen(&args.server, &path, bytes);
         let uri = file_uri(&args.server, &path);
         self.hub.resource_updated(&uri);
         Ok(Written {
@@ -153,20 +269,52 @@ impl Ctx {
             filename: path,
             bytes,
             uri,
+            confirmed,
         })
     }
 
     pub async fn delete_file(&self, args: FileArgs) -> Result<Deleted, ToolError> {
         let (path, params) = args.params()?;
-        self.call(Method::DeleteFile, params)
-            .await
-            .map_err(|e| unconfirmed(Method::DeleteFile, &args.server, &path, e))?;
+        let sent = self.call(Method::DeleteFile, params).await;
+        self.pins.drop_file(&args.server, &path);
+        let confirmed = match sent {
+            Ok(_) => None,
+            Err(e) if in_flight(&e) => match self.read_back(&args.server, &path).await {
+                ReadBack::Missing => Some(READ_BACK_APPLIED.to_owned()),
+                ReadBack::Content(_) => {
+                    return Err(not_applied(e, &args.server, &path, "is still there"));
+                }
+                ReadBack::Unknown => return Err(e),
+            },
+            Err(e) => return Err(unconfirmed(Method::DeleteFile, &args.server, &path, e)),
+        };
         self.hub.resource_updated(&file_uri(&args.server, &path));
         Ok(Deleted {
             server: args.server,
             filename: path,
             deleted: true,
+            confirmed,
         })
+    }
+
+    /// The file as the game connected now has it, after a call whose answer was lost.
+    async fn read_back(&self, server: &str, path: &str) -> ReadBack {
+        if !self.link.is_connected() {
+            return ReadBack::Unknown;
+        }
+        let params = Map::from_iter([
+            ("filename".to_owned(), Value::from(path)),
+            ("server".to_owned(), Value::from(server)),
+        ]);
+        let expected = self.pins.size_of(server, path);
+        match self.call_sized(Method::GetFile, params, expected).await {
+            Ok(Value::String(c)) => ReadBack::Content(c),
+            Ok(_) => ReadBack::Unknown,
+            Err(e) if e.code() == bridge_core::ErrorCode::Remote && is_missing(e.message()) => {
+                ReadBack::Missing
+            }
+            Err(_) => ReadBack::Unknown,
+        }
     }
 
     /// Every file of a server with its whole content (for `pull`).
@@ -175,8 +323,18 @@ impl Ctx {
             server: server.to_owned(),
         }
         .params();
-        let value = self.call(Method::GetAllFiles, params).await?;
-        parse(Method::GetAllFiles, value)
+        // Sized by the last listing of this server: `*` is no file name the game allows.
+        let expected = self.pins.size_of(server, "*");
+        let value = self
+            .call_sized(Method::GetAllFiles, params, expected)
+            .await?;
+        let files: Vec<FileEntry> = parse(Method::GetAllFiles, value)?;
+        let total = files
+            .iter()
+            .map(|f| f.content.len() + f.filename.len())
+            .sum();
+        self.pins.size_seen(server, "*", total);
+        Ok(files)
     }
 
     /// One page of a server's files: whole files while they fit in `max_bytes`, at least one per page.
@@ -252,6 +410,15 @@ impl Ctx {
 
 pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     let budget = ctx.budget(1, ctx.link.config().rpc_timeout);
+    // Reads and writes of large files get deadlines that grow with the size (`Ctx::call_sized`); a write
+    // cut by a replaced connection is read back: room for two such requests.
+    let large = ctx.link.config().rpc_timeout
+        + super::transfer_allowance(
+            ctx.limits
+                .file_write_max_bytes
+                .max(super::page::MAX_PAGE_BYTES),
+        );
+    let transfer_budget = ctx.budget(2, large);
     let list = ToolSpec::new(
         "list_files",
         "List the script and text files on an in-game server (game method getFileNames).",
@@ -271,7 +438,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
-    .timeout(budget)
+    .timeout(transfer_budget)
     .handler_with_text_on(ctx.clone(), |c, args: ReadArgs, _| async move {
         c.read_file(args).await
     });
@@ -284,7 +451,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .destructive()
     .idempotent()
     .open_world()
-    .timeout(budget)
+    .timeout(transfer_budget)
     .handler_on(ctx.clone(), |c, args: WriteArgs, _| async move { c.write_file(args).await });
 
     let delete = ToolSpec::new(
@@ -294,7 +461,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .destructive()
     .open_world()
-    .timeout(budget)
+    .timeout(transfer_budget)
     .handler_on(ctx.clone(), |c, args: FileArgs, _| async move { c.delete_file(args).await });
 
     let all = ToolSpec::new(
@@ -305,7 +472,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     )
     .read_only()
     .open_world()
-    .timeout(budget)
+    .timeout(transfer_budget)
     .handler_with_text_on(ctx.clone(), |c, args: AllFilesArgs, _| async move {
         c.get_all_files(args).await
     });

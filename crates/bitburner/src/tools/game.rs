@@ -114,7 +114,10 @@ impl Ctx {
         if let Some(text) = self.link.cached_definitions() {
             return Ok(text);
         }
-        let value = self.call(Method::GetDefinitionFile, Map::new()).await?;
+        // The declarations are ~350 KB (`docs/protocols/bitburner.md` §5).
+        let value = self
+            .call_sized(Method::GetDefinitionFile, Map::new(), Some(400_000))
+            .await?;
         let text = Arc::new(expect_string(Method::GetDefinitionFile, value)?);
         self.link.cache_definitions(Arc::clone(&text));
         Ok(text)

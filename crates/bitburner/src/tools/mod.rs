@@ -7,6 +7,7 @@ pub mod definitions;
 pub mod files;
 pub mod game;
 pub mod page;
+pub mod pins;
 pub mod reply;
 
 use crate::link::GameLink;
@@ -32,6 +33,13 @@ pub struct Ctx {
     /// For `resources/updated` after a tool changed a file.
     pub hub: EventHub,
     pub limits: Limits,
+    /// Files pinned for paging, and sizes seen (`pins`).
+    pub pins: pins::Pins,
+}
+
+/// Extra deadline for moving `bytes` through the game: it was seen to take 5.9 s to send 1 MB, so 10 s per MB.
+pub fn transfer_allowance(bytes: usize) -> Duration {
+    Duration::from_micros(u64::try_from(bytes).unwrap_or(u64::MAX).saturating_mul(10))
 }
 
 /// The words of the core's link error for a frame over the size limit (`bridge_core::link`).
@@ -47,6 +55,23 @@ impl Ctx {
     ) -> Result<Value, ToolError> {
         self.link
             .call(method, params)
+            .await
+            .map_err(|e| reply::explain(method, oversized(method, e)))
+    }
+
+    /// [`Self::call`] with a deadline that grows with the bytes expected to move (sent, or last seen).
+    pub async fn call_sized(
+        &self,
+        method: Method,
+        params: Map<String, Value>,
+        expected_bytes: Option<usize>,
+    ) -> Result<Value, ToolError> {
+        let Some(bytes) = expected_bytes else {
+            return self.call(method, params).await;
+        };
+        let timeout = self.link.config().rpc_timeout + transfer_allowance(bytes);
+        self.link
+            .call_within(method, params, timeout)
             .await
             .map_err(|e| reply::explain(method, oversized(method, e)))
     }

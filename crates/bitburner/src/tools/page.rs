@@ -71,10 +71,14 @@ impl PageInfo {
 pub fn cut<'a>(text: &'a str, args: &PageArgs) -> Result<(&'a str, PageInfo), ToolError> {
     let total = text.len();
     if args.offset > total {
+        // The text was fetched for this call, so the default "nothing was sent" would be untrue.
         return Err(ToolError::invalid_argument(
             "offset",
             format!("`offset` is {}; the text has {total} bytes", args.offset),
-        ));
+        )
+        .with_hint(format!(
+            "the text has {total} bytes now: call again with an offset of at most {total} (0 starts over)"
+        )));
     }
     let start = floor_boundary(text, args.offset);
     let mut end = start.saturating_add(args.limit()).min(total);
