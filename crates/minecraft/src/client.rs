@@ -272,9 +272,21 @@ impl RelayLink {
         tracing::info!(url = %s.url, "connected to the minecraft relay");
         let mut last_seq = acked;
         let mut acked_sent = acked;
+        let mut chunks = wire::Assembler::default();
         while let Some(text) = incoming.recv().await {
-            match wire::parse(&text, wire::HARD_MAX_FRAME_BYTES) {
-                Ok(parsed) => {
+            let parsed = wire::parse(&text, wire::HARD_MAX_FRAME_BYTES).and_then(|p| {
+                if p.envelope.kind != Kind::Chunk {
+                    return Ok(Some(p));
+                }
+                // A big answer comes in chunks (PROTOCOL.md §2.1): handled once whole.
+                match chunks.push(&p.envelope)? {
+                    Some(whole) => wire::parse(&whole, wire::MAX_ASSEMBLED_BYTES).map(Some),
+                    None => Ok(None),
+                }
+            });
+            match parsed {
+                Ok(None) => continue,
+                Ok(Some(parsed)) => {
                     if let Some(v) = &parsed.unsupported_version {
                         tracing::warn!(version = %v, "relay message of an unsupported version, read as 1.0");
                     }

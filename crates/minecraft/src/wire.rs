@@ -6,8 +6,15 @@ use serde_json::{Map, Value, json};
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The protocol version this crate speaks.
-pub const VERSION: &str = "1.0";
+/// The protocol version this crate speaks. 1.1 added `chunk` (PROTOCOL.md §2.1); it is sent only to a peer
+/// whose own messages say 1.1 or later, so 1.0 peers never see one.
+pub const VERSION: &str = "1.1";
+/// Largest message reassembled from chunks (PROTOCOL.md §2.1).
+pub const MAX_ASSEMBLED_BYTES: usize = 16 << 20;
+/// Most chunks one message may be cut into.
+pub const MAX_CHUNKS: u64 = 4096;
+/// Room a chunk's envelope takes besides its data.
+const CHUNK_OVERHEAD: usize = 512;
 /// The major version accepted without a warning.
 pub const MAJOR: u64 = 1;
 /// Default largest message the relay processes (PROTOCOL.md §2); larger ones get `SCHEMA_ERROR`.
@@ -34,10 +41,11 @@ pub enum Kind {
     Heartbeat,
     Notice,
     Error,
+    Chunk,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Hello,
         Kind::Welcome,
         Kind::Command,
@@ -49,6 +57,7 @@ impl Kind {
         Kind::Heartbeat,
         Kind::Notice,
         Kind::Error,
+        Kind::Chunk,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +73,7 @@ impl Kind {
             Kind::Heartbeat => "heartbeat",
             Kind::Notice => "notice",
             Kind::Error => "error",
+            Kind::Chunk => "chunk",
         }
     }
 
@@ -487,6 +497,23 @@ fn validate_payload(env: &Envelope) -> Result<(), SchemaError> {
         },
         Kind::Subscribe => subscription(p.get("events"), "payload.events").map(|_| ()),
         Kind::Error => validate_error_object(Some(&Value::Object(p.clone())), "payload"),
+        Kind::Chunk => {
+            let count = p.get("count").and_then(Value::as_u64);
+            let index = p.get("index").and_then(Value::as_u64);
+            match (index, count, p.get("data")) {
+                (_, Some(c), _) if c == 0 || c > MAX_CHUNKS => Err(SchemaError::new(
+                    "payload.count",
+                    format!("must be 1 to {MAX_CHUNKS}"),
+                )),
+                (Some(i), Some(c), Some(Value::String(_))) if i < c => Ok(()),
+                (_, None, _) => Err(SchemaError::new("payload.count", "must be an integer")),
+                (_, _, Some(Value::String(_))) => Err(SchemaError::new(
+                    "payload.index",
+                    "must be an integer below payload.count",
+                )),
+                _ => Err(SchemaError::new("payload.data", "must be a string")),
+            }
+        }
         Kind::Notice => match p.get("kind") {
             Some(Value::String(_)) => Ok(()),
             _ => Err(SchemaError::new("payload.kind", "must be a string")),
@@ -610,4 +637,134 @@ pub fn subscription(v: Option<&Value>, field: &str) -> Result<Vec<EventType>, Sc
         }
     }
     Ok(out)
+}
+
+/// Whether a peer whose message carried `version` reads `chunk` (protocol 1.1 or later).
+pub fn speaks_chunks(version: &str) -> bool {
+    let mut parts = version.split('.');
+    match (
+        parts.next().and_then(|m| m.parse::<u64>().ok()),
+        parts.next().and_then(|m| m.parse::<u64>().ok()),
+    ) {
+        (Some(major), Some(minor)) => major > 1 || (major == 1 && minor >= 1),
+        _ => false,
+    }
+}
+
+/// How many bytes `c` takes inside a JSON string.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// Cuts the message `text` (whose `id` is `id`) into `chunk` messages of at most `max_bytes` each
+/// (PROTOCOL.md §2.1). A text that already fits comes back as it is, alone.
+pub fn split(
+    text: &str,
+    id: &str,
+    source: Source,
+    max_bytes: usize,
+) -> Result<Vec<String>, String> {
+    if text.len() <= max_bytes {
+        return Ok(vec![text.to_owned()]);
+    }
+    if text.len() > MAX_ASSEMBLED_BYTES {
+        return Err(format!(
+            "message of {} bytes is over the protocol's limit of {MAX_ASSEMBLED_BYTES} bytes even in chunks",
+            text.len()
+        ));
+    }
+    let budget = max_bytes
+        .saturating_sub(CHUNK_OVERHEAD + id.len() * 2)
+        .max(64);
+    let mut parts: Vec<&str> = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, c) in text.char_indices() {
+        let n = escaped_len(c);
+        if size + n > budget && i > start {
+            parts.push(&text[start..i]);
+            start = i;
+            size = 0;
+        }
+        size += n;
+    }
+    parts.push(&text[start..]);
+    let count = parts.len() as u64;
+    if count > MAX_CHUNKS {
+        return Err(format!(
+            "message of {} bytes needs {count} chunks of {max_bytes} bytes, over {MAX_CHUNKS}",
+            text.len()
+        ));
+    }
+    Ok(parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, data)| {
+            Envelope::new(
+                Kind::Chunk,
+                id,
+                source,
+                json!({"index": i, "count": count, "data": data}),
+            )
+            .to_text()
+        })
+        .collect())
+}
+
+/// Puts chunked messages back together (PROTOCOL.md §2.1): chunks of one message arrive in order, one
+/// message at a time per sender; the whole is bounded by [`MAX_ASSEMBLED_BYTES`].
+#[derive(Debug, Default)]
+pub struct Assembler {
+    current: Option<(String, u64, u64, String)>,
+}
+
+impl Assembler {
+    /// Takes one `chunk`; returns the whole message's text once its last chunk is in.
+    pub fn push(&mut self, chunk: &Envelope) -> Result<Option<String>, SchemaError> {
+        let p = &chunk.payload;
+        let index = p.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let count = p.get("count").and_then(Value::as_u64).unwrap_or(1);
+        let data = p.get("data").and_then(Value::as_str).unwrap_or_default();
+        let fail = |field: &str, message: String| {
+            let mut e = SchemaError::new(field, message);
+            e.id = chunk.id.clone();
+            e
+        };
+        if index == 0 {
+            self.current = Some((chunk.id.clone(), count, 0, String::new()));
+        }
+        let Some((id, want, next, text)) = self.current.as_mut() else {
+            return Err(fail(
+                "payload.index",
+                format!("chunk {index} of `{}` without its chunk 0", chunk.id),
+            ));
+        };
+        if *id != chunk.id || *want != count || *next != index {
+            let e = fail(
+                "payload.index",
+                format!(
+                    "chunk {index}/{count} of `{}` out of order (expected {next}/{want} of `{id}`)",
+                    chunk.id
+                ),
+            );
+            self.current = None;
+            return Err(e);
+        }
+        if text.len() + data.len() > MAX_ASSEMBLED_BYTES {
+            self.current = None;
+            return Err(fail(
+                "payload.data",
+                format!("chunked message over the limit of {MAX_ASSEMBLED_BYTES} bytes"),
+            ));
+        }
+        text.push_str(data);
+        *next += 1;
+        if *next < *want {
+            return Ok(None);
+        }
+        Ok(self.current.take().map(|(_, _, _, text)| text))
+    }
 }

@@ -6,7 +6,10 @@
 const crypto = require('crypto')
 const WebSocket = require('ws')
 
-const PROTOCOL_VERSION = '1.0'
+// 1.1 added `chunk` (PROTOCOL.md §2.1): an answer over the relay's maxMessageBytes goes in slices.
+const PROTOCOL_VERSION = '1.1'
+// Room a chunk's envelope takes besides its data.
+const CHUNK_OVERHEAD = 512
 const MAX_INBOUND_BYTES = 1024 * 1024
 const MAX_BACKOFF_MS = 30000
 // After this many failed dials in a row the outage is logged as long (once) when reconnectAttempts is 0.
@@ -14,7 +17,7 @@ const LONG_OUTAGE_ATTEMPTS = 5
 // A relay silent for this many heartbeat intervals (no frame, no ping) is taken for dead: a half-open TCP link
 // would otherwise look alive until the OS gives up on it.
 const SILENT_INTERVALS = 3
-const TYPES = ['hello', 'welcome', 'command', 'query', 'response', 'event', 'ack', 'subscribe', 'heartbeat', 'notice', 'error']
+const TYPES = ['hello', 'welcome', 'command', 'query', 'response', 'event', 'ack', 'subscribe', 'heartbeat', 'notice', 'error', 'chunk']
 
 // Accepts "ws://host:port" as well as "ws://host:port/".
 function normaliseUrl (url) {
@@ -189,6 +192,32 @@ class Link {
     this.opts.log(level, msg)
   }
 
+  // The frames one message goes out as: itself, or chunk messages when it is over the relay's limit and the
+  // relay speaks 1.1 (a 1.0 relay refuses it with the limit named, as before).
+  frames (msg) {
+    const text = JSON.stringify(msg)
+    const max = this.maxMessage
+    if (!max || Buffer.byteLength(text) <= max) return [text]
+    const budget = Math.max(64, max - CHUNK_OVERHEAD - 2 * Buffer.byteLength(msg.id))
+    const parts = []
+    let start = 0
+    let size = 0
+    for (let i = 0; i < text.length; i++) {
+      const code = text.charCodeAt(i)
+      // Bytes this UTF-16 unit takes inside a JSON string (a surrogate pair counts 2 + 2 = 4).
+      const n = code === 34 || code === 92 ? 2 : code < 0x20 ? 6 : code < 0x80 ? 1 : code < 0x800 ? 2 : (code >= 0xd800 && code <= 0xdfff) ? 2 : 3
+      const low = code >= 0xdc00 && code <= 0xdfff
+      if (size + n > budget && i > start && !low) {
+        parts.push(text.slice(start, i))
+        start = i
+        size = 0
+      }
+      size += n
+    }
+    parts.push(text.slice(start))
+    return parts.map((data, index) => JSON.stringify(this.envelope('chunk', msg.id, { index, count: parts.length, data })))
+  }
+
   maxDelay () {
     return Math.max(1, this.opts.reconnectMaxDelay || MAX_BACKOFF_MS)
   }
@@ -210,7 +239,7 @@ class Link {
       log('warn', `relay speaks protocol ${m.version}, this adapter ${PROTOCOL_VERSION}: handling it as ${PROTOCOL_VERSION}`)
     }
     switch (m.type) {
-      case 'welcome': return this.onWelcome(m.payload)
+      case 'welcome': return this.onWelcome(m.payload, m.version)
       case 'ack': {
         const seq = m.payload.seq
         if (!Number.isInteger(seq)) return this.refuse(m.id, 'field `payload.seq`: must be an integer', { field: 'payload.seq' })
@@ -226,7 +255,10 @@ class Link {
     }
   }
 
-  onWelcome (p) {
+  onWelcome (p, version) {
+    const v = /^(\d+)\.(\d+)$/.exec(version || '')
+    const chunks = v && (Number(v[1]) > 1 || (Number(v[1]) === 1 && Number(v[2]) >= 1))
+    this.maxMessage = chunks ? (Number.isInteger(p.maxMessageBytes) && p.maxMessageBytes > 0 ? p.maxMessageBytes : 65536) : null
     const lastSeq = Number.isInteger(p.lastSeq) ? p.lastSeq : 0
     this.outbox.ackUpTo(lastSeq)
     this.welcomed = true
@@ -265,7 +297,9 @@ class Link {
       payload = { success: false, error: { code, message: e.message, details: e.details || {} } }
     }
     // The answer goes back on the link the command came from; if it dropped, the relay already answered.
-    if (ws && ws === this.ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(this.envelope('response', m.id, payload)))
+    if (ws && ws === this.ws && ws.readyState === WebSocket.OPEN) {
+      for (const frame of this.frames(this.envelope('response', m.id, payload))) ws.send(frame)
+    }
   }
 }
 

@@ -171,6 +171,7 @@ fn welcome(
             "relayVersion": env!("CARGO_PKG_VERSION"),
             "lastSeq": last_seq,
             "heartbeatInterval": relay.settings().heartbeat.as_millis() as u64,
+            "maxMessageBytes": relay.settings().max_message_bytes,
             "games": games,
             "gamesVersion": version,
         }),
@@ -270,8 +271,22 @@ async fn serve_game(
     let mut bucket = Bucket::new(relay.settings().game_rate);
     let mut acked = last_seq;
     let mut to_ack = last_seq;
+    let mut chunks = wire::Assembler::default();
     while let Some(text) = incoming.recv().await {
-        if let Some(env) = check(&relay, &sender, &text).await {
+        let env = match check(&relay, &sender, &text).await {
+            Some(env) if env.kind == Kind::Chunk => {
+                match assemble(&relay, &sender, &mut chunks, &env).await {
+                    Some(whole) => Some(whole),
+                    None => continue,
+                }
+            }
+            Some(env) => Some(env),
+            None => {
+                oversize_answer(&relay, &name, &text);
+                None
+            }
+        };
+        if let Some(env) = env {
             // Control traffic (acks, heartbeats) is never counted: refusing it would only cause resends.
             if let Err(retry) = if is_control(env.kind) {
                 Ok(())
@@ -429,6 +444,7 @@ async fn serve_mcp(
         sender.clone(),
         wake,
         closed.clone(),
+        wire::speaks_chunks(&hello.version),
     ));
     let mut bucket = Bucket::new(settings.mcp_rate);
     while let Some(text) = incoming.recv().await {
@@ -508,6 +524,77 @@ async fn serve_mcp(
     forget_link(&relay, &key, link);
 }
 
+/// Takes one `chunk` (PROTOCOL.md §2.1); the whole message once its last chunk is in, validated as if it
+/// had come in one frame (up to [`wire::MAX_ASSEMBLED_BYTES`]).
+async fn assemble(
+    relay: &Relay,
+    sender: &LinkSender,
+    chunks: &mut wire::Assembler,
+    env: &Envelope,
+) -> Option<Envelope> {
+    match chunks.push(env) {
+        Ok(None) => None,
+        Ok(Some(text)) => match wire::parse(&text, wire::MAX_ASSEMBLED_BYTES) {
+            Ok(p) if p.envelope.kind != Kind::Chunk => Some(p.envelope),
+            Ok(p) => {
+                let e = SchemaError {
+                    field: "type".to_owned(),
+                    message: "a chunked message may not itself be a chunk".to_owned(),
+                    id: p.envelope.id,
+                };
+                reply_schema(relay, sender, &e).await;
+                None
+            }
+            Err(e) => {
+                reply_schema(relay, sender, &e).await;
+                None
+            }
+        },
+        Err(e) => {
+            reply_schema(relay, sender, &e).await;
+            None
+        }
+    }
+}
+
+/// A game's message refused for its size may be the answer to a command (a 1.0 adapter cannot chunk): the
+/// command fails at once with the limit named, instead of timing out.
+fn oversize_answer(relay: &Relay, game: &str, text: &str) {
+    let limit = relay.settings().max_message_bytes;
+    if text.len() <= limit {
+        return;
+    }
+    let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    if m.get("type").and_then(Value::as_str) != Some("response") {
+        return;
+    }
+    let Some(id) = m.get("id").and_then(Value::as_str) else {
+        return;
+    };
+    // Only the game the command went to may fail it.
+    if relay.lock().pending.get(id).is_none_or(|p| p.game != game) {
+        return;
+    }
+    tracing::warn!(
+        game,
+        id,
+        bytes = text.len(),
+        limit,
+        "answer over the message limit"
+    );
+    relay.fail_pending(
+        id,
+        Code::ServerError,
+        &format!(
+            "the game's answer is {} bytes, over the relay's message limit of {limit} bytes \
+             (--max-message-bytes); an adapter speaking protocol 1.1 sends it in chunks",
+            text.len()
+        ),
+    );
+}
+
 /// Messages that keep a link going rather than asking for work; no rate limit applies to them.
 fn is_control(kind: Kind) -> bool {
     matches!(kind, Kind::Ack | Kind::Heartbeat)
@@ -553,7 +640,9 @@ async fn write_queue(
     sender: LinkSender,
     wake: Arc<Notify>,
     closed: CancellationToken,
+    chunks: bool,
 ) {
+    let limit = relay.settings().max_message_bytes;
     loop {
         loop {
             let (batch, lost, rate_limited) = {
@@ -601,8 +690,10 @@ async fn write_queue(
                 break;
             };
             for item in batch {
-                if sender.send_text(item.text.to_string()).await.is_err() {
-                    return;
+                for frame in frames(&item.text, item.seq, limit, chunks) {
+                    if sender.send_text(frame).await.is_err() {
+                        return;
+                    }
                 }
             }
             // Only while this is still the live link: a newer one starts again from what was acknowledged.
@@ -617,4 +708,40 @@ async fn write_queue(
             () = closed.cancelled() => return,
         }
     }
+}
+
+/// The frames one queued message goes out as: itself when it fits, else its chunks to a 1.1 client; a 1.0
+/// client gets a message over the 1 MiB frame limit replaced by an error naming the limit.
+fn frames(text: &str, seq: u64, limit: usize, chunks: bool) -> Vec<String> {
+    if text.len() <= limit || (!chunks && text.len() <= wire::HARD_MAX_FRAME_BYTES) {
+        return vec![text.to_owned()];
+    }
+    let (id, game) = match serde_json::from_str::<Value>(text) {
+        Ok(v) => (
+            v["id"].as_str().unwrap_or_default().to_owned(),
+            v["game"].as_str().map(str::to_owned),
+        ),
+        Err(_) => (String::new(), None),
+    };
+    let refuse = |why: String| {
+        vec![
+            super::state::respond_error(
+                &id,
+                game.as_deref(),
+                seq,
+                Code::ServerError,
+                &why,
+                json!({"bytes": text.len(), "limit": wire::HARD_MAX_FRAME_BYTES}),
+            )
+            .to_text(),
+        ]
+    };
+    if !chunks {
+        return refuse(format!(
+            "the answer is {} bytes, over protocol 1.0's frame limit of {} bytes; an MCP server speaking 1.1 gets it in chunks",
+            text.len(),
+            wire::HARD_MAX_FRAME_BYTES
+        ));
+    }
+    wire::split(text, &id, Source::Relay, limit).unwrap_or_else(refuse)
 }

@@ -436,6 +436,7 @@ impl FakeGame {
             return;
         }
         let mut sent_upto = 0u64;
+        let mut max_message: Option<usize> = None;
         loop {
             tokio::select! {
                 () = self.inner.stop.cancelled() => { let _ = link.tx.close().await; return; }
@@ -450,6 +451,9 @@ impl FakeGame {
                             self.inner.connected.store(true, Ordering::SeqCst);
                             self.inner.welcomes.fetch_add(1, Ordering::SeqCst);
                             sent_upto = last;
+                            // A 1.1 relay takes big answers in chunks of at most its message limit.
+                            let v11 = v["version"].as_str().is_some_and(|x| x != "1.0");
+                            max_message = v11.then(|| v["payload"]["maxMessageBytes"].as_u64().unwrap_or(65536) as usize);
                         }
                         Some("ack") => {
                             let n = v["payload"]["seq"].as_u64().unwrap_or(0);
@@ -458,7 +462,9 @@ impl FakeGame {
                         Some("command") => {
                             self.inner.commands.lock().unwrap().push(v.clone());
                             let reply = self.answer(&v);
-                            if link.tx.send(Message::text(reply.to_string())).await.is_err() { return; }
+                            for frame in chunked(&reply, max_message) {
+                                if link.tx.send(Message::text(frame)).await.is_err() { return; }
+                            }
                         }
                         Some("heartbeat") => {}
                         _ => self.inner.from_relay.lock().unwrap().push(v),
@@ -548,6 +554,25 @@ impl FakeGame {
             "get_server_info" => ok(
                 json!({"version": "1.21.4", "onlinePlayers": 2, "maxPlayers": 20, "timeOfDay": 1000, "weather": "clear", "tps": 20.0}),
             ),
+            // A big radius answers every position of the cube: megabytes, as a real world may.
+            "get_world_info" if args["radius"].as_i64().unwrap_or(0) >= 6 => {
+                let r = args["radius"].as_i64().unwrap_or(0);
+                let (x, y, z) = (
+                    args["x"].as_i64().unwrap_or(0),
+                    args["y"].as_i64().unwrap_or(0),
+                    args["z"].as_i64().unwrap_or(0),
+                );
+                let mut blocks = Vec::new();
+                for dx in -r..=r {
+                    for dy in -r..=r {
+                        for dz in -r..=r {
+                            blocks.push(json!({"type": "minecraft:stone", "location":
+                                {"world": "minecraft:overworld", "x": x + dx, "y": y + dy, "z": z + dz}}));
+                        }
+                    }
+                }
+                ok(json!({"blocks": blocks, "entities": []}))
+            }
             "get_world_info" => ok(json!({
                 "blocks": [{"type": "minecraft:grass_block", "location": loc}],
                 "entities": [{"type": "minecraft:player", "location": loc, "name": "Steve"}]})),
@@ -558,6 +583,37 @@ impl FakeGame {
             other => err("INVALID_COMMAND", format!("unknown command type {other}")),
         }
     }
+}
+
+/// The frames a message goes out as (PROTOCOL.md §2.1): itself, or when over `max` bytes and the relay speaks
+/// 1.1, `chunk` messages whose `data` slices together to its text.
+fn chunked(msg: &Value, max: Option<usize>) -> Vec<String> {
+    let text = msg.to_string();
+    let Some(max) = max.filter(|m| text.len() > *m) else {
+        return vec![text];
+    };
+    // A slice escaped in JSON at most doubles (quotes and backslashes); keep well under the limit.
+    let per = (max.saturating_sub(1024) / 2).max(256);
+    let mut parts = Vec::new();
+    let mut start = 0;
+    while start < text.len() {
+        let mut end = (start + per).min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        parts.push(&text[start..end]);
+        start = end;
+    }
+    let id = msg["id"].as_str().unwrap_or_default();
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, data)| {
+            json!({"version": "1.1", "type": "chunk", "id": id, "timestamp": now(), "source": "minecraft",
+                "payload": {"index": i, "count": parts.len(), "data": data}})
+            .to_string()
+        })
+        .collect()
 }
 
 pub fn now() -> u64 {

@@ -194,3 +194,34 @@ test('a relay away for longer than every backoff cap and attempt count is redial
   l.stop()
   await new Promise((resolve) => back.close(resolve))
 })
+
+// Issue 22 item 2 (protocol 1.1, PROTOCOL.md §2.1): an answer over the relay's maxMessageBytes goes in chunk
+// messages that slice together to its text; a 1.0 relay gets it whole, as before.
+test('a big answer goes in chunks to a 1.1 relay, whole to a 1.0 one', async () => {
+  const { wss, state, url } = await relay()
+  const big = { blocks: [...Array(300).keys()].map(i => ({ type: 'minecraft:stone', location: { world: 'w', x: i, y: 64, z: 0 }, note: 'q"\\' })) }
+  const l = link(url, { onCommand: async () => big })
+  l.start()
+  await until(() => state.received.length === 1)
+  state.conns[0].send(env('welcome', 'w', { role: 'minecraft', epoch: 'E', lastSeq: 0, maxMessageBytes: 2000 }, { version: '1.1' }))
+  await until(() => l.welcomed)
+  state.conns[0].send(env('command', 'r1', { command: 'get_world_info', args: {} }))
+  await until(() => state.received.some(m => m.type === 'chunk' && m.payload.index === m.payload.count - 1))
+  const chunks = state.received.filter(m => m.type === 'chunk')
+  assert.ok(chunks.length > 5, `${chunks.length} chunks`)
+  assert.ok(chunks.every((c, i) => c.id === 'r1' && c.payload.index === i && c.payload.count === chunks.length && c.version === '1.1'))
+  assert.ok(chunks.every(c => Buffer.byteLength(JSON.stringify(c)) <= 2000), 'each within maxMessageBytes')
+  const whole = JSON.parse(chunks.map(c => c.payload.data).join(''))
+  assert.strictEqual(whole.type, 'response')
+  assert.strictEqual(whole.id, 'r1')
+  assert.deepStrictEqual(whole.payload.data, big)
+  // A 1.0 relay: whole.
+  state.conns[0].terminate()
+  await until(() => state.conns.length === 2 && state.received.filter(m => m.type === 'hello').length === 2)
+  state.conns[1].send(env('welcome', 'w2', { role: 'minecraft', epoch: 'E', lastSeq: 0 }))
+  await until(() => l.welcomed)
+  state.conns[1].send(env('command', 'r2', { command: 'get_world_info', args: {} }))
+  await until(() => state.received.some(m => m.type === 'response' && m.id === 'r2'))
+  l.stop()
+  wss.close()
+})

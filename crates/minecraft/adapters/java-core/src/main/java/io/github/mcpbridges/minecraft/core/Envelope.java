@@ -7,9 +7,12 @@ import java.util.regex.Pattern;
 
 /** The envelope of crates/minecraft/PROTOCOL.md §2: building messages and validating what arrives. */
 public final class Envelope {
-    public static final String VERSION = "1.0";
+    /** 1.1 added `chunk` (PROTOCOL.md §2.1): an answer over the relay's maxMessageBytes goes in slices. */
+    public static final String VERSION = "1.1";
     public static final List<String> TYPES = List.of(
-            "hello", "welcome", "command", "query", "response", "event", "ack", "subscribe", "heartbeat", "notice", "error");
+            "hello", "welcome", "command", "query", "response", "event", "ack", "subscribe", "heartbeat", "notice", "error", "chunk");
+    /** Room a chunk's envelope takes besides its data. */
+    private static final int CHUNK_OVERHEAD = 512;
     private static final Pattern VERSION_FORMAT = Pattern.compile("\\d+\\.\\d+");
 
     private Envelope() {}
@@ -71,6 +74,61 @@ public final class Envelope {
         }
         boolean degraded = !version.startsWith("1.");
         return new Message(version, type, id, ts.longValue(), source, seq, (Map<String, Object>) payload, degraded);
+    }
+
+    /** Whether a peer whose message said {@code version} reads `chunk` (1.1 or later). */
+    public static boolean speaksChunks(String version) {
+        String[] p = version.split("\\.");
+        try {
+            int major = Integer.parseInt(p[0]);
+            int minor = Integer.parseInt(p[1]);
+            return major > 1 || (major == 1 && minor >= 1);
+        } catch (RuntimeException e) {
+            return false;
+        }
+    }
+
+    /** Bytes one UTF-16 unit takes inside a JSON string (a surrogate pair: 2 + 2). */
+    private static int escapedBytes(char c) {
+        if (c == '"' || c == '\\') return 2;
+        if (c < 0x20) return 6;
+        if (c < 0x80) return 1;
+        if (c < 0x800 || Character.isSurrogate(c)) return 2;
+        return 3;
+    }
+
+    /**
+     * The frames `msg` goes out as: its text, or when that is over {@code maxBytes} (and maxBytes &gt; 0), `chunk`
+     * messages of at most maxBytes whose `data` slices together to that text (PROTOCOL.md §2.1).
+     */
+    public static List<String> frames(Map<String, Object> msg, int maxBytes) {
+        String text = Json.write(msg);
+        if (maxBytes <= 0 || text.getBytes(java.nio.charset.StandardCharsets.UTF_8).length <= maxBytes) return List.of(text);
+        String id = String.valueOf(msg.get("id"));
+        int budget = Math.max(64, maxBytes - CHUNK_OVERHEAD - 2 * id.length() * 3);
+        List<String> parts = new java.util.ArrayList<>();
+        int start = 0;
+        int size = 0;
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            int n = escapedBytes(c);
+            if (size + n > budget && i > start && !Character.isLowSurrogate(c)) {
+                parts.add(text.substring(start, i));
+                start = i;
+                size = 0;
+            }
+            size += n;
+        }
+        parts.add(text.substring(start));
+        List<String> out = new java.util.ArrayList<>(parts.size());
+        for (int i = 0; i < parts.size(); i++) {
+            Map<String, Object> p = new LinkedHashMap<>();
+            p.put("index", (long) i);
+            p.put("count", (long) parts.size());
+            p.put("data", parts.get(i));
+            out.add(Json.write(build("chunk", id, p)));
+        }
+        return out;
     }
 
     /** An `error` message refusing another (PROTOCOL.md §4.7). */

@@ -38,6 +38,8 @@ public final class Session implements AutoCloseable {
     private boolean welcomed;
     private String epoch;
     private long heartbeatIntervalMs = 15_000;
+    /** The relay's message limit when it takes chunks (1.1), else 0: answers go whole. */
+    private int chunkAtBytes;
 
     public Session(BridgeConfig cfg, GameAdapter game, BridgeLog log, String adapterName, String gameVersion) {
         this.cfg = cfg;
@@ -148,6 +150,10 @@ public final class Session implements AutoCloseable {
         }
     }
 
+    private synchronized int chunkLimit() {
+        return chunkAtBytes;
+    }
+
     private synchronized Transport current() {
         return current;
     }
@@ -160,6 +166,8 @@ public final class Session implements AutoCloseable {
         long lastSeq = m.payload().get("lastSeq") instanceof Long l ? l : 0;
         epoch = m.payload().get("epoch") instanceof String e ? e : "";
         if (m.payload().get("heartbeatInterval") instanceof Long h && h > 0) heartbeatIntervalMs = h;
+        chunkAtBytes = !Envelope.speaksChunks(m.version()) ? 0
+                : m.payload().get("maxMessageBytes") instanceof Long b && b > 0 && b <= Integer.MAX_VALUE ? b.intValue() : 65_536;
         outbox.ackUpTo(lastSeq);
         welcomed = true;
         var pendingEvents = outbox.snapshot();
@@ -185,7 +193,10 @@ public final class Session implements AutoCloseable {
         try {
             commands.execute(() -> {
                 try {
-                    reply(origin, response(m.id(), run(t, (Map<String, Object>) args)));
+                    Map<String, Object> answer = response(m.id(), run(t, (Map<String, Object>) args));
+                    if (origin != null) {
+                        for (String frame : Envelope.frames(answer, chunkLimit())) origin.send(frame);
+                    }
                 } finally {
                     pending.decrementAndGet();
                 }

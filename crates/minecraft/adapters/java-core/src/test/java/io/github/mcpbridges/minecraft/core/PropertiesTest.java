@@ -194,7 +194,7 @@ class PropertiesTest {
             }
             Thread.sleep(200);
             for (Map<String, Object> m : wire.messages()) {
-                assertEquals("1.0", m.get("version"), m.toString());
+                assertEquals(Envelope.VERSION, m.get("version"), m.toString());
                 assertEquals("minecraft", m.get("source"));
                 assertTrue(m.get("timestamp") instanceof Long);
                 assertTrue(m.get("payload") instanceof Map);

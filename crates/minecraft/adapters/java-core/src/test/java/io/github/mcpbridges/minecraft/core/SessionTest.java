@@ -45,6 +45,52 @@ class SessionTest {
         }
     }
 
+    /** Issue 22 item 2 (protocol 1.1, PROTOCOL.md §2.1): an answer over maxMessageBytes goes in chunks. */
+    @Test
+    @SuppressWarnings("unchecked")
+    void aBigAnswerGoesInChunksToA11RelayAndWholeToA10One() throws Exception {
+        try (Session s = new Session(BridgeConfig.defaults(), new FakeGame(), new Wire.Log(), "test", "1.21.1")) {
+            Wire wire = new Wire();
+            s.onOpen(wire);
+            s.onText(Wire.relay("welcome", "w1", Models.map("role", "minecraft", "epoch", "E1", "lastSeq", 0L, "maxMessageBytes", 2000L)));
+            s.onText(Wire.command("r1", "get_world_info", Models.map("x", 0L, "y", 64L, "z", 0L, "radius", 16L)));
+            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+            List<Map<String, Object>> chunks = List.of();
+            while (System.nanoTime() < deadline) {
+                chunks = wire.ofType("chunk");
+                if (!chunks.isEmpty() && ((Map<String, Object>) chunks.get(chunks.size() - 1).get("payload")).get("index")
+                        .equals(((Map<String, Object>) chunks.get(0).get("payload")).get("count") instanceof Long c ? c - 1 : -1)) break;
+                Thread.sleep(5);
+            }
+            assertTrue(chunks.size() > 1, "chunks: " + chunks.size());
+            StringBuilder whole = new StringBuilder();
+            for (int i = 0; i < chunks.size(); i++) {
+                Map<String, Object> p = (Map<String, Object>) chunks.get(i).get("payload");
+                assertEquals((long) i, p.get("index"));
+                assertEquals("r1", chunks.get(i).get("id"));
+                whole.append((String) p.get("data"));
+            }
+            synchronized (wire.sent) {
+                for (String t : wire.sent) if (t.contains("\"type\":\"chunk\"")) assertTrue(t.getBytes(java.nio.charset.StandardCharsets.UTF_8).length <= 2000, t.length() + " bytes");
+            }
+            Map<String, Object> response = (Map<String, Object>) Json.parse(whole.toString());
+            assertEquals("response", response.get("type"));
+            Map<String, Object> data = (Map<String, Object>) ((Map<String, Object>) response.get("payload")).get("data");
+            assertEquals(33, ((List<?>) data.get("blocks")).size());
+
+            Wire old = new Wire();
+            s.onClose();
+            s.onOpen(old);
+            Map<String, Object> w10 = Envelope.build("welcome", "w2", Models.map("role", "minecraft", "epoch", "E1", "lastSeq", 0L, "maxMessageBytes", 2000L));
+            w10.put("version", "1.0");
+            w10.put("source", "relay");
+            s.onText(Json.write(w10));
+            s.onText(Wire.command("r2", "get_world_info", Models.map("x", 0L, "y", 64L, "z", 0L, "radius", 16L)));
+            old.await("response", 1);
+            assertTrue(old.ofType("chunk").isEmpty(), "a 1.0 relay never gets chunks");
+        }
+    }
+
     @Test
     void outboxBoundByCountAndBytesDropsTheOldest() {
         Outbox byCount = new Outbox(3, 1 << 20);
