@@ -225,11 +225,7 @@ impl GameLink {
                     "the connected game does not know `{}`: it answered {message:?}",
                     method.name()
                 ))
-                .with_hint(format!(
-                    "`{}` needs Bitburner {} or newer; update the game or use another tool",
-                    method.name(),
-                    method.since()
-                )))
+                .with_hint(unsupported_hint(method)))
             }
             Outcome::Error(message) => {
                 // A refusal still proves the method exists.
@@ -342,6 +338,24 @@ impl GameLink {
             listen: format!("ws://{host}:{port}"),
             calls_waiting_for_game: self.waiting.load(Ordering::SeqCst),
         }
+    }
+}
+
+/// What the player can do when the connected game lacks `method`.
+fn unsupported_hint(method: Method) -> String {
+    match method {
+        // No other tool can fetch a save: the game's own menu can.
+        Method::GetSaveFile => format!(
+            "this game is older than {}, which is the first to send its save through the Remote API: ask the \
+             player to save it from the game instead (Options → Export Game, which downloads the save file), \
+             or to update the game",
+            method.since()
+        ),
+        _ => format!(
+            "`{}` needs Bitburner {} or newer; update the game or use another tool",
+            method.name(),
+            method.since()
+        ),
     }
 }
 

@@ -106,6 +106,7 @@ pub struct ReadArgs {
     pub offset: usize,
     /// Most bytes to return (default 65536, at most 1048576). Pages end at a line end.
     #[serde(default)]
+    #[schemars(range(min = 1, max = super::page::MAX_PAGE_BYTES))]
     pub limit: Option<usize>,
     /// The `cursor` of the previous page: the next pages come from the same content, downloaded once. If
     /// the file changed since, the read restarts at offset 0 and says so (`restarted`).
@@ -149,6 +150,7 @@ pub struct AllFilesArgs {
     /// Most content bytes in this page (default 65536, at most 1048576). A file that does not fit alone is
     /// listed without its content: read it with read_file.
     #[serde(default)]
+    #[schemars(range(min = 1, max = super::page::MAX_PAGE_BYTES))]
     pub max_bytes: Option<usize>,
 }
 
@@ -200,6 +202,7 @@ pub struct DefinitionArgs {
     pub offset: usize,
     /// Most bytes to return (default 65536, at most 1048576). Pages end at a line end.
     #[serde(default)]
+    #[schemars(range(min = 1, max = super::page::MAX_PAGE_BYTES))]
     pub limit: Option<usize>,
 }
 

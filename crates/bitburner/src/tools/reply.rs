@@ -87,8 +87,21 @@ pub fn explain(method: Method, e: ToolError) -> ToolError {
          call status to see which version is connected"
     } else if message.starts_with("Cannot delete a script that is currently running") {
         "ask the player to kill the script first (or `kill` it in the game's terminal), then delete it"
-    } else if method == Method::CalculateRam && message.contains("not a script") {
+    } else if method == Method::CalculateRam
+        && (message.contains("not a script") || message.starts_with("Filename isn't a script"))
+    {
         "calculate_ram needs a script (.js .jsx .ts .tsx .script), not a text file"
+    } else if (message.starts_with("Script ") || message.starts_with("Text file "))
+        && message.ends_with(" not found.")
+    {
+        "no such file on that server, so nothing was deleted: call list_files to see its files (paths have no \
+         leading `/`)"
+    } else if message == "Misses parameters" || message == "Message misses parameters" {
+        "the game did not find the arguments it expects: this bridge always sends them, so the game is a \
+         version the bridge does not know; call status, and update the game (or the bridge)"
+    } else if message.starts_with("Invalid file path") || message == "Invalid filename" {
+        "the game refused the file name: use a path like `dir/name.js` (no spaces, none of * ? [ ] ! \\ ~ | # \" ', \
+         no `..` above the root); call list_files to see the names on that server"
     } else {
         return e;
     };
