@@ -47,12 +47,23 @@ local JSON_IN = { parse_empty_array = false } -- the default returns a read-only
 
 local PACKED = setmetatable({}, { __mode = "k" }) -- value lists made by pack → their length
 
+-- textutils writes numbers with %.14g: numbers it would round travel as a placeholder string that send
+-- replaces with their exact text (integers as integers, other numbers with 17 significant digits).
+local exactNumbers = nil
+local NUM_TAG = "mcp-num-0f6e-"
+
 local function clean(v, depth, seen)
   local t = type(v)
   if t == "number" then
     if v ~= v then return "nan" end
     if v == math.huge then return "inf" end
     if v == -math.huge then return "-inf" end
+    if exactNumbers and tonumber(("%.14g"):format(v)) ~= v then
+      local text
+      if v == math.floor(v) and v > -2 ^ 63 and v < 2 ^ 63 then text = ("%d"):format(v) else text = ("%.17g"):format(v) end
+      exactNumbers[#exactNumbers + 1] = text
+      return NUM_TAG .. #exactNumbers
+    end
     return v
   elseif t == "string" or t == "boolean" or t == "nil" then
     return v
@@ -297,7 +308,41 @@ local function runEnv(emit)
   return env
 end
 
-handlers["lua.run"] = function(p)
+-- A terminal that writes into the run's output instead of the screen: programs started with shell.run, and
+-- anything that writes through term, print into `output` and leave the player's screen alone. Moving the
+-- cursor down (print's newline, a scroll) is a newline in the output.
+local function captureTerm(emit)
+  local native = term.native and term.native() or term.current()
+  local w, h = native.getSize()
+  local x, y, fg, bg, blink = 1, 1, colors and colors.white or 1, colors and colors.black or 32768, false
+  local t = {}
+  function t.write(text) text = tostring(text) emit(text) x = x + #text end
+  function t.blit(text) t.write(text) end
+  function t.setCursorPos(nx, ny)
+    if type(ny) == "number" and ny > y then emit(("\n"):rep(math.min(ny - y, h))) end
+    x, y = nx, ny
+  end
+  function t.getCursorPos() return x, y end
+  function t.scroll(n) if type(n) == "number" and n > 0 then emit(("\n"):rep(math.min(n, h))) end end
+  function t.getSize() return w, h end
+  function t.clear() end
+  function t.clearLine() end
+  function t.setCursorBlink(b) blink = b end
+  function t.getCursorBlink() return blink end
+  function t.isColor() return native.isColor() end
+  t.isColour = t.isColor
+  function t.setTextColor(c) fg = c end
+  t.setTextColour = t.setTextColor
+  function t.getTextColor() return fg end
+  t.getTextColour = t.getTextColor
+  function t.setBackgroundColor(c) bg = c end
+  t.setBackgroundColour = t.setBackgroundColor
+  function t.getBackgroundColor() return bg end
+  t.getBackgroundColour = t.getBackgroundColor
+  return setmetatable(t, { __index = function(_, k) return native[k] end })
+end
+
+handlers["lua.run"] = function(p, task)
   if type(p.code) ~= "string" then fail("invalid", "code must be a string") end
   local out, size, truncated = {}, 0, false
   local function emit(s)
@@ -309,12 +354,21 @@ handlers["lua.run"] = function(p)
     out[#out + 1] = s
     size = size + #s
   end
+  if task then
+    task.term = captureTerm(emit)
+    term.redirect(task.term)
+  end
   local fn, err = load(p.code, "=mcp", "t", runEnv(emit))
   if not fn then fail("syntax", err, { output = "" }) end
   local r = table.pack(pcall(fn))
   if not r[1] then
     local msg = r[2]
-    if type(msg) ~= "string" then msg = tostring(msg) end
+    if type(msg) == "table" then
+      local okJson, json = pcall(textutils.serializeJSON, clean(msg))
+      msg = okJson and json or tostring(msg)
+    elseif type(msg) ~= "string" then
+      msg = tostring(msg)
+    end
     fail("lua", msg, { output = table.concat(out), truncated = truncated })
   end
   local result = pack(table.unpack(r, 2, r.n))
@@ -328,6 +382,12 @@ end
 local function needPath(p)
   local path = p.path
   if type(path) ~= "string" then fail("invalid", "path must be a string") end
+  -- Counted here, not left to fs.combine: runtimes differ on a leading "/.." (CraftOS-PC drops it).
+  local depth = 0
+  for part in path:gmatch("[^/\\]+") do
+    if part == ".." then depth = depth - 1 elseif part ~= "." then depth = depth + 1 end
+    if depth < 0 then fail("invalid", ("path %q climbs above the computer's root"):format(path)) end
+  end
   local ok, full = pcall(fs.combine, path)
   if not ok or full == ".." or full:sub(1, 3) == "../" then
     fail("invalid", ("path %q climbs above the computer's root"):format(path))
@@ -506,9 +566,20 @@ local timeouts = {}     -- timer id → request id
 
 -- The client's messages go to the terminal it started on, whatever run_lua code redirected the terminal to
 -- (a paging terminal would make print wait for a key and stall the link).
+-- In the background the player's screen is theirs: the client's status lines go to /mcp/client.log, and only
+-- what the player must act on (the bridge refusing the link) is shown.
 local screen = term.current()
-local function log(...)
-  local line = "[mcp] " .. table.concat({ ... }, " ")
+local LOG = "/mcp/client.log"
+local function log(line, show)
+  line = "[mcp] " .. line
+  if BACKGROUND then
+    pcall(function()
+      if fs.exists(LOG) and fs.getSize(LOG) > 16384 then fs.delete(LOG) end
+      local h = fs.open(LOG, "a")
+      if h then h.writeLine(line) h.close() end
+    end)
+    if not show then return end
+  end
   local previous = term.redirect(screen)
   pcall(print, line)
   term.redirect(previous)
@@ -525,7 +596,14 @@ local function rawSend(text)
 end
 
 local function send(frame)
-  local ok, text = pcall(textutils.serializeJSON, clean(frame))
+  exactNumbers = {}
+  local cleaned = clean(frame)
+  local numbers = exactNumbers
+  exactNumbers = nil
+  local ok, text = pcall(textutils.serializeJSON, cleaned)
+  if ok and #numbers > 0 then
+    text = text:gsub('"' .. NUM_TAG:gsub("%-", "%%-") .. '(%d+)"', function(k) return numbers[tonumber(k)] end)
+  end
   local raw = type(frame.result) == "table" and RAW[frame.result]
   if ok and raw then
     local i, j = text:find('"' .. RAW_MARK .. '"', 1, true)
@@ -581,9 +659,17 @@ local function finish(id, ok, value)
   end
 end
 
+-- A run's terminal redirect is its own: set while its coroutine runs, put back after, so overlapping runs
+-- and the client never write into each other's terminal.
 local function resume(id, ...)
   local task = tasks[id]
+  local before = term.current()
+  if task.term then term.redirect(task.term) end
   local r = table.pack(coroutine.resume(task.co, ...))
+  if task.term then
+    task.term = term.current()
+    term.redirect(before)
+  end
   if coroutine.status(task.co) == "dead" then
     finish(id, r[1], r[2])
   else
@@ -605,7 +691,8 @@ local function startRequest(frame)
     return
   end
   local params = type(frame.params) == "table" and frame.params or {}
-  local task = { co = coroutine.create(function() return handler(params) end), run = frame.method == "lua.run" }
+  local task = { run = frame.method == "lua.run" }
+  task.co = coroutine.create(function() return handler(params, task) end)
   if task.run then runStarted() end
   local timeout = tonumber(params.timeout) or DEFAULT_TIMEOUT
   if timeout > 0 then
@@ -660,7 +747,7 @@ local function onFrame(text)
   elseif frame.type == "hello-rejected" then
     -- A refusal (another machine holds this computer's id, or a protocol mismatch) will not change by itself:
     -- show it in full and come back rarely instead of fighting over the id.
-    log("bridge refused the link: " .. tostring(frame.error))
+    log("bridge refused the link: " .. tostring(frame.error), true)
     pcall(ws.close)
     url = nil
     scheduleRetry("refused", REFUSED_RETRY)

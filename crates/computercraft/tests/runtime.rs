@@ -128,10 +128,11 @@ async fn a_timed_out_run_leaves_the_terminal_globals_and_apis_as_they_were() {
             .await,
     );
     assert_eq!(e["code"], "E_TIMEOUT", "{e}");
+    // The pager waited in the run's own captured terminal (issue 24): the player's screen stays clean.
     assert!(
-        sim.screen()
+        !sim.screen()
             .iter()
-            .any(|r| r == "Press any key to continue"),
+            .any(|r| r == "Press any key to continue" || r == "page"),
         "{:?}",
         sim.screen()
     );
@@ -140,7 +141,7 @@ async fn a_timed_out_run_leaves_the_terminal_globals_and_apis_as_they_were() {
             .call(
                 "run_lua",
                 json!({"computer": 53, "code":
-        "return term.current() == term.native(), leaked, os.pullEvent == os.pullEventRaw"}),
+        "local _, y = term.current().getCursorPos() return y == 1, leaked, os.pullEvent == os.pullEventRaw"}),
             )
             .await,
     );
@@ -472,5 +473,109 @@ async fn running_startup_again_is_not_a_second_computer() {
     assert_eq!(health["refused_links"], 0, "{health}");
     let p = h.call("probe-computers", json!({})).await;
     assert_eq!(text_of(&p), "pong from 59 (Label: desk)");
+    sim.stop();
+}
+
+/// Issue 24 item 6: a program run with shell.run prints into the result's `output`, not on the player's
+/// screen, and the client in the background writes its status lines to its log, not the screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn program_output_is_captured_and_the_screen_stays_clean() {
+    let h = start_bridge(test_config()).await;
+    let sim = installed(&h, 61, "desk").await;
+    ok_of(
+        &h.call(
+            "fs_write",
+            json!({"computer": 61, "path": "hello.lua", "content": "print('from program') term.write('raw') print() write('a\\nb')"}),
+        )
+        .await,
+    );
+    let r = ok_of(
+        &h.call(
+            "run_lua",
+            json!({"computer": 61, "code": "local ok = shell.run('hello') print('after') return ok"}),
+        )
+        .await,
+    );
+    assert_eq!(r["values"], json!([true]));
+    assert_eq!(r["output"], "from program\nraw\na\nbafter\n", "{r}");
+    let screen = sim.screen().join("\n");
+    assert!(!screen.contains("from program"), "{screen}");
+    assert!(!screen.contains("[mcp]"), "{screen}");
+    sim.stop();
+}
+
+/// Issue 24 item 6: a path that climbs above the root is refused however it is spelled; one that climbs
+/// back inside is normalised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paths_above_the_root_are_refused_however_spelled() {
+    let h = start_bridge(test_config()).await;
+    let sim = h.link(h.computer(62, None, SimKind::Computer)).await;
+    for bad in ["/../x", "a/../../x", "..", "\\..\\x"] {
+        let e = error_of(
+            &h.call("fs_read", json!({"computer": 62, "path": bad}))
+                .await,
+        );
+        assert_eq!(e["code"], "E_INVALID_ARGUMENT", "{bad}: {e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("climbs above"),
+            "{e}"
+        );
+        let e = error_of(
+            &h.call(
+                "fs_write",
+                json!({"computer": 62, "path": bad, "content": "x"}),
+            )
+            .await,
+        );
+        assert_eq!(e["code"], "E_INVALID_ARGUMENT", "{bad}: {e}");
+    }
+    ok_of(
+        &h.call(
+            "fs_write",
+            json!({"computer": 62, "path": "a/../b.txt", "content": "in"}),
+        )
+        .await,
+    );
+    let r = ok_of(
+        &h.call("fs_read", json!({"computer": 62, "path": "/b.txt"}))
+            .await,
+    );
+    assert_eq!(r["content"], "in");
+    sim.stop();
+}
+
+/// Issue 24 item 6: an error raised with a table reads as its contents, and numbers come back exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_errors_are_readable_and_numbers_exact() {
+    let h = start_bridge(test_config()).await;
+    let sim = h.link(h.computer(63, None, SimKind::Computer)).await;
+    let e = error_of(
+        &h.call(
+            "run_lua",
+            json!({"computer": 63, "code": "error({reason = 'jammed', slot = 3})"}),
+        )
+        .await,
+    );
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains("\"reason\":\"jammed\"") && msg.contains("\"slot\":3"),
+        "{e}"
+    );
+    assert!(!msg.contains("table: "), "{e}");
+    let r = ok_of(
+        &h.call(
+            "run_lua",
+            json!({"computer": 63, "code": "return 0.1 + 0.2, 1/3, 2^53, 123456789012345678, math.pi * 1e200, 3, {x = 0.1 + 0.2}"}),
+        )
+        .await,
+    );
+    let v = r["values"].as_array().unwrap();
+    assert_eq!(v[0].as_f64(), Some(0.1 + 0.2));
+    assert_eq!(v[1].as_f64(), Some(1.0 / 3.0));
+    assert_eq!(v[2].as_f64(), Some(9_007_199_254_740_992.0));
+    assert_eq!(v[3].as_f64(), Some(123_456_789_012_345_678.0));
+    assert_eq!(v[4].as_f64(), Some(std::f64::consts::PI * 1e200));
+    assert_eq!(v[5], json!(3));
+    assert_eq!(v[6]["x"].as_f64(), Some(0.1 + 0.2));
     sim.stop();
 }

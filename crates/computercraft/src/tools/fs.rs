@@ -29,6 +29,27 @@ pub enum Encoding {
     Base64,
 }
 
+/// A path that climbs above the computer's root (`..`, `/../x`, `a/../../x`) is the caller's mistake, whatever
+/// the runtime's `fs.combine` would make of it.
+fn check_path(field: &str, path: &str) -> Result<(), ToolError> {
+    let mut depth = 0usize;
+    for part in path.split(['/', '\\']) {
+        match part.trim() {
+            "" | "." => {}
+            ".." => {
+                depth = depth.checked_sub(1).ok_or_else(|| {
+                    ToolError::invalid_argument(
+                        field,
+                        format!("{field} {path:?} climbs above the computer's root"),
+                    )
+                })?;
+            }
+            _ => depth += 1,
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FsListArgs {
@@ -38,7 +59,13 @@ pub struct FsListArgs {
     #[serde(default)]
     pub path: Option<String>,
 }
-impl Validate for FsListArgs {}
+impl Validate for FsListArgs {
+    fn validate(&self) -> Result<(), ToolError> {
+        self.path
+            .as_deref()
+            .map_or(Ok(()), |p| check_path("path", p))
+    }
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -50,7 +77,8 @@ pub struct FsPathArgs {
 }
 impl Validate for FsPathArgs {
     fn validate(&self) -> Result<(), ToolError> {
-        check::non_empty("path", &self.path)
+        check::non_empty("path", &self.path)?;
+        check_path("path", &self.path)
     }
 }
 
@@ -71,6 +99,7 @@ pub struct FsWriteArgs {
 impl Validate for FsWriteArgs {
     fn validate(&self) -> Result<(), ToolError> {
         check::non_empty("path", &self.path)?;
+        check_path("path", &self.path)?;
         check::max_bytes("content", &self.content, MAX_FILE * 4 / 3 + 4)
     }
 }
