@@ -3,11 +3,14 @@
 //! 1. `debug_status` round trip through the file protocol (client → `.vsc-bridge/execute/<job>/` → headless host
 //!    → answer files → client), p50/p99, against VSC-Bridge's 50 ms polling; both the raw client and a full MCP
 //!    call (rmcp client → bridge → files → host).
+//!    The raw round trip again with a CPU-bound process (a shell busy loop) running beside it.
 //! 2. Breakpoint hit → variables listed on debugpy: through the bridge (MCP, dap backend) against the same DAP
 //!    steps sent straight to debugpy, in the same run.
+//! 3. The headless host's CPU while idle (`debug-host`, utime + stime from /proc over 30 s).
+//! 4. `debug_list_variables` on a frame holding a 10 000-element list (default page, and maxDepth 3).
 //!
-//!   cargo bench -p bridge-debug --bench debug_bench              # 500 round trips, 5 debug runs
-//!   cargo bench -p bridge-debug --bench debug_bench -- 2000 10
+//!   cargo bench -p bridge-debug --bench debug_bench              # 500 round trips, 5 debug runs, 30 s idle
+//!   cargo bench -p bridge-debug --bench debug_bench -- 2000 10 60
 //!
 //! Needs debugpy from scripts/install-peers (.peers/venv/bin/python).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -32,6 +35,7 @@ fn main() {
         .collect();
     let trips = args.first().copied().unwrap_or(500);
     let runs = args.get(1).copied().unwrap_or(5);
+    let idle_secs = args.get(2).copied().unwrap_or(30) as u64;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -48,7 +52,107 @@ fn main() {
         );
         file_protocol(trips).await;
         breakpoint_to_variables(runs).await;
+        list_variables_10k().await;
+        idle_host_cpu(idle_secs);
     });
+}
+
+/// A shell busy loop: the CPU-bound job beside the round trips. Killed by its pid when dropped.
+struct Hog(std::process::Child);
+
+impl Hog {
+    fn start() -> Self {
+        Self(
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+fn idle_host_cpu(secs: u64) {
+    let ws = workspace("idle");
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_debug-host"))
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("--python")
+        .arg(python())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let before = cpu_ticks(host.id());
+    std::thread::sleep(Duration::from_secs(secs));
+    let used = cpu_ticks(host.id()) - before;
+    let _ = host.kill();
+    let _ = host.wait();
+    // USER_HZ is 100 on Linux.
+    println!(
+        "{:<58} {used} ticks = {} ms of CPU in {secs} s ({:.2}% of a core)",
+        "idle debug-host CPU (utime+stime)",
+        used * 10,
+        used as f64 * 10.0 / (secs as f64 * 10.0)
+    );
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+async fn list_variables_10k() {
+    let ws = workspace("vars");
+    std::fs::write(
+        ws.join("big.py"),
+        "def main():\n    xs = list(range(10000))\n    rows = [{'i': i} for i in range(200)]\n    print(len(xs), len(rows))\n\n\nmain()\n",
+    )
+    .unwrap();
+    let env = bridge_core::BridgeEnv::new();
+    let bridge = Debug::start(args(&ws, BackendChoice::Dap), &env)
+        .await
+        .unwrap();
+    let c = mcp_testkit::pipe_client(bridge, mcp_testkit::Era::Legacy, vec![]).await;
+    mcp_testkit::call(&c, "breakpoint_set", json!({"path": "big.py", "line": 4})).await;
+    let r = mcp_testkit::call(
+        &c,
+        "debug_start",
+        json!({"config": {"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/big.py"},
+            "wait": true, "timeoutMs": 30000}),
+    )
+    .await;
+    assert_ne!(r.is_error, Some(true));
+    for (label, a) in [
+        (
+            "default page (maxDepth 1, 50 a page)",
+            json!({"scope": "local"}),
+        ),
+        ("maxDepth 3", json!({"scope": "local", "maxDepth": 3})),
+    ] {
+        let mut samples = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let r = mcp_testkit::call(&c, "debug_list_variables", a.clone()).await;
+            assert_ne!(r.is_error, Some(true));
+            samples.push(t.elapsed());
+        }
+        report(
+            &format!("list_variables, 10 000-element list: {label}"),
+            samples,
+        );
+    }
+    mcp_testkit::call(&c, "debug_stop", json!({})).await;
+    let _ = std::fs::remove_dir_all(&ws);
 }
 
 fn python() -> PathBuf {
@@ -135,6 +239,24 @@ async fn file_protocol(trips: usize) {
         raw.push(t.elapsed());
     }
     report("debug_status via files + host (raw fs client)", raw);
+    {
+        let _hog = Hog::start();
+        let mut busy = Vec::new();
+        for _ in 0..trips {
+            let t = Instant::now();
+            let ctx = RunCtx {
+                cancel: CancellationToken::new(),
+                tool: None,
+            };
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            client
+                .run("debug.status", json!({}), deadline, ctx)
+                .await
+                .unwrap();
+            busy.push(t.elapsed());
+        }
+        report("  the same, a CPU-bound process beside it", busy);
+    }
     let env = bridge_core::BridgeEnv::new();
     let bridge = Debug::start(args(&ws, BackendChoice::Vscode), &env)
         .await
