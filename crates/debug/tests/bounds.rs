@@ -269,3 +269,46 @@ async fn jobs_share_one_watcher_no_thread_per_job_on_either_side() {
     );
     run("debug.stop", json!({}), 10_000).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_flooding_output_events_is_held_to_the_journal_bound() {
+    use bridge_debug::config::BackendChoice;
+    let ws = workspace("bound-output");
+    let flood = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/flood_dap.py");
+    let python = ws.join("flood-python");
+    std::fs::write(
+        &python,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = -c ] && exit 0\nexec python3 '{}'\n",
+            flood.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut a = args(&ws, BackendChoice::Dap);
+    a.python = Some(python);
+    let c = client(a).await;
+    let before = vm_hwm("self");
+    let (code, e) = support::code(
+        &c,
+        "debug_start",
+        json!({"launch": "py", "timeoutMs": 60000}),
+    )
+    .await;
+    assert_eq!(code, "E_LAUNCH_FAILED", "{e}");
+    let after = vm_hwm("self");
+    assert!(
+        after < before + 96 * MIB,
+        "the bridge's peak RSS grew from {before} to {after} bytes for 500 MiB of output events"
+    );
+    let logs = data(&c, "dap_logs", json!({})).await;
+    assert!(
+        logs.to_string().contains("yyyy"),
+        "the output was journaled"
+    );
+    assert!(
+        logs.to_string().len() < 8 * MIB as usize,
+        "the journal keeps its bound: {} bytes",
+        logs.to_string().len()
+    );
+}
