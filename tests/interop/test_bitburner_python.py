@@ -142,7 +142,8 @@ async def test_every_tool(connect, transport: str, era: str, save_dir: Path) -> 
         tools = {t.name for t in (await client.list_tools()).tools}
         assert {"list_files", "read_file", "write_file", "delete_file", "get_all_files", "calculate_ram",
                 "get_netscript_definitions", "get_all_servers", "get_file_metadata", "get_all_file_metadata",
-                "get_save_file", "status", "poll_events"} == tools
+                "get_save_file", "status", "poll_events", "run_script", "get_script_logs", "kill_script",
+                "get_server_state"} == tools
 
         written = await ok(client, "write_file", {"filename": "/lib/hack.js", "content": SCRIPT})
         assert written["filename"] == "lib/hack.js" and written["server"] == "home"

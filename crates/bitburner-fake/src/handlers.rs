@@ -340,7 +340,7 @@ fn calculate_ram(world: &mut World, version: GameVersion, params: Option<&Value>
 
 /// A stand-in for the game's static RAM calculator: 1.6 GB base plus a few NS call costs; unbalanced braces
 /// stand in for a syntax error. Matches §8 ids 4 (1.7 for one `ns.hack`) and 20 (syntax error).
-fn ram_cost(code: &str) -> Option<f64> {
+pub(crate) fn ram_cost(code: &str) -> Option<f64> {
     let opens = code.matches('{').count();
     let closes = code.matches('}').count();
     if opens != closes {

@@ -5,9 +5,11 @@
 //! Tests steer it through [`GameConnection`]: stop answering (a hung game), send raw frames, close.
 
 mod handlers;
+mod helper;
 mod world;
 
 pub use handlers::{Reply, dispatch};
+pub use helper::{HelperHandle, Process};
 pub use world::{GameFile, GameServer, World};
 
 use futures::{SinkExt, StreamExt};

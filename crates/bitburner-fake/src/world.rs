@@ -96,6 +96,11 @@ impl GameServer {
 pub struct World {
     pub servers: Vec<GameServer>,
     pub definitions: String,
+    /// Scripts the in-game helper started (`helper.rs`).
+    pub processes: Vec<crate::helper::Process>,
+    pub next_pid: u64,
+    /// The player's money, as the helper reports it.
+    pub money: f64,
 }
 
 impl Default for World {
@@ -109,6 +114,9 @@ impl Default for World {
                 GameServer::new("pserv-0", "21.4.8.1", true, true),
             ],
             definitions: default_definitions(),
+            processes: Vec::new(),
+            next_pid: 0,
+            money: 1_000_000.0,
         }
     }
 }

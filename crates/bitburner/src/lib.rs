@@ -43,8 +43,9 @@ pub const MAX_GAME_FRAME_BYTES: usize = 32 << 20;
 const INSTRUCTIONS: &str = "Tools for the game Bitburner through its Remote API: read, write and delete the \
 scripts and text files on in-game servers, compute a script's RAM cost, and read the NetScript type \
 declarations. `server` defaults to `home`. The game connects to this bridge, not the other way round: when a \
-tool reports E_DISCONNECTED, tell the player the hint's steps. Scripts cannot be run through this API: write \
-them, then ask the player to run them. The event stream `connection` tells when the game connects or \
+tool reports E_DISCONNECTED, tell the player the hint's steps. Scripts run through the in-game helper \
+(run_script, get_script_logs, kill_script, get_server_state): when one answers E_UNSUPPORTED, tell the player the \
+one command in its hint (`run mcp-helper.js`). The event stream `connection` tells when the game connects or \
 disconnects: poll_events with `wait_ms` waits for it.";
 
 /// The event stream of game connects and disconnects.

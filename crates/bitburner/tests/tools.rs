@@ -179,9 +179,13 @@ async fn tools_list_is_strict_and_complete() {
             "get_file_metadata",
             "get_netscript_definitions",
             "get_save_file",
+            "get_script_logs",
+            "get_server_state",
+            "kill_script",
             "list_files",
             "poll_events",
             "read_file",
+            "run_script",
             "status",
             "write_file"
         ]

@@ -1,11 +1,12 @@
-//! The MCP tools: strict arguments, one Remote API method each, no passthrough of other methods.
-//! Running scripts is deliberately absent: the game's Remote API cannot, and a relay through an in-game
-//! daemon would hand an agent arbitrary code execution inside the player's save.
+//! The MCP tools: strict arguments, one Remote API method each, no passthrough of other methods. Running
+//! scripts, which the Remote API cannot, goes through the in-game helper (`helper`): four fixed operations
+//! on scripts already in the game, never code sent by the agent.
 
 pub mod args;
 pub mod definitions;
 pub mod files;
 pub mod game;
+pub mod helper;
 pub mod page;
 pub mod pins;
 pub mod reply;
@@ -89,6 +90,7 @@ impl Ctx {
 pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     let mut all = files::specs(ctx);
     all.extend(game::specs(ctx));
+    all.extend(helper::specs(ctx));
     all
 }
 
