@@ -10,7 +10,9 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn get_world_info_at_radius_16_answers_through_the_mcp_server() {
-    let relay = start_relay(relay_args(&[])).await; // default 64 KiB message limit
+    // Default 64 KiB message limit. The stand-in game builds the 36 000-block answer on its link's task, not
+    // reading pings meanwhile: under a loaded test run that can outlast the 1 s test heartbeat.
+    let relay = start_relay(relay_args(&["--heartbeat-interval-ms", "15000"])).await;
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
     let server = McpServer::start(mc_args(&[

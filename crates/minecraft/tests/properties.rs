@@ -100,7 +100,7 @@ fn queued(relay: &Relay, key: &ClientKey) -> Vec<Value> {
         .queue
         .after(0, usize::MAX)
         .into_iter()
-        .map(|i| serde_json::from_str(&i.text).unwrap())
+        .map(|i| serde_json::from_str(&i.text()).unwrap())
         .collect()
 }
 

@@ -42,6 +42,18 @@ pub struct RelayArgs {
           value_parser = config::ranged("MESSAGE_QUEUE_BYTES", 1024usize, 1 << 30))]
     pub queue_bytes: usize,
 
+    /// Most client ids (queues) one MCP token may hold; a new one beyond it replaces the least recently used
+    /// disconnected queue (reported to that client as lost if it comes back), or is refused when all are connected.
+    #[arg(id = "mc_clients_per_token", long = "clients-per-token", env = "RELAY_CLIENTS_PER_TOKEN", default_value = "16",
+          value_parser = config::ranged("RELAY_CLIENTS_PER_TOKEN", 1usize, 10_000))]
+    pub clients_per_token: usize,
+
+    /// Most bytes all the queues of one MCP token hold together; least recently used disconnected queues go
+    /// first, then the oldest messages of its largest queue.
+    #[arg(id = "mc_token_queue_bytes", long = "token-queue-bytes", env = "RELAY_TOKEN_QUEUE_BYTES", default_value = "33554432",
+          value_parser = config::ranged("RELAY_TOKEN_QUEUE_BYTES", 1024usize, 1 << 34))]
+    pub token_queue_bytes: usize,
+
     /// Application heartbeat interval in ms (the seed's heartbeatInterval); dead peers are found by
     /// WebSocket pings at the same interval.
     #[arg(id = "mc_heartbeat_interval_ms", long = "heartbeat-interval-ms", env = "HEARTBEAT_INTERVAL_MS", default_value = "15000",

@@ -403,31 +403,72 @@ async fn serve_mcp(
         let mut state = relay.lock();
         let games = state.games_now();
         let fresh = !state.clients.contains_key(&key);
-        let client = state.clients.entry(key.clone()).or_insert_with(|| Client {
-            queue: Queue::new(settings.queue_size, settings.queue_bytes),
-            subscriptions: Vec::new(),
-            live: None,
-            wake: Arc::new(Notify::new()),
-            sent: 0,
-            gone_since: Some(Instant::now()),
-        });
-        if let (true, Some(seq)) = (same_epoch, last_seq) {
-            client.queue.ack(seq);
+        // A token holds at most clients_per_token queues: a new client id replaces the least recently used
+        // disconnected one, and is refused when they are all connected.
+        if fresh
+            && state.token_usage(token).0 >= settings.clients_per_token
+            && !state.evict_lru(token, relay.stats())
+        {
+            Err(true)
+        } else {
+            let evicted = if fresh {
+                state.evicted.remove(&key)
+            } else {
+                None
+            };
+            let client = state.clients.entry(key.clone()).or_insert_with(|| Client {
+                queue: Queue::new(settings.queue_size, settings.queue_bytes),
+                subscriptions: Vec::new(),
+                live: None,
+                wake: Arc::new(Notify::new()),
+                sent: 0,
+                gone_since: Some(Instant::now()),
+            });
+            if let Some(lost) = evicted.filter(|n| *n > 0) {
+                client.queue.note_lost("evicted", lost);
+            }
+            if let (true, Some(seq)) = (same_epoch, last_seq) {
+                client.queue.ack(seq);
+            }
+            let acked = client.queue.acked();
+            let hello_back = welcome(&relay, "mcp", acked, games);
+            sender
+                .try_send_text(hello_back.to_text())
+                .ok()
+                .map(|()| {
+                    client.subscriptions = subs;
+                    let replaced = client.live.replace((link, sender.clone()));
+                    client.sent = acked;
+                    client.gone_since = None;
+                    (acked, Arc::clone(&client.wake), replaced, fresh)
+                })
+                .ok_or(false)
         }
-        let acked = client.queue.acked();
-        let hello_back = welcome(&relay, "mcp", acked, games);
-        sender.try_send_text(hello_back.to_text()).ok().map(|()| {
-            client.subscriptions = subs;
-            let replaced = client.live.replace((link, sender.clone()));
-            client.sent = acked;
-            client.gone_since = None;
-            (acked, Arc::clone(&client.wake), replaced, fresh)
-        })
     };
     // A fresh link's queue is empty: only a link already closed refuses the welcome. A queue created for
     // it is left to the retention sweep like any other client gone.
-    let Some((acked, wake, replaced, fresh)) = admitted else {
-        return;
+    let (acked, wake, replaced, fresh) = match admitted {
+        Ok(v) => v,
+        Err(false) => return,
+        Err(true) => {
+            relay
+                .stats()
+                .clients_refused
+                .fetch_add(1, Ordering::Relaxed);
+            let limit = settings.clients_per_token;
+            tracing::warn!(client = %client_id, token, limit, "hello refused: every client id of this token is connected");
+            let reply = Envelope::error(
+                &hello.id,
+                Code::ServerError,
+                format!(
+                    "this token already has {limit} client ids connected (--clients-per-token {limit}); reuse a clientId"
+                ),
+                json!({"reason": "too_many_clients", "limit": limit}),
+            );
+            let _ = sender.send_text(reply.to_text()).await;
+            sender.close("too many client ids for this token");
+            return;
+        }
     };
     if resuming && fresh {
         let n = relay.replay_backlog(&key);
@@ -645,7 +686,7 @@ async fn write_queue(
     let limit = relay.settings().max_message_bytes;
     loop {
         loop {
-            let (batch, lost, rate_limited) = {
+            let (batch, lost, other_lost) = {
                 let mut state = relay.lock();
                 let Some(c) = state.clients.get_mut(&key) else {
                     return;
@@ -659,16 +700,16 @@ async fn write_queue(
                 (
                     c.queue.after(c.sent, WRITE_BATCH),
                     c.queue.take_lost(),
-                    c.queue.take_rate_limited(),
+                    c.queue.take_other_lost(),
                 )
             };
-            if rate_limited > 0 {
-                tracing::warn!(client = %key.1, lost = rate_limited, "events over a game's rate limit were not forwarded");
+            for (reason, n) in other_lost {
+                tracing::warn!(client = %key.1, lost = n, reason, "messages for this client were lost");
                 let notice = Envelope::new(
                     Kind::Notice,
                     format!("l-{}", wire::now_ms()),
                     Source::Relay,
-                    json!({"kind": "lost", "lost": rate_limited, "reason": "rate_limited"}),
+                    json!({"kind": "lost", "lost": n, "reason": reason}),
                 );
                 if sender.send_text(notice.to_text()).await.is_err() {
                     return;
@@ -690,7 +731,7 @@ async fn write_queue(
                 break;
             };
             for item in batch {
-                for frame in frames(&item.text, item.seq, limit, chunks) {
+                for frame in frames(&item.text(), item.seq, limit, chunks) {
                     if sender.send_text(frame).await.is_err() {
                         return;
                     }

@@ -98,6 +98,8 @@ pub fn settings(args: &RelayArgs, extra: Vec<McpToken>) -> Result<Settings, Rela
         minecraft_token: Some(game_token),
         queue_size: args.queue_size,
         queue_bytes: args.queue_bytes,
+        clients_per_token: args.clients_per_token,
+        token_queue_bytes: args.token_queue_bytes,
         heartbeat: args.heartbeat,
         command_timeout: args.command_timeout,
         max_message_bytes: args.max_message_bytes,

@@ -5,11 +5,35 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// A queued message: its sequence number and its text (which already carries that number).
+/// A queued message. An event is queued once for every client that takes it, as one shared text without a
+/// `seq` (its body, an `Arc`): the client's number is spliced in when it is written, so 200 clients hold one
+/// copy of an event, not 200 (issue 22: 2.4 MiB of events had become 462 MiB held).
 #[derive(Debug, Clone)]
 pub struct Item {
     pub seq: u64,
-    pub text: Arc<str>,
+    body: Arc<str>,
+    spliced: bool,
+}
+
+impl Item {
+    /// The message as it goes on the wire, with its `seq`.
+    pub fn text(&self) -> String {
+        match (self.spliced, self.body.strip_prefix('{')) {
+            (true, Some(rest)) => format!("{{\"seq\":{},{rest}", self.seq),
+            _ => self.body.to_string(),
+        }
+    }
+
+    /// Bytes this item accounts for in its queue (a shared body counts in full in every queue holding it, so
+    /// the bounds are the same as if it were copied).
+    fn size(&self) -> usize {
+        self.body.len() + if self.spliced { 24 } else { 0 }
+    }
+
+    /// Whether two items share one body.
+    pub fn shares_body_with(&self, other: &Item) -> bool {
+        Arc::ptr_eq(&self.body, &other.body)
+    }
 }
 
 #[derive(Debug)]
@@ -22,8 +46,8 @@ pub struct Queue {
     acked: u64,
     lost_unreported: u64,
     lost_total: u64,
-    /// Events this client would have had, refused at a game's rate limit, not yet reported.
-    rate_limited_unreported: u64,
+    /// Losses for other reasons than this queue's own bounds (`rate_limited`, `evicted`), not yet reported.
+    other_unreported: Vec<(&'static str, u64)>,
 }
 
 impl Queue {
@@ -37,7 +61,7 @@ impl Queue {
             acked: 0,
             lost_unreported: 0,
             lost_total: 0,
-            rate_limited_unreported: 0,
+            other_unreported: Vec::new(),
         }
     }
 
@@ -45,18 +69,45 @@ impl Queue {
     pub fn push(&mut self, make: impl FnOnce(u64) -> String) -> u64 {
         self.last_seq += 1;
         let seq = self.last_seq;
-        let text: Arc<str> = Arc::from(make(seq));
-        self.bytes += text.len();
-        self.items.push_back(Item { seq, text });
-        while self.items.len() > self.max_items || self.bytes > self.max_bytes {
-            let Some(old) = self.items.pop_front() else {
-                break;
-            };
-            self.bytes -= old.text.len();
-            self.lost_unreported += 1;
-            self.lost_total += 1;
-        }
+        self.insert(Item {
+            seq,
+            body: Arc::from(make(seq)),
+            spliced: false,
+        });
         seq
+    }
+
+    /// Queues a shared message body (a JSON object without `seq`) under the next sequence number.
+    pub fn push_shared(&mut self, body: Arc<str>) -> u64 {
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        self.insert(Item {
+            seq,
+            body,
+            spliced: true,
+        });
+        seq
+    }
+
+    fn insert(&mut self, item: Item) {
+        self.bytes += item.size();
+        self.items.push_back(item);
+        while self.items.len() > self.max_items || self.bytes > self.max_bytes {
+            if !self.drop_oldest() {
+                break;
+            }
+        }
+    }
+
+    /// Drops the oldest message, counting it lost (reason `queue_full`); false when empty.
+    pub fn drop_oldest(&mut self) -> bool {
+        let Some(old) = self.items.pop_front() else {
+            return false;
+        };
+        self.bytes -= old.size();
+        self.lost_unreported += 1;
+        self.lost_total += 1;
+        true
     }
 
     /// Everything up to `seq` is acknowledged (cumulative); acknowledging the future is capped at the last
@@ -69,7 +120,7 @@ impl Queue {
         self.acked = seq;
         while self.items.front().is_some_and(|i| i.seq <= seq) {
             if let Some(old) = self.items.pop_front() {
-                self.bytes -= old.text.len();
+                self.bytes -= old.size();
             }
         }
     }
@@ -85,15 +136,23 @@ impl Queue {
         std::mem::take(&mut self.lost_unreported)
     }
 
-    /// Counts an event this client missed because its game went over its rate limit.
-    pub fn note_rate_limited(&mut self) {
-        self.rate_limited_unreported += 1;
-        self.lost_total += 1;
+    /// Counts `n` messages this client missed for `reason` (`rate_limited`, `evicted`).
+    pub fn note_lost(&mut self, reason: &'static str, n: u64) {
+        self.lost_total += n;
+        match self.other_unreported.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, count)) => *count += n,
+            None => self.other_unreported.push((reason, n)),
+        }
     }
 
-    /// The count of rate-limited events since the last call, which resets it.
-    pub fn take_rate_limited(&mut self) -> u64 {
-        std::mem::take(&mut self.rate_limited_unreported)
+    /// The losses noted for other reasons since the last call, which resets them.
+    pub fn take_other_lost(&mut self) -> Vec<(&'static str, u64)> {
+        std::mem::take(&mut self.other_unreported)
+    }
+
+    /// Messages queued and not yet acknowledged.
+    pub fn unacked(&self) -> u64 {
+        self.last_seq.saturating_sub(self.acked)
     }
 
     pub fn len(&self) -> usize {

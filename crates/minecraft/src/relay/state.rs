@@ -23,12 +23,17 @@ pub struct Settings {
     pub minecraft_token: Option<String>,
     pub queue_size: usize,
     pub queue_bytes: usize,
+    /// Most client ids (queues) one MCP token may hold; the least recently used disconnected one goes first.
+    pub clients_per_token: usize,
+    /// Most bytes all the queues of one MCP token may hold together.
+    pub token_queue_bytes: usize,
     pub heartbeat: Duration,
     pub command_timeout: Duration,
     pub max_message_bytes: usize,
     pub mcp_rate: u32,
     pub game_rate: u32,
     pub retention: Duration,
+
     /// Serve wss:// with this (from --tls-cert / --tls-key); `None` serves ws://.
     pub tls: Option<std::sync::Arc<bridge_core::link::tls::ServerConfig>>,
 }
@@ -81,6 +86,73 @@ pub struct State {
     pub pending: HashMap<String, Pending>,
     /// The latest events of this epoch, for clients resuming from an earlier relay (PROTOCOL.md §5).
     pub backlog: Backlog,
+    /// Queues dropped to keep a token within its bounds, and how many messages each held: told to the client
+    /// (a `lost` notice, reason `evicted`) if it comes back.
+    pub evicted: HashMap<ClientKey, u64>,
+}
+
+/// Most evicted queues remembered for their `lost` notice.
+const EVICTED_REMEMBERED: usize = 4096;
+
+impl State {
+    /// Drops the least recently used disconnected queue of `token` (the one gone longest), remembering
+    /// what it held; false when every queue of the token is connected.
+    pub fn evict_lru(&mut self, token: usize, stats: &Stats) -> bool {
+        let victim = self
+            .clients
+            .iter()
+            .filter(|((t, _), c)| *t == token && c.live.is_none())
+            .min_by_key(|(_, c)| c.gone_since)
+            .map(|(k, _)| k.clone());
+        let Some(key) = victim else {
+            return false;
+        };
+        if let Some(c) = self.clients.remove(&key) {
+            let lost = c.queue.unacked();
+            tracing::warn!(client = %key.1, token, lost, "queue dropped to keep the token within its bounds (least recently used)");
+            stats.queues_evicted.fetch_add(1, Ordering::Relaxed);
+            stats.evicted_messages.fetch_add(lost, Ordering::Relaxed);
+            if self.evicted.len() >= EVICTED_REMEMBERED
+                && let Some(k) = self.evicted.keys().next().cloned()
+            {
+                self.evicted.remove(&k);
+            }
+            *self.evicted.entry(key).or_default() += lost;
+        }
+        true
+    }
+
+    /// Client ids and queued bytes of `token`.
+    pub fn token_usage(&self, token: usize) -> (usize, usize) {
+        self.clients
+            .iter()
+            .filter(|((t, _), _)| *t == token)
+            .fold((0, 0), |(n, b), (_, c)| (n + 1, b + c.queue.bytes()))
+    }
+
+    /// Keeps `token`'s queues within `max_bytes` together: least recently used disconnected queues go
+    /// first, then the oldest messages of its largest queue (each counted lost).
+    pub fn enforce_token_bytes(&mut self, token: usize, max_bytes: usize, stats: &Stats) {
+        while self.token_usage(token).1 > max_bytes {
+            if self.evict_lru(token, stats) {
+                continue;
+            }
+            let largest = self
+                .clients
+                .iter_mut()
+                .filter(|((t, _), _)| *t == token)
+                .max_by_key(|(_, c)| c.queue.bytes());
+            match largest {
+                Some((_, c)) => {
+                    if !c.queue.drop_oldest() {
+                        return;
+                    }
+                    c.wake.notify_one();
+                }
+                None => return,
+            }
+        }
+    }
 }
 
 impl State {
@@ -151,6 +223,11 @@ pub struct Stats {
     pub responses: AtomicU64,
     pub schema_errors: AtomicU64,
     pub rate_limited: AtomicU64,
+    /// Queues dropped to keep a token within its bounds, and the messages they held.
+    pub queues_evicted: AtomicU64,
+    pub evicted_messages: AtomicU64,
+    /// Hellos refused because the token had all its client ids connected.
+    pub clients_refused: AtomicU64,
     /// Game events refused at a game's rate limit (each also reported to the clients that missed it).
     pub events_rate_limited: AtomicU64,
     pub permission_denied: AtomicU64,
@@ -294,16 +371,22 @@ impl Relay {
         state
             .backlog
             .push(game, ty, event, settings.queue_size, settings.queue_bytes);
+        // One text for every client: each queue splices its own seq in when writing.
+        let body: Arc<str> = {
+            let mut out = event.clone();
+            out.seq = None;
+            out.game = Some(game.to_owned());
+            Arc::from(out.to_text())
+        };
+        let mut tokens: Vec<usize> = Vec::new();
         for ((token, client_id), client) in state.clients.iter_mut() {
             if !client.subscriptions.contains(&ty) {
                 continue;
             }
-            client.queue.push(|client_seq| {
-                let mut out = event.clone();
-                out.seq = Some(client_seq);
-                out.game = Some(game.to_owned());
-                out.to_text()
-            });
+            client.queue.push_shared(Arc::clone(&body));
+            if !tokens.contains(token) {
+                tokens.push(*token);
+            }
             client.wake.notify_one();
             self.inner
                 .stats
@@ -315,6 +398,9 @@ impl Relay {
                 &format!("mcp:{token}/{client_id}"),
                 &event.id,
             );
+        }
+        for token in tokens {
+            state.enforce_token_bytes(token, settings.token_queue_bytes, &self.inner.stats);
         }
         true
     }
@@ -330,7 +416,7 @@ impl Relay {
         let mut state = self.lock();
         for client in state.clients.values_mut() {
             if ty.is_none_or(|t| client.subscriptions.contains(&t)) {
-                client.queue.note_rate_limited();
+                client.queue.note_lost("rate_limited", 1);
                 client.wake.notify_one();
             }
         }
@@ -617,7 +703,49 @@ impl Relay {
                 c.queue.len()
             );
         }
+        let _ = writeln!(out, "# TYPE minecraft_relay_queue_bytes gauge");
+        for ((token, id), c) in &state.clients {
+            let _ = writeln!(
+                out,
+                "minecraft_relay_queue_bytes{{client=\"{token}/{id}\"}} {}",
+                c.queue.bytes()
+            );
+        }
+        let settings = &self.inner.settings;
+        let _ = writeln!(out, "# TYPE minecraft_relay_token_clients gauge");
+        let _ = writeln!(out, "# TYPE minecraft_relay_token_queue_bytes gauge");
+        for token in 0..settings.mcp_tokens.len() {
+            let (n, bytes) = state.token_usage(token);
+            let _ = writeln!(
+                out,
+                "minecraft_relay_token_clients{{token=\"{token}\"}} {n}"
+            );
+            let _ = writeln!(
+                out,
+                "minecraft_relay_token_queue_bytes{{token=\"{token}\"}} {bytes}"
+            );
+        }
+        // Every bound, so a dashboard can set each gauge against its limit.
+        let _ = writeln!(out, "# TYPE minecraft_relay_limit gauge");
+        for (name, value) in [
+            ("queue_messages", settings.queue_size),
+            ("queue_bytes", settings.queue_bytes),
+            ("clients_per_token", settings.clients_per_token),
+            ("token_queue_bytes", settings.token_queue_bytes),
+            ("max_message_bytes", settings.max_message_bytes),
+            ("max_assembled_bytes", crate::wire::MAX_ASSEMBLED_BYTES),
+            ("mcp_rate", settings.mcp_rate as usize),
+            ("game_rate", settings.game_rate as usize),
+        ] {
+            let _ = writeln!(out, "minecraft_relay_limit{{bound=\"{name}\"}} {value}");
+        }
         let counters = [
+            ("minecraft_relay_queues_evicted_total", &s.queues_evicted),
+            (
+                "minecraft_relay_queue_evicted_messages_total",
+                &s.evicted_messages,
+            ),
+            ("minecraft_relay_clients_refused_total", &s.clients_refused),
             ("minecraft_relay_events_received_total", &s.events_in),
             (
                 "minecraft_relay_events_duplicate_total",
