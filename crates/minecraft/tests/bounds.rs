@@ -147,8 +147,9 @@ async fn each_event_is_held_once_whatever_the_number_of_queues() {
     for i in 0..50 {
         wait_queued(&relay, &format!("s{i}"), 1).await;
     }
-    let state = relay.relay.lock();
-    let items: Vec<_> = state
+    let items: Vec<_> = relay
+        .relay
+        .lock()
         .clients
         .values()
         .map(|c| c.queue.after(0, usize::MAX).remove(0))
@@ -163,7 +164,6 @@ async fn each_event_is_held_once_whatever_the_number_of_queues() {
     assert_eq!(v["seq"], 1);
     assert_eq!(v["game"], "survival");
     assert_eq!(v["payload"]["eventType"], "player_chat");
-    drop(state);
     game.stop();
     relay.stop().await;
 }
