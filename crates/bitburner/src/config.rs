@@ -204,6 +204,21 @@ mod tests {
     }
 
     #[test]
+    fn sync_takes_watch_and_its_intervals() {
+        let cli = Cli::try_parse_from(["x", "sync", "scripts", "--watch", "--poll-ms", "500"]);
+        let Ok(cli) = cli else {
+            panic!("sync did not parse");
+        };
+        let Some(BitburnerCommand::Sync(w)) = cli.args.command else {
+            panic!("not sync");
+        };
+        assert!(w.watch && !w.sync.force);
+        assert_eq!(w.poll, Duration::from_millis(500));
+        assert_eq!(w.debounce, Duration::from_millis(300));
+        assert_eq!(w.sync.dir, Path::new("scripts"));
+    }
+
+    #[test]
     fn a_bad_value_names_its_variable() {
         let err = Cli::try_parse_from(["x", "--rpc-timeout-ms", "0"])
             .err()

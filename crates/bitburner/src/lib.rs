@@ -274,7 +274,11 @@ pub async fn run(args: BitburnerArgs) -> Result<(), BridgeError> {
                             }
                         })
                         .await;
-                    (watched.map(|()| sync::SyncReport::default()), "synced")
+                    game.link.close("watch finished").await;
+                    shutdown.cancel();
+                    let _ = game.task.await;
+                    // Every round printed its own lines already.
+                    return Ok(watched?);
                 }
                 BitburnerCommand::Sync(w) => (
                     sync::reconcile(&ctx, &w.sync, sync::Direction::Both).await,

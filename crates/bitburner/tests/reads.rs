@@ -194,3 +194,36 @@ async fn a_write_cut_by_a_newer_connection_is_read_back() {
         "read back on the new connection"
     );
 }
+
+/// A write in flight when the game disconnects with no other to ask: the outcome is unknown, and the error says
+/// to read it back, not to call again.
+#[tokio::test]
+async fn a_write_cut_with_no_game_left_is_unknown_not_retry() {
+    let h = start(game_args()).await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    conn.set_answering(false);
+    let writing = {
+        let peer = client.peer().clone();
+        tokio::spawn(async move {
+            call(
+                &peer,
+                "write_file",
+                json!({"filename": "a.js", "content": "// ?"}),
+            )
+            .await
+        })
+    };
+    conn.wait_for_frames(1).await;
+    conn.close();
+    let e = error_of(&within("the write", writing).await.unwrap());
+    assert_eq!(e["code"], "E_DISCONNECTED");
+    let hint = e["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("unknown") && hint.contains("read it back"),
+        "{hint}"
+    );
+    assert!(!hint.ends_with("then call again"), "{hint}");
+    assert_eq!(e["details"]["in_flight"], true);
+}
