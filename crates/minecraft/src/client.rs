@@ -9,7 +9,7 @@ use bridge_core::link::dial::{self, WsDial};
 use bridge_core::link::{Backoff, Connection, Correlator, LinkError, LinkSender, redial};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -54,12 +54,20 @@ pub struct LinkStatus {
     pub epoch: Option<String>,
     /// The last queue position acknowledged to the relay.
     pub last_seq: u64,
-    /// Messages the relay reported lost for this client (queue overflow while away).
+    /// Messages lost on the way to this client: reported by the relay (queue overflow, rate limit, evicted
+    /// queue) or found as gaps in a game's own event numbers (a relay restart with events still queued).
     pub lost_total: u64,
+    /// The part of `lost_total` found as gaps in a game's event numbers.
+    pub lost_in_gaps: u64,
+    /// Times the relay's epoch changed under this link (a restarted relay: what it had queued is gone).
+    pub epoch_changes: u64,
     pub events_received: u64,
     pub duplicates_dropped: u64,
     /// Game servers connected to the relay.
     pub games: Vec<String>,
+    /// Losses the relay reported that no gap has matched yet (so a gap they explain is not counted twice).
+    #[serde(skip)]
+    reported_uncovered: u64,
     /// The relay's version of `games`: a list with a lower one is older news (PROTOCOL.md §4.6).
     #[serde(skip)]
     games_version: Option<u64>,
@@ -108,8 +116,14 @@ struct Inner {
     correlator: Correlator<Envelope>,
     status: Mutex<LinkStatus>,
     seen: Mutex<Seen>,
+    /// The highest event number seen per (game, instance), to find gaps.
+    game_seqs: Mutex<HashMap<(String, String), u64>>,
     connected: watch::Sender<bool>,
 }
+
+/// (game, instance) pairs remembered for gap finding; past it the map starts over (gaps then go unseen for a
+/// moment, never counted twice).
+const GAME_INSTANCES: usize = 1024;
 
 /// The link; cheap to clone.
 #[derive(Clone)]
@@ -142,6 +156,7 @@ impl RelayLink {
                 correlator: Correlator::new(),
                 status: Mutex::new(status),
                 seen: Mutex::new(Seen::default()),
+                game_seqs: Mutex::new(HashMap::new()),
                 connected: watch::channel(false).0,
             }),
         }
@@ -253,10 +268,19 @@ impl RelayLink {
             .unwrap_or(0);
         {
             let mut st = lock(&self.inner.status);
-            if st.epoch.as_deref() != Some(new_epoch.as_str()) && st.epoch.is_some() {
+            if let Some(old) = st.epoch.clone().filter(|e| *e != new_epoch) {
                 tracing::warn!(
-                    "the relay restarted (new epoch): its queue for this client starts afresh"
+                    previous = %old, epoch = %new_epoch,
+                    "the relay restarted (new epoch): what it had queued for this client is gone; gaps in the games' event numbers will count it"
                 );
+                st.epoch_changes += 1;
+                let record = json!({"eventType": "events_lost", "reason": "epoch_changed",
+                    "previousEpoch": old, "epoch": new_epoch, "lastSeq": st.last_seq,
+                    "timestamp": wire::now_ms(),
+                    "note": "the relay restarted: events it had queued for this client may be lost; the exact count follows as sequence_gap records"});
+                drop(st);
+                self.report_loss(&record);
+                st = lock(&self.inner.status);
             }
             st.epoch = Some(new_epoch);
             st.last_seq = acked;
@@ -365,11 +389,69 @@ impl RelayLink {
             return;
         }
         lock(&self.inner.status).events_received += 1;
+        self.find_gap(&game, env);
         let mut data = env.payload.clone();
         data.insert("game".to_owned(), json!(game));
         data.insert("id".to_owned(), json!(env.id));
         if let Some(stream) = self.inner.hub.get(ty.as_str()) {
             stream.publish(Value::Object(data));
+        }
+    }
+
+    /// A gap in one game instance's event numbers is events lost between the game and this client (a relay
+    /// restarted with them queued): counted, and reported as a loss record. Only when this client takes every
+    /// event type: otherwise the numbers of the types it does not take would look like gaps.
+    fn find_gap(&self, game: &str, env: &Envelope) {
+        let (Some(n), Some(instance)) = (env.game_seq, env.instance.as_ref()) else {
+            return;
+        };
+        let gap = {
+            let mut seqs = lock(&self.inner.game_seqs);
+            if seqs.len() >= GAME_INSTANCES
+                && !seqs.contains_key(&(game.to_owned(), instance.clone()))
+            {
+                seqs.clear();
+            }
+            let last = seqs.entry((game.to_owned(), instance.clone())).or_insert(n);
+            let gap = n.saturating_sub(*last).saturating_sub(1);
+            let from = *last + 1;
+            *last = (*last).max(n);
+            (gap > 0).then_some((gap, from))
+        };
+        let every_type = EventType::ALL
+            .iter()
+            .all(|t| self.inner.settings.subscriptions.contains(t));
+        let Some((gap, from)) = gap.filter(|_| every_type) else {
+            return;
+        };
+        // Losses the relay already reported (queue overflow, rate limit, evicted queue) show as gaps too:
+        // only what they do not cover is new.
+        let gap = {
+            let mut st = lock(&self.inner.status);
+            let covered = gap.min(st.reported_uncovered);
+            st.reported_uncovered -= covered;
+            let new = gap - covered;
+            if new == 0 {
+                return;
+            }
+            st.lost_total += new;
+            st.lost_in_gaps += new;
+            new
+        };
+        tracing::warn!(game, %instance, lost = gap, "events missing from a game's numbering");
+        self.report_loss(
+            &json!({"eventType": "events_lost", "reason": "sequence_gap", "lost": gap,
+            "game": game, "instance": instance, "fromGameSeq": from, "toGameSeq": n - 1,
+            "timestamp": wire::now_ms()}),
+        );
+    }
+
+    /// Puts an explicit loss record on every stream this client reads (a loss is not known per event type).
+    fn report_loss(&self, record: &Value) {
+        for ty in &self.inner.settings.subscriptions {
+            if let Some(stream) = self.inner.hub.get(ty.as_str()) {
+                stream.publish(record.clone());
+            }
         }
     }
 
@@ -393,7 +475,13 @@ impl RelayLink {
             Some("lost") => {
                 let n = env.payload.get("lost").and_then(Value::as_u64).unwrap_or(0);
                 st.lost_total += n;
+                st.reported_uncovered += n;
                 let reason = env.str_field("reason").unwrap_or("queue_full");
+                let record = json!({"eventType": "events_lost", "reason": reason, "lost": n,
+                    "timestamp": wire::now_ms()});
+                let link = self.clone();
+                // Published outside the status lock.
+                tokio::spawn(async move { link.report_loss(&record) });
                 tracing::warn!(
                     lost = n,
                     reason,

@@ -234,6 +234,12 @@ pub struct Envelope {
     pub seq: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub game: Option<String>,
+    /// Set by the relay on an event it forwards (1.1): the game's own `seq` and `instance`, so a client can
+    /// count events lost between the game and itself (a gap in one instance's numbers; PROTOCOL.md §5).
+    #[serde(default, rename = "gameSeq", skip_serializing_if = "Option::is_none")]
+    pub game_seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
     pub payload: Map<String, Value>,
 }
 
@@ -252,6 +258,8 @@ impl Envelope {
             source,
             seq: None,
             game: None,
+            game_seq: None,
+            instance: None,
             payload,
         }
     }
@@ -406,6 +414,12 @@ pub fn parse(text: &str, max_bytes: usize) -> Result<Parsed, SchemaError> {
         Some(_) => return Err(with_id(SchemaError::new("payload", "must be an object"))),
         None => return Err(with_id(SchemaError::new("payload", "is required"))),
     };
+    // Informational fields the relay adds to events; ignored (dropped) when malformed.
+    let game_seq = obj.remove("gameSeq").and_then(|v| v.as_u64());
+    let instance = match obj.remove("instance") {
+        Some(Value::String(s)) if valid_name(&s) => Some(s),
+        _ => None,
+    };
     let envelope = Envelope {
         version,
         kind,
@@ -414,6 +428,8 @@ pub fn parse(text: &str, max_bytes: usize) -> Result<Parsed, SchemaError> {
         source,
         seq,
         game,
+        game_seq,
+        instance,
         payload,
     };
     validate_payload(&envelope).map_err(with_id)?;

@@ -368,14 +368,19 @@ impl Relay {
         self.inner.stats.events_in.fetch_add(1, Ordering::Relaxed);
         let state = &mut *state;
         let settings = &self.inner.settings;
+        let mut kept = event.clone();
+        kept.game_seq = event.seq;
+        kept.instance = Some(instance.to_owned());
         state
             .backlog
-            .push(game, ty, event, settings.queue_size, settings.queue_bytes);
+            .push(game, ty, &kept, settings.queue_size, settings.queue_bytes);
         // One text for every client: each queue splices its own seq in when writing.
         let body: Arc<str> = {
             let mut out = event.clone();
             out.seq = None;
             out.game = Some(game.to_owned());
+            out.game_seq = event.seq;
+            out.instance = Some(instance.to_owned());
             Arc::from(out.to_text())
         };
         let mut tokens: Vec<usize> = Vec::new();

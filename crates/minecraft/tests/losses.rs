@@ -1,0 +1,118 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Issue 22 item 5: losses are always reported. A relay killed with events still queued for a lagging MCP
+//! server lost them without a word (`epoch_changed` was not implemented); now the relay forwards each event
+//! with the game's own number and instance, the MCP server counts a gap in them as lost (`lost_total`,
+//! `lost_in_gaps`), and puts explicit `events_lost` records on its streams, one for the epoch change too.
+
+mod support;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use support::*;
+use tokio_tungstenite::tungstenite::Message;
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        if let Some(Ok(Message::Text(t))) = ws.next().await {
+            return serde_json::from_str::<Value>(&t).unwrap();
+        }
+    }
+}
+
+async fn next_kind(ws: &mut Ws, kind: &str) -> Value {
+    loop {
+        let v = next_json(ws).await;
+        if v["type"] == kind {
+            return v;
+        }
+    }
+}
+
+fn event(seq: u64, game_seq: u64) -> Message {
+    Message::text(
+        json!({"version": "1.1", "type": "event", "id": format!("g-i1-{game_seq}"), "timestamp": 1,
+            "source": "minecraft", "game": "g", "seq": seq, "gameSeq": game_seq, "instance": "i1",
+            "payload": {"eventType": "player_chat", "timestamp": 1, "data": {"player": "S", "message": format!("m{game_seq}")}}})
+        .to_string(),
+    )
+}
+
+#[tokio::test]
+async fn a_relay_restart_that_lost_queued_events_is_reported_with_the_count() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let relay = tokio::spawn(async move {
+        // The first relay: events 1..5 of instance i1, then it dies (with 6..8 queued, never sent).
+        let (socket, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
+        assert_eq!(next_json(&mut ws).await["type"], "hello");
+        let welcome = json!({"version": "1.1", "type": "welcome", "id": "w", "timestamp": 1, "source": "relay",
+            "payload": {"role": "mcp", "epoch": "e1", "lastSeq": 0, "games": ["g"], "gamesVersion": 1}});
+        ws.send(Message::text(welcome.to_string())).await.unwrap();
+        for n in 1..=5 {
+            ws.send(event(n, n)).await.unwrap();
+        }
+        while next_kind(&mut ws, "ack").await["payload"]["seq"] != 5 {}
+        drop(ws);
+        // The restarted relay: the game resent 9 and 10 (its outbox past what the old relay acknowledged).
+        let (socket, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
+        let hello = next_json(&mut ws).await;
+        assert_eq!(hello["payload"]["epoch"], "e1");
+        assert_eq!(hello["payload"]["lastSeq"], 5);
+        let welcome = json!({"version": "1.1", "type": "welcome", "id": "w", "timestamp": 1, "source": "relay",
+            "payload": {"role": "mcp", "epoch": "e2", "lastSeq": 0, "games": ["g"], "gamesVersion": 1}});
+        ws.send(Message::text(welcome.to_string())).await.unwrap();
+        ws.send(event(1, 9)).await.unwrap();
+        ws.send(event(2, 10)).await.unwrap();
+        while next_kind(&mut ws, "ack").await["payload"]["seq"] != 2 {}
+        ws
+    });
+    let server = McpServer::start(mc_args(&[
+        "--relay-url",
+        &format!("ws://{addr}"),
+        "--relay-token",
+        "t",
+    ]))
+    .await;
+    let _ws = within("the two relays' exchanges", relay).await.unwrap();
+    let status: Value = ok_of(&call(&server.client, "status", json!({})).await);
+    assert_eq!(status["lost_total"], 3, "{status}");
+    assert_eq!(status["lost_in_gaps"], 3, "{status}");
+    assert_eq!(status["epoch_changes"], 1, "{status}");
+    assert_eq!(status["events_received"], 7);
+    let (events, _) = server.poll("player_chat", 0).await;
+    let lost: Vec<&Value> = events
+        .iter()
+        .map(|e| &e["data"])
+        .filter(|d| d["eventType"] == "events_lost")
+        .collect();
+    assert_eq!(lost.len(), 2, "{lost:?}");
+    assert_eq!(lost[0]["reason"], "epoch_changed");
+    assert_eq!(lost[0]["previousEpoch"], "e1");
+    assert_eq!(lost[1]["reason"], "sequence_gap");
+    assert_eq!(lost[1]["lost"], 3);
+    assert_eq!(lost[1]["fromGameSeq"], 6);
+    assert_eq!(lost[1]["toGameSeq"], 8);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_relay_forwards_each_event_with_the_games_number_and_instance() {
+    let relay = start_relay(relay_args(&[])).await;
+    let mut mcp = raw_connect(&relay.url(), Some(MCP_TOKEN)).await.unwrap();
+    mcp.send(&envelope("hello", "h", "mcp", json!({"clientId": "x"})))
+        .await;
+    mcp.recv_kind("welcome").await;
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    let n = game.emit("player_chat", event_data("player_chat", 1));
+    let e = mcp.recv_kind("event").await;
+    assert_eq!(e["gameSeq"], n);
+    assert!(e["instance"].as_str().is_some_and(|i| !i.is_empty()));
+    assert_eq!(e["seq"], 1, "the client's own numbering is unchanged");
+    game.stop();
+    relay.stop().await;
+}
