@@ -431,12 +431,13 @@ async fn the_startup_restarts_a_client_that_died_and_it_relinks() {
     let h = start_bridge(test_config()).await;
     let sim = installed(&h, 58, "miner").await;
     let old = h.link_of(58);
-    // The run yields (sleep), so the client's own loop calls the broken os.pullEventRaw and dies.
+    // The run yields straight to the client's loop (a bare coroutine.yield: sleep would call the broken
+    // os.pullEventRaw itself, as bios.lua's os.pullEvent does), so the loop calls it and dies.
     let _ = h
         .call(
             "run_lua",
             json!({"computer": 58, "timeout_ms": 2000,
-                   "code": "os.pullEventRaw = function() error('client killed by the test', 0) end sleep(0.2)"}),
+                   "code": "os.pullEventRaw = function() error('client killed by the test', 0) end coroutine.yield()"}),
         )
         .await;
     h.wait_relinked(58, Some("miner"), &sim, old).await;

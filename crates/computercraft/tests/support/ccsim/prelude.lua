@@ -7,9 +7,11 @@ local SIM = _SIM
 -- bios.lua: os.pullEventRaw is coroutine.yield; os.pullEvent raises "Terminated" on terminate; sleep loops
 -- on os.pullEvent("timer") and so DISCARDS every other event reaching its coroutine
 -- (docs/protocols/computercraft.md, "Events").
+-- os.pullEvent looks os.pullEventRaw up at each call, as bios.lua does: a program that replaces it changes
+-- what os.pullEvent and sleep do too (checked on CraftOS-PC).
 os.pullEventRaw = coroutine.yield
 function os.pullEvent(filter)
-  local ev = table.pack(coroutine.yield(filter))
+  local ev = table.pack(os.pullEventRaw(filter))
   if ev[1] == "terminate" then error("Terminated", 0) end
   return table.unpack(ev, 1, ev.n)
 end
