@@ -527,7 +527,8 @@ impl RelayLink {
                 st.relay_url
             ))
             .with_hint("check the relay is running and the token is right; the status tool shows the last error")
-            .with_details(json!({"code": Code::ConnectionError.as_str(), "last_error": st.last_error})));
+            .with_details(json!({"code": Code::ConnectionError.as_str(), "last_error": st.last_error}))
+            .with_code_name(Code::ConnectionError.as_str()));
         };
         let (id, pending) = self.inner.correlator.start();
         let mut env = Envelope::new(
@@ -551,7 +552,7 @@ impl RelayLink {
                 };
                 let t = ToolError::from(e);
                 let details = merge(t.details(), code);
-                t.with_details(details)
+                t.with_details(details).with_code_name(code.as_str())
             })?;
         match reply.kind {
             Kind::Response if reply.payload.get("success") == Some(&Value::Bool(true)) => Ok(reply
@@ -653,7 +654,11 @@ pub fn remote_error(error: Option<&Value>, game: Option<&str>) -> ToolError {
             "the game did not answer in time: it may be lagging; try again",
         ),
     };
-    base.with_hint(hint).with_details(Value::Object(details))
+    // The seed's code is what the model reads first (`[INVALID_COMMAND] …`) and what `_meta.code` says; the
+    // generic category stays in `_meta.category`.
+    base.with_hint(hint)
+        .with_details(Value::Object(details))
+        .with_code_name(code.as_str())
 }
 
 impl crate::wire::SchemaError {

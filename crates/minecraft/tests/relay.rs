@@ -124,7 +124,8 @@ async fn a_token_limited_to_some_commands_is_refused_the_others_at_the_relay() {
         .await,
     );
     assert_eq!(e["details"]["code"], "PERMISSION_DENIED");
-    assert_eq!(e["code"], "E_UNSUPPORTED");
+    assert_eq!(e["code"], "PERMISSION_DENIED");
+    assert_eq!(e["category"], "E_UNSUPPORTED");
     assert!(
         game.commands()
             .iter()

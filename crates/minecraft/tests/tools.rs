@@ -153,8 +153,17 @@ async fn the_seed_error_codes_reach_the_agent_in_the_details() {
     let (server, game) = embedded().await;
     let c = &server.client;
 
-    let e = error_of(&call(c, "execute_command", json!({"command": "op Steve"})).await);
-    assert_eq!(e["code"], "E_INVALID_ARGUMENT");
+    // Issue 22 item 7: the seed's code first in the text the model reads, the same in _meta (the generic
+    // category beside it).
+    let r = call(c, "execute_command", json!({"command": "op Steve"})).await;
+    assert!(
+        text_of(&r).starts_with("[INVALID_COMMAND] "),
+        "{}",
+        text_of(&r)
+    );
+    let e = error_of(&r);
+    assert_eq!(e["code"], "INVALID_COMMAND");
+    assert_eq!(e["category"], "E_INVALID_ARGUMENT");
     assert_eq!(e["details"]["code"], "INVALID_COMMAND");
     assert!(!e["hint"].as_str().unwrap().is_empty());
     assert!(
@@ -162,8 +171,11 @@ async fn the_seed_error_codes_reach_the_agent_in_the_details() {
         "an un-whitelisted command never runs"
     );
 
-    let e = error_of(&call(c, "get_player_info", json!({"player": "Herobrine"})).await);
-    assert_eq!(e["code"], "E_NOT_FOUND");
+    let r = call(c, "get_player_info", json!({"player": "Herobrine"})).await;
+    assert!(text_of(&r).starts_with("[PLAYER_NOT_FOUND] "));
+    let e = error_of(&r);
+    assert_eq!(e["code"], "PLAYER_NOT_FOUND");
+    assert_eq!(e["category"], "E_NOT_FOUND");
     assert_eq!(e["details"]["code"], "PLAYER_NOT_FOUND");
 
     // Bad arguments are refused before anything is sent, naming the field and the limit.
@@ -214,8 +226,11 @@ async fn the_seed_error_codes_reach_the_agent_in_the_details() {
         }
     })
     .await;
-    let e = error_of(&call(c, "get_online_players", json!({})).await);
-    assert_eq!(e["code"], "E_DISCONNECTED");
+    let r = call(c, "get_online_players", json!({})).await;
+    assert!(text_of(&r).starts_with("[CONNECTION_ERROR] "));
+    let e = error_of(&r);
+    assert_eq!(e["code"], "CONNECTION_ERROR");
+    assert_eq!(e["category"], "E_DISCONNECTED");
     assert_eq!(e["details"]["code"], "CONNECTION_ERROR");
     server.stop().await;
 }

@@ -55,6 +55,8 @@ pub struct RelayHandle {
 struct Tokens {
     game: Option<Token>,
     mcp: Vec<Token>,
+    /// /health and /metrics answer without a token (the relay listens on loopback only).
+    open_pages: bool,
 }
 
 impl Tokens {
@@ -162,6 +164,7 @@ pub async fn start(
             .iter()
             .map(|t| Token::new(&t.token))
             .collect(),
+        open_pages: addr.ip().is_loopback(),
     });
     let closing = CancellationToken::new();
     let mut ws = WsConfig::new(OriginPolicy::localhost(MissingOrigin::Accept));
@@ -291,7 +294,19 @@ async fn authorize(
 ) -> Response {
     request.headers_mut().remove(ROLE_HEADER);
     if !request.headers().contains_key(header::UPGRADE) {
-        return next.run(request).await;
+        // The pages name clients, games and queue positions: beyond loopback they need a token too.
+        if tokens.open_pages
+            || bearer(request.headers())
+                .and_then(|t| tokens.role(t))
+                .is_some()
+        {
+            return next.run(request).await;
+        }
+        return (
+            StatusCode::UNAUTHORIZED,
+            "AUTH_FAILED: this relay listens beyond loopback; /health and /metrics need Authorization: Bearer <a game or MCP token>",
+        )
+            .into_response();
     }
     let role = bearer(request.headers()).and_then(|t| tokens.role(t));
     let Some(role) = role else {
