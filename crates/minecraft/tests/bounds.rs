@@ -123,6 +123,8 @@ async fn a_flood_of_client_ids_holds_at_most_the_cap_and_an_evicted_client_is_to
         "max_message_bytes",
         "mcp_rate",
         "game_rate",
+        "link_outgoing_bytes",
+        "link_incoming_bytes",
     ] {
         assert!(
             metrics.contains(&format!("minecraft_relay_limit{{bound=\"{bound}\"}}")),

@@ -53,7 +53,10 @@ pub use bridge_link::{
 pub use listen::{bind, serve, serve_with, serve_with_tls};
 pub use peer::Peer;
 pub use policy::{Admission, Current, OnDuplicate, PeerRegistry, Registered, SinglePeer};
-pub use sender::{Connection, INCOMING_BYTES, Incoming, LinkSender, writers_finished};
+pub use sender::{
+    Connection, INCOMING_BYTES, Incoming, LinkSender, OUTGOING_BYTES, SLOW_READER_PATIENCE,
+    writers_finished,
+};
 pub use session::{WsConnection, WsSender};
 pub use stream::StreamConfig;
 pub use ws::{WsConfig, ws_router, ws_routes};

@@ -13,6 +13,14 @@ use tokio_util::sync::CancellationToken;
 
 /// Frames queued towards the peer before `send_text` waits.
 pub(super) const OUTGOING_QUEUE: usize = 256;
+/// Bytes of frames queued towards the peer per link: `send_text` waits for room beyond it (a frame larger
+/// than all of it waits for an empty queue), `try_send_text` fails with `QueueFull`. Counting frames alone let
+/// a slow reader hold 256 times the largest frame.
+pub const OUTGOING_BYTES: usize = 8 << 20;
+/// How long `send_text` waits for room in a full outgoing queue before the peer is judged a slow reader:
+/// the link is closed, the reason (with the bytes waiting) sent in the close frame and kept for every later send.
+pub const SLOW_READER_PATIENCE: Duration = Duration::from_secs(30);
+
 /// Frames queued towards the bridge before the reader stops reading (backpressure).
 pub(super) const INCOMING_QUEUE: usize = 256;
 /// Bytes of frames queued towards the bridge per link before the reader stops reading: a peer that floods
@@ -25,6 +33,8 @@ pub(super) const CLOSE_PROTOCOL: u16 = 1002;
 pub(super) const CLOSE_INVALID_DATA: u16 = 1007;
 pub(super) const CLOSE_TOO_BIG: u16 = 1009;
 pub(super) const CLOSE_INTERNAL: u16 = 1011;
+/// Policy violation: a peer that does not read what it is sent.
+pub(super) const CLOSE_POLICY: u16 = 1008;
 
 static NEXT_LINK_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -116,6 +126,10 @@ pub(super) struct LinkState {
     pub finished: CancellationToken,
     /// Largest frame `send_text` accepts; `usize::MAX` where the transport has no limit of its own.
     max_frame: AtomicUsize,
+    /// Bytes of text frames queued towards the peer and not yet taken by the writer.
+    outgoing: AtomicUsize,
+    /// Woken whenever the writer takes a frame.
+    room: tokio::sync::Notify,
 }
 
 impl LinkState {
@@ -127,7 +141,33 @@ impl LinkState {
             end: OnceLock::new(),
             finished: CancellationToken::new(),
             max_frame: AtomicUsize::new(usize::MAX),
+            outgoing: AtomicUsize::new(0),
+            room: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Bytes of text frames waiting for the writer.
+    pub fn outgoing_bytes(&self) -> usize {
+        self.outgoing.load(Ordering::Relaxed)
+    }
+
+    /// Takes room for `len` bytes if there is some (or the queue is empty); false otherwise.
+    fn reserve(&self, len: usize) -> bool {
+        self.outgoing
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+                (queued == 0 || queued + len <= OUTGOING_BYTES).then_some(queued + len)
+            })
+            .is_ok()
+    }
+
+    /// Gives back room for a frame the writer took (or that never got queued).
+    pub(super) fn release(&self, len: usize) {
+        let _ = self
+            .outgoing
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                Some(q.saturating_sub(len))
+            });
+        self.room.notify_waiters();
     }
 
     /// Makes `send_text` refuse frames over `max` bytes instead of handing them to a writer that would fail.
@@ -209,13 +249,42 @@ impl LinkSender {
 
     /// Queues one frame. Fails with `FrameTooLarge` over the link's frame limit. `Ok` means queued, not delivered: correlate an answer to know it arrived. Waits while
     /// the queue is full; fails with `Disconnected` (carrying the close reason) once the link is closed.
+    ///
+    /// The queue is bounded in bytes too ([`OUTGOING_BYTES`]): a send waits for room, and a peer that lets it
+    /// wait longer than [`SLOW_READER_PATIENCE`] is disconnected as a slow reader, told so in the close frame.
     pub async fn send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
         let text = self.admit(text.into())?;
-        tokio::select! {
+        let len = text.len();
+        let deadline = tokio::time::Instant::now() + SLOW_READER_PATIENCE;
+        loop {
+            let room = self.state.room.notified();
+            if self.state.reserve(len) {
+                break;
+            }
+            tokio::select! {
+                biased;
+                () = self.state.closed.cancelled() => return Err(self.disconnected()),
+                () = room => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    let waiting = self.state.outgoing_bytes();
+                    // Torn down now: the close frame would only queue behind what it does not read.
+                    self.state.finish(
+                        Some(CLOSE_POLICY),
+                        format!("slow reader: {waiting} bytes unread for {} s (limit {OUTGOING_BYTES} bytes)", SLOW_READER_PATIENCE.as_secs()),
+                    );
+                    return Err(self.disconnected());
+                }
+            }
+        }
+        let sent = tokio::select! {
             biased;
             () = self.state.closed.cancelled() => Err(self.disconnected()),
             sent = self.tx.send(Outgoing::Text(text)) => sent.map_err(|_| self.disconnected()),
+        };
+        if sent.is_err() {
+            self.state.release(len);
         }
+        sent
     }
 
     /// What both sends check first: the link is still open and the frame within its limit.
@@ -238,9 +307,16 @@ impl LinkSender {
     /// send). Otherwise as [`send_text`](Self::send_text).
     pub fn try_send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
         let text = self.admit(text.into())?;
-        self.tx.try_send(Outgoing::Text(text)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => LinkError::QueueFull,
-            mpsc::error::TrySendError::Closed(_) => self.disconnected(),
+        let len = text.len();
+        if !self.state.reserve(len) {
+            return Err(LinkError::QueueFull);
+        }
+        self.tx.try_send(Outgoing::Text(text)).map_err(|e| {
+            self.state.release(len);
+            match e {
+                mpsc::error::TrySendError::Full(_) => LinkError::QueueFull,
+                mpsc::error::TrySendError::Closed(_) => self.disconnected(),
+            }
         })
     }
 
@@ -351,6 +427,9 @@ where
             () = state.closed.cancelled() => return PumpEnd::Stopped,
             item = out_rx.recv() => item,
         };
+        if let Some(Outgoing::Text(t)) = &item {
+            state.release(t.len());
+        }
         let msg = match item {
             Some(Outgoing::Close) | None => return PumpEnd::Stopped,
             Some(other) => match convert(other) {
@@ -381,4 +460,57 @@ pub(super) fn truncate(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+#[cfg(test)]
+mod outgoing_bound_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn link() -> (LinkSender, mpsc::Receiver<Outgoing>) {
+        let state = LinkState::new(&CancellationToken::new());
+        let (tx, rx) = mpsc::channel(OUTGOING_QUEUE);
+        let (_, incoming) = incoming();
+        (state.connection(tx, incoming).sender, rx)
+    }
+
+    // Issue 22: the outgoing queue was bounded by count only (256 frames), so a slow reader could hold 256 x
+    // the largest frame. Now at most OUTGOING_BYTES wait; try_send_text says QueueFull beyond it.
+    #[tokio::test]
+    async fn the_outgoing_queue_is_bounded_in_bytes() {
+        let (sender, mut rx) = link();
+        let frame = "x".repeat(1 << 20);
+        for _ in 0..OUTGOING_BYTES / frame.len() {
+            sender.try_send_text(frame.clone()).unwrap();
+        }
+        assert_eq!(sender.state.outgoing_bytes(), OUTGOING_BYTES);
+        assert!(matches!(
+            sender.try_send_text("one more"),
+            Err(LinkError::QueueFull)
+        ));
+        // The writer taking a frame makes room again.
+        let Some(Outgoing::Text(t)) = rx.recv().await else {
+            panic!("a frame")
+        };
+        sender.state.release(t.len());
+        sender.try_send_text("one more").unwrap();
+    }
+
+    // A peer that does not read for SLOW_READER_PATIENCE is disconnected, and the reason says why.
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reader_is_disconnected_and_told() {
+        let (sender, _rx) = link();
+        let frame = "x".repeat(1 << 20);
+        for _ in 0..OUTGOING_BYTES / frame.len() {
+            sender.send_text(frame.clone()).await.unwrap();
+        }
+        let err = sender.send_text(frame.clone()).await.unwrap_err();
+        assert!(sender.is_closed());
+        let reason = sender.close_reason().unwrap();
+        assert!(
+            reason.starts_with("slow reader: 8388608 bytes unread"),
+            "{reason}"
+        );
+        assert!(err.to_string().contains("slow reader"), "{err}");
+    }
 }

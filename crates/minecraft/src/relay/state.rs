@@ -739,6 +739,8 @@ impl Relay {
             ("token_queue_bytes", settings.token_queue_bytes),
             ("max_message_bytes", settings.max_message_bytes),
             ("max_assembled_bytes", crate::wire::MAX_ASSEMBLED_BYTES),
+            ("link_outgoing_bytes", bridge_core::link::OUTGOING_BYTES),
+            ("link_incoming_bytes", bridge_core::link::INCOMING_BYTES),
             ("mcp_rate", settings.mcp_rate as usize),
             ("game_rate", settings.game_rate as usize),
         ] {
