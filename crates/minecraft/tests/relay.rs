@@ -967,7 +967,9 @@ async fn a_game_that_reconnects_keeps_the_commands_sent_to_its_new_link() {
     )
     .await;
     for round in 0..20 {
-        let mut old = raw_game(&relay, "x", &format!("old{round}")).await;
+        // The same adapter process (instance) redialling: another instance would be refused the name while
+        // the old link lives (issue 22).
+        let mut old = raw_game(&relay, "x", &format!("g{round}")).await;
         for seq in 1..=300u64 {
             let mut ev = envelope(
                 "event",
@@ -978,7 +980,7 @@ async fn a_game_that_reconnects_keeps_the_commands_sent_to_its_new_link() {
             ev["seq"] = json!(seq);
             old.send(&ev).await;
         }
-        let mut new = raw_game(&relay, "x", &format!("new{round}")).await;
+        let mut new = raw_game(&relay, "x", &format!("g{round}")).await;
         let cmd = info_command(&format!("c{round}"), "x");
         mcp.send(&cmd).await;
         let routed = new.recv_kind("command").await;

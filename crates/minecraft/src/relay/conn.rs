@@ -231,36 +231,66 @@ async fn serve_game(
     // the adapter gets, and the game is reachable as soon as the adapter hears it.
     let admitted = {
         let mut state = relay.lock();
-        let last = state
-            .game_seqs
-            .get(&(name.clone(), instance.clone()))
-            .copied()
-            .unwrap_or(0);
-        let (mut games, version) = state.games_now();
-        if !games.contains(&name) {
-            games.push(name.clone());
-            games.sort();
+        // The name stays with the live adapter holding it: another instance under it is refused, not swapped
+        // in (two servers named alike used to kick each other off forever). The same instance takes its own
+        // place back (a reconnect whose old link is not yet known dead).
+        if let Some(holder) = state
+            .games
+            .get(&name)
+            .filter(|g| g.instance != instance && !g.sender.is_closed())
+        {
+            Err(holder.instance.clone())
+        } else {
+            let last = state
+                .game_seqs
+                .get(&(name.clone(), instance.clone()))
+                .copied()
+                .unwrap_or(0);
+            let (mut games, version) = state.games_now();
+            if !games.contains(&name) {
+                games.push(name.clone());
+                games.sort();
+            }
+            let hello_back = welcome(&relay, "minecraft", last, (games, version + 1));
+            sender
+                .try_send_text(hello_back.to_text())
+                .ok()
+                .map(|()| {
+                    state.games_version += 1;
+                    let replaced = state.games.insert(
+                        name.clone(),
+                        GameConn {
+                            link_id: link,
+                            sender: sender.clone(),
+                            instance: instance.clone(),
+                            adapter: text("adapter"),
+                            game_version: text("gameVersion"),
+                            since_ms: wire::now_ms(),
+                        },
+                    );
+                    (last, replaced)
+                })
+                .ok_or_else(String::new)
         }
-        let hello_back = welcome(&relay, "minecraft", last, (games, version + 1));
-        sender.try_send_text(hello_back.to_text()).ok().map(|()| {
-            state.games_version += 1;
-            let replaced = state.games.insert(
-                name.clone(),
-                GameConn {
-                    link_id: link,
-                    sender: sender.clone(),
-                    instance: instance.clone(),
-                    adapter: text("adapter"),
-                    game_version: text("gameVersion"),
-                    since_ms: wire::now_ms(),
-                },
-            );
-            (last, replaced)
-        })
     };
     // A fresh link's queue is empty: only a link already closed refuses the welcome.
-    let Some((last_seq, replaced)) = admitted else {
-        return;
+    let (last_seq, replaced) = match admitted {
+        Ok(v) => v,
+        Err(holder) if holder.is_empty() => return,
+        Err(holder) => {
+            tracing::warn!(game = %name, %instance, holder = %holder, "game refused: its name is held by another live adapter");
+            let reply = Envelope::error(
+                &hello.id,
+                Code::PermissionDenied,
+                format!(
+                    "the game name `{name}` is in use by another connected server (instance {holder}); give this server its own name with [bridge] server_name"
+                ),
+                json!({"reason": "name_in_use", "name": name, "holder": holder}),
+            );
+            let _ = sender.send_text(reply.to_text()).await;
+            sender.close("game name in use");
+            return;
+        }
     };
     if let Some(old) = replaced {
         old.sender
