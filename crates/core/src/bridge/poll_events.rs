@@ -84,9 +84,11 @@ pub(crate) struct PollArgs {
     #[serde(default)]
     since: u64,
     /// At most this many events (1-1000, default 100).
+    #[schemars(range(min = 1, max = MAX_LIMIT))]
     limit: Option<u32>,
     /// If nothing new is buffered, wait up to this many milliseconds for an event (0-60000, default 0).
     #[serde(default)]
+    #[schemars(range(max = MAX_WAIT_MS))]
     wait_ms: u64,
     /// Only events whose data has all of these top-level fields with these exact values.
     filter: Option<Map<String, Value>>,
@@ -165,6 +167,33 @@ mod tests {
         );
         assert_eq!(h.resolve("a/chat").unwrap().uri(), "a://events/chat");
         assert_eq!(h.resolve("only_a").unwrap().uri(), "a://events/only_a");
+    }
+
+    /// The schema advertises exactly the bounds `validate` enforces: a client that reads `minimum` is never
+    /// refused at the edge it was told about (it said 0 and refused 0).
+    #[test]
+    fn the_advertised_bounds_are_the_enforced_ones() {
+        let schema = serde_json::to_value(schemars::schema_for!(PollArgs)).unwrap();
+        let limit = &schema["properties"]["limit"];
+        assert_eq!(limit["minimum"], 1, "{limit}");
+        assert_eq!(limit["maximum"], MAX_LIMIT, "{limit}");
+        assert_eq!(schema["properties"]["wait_ms"]["maximum"], MAX_WAIT_MS);
+        let args = |limit: u32, wait_ms: u64| PollArgs {
+            stream: "s".into(),
+            since: 0,
+            limit: Some(limit),
+            wait_ms,
+            filter: None,
+        };
+        for (limit, wait_ms) in [(1, 0), (MAX_LIMIT, MAX_WAIT_MS)] {
+            assert!(args(limit, wait_ms).validate().is_ok(), "{limit} {wait_ms}");
+        }
+        for (limit, wait_ms) in [(0, 0), (MAX_LIMIT + 1, 0), (1, MAX_WAIT_MS + 1)] {
+            assert!(
+                args(limit, wait_ms).validate().is_err(),
+                "{limit} {wait_ms}"
+            );
+        }
     }
 
     #[test]
