@@ -65,6 +65,39 @@ pub struct EntityInfo {
 pub struct WorldInfo {
     pub blocks: Vec<BlockInfo>,
     pub entities: Vec<EntityInfo>,
+    /// Non-air blocks in the whole cube (set by the MCP server; `blocks` may be one page of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_blocks: Option<u64>,
+    /// Where the next page starts (pass it as `offset`); absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
+}
+
+/// Bytes of compact block JSON one `get_world_info` page carries: a result holds it about three times over
+/// (indented text and structured content), and MCP clients refuse messages over 1 MiB (the Python SDK's SSE
+/// event limit).
+pub const WORLD_PAGE_BYTES: usize = 192 << 10;
+
+impl WorldInfo {
+    /// The page of blocks from `offset` that fits [`WORLD_PAGE_BYTES`] (at least one block), with the total
+    /// and where the next page starts.
+    pub fn page(mut self, offset: u64) -> Self {
+        let total = self.blocks.len() as u64;
+        let start = usize::try_from(offset.min(total)).unwrap_or(usize::MAX);
+        let mut bytes = 0;
+        let mut end = start;
+        for b in &self.blocks[start..] {
+            bytes += serde_json::to_string(b).map_or(0, |t| t.len()) + 1;
+            if bytes > WORLD_PAGE_BYTES && end > start {
+                break;
+            }
+            end += 1;
+        }
+        self.blocks = self.blocks.drain(start..end).collect();
+        self.total_blocks = Some(total);
+        self.next_offset = ((end as u64) < total).then_some(end as u64);
+        self
+    }
 }
 
 /// The seed's `CommandResult`, plus the command's output lines.

@@ -23,20 +23,46 @@ async fn get_world_info_at_radius_16_answers_through_the_mcp_server() {
     ]))
     .await;
     server.ready(1).await;
-    for radius in [6, 16] {
-        let r = call(
-            &server.client,
-            "get_world_info",
-            json!({"x": 0, "y": 64, "z": 0, "radius": radius}),
-        )
-        .await;
-        let v: Value = ok_of(&r);
+    for radius in [6u64, 16] {
+        // Answers come in pages that fit an MCP client's limits (the Python SDK refuses SSE events over 1 MiB,
+        // and a result carries its JSON twice: text and structuredContent): follow next_offset.
+        let mut blocks = 0;
+        let mut offset = 0u64;
+        let mut pages = 0;
+        loop {
+            let r = call(
+                &server.client,
+                "get_world_info",
+                json!({"x": 0, "y": 64, "z": 0, "radius": radius, "offset": offset}),
+            )
+            .await;
+            let size = serde_json::to_string(&r).unwrap().len();
+            assert!(
+                size < 900 * 1024,
+                "radius {radius} page {pages}: {size} bytes"
+            );
+            let v: Value = ok_of(&r);
+            pages += 1;
+            let side = 2 * radius + 1;
+            assert_eq!(v["total_blocks"], side * side * side);
+            blocks += v["blocks"].as_array().unwrap().len() as u64;
+            match v["next_offset"].as_u64() {
+                Some(next) => {
+                    assert_eq!(next, blocks, "pages are contiguous");
+                    offset = next;
+                }
+                None => break,
+            }
+        }
         let side = 2 * radius + 1;
         assert_eq!(
-            v["blocks"].as_array().unwrap().len(),
+            blocks,
             side * side * side,
             "radius {radius}: every block of the cube"
         );
+        if radius == 16 {
+            assert!(pages > 1, "36 000 blocks need several pages");
+        }
     }
     server.stop().await;
     game.stop();

@@ -382,7 +382,7 @@ fn property_11_world_info_query_completeness() {
     );
     runner()
         .run(&strategy, |(x, y, z, radius, blocks)| {
-            let args = WorldArgs { x, y, z, radius, game: None };
+            let args = WorldArgs { x, y, z, radius, offset: 0, game: None };
             match args.validate() {
                 Ok(()) => prop_assert!(radius <= MAX_RADIUS),
                 Err(e) => {

@@ -209,6 +209,10 @@ pub struct WorldArgs {
     pub z: i64,
     /// Half the side of the cube looked at, 0 to 16.
     pub radius: u32,
+    /// Blocks to skip: a large answer comes in pages, and the next one starts at the last page's
+    /// `next_offset`.
+    #[serde(default)]
+    pub offset: u64,
     #[serde(default)]
     pub game: Option<String>,
 }

@@ -41,14 +41,17 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         }),
         ToolSpec::new(
             "get_world_info",
-            "Non-air blocks and the entities in the cube of `radius` (0 to 16) around x, y, z.",
+            "Non-air blocks and the entities in the cube of `radius` (0 to 16) around x, y, z. A large cube comes \
+             in pages: `total_blocks` says how many there are, and while `next_offset` is present, call again with \
+             `offset` set to it for the next page.",
         )
         .read_only()
         .open_world()
         .timeout(budget)
         .handler_on(ctx.clone(), |c, a: WorldArgs, _| async move {
             let args = json!({"x": a.x, "y": a.y, "z": a.z, "radius": a.radius});
-            c.call::<WorldInfo>("get_world_info", args, a.game).await
+            let info = c.call::<WorldInfo>("get_world_info", args, a.game).await?;
+            Ok(info.page(a.offset))
         }),
     ]
 }
