@@ -273,14 +273,9 @@ impl RelayLink {
                     previous = %old, epoch = %new_epoch,
                     "the relay restarted (new epoch): what it had queued for this client is gone; gaps in the games' event numbers will count it"
                 );
+                // Counted, not put on the streams: whether anything was lost shows as a sequence_gap record
+                // once the games' resent events arrive.
                 st.epoch_changes += 1;
-                let record = json!({"eventType": "events_lost", "reason": "epoch_changed",
-                    "previousEpoch": old, "epoch": new_epoch, "lastSeq": st.last_seq,
-                    "timestamp": wire::now_ms(),
-                    "note": "the relay restarted: events it had queued for this client may be lost; the exact count follows as sequence_gap records"});
-                drop(st);
-                self.report_loss(&record);
-                st = lock(&self.inner.status);
             }
             st.epoch = Some(new_epoch);
             st.last_seq = acked;
@@ -440,15 +435,14 @@ impl RelayLink {
             new
         };
         tracing::warn!(game, %instance, lost = gap, "events missing from a game's numbering");
-        self.report_loss(
-            &json!({"eventType": "events_lost", "reason": "sequence_gap", "lost": gap,
-            "game": game, "instance": instance, "fromGameSeq": from, "toGameSeq": n - 1,
-            "timestamp": wire::now_ms()}),
-        );
+        self.report_loss(json!({"reason": "sequence_gap", "lost": gap, "game": game,
+            "instance": instance, "fromGameSeq": from, "toGameSeq": n - 1}));
     }
 
     /// Puts an explicit loss record on every stream this client reads (a loss is not known per event type).
-    fn report_loss(&self, record: &Value) {
+    /// Shaped like a game event: `{"eventType": "events_lost", "timestamp", "data": {reason, lost, ...}}`.
+    fn report_loss(&self, data: Value) {
+        let record = json!({"eventType": "events_lost", "timestamp": wire::now_ms(), "data": data});
         for ty in &self.inner.settings.subscriptions {
             if let Some(stream) = self.inner.hub.get(ty.as_str()) {
                 stream.publish(record.clone());
@@ -478,11 +472,10 @@ impl RelayLink {
                 st.lost_total += n;
                 st.reported_uncovered += n;
                 let reason = env.str_field("reason").unwrap_or("queue_full");
-                let record = json!({"eventType": "events_lost", "reason": reason, "lost": n,
-                    "timestamp": wire::now_ms()});
+                let record = json!({"reason": reason, "lost": n});
                 let link = self.clone();
                 // Published outside the status lock.
-                tokio::spawn(async move { link.report_loss(&record) });
+                tokio::spawn(async move { link.report_loss(record) });
                 tracing::warn!(
                     lost = n,
                     reason,
