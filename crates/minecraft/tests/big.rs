@@ -15,13 +15,7 @@ async fn get_world_info_at_radius_16_answers_through_the_mcp_server() {
     let relay = start_relay(relay_args(&["--heartbeat-interval-ms", "15000"])).await;
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
-    let server = McpServer::start(mc_args(&[
-        "--relay-url",
-        &relay.url(),
-        "--relay-token",
-        MCP_TOKEN,
-    ]))
-    .await;
+    let server = McpServer::linked(&relay, MCP_TOKEN, &[]).await;
     server.ready(1).await;
     for radius in [6u64, 16] {
         // Answers come in pages that fit an MCP client's limits (the Python SDK refuses SSE events over 1 MiB,
@@ -82,13 +76,7 @@ async fn a_1_0_games_oversize_answer_fails_at_once_naming_the_limit() {
     ))
     .await;
     game.recv_kind("welcome").await;
-    let server = McpServer::start(mc_args(&[
-        "--relay-url",
-        &relay.url(),
-        "--relay-token",
-        MCP_TOKEN,
-    ]))
-    .await;
+    let server = McpServer::linked(&relay, MCP_TOKEN, &[]).await;
     server.ready(1).await;
     let client = server.client.clone();
     let call = tokio::spawn(async move {

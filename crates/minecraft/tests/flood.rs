@@ -14,13 +14,7 @@ async fn fifty_tool_calls_during_a_500_events_per_second_flood_are_all_answered(
     let relay = start_relay(relay_args(&[])).await; // default rates: MCP servers 100/s, bursts of 200
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
-    let server = McpServer::start(mc_args(&[
-        "--relay-url",
-        &relay.url(),
-        "--relay-token",
-        MCP_TOKEN,
-    ]))
-    .await;
+    let server = McpServer::linked(&relay, MCP_TOKEN, &[]).await;
     server.ready(1).await;
     // 500 events/s for 4 s, one every 2 ms (so the MCP server, idle between them, acks nearly each one).
     let flood = {

@@ -30,13 +30,7 @@ async fn the_mcp_server_redials_a_relay_away_for_many_backoff_caps_and_gets_the_
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
     // mc_args caps the backoff at 200 ms.
-    let server = McpServer::start(mc_args(&[
-        "--relay-url",
-        &relay.url(),
-        "--relay-token",
-        MCP_TOKEN,
-    ]))
-    .await;
+    let server = McpServer::linked(&relay, MCP_TOKEN, &[]).await;
     server.ready(1).await;
     for i in 0..10 {
         game.emit("player_chat", event_data("player_chat", i));

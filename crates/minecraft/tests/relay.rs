@@ -77,13 +77,7 @@ async fn a_wrong_or_missing_token_is_refused_before_the_upgrade() {
         "minecraft"
     );
     // And an MCP server with a wrong token sees it in status.
-    let server = McpServer::start(mc_args(&[
-        "--relay-url",
-        &relay.url(),
-        "--relay-token",
-        "wrong",
-    ]))
-    .await;
+    let server = McpServer::linked(&relay, "wrong", &[]).await;
     within("status to report the refusal", async {
         loop {
             let s = ok_of(&call(&server.client, "status", json!({})).await);
@@ -105,13 +99,7 @@ async fn a_token_limited_to_some_commands_is_refused_the_others_at_the_relay() {
     let relay = start_relay(relay_args(&[])).await;
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
-    let server = McpServer::start(mc_args(&[
-        "--relay-url",
-        &relay.url(),
-        "--relay-token",
-        READONLY_TOKEN,
-    ]))
-    .await;
+    let server = McpServer::linked(&relay, READONLY_TOKEN, &[]).await;
     server.ready(1).await;
     let ok = ok_of(&call(&server.client, "get_online_players", json!({})).await);
     assert_eq!(ok["count"], 2);

@@ -149,6 +149,14 @@ impl McpServer {
         }
     }
 
+    /// An MCP server dialling `relay` with `token`, plus `extra` flags.
+    pub async fn linked(relay: &TestRelay, token: &str, extra: &[&str]) -> McpServer {
+        let url = relay.url();
+        let mut args = vec!["--relay-url", &url, "--relay-token", token];
+        args.extend_from_slice(extra);
+        McpServer::start(mc_args(&args)).await
+    }
+
     /// Waits until the link to the relay is up and sees `games` games.
     pub async fn ready(&self, games: usize) {
         within(
