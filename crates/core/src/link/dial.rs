@@ -12,7 +12,7 @@ use std::future::Future;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -227,13 +227,9 @@ pub fn child(
     };
     if let Some(stderr) = process.stderr.take() {
         let target = target.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).split(b'\n');
-            while let Ok(Some(line)) = lines.next_segment().await {
-                let text = String::from_utf8_lossy(&line[..line.len().min(MAX_STDERR_LINE)]);
-                tracing::debug!(program = %target, "stderr: {text}");
-            }
-        });
+        tokio::spawn(stderr_lines(stderr, move |line| {
+            tracing::debug!(program = %target, "stderr: {}", String::from_utf8_lossy(line));
+        }));
     }
     let conn = stream::spawn(stdout, stdin, cfg, shutdown);
     let sender = conn.sender.clone();
@@ -255,6 +251,35 @@ pub fn child(
         }
     });
     Ok(conn)
+}
+
+/// Hands each line of a child's stderr to `each`, cut to its first `MAX_STDERR_LINE` bytes. Read in chunks so
+/// a child writing without newlines costs a line's bound, not its whole output (a line splitter buffers to the
+/// newline).
+async fn stderr_lines<R: AsyncRead + Unpin>(mut stderr: R, mut each: impl FnMut(&[u8])) {
+    let mut chunk = [0u8; 4096];
+    let mut line = Vec::with_capacity(MAX_STDERR_LINE);
+    loop {
+        let n = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for piece in chunk[..n].split_inclusive(|b| *b == b'\n') {
+            let (text, ends) = match piece.strip_suffix(b"\n") {
+                Some(text) => (text, true),
+                None => (piece, false),
+            };
+            let room = MAX_STDERR_LINE - line.len();
+            line.extend_from_slice(&text[..text.len().min(room)]);
+            if ends {
+                each(&line);
+                line.clear();
+            }
+        }
+    }
+    if !line.is_empty() {
+        each(&line);
+    }
 }
 
 /// Keeps a dialled link up: connects with `connect`, hands each link to `serve` (which returns when the link
@@ -314,5 +339,25 @@ pub async fn redial<C, CF, S, SF>(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(delay) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod stderr_tests {
+    use super::{MAX_STDERR_LINE, stderr_lines};
+    use tokio::io::AsyncReadExt;
+
+    /// 64 MiB without a newline are one line cut to its bound, and the lines after it still arrive whole.
+    #[tokio::test]
+    async fn a_child_writing_without_newlines_costs_one_lines_bound() {
+        let flood = tokio::io::repeat(b'x').take(64 << 20);
+        let rest: &[u8] = b"\nnext\nlast";
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        stderr_lines(flood.chain(rest), |l| lines.push(l.to_vec())).await;
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0].len(), MAX_STDERR_LINE);
+        assert!(lines[0].iter().all(|b| *b == b'x'));
+        assert_eq!(lines[1], b"next");
+        assert_eq!(lines[2], b"last");
     }
 }
