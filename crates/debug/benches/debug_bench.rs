@@ -224,38 +224,16 @@ async fn file_protocol(trips: usize) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let client = FsClient::new(root.clone());
-    let mut raw = Vec::new();
-    for _ in 0..trips {
-        let t = Instant::now();
-        let ctx = RunCtx {
-            cancel: CancellationToken::new(),
-            tool: None,
-        };
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        client
-            .run("debug.status", json!({}), deadline, ctx)
-            .await
-            .unwrap();
-        raw.push(t.elapsed());
-    }
-    report("debug_status via files + host (raw fs client)", raw);
+    report(
+        "debug_status via files + host (raw fs client)",
+        status_trips(&client, trips).await,
+    );
     {
         let _hog = Hog::start();
-        let mut busy = Vec::new();
-        for _ in 0..trips {
-            let t = Instant::now();
-            let ctx = RunCtx {
-                cancel: CancellationToken::new(),
-                tool: None,
-            };
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            client
-                .run("debug.status", json!({}), deadline, ctx)
-                .await
-                .unwrap();
-            busy.push(t.elapsed());
-        }
-        report("  the same, a CPU-bound process beside it", busy);
+        report(
+            "  the same, a CPU-bound process beside it",
+            status_trips(&client, trips).await,
+        );
     }
     let env = bridge_core::BridgeEnv::new();
     let bridge = Debug::start(args(&ws, BackendChoice::Vscode), &env)
@@ -408,4 +386,23 @@ async fn via_raw_dap(ws: &Path) -> Duration {
         .await;
     stop.cancel();
     took
+}
+
+/// `trips` no-op `debug.status` jobs through the file protocol, each timed from submit to answer.
+async fn status_trips(client: &FsClient, trips: usize) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(trips);
+    for _ in 0..trips {
+        let t = Instant::now();
+        let ctx = RunCtx {
+            cancel: CancellationToken::new(),
+            tool: None,
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        client
+            .run("debug.status", json!({}), deadline, ctx)
+            .await
+            .unwrap();
+        times.push(t.elapsed());
+    }
+    times
 }
