@@ -70,9 +70,10 @@ fn build_agent(out_dir: &Path, target: &str) -> PathBuf {
             workspace.join(input).display()
         );
     }
+    // Never OUT_DIR/sandbox-agent itself: that path is the embedded file main() writes.
     let target_dir = outer_target_dir(out_dir)
-        .unwrap_or_else(|| out_dir.to_path_buf())
-        .join("sandbox-agent");
+        .map(|dir| dir.join("sandbox-agent"))
+        .unwrap_or_else(|| out_dir.join("agent-build"));
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(&cargo);
     // Only what the user set for cargo as a whole survives (home, network, registries) and the jobserver
@@ -121,14 +122,18 @@ fn build_agent(out_dir: &Path, target: &str) -> PathBuf {
         .join("sandbox-agent")
 }
 
-/// The outer build's target directory: the ancestor of OUT_DIR (`<target>/[<triple>/]<profile>/build/<pkg>/out`)
-/// where cargo left its CACHEDIR.TAG.
+/// The outer build's target directory (or its `<triple>` directory), read from the shape cargo gives OUT_DIR:
+/// `<target>/[<triple>/]<profile>/build/<pkg>-<hash>/out`. The nested build cannot share that directory itself
+/// (it would wait forever on the lock the outer build holds), so it goes into a `sandbox-agent` directory
+/// beside the profiles, shared by the debug and release builds. The shape is checked, not trusted: any other
+/// layout falls back to a directory of this OUT_DIR (correct, only rebuilt per profile).
 fn outer_target_dir(out_dir: &Path) -> Option<PathBuf> {
-    out_dir
-        .ancestors()
-        .skip(1)
-        .find(|dir| dir.join("CACHEDIR.TAG").is_file())
-        .map(Path::to_path_buf)
+    let package_dir = out_dir.parent()?;
+    let build_dir = package_dir.parent()?;
+    if build_dir.file_name()? != "build" {
+        return None;
+    }
+    build_dir.parent()?.parent().map(Path::to_path_buf)
 }
 
 fn leaks_into_nested_build(key: &OsString) -> bool {
