@@ -21,3 +21,8 @@ pub use bridge::{Bridge, BridgeBuilder, BridgeEntry, BridgeEnv, BridgeError};
 pub use error::{ErrorCode, ToolError};
 pub use mount::Mount;
 pub use tool::{Content, NoArgs, Rendered, ToolCtx, ToolSpec, Validate, check};
+
+/// ARCHITECTURE.md, included so `cargo test --doc` compiles its Rust examples against this crate's real API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../ARCHITECTURE.md")]
+pub struct ArchitectureDoc;
