@@ -113,7 +113,8 @@ async function main() {
     return;
   }
   const handle = args.stateful ? statefulHandler() : handleStateless;
-  // noDelay: the same Nagle trap the Rust core avoids (reference/mcp-core.md §4.2).
+  // noDelay: the Nagle trap the Rust core avoids too (it sets TCP_NODELAY on every accepted socket, crates/core/src/net.rs):
+  // without it a small response written in two segments waits for the client's delayed ACK.
   const http = createServer({ noDelay: true, keepAlive: true }, (req, res) => {
     const path = (req.url ?? "").split("?")[0];
     if (path !== "/mcp") return sendError(res, 404, "not found");

@@ -27,8 +27,8 @@ MCP_TOKEN = "mcp-token-e2e-0123456789"
 MCP_TOKEN_READONLY = "mcp-token-readonly-0123456789"
 EVENT_TYPES = ["player_join", "player_quit", "player_chat", "player_death", "block_break"]
 
-# The game's config for the tests: the seed's format; reconnect fast and forever; a whitelist that allows what
-# the tests run and nothing else.
+# The game's config for the tests: minecraft-mcp-bridge.toml (crates/minecraft/adapters/README.md); reconnect
+# fast and forever; a whitelist that allows what the tests run and nothing else.
 GAME_CONFIG = """
 [bridge]
 reconnect_attempts = 0

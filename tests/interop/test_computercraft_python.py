@@ -1,7 +1,7 @@
 """The ComputerCraft bridge (`mcp-bridges computercraft`) through the official Python MCP client (PyPI `mcp`), in
 both protocol eras and over both transports. The computers are the shipped Lua client running in ccsim, the CC
-shim written from `shared/reference/computercraft.md` (crates/computercraft/tests/support/ccsim; run as the
-`ccsim` example), linked to the bridge over real loopback WebSockets."""
+shim written from the facts in docs/protocols/computercraft.md (crates/computercraft/tests/support/ccsim;
+run as the `ccsim` example), linked to the bridge over real loopback WebSockets."""
 
 from __future__ import annotations
 

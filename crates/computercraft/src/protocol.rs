@@ -13,7 +13,8 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-/// Version of this protocol; the client sends it in `hello`, a hello without one is the seed's version 1.
+/// Version of this protocol; the client sends it in `hello`, a hello without one is version 1 (a minimal
+/// client that sends only its id and label).
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Largest frame either side sends. CC:Tweaked closes the link on frames over 128 KiB; half of that leaves
@@ -65,7 +66,7 @@ fn plain_computer() -> Kind {
     Kind::Computer
 }
 
-/// The seed: a missing or empty label is no label.
+/// A missing or empty label is no label (`os.getComputerLabel()` answers nil for an unlabelled computer).
 fn label<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let raw: Option<String> = Option::deserialize(d)?;
     Ok(raw.filter(|l| !l.is_empty()))

@@ -92,7 +92,7 @@ pub async fn start(
     ws.pong_timeout = cfg.pong_timeout;
     ws.shutdown = shutdown.clone();
     let st = state.clone();
-    // The seed's computers open `ws://host:port` itself; the shipped client uses `/link`. `/` also serves the
+    // A minimal client may open `ws://host:port` itself; the shipped client uses `/link`. `/` also serves the
     // index page to a browser, so plain GETs there fall through to the pages.
     let router = link::ws_routes(
         ws,

@@ -1,6 +1,6 @@
-//! What a hostile, duplicated or seed-era computer can do to the link: chunk floods hold no memory (issue 8
-//! item 2), a too-large chunked reply fails only its own request, the link answers at `/` as the seed's
-//! computers expect (issue 8 item 6), and under `OnDuplicate::RefuseIfLive` a second live machine with a held
+//! What a hostile, duplicated or minimal-client computer can do to the link: chunk floods hold no memory (issue 8
+//! item 2), a too-large chunked reply fails only its own request, the link answers at `/` as minimal
+//! clients expect (issue 8 item 6), and under `OnDuplicate::RefuseIfLive` a second live machine with a held
 //! id is refused instead of flapping with the first (issue 12 item 2, the bridge's policy). A hand-driven WebSocket plays the computer, so every frame is exactly the test's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -182,7 +182,7 @@ async fn a_chunked_reply_over_the_bound_fails_its_own_request_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_link_is_served_at_the_root_too() {
     let h = start_bridge(test_config()).await;
-    // The seed's plan has computers open ws://host:port itself.
+    // A minimal client opens ws://host:port itself, without `/link`.
     let mut puppet = Puppet::link(&h, &format!("ws://{}", h.link_addr), 11).await;
     puppet.answer_a_probe(&h).await;
     // A browser at the same address still gets the index page.

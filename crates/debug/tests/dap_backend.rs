@@ -1,5 +1,5 @@
-//! The seed's acceptance criteria on the `dap` backend, through a real MCP client, with real debuggers:
-//! debugpy (Python) and lldb-dap (C, built here with gcc -g).
+//! The debug bridge's acceptance criteria (the worked session in docs/debug.md) on the `dap` backend,
+//! through a real MCP client, with real debuggers: debugpy (Python) and lldb-dap (C, built here with gcc -g).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;

@@ -585,8 +585,8 @@ fn merge(details: &Value, code: Code) -> Value {
     Value::Object(map)
 }
 
-/// A seed error (`{code, message, details}`) as the agent sees it: the core's code, a hint, and the seed's
-/// code in the details.
+/// A game's or relay's error (`{code, message, details}`, PROTOCOL.md §7) as the agent sees it: the core's code,
+/// a hint, and the protocol's code in the details.
 /// Fields of an event's `data` that players write (names, chat), never the bridge: a prompt-injection
 /// channel (issue 22 item 8).
 const PLAYER_FIELDS: [&str; 3] = ["player", "message", "killer"];
@@ -687,8 +687,8 @@ pub fn remote_error(error: Option<&Value>, game: Option<&str>) -> ToolError {
             "the game did not answer in time: it may be lagging; try again",
         ),
     };
-    // The seed's code is what the model reads first (`[INVALID_COMMAND] …`) and what `_meta.code` says; the
-    // generic category stays in `_meta.category`.
+    // The protocol's code (PROTOCOL.md §7) is what the model reads first (`[INVALID_COMMAND] …`) and what
+    // `_meta.code` says; the generic category stays in `_meta.category`.
     base.with_hint(hint)
         .with_details(Value::Object(details))
         .with_code_name(code.as_str())

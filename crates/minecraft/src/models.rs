@@ -1,4 +1,4 @@
-//! The seed's data models, with its field names (camelCase on the wire and in tool results). Game answers
+//! The data models of PROTOCOL.md §4, with their field names (camelCase on the wire and in tool results). Game answers
 //! are read into these, so a game that sends something else gets a clear error instead of a guess.
 
 use schemars::JsonSchema;
@@ -100,7 +100,7 @@ impl WorldInfo {
     }
 }
 
-/// The seed's `CommandResult`, plus the command's output lines.
+/// `CommandResult` (PROTOCOL.md §4.2), plus the command's output lines.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CommandResult {
     pub success: bool,

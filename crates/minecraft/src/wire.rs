@@ -101,7 +101,7 @@ impl Source {
     }
 }
 
-/// The seed's event types.
+/// The event types (PROTOCOL.md §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
@@ -159,7 +159,7 @@ enum Field {
     Loc,
 }
 
-/// The seed's error codes (PROTOCOL.md §7).
+/// The Minecraft protocol's error codes (PROTOCOL.md §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Code {

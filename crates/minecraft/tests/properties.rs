@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! The seed's correctness properties that the Rust side implements, each over ≥ 100 generated cases.
+//! The correctness properties of the bridge's design (each stated above its test) that the Rust side
+//! implements, each over ≥ 100 generated cases.
 //! Properties 6, 7 and 15 belong to the game side (config, whitelist, the mod's logs) and are tested in Java
 //! under `adapters/`; Property 4 (latency) is measured by the bench, never asserted in a test.
 
@@ -220,7 +221,7 @@ fn property_2_command_forwarding_and_execution() {
 }
 
 // Feature: minecraft-mcp-bridge, Property 3: Command failure error responses — a failing command returns an
-// error with a descriptive message (and the seed's code in the details).
+// error with a descriptive message (and the protocol's code, PROTOCOL.md §7, in the details).
 #[test]
 fn property_3_command_failure_error_responses() {
     let s = stack();

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, deprecated)]
 //! Every tool end to end: MCP client → MCP server → relay (in-process) → the simulated game and back; the
-//! seed's error codes in the details; events pushed to subscribers and pulled with poll_events.
+//! protocol's error codes (PROTOCOL.md §7) in the details; events pushed to subscribers and pulled with
+//! poll_events.
 
 mod support;
 
@@ -153,7 +154,7 @@ async fn the_seed_error_codes_reach_the_agent_in_the_details() {
     let (server, game) = embedded().await;
     let c = &server.client;
 
-    // Issue 22 item 7: the seed's code first in the text the model reads, the same in _meta (the generic
+    // Issue 22 item 7: the protocol's code first in the text the model reads, the same in _meta (the generic
     // category beside it).
     let r = call(c, "execute_command", json!({"command": "op Steve"})).await;
     assert!(
@@ -261,7 +262,7 @@ async fn events_are_pushed_to_subscribers_and_pulled_with_poll_events() {
         .await
         .unwrap();
     assert_eq!(uri, "minecraft://events/player_chat");
-    // Pulled: every type, with the seed's GameEvent fields.
+    // Pulled: every type, with GameEvent's fields (PROTOCOL.md §4.1).
     for (i, ty) in types.iter().enumerate() {
         let events = within("the event", async {
             loop {

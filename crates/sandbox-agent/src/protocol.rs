@@ -15,7 +15,7 @@ pub const VERSION: u32 = 1;
 pub const MAX_FRAME_BYTES: usize = 4 << 20;
 /// Largest raw byte count in one `read` answer or one `write`/`stdin` request; bigger transfers are chunked.
 pub const MAX_CHUNK_BYTES: usize = 1 << 20;
-/// Largest code or shell command one exec may carry (the seed's 1 MB command limit, honestly: it is written
+/// Largest code or shell command one exec may carry (Bouvet's 1 MB command limit, docs/protocols/sandbox.md §1, honestly: it is written
 /// to a file, never put in argv).
 pub const MAX_CODE_BYTES: usize = 1 << 20;
 /// Output kept per stream of one process by default: head and tail halves, the middle dropped.

@@ -312,7 +312,7 @@ async fn one_mib_of_code_and_a_ten_mib_file_go_through_and_more_is_refused_over_
     big_inputs(&start(&["--sandbox-workspace-mib", "64"]).await).await;
 }
 
-/// Over HTTP the request body limit (4 MiB by default) must not stop the seed's 10 MB file.
+/// Over HTTP the request body limit (4 MiB by default) must not stop Bouvet's 10 MB file (docs/protocols/sandbox.md §1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_mib_of_code_and_a_ten_mib_file_go_through_and_more_is_refused_over_http() {
     big_inputs(&start_http(&["--sandbox-workspace-mib", "64"], Era::Modern).await).await;

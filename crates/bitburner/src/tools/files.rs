@@ -1,4 +1,4 @@
-//! The file tools of the seed design: one tool, one Remote API method.
+//! The file tools (docs/bitburner.md, "Tools"): one tool, one Remote API method.
 
 use super::Ctx;
 use super::args::{AllFilesArgs, FileArgs, ReadArgs, ServerArgs, WriteArgs, game_path};

@@ -1,4 +1,4 @@
-//! Tools beyond the seed: definitions, servers, file metadata, saves, and the link status.
+//! Tools beyond the file tools: definitions, servers, file metadata, saves, and the link status.
 
 use super::Ctx;
 use super::args::{DefinitionArgs, FileArgs, SaveArgs, ServerArgs};

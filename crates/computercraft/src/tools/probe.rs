@@ -1,4 +1,4 @@
-//! `probe-computers`, exactly as the seed specifies: one `pong from <id> (Label: <label>)` line per answer,
+//! `probe-computers`, as docs/computercraft.md specifies: one `pong from <id> (Label: <label>)` line per answer,
 //! `timeout from ...` for computers that stay silent, `No computers connected.` when there are none.
 
 use crate::state::State;

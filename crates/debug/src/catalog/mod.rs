@@ -158,7 +158,8 @@ impl Catalog {
     }
 }
 
-/// The seed's naming rule: `mcp.tool` if given, else the alias with `.` and `-` turned into `_`.
+/// VSC-Bridge's naming rule (docs/protocols/debug.md §1): `mcp.tool` if given, else the alias with `.` and `-`
+/// turned into `_`.
 pub fn tool_name(alias: &str, meta: &Value) -> String {
     let mcp = meta.get("mcp");
     mcp.and_then(|m| m.get("tool").or_else(|| m.get("tool_name")))

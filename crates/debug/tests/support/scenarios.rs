@@ -1,5 +1,5 @@
-//! The seed's acceptance criteria as scenarios over any backend: the same calls on `dap` and on `vscode`
-//! (through `mcp-bridges debug host`).
+//! The debug bridge's acceptance criteria (the worked session in docs/debug.md) as scenarios over any
+//! backend: the same calls on `dap` and on `vscode` (through `mcp-bridges debug host`).
 #![allow(dead_code)]
 
 use super::*;

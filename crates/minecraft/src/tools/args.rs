@@ -1,5 +1,5 @@
-//! Tool arguments: the seed's names, strict, checked before anything is sent. Numbers also arrive as
-//! numeric strings (the core coerces them).
+//! Tool arguments: the names of docs/minecraft.md's tool list, strict, checked before anything is sent.
+//! Numbers also arrive as numeric strings (the core coerces them).
 
 use bridge_core::tool::check;
 use bridge_core::{ToolError, Validate};

@@ -1,4 +1,4 @@
-//! The MCP tools: the seed's eight (each one command type of PROTOCOL.md §4.2) and `status`.
+//! The MCP tools: the eight of docs/minecraft.md (each one command type of PROTOCOL.md §4.2) and `status`.
 
 pub mod args;
 pub mod commands;
@@ -17,7 +17,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// One command, its answer read into `T` (a game answering outside the seed's models is an error that
+    /// One command, its answer read into `T` (a game answering outside PROTOCOL.md's models is an error that
     /// says which field).
     pub async fn call<T: DeserializeOwned>(
         &self,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The seed's 10 MB content limit, as bytes of the file.
+/// Bouvet's 10 MB content limit (docs/protocols/sandbox.md §1), as bytes of the file.
 pub const MAX_CONTENT_BYTES: usize = 10 << 20;
 /// Bytes one read_file returns at most: its result carries the content twice (text and structured) and must
 /// stay within [`super::RESULT_BUDGET`] (the Python MCP client refuses SSE events over 1 MiB). Larger files are
