@@ -1,5 +1,5 @@
 'use strict'
-// The seed's minecraft-mcp-bridge.toml, read with a TOML subset parser (tables, strings, integers, booleans,
+// minecraft-mcp-bridge.toml (its keys: crates/minecraft/adapters/README.md), read with a TOML subset parser (tables, strings, integers, booleans,
 // arrays of those, comments): enough for that file, and no dependency that the game side would have to ship.
 
 const DEFAULTS = Object.freeze({
@@ -131,7 +131,7 @@ function want (obj, table, key, type, fallback) {
   return v
 }
 
-// Merges a parsed file over the seed's defaults and validates every field the game side uses.
+// Merges a parsed file over the defaults and validates every field the game side uses.
 function resolve (parsed) {
   const d = DEFAULTS
   const cfg = {

@@ -1,6 +1,6 @@
 'use strict'
 // The game half of the plugin: runs the relay's commands against flying-squid and turns flying-squid's player
-// events into the seed's GameEvent data. Knows nothing about the wire; link.js does.
+// events into GameEvent data (crates/minecraft/PROTOCOL.md §4.1). Knows nothing about the wire; link.js does.
 
 const { Vec3 } = require('vec3')
 const { checkCommand } = require('./config')

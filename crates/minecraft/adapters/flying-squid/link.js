@@ -70,7 +70,7 @@ class Outbox {
 
 class Link {
   // opts: {url, token, name, adapter, gameVersion, enabledEvents, reconnectDelay, reconnectMaxDelay,
-  //        reconnectAttempts (the seed's key: failed dials after which the outage is logged as long; the link never
+  //        reconnectAttempts (the config's reconnect_attempts: failed dials after which the outage is logged as long; the link never
   //        gives up), outboxSize, outboxBytes, onCommand(type, args) -> Promise<data>, log(level, msg), onWelcome(payload)}
   constructor (opts) {
     this.opts = opts
@@ -108,7 +108,7 @@ class Link {
     if (this.ws) this.ws.terminate()
   }
 
-  // Queues a game event (seed Property 6: disabled types are never sent, not even queued).
+  // Queues a game event (Property 6: disabled types are never sent, not even queued).
   emitEvent (eventType, data) {
     if (!this.opts.enabledEvents.includes(eventType)) return false
     this.seq += 1

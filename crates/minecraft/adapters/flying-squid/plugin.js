@@ -40,7 +40,7 @@ module.exports.server = function (serv, settings) {
     log
   })
   serv.mcpBridge = { game, link, log }
-  // Seed Property 14: version, configuration summary and connection target at startup.
+  // Property 14: version, configuration summary and connection target logged at startup.
   log('info', `${ADAPTER} starting: game "${opts.name}" version ${settings.version}, relay ${link.url}, ` +
     `events [${cfg.events.enabled.join(', ')}], ${cfg.commands.allowed_patterns.length} allowed command patterns, ` +
     `max_command_length ${cfg.security.max_command_length}`)

@@ -1,5 +1,6 @@
 'use strict'
-// The plugin's config and whitelist (seed Properties 6 and 7, game side), as seeded generator loops.
+// The plugin's config and whitelist (Properties 6 and 7, game side: disabled event types never leave the game; a
+// command runs only if it matches an allowed pattern and max_command_length), as seeded generator loops.
 const test = require('node:test')
 const assert = require('node:assert')
 const { loadConfig, checkCommand, ConfigError, EVENT_TYPES } = require('../config')
@@ -51,7 +52,7 @@ max_command_length = 256
 level = "INFO"
 `
 
-test('the seed file parses to the seed values, and equals the defaults', () => {
+test('the default file (adapters/README.md) parses to its values, and equals the defaults', () => {
   const c = loadConfig(SEED_FILE)
   assert.deepStrictEqual(c.commands.allowed_patterns, ['^say .*', '^tp \\w+ -?\\d+ -?\\d+ -?\\d+$', '^give \\w+ \\w+ \\d+$'])
   assert.deepStrictEqual(c.events.enabled, EVENT_TYPES)

@@ -157,7 +157,7 @@ test('a relay that goes silent past three heartbeats is dropped and redialled', 
   wss.close()
 })
 
-// Issue 22 item 1: the link never gives up. reconnectAttempts (the seed's reconnect_attempts) only says when the
+// Issue 22 item 1: the link never gives up. reconnectAttempts (the config's reconnect_attempts) only says when the
 // outage is logged as long; the relay is away far longer than the capped backoff and the attempts, then back on
 // the same port, and everything emitted meanwhile arrives. Each state change is logged once, not per attempt.
 test('a relay away for longer than every backoff cap and attempt count is redialled forever; the outage is replayed', async () => {

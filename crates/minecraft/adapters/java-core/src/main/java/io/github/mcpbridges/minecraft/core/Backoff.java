@@ -5,7 +5,7 @@ import java.util.random.RandomGenerator;
 /**
  * Reconnect policy: exponential backoff from reconnect_delay, capped at reconnect_max_delay (30 s by default),
  * with jitter so many game servers do not redial a restarted relay in step. It never gives up (issue 22: a core
- * that stopped after the seed's 5 attempts lost every later event until the server restarted);
+ * that stopped after the original design's 5 attempts lost every later event until the server restarted);
  * reconnect_attempts only says after how many failures the outage is logged as a long one (0: after
  * {@link #LONG_OUTAGE_ATTEMPTS}).
  */

@@ -17,7 +17,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Dials the relay with java.net.http.WebSocket (Authorization: Bearer), feeds a {@link Session}, and redials
- * forever with {@link Backoff} after a failure or a closed link (seed Property 13). Each state change (link lost,
+ * forever with {@link Backoff} after a failure or a closed link (Property 13). Each state change (link lost,
  * outage long, linked, a new dial problem) is logged once; each attempt only at DEBUG. The session outlives the client
  * (its owner closes it), so a new client can carry on with the same outbox.
  */

@@ -13,8 +13,8 @@ import java.util.regex.Pattern;
 import java.util.regex.PatternSyntaxException;
 
 /**
- * config/minecraft-mcp-bridge.toml (the seed's format): [bridge] [events] [commands] [security] [logging].
- * Missing keys take the seed's defaults; a key of the wrong type, an unknown event or a bad pattern is refused
+ * config/minecraft-mcp-bridge.toml (adapters/README.md): [bridge] [events] [commands] [security] [logging].
+ * Missing keys take the defaults; a key of the wrong type, an unknown event or a bad pattern is refused
  * with the key's name.
  */
 public record BridgeConfig(
@@ -155,12 +155,12 @@ public record BridgeConfig(
         }
     }
 
-    /** Seed Property 6: whether events of this type leave the game at all. */
+    /** Property 6: whether events of this type leave the game at all. */
     public boolean eventEnabled(String eventType) {
         return enabledEvents.contains(eventType);
     }
 
-    /** A one-line summary for the startup log (seed Property 14), without the token. */
+    /** A one-line summary for the startup log (Property 14), without the token. */
     public String summary() {
         return "relay " + url + ", game \"" + serverName + "\", events " + EVENT_TYPES.stream().filter(enabledEvents::contains).toList()
                 + ", " + allowedPatterns.size() + " allowed command patterns, max_command_length " + maxCommandLength

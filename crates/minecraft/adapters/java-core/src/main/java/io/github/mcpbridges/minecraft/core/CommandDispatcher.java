@@ -7,7 +7,7 @@ import java.util.Map;
 /**
  * Turns a relay `command` (type + args, PROTOCOL.md §4.2) into a GameAdapter call and its `data`. Validates the
  * args again (the game side is the last line): numbers may arrive as numeric strings, limits are named in the
- * error. execute_command passes the whitelist first and is never run when refused (seed Property 7).
+ * error. execute_command passes the whitelist first and is never run when refused (Property 7).
  */
 public final class CommandDispatcher {
     public static final int MAX_WORLD_RADIUS = 16;

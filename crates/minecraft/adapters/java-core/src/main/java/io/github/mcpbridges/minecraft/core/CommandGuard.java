@@ -5,7 +5,7 @@ import java.util.Optional;
 import java.util.regex.Pattern;
 
 /**
- * Seed Property 7: a command runs only if it is no longer than max_command_length and some allowed pattern
+ * Property 7: a command runs only if it is no longer than max_command_length and some allowed pattern
  * matches the whole of it. Patterns are anchored at both ends whatever they say, so "^say .*" cannot be
  * stretched by a second command after a line break and "give" cannot match "giveall".
  */

@@ -6,7 +6,7 @@ import java.util.Map;
 /**
  * What a game (a NeoForge server, a test double) provides to the bridge. Every method is called from the
  * bridge's single command thread, one call at a time; an implementation hops to the game's server thread
- * itself. Results are the seed's data models as JSON-ready maps (see {@link Models}).
+ * itself. Results are PROTOCOL.md's data models as JSON-ready maps (see {@link Models}).
  */
 public interface GameAdapter {
     /** Runs a console command that already passed the whitelist; returns its output lines and success. */

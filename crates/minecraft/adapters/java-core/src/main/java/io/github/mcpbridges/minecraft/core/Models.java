@@ -4,7 +4,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** The seed's data models as JSON-ready maps with its field names (GameEvent data, Location, PlayerInfo ...). */
+/** The data models of PROTOCOL.md §4 as JSON-ready maps with its field names (GameEvent data, Location, PlayerInfo ...). */
 public final class Models {
     private Models() {}
 
@@ -71,7 +71,7 @@ public final class Models {
         return map("blocks", blocks, "entities", entities);
     }
 
-    /** Seed Property 1: the fields each event type's data must carry (PROTOCOL.md §4.1). */
+    /** Property 1: the fields each event type's data must carry (PROTOCOL.md §4.1). */
     public static List<String> requiredFields(String eventType) {
         return switch (eventType) {
             case "player_join", "player_quit" -> List.of("player", "uuid");

@@ -96,7 +96,7 @@ public final class Session implements AutoCloseable {
     }
 
     /**
-     * Records a game event (seed Property 6: a type not enabled in [events] is neither sent nor queued) and
+     * Records a game event (Property 6: a type not enabled in [events] is neither sent nor queued) and
      * sends it when linked. Returns whether it was accepted.
      */
     public boolean emitEvent(String eventType, Map<String, Object> data) {

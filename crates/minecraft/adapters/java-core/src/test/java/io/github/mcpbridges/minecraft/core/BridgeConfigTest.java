@@ -11,7 +11,7 @@ import java.util.Set;
 import org.junit.jupiter.api.Test;
 
 class BridgeConfigTest {
-    /** The seed's minecraft-mcp-bridge.toml, verbatim. */
+    /** The default minecraft-mcp-bridge.toml of the bridge's design (adapters/README.md), verbatim. */
     static final String SEED = """
             [bridge]
             url = "ws://localhost:8080"

@@ -14,7 +14,7 @@ import java.util.Set;
 import org.junit.jupiter.api.Test;
 
 /**
- * The seed's correctness properties that belong to the game side, as seeded generator loops (jqwik is not in
+ * The design's correctness properties (each stated above its test) that belong to the game side, as seeded generator loops (jqwik is not in
  * Debian; each loop runs CASES generated cases and prints its seed on failure).
  */
 class PropertiesTest {

@@ -1,6 +1,6 @@
 package io.github.mcpbridges.minecraft.neoforge;
 
-/** The seed's minecraft-mcp-bridge.toml, written to config/ on first start. */
+/** The default minecraft-mcp-bridge.toml (adapters/README.md), written to config/ on first start. */
 final class DefaultConfig {
     private DefaultConfig() {}
 

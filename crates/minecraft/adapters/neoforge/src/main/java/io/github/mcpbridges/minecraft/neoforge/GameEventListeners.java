@@ -16,7 +16,7 @@ import net.neoforged.neoforge.event.entity.player.PlayerEvent;
 import net.neoforged.neoforge.event.level.BlockEvent;
 
 /**
- * The five game events, turned into the seed's GameEvent data. Cancellable events are read at the lowest
+ * The five game events, turned into GameEvent data (PROTOCOL.md §4.1). Cancellable events are read at the lowest
  * priority and only when nothing cancelled them, so a chat line another mod blocked is not reported. These
  * run on the server thread: Session.emitEvent only queues, it never waits on the network.
  */

@@ -19,7 +19,7 @@ import net.neoforged.neoforge.event.server.ServerStoppingEvent;
 import org.slf4j.Logger;
 
 /**
- * The mod: on server start, reads config/minecraft-mcp-bridge.toml (written with the seed's defaults when
+ * The mod: on server start, reads config/minecraft-mcp-bridge.toml (written with the defaults when
  * absent), links to the relay and registers the five event listeners; on stop, unlinks. A bad config is
  * logged and leaves the server running without the bridge.
  */
