@@ -187,4 +187,13 @@ function checkCommand (cfg, command) {
   return null
 }
 
-module.exports = { DEFAULTS, EVENT_TYPES, ConfigError, parseToml, loadConfig, checkCommand }
+// The game name when neither --name nor [bridge] server_name gives one: host name and port, so two servers on
+// one machine, or on two machines, do not both claim one name (the relay refuses the second: name_in_use). Cut to
+// the protocol's name alphabet (A-Z a-z 0-9 _ . -) and 64 characters, the port always kept whole.
+function defaultServerName (host, port) {
+  const suffix = `-${Number.isInteger(port) ? port : 0}`
+  const h = String(host || '').replace(/[^A-Za-z0-9_.-]+/g, '-').replace(/^[-.]+|[-.]+$/g, '') || 'minecraft'
+  return h.slice(0, 64 - suffix.length) + suffix
+}
+
+module.exports = { DEFAULTS, EVENT_TYPES, ConfigError, parseToml, loadConfig, checkCommand, defaultServerName }

@@ -11,10 +11,36 @@ const ANSI = /\x1b\[[0-9;]*m/g // eslint-disable-line no-control-regex
 const MC_FORMAT = /§[0-9a-fk-or]/gi
 
 class GameError extends Error {
-  constructor (code, message) {
+  constructor (code, message, details) {
     super(message)
     this.code = code
+    if (details) this.details = details
   }
+}
+
+// Largest count one `give` may hand out: vanilla's rule, 100 stacks of the item (6400 diamonds, 1600 ender
+// pearls, 100 swords).
+const GIVE_STACKS = 100
+// The world's horizontal border and the height a position may have (vanilla's limits, flying-squid's own
+// teleport checks them for three coordinates but not four).
+const BORDER = 29999999
+const MAX_HEIGHT = 4096
+// Most entities one summonMany / pile may create.
+const MAX_SUMMON = 100
+
+// A value over a game limit: INVALID_COMMAND (the caller can fix it), naming the field, the limit and the value.
+function overLimit (field, value, limit, message) {
+  return new GameError('INVALID_COMMAND', `${field}: ${message}`, { reason: 'over_game_limit', field, limit, value })
+}
+
+// One coordinate of a command: a number, or ~ / ~N relative to the target. Absolute values and offsets
+// alike must stay within the limit (a relative offset of 10^9 reaches as far as an absolute one).
+function coordinate (token, field, limit) {
+  const m = /^(~?)(-?\d*(?:\.\d+)?)$/.exec(token)
+  if (!m || (m[1] === '' && m[2] === '')) throw overLimit(field, token, limit, `${JSON.stringify(token)} is not a coordinate`)
+  const v = m[2] === '' || m[2] === '-' ? 0 : Number(m[2])
+  if (!Number.isFinite(v) || Math.abs(v) > limit) throw overLimit(field, token, limit, `${token} is outside ±${limit}`)
+  return v
 }
 
 const clean = (s) => String(s).replace(ANSI, '').replace(MC_FORMAT, '')
@@ -80,7 +106,11 @@ class Game {
   watchPlayer (player, emit) {
     const serv = this.serv
     player.on('spawned', () => emit('player_join', { player: player.username, uuid: player.uuid }))
-    player.on('disconnected', () => emit('player_quit', { player: player.username, uuid: player.uuid }))
+    player.on('disconnected', () => {
+      // Already reported by quitAll when the server began to stop.
+      if (!player._mcpQuitReported) emit('player_quit', { player: player.username, uuid: player.uuid })
+      player._mcpQuitReported = true
+    })
     player.on('chat', (data, cancelled) => {
       if (!cancelled) emit('player_chat', { player: player.username, message: String(data.message) })
     })
@@ -107,6 +137,19 @@ class Game {
         }
       }
     })
+  }
+
+  // The server is stopping: every player online is reported as quitting now (their connections end with
+  // the process, which may be before flying-squid says so). Returns how many.
+  quitAll (emit) {
+    let n = 0
+    for (const p of this.serv.players) {
+      if (!p.username || p._mcpQuitReported) continue
+      p._mcpQuitReported = true
+      emit('player_quit', { player: p.username, uuid: p.uuid, reason: 'server_stopping' })
+      n += 1
+    }
+    return n
   }
 
   run (type, args) {
@@ -143,6 +186,10 @@ class Game {
       this.log('warn', `refused command ${JSON.stringify(command.slice(0, 300))}: ${refused}`)
       throw new GameError('INVALID_COMMAND', refused)
     }
+    // Whitelisted is not enough: a command's numbers must fit the game's limits, or flying-squid runs it and
+    // breaks (a `give` of 23 diamonds made the slot's count the text "23", and the next give "2323").
+    const safe = this.checkLimits(command)
+    if (safe) return safe()
     if (/^kill\b/.test(command)) {
       const target = this.serv.getPlayer(command.split(' ')[1] || '')
       if (target) target._mcpDeathCause = 'kill_command'
@@ -153,6 +200,53 @@ class Game {
       return { success: false, error: clean(error.message), output }
     }
     return { success: true, message: output.join('\n'), output }
+  }
+
+  // Checks the numbers of the commands that take them against the game's limits, throwing INVALID_COMMAND
+  // with the field and the limit. For `give`, returns the adapter's own give to run instead of flying-squid's
+  // (which stores the count as text and never splits stacks).
+  checkLimits (command) {
+    const words = command.trim().split(/\s+/)
+    const base = words[0].replace(/^\//, '')
+    const registry = this.serv.registry
+    if (base === 'give') {
+      const [, player, rawItem, rawCount] = words
+      if (!player || !rawItem || words.length > 4) throw new GameError('INVALID_COMMAND', 'give: usage is give <player> <item> [count]', { reason: 'usage' })
+      if (player.startsWith('@')) throw new GameError('INVALID_COMMAND', `give: name one player, not the selector ${player}`, { reason: 'usage', field: 'player' })
+      const item = rawItem.replace(/^minecraft:/, '')
+      const data = registry.itemsByName[item]
+      if (!data) throw new GameError('INVALID_COMMAND', `give: unknown item ${JSON.stringify(rawItem)}`, { reason: 'unknown_item', field: 'item', value: rawItem })
+      const limit = (data.stackSize || 64) * GIVE_STACKS
+      let count = 1
+      if (rawCount !== undefined) {
+        if (!/^\d+$/.test(rawCount)) throw overLimit('count', rawCount, limit, `${JSON.stringify(rawCount)} is not a whole number`)
+        count = Number(rawCount)
+      }
+      if (count < 1 || count > limit) throw overLimit('count', count, limit, `${count} is outside 1..${limit} (${GIVE_STACKS} stacks of ${data.stackSize || 64} minecraft:${item})`)
+      return () => this.give({ player, item, quantity: count })
+    }
+    if (base === 'tp' || base === 'teleport') {
+      // tp [target] x y z: the last three words when they are coordinates (tp A B names two players).
+      const rest = words.slice(1)
+      const coords = rest.length >= 3 && rest.slice(-3).every(w => /^~?-?[\d.]*$/.test(w)) ? rest.slice(-3) : []
+      coords.forEach((w, i) => coordinate(w, ['x', 'y', 'z'][i], i === 1 ? MAX_HEIGHT : BORDER))
+    }
+    if (base === 'setblock') {
+      const [, x, y, z, block] = words
+      if (z !== undefined) {
+        coordinate(x, 'x', BORDER)
+        coordinate(y, 'y', MAX_HEIGHT)
+        coordinate(z, 'z', BORDER)
+      }
+      if (block && isNaN(+block) && !registry.blocksByName[block.replace(/^minecraft:/, '')]) {
+        throw new GameError('INVALID_COMMAND', `setblock: unknown block ${JSON.stringify(block)}`, { reason: 'unknown_block', field: 'block', value: block })
+      }
+    }
+    if (base === 'summonMany' || base === 'pile') {
+      const n = Number(words[1])
+      if (!Number.isInteger(n) || n < 1 || n > MAX_SUMMON) throw overLimit('count', words[1], MAX_SUMMON, `${words[1]} is outside 1..${MAX_SUMMON}`)
+    }
+    return null
   }
 
   async capture (fn) {
@@ -191,8 +285,8 @@ class Game {
   async teleport (args) {
     const p = this.player(str(args, 'player', { max: 16 }))
     const x = num(args, 'x'); const y = num(args, 'y'); const z = num(args, 'z')
-    for (const [k, v] of [['x', x], ['z', z]]) if (Math.abs(v) > 30000000) throw new GameError('SCHEMA_ERROR', `${k}: ${v} is outside the world border (±30000000)`)
-    if (y < -2048 || y > 2048) throw new GameError('SCHEMA_ERROR', `y: ${y} is outside -2048..2048`)
+    for (const [k, v] of [['x', x], ['z', z]]) if (Math.abs(v) > BORDER) throw overLimit(k, v, BORDER, `${v} is outside the world border (±${BORDER})`)
+    if (y < -2048 || y > 2048) throw overLimit('y', y, 2048, `${y} is outside -2048..2048`)
     const world = str(args, 'world', { optional: true, max: 64 })
     if (world && !['minecraft:overworld', 'overworld', 'world'].includes(world)) {
       throw new GameError('INVALID_COMMAND', `world ${JSON.stringify(world)}: this flying-squid server teleports within minecraft:overworld only`)
@@ -205,9 +299,10 @@ class Game {
     const p = this.player(str(args, 'player', { max: 16 }))
     const item = str(args, 'item', { max: 128 }).replace(/^minecraft:/, '')
     const quantity = num(args, 'quantity', { integer: true })
-    if (quantity < 1 || quantity > MAX_QUANTITY) throw new GameError('SCHEMA_ERROR', `quantity: ${quantity} is outside 1..${MAX_QUANTITY}`)
     const itemData = this.serv.registry.itemsByName[item]
-    if (!itemData) throw new GameError('INVALID_COMMAND', `item: unknown item ${JSON.stringify(args.item)}`)
+    if (!itemData) throw new GameError('INVALID_COMMAND', `item: unknown item ${JSON.stringify(args.item)}`, { reason: 'unknown_item', field: 'item', value: args.item })
+    const limit = Math.min(MAX_QUANTITY, (itemData.stackSize || 64) * GIVE_STACKS)
+    if (quantity < 1 || quantity > limit) throw overLimit('quantity', quantity, limit, `${quantity} is outside 1..${limit} (${GIVE_STACKS} stacks of ${itemData.stackSize || 64} minecraft:${item})`)
     // Not flying-squid's /give: it adds a numeric-string count to an existing stack as text ("3" + 2 = "32").
     const Item = require('prismarine-item')(this.serv.registry)
     const inv = p.inventory
@@ -271,7 +366,7 @@ class Game {
   async worldInfo (args) {
     const x = Math.floor(num(args, 'x')); const y = Math.floor(num(args, 'y')); const z = Math.floor(num(args, 'z'))
     const r = num(args, 'radius', { integer: true })
-    if (r < 0 || r > MAX_WORLD_RADIUS) throw new GameError('SCHEMA_ERROR', `radius: ${r} is outside 0..${MAX_WORLD_RADIUS}`)
+    if (r < 0 || r > MAX_WORLD_RADIUS) throw overLimit('radius', r, MAX_WORLD_RADIUS, `${r} is outside 0..${MAX_WORLD_RADIUS}`)
     const world = this.serv.overworld
     const blocks = []
     for (let dx = -r; dx <= r; dx++) {

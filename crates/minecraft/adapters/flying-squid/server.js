@@ -40,7 +40,8 @@ try {
 }
 const relay = args.relay || config.bridge.url
 const token = args.token || process.env.MINECRAFT_AUTH_TOKEN || config.bridge.auth_token
-const name = args.name || config.bridge.server_name || 'default'
+// Without a name, the plugin names the game after the host and port (unique per host).
+const name = args.name || config.bridge.server_name || null
 
 const mcServer = require('flying-squid')
 const serv = mcServer.createMCServer({
@@ -75,13 +76,21 @@ const serv = mcServer.createMCServer({
 serv.on('error', (e) => process.stderr.write(`server error: ${e.stack || e}\n`))
 serv.once('ready', () => {
   const actual = serv._server.socketServer?.address()?.port ?? port
-  out(`ready port=${actual} game=${name} version=1.21.4\n`)
+  out(`ready port=${actual} game=${serv.mcpBridge?.name ?? name} version=1.21.4\n`)
 })
 
+let stopping = false
 const stop = () => {
-  serv.mcpBridge?.link.stop()
-  Promise.resolve(serv.quit?.('Server closed')).catch(() => {}).finally(() => process.exit(0))
-  setTimeout(() => process.exit(0), 3000).unref()
+  if (stopping) return
+  stopping = true
+  setTimeout(() => process.exit(0), 8000).unref()
+  // Players online are reported as quitting, and the relay given time to take it, before the server closes.
+  Promise.resolve(serv.mcpBridge?.shutdown(3000))
+    .then((r) => r && out(`stopped players=${r.players} unacknowledged=${r.unacknowledged}\n`))
+    .catch((e) => process.stderr.write(`shutdown: ${e.stack || e}\n`))
+    .then(() => serv.quit?.('Server closed'))
+    .catch(() => {})
+    .finally(() => process.exit(0))
 }
 process.on('SIGTERM', stop)
 process.on('SIGINT', stop)
