@@ -29,7 +29,12 @@ fn root_schema<T: JsonSchema>(settings: SchemaSettings) -> Map<String, Value> {
     for value in object.values_mut() {
         strip_numeric_formats(value);
     }
-    object
+    let mut root = Value::Object(object);
+    make_portable(&mut root, Position::Root, 0);
+    match root {
+        Value::Object(object) => object,
+        _ => Map::new(),
+    }
 }
 
 /// The `format`s schemars writes for Rust's integer and float types. JSON Schema defines none of them, and the
@@ -55,6 +60,299 @@ fn strip_numeric_formats(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(strip_numeric_formats),
         _ => {}
     }
+}
+
+/// Where a subschema sits, which decides how it may be rewritten.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Position {
+    Root,
+    /// A property its object does not list in `required`: absent already means "none", so `null` need not be
+    /// spelled (serde reads a missing `Option` as `None`, and serialises one as absent only when it is not
+    /// required, i.e. with `skip_serializing_if`).
+    OptionalProperty,
+    /// Under `not`, where "anything" is the meaning wanted.
+    Not,
+    Other,
+}
+
+/// Rewrites what schemars writes into shapes every host reads the same way (the MCP Inspector's `--strict`
+/// portability lint is the reference, Gemini's single-`type` dialect the strictest reader):
+/// - a boolean schema (`items: true` for a `Vec<Value>`) becomes an object: `true` an explicit "any JSON
+///   value" (`anyOf` of the six types), `false` `{"not": {}}`; `additionalProperties: false` and its kin stay;
+/// - a schema that constrains nothing (a `Value` field with only a description) says "any JSON value" too;
+/// - an optional property's `null` (`"type": ["integer", "null"]`, or an `anyOf` branch `{"type": "null"}`)
+///   is dropped: the property is simply optional;
+/// - any other `type` array (a required nullable output field, `Vec<Option<T>>`) becomes an `anyOf` with one
+///   `type` per branch, the same contract.
+fn make_portable(schema: &mut Value, position: Position, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match schema {
+        Value::Bool(true) => *schema = Value::Object(Map::new()),
+        Value::Bool(false) => *schema = serde_json::json!({"not": {}}),
+        _ => {}
+    }
+    let Value::Object(node) = schema else {
+        return;
+    };
+    let required: Vec<String> = node
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    for key in SUBSCHEMA_MAP_KEYWORDS {
+        let Some(Value::Object(map)) = node.get_mut(key) else {
+            continue;
+        };
+        for (name, sub) in map.iter_mut() {
+            let position = if key == "properties" && !required.contains(name) {
+                Position::OptionalProperty
+            } else {
+                Position::Other
+            };
+            make_portable(sub, position, depth + 1);
+        }
+    }
+    for key in SUBSCHEMA_LIST_KEYWORDS {
+        if let Some(Value::Array(subs)) = node.get_mut(key) {
+            for sub in subs {
+                make_portable(sub, Position::Other, depth + 1);
+            }
+        }
+    }
+    for key in SUBSCHEMA_KEYWORDS {
+        match node.get_mut(key) {
+            Some(Value::Bool(_)) if BOOLEAN_VALUED_KEYWORDS.contains(&key) => {}
+            // `items: [..]` is the pre-2020 spelling of `prefixItems`.
+            Some(Value::Array(subs)) if key == "items" => {
+                for sub in subs {
+                    make_portable(sub, Position::Other, depth + 1);
+                }
+            }
+            Some(sub) => {
+                let position = if key == "not" {
+                    Position::Not
+                } else {
+                    Position::Other
+                };
+                make_portable(sub, position, depth + 1);
+            }
+            None => {}
+        }
+    }
+    if position == Position::OptionalProperty {
+        drop_null(node);
+    }
+    split_type_union(node);
+    if position != Position::Not && !constrains(node) {
+        node.insert("anyOf".into(), any_json_value());
+    }
+}
+
+/// Keywords whose value is one subschema.
+const SUBSCHEMA_KEYWORDS: [&str; 12] = [
+    "items",
+    "contains",
+    "not",
+    "propertyNames",
+    "if",
+    "then",
+    "else",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "additionalItems",
+    "unevaluatedItems",
+    "contentSchema",
+];
+/// Keywords whose value is a list of subschemas.
+const SUBSCHEMA_LIST_KEYWORDS: [&str; 4] = ["allOf", "anyOf", "oneOf", "prefixItems"];
+/// Keywords whose value maps names to subschemas.
+const SUBSCHEMA_MAP_KEYWORDS: [&str; 5] = [
+    "properties",
+    "patternProperties",
+    "dependentSchemas",
+    "$defs",
+    "definitions",
+];
+/// Where `true`/`false` is the usual spelling (`additionalProperties: false`), not a schema hosts object to.
+const BOOLEAN_VALUED_KEYWORDS: [&str; 4] = [
+    "additionalProperties",
+    "unevaluatedProperties",
+    "additionalItems",
+    "unevaluatedItems",
+];
+/// Keywords that say something about the value; a schema with none of them accepts anything.
+const CONSTRAINING_KEYWORDS: [&str; 42] = [
+    "type",
+    "enum",
+    "const",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "format",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxContains",
+    "minContains",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "dependentRequired",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "items",
+    "prefixItems",
+    "contains",
+    "additionalItems",
+    "unevaluatedItems",
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "dependentSchemas",
+    "dependencies",
+    "$ref",
+    "$dynamicRef",
+];
+/// Keywords that describe the whole value, or the document, and stay beside an `anyOf` rather than in each
+/// branch.
+const NOT_PER_BRANCH: [&str; 11] = [
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$comment",
+    "$schema",
+    "$id",
+    "$defs",
+];
+
+fn constrains(node: &Map<String, Value>) -> bool {
+    node.keys()
+        .any(|k| CONSTRAINING_KEYWORDS.contains(&k.as_str()))
+        || (node.contains_key("if") && (node.contains_key("then") || node.contains_key("else")))
+}
+
+/// "Any JSON value", spelled so that every branch names its type (`integer` is a `number`).
+fn any_json_value() -> Value {
+    Value::Array(
+        ["string", "number", "boolean", "object", "array", "null"]
+            .into_iter()
+            .map(|t| serde_json::json!({ "type": t }))
+            .collect(),
+    )
+}
+
+fn is_null_only(schema: &Value) -> bool {
+    schema.as_object().is_some_and(|o| {
+        o.get("type").and_then(Value::as_str) == Some("null")
+            && o.keys()
+                .all(|k| k == "type" || NOT_PER_BRANCH.contains(&k.as_str()))
+    })
+}
+
+/// An optional property's `null` alternative, which absence already expresses.
+fn drop_null(node: &mut Map<String, Value>) {
+    let mut dropped = false;
+    if let Some(Value::Array(types)) = node.get_mut("type") {
+        let before = types.len();
+        types.retain(|t| t.as_str() != Some("null"));
+        dropped = types.len() < before && !types.is_empty();
+        if types.is_empty() {
+            // `type: ["null"]`: nothing else to say, leave it as it was.
+            types.push(Value::String("null".into()));
+        }
+    }
+    if dropped && let Some(Value::Array(values)) = node.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    for key in ["anyOf", "oneOf"] {
+        let Some(Value::Array(mut branches)) = node.remove(key) else {
+            continue;
+        };
+        let before = branches.len();
+        branches.retain(|b| !is_null_only(b));
+        if branches.is_empty() {
+            // The property could only ever be null: keep that.
+            branches.push(serde_json::json!({"type": "null"}));
+        }
+        dropped |= branches.len() < before;
+        // One alternative left: it is the property's schema, unless its keywords collide with the
+        // property's own (then it stays a one-branch `anyOf`, which every host reads).
+        match branches.as_slice() {
+            [Value::Object(only)]
+                if branches.len() < before && only.keys().all(|k| !node.contains_key(k)) =>
+            {
+                let only = only.clone();
+                node.extend(only);
+            }
+            _ => {
+                node.insert(key.into(), Value::Array(branches));
+            }
+        }
+    }
+    if dropped && node.get("default").is_some_and(Value::is_null) {
+        node.remove("default");
+    }
+}
+
+/// `"type": [A, B]` as `anyOf: [{type: A, ..}, {type: B, ..}]`: each branch keeps the node's assertions (those
+/// for another type do not apply to it), the annotations stay outside.
+fn split_type_union(node: &mut Map<String, Value>) {
+    let Some(Value::Array(types)) = node.get("type") else {
+        return;
+    };
+    let types: Vec<Value> = types.clone();
+    if let [only] = types.as_slice() {
+        node.insert("type".into(), only.clone());
+        return;
+    }
+    if types.is_empty() {
+        node.remove("type");
+        return;
+    }
+    let assertions: Map<String, Value> = node
+        .iter()
+        .filter(|(k, _)| k.as_str() != "type" && !NOT_PER_BRANCH.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    node.retain(|k, _| NOT_PER_BRANCH.contains(&k.as_str()));
+    let branches = types
+        .into_iter()
+        .map(|t| {
+            if t.as_str() == Some("null") {
+                serde_json::json!({"type": "null"})
+            } else {
+                let mut branch = Map::new();
+                branch.insert("type".into(), t);
+                branch.extend(assertions.clone());
+                Value::Object(branch)
+            }
+        })
+        .collect();
+    node.insert("anyOf".into(), Value::Array(branches));
 }
 
 /// Replaces strings that hold numbers (or booleans) with numbers (or booleans) wherever the schema asks for
@@ -203,7 +501,7 @@ mod tests {
         list: Option<Vec<i32>>,
     }
 
-    #[derive(Deserialize, JsonSchema)]
+    #[derive(Deserialize, Serialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
     struct Inner {
@@ -248,6 +546,171 @@ mod tests {
             assert_eq!(schema["properties"]["a"]["minimum"], json!(0), "{text}");
             assert_eq!(schema["properties"]["a"]["type"], json!("integer"));
         }
+    }
+
+    /// The shapes hosts stumbled on (issue 25, "What hosts show"): `items: true` from a `Vec<Value>`, a bare
+    /// `Value`, `["integer", "null"]` from an `Option`, `anyOf` with a null branch from an `Option<Struct>`.
+    #[derive(Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Offending {
+        /// Arguments of any JSON type.
+        args: Vec<Value>,
+        /// A free value.
+        data: Value,
+        /// A count, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cursor: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nested: Option<Inner>,
+        /// Sent as null when unknown (no skip_serializing_if).
+        reason: Option<String>,
+        slots: Vec<Option<u8>>,
+    }
+
+    /// What the MCP Inspector's `--strict` lint reports, as errors or warnings: a boolean where a schema
+    /// belongs, a `type` array, a schema that constrains nothing.
+    fn lint(schema: &Value, keyword: Option<&str>, path: &str, findings: &mut Vec<String>) {
+        match schema {
+            Value::Bool(_) => {
+                if !keyword.is_some_and(|k| BOOLEAN_VALUED_KEYWORDS.contains(&k)) {
+                    findings.push(format!("{path}: boolean schema"));
+                }
+            }
+            Value::Object(node) => {
+                if node.get("type").is_some_and(Value::is_array) {
+                    findings.push(format!("{path}: type union"));
+                }
+                if keyword != Some("not") && !constrains(node) {
+                    findings.push(format!("{path}: constrains nothing"));
+                }
+                for key in SUBSCHEMA_MAP_KEYWORDS {
+                    if let Some(Value::Object(map)) = node.get(key) {
+                        for (name, sub) in map {
+                            lint(sub, Some(key), &format!("{path}.{key}.{name}"), findings);
+                        }
+                    }
+                }
+                for key in SUBSCHEMA_LIST_KEYWORDS {
+                    if let Some(Value::Array(subs)) = node.get(key) {
+                        for (i, sub) in subs.iter().enumerate() {
+                            lint(sub, Some(key), &format!("{path}.{key}[{i}]"), findings);
+                        }
+                    }
+                }
+                for key in SUBSCHEMA_KEYWORDS {
+                    if let Some(sub) = node.get(key) {
+                        lint(sub, Some(key), &format!("{path}.{key}"), findings);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn findings(schema: &Map<String, Value>) -> Vec<String> {
+        let mut found = Vec::new();
+        lint(&Value::Object(schema.clone()), None, "", &mut found);
+        found
+    }
+
+    #[test]
+    fn schemars_alone_writes_the_offending_shapes() {
+        // The test below means something only if schemars still writes them.
+        let raw = serde_json::to_value(
+            SchemaSettings::draft2020_12()
+                .into_generator()
+                .into_root_schema_for::<Offending>(),
+        )
+        .unwrap_or_default();
+        let Value::Object(raw) = raw else {
+            panic!("not an object: {raw}")
+        };
+        let found = findings(&raw).join("\n");
+        assert!(
+            found.contains(".properties.args.items: boolean schema"),
+            "{found}"
+        );
+        assert!(found.contains(".properties.limit: type union"), "{found}");
+        assert!(
+            found.contains(".properties.data: constrains nothing"),
+            "{found}"
+        );
+    }
+
+    #[test]
+    fn input_and_output_schemas_pass_the_portability_lint() {
+        for schema in [input_schema::<Offending>(), output_schema::<Offending>()] {
+            let text = Value::Object(schema.clone()).to_string();
+            assert_eq!(findings(&schema), Vec::<String>::new(), "{text}");
+            // A free value is still free: every JSON type, null included.
+            let any = json!([{"type": "string"}, {"type": "number"}, {"type": "boolean"},
+                {"type": "object"}, {"type": "array"}, {"type": "null"}]);
+            assert_eq!(
+                schema["properties"]["args"]["items"]["anyOf"], any,
+                "{text}"
+            );
+            assert_eq!(schema["properties"]["data"]["anyOf"], any, "{text}");
+            assert_eq!(
+                schema["properties"]["data"]["description"],
+                json!("A free value.")
+            );
+        }
+    }
+
+    #[test]
+    fn an_optional_property_is_its_plain_type_and_not_required() {
+        for schema in [input_schema::<Offending>(), output_schema::<Offending>()] {
+            let text = Value::Object(schema.clone()).to_string();
+            let props = &schema["properties"];
+            assert_eq!(props["limit"]["type"], json!("integer"), "{text}");
+            assert_eq!(props["limit"]["minimum"], json!(0), "{text}");
+            assert_eq!(props["limit"]["description"], json!("A count, if any."));
+            assert!(props["limit"].get("default").is_none(), "{text}");
+            assert_eq!(props["cursor"]["type"], json!("string"), "{text}");
+            // Option<Struct>: schemars's `anyOf: [{$ref}, {type: null}]` becomes the reference.
+            assert_eq!(props["nested"]["$ref"], json!("#/$defs/Inner"), "{text}");
+            assert!(props["nested"].get("anyOf").is_none(), "{text}");
+            let required = schema.get("required").cloned().unwrap_or(json!([]));
+            for optional in ["limit", "cursor", "nested"] {
+                assert!(
+                    !required
+                        .as_array()
+                        .is_some_and(|r| r.contains(&json!(optional)))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_required_nullable_output_keeps_null_as_an_any_of_branch() {
+        // Serialised as `"reason": null`, so the output schema must admit null: hosts validate
+        // structuredContent against it.
+        let schema = output_schema::<Offending>();
+        let text = Value::Object(schema.clone()).to_string();
+        assert!(
+            schema["required"]
+                .as_array()
+                .is_some_and(|r| r.contains(&json!("reason")))
+        );
+        assert_eq!(
+            schema["properties"]["reason"]["anyOf"],
+            json!([{"type": "string"}, {"type": "null"}]),
+            "{text}"
+        );
+        assert_eq!(
+            schema["properties"]["slots"]["items"]["anyOf"],
+            json!([{"type": "integer", "minimum": 0, "maximum": 255}, {"type": "null"}]),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn additional_properties_false_stays_a_boolean() {
+        let schema = input_schema::<Offending>();
+        assert_eq!(schema["additionalProperties"], json!(false));
     }
 
     #[test]
