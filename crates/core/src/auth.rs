@@ -155,6 +155,23 @@ impl IntoResponse for Refusal {
     }
 }
 
+/// The metadata documents an OAuth client looks for (RFC 9728's protected resource, RFC 8414's authorization
+/// server, OpenID Connect discovery), at the root or with the resource's path before or after them.
+fn is_oauth_discovery(path: &str) -> bool {
+    const DOCUMENTS: [&str; 3] = [
+        "oauth-protected-resource",
+        "oauth-authorization-server",
+        "openid-configuration",
+    ];
+    let mut segments = path.split('/');
+    while let Some(segment) = segments.next() {
+        if segment == ".well-known" {
+            return segments.next().is_some_and(|doc| DOCUMENTS.contains(&doc));
+        }
+    }
+    false
+}
+
 /// Origin, host and token rules of one listener.
 #[derive(Debug, Clone)]
 pub struct Access {
@@ -215,6 +232,18 @@ impl Access {
                 None => "a request without an Origin header is not allowed".to_owned(),
             }));
         }
+        if self.token.is_some() && is_oauth_discovery(uri.path()) {
+            // A 401 here tells an MCP client (the TypeScript SDK's, the Inspector's) that this server speaks
+            // OAuth, and it goes off to register a client instead of sending the bearer token it was given.
+            // There is no OAuth here: say so with a plain 404, whoever asks.
+            return Err(Refusal {
+                status: StatusCode::NOT_FOUND,
+                reason: format!(
+                    "no OAuth authorization here: this server takes a bearer token; send {}",
+                    self.token_hint
+                ),
+            });
+        }
         if let Some(expected) = &self.token {
             let ok = [bearer(headers), query_token]
                 .into_iter()
@@ -228,5 +257,90 @@ impl Access {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_token() -> Access {
+        Access {
+            origins: OriginPolicy::any(),
+            hosts: None,
+            token: Some(Token::new("s3cret")),
+            token_hint: "Authorization: Bearer <MCP_TOKEN>",
+        }
+    }
+
+    fn check(access: &Access, path: &str, auth: Option<&str>) -> Result<(), Refusal> {
+        let uri: Uri = path.parse().unwrap_or_default();
+        let mut headers = HeaderMap::new();
+        if let Some(auth) = auth.and_then(|a| HeaderValue::from_str(a).ok()) {
+            headers.insert(header::AUTHORIZATION, auth);
+        }
+        access.check(&uri, &headers, None)
+    }
+
+    #[test]
+    fn oauth_discovery_is_not_found_with_or_without_the_token() {
+        let access = with_token();
+        for path in [
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/oauth-authorization-server",
+            "/.well-known/oauth-authorization-server/mcp",
+            "/.well-known/openid-configuration",
+            "/mcp/.well-known/openid-configuration",
+        ] {
+            for auth in [None, Some("Bearer s3cret")] {
+                let refusal = check(&access, path, auth).err();
+                assert_eq!(
+                    refusal.as_ref().map(|r| r.status),
+                    Some(StatusCode::NOT_FOUND),
+                    "{path} {auth:?}"
+                );
+                let response = refusal.map(IntoResponse::into_response);
+                assert!(
+                    response.is_some_and(|r| !r.headers().contains_key(header::WWW_AUTHENTICATE)),
+                    "a 404 must not challenge: {path}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_token_is_a_401_that_names_the_header_and_no_oauth_metadata() {
+        let access = with_token();
+        for path in ["/mcp", "/health", "/.well-known/other"] {
+            let Err(refusal) = check(&access, path, None) else {
+                panic!("{path} passed without a token");
+            };
+            assert_eq!(refusal.status, StatusCode::UNAUTHORIZED);
+            assert!(
+                refusal.reason.contains("Authorization: Bearer <MCP_TOKEN>"),
+                "{}",
+                refusal.reason
+            );
+            let response = refusal.into_response();
+            let challenge = response
+                .headers()
+                .get(header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            assert!(challenge.starts_with("Bearer"), "{challenge}");
+            assert!(!challenge.contains("resource_metadata"), "{challenge}");
+        }
+        assert_eq!(check(&access, "/mcp", Some("Bearer s3cret")), Ok(()));
+    }
+
+    #[test]
+    fn without_a_token_discovery_paths_are_left_to_the_router() {
+        let access = Access::origins(OriginPolicy::any());
+        assert_eq!(
+            check(&access, "/.well-known/oauth-protected-resource", None),
+            Ok(())
+        );
     }
 }
