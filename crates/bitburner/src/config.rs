@@ -1,6 +1,6 @@
 //! Command-line flags (each with an environment variable) of `mcp-bridges bitburner`.
 
-use bridge_core::config;
+use bridge_core::config::{self, Unit};
 use bridge_core::serve::McpArgs;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -57,12 +57,12 @@ pub struct WatchArgs {
     #[arg(long)]
     pub watch: bool,
     /// --watch: how often to look for edits made in the game (one getAllFiles).
-    #[arg(long = "poll-ms", env = "BITBURNER_SYNC_POLL_MS", default_value = "2000",
-          value_parser = config::millis("BITBURNER_SYNC_POLL_MS", 100, 3_600_000))]
+    #[arg(long = "poll", alias = "poll-ms", env = "BITBURNER_POLL", default_value = "2s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(3600), Unit::Millis))]
     pub poll: Duration,
     /// --watch: quiet time after a local save before pushing (editors write in bursts).
-    #[arg(long = "debounce-ms", env = "BITBURNER_SYNC_DEBOUNCE_MS", default_value = "300",
-          value_parser = config::millis("BITBURNER_SYNC_DEBOUNCE_MS", 0, 60_000))]
+    #[arg(long = "debounce", alias = "debounce-ms", env = "BITBURNER_DEBOUNCE", default_value = "300ms",
+          value_parser = config::duration(Duration::ZERO, Duration::from_secs(60), Unit::Millis))]
     pub debounce: Duration,
 }
 
@@ -74,8 +74,8 @@ pub struct SyncArgs {
     #[arg(long, default_value = "home")]
     pub server: String,
     /// How long to wait for the game to connect.
-    #[arg(long = "wait-ms", env = "BITBURNER_SYNC_WAIT_MS", default_value = "120000",
-          value_parser = config::millis("BITBURNER_SYNC_WAIT_MS", 0, 3_600_000))]
+    #[arg(long = "wait", alias = "wait-ms", env = "BITBURNER_WAIT", default_value = "2m",
+          value_parser = config::duration(Duration::ZERO, Duration::from_secs(3600), Unit::Millis))]
     pub wait: Duration,
     /// Copy even over a side changed since the last sync (push: over game edits; pull: over local edits;
     /// sync: the local side wins). Without it such a file is a conflict and the command fails.
@@ -88,14 +88,14 @@ pub struct SyncArgs {
 #[command(next_help_heading = "Game link")]
 pub struct GameArgs {
     /// Address the game's WebSocket listener binds (the game connects to it: Options → Remote API).
-    #[arg(id = "game_host", long = "game-host", value_name = "IP", env = "BITBURNER_HOST", default_value = "127.0.0.1",
-          value_parser = config::ip("BITBURNER_HOST"))]
+    #[arg(id = "game_host", long = "game-host", value_name = "IP", env = "BITBURNER_GAME_HOST", default_value = "127.0.0.1",
+          value_parser = config::ip())]
     pub host: IpAddr,
 
     /// Port the game connects to. bitburner-filesync and viteburner default to 12525 too: run only one,
     /// or give this bridge another port and enter the same port in the game.
-    #[arg(id = "game_port", long = "game-port", value_name = "PORT", env = "BITBURNER_PORT", default_value = "12525",
-          value_parser = config::ranged("BITBURNER_PORT", 0u16, 65535))]
+    #[arg(id = "game_port", long = "game-port", value_name = "PORT", env = "BITBURNER_GAME_PORT", default_value = "12525",
+          value_parser = config::ranged(0u16, 65535))]
     pub port: u16,
 
     /// Extra Origins allowed to connect as the game, added to the built-in list (the web build,
@@ -104,34 +104,34 @@ pub struct GameArgs {
         id = "game_allowed_origins",
         long = "game-allowed-origin",
         value_name = "ORIGINS",
-        env = "BITBURNER_ALLOWED_ORIGINS",
+        env = "BITBURNER_GAME_ALLOWED_ORIGINS",
         value_delimiter = ','
     )]
     pub allowed_origins: Vec<String>,
 
     /// Deadline of one request to the game (the game has none and silently ignores some requests).
-    #[arg(long = "rpc-timeout-ms", env = "BITBURNER_RPC_TIMEOUT_MS", default_value = "5000",
-          value_parser = config::millis("BITBURNER_RPC_TIMEOUT_MS", 1, 600_000))]
+    #[arg(long = "rpc-timeout", alias = "rpc-timeout-ms", env = "BITBURNER_RPC_TIMEOUT", default_value = "5s",
+          value_parser = config::duration(Duration::from_millis(1), Duration::from_secs(600), Unit::Millis))]
     pub rpc_timeout: Duration,
 
     /// Deadline of `get_save_file` (the game builds a save of several MB first).
-    #[arg(long = "save-timeout-ms", env = "BITBURNER_SAVE_TIMEOUT_MS", default_value = "60000",
-          value_parser = config::millis("BITBURNER_SAVE_TIMEOUT_MS", 1, 600_000))]
+    #[arg(long = "save-timeout", alias = "save-timeout-ms", env = "BITBURNER_SAVE_TIMEOUT", default_value = "1m",
+          value_parser = config::duration(Duration::from_millis(1), Duration::from_secs(600), Unit::Millis))]
     pub save_timeout: Duration,
 
     /// Largest `content` `write_file` sends, in bytes (UTF-8).
     #[arg(long = "file-write-max-bytes", env = "BITBURNER_FILE_WRITE_MAX_BYTES", default_value = "1000000",
-          value_parser = config::ranged("BITBURNER_FILE_WRITE_MAX_BYTES", 1usize, 64 << 20))]
+          value_parser = config::ranged(1usize, 64 << 20))]
     pub file_write_max_bytes: usize,
 
     /// How long a tool call waits for the game to connect before failing with E_DISCONNECTED.
-    #[arg(long = "connect-wait-ms", env = "BITBURNER_CONNECT_WAIT_MS", default_value = "0",
-          value_parser = config::millis("BITBURNER_CONNECT_WAIT_MS", 0, 600_000))]
+    #[arg(long = "connect-wait", alias = "connect-wait-ms", env = "BITBURNER_CONNECT_WAIT", default_value = "0s",
+          value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
     pub connect_wait: Duration,
 
     /// How often the bridge pings the game to notice a game that vanished without closing (0: never).
-    #[arg(long = "ping-interval-ms", env = "BITBURNER_PING_INTERVAL_MS", default_value = "15000",
-          value_parser = config::millis("BITBURNER_PING_INTERVAL_MS", 0, 600_000))]
+    #[arg(long = "ping-interval", alias = "ping-interval-ms", env = "BITBURNER_PING_INTERVAL", default_value = "15s",
+          value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
     pub ping_interval: Duration,
 
     /// Directory `get_save_file` may write saves into. Without it, `get_save_file` is refused.
@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn sync_takes_watch_and_its_intervals() {
-        let cli = Cli::try_parse_from(["x", "sync", "scripts", "--watch", "--poll-ms", "500"]);
+        let cli = Cli::try_parse_from(["x", "sync", "scripts", "--watch", "--poll", "500ms"]);
         let Ok(cli) = cli else {
             panic!("sync did not parse");
         };
@@ -220,9 +220,19 @@ mod tests {
 
     #[test]
     fn a_bad_value_names_its_variable() {
-        let err = Cli::try_parse_from(["x", "--rpc-timeout-ms", "0"])
+        let err = Cli::try_parse_from(["x", "--rpc-timeout", "0s"])
             .err()
             .map(|e| e.to_string());
-        assert!(err.is_some_and(|e| e.contains("RPC_TIMEOUT_MS")));
+        assert!(err.is_some_and(|e| e.contains("BITBURNER_RPC_TIMEOUT (--rpc-timeout)")));
+    }
+
+    #[test]
+    fn the_older_ms_flags_read_milliseconds() {
+        let cli = Cli::try_parse_from(["x", "--rpc-timeout-ms", "2500", "--connect-wait", "3s"]);
+        let game = cli.map(|c| c.args.game).ok();
+        assert_eq!(
+            game.map(|g| (g.rpc_timeout, g.connect_wait)),
+            Some((Duration::from_millis(2500), Duration::from_secs(3)))
+        );
     }
 }

@@ -84,7 +84,7 @@ pub async fn listen(
     let listener = bind(
         wanted,
         "bitburner-filesync, viteburner or another mcp-bridges bitburner",
-        "--game-port / BITBURNER_PORT (and enter the same port in the game's Options → Remote API)",
+        "--game-port / BITBURNER_GAME_PORT (and enter the same port in the game's Options → Remote API)",
     )
     .await?;
     let addr = listener.local_addr()?;
@@ -219,8 +219,21 @@ impl BridgeEntry for Bitburner {
     const DEFAULT_TRANSPORT: Transport = Transport::Stdio;
     // The design's names, from before several bridges shared one process's environment.
     const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[
-        ("BITBURNER_RPC_TIMEOUT_MS", "RPC_TIMEOUT_MS"),
+        ("BITBURNER_RPC_TIMEOUT", "BITBURNER_RPC_TIMEOUT_MS"),
+        ("BITBURNER_RPC_TIMEOUT", "RPC_TIMEOUT_MS"),
         ("BITBURNER_FILE_WRITE_MAX_BYTES", "FILE_WRITE_MAX_BYTES"),
+        ("BITBURNER_GAME_HOST", "BITBURNER_HOST"),
+        ("BITBURNER_GAME_PORT", "BITBURNER_PORT"),
+        (
+            "BITBURNER_GAME_ALLOWED_ORIGINS",
+            "BITBURNER_ALLOWED_ORIGINS",
+        ),
+        ("BITBURNER_SAVE_TIMEOUT", "BITBURNER_SAVE_TIMEOUT_MS"),
+        ("BITBURNER_CONNECT_WAIT", "BITBURNER_CONNECT_WAIT_MS"),
+        ("BITBURNER_PING_INTERVAL", "BITBURNER_PING_INTERVAL_MS"),
+        ("BITBURNER_POLL", "BITBURNER_SYNC_POLL_MS"),
+        ("BITBURNER_DEBOUNCE", "BITBURNER_SYNC_DEBOUNCE_MS"),
+        ("BITBURNER_WAIT", "BITBURNER_SYNC_WAIT_MS"),
     ];
     type Args = GameArgs;
     type Command = BitburnerArgs;

@@ -75,7 +75,7 @@ pub struct LinkStatus {
     pub last_disconnect: Option<String>,
     /// Where the game should connect: `ws://host:port`.
     pub listen: String,
-    /// Tool calls waiting for a game to connect (see `BITBURNER_CONNECT_WAIT_MS`).
+    /// Tool calls waiting for a game to connect (see `BITBURNER_CONNECT_WAIT`).
     pub calls_waiting_for_game: usize,
 }
 

@@ -357,7 +357,7 @@ async fn a_taken_port_names_the_culprits_and_the_fix() {
         .unwrap_or_default();
     assert!(err.contains("already in use"), "{err}");
     assert!(err.contains("bitburner-filesync"), "{err}");
-    assert!(err.contains("BITBURNER_PORT"), "{err}");
+    assert!(err.contains("BITBURNER_GAME_PORT"), "{err}");
 }
 
 #[tokio::test]

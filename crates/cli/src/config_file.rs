@@ -103,10 +103,12 @@ pub fn to_flags(text: &str, entries: &[&dyn DynEntry]) -> Result<Vec<String>, St
             ));
         };
         for (name, value) in settings {
-            let Some(arg) = known
-                .get_arguments()
-                .find(|a| a.get_long() == Some(name.as_str()))
-            else {
+            let Some(arg) = known.get_arguments().find(|a| {
+                // An older name (`rpc-timeout-ms`) still works, as on the command line.
+                a.get_long() == Some(name.as_str())
+                    || a.get_aliases()
+                        .is_some_and(|old| old.contains(&name.as_str()))
+            }) else {
                 let keys: Vec<&str> = known.get_arguments().filter_map(|a| a.get_long()).collect();
                 return Err(format!(
                     "unknown key `{name}` in [{key}]; known keys: {}",

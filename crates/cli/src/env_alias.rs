@@ -24,7 +24,9 @@ fn alias(arg: Arg, aliases: &[(&'static str, &'static str)], set: &dyn Fn(&str) 
     let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
         return arg;
     };
-    let Some((new, old)) = aliases.iter().copied().find(|(new, _)| *new == env) else {
+    // A variable may have several older names: the first one set is read.
+    let mine = || aliases.iter().copied().filter(|(new, _)| *new == env);
+    let Some((new, old)) = mine().find(|(_, old)| set(old)).or_else(|| mine().next()) else {
         return arg;
     };
     let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
@@ -38,6 +40,7 @@ fn alias(arg: Arg, aliases: &[(&'static str, &'static str)], set: &dyn Fn(&str) 
         "{help}{stop} The older variable {old} is read when {new} is unset."
     ));
     if !set(new) && set(old) {
+        bridge_core::config::deprecated_env(old, new);
         arg.env(old)
     } else {
         arg

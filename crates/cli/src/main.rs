@@ -143,6 +143,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+        .chain(bridge_core::serve::McpArgs::ENV_ALIASES.iter().copied())
     let serve_matches = matches.subcommand_matches("serve");
     match runtime.block_on(cli.bridge.run(serve_matches)) {
         Ok(()) => ExitCode::SUCCESS,

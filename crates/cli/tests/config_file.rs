@@ -65,7 +65,12 @@ fn a_bad_value_in_the_file_names_its_key_variable_and_range() {
         "bad.toml",
         "bridges = [\"bitburner\"]\n[bitburner]\ngame-port = 70000\n",
     );
-    for expected in ["--game-port", "BITBURNER_PORT", "0 to 65535", "bad.toml"] {
+    for expected in [
+        "--game-port",
+        "BITBURNER_GAME_PORT",
+        "0 to 65535",
+        "bad.toml",
+    ] {
         assert!(stderr.contains(expected), "{expected} in {stderr}");
     }
 

@@ -59,7 +59,7 @@ fn an_older_variable_name_is_still_read() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{subcommand:?}: {stderr}");
         assert!(
-            stderr.contains("BITBURNER_RPC_TIMEOUT_MS") && stderr.contains("1 to 600000"),
+            stderr.contains("RPC_TIMEOUT_MS is deprecated") && stderr.contains("from 1ms to 10m"),
             "{subcommand:?}: {stderr}"
         );
     }

@@ -1,10 +1,20 @@
 //! Command-line flags (each with an environment variable) and the validated settings the bridge runs on.
 
-use bridge_core::config;
+use bridge_core::config::{self, Unit};
 use bridge_core::link::OnDuplicate;
 use bridge_core::serve::McpArgs;
 use std::net::IpAddr;
 use std::time::Duration;
+
+/// `(variable, older name)`: the `CC_` names from before every variable took its bridge's name.
+pub const ENV_ALIASES: &[(&str, &str)] = &[
+    ("COMPUTERCRAFT_LINK_HOST", "CC_LINK_HOST"),
+    ("COMPUTERCRAFT_LINK_PORT", "CC_LINK_PORT"),
+    ("COMPUTERCRAFT_LINK_TOKEN", "CC_LINK_TOKEN"),
+    ("COMPUTERCRAFT_PROBE_TIMEOUT", "CC_PROBE_TIMEOUT_MS"),
+    ("COMPUTERCRAFT_MAX_IN_FLIGHT", "CC_MAX_IN_FLIGHT"),
+    ("COMPUTERCRAFT_LINK_PUBLIC_URL", "CC_LINK_PUBLIC_URL"),
+];
 
 /// `mcp-bridges computercraft`: flags of the ComputerCraft bridge, plus the shared MCP transport flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -21,29 +31,34 @@ pub struct CcArgs {
 #[command(next_help_heading = "ComputerCraft link")]
 pub struct LinkArgs {
     /// Address the computers' WebSocket link (and the installer) listens on. The Minecraft server must reach
-    /// it, so the default is every interface; set CC_LINK_TOKEN when it is reachable from a network.
-    #[arg(long = "link-host", env = "CC_LINK_HOST", default_value = "0.0.0.0", value_parser = config::ip("CC_LINK_HOST"))]
+    /// it, so the default is every interface; set COMPUTERCRAFT_LINK_TOKEN when it is reachable from a network.
+    #[arg(long = "link-host", env = "COMPUTERCRAFT_LINK_HOST", default_value = "0.0.0.0", value_parser = config::ip())]
     pub host: IpAddr,
 
     /// Port of the link listener; `wget run http://<host>:<port>/install.lua` installs the client.
-    #[arg(long = "link-port", env = "CC_LINK_PORT", default_value = "3001", value_parser = config::ranged("CC_LINK_PORT", 0u16, 65535))]
+    #[arg(long = "link-port", env = "COMPUTERCRAFT_LINK_PORT", default_value = "3001", value_parser = config::ranged(0u16, 65535))]
     pub port: u16,
 
     /// Token computers must present (the installer takes it as its argument and stores it in startup.lua).
-    #[arg(long = "link-token", env = "CC_LINK_TOKEN", hide_env_values = true)]
+    #[arg(
+        long = "link-token",
+        env = "COMPUTERCRAFT_LINK_TOKEN",
+        hide_env_values = true
+    )]
     pub token: Option<String>,
 
     /// How long `probe-computers` waits for answers.
-    #[arg(long = "probe-timeout-ms", env = "CC_PROBE_TIMEOUT_MS", default_value = "2000", value_parser = config::millis("CC_PROBE_TIMEOUT_MS", 1, 600_000))]
+    #[arg(long = "probe-timeout", alias = "probe-timeout-ms", env = "COMPUTERCRAFT_PROBE_TIMEOUT", default_value = "2s",
+          value_parser = config::duration(Duration::from_millis(1), Duration::from_secs(600), Unit::Millis))]
     pub probe_timeout: Duration,
 
     /// Requests in flight per computer. CC drops events beyond 256 queued, so keep this well below that.
-    #[arg(long = "max-in-flight", env = "CC_MAX_IN_FLIGHT", default_value = "16", value_parser = config::ranged("CC_MAX_IN_FLIGHT", 1usize, 64))]
+    #[arg(long = "max-in-flight", env = "COMPUTERCRAFT_MAX_IN_FLIGHT", default_value = "16", value_parser = config::ranged(1usize, 64))]
     pub max_in_flight: usize,
 
     /// Address players' computers use to reach this bridge, e.g. `http://mc-host.example:3001`, when it differs
     /// from the one they downloaded the installer from (proxies, port forwarding).
-    #[arg(long = "link-public-url", env = "CC_LINK_PUBLIC_URL")]
+    #[arg(long = "link-public-url", env = "COMPUTERCRAFT_LINK_PUBLIC_URL")]
     pub public_url: Option<String>,
 }
 
@@ -124,16 +139,16 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        let err = Cli::try_parse_from(["mcp-bridges", "--probe-timeout-ms", "0"])
+        let err = Cli::try_parse_from(["mcp-bridges", "--probe-timeout", "0s"])
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("CC_PROBE_TIMEOUT_MS"), "{err}");
+        assert!(err.contains("COMPUTERCRAFT_PROBE_TIMEOUT"), "{err}");
         let err = Cli::try_parse_from(["mcp-bridges", "--link-host", "nowhere"])
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("CC_LINK_HOST"), "{err}");
+        assert!(err.contains("COMPUTERCRAFT_LINK_HOST"), "{err}");
     }
 
     #[test]

@@ -119,6 +119,7 @@ impl BridgeEntry for ComputerCraft {
     const NAME: &'static str = "computercraft";
     const DEFAULT_TRANSPORT: Transport = Transport::Http;
     type Args = LinkArgs;
+    const ENV_ALIASES: &'static [(&'static str, &'static str)] = crate::config::ENV_ALIASES;
     type Command = CcArgs;
 
     fn mcp(command: &CcArgs) -> &McpArgs {
@@ -130,7 +131,7 @@ impl BridgeEntry for ComputerCraft {
         let listener = link::bind(
             addr,
             "another mcp-bridges computercraft",
-            "CC_LINK_PORT (--link-port)",
+            "COMPUTERCRAFT_LINK_PORT (--link-port)",
         )
         .await?;
         let local = listener.local_addr()?;
@@ -138,7 +139,7 @@ impl BridgeEntry for ComputerCraft {
         if !addr.ip().is_loopback() && cfg.token.is_none() {
             tracing::warn!(
                 "the ComputerCraft link listens on {local}, beyond this machine, WITHOUT a token: anyone who can \
-                 reach this port can pose as a computer. Set CC_LINK_TOKEN (--link-token) and install with \
+                 reach this port can pose as a computer. Set COMPUTERCRAFT_LINK_TOKEN (--link-token) and install with \
                  `wget run http://<host>:{}/install.lua <token>`.",
                 local.port()
             );

@@ -1,6 +1,17 @@
 //! The bridge's flags.
 
+use bridge_core::config::{self, Unit};
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// `(variable, older name)`: VSC-Bridge's manifest variable and the names from before one rule named every
+/// variable (bridge_core::config).
+pub const ENV_ALIASES: &[(&str, &str)] = &[
+    ("DEBUG_TIMEOUT", "DEBUG_TIMEOUT_MS"),
+    ("DEBUG_MANIFEST", "VSC_BRIDGE_MANIFEST_PATH"),
+    ("DEBUG_CAPACITY", "DEBUG_HOST_CAPACITY"),
+    ("DEBUG_HEARTBEAT", "DEBUG_HOST_HEARTBEAT_MS"),
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
@@ -69,13 +80,14 @@ pub struct DebugArgs {
     #[arg(long, env = "DEBUG_BACKEND", value_enum, default_value = "auto")]
     pub backend: BackendChoice,
 
-    /// Default tool timeout in ms, for tools whose metadata sets none (VSC-Bridge's `--timeout`).
-    #[arg(long, short = 't', env = "DEBUG_TIMEOUT_MS", default_value = "30000",
-        value_parser = bridge_core::config::millis("DEBUG_TIMEOUT_MS", 100, 3_600_000))]
-    pub timeout: std::time::Duration,
+    /// Default tool timeout, for tools whose metadata sets none (VSC-Bridge's `--timeout`; a bare number is
+    /// milliseconds, as there).
+    #[arg(long, short = 't', env = "DEBUG_TIMEOUT", default_value = "30s",
+        value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(3600), Unit::Millis))]
+    pub timeout: Duration,
 
     /// A VSC-Bridge `manifest.json` (v2), or a folder of `*.meta.yaml` files, instead of the built-in catalog.
-    #[arg(long, env = "VSC_BRIDGE_MANIFEST_PATH")]
+    #[arg(long, env = "DEBUG_MANIFEST")]
     pub manifest: Option<PathBuf>,
 
     /// The Python that runs debugpy (`python -m debugpy.adapter`); the first `python3` on PATH by default.
@@ -113,10 +125,10 @@ pub enum DebugSub {
 #[derive(Debug, Clone, clap::Args)]
 pub struct HostArgs {
     /// Jobs run at once; more are refused with E_CAPACITY.
-    #[arg(long, env = "DEBUG_HOST_CAPACITY", default_value = "10")]
+    #[arg(long, env = "DEBUG_CAPACITY", default_value = "10", value_parser = config::ranged(1usize, 10_000))]
     pub capacity: usize,
-    /// Heartbeat interval of host.json, in ms.
-    #[arg(long, env = "DEBUG_HOST_HEARTBEAT_MS", default_value = "5000",
-        value_parser = bridge_core::config::millis("DEBUG_HOST_HEARTBEAT_MS", 10, 60_000))]
-    pub heartbeat: std::time::Duration,
+    /// Heartbeat interval of host.json (a bare number is milliseconds, the older form).
+    #[arg(long, env = "DEBUG_HEARTBEAT", default_value = "5s",
+        value_parser = config::duration(Duration::from_millis(10), Duration::from_secs(60), Unit::Millis))]
+    pub heartbeat: Duration,
 }

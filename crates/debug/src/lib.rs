@@ -23,6 +23,7 @@ pub struct Debug;
 impl BridgeEntry for Debug {
     const NAME: &'static str = "debug";
     const DEFAULT_TRANSPORT: Transport = Transport::Stdio;
+    const ENV_ALIASES: &'static [(&'static str, &'static str)] = config::ENV_ALIASES;
     type Args = DebugArgs;
     type Command = DebugCommand;
 

@@ -521,7 +521,7 @@ impl RelayLink {
                 st.relay_url
             ))
             .with_hint("check the relay is running and the token is right; the status tool shows the last error")
-            .with_details(json!({"code": Code::ConnectionError.as_str(), "last_error": st.last_error}))
+            .with_details(json!({"last_error": st.last_error}))
             .with_code_name(Code::ConnectionError.as_str()));
         };
         let (id, pending) = self.inner.correlator.start();
@@ -544,9 +544,7 @@ impl RelayLink {
                     LinkError::Timeout { .. } => Code::Timeout,
                     _ => Code::ConnectionError,
                 };
-                let t = ToolError::from(e);
-                let details = merge(t.details(), code);
-                t.with_details(details).with_code_name(code.as_str())
+                ToolError::from(e).with_code_name(code.as_str())
             })?;
         match reply.kind {
             Kind::Response if reply.payload.get("success") == Some(&Value::Bool(true)) => Ok(reply
@@ -572,17 +570,11 @@ fn dial_error(e: &LinkError) -> String {
     if text.contains("TLS handshake failed") && text.contains("certificate") {
         format!(
             "{text}; the relay's certificate is not trusted: pass the CA that signed it (or the \
-             self-signed certificate itself) with --relay-ca (RELAY_CA_CERT)"
+             self-signed certificate itself) with --relay-ca (MINECRAFT_RELAY_CA)"
         )
     } else {
         text
     }
-}
-
-fn merge(details: &Value, code: Code) -> Value {
-    let mut map = details.as_object().cloned().unwrap_or_default();
-    map.insert("code".to_owned(), json!(code.as_str()));
-    Value::Object(map)
 }
 
 /// A game's or relay's error (`{code, message, details}`, PROTOCOL.md §7) as the agent sees it: the core's code,
@@ -638,8 +630,8 @@ pub fn remote_error(error: Option<&Value>, game: Option<&str>) -> ToolError {
         .and_then(Value::as_str)
         .unwrap_or("the game reported an error without a message")
         .to_owned();
+    // The seed's code is the error's `code` (bridge_core::error); details keep the rest.
     let mut details = Map::new();
-    details.insert("code".to_owned(), json!(code.as_str()));
     if let Some(d) = error
         .and_then(|e| e.get("details"))
         .and_then(Value::as_object)

@@ -23,8 +23,8 @@ use wire::EventType;
 const INSTRUCTIONS: &str = "Tools for a Minecraft server through its bridge mod or plugin: run whitelisted \
 commands with their output, chat, teleport, give items, and read players, the server and the blocks around a \
 point. Game events (player_join, player_quit, player_chat, player_death, block_break) are event streams: \
-subscribe to minecraft://events/<type>, or call poll_events (wait_ms waits for new ones). Errors carry the \
-game's code (PLAYER_NOT_FOUND, INVALID_COMMAND, ...) in details.code. `status` tells whether a game is \
+subscribe to minecraft://events/<type>, or call poll_events (wait_ms waits for new ones). Errors start with the \
+game's code ([PLAYER_NOT_FOUND], [INVALID_COMMAND], ...). `status` tells whether a game is \
 connected; pass `game` to a tool only when several are.";
 
 /// Events kept per stream for `poll_events`.
@@ -78,7 +78,7 @@ fn relay_tls(
     if !url.starts_with("wss://") {
         return match ca {
             Some(_) => Err(format!(
-                "--relay-ca (RELAY_CA_CERT) is set but --relay-url {url} is not wss://: the CA only \
+                "--relay-ca (MINECRAFT_RELAY_CA) is set but --relay-url {url} is not wss://: the CA only \
                  matters for a TLS relay"
             )
             .into()),
@@ -87,7 +87,7 @@ fn relay_tls(
     }
     bridge_core::link::tls::client_config(ca)
         .map(Some)
-        .map_err(|e| format!("--relay-ca (RELAY_CA_CERT): {e}").into())
+        .map_err(|e| format!("--relay-ca (MINECRAFT_RELAY_CA): {e}").into())
 }
 
 /// `mcp-bridges minecraft`: the MCP server.
@@ -96,6 +96,7 @@ pub struct Minecraft;
 impl BridgeEntry for Minecraft {
     const NAME: &'static str = "minecraft";
     const DEFAULT_TRANSPORT: Transport = Transport::Stdio;
+    const ENV_ALIASES: &'static [(&'static str, &'static str)] = config::ENV_ALIASES;
     type Args = MinecraftArgs;
     type Command = MinecraftCommand;
 
@@ -198,6 +199,7 @@ pub struct MinecraftRelay;
 impl BridgeEntry for MinecraftRelay {
     const NAME: &'static str = "minecraft-relay";
     const DEFAULT_TRANSPORT: Transport = Transport::Stdio;
+    const ENV_ALIASES: &'static [(&'static str, &'static str)] = config::ENV_ALIASES;
     type Args = RelayMount;
     type Command = RelayCommand;
 

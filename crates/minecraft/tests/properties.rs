@@ -245,7 +245,7 @@ fn property_3_command_failure_error_responses() {
                     )
                 };
                 let e = error_of(&call(&s.server.client, tool, args).await);
-                prop_assert_eq!(&e["details"]["code"], &json!(code));
+                prop_assert_eq!(&e["code"], &json!(code));
                 prop_assert!(e["message"].as_str().is_some_and(|m| m.len() > 5));
                 prop_assert!(e["hint"].as_str().is_some_and(|m| !m.is_empty()));
                 Ok(())

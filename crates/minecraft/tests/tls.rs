@@ -255,7 +255,7 @@ async fn bad_relay_ca_flags_stop_the_mcp_server_with_an_error_naming_them() {
                 "--relay-ca",
                 missing.to_str().unwrap(),
             ],
-            "--relay-ca (RELAY_CA_CERT)",
+            "--relay-ca (MINECRAFT_RELAY_CA)",
         ),
         (
             vec![

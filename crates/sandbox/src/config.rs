@@ -4,7 +4,7 @@
 use crate::agent_bin;
 use crate::backend::microvm::{Accel, Vmm};
 use crate::backend::{BackendChoice, BackendKind, default_agent_bin};
-use bridge_core::config;
+use bridge_core::config::{self, Unit};
 use bridge_core::serve::McpArgs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -52,55 +52,60 @@ pub struct SandboxArgs {
     #[arg(long = "sandbox-pool-enabled", env = "SANDBOX_POOL_ENABLED", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub sandbox_pool_enabled: bool,
     /// Warm sandboxes kept ready for the default spec.
-    #[arg(long = "sandbox-pool-min-size", env = "SANDBOX_POOL_MIN_SIZE", default_value = "3", value_parser = config::ranged("SANDBOX_POOL_MIN_SIZE", 0usize, 64))]
+    #[arg(long = "sandbox-pool-min-size", env = "SANDBOX_POOL_MIN_SIZE", default_value = "3", value_parser = config::ranged(0usize, 64))]
     pub sandbox_pool_min: usize,
     /// Sandboxes booting at once for the pool.
-    #[arg(long = "sandbox-pool-max-boots", env = "SANDBOX_POOL_MAX_BOOTS", default_value = "2", value_parser = config::ranged("SANDBOX_POOL_MAX_BOOTS", 1usize, 64))]
+    #[arg(long = "sandbox-pool-max-boots", env = "SANDBOX_POOL_MAX_BOOTS", default_value = "2", value_parser = config::ranged(1usize, 64))]
     pub sandbox_pool_max_boots: usize,
     /// Sandboxes alive at once (pool excluded).
-    #[arg(long = "sandbox-max", env = "SANDBOX_MAX_SANDBOXES", default_value = "100", value_parser = config::ranged("SANDBOX_MAX_SANDBOXES", 1usize, 10_000))]
+    #[arg(long = "sandbox-max", env = "SANDBOX_MAX", default_value = "100", value_parser = config::ranged(1usize, 10_000))]
     pub sandbox_max_sandboxes: usize,
     /// A sandbox unused this long is destroyed (keepalive renews).
-    #[arg(long = "sandbox-idle-timeout-secs", env = "SANDBOX_IDLE_TIMEOUT_SECS", default_value = "900", value_parser = config::ranged("SANDBOX_IDLE_TIMEOUT_SECS", 1u64, 604_800))]
-    pub sandbox_idle_timeout_secs: u64,
+    #[arg(long = "sandbox-idle-timeout", alias = "sandbox-idle-timeout-secs", env = "SANDBOX_IDLE_TIMEOUT", default_value = "15m",
+          value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(604_800), Unit::Secs))]
+    pub sandbox_idle_timeout: Duration,
     /// A sandbox is destroyed this long after creation, whatever keepalive says.
-    #[arg(long = "sandbox-max-lifetime-secs", env = "SANDBOX_MAX_LIFETIME_SECS", default_value = "3600", value_parser = config::ranged("SANDBOX_MAX_LIFETIME_SECS", 1u64, 604_800))]
-    pub sandbox_max_lifetime_secs: u64,
+    #[arg(long = "sandbox-max-lifetime", alias = "sandbox-max-lifetime-secs", env = "SANDBOX_MAX_LIFETIME", default_value = "1h",
+          value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(604_800), Unit::Secs))]
+    pub sandbox_max_lifetime: Duration,
     /// Memory of a sandbox when create_sandbox names none (MiB).
-    #[arg(long = "sandbox-memory-mib", env = "SANDBOX_MEMORY_MIB", default_value = "512", value_parser = config::ranged("SANDBOX_MEMORY_MIB", 32u64, 65_536))]
+    #[arg(long = "sandbox-memory-mib", env = "SANDBOX_MEMORY_MIB", default_value = "512", value_parser = config::ranged(32u64, 65_536))]
     pub sandbox_memory_mib: u64,
     /// vCPUs of a sandbox when create_sandbox names none.
-    #[arg(long = "sandbox-vcpus", env = "SANDBOX_VCPUS", default_value = "1", value_parser = config::ranged("SANDBOX_VCPUS", 1u32, 64))]
+    #[arg(long = "sandbox-vcpus", env = "SANDBOX_VCPUS", default_value = "1", value_parser = config::ranged(1u32, 64))]
     pub sandbox_vcpus: u32,
     /// The most memory a create_sandbox may ask for (MiB; default: half the host's memory). Never above the
     /// host's memory.
-    #[arg(long = "sandbox-max-memory-mib", env = "SANDBOX_MAX_MEMORY_MIB", value_parser = config::ranged("SANDBOX_MAX_MEMORY_MIB", 32u64, 1 << 30))]
+    #[arg(long = "sandbox-max-memory-mib", env = "SANDBOX_MAX_MEMORY_MIB", value_parser = config::ranged(32u64, 1 << 30))]
     pub sandbox_max_memory_mib: Option<u64>,
     /// The most vCPUs a create_sandbox may ask for (default: the CPUs this process may run on). Never above
     /// those.
-    #[arg(long = "sandbox-max-vcpus", env = "SANDBOX_MAX_VCPUS", value_parser = config::ranged("SANDBOX_MAX_VCPUS", 1u32, 4096))]
+    #[arg(long = "sandbox-max-vcpus", env = "SANDBOX_MAX_VCPUS", value_parser = config::ranged(1u32, 4096))]
     pub sandbox_max_vcpus: Option<u32>,
     /// Size of the writable /workspace tmpfs (MiB).
-    #[arg(long = "sandbox-workspace-mib", env = "SANDBOX_WORKSPACE_MIB", default_value = "256", value_parser = config::ranged("SANDBOX_WORKSPACE_MIB", 1u64, 65_536))]
+    #[arg(long = "sandbox-workspace-mib", env = "SANDBOX_WORKSPACE_MIB", default_value = "256", value_parser = config::ranged(1u64, 65_536))]
     pub sandbox_workspace_mib: u64,
     /// Size of the /tmp tmpfs (MiB).
-    #[arg(long = "sandbox-tmp-mib", env = "SANDBOX_TMP_MIB", default_value = "64", value_parser = config::ranged("SANDBOX_TMP_MIB", 1u64, 65_536))]
+    #[arg(long = "sandbox-tmp-mib", env = "SANDBOX_TMP_MIB", default_value = "64", value_parser = config::ranged(1u64, 65_536))]
     pub sandbox_tmp_mib: u64,
     /// Processes per sandbox user (RLIMIT_NPROC, and pids.max where cgroups are writable).
-    #[arg(long = "sandbox-max-processes", env = "SANDBOX_MAX_PROCESSES", default_value = "128", value_parser = config::ranged("SANDBOX_MAX_PROCESSES", 4u64, 100_000))]
+    #[arg(long = "sandbox-max-processes", env = "SANDBOX_MAX_PROCESSES", default_value = "128", value_parser = config::ranged(4u64, 100_000))]
     pub sandbox_max_processes: u64,
     /// CPU seconds one process may use (RLIMIT_CPU).
-    #[arg(long = "sandbox-cpu-secs", env = "SANDBOX_CPU_SECS", default_value = "600", value_parser = config::ranged("SANDBOX_CPU_SECS", 1u64, 86_400))]
-    pub sandbox_cpu_secs: u64,
+    #[arg(long = "sandbox-cpu", alias = "sandbox-cpu-secs", env = "SANDBOX_CPU", default_value = "10m",
+          value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Secs))]
+    pub sandbox_cpu: Duration,
     /// Largest file a process may write (RLIMIT_FSIZE, MiB).
-    #[arg(long = "sandbox-max-file-mib", env = "SANDBOX_MAX_FILE_MIB", default_value = "256", value_parser = config::ranged("SANDBOX_MAX_FILE_MIB", 1u64, 65_536))]
+    #[arg(long = "sandbox-max-file-mib", env = "SANDBOX_MAX_FILE_MIB", default_value = "256", value_parser = config::ranged(1u64, 65_536))]
     pub sandbox_max_file_mib: u64,
     /// Timeout of a command when the call names none.
-    #[arg(long = "sandbox-default-timeout-secs", env = "SANDBOX_DEFAULT_TIMEOUT_SECS", default_value = "60", value_parser = config::ranged("SANDBOX_DEFAULT_TIMEOUT_SECS", 1u64, 86_400))]
-    pub sandbox_default_timeout_secs: u64,
+    #[arg(long = "sandbox-default-timeout", alias = "sandbox-default-timeout-secs", env = "SANDBOX_DEFAULT_TIMEOUT", default_value = "1m",
+          value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Secs))]
+    pub sandbox_default_timeout: Duration,
     /// Largest timeout_secs a call may ask for.
-    #[arg(long = "sandbox-max-timeout-secs", env = "SANDBOX_MAX_TIMEOUT_SECS", default_value = "600", value_parser = config::ranged("SANDBOX_MAX_TIMEOUT_SECS", 1u64, 86_400))]
-    pub sandbox_max_timeout_secs: u64,
+    #[arg(long = "sandbox-max-timeout", alias = "sandbox-max-timeout-secs", env = "SANDBOX_MAX_TIMEOUT", default_value = "10m",
+          value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Secs))]
+    pub sandbox_max_timeout: Duration,
     /// Write cgroup limits (memory, pids, cpu) where the host lets us.
     #[arg(long = "sandbox-cgroups", env = "SANDBOX_CGROUPS", default_value = "true", action = clap::ArgAction::Set)]
     pub sandbox_cgroups: bool,
@@ -175,8 +180,10 @@ pub struct SandboxArgs {
     pub sandbox_microvm_accel: Accel,
     /// microvm: how long a guest may take from start to its agent's hello, the self-test included
     /// (default 3 s with kvm, 60 s with tcg).
-    #[arg(long = "sandbox-microvm-boot-timeout-secs", env = "SANDBOX_MICROVM_BOOT_TIMEOUT_SECS", value_parser = config::ranged("SANDBOX_MICROVM_BOOT_TIMEOUT_SECS", 1u64, 600))]
-    pub sandbox_microvm_boot_timeout_secs: Option<u64>,
+    #[arg(long = "sandbox-microvm-boot-timeout", alias = "sandbox-microvm-boot-timeout-secs",
+          env = "SANDBOX_MICROVM_BOOT_TIMEOUT",
+          value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(600), Unit::Secs))]
+    pub sandbox_microvm_boot_timeout: Option<Duration>,
 }
 
 /// The image that is the host's own `/usr` (and /bin, /lib*, /etc/alternatives, ...).
@@ -522,10 +529,10 @@ impl SandboxArgs {
         )?;
         self.check_defaults(&max)?;
         let boot_timeout =
-            self.sandbox_microvm_boot_timeout_secs
+            self.sandbox_microvm_boot_timeout
                 .unwrap_or(match self.sandbox_microvm_accel {
-                    Accel::Kvm => 3,
-                    Accel::Tcg => 60,
+                    Accel::Kvm => Duration::from_secs(3),
+                    Accel::Tcg => Duration::from_secs(60),
                 });
         Ok(Settings {
             choice: self.sandbox_backend,
@@ -537,18 +544,18 @@ impl SandboxArgs {
             pool_min: self.sandbox_pool_min,
             pool_max_boots: self.sandbox_pool_max_boots,
             max_sandboxes: self.sandbox_max_sandboxes,
-            idle_timeout: Duration::from_secs(self.sandbox_idle_timeout_secs),
-            max_lifetime: Duration::from_secs(self.sandbox_max_lifetime_secs),
+            idle_timeout: self.sandbox_idle_timeout,
+            max_lifetime: self.sandbox_max_lifetime,
             memory_mib: self.sandbox_memory_mib,
             vcpus: self.sandbox_vcpus,
             max,
             workspace_mib: self.sandbox_workspace_mib,
             tmp_mib: self.sandbox_tmp_mib,
             max_processes: self.sandbox_max_processes,
-            cpu_secs: self.sandbox_cpu_secs,
+            cpu_secs: self.sandbox_cpu.as_secs().max(1),
             max_file_mib: self.sandbox_max_file_mib,
-            default_timeout: Duration::from_secs(self.sandbox_default_timeout_secs),
-            max_timeout: Duration::from_secs(self.sandbox_max_timeout_secs),
+            default_timeout: self.sandbox_default_timeout,
+            max_timeout: self.sandbox_max_timeout,
             cgroups: self.sandbox_cgroups,
             id_base: self.sandbox_id_base,
             ro_binds,
@@ -563,7 +570,7 @@ impl SandboxArgs {
                 qemu: self.sandbox_qemu.clone(),
                 vmm: self.sandbox_vmm,
                 accel: self.sandbox_microvm_accel,
-                boot_timeout: Duration::from_secs(boot_timeout),
+                boot_timeout,
             },
         })
     }

@@ -101,6 +101,17 @@ impl BridgeEntry for Sandbox {
         ("MCP_HOST", "BOUVET_HTTP_HOST"),
         ("MCP_PORT", "BOUVET_HTTP_PORT"),
         ("MCP_TRANSPORT", "BOUVET_TRANSPORT"),
+        // And the names from before one rule named every variable (bridge_core::config).
+        ("SANDBOX_MAX", "SANDBOX_MAX_SANDBOXES"),
+        ("SANDBOX_IDLE_TIMEOUT", "SANDBOX_IDLE_TIMEOUT_SECS"),
+        ("SANDBOX_MAX_LIFETIME", "SANDBOX_MAX_LIFETIME_SECS"),
+        ("SANDBOX_CPU", "SANDBOX_CPU_SECS"),
+        ("SANDBOX_DEFAULT_TIMEOUT", "SANDBOX_DEFAULT_TIMEOUT_SECS"),
+        ("SANDBOX_MAX_TIMEOUT", "SANDBOX_MAX_TIMEOUT_SECS"),
+        (
+            "SANDBOX_MICROVM_BOOT_TIMEOUT",
+            "SANDBOX_MICROVM_BOOT_TIMEOUT_SECS",
+        ),
     ];
     type Args = SandboxArgs;
     type Command = SandboxCommand;

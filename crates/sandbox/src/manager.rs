@@ -228,7 +228,7 @@ impl Manager {
         let release = Release(&self.reserved);
         if taken >= max {
             return Err(ToolError::busy(format!(
-                "{max} sandboxes are alive (the limit, SANDBOX_MAX_SANDBOXES); destroy one first"
+                "{max} sandboxes are alive (the limit, SANDBOX_MAX); destroy one first"
             )));
         }
         let (instance, pooled) = match self.pool.take(spec) {

@@ -1,6 +1,6 @@
 //! The MCP-side command-line flags every bridge subcommand flattens in.
 
-use crate::config;
+use crate::config::{self, Unit};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -48,16 +48,16 @@ pub struct McpArgs {
 
     /// Address the HTTP transport binds. Anything but loopback exposes the bridge to your network: set
     /// a token then.
-    #[arg(long = "mcp-host", env = "MCP_HOST", default_value = "127.0.0.1", value_parser = config::ip("MCP_HOST"))]
+    #[arg(long = "mcp-host", env = "MCP_HOST", default_value = "127.0.0.1", value_parser = config::ip())]
     pub mcp_host: IpAddr,
 
     /// Port of the HTTP transport (0 picks a free one and logs it).
-    #[arg(long = "mcp-port", env = "MCP_PORT", default_value = "3000", value_parser = config::ranged("MCP_PORT", 0u16, 65535))]
+    #[arg(long = "mcp-port", env = "MCP_PORT", default_value = "3000", value_parser = config::ranged(0u16, 65535))]
     pub mcp_port: u16,
 
     /// Bearer token HTTP clients must send (`Authorization: Bearer <token>`). Empty or blank is refused: it
     /// would lock every client out.
-    #[arg(long = "mcp-token", env = "MCP_TOKEN", hide_env_values = true, value_parser = config::secret("MCP_TOKEN"))]
+    #[arg(long = "mcp-token", env = "MCP_TOKEN", hide_env_values = true, value_parser = config::secret())]
     pub mcp_token: Option<String>,
 
     /// Extra browser origins allowed to call the HTTP transport, e.g. `https://app.example:*` (comma-separated).
@@ -77,25 +77,28 @@ pub struct McpArgs {
     )]
     pub allowed_hosts: Vec<String>,
 
-    /// Override a tool's timeout: TOOL=MILLISECONDS (repeatable, or comma-separated in the variable).
-    #[arg(long = "tool-timeout", env = "MCP_TOOL_TIMEOUTS", value_delimiter = ',', value_parser = config::tool_timeout)]
+    /// Override a tool's timeout: TOOL=DURATION, e.g. `read_file=30s` (repeatable, or comma-separated in the
+    /// variable).
+    #[arg(long = "tool-timeout", env = "MCP_TOOL_TIMEOUTS", value_delimiter = ',', value_parser = config::ToolTimeout)]
     pub tool_timeouts: Vec<(String, Duration)>,
 
     /// How long in-flight calls may finish after SIGINT/SIGTERM before the bridge exits.
-    #[arg(long = "shutdown-grace-ms", env = "MCP_SHUTDOWN_GRACE_MS", default_value = "5000", value_parser = config::millis("MCP_SHUTDOWN_GRACE_MS", 0, 600_000))]
+    #[arg(long = "shutdown-grace", alias = "shutdown-grace-ms", env = "MCP_SHUTDOWN_GRACE", default_value = "5s",
+          value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
     pub shutdown_grace: Duration,
 
     /// Live MCP sessions of the `initialize` era at most (HTTP); more are refused until some close or idle out.
-    #[arg(long = "mcp-max-sessions", env = "MCP_MAX_SESSIONS", default_value = "256", value_parser = config::ranged("MCP_MAX_SESSIONS", 1usize, 100_000))]
+    #[arg(long = "mcp-max-sessions", env = "MCP_MAX_SESSIONS", default_value = "256", value_parser = config::ranged(1usize, 100_000))]
     pub max_sessions: usize,
 
     /// Largest HTTP request body in bytes (413 beyond it). A bridge whose tools take more in one call (the
     /// sandbox's 10 MB files) raises it by itself; stdio has no such limit.
-    #[arg(long = "mcp-max-request-bytes", env = "MCP_MAX_REQUEST_BYTES", default_value = "4194304", value_parser = config::ranged("MCP_MAX_REQUEST_BYTES", 65_536usize, 268_435_456))]
+    #[arg(long = "mcp-max-request-bytes", env = "MCP_MAX_REQUEST_BYTES", default_value = "4194304", value_parser = config::ranged(65_536usize, 268_435_456))]
     pub max_request_bytes: usize,
 
     /// An `initialize`-era HTTP session with no traffic for this long is closed.
-    #[arg(long = "mcp-session-idle-ms", env = "MCP_SESSION_IDLE_MS", default_value = "300000", value_parser = config::millis("MCP_SESSION_IDLE_MS", 1_000, 86_400_000))]
+    #[arg(long = "mcp-session-idle", alias = "mcp-session-idle-ms", env = "MCP_SESSION_IDLE", default_value = "5m",
+          value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Millis))]
     pub session_idle: Duration,
 
     /// Log format on stderr (stdout carries the stdio transport and never gets logs).
@@ -104,6 +107,12 @@ pub struct McpArgs {
 }
 
 impl McpArgs {
+    /// `(variable, older name)` of the MCP flags, read when the new name is unset (see `BridgeEntry::ENV_ALIASES`).
+    pub const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[
+        ("MCP_SHUTDOWN_GRACE", "MCP_SHUTDOWN_GRACE_MS"),
+        ("MCP_SESSION_IDLE", "MCP_SESSION_IDLE_MS"),
+    ];
+
     /// The transport the user chose, or the bridge's default. The flags win over `--transport`/MCP_TRANSPORT,
     /// so a variable set for a whole machine never breaks a command line that names its transport.
     pub fn transport(&self, default: Transport) -> Transport {
@@ -151,6 +160,34 @@ mod tests {
                 "{args:?} with default {default:?}"
             );
         }
+    }
+
+    #[test]
+    fn durations_take_units_and_the_older_ms_flags_still_work() {
+        let parse = |args: &[&str]| {
+            let argv = std::iter::once("x").chain(args.iter().copied());
+            Cli::try_parse_from(argv).map(|c| (c.mcp.shutdown_grace, c.mcp.session_idle))
+        };
+        let defaults = parse(&[]).unwrap();
+        assert_eq!(defaults, (Duration::from_secs(5), Duration::from_secs(300)));
+        let new = parse(&["--shutdown-grace", "2s", "--mcp-session-idle", "1m"]).unwrap();
+        assert_eq!(new, (Duration::from_secs(2), Duration::from_secs(60)));
+        let old = parse(&[
+            "--shutdown-grace-ms",
+            "2000",
+            "--mcp-session-idle-ms",
+            "60000",
+        ])
+        .unwrap();
+        assert_eq!(old, new);
+        let err = parse(&["--shutdown-grace", "11m"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("MCP_SHUTDOWN_GRACE (--shutdown-grace)") && err.contains("10m"),
+            "{err}"
+        );
     }
 
     /// Bouvet's BOUVET_TRANSPORT values: any case, and `sse`/`remote` for HTTP.

@@ -1,7 +1,7 @@
 //! The relay's flags (each with its environment variable) and the token list with its permissions.
 
 use crate::wire::COMMANDS;
-use bridge_core::config;
+use bridge_core::config::{self, Unit};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -12,82 +12,85 @@ use std::time::Duration;
 #[command(next_help_heading = "Relay")]
 pub struct RelayArgs {
     /// Address the relay binds; game adapters and MCP servers dial it.
-    #[arg(id = "mc_relay_host", long = "relay-host", env = "RELAY_HOST", default_value = "127.0.0.1",
-          value_parser = config::ip("RELAY_HOST"))]
+    #[arg(id = "mc_relay_host", long = "relay-host", env = "MINECRAFT_RELAY_HOST", default_value = "127.0.0.1",
+          value_parser = config::ip())]
     pub host: IpAddr,
 
     /// Port of the relay (the mod's default `bridge.url` is ws://localhost:8080).
-    #[arg(id = "mc_relay_port", long = "relay-port", env = "RELAY_PORT", default_value = "8080",
-          value_parser = config::ranged("RELAY_PORT", 0u16, 65535))]
+    #[arg(id = "mc_relay_port", long = "relay-port", env = "MINECRAFT_RELAY_PORT", default_value = "8080",
+          value_parser = config::ranged(0u16, 65535))]
     pub port: u16,
 
     /// Tokens MCP servers present, comma-separated; `TOKEN=cmd|cmd` limits one to those command types
     /// (PROTOCOL.md §6).
-    #[arg(id = "mc_mcp_auth_tokens", long = "mcp-auth-tokens", env = "MCP_AUTH_TOKENS", hide_env_values = true,
+    #[arg(id = "mc_mcp_auth_tokens", long = "mcp-auth-tokens", env = "MINECRAFT_MCP_AUTH_TOKENS", hide_env_values = true,
           value_parser = parse_tokens)]
     pub mcp_tokens: Option<McpTokens>,
 
     /// Token game adapters present.
     #[arg(id = "mc_minecraft_auth_token", long = "minecraft-auth-token", env = "MINECRAFT_AUTH_TOKEN", hide_env_values = true,
-          value_parser = config::secret("MINECRAFT_AUTH_TOKEN"))]
+          value_parser = config::secret())]
     pub minecraft_token: Option<String>,
 
     /// Messages kept per MCP client until it acknowledges them (the seed's messageQueueSize).
-    #[arg(id = "mc_message_queue_size", long = "message-queue-size", env = "MESSAGE_QUEUE_SIZE", default_value = "1000",
-          value_parser = config::ranged("MESSAGE_QUEUE_SIZE", 1usize, 1_000_000))]
+    #[arg(id = "mc_message_queue_size", long = "message-queue-size", env = "MINECRAFT_MESSAGE_QUEUE_SIZE", default_value = "1000",
+          value_parser = config::ranged(1usize, 1_000_000))]
     pub queue_size: usize,
 
     /// Bytes kept per MCP client queue; the oldest messages go first when either bound is hit.
-    #[arg(id = "mc_message_queue_bytes", long = "message-queue-bytes", env = "MESSAGE_QUEUE_BYTES", default_value = "8388608",
-          value_parser = config::ranged("MESSAGE_QUEUE_BYTES", 1024usize, 1 << 30))]
+    #[arg(id = "mc_message_queue_bytes", long = "message-queue-bytes", env = "MINECRAFT_MESSAGE_QUEUE_BYTES", default_value = "8388608",
+          value_parser = config::ranged(1024usize, 1 << 30))]
     pub queue_bytes: usize,
 
     /// Most client ids (queues) one MCP token may hold; a new one beyond it replaces the least recently used
     /// disconnected queue (reported to that client as lost if it comes back), or is refused when all are connected.
-    #[arg(id = "mc_clients_per_token", long = "clients-per-token", env = "RELAY_CLIENTS_PER_TOKEN", default_value = "16",
-          value_parser = config::ranged("RELAY_CLIENTS_PER_TOKEN", 1usize, 10_000))]
+    #[arg(id = "mc_clients_per_token", long = "clients-per-token", env = "MINECRAFT_CLIENTS_PER_TOKEN", default_value = "16",
+          value_parser = config::ranged(1usize, 10_000))]
     pub clients_per_token: usize,
 
     /// Most bytes all the queues of one MCP token hold together; least recently used disconnected queues go
     /// first, then the oldest messages of its largest queue.
-    #[arg(id = "mc_token_queue_bytes", long = "token-queue-bytes", env = "RELAY_TOKEN_QUEUE_BYTES", default_value = "33554432",
-          value_parser = config::ranged("RELAY_TOKEN_QUEUE_BYTES", 1024usize, 1 << 34))]
+    #[arg(id = "mc_token_queue_bytes", long = "token-queue-bytes", env = "MINECRAFT_TOKEN_QUEUE_BYTES", default_value = "33554432",
+          value_parser = config::ranged(1024usize, 1 << 34))]
     pub token_queue_bytes: usize,
 
-    /// Application heartbeat interval in ms (the seed's heartbeatInterval); dead peers are found by
-    /// WebSocket pings at the same interval.
-    #[arg(id = "mc_heartbeat_interval_ms", long = "heartbeat-interval-ms", env = "HEARTBEAT_INTERVAL_MS", default_value = "15000",
-          value_parser = config::millis("HEARTBEAT_INTERVAL_MS", 100, 600_000))]
+    /// Application heartbeat interval (the seed's heartbeatInterval); dead peers are found by WebSocket pings
+    /// at the same interval.
+    #[arg(id = "mc_heartbeat_interval", long = "heartbeat-interval", alias = "heartbeat-interval-ms",
+          env = "MINECRAFT_HEARTBEAT_INTERVAL", default_value = "15s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub heartbeat: Duration,
 
     /// How long a game may take to answer a command before the relay answers TIMEOUT.
-    #[arg(id = "mc_command_timeout_ms", long = "command-timeout-ms", env = "RELAY_COMMAND_TIMEOUT_MS", default_value = "15000",
-          value_parser = config::millis("RELAY_COMMAND_TIMEOUT_MS", 100, 600_000))]
+    #[arg(id = "mc_command_timeout", long = "command-timeout", alias = "command-timeout-ms",
+          env = "MINECRAFT_COMMAND_TIMEOUT", default_value = "15s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub command_timeout: Duration,
 
     /// Largest message processed; a larger one is answered with SCHEMA_ERROR (over 1 MiB the link closes).
-    #[arg(id = "mc_max_message_bytes", long = "max-message-bytes", env = "RELAY_MAX_MESSAGE_BYTES", default_value = "65536",
-          value_parser = config::ranged("RELAY_MAX_MESSAGE_BYTES", 1024usize, 1 << 20))]
+    #[arg(id = "mc_max_message_bytes", long = "max-message-bytes", env = "MINECRAFT_MAX_MESSAGE_BYTES", default_value = "65536",
+          value_parser = config::ranged(1024usize, 1 << 20))]
     pub max_message_bytes: usize,
 
     /// Messages per second an MCP server may send (bursts of twice that).
-    #[arg(id = "mc_mcp_rate", long = "mcp-rate", env = "RELAY_MCP_RATE", default_value = "100",
-          value_parser = config::ranged("RELAY_MCP_RATE", 1u32, 1_000_000))]
+    #[arg(id = "mc_mcp_rate", long = "mcp-rate", env = "MINECRAFT_MCP_RATE", default_value = "100",
+          value_parser = config::ranged(1u32, 1_000_000))]
     pub mcp_rate: u32,
 
     /// Messages per second a game adapter may send (bursts of twice that).
-    #[arg(id = "mc_game_rate", long = "game-rate", env = "RELAY_GAME_RATE", default_value = "20000",
-          value_parser = config::ranged("RELAY_GAME_RATE", 1u32, 10_000_000))]
+    #[arg(id = "mc_game_rate", long = "game-rate", env = "MINECRAFT_GAME_RATE", default_value = "20000",
+          value_parser = config::ranged(1u32, 10_000_000))]
     pub game_rate: u32,
 
-    /// How long the queue of a disconnected MCP client is kept, in seconds.
-    #[arg(id = "mc_queue_retention_secs", long = "queue-retention-secs", env = "RELAY_QUEUE_RETENTION_SECS", default_value = "600",
-          value_parser = config::ranged("RELAY_QUEUE_RETENTION_SECS", 1u64, 604_800))]
-    pub retention_secs: u64,
+    /// How long the queue of a disconnected MCP client is kept.
+    #[arg(id = "mc_queue_retention", long = "queue-retention", alias = "queue-retention-secs",
+          env = "MINECRAFT_QUEUE_RETENTION", default_value = "10m",
+          value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(604_800), Unit::Secs))]
+    pub retention: Duration,
 
     /// Most simultaneous connections (games and MCP servers together).
-    #[arg(id = "mc_relay_max_connections", long = "relay-max-connections", env = "RELAY_MAX_CONNECTIONS", default_value = "256",
-          value_parser = config::ranged("RELAY_MAX_CONNECTIONS", 1usize, 100_000))]
+    #[arg(id = "mc_relay_max_connections", long = "relay-max-connections", env = "MINECRAFT_RELAY_MAX_CONNECTIONS", default_value = "256",
+          value_parser = config::ranged(1usize, 100_000))]
     pub max_connections: usize,
 
     /// PEM certificate chain (leaf first): with --tls-key the relay serves wss:// (TLS, rustls) instead of
@@ -95,7 +98,7 @@ pub struct RelayArgs {
     #[arg(
         id = "mc_tls_cert",
         long = "tls-cert",
-        env = "RELAY_TLS_CERT",
+        env = "MINECRAFT_TLS_CERT",
         value_name = "FILE"
     )]
     pub tls_cert: Option<PathBuf>,
@@ -104,7 +107,7 @@ pub struct RelayArgs {
     #[arg(
         id = "mc_tls_key",
         long = "tls-key",
-        env = "RELAY_TLS_KEY",
+        env = "MINECRAFT_TLS_KEY",
         value_name = "FILE"
     )]
     pub tls_key: Option<PathBuf>,
@@ -143,7 +146,7 @@ impl McpToken {
     }
 }
 
-/// The parsed `MCP_AUTH_TOKENS`.
+/// The parsed `MINECRAFT_MCP_AUTH_TOKENS`.
 #[derive(Debug, Clone, Default)]
 pub struct McpTokens(pub Vec<McpToken>);
 
@@ -153,7 +156,10 @@ pub fn parse_tokens(raw: &str) -> Result<McpTokens, String> {
     for (i, entry) in raw.split(',').enumerate() {
         let entry = entry.trim();
         if entry.is_empty() {
-            return Err(format!("MCP_AUTH_TOKENS entry {} is empty", i + 1));
+            return Err(format!(
+                "MINECRAFT_MCP_AUTH_TOKENS entry {} is empty",
+                i + 1
+            ));
         }
         let (token, allowed) = match entry.split_once('=') {
             None => (entry, None),
@@ -162,7 +168,7 @@ pub fn parse_tokens(raw: &str) -> Result<McpTokens, String> {
                 for cmd in list.split('|').map(str::trim) {
                     if !COMMANDS.contains(&cmd) {
                         return Err(format!(
-                            "MCP_AUTH_TOKENS entry {}: `{cmd}` is not a command type; use {}",
+                            "MINECRAFT_MCP_AUTH_TOKENS entry {}: `{cmd}` is not a command type; use {}",
                             i + 1,
                             COMMANDS.join(", ")
                         ));
@@ -174,7 +180,7 @@ pub fn parse_tokens(raw: &str) -> Result<McpTokens, String> {
         };
         if token.is_empty() {
             return Err(format!(
-                "MCP_AUTH_TOKENS entry {} has an empty token",
+                "MINECRAFT_MCP_AUTH_TOKENS entry {} has an empty token",
                 i + 1
             ));
         }

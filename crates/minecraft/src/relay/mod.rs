@@ -107,7 +107,7 @@ pub fn settings(args: &RelayArgs, extra: Vec<McpToken>) -> Result<Settings, Rela
         max_message_bytes: args.max_message_bytes,
         mcp_rate: args.mcp_rate,
         game_rate: args.game_rate,
-        retention: Duration::from_secs(args.retention_secs),
+        retention: args.retention,
         tls,
     })
 }
@@ -151,7 +151,7 @@ pub async fn start(
     let listener = bind(
         wanted,
         "another relay or mcp-bridges minecraft",
-        "--relay-port / RELAY_PORT",
+        "--relay-port / MINECRAFT_RELAY_PORT",
     )
     .await?;
     let addr = listener.local_addr()?;

@@ -37,7 +37,8 @@ impl Ctx {
             .with_hint(
                 "the game adapter and this bridge disagree on PROTOCOL.md; update the adapter",
             )
-            .with_details(json!({"code": "SCHEMA_ERROR", "command": command}))
+            .with_details(json!({"command": command}))
+            .with_code_name("SCHEMA_ERROR")
         })
     }
 

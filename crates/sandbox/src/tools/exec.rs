@@ -235,7 +235,7 @@ pub fn exec_spec(m: &Manager, program: Program, opts: ExecOpts) -> Result<ExecSp
         return Err(ToolError::invalid_argument(
             "timeout_secs",
             format!(
-                "is {} s; the limit is {} s (SANDBOX_MAX_TIMEOUT_SECS)",
+                "is {} s; the limit is {} s (SANDBOX_MAX_TIMEOUT)",
                 timeout.as_secs(),
                 m.settings.max_timeout.as_secs()
             ),
