@@ -10,6 +10,7 @@ mod http;
 mod logging;
 mod metrics;
 mod panic;
+mod results;
 mod sessions;
 mod tasks;
 
@@ -66,6 +67,7 @@ fn shared_counting(
         metrics,
         seal: client_link::StateSeal::new(),
         tasks: tasks::TaskStore::new(tasks::TaskLimits::default()),
+        results: Default::default(),
         tools: mount
             .tools()
             .iter()

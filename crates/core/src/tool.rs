@@ -30,6 +30,30 @@ pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// The timeout a tool gets when neither the bridge nor the user names one.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The most text a tool result carries unless the caller asks for more: about 20 000 tokens, under what MCP
+/// hosts accept (Claude Code refuses results above 25 000 tokens). Both the result's text and its
+/// `structuredContent` are held to it; images and audio are not counted. Above it the text is cut at a UTF-8
+/// boundary, and the whole text is kept for a while, readable page by page with `resources/read` on the URI
+/// the result names (see [`TRUNCATED_META_KEY`]).
+pub const RESULT_CAP_BYTES: usize = 80_000;
+
+/// The smallest and largest cap a caller may ask for with [`MAX_RESULT_BYTES_META_KEY`].
+pub const RESULT_CAP_RANGE: std::ops::RangeInclusive<usize> = 1024..=(16 << 20);
+
+/// The request `_meta` field (of `tools/call` or of `resources/read` on a result page) that sets the cap for
+/// this request, in bytes, within [`RESULT_CAP_RANGE`]: `"_meta": {"io.github.mcp-bridges/maxResultBytes":
+/// 500000}`.
+pub const MAX_RESULT_BYTES_META_KEY: &str = "io.github.mcp-bridges/maxResultBytes";
+
+/// The result `_meta` field present when a result was cut: `{total_bytes, shown_bytes, rest}` where `rest` is
+/// the `mcp-bridges://result/...` URI of the next page (also in the result's text and as a resource link), or
+/// `null` when the rest could not be kept.
+pub const TRUNCATED_META_KEY: &str = "io.github.mcp-bridges/truncated";
+
+/// How often the core reports progress on a call whose request carries a progress token, when the handler
+/// itself has reported nothing for that long: hosts give up on a call after 60 s without progress.
+pub const PROGRESS_HEARTBEAT: Duration = Duration::from_secs(5);
+
 /// Checks on arguments that JSON Schema from schemars cannot express (non-empty, byte limits, path rules).
 /// The core runs it after deserialising and before the handler, so a rejected call reaches no live system.
 pub trait Validate {

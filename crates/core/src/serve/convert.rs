@@ -3,10 +3,10 @@
 use crate::bridge::{PromptMessage, PromptRole, PromptSpec};
 use crate::error::{ERROR_META_KEY, ToolError};
 use crate::resource::{ResourceBody, ResourceInfo, ResourceTemplateInfo};
-use crate::tool::{Content, ToolOutput, ToolSpec};
+use crate::tool::{Content, TaskSupport, ToolOutput, ToolSpec};
 use rmcp::model::{
     CallToolResult, ContentBlock, MetaObject, Prompt, PromptArgument, Resource, ResourceContents,
-    ResourceTemplate, Role, Tool, ToolAnnotations,
+    ResourceTemplate, Role, TASKS_EXTENSION_ID, Tool, ToolAnnotations,
 };
 use std::sync::Arc;
 
@@ -30,7 +30,29 @@ pub(crate) fn tool(spec: &ToolSpec) -> Tool {
     if let Some(output) = &spec.output_schema {
         tool = tool.with_raw_output_schema(Arc::new(output.clone()));
     }
+    if let Some(support) = task_support(spec.task_support) {
+        // rmcp's `Tool` has no `execution` field (2025-11-25's `execution.taskSupport`), and the tasks extension
+        // lets the server decide per call; the tool's `_meta` under the extension's id says which tools may
+        // become tasks, in the same words: `{"taskSupport": "optional" | "required"}`.
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            TASKS_EXTENSION_ID.to_owned(),
+            serde_json::json!({ TASK_SUPPORT_FIELD: support }),
+        );
+        tool.meta = Some(MetaObject(meta));
+    }
     tool
+}
+
+/// The field of a tool's `_meta[io.modelcontextprotocol/tasks]` that says whether its calls may become tasks.
+pub(crate) const TASK_SUPPORT_FIELD: &str = "taskSupport";
+
+fn task_support(support: TaskSupport) -> Option<&'static str> {
+    match support {
+        TaskSupport::Never => None,
+        TaskSupport::Optional => Some("optional"),
+        TaskSupport::Required => Some("required"),
+    }
 }
 
 pub(crate) fn content(c: &Content) -> ContentBlock {

@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub tools: Arc<[Tool]>,
     pub drain: Arc<Drain>,
     pub tasks: super::tasks::TaskStore,
+    /// The whole texts of results cut to their cap, read back with `resources/read`.
+    pub results: super::results::ResultStore,
 }
 
 /// One handler per MCP session (legacy era) or per request (stateless era); state that must outlive a
@@ -130,6 +132,7 @@ impl McpHandler {
             .copied()
             .unwrap_or(tool.spec.timeout);
         let as_task = super::tasks::runs_as_task(tool.spec.task_support, &context)?;
+        let cap = super::results::requested_cap(&context.meta)?;
         let cancel = context.ct.child_token();
         let progress = context.meta.get_progress_token().map(|token| {
             Arc::new(PeerProgress {
@@ -160,16 +163,17 @@ impl McpHandler {
                 token: cancel,
                 watched,
             };
-            return super::tasks::call(shared, name, timeout, task, round, inputs).await;
+            return super::tasks::call(shared, name, timeout, cap, task, round, inputs).await;
         }
         let ctx =
             ToolCtx::new(progress, cancel.clone()).with_client(self.client_link(&context), inputs);
         let watched = ctx.watch();
+        let beat = ctx.clone();
         let started = Instant::now();
         let cancelled = || ToolError::cancelled(format!("`{name}` was cancelled by the client"));
         // The handler is called inside the guarded future, so a panic while it builds its future is caught too.
         let guarded = super::panic::caught(async move { handler(args, ctx).await });
-        let timed = tokio::time::timeout(timeout, guarded);
+        let timed = tokio::time::timeout(timeout, with_heartbeat(guarded, beat));
         tokio::pin!(timed);
         let mut panicked = false;
         let outcome = if context.ct.is_cancelled() {
@@ -217,7 +221,9 @@ impl McpHandler {
             started.elapsed(),
         );
         match outcome {
-            Ok(Outcome::Done(output)) => Ok(convert::success(output).into()),
+            Ok(Outcome::Done(output)) => {
+                Ok(super::results::cap(&self.shared.results, convert::success(output), cap).into())
+            }
             Ok(Outcome::InputRequired(input)) => Ok(self.shared.seal.input_required(input)?.into()),
             Err(error) if error.code() == ErrorCode::MissingClientCapability => {
                 Err(missing_capability(&error))
@@ -356,6 +362,25 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> ToolError {
     .with_details(
         serde_json::json!({ "timeout_ms": u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX) }),
     )
+}
+
+/// Runs `call`, and while it runs sends progress whenever [`PROGRESS_HEARTBEAT`](crate::tool::PROGRESS_HEARTBEAT)
+/// passes without any (when the request carries a progress token): hosts give up on a call that reports nothing
+/// for 60 s. Ends with the call, so no timer outlives it.
+async fn with_heartbeat<F: std::future::Future>(call: F, ctx: ToolCtx) -> F::Output {
+    let started = tokio::time::Instant::now();
+    tokio::pin!(call);
+    loop {
+        let Some(sent_at) = ctx.progress_sent_at() else {
+            return call.await;
+        };
+        let due = sent_at + crate::tool::PROGRESS_HEARTBEAT;
+        tokio::select! {
+            biased;
+            output = &mut call => return output,
+            () = tokio::time::sleep_until(due) => ctx.heartbeat(started.elapsed()).await,
+        }
+    }
 }
 
 struct PeerProgress {
@@ -526,8 +551,12 @@ impl ServerHandler for McpHandler {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        let cap = super::results::requested_cap(&context.meta)?;
+        if let Some(page) = self.shared.results.read(&request.uri, cap) {
+            return Ok(ReadResourceResult::new(page?).into());
+        }
         // A resource provider is bridge code too: its panic must still be answered.
         let contents = super::panic::caught(self.read(&request.uri))
             .await

@@ -401,9 +401,13 @@ enum Settled {
     Input(InputRequired),
 }
 
-fn settle(outcome: Result<Outcome, ToolError>) -> Settled {
+fn settle(shared: &Shared, outcome: Result<Outcome, ToolError>, cap: usize) -> Settled {
     match outcome {
-        Ok(Outcome::Done(output)) => Settled::Done(completed(&convert::success(output))),
+        Ok(Outcome::Done(output)) => Settled::Done(completed(&super::results::cap(
+            &shared.results,
+            convert::success(output),
+            cap,
+        ))),
         Ok(Outcome::InputRequired(input)) => Settled::Input(input),
         Err(error) if error.code() == ErrorCode::MissingClientCapability => {
             Settled::Done(failed(&missing_capability(&error)))
@@ -439,6 +443,7 @@ pub(crate) async fn call(
     shared: Arc<Shared>,
     name: String,
     timeout: Duration,
+    cap: usize,
     cancel: Cancel,
     round: Round,
     inputs: Inputs,
@@ -461,7 +466,9 @@ pub(crate) async fn call(
     if let Some(outcome) = outcome {
         record(&shared, &name, &outcome, started);
         return match outcome {
-            Ok(Outcome::Done(output)) => Ok(convert::success(output).into()),
+            Ok(Outcome::Done(output)) => {
+                Ok(super::results::cap(&shared.results, convert::success(output), cap).into())
+            }
             Ok(Outcome::InputRequired(input)) => Ok(shared.seal.input_required(input)?.into()),
             Err(error) if error.code() == ErrorCode::MissingClientCapability => {
                 Err(missing_capability(&error))
@@ -478,7 +485,7 @@ pub(crate) async fn call(
     };
     let id = task.task_id.clone();
     tokio::spawn(drive(
-        shared, name, timeout, id, cancel, watched, round, first, started,
+        shared, name, timeout, cap, id, cancel, watched, round, first, started,
     ));
     Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
 }
@@ -488,6 +495,7 @@ async fn drive(
     shared: Arc<Shared>,
     name: String,
     timeout: Duration,
+    cap: usize,
     id: String,
     cancel: CancellationToken,
     watched: Arc<std::sync::atomic::AtomicBool>,
@@ -513,7 +521,7 @@ async fn drive(
         let settled = match outcome {
             Ok(outcome) => {
                 record(&shared, &name, &outcome, started);
-                settle(outcome)
+                settle(&shared, outcome, cap)
             }
             Err(join) => Settled::Done(failed(&McpError::internal_error(
                 format!("`{name}` failed inside the server: {join}"),

@@ -6,7 +6,15 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// The last progress sent for a call.
+struct Sent {
+    done: f64,
+    total: Option<f64>,
+    at: Instant,
+}
 
 /// Where progress goes. Implemented at the MCP edge; absent when the client sent no progress token.
 pub(crate) trait ProgressSink: Send + Sync {
@@ -18,7 +26,7 @@ pub(crate) trait ProgressSink: Send + Sync {
 pub struct ToolCtx {
     progress: Option<Arc<dyn ProgressSink>>,
     /// The spec requires progress to increase; a handler that reports out of order must not break clients.
-    last_progress: Arc<Mutex<f64>>,
+    last_progress: Arc<Mutex<Sent>>,
     cancel: CancellationToken,
     /// Set once the handler asks about its cancellation: it then gets time to stop what it started.
     watched: Arc<AtomicBool>,
@@ -30,7 +38,11 @@ impl ToolCtx {
     pub(crate) fn new(progress: Option<Arc<dyn ProgressSink>>, cancel: CancellationToken) -> Self {
         Self {
             progress,
-            last_progress: Arc::new(Mutex::new(f64::NEG_INFINITY)),
+            last_progress: Arc::new(Mutex::new(Sent {
+                done: f64::NEG_INFINITY,
+                total: None,
+                at: Instant::now(),
+            })),
             cancel,
             watched: Arc::new(AtomicBool::new(false)),
             client: None,
@@ -56,12 +68,49 @@ impl ToolCtx {
             let Ok(mut last) = self.last_progress.lock() else {
                 return;
             };
-            if done <= *last {
+            if done <= last.done {
                 return;
             }
-            *last = done;
+            *last = Sent {
+                done,
+                total,
+                at: Instant::now(),
+            };
         }
         sink.send(done, total, message.into()).await;
+    }
+
+    /// When progress was last sent (or the call started), if the client asked for progress at all.
+    pub(crate) fn progress_sent_at(&self) -> Option<Instant> {
+        self.progress.as_ref()?;
+        self.last_progress.lock().ok().map(|last| last.at)
+    }
+
+    /// Tells the client the call is still running, when nothing was sent for
+    /// [`PROGRESS_HEARTBEAT`](crate::tool::PROGRESS_HEARTBEAT): a millionth above the last value sent (or 0),
+    /// so the handler's own next value still counts as an increase.
+    pub(crate) async fn heartbeat(&self, running_for: std::time::Duration) {
+        let Some(sink) = &self.progress else { return };
+        let (done, total) = {
+            let Ok(mut last) = self.last_progress.lock() else {
+                return;
+            };
+            if last.at.elapsed() < crate::tool::PROGRESS_HEARTBEAT {
+                return;
+            }
+            // A step far above one ulp: JSON parsers are not all exact to the last bit, and two values one ulp
+            // apart can arrive equal. A millionth is still invisible in any display of progress.
+            let done = if last.done.is_finite() {
+                last.done + last.done.abs().max(1.0) * 1e-6
+            } else {
+                0.0
+            };
+            last.done = done;
+            last.at = Instant::now();
+            (done, last.total.filter(|total| done <= *total))
+        };
+        let message = format!("still running after {} s", running_for.as_secs());
+        sink.send(done, total, message).await;
     }
 
     /// Cancelled when the client cancels the call, the call times out, or the server shuts down.

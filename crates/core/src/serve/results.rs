@@ -1,0 +1,501 @@
+//! Results an agent can afford: a tool result above the request's cap is cut, and its whole text is kept in a
+//! bounded, expiring store, read back page by page with `resources/read` on `mcp-bridges://result/ID?offset=N`.
+//!
+//! Bounded, since any client can make results: at most `max_entries` texts and `max_bytes` bytes in all (the
+//! oldest go first), each forgotten `ttl` after it was made. Expiry is swept on every access, so nothing runs
+//! in the background.
+
+use crate::tool::{
+    MAX_RESULT_BYTES_META_KEY, RESULT_CAP_BYTES, RESULT_CAP_RANGE, TRUNCATED_META_KEY,
+};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolResult, ContentBlock, MetaObject, RequestMetaObject, Resource, ResourceContents,
+};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Where kept results are read: `mcp-bridges://result/ID?offset=N`.
+const SCHEME: &str = "mcp-bridges://result/";
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResultLimits {
+    pub max_entries: usize,
+    pub max_bytes: usize,
+    pub ttl: Duration,
+}
+
+impl Default for ResultLimits {
+    fn default() -> Self {
+        Self {
+            max_entries: 256,
+            max_bytes: 64 << 20,
+            ttl: Duration::from_secs(600),
+        }
+    }
+}
+
+struct Kept {
+    id: String,
+    text: String,
+    expires: Instant,
+}
+
+#[derive(Default)]
+struct Entries {
+    /// Oldest first.
+    queue: VecDeque<Kept>,
+    bytes: usize,
+}
+
+impl Entries {
+    fn sweep(&mut self, now: Instant) {
+        while self.queue.front().is_some_and(|k| k.expires <= now) {
+            self.pop();
+        }
+    }
+
+    fn pop(&mut self) {
+        if let Some(kept) = self.queue.pop_front() {
+            self.bytes -= kept.text.len();
+        }
+    }
+}
+
+/// The whole texts of cut results, per process.
+pub(crate) struct ResultStore {
+    limits: ResultLimits,
+    entries: Mutex<Entries>,
+}
+
+impl Default for ResultStore {
+    fn default() -> Self {
+        Self::new(ResultLimits::default())
+    }
+}
+
+impl ResultStore {
+    pub(crate) fn new(limits: ResultLimits) -> Self {
+        Self {
+            limits,
+            entries: Mutex::default(),
+        }
+    }
+
+    /// Keeps `text`, making room by forgetting the oldest; `None` when it alone is larger than the store.
+    fn keep(&self, text: String) -> Option<String> {
+        if text.len() > self.limits.max_bytes || self.limits.max_entries == 0 {
+            return None;
+        }
+        let mut entries = self.entries.lock().ok()?;
+        let now = Instant::now();
+        entries.sweep(now);
+        while entries.queue.len() >= self.limits.max_entries
+            || entries.bytes + text.len() > self.limits.max_bytes
+        {
+            entries.pop();
+        }
+        let id = format!("{:032x}", rand::random::<u128>());
+        entries.bytes += text.len();
+        entries.queue.push_back(Kept {
+            id: id.clone(),
+            text,
+            expires: now + self.limits.ttl,
+        });
+        Some(id)
+    }
+
+    /// Answers `resources/read` on a result page; `None` when `uri` is not a result URI.
+    pub(crate) fn read(
+        &self,
+        uri: &str,
+        cap: usize,
+    ) -> Option<Result<Vec<ResourceContents>, McpError>> {
+        let rest = uri.strip_prefix(SCHEME)?;
+        Some(self.page(uri, rest, cap))
+    }
+
+    fn page(&self, uri: &str, rest: &str, cap: usize) -> Result<Vec<ResourceContents>, McpError> {
+        let (id, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let offset = match query.strip_prefix("offset=") {
+            None if query.is_empty() => 0,
+            Some(n) => n.parse::<usize>().map_err(|_| bad_offset(uri))?,
+            None => return Err(bad_offset(uri)),
+        };
+        let mut entries = self
+            .entries
+            .lock()
+            .map_err(|_| McpError::internal_error("the result store is poisoned", None))?;
+        entries.sweep(Instant::now());
+        let Some(kept) = entries.queue.iter().find(|k| k.id == id) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "{uri}: this result is no longer kept (results are kept {} s, at most {} bytes in all); call \
+                     the tool again",
+                    self.limits.ttl.as_secs(),
+                    self.limits.max_bytes
+                ),
+                Some(json!({ "uri": uri })),
+            ));
+        };
+        let total = kept.text.len();
+        if offset > total {
+            return Err(McpError::invalid_params(
+                format!("offset: {offset} is past the end of this result ({total} bytes)"),
+                Some(json!({ "field": "offset", "limit": total })),
+            ));
+        }
+        let start = floor_boundary(&kept.text, offset);
+        let end = floor_boundary(&kept.text, start.saturating_add(cap).min(total));
+        // A cap smaller than one character still moves on.
+        let end = if end == start && start < total {
+            ceil_boundary(&kept.text, start + 1)
+        } else {
+            end
+        };
+        let next = (end < total).then(|| page_uri(id, end));
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            TRUNCATED_META_KEY.to_owned(),
+            json!({ "total_bytes": total, "offset": start, "shown_bytes": end - start, "rest": next }),
+        );
+        let mut contents = vec![ResourceContents::TextResourceContents {
+            uri: uri.to_owned(),
+            mime_type: Some("text/plain".into()),
+            text: kept.text[start..end].to_owned(),
+            meta: Some(MetaObject(meta)),
+        }];
+        if let Some(next) = next {
+            contents.push(ResourceContents::TextResourceContents {
+                text: format!(
+                    "[bytes {start}..{end} of {total} shown; the rest: resources/read {next}]"
+                ),
+                uri: next,
+                mime_type: Some("text/plain".into()),
+                meta: None,
+            });
+        }
+        Ok(contents)
+    }
+}
+
+fn bad_offset(uri: &str) -> McpError {
+    McpError::invalid_params(
+        format!("uri: {uri} is not a result page; expected {SCHEME}ID?offset=N"),
+        Some(json!({ "field": "uri" })),
+    )
+}
+
+fn page_uri(id: &str, offset: usize) -> String {
+    format!("{SCHEME}{id}?offset={offset}")
+}
+
+/// The cap this request asked for in `_meta`, or the default.
+pub(crate) fn requested_cap(meta: &RequestMetaObject) -> Result<usize, McpError> {
+    let Some(value) = meta.0.0.get(MAX_RESULT_BYTES_META_KEY) else {
+        return Ok(RESULT_CAP_BYTES);
+    };
+    value
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| RESULT_CAP_RANGE.contains(n))
+        .ok_or_else(|| {
+            McpError::invalid_params(
+                format!(
+                    "_meta.{MAX_RESULT_BYTES_META_KEY}: {value} is not a byte count from {} to {}",
+                    RESULT_CAP_RANGE.start(),
+                    RESULT_CAP_RANGE.end()
+                ),
+                Some(json!({
+                    "field": format!("_meta.{MAX_RESULT_BYTES_META_KEY}"),
+                    "min": RESULT_CAP_RANGE.start(),
+                    "max": RESULT_CAP_RANGE.end(),
+                })),
+            )
+        })
+}
+
+/// The largest index `<= i` on a character boundary of `s`.
+fn floor_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Holds `result` to `cap`: a longer text is cut and kept in `store`, a larger `structuredContent` has its
+/// longest strings and arrays shortened (so it still fits the tool's output schema in all but length).
+pub(crate) fn cap(store: &ResultStore, mut result: CallToolResult, cap: usize) -> CallToolResult {
+    let text_bytes: usize = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.len()))
+        .sum();
+    let structured_bytes = result
+        .structured_content
+        .as_ref()
+        .map_or(0, json_len);
+    if text_bytes <= cap && structured_bytes <= cap {
+        return result;
+    }
+    if let Some(structured) = result.structured_content.as_mut()
+        && structured_bytes > cap
+    {
+        shrink(structured, cap);
+        if json_len(structured) > cap {
+            // Nothing left to shorten (many small fields): the text, cut and kept whole, is all there is.
+            result.structured_content = None;
+        }
+    }
+    let total = text_bytes
+        + result
+            .content
+            .iter()
+            .filter(|c| c.as_text().is_some())
+            .count()
+            .saturating_sub(1);
+    let mut truncated = json!({ "total_bytes": total, "shown_bytes": total, "rest": null });
+    if total > cap {
+        let mut texts = Vec::new();
+        let mut others = Vec::new();
+        for block in std::mem::take(&mut result.content) {
+            match block {
+                ContentBlock::Text(text) => texts.push(text.text),
+                _ => others.push(block),
+            }
+        }
+        let full = texts.join("\n");
+        let shown = floor_boundary(&full, cap);
+        let head = full[..shown].to_owned();
+        let rest = store.keep(full).map(|id| page_uri(&id, shown));
+        let notice = match &rest {
+            Some(uri) => format!(
+                "[cut: {shown} of {total} bytes shown. The rest: resources/read {uri} (pages of up to {cap} bytes), \
+                 or call again with _meta {{\"{MAX_RESULT_BYTES_META_KEY}\": N}} for up to N bytes at once (at \
+                 most {})]",
+                RESULT_CAP_RANGE.end()
+            ),
+            None => format!(
+                "[cut: {shown} of {total} bytes shown; the rest is too large to keep. Ask for less, or call again \
+                 with _meta {{\"{MAX_RESULT_BYTES_META_KEY}\": N}} for up to N bytes (at most {})]",
+                RESULT_CAP_RANGE.end()
+            ),
+        };
+        truncated = json!({ "total_bytes": total, "shown_bytes": shown, "rest": rest });
+        let mut content = Vec::with_capacity(others.len() + 3);
+        content.push(ContentBlock::text(head));
+        content.push(ContentBlock::text(notice));
+        if let Some(uri) = rest {
+            let mut link = Resource::new(uri, "rest of the result");
+            link.mime_type = Some("text/plain".into());
+            content.push(ContentBlock::resource_link(link));
+        }
+        content.extend(others);
+        result.content = content;
+    }
+    let meta = result.meta.get_or_insert_with(MetaObject::default);
+    meta.0.insert(TRUNCATED_META_KEY.to_owned(), truncated);
+    result
+}
+
+fn json_len(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(0, |v| v.len())
+}
+
+/// Shortens the longest strings, then the longest arrays, halving the allowed length until `value` fits in
+/// `cap` bytes of JSON or nothing is left to shorten.
+fn shrink(value: &mut Value, cap: usize) {
+    let mut longest = longest_string(value);
+    while json_len(value) > cap && longest > 16 {
+        longest /= 2;
+        cut_strings(value, longest);
+    }
+    let mut items = longest_array(value);
+    while json_len(value) > cap && items > 0 {
+        items /= 2;
+        cut_arrays(value, items);
+    }
+}
+
+fn longest_string(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(longest_string).max().unwrap_or(0),
+        Value::Object(map) => map.values().map(longest_string).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn longest_array(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .map(longest_array)
+            .max()
+            .unwrap_or(0)
+            .max(items.len()),
+        Value::Object(map) => map.values().map(longest_array).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn cut_strings(value: &mut Value, max: usize) {
+    match value {
+        Value::String(s) if s.len() > max => {
+            let end = floor_boundary(s, max);
+            s.truncate(end);
+            s.push('…');
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| cut_strings(v, max)),
+        Value::Object(map) => map.values_mut().for_each(|v| cut_strings(v, max)),
+        _ => {}
+    }
+}
+
+fn cut_arrays(value: &mut Value, max: usize) {
+    match value {
+        Value::Array(items) => {
+            items.truncate(max);
+            items.iter_mut().for_each(|v| cut_arrays(v, max));
+        }
+        Value::Object(map) => map.values_mut().for_each(|v| cut_arrays(v, max)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn text_of(contents: &[ResourceContents]) -> &str {
+        match &contents[0] {
+            ResourceContents::TextResourceContents { text, .. } => text,
+            other => panic!("expected text, got {other:?}"),
+        }
+    }
+
+    fn rest_of(result: &CallToolResult) -> Option<String> {
+        result.meta.as_ref().unwrap().0[TRUNCATED_META_KEY]["rest"]
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    #[test]
+    fn a_result_within_the_cap_is_untouched() {
+        let store = ResultStore::default();
+        let result = CallToolResult::success(vec![ContentBlock::text("ok")]);
+        assert_eq!(cap(&store, result.clone(), 1024), result);
+    }
+
+    #[test]
+    fn a_cut_multibyte_text_reads_back_whole_page_by_page() {
+        let store = ResultStore::default();
+        let full: String = "héllo wörld ✓ ".repeat(500);
+        let result = cap(
+            &store,
+            CallToolResult::success(vec![ContentBlock::text(full.clone())]),
+            1000,
+        );
+        let head = result.content[0].as_text().unwrap().text.clone();
+        assert!(head.len() <= 1000 && full.starts_with(&head));
+        let mut read = head;
+        let mut next = rest_of(&result);
+        while let Some(uri) = next {
+            let page = store.read(&uri, 777).unwrap().unwrap();
+            assert!(text_of(&page).len() <= 777);
+            read.push_str(text_of(&page));
+            next = match &page[0] {
+                ResourceContents::TextResourceContents { meta, .. } => meta.as_ref().unwrap().0
+                    [TRUNCATED_META_KEY]["rest"]
+                    .as_str()
+                    .map(str::to_owned),
+                _ => None,
+            };
+        }
+        assert_eq!(read, full);
+    }
+
+    #[test]
+    fn a_large_structured_result_keeps_its_shape() {
+        let store = ResultStore::default();
+        let mut result = CallToolResult::success(vec![ContentBlock::text("x".repeat(5000))]);
+        result.structured_content =
+            Some(json!({"path": "/a", "content": "y".repeat(5000), "size": 5000}));
+        let result = cap(&store, result, 2000);
+        let structured = result.structured_content.unwrap();
+        assert!(json_len(&structured) <= 2000);
+        assert_eq!(structured["path"], "/a");
+        assert_eq!(structured["size"], 5000);
+        assert!(structured["content"].as_str().unwrap().starts_with("yyy"));
+    }
+
+    #[test]
+    fn the_store_is_bounded_in_bytes_and_forgets_the_oldest() {
+        let store = ResultStore::new(ResultLimits {
+            max_entries: 10,
+            max_bytes: 2500,
+            ttl: Duration::from_secs(60),
+        });
+        let first = store.keep("a".repeat(1000)).unwrap();
+        let second = store.keep("b".repeat(1000)).unwrap();
+        let third = store.keep("c".repeat(1000)).unwrap();
+        assert!(
+            store.keep("d".repeat(3000)).is_none(),
+            "larger than the store"
+        );
+        assert!(store.read(&page_uri(&first, 0), 100).unwrap().is_err());
+        assert!(store.read(&page_uri(&second, 0), 100).unwrap().is_ok());
+        assert!(store.read(&page_uri(&third, 0), 100).unwrap().is_ok());
+        assert!(store.entries.lock().unwrap().bytes <= 2500);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_result_is_forgotten_after_its_ttl() {
+        let store = ResultStore::new(ResultLimits {
+            ttl: Duration::from_secs(60),
+            ..ResultLimits::default()
+        });
+        let id = store.keep("a".repeat(10)).unwrap();
+        tokio::time::advance(Duration::from_secs(61)).await;
+        let error = store.read(&page_uri(&id, 0), 100).unwrap().unwrap_err();
+        assert!(
+            error.message.contains("no longer kept"),
+            "{}",
+            error.message
+        );
+        assert_eq!(store.entries.lock().unwrap().bytes, 0);
+    }
+
+    #[test]
+    fn a_bad_cap_names_the_field_and_the_limits() {
+        let mut meta = RequestMetaObject::default();
+        meta.0
+            .0
+            .insert(MAX_RESULT_BYTES_META_KEY.to_owned(), json!(10));
+        let error = requested_cap(&meta).unwrap_err();
+        assert!(
+            error.message.contains(MAX_RESULT_BYTES_META_KEY) && error.message.contains("1024")
+        );
+        meta.0
+            .0
+            .insert(MAX_RESULT_BYTES_META_KEY.to_owned(), json!(200_000));
+        assert_eq!(requested_cap(&meta).unwrap(), 200_000);
+        assert_eq!(
+            requested_cap(&RequestMetaObject::default()).unwrap(),
+            RESULT_CAP_BYTES
+        );
+    }
+}
