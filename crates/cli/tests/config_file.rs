@@ -35,7 +35,8 @@ async fn a_config_file_mounts_its_bridges_with_their_settings() {
     let client = mcp_testkit::http_client(mcp.parse().unwrap(), Era::Modern).await;
     let tools = client.list_all_tools().await.unwrap();
     assert!(
-        tools.iter().any(|t| t.name == "run_lua") && tools.iter().any(|t| t.name == "read_file")
+        tools.iter().any(|t| t.name == "computercraft_run_lua")
+            && tools.iter().any(|t| t.name == "bitburner_read_file")
     );
     let health = http_get(&format!("http://{mcp}/health")).await;
     assert!(

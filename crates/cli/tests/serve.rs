@@ -74,13 +74,14 @@ async fn exercise_both(client: &rmcp::Peer<RoleClient>, systems: &Systems, era: 
 
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    // `serve` names every tool `<bridge>_<tool>`, whichever bridges are mounted.
     for name in [
-        "read_file",
-        "write_file",
-        "status",
-        "run_lua",
-        "fs_list",
-        "probe-computers",
+        "bitburner_read_file",
+        "bitburner_write_file",
+        "bitburner_status",
+        "computercraft_run_lua",
+        "computercraft_fs_list",
+        "computercraft_probe-computers",
     ] {
         assert!(names.contains(&name), "{era:?}: {name} in {names:?}");
     }
@@ -90,14 +91,19 @@ async fn exercise_both(client: &rmcp::Peer<RoleClient>, systems: &Systems, era: 
         "{era:?}: one poll_events for every bridge"
     );
 
-    let read = call(client, "read_file", json!({"filename": "notes.txt"})).await;
+    let read = call(
+        client,
+        "bitburner_read_file",
+        json!({"filename": "notes.txt"}),
+    )
+    .await;
     assert!(
         text_of(&read).contains("from the game"),
         "{era:?}: {read:?}"
     );
     let lua = call(
         client,
-        "run_lua",
+        "computercraft_run_lua",
         json!({"computer": 7, "code": "return 42"}),
     )
     .await;
@@ -167,8 +173,8 @@ async fn both_bridges_in_one_server_over_http() {
 
     let metrics = http_get(&format!("http://{mcp}/metrics")).await;
     for series in [
-        r#"mcp_tool_calls_total{bridge="bitburner",tool="read_file",outcome="ok"} 2"#,
-        r#"mcp_tool_calls_total{bridge="computercraft",tool="run_lua",outcome="ok"} 2"#,
+        r#"mcp_tool_calls_total{bridge="bitburner",tool="bitburner_read_file",outcome="ok"} 2"#,
+        r#"mcp_tool_calls_total{bridge="computercraft",tool="computercraft_run_lua",outcome="ok"} 2"#,
         r#"mcp_tool_calls_total{bridge="mcp-bridges",tool="poll_events",outcome="ok"} 6"#,
         r#"bridge_events_published_total{bridge="computercraft",stream="computer_events"} 2"#,
         r#"mcp_uptime_seconds{bridge="bitburner"}"#,

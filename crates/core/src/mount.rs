@@ -13,11 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::wrappers::BroadcastStream;
 
-/// The naming rule for several mounted bridges, as `--help` and the README state it.
-pub const NAMING_RULE: &str = "A tool keeps its name unless another mounted bridge has a tool of the same \
-name; then each of them is named `<bridge>_<tool>` (bitburner's `status` becomes `bitburner_status`) and its \
-description says so. One `poll_events` reads every bridge's event streams, named `<bridge>/<stream>` or by \
-their resource URI. `--tool-timeout` takes a tool's mounted name or `<bridge>/<tool>`.";
+/// The naming rule of `serve`, as `--help` and the README state it.
+pub const NAMING_RULE: &str = "In `serve`, every tool is named `<bridge>_<tool>` (bitburner's `status` is \
+`bitburner_status`), however many bridges are mounted and whichever they are, so a client's configuration \
+keeps working when a bridge is added or removed. One `poll_events` reads every bridge's event streams, named \
+`<bridge>/<stream>` or by their resource URI. `--tool-timeout` takes a tool's mounted name, `<bridge>/<tool>`, \
+or its own name where only one bridge has it.";
 
 /// The server name of a mount of several bridges (a single bridge is `mcp-bridges-<name>`).
 pub const MULTI_SERVER_NAME: &str = "mcp-bridges";
@@ -55,9 +56,7 @@ pub enum MountError {
     Empty,
     #[error("bridge `{0}` is mounted twice")]
     DuplicateBridge(String),
-    #[error(
-        "tool `{0}` exists twice even after prefixing colliding names with their bridge's name; rename a tool"
-    )]
+    #[error("tool `{0}` exists twice even with every name prefixed by its bridge's; rename a tool")]
     Collision(String),
 }
 
@@ -90,10 +89,11 @@ impl From<Bridge> for Mount {
 }
 
 impl Mount {
-    /// Mounts `bridges` side by side under [`NAMING_RULE`]. One bridge is served exactly as on its own.
-    pub fn new(mut bridges: Vec<Bridge>) -> Result<Self, MountError> {
-        if bridges.len() <= 1 {
-            return bridges.pop().map(Self::from).ok_or(MountError::Empty);
+    /// Mounts `bridges` side by side under [`NAMING_RULE`] (what `serve` runs, even for one bridge; a
+    /// bridge's own subcommand serves it [`From`] the bridge, under its tools' own names).
+    pub fn new(bridges: Vec<Bridge>) -> Result<Self, MountError> {
+        if bridges.is_empty() {
+            return Err(MountError::Empty);
         }
         let mut seen = std::collections::HashSet::new();
         for b in &bridges {
@@ -101,26 +101,13 @@ impl Mount {
                 return Err(MountError::DuplicateBridge(b.name().to_owned()));
             }
         }
-        let mut count: HashMap<&str, usize> = HashMap::new();
-        for b in &bridges {
-            for t in b.inner.tools.iter().filter(|t| t.name != POLL_EVENTS) {
-                *count.entry(t.name.as_str()).or_default() += 1;
-            }
-        }
         let mut tools = Vec::new();
         for (i, b) in bridges.iter().enumerate() {
             for t in b.inner.tools.iter().filter(|t| t.name != POLL_EVENTS) {
                 let mut spec = t.clone();
-                if count.get(t.name.as_str()).copied().unwrap_or(0) > 1 {
-                    spec.name = format!("{}_{}", b.name(), t.name);
-                    spec.description = format!(
-                        "{} (Bridge `{}`'s tool `{}`, renamed because another mounted bridge has a tool of that \
-                         name.)",
-                        t.description,
-                        b.name(),
-                        t.name
-                    );
-                }
+                // Always, not only on a clash: a name that changed when another bridge was mounted would break
+                // every client configuration and prompt that named it.
+                spec.name = format!("{}_{}", b.name(), t.name);
                 tools.push(MountedTool {
                     spec,
                     bridge: Some(i),
@@ -151,10 +138,20 @@ impl Mount {
             .iter()
             .flat_map(|b| b.inner.prompts.iter().cloned())
             .collect();
+        let (server_name, version) = match bridges.as_slice() {
+            [one] => (
+                format!("mcp-bridges-{}", one.name()),
+                one.version().to_owned(),
+            ),
+            _ => (
+                MULTI_SERVER_NAME.to_owned(),
+                env!("CARGO_PKG_VERSION").to_owned(),
+            ),
+        };
         Ok(Self {
             inner: Arc::new(MountInner {
-                server_name: MULTI_SERVER_NAME.to_owned(),
-                version: env!("CARGO_PKG_VERSION").to_owned(),
+                server_name,
+                version,
                 instructions: Some(combined_instructions(&bridges)),
                 bridges,
                 tools,
@@ -282,14 +279,29 @@ impl Mount {
         let mut resolved = HashMap::new();
         let mut unknown = Vec::new();
         for (key, timeout) in entries {
-            let position = self.tool_position(key).or_else(|| {
-                let (bridge, tool) = key.split_once('/')?;
-                self.inner.tools.iter().position(|t| {
-                    t.original == tool
-                        && t.bridge
-                            .is_some_and(|i| self.inner.bridges[i].name() == bridge)
+            let position = self
+                .tool_position(key)
+                .or_else(|| {
+                    let (bridge, tool) = key.split_once('/')?;
+                    self.inner.tools.iter().position(|t| {
+                        t.original == tool
+                            && t.bridge
+                                .is_some_and(|i| self.inner.bridges[i].name() == bridge)
+                    })
                 })
-            });
+                .or_else(|| {
+                    // A tool's own name, where only one mounted bridge has it.
+                    let mut owners = self
+                        .inner
+                        .tools
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, t)| t.bridge.is_some() && t.original == *key);
+                    match (owners.next(), owners.next()) {
+                        (Some((i, _)), None) => Some(i),
+                        _ => None,
+                    }
+                });
             match position {
                 Some(i) => {
                     resolved.insert(i, *timeout);
@@ -334,7 +346,7 @@ const POLL_EVENTS: &str = "poll_events";
 fn combined_instructions(bridges: &[Bridge]) -> String {
     let names: Vec<&str> = bridges.iter().map(Bridge::name).collect();
     let mut text = format!(
-        "This server mounts several bridges: {}. {NAMING_RULE}",
+        "This server mounts these bridges: {}. {NAMING_RULE}",
         names.join(", ")
     );
     for b in bridges {
@@ -366,16 +378,37 @@ mod tests {
     }
 
     #[test]
-    fn one_bridge_is_served_as_alone() {
+    fn one_bridge_in_serve_is_named_as_among_others() {
         let m = Mount::new(vec![bridge("a", &["status"], Some("chat"))]).unwrap();
         assert_eq!(m.server_name(), "mcp-bridges-a");
-        assert_eq!(m.tool_names(), ["status", "poll_events"]);
-        assert_eq!(m.instructions(), Some("use a"));
+        assert_eq!(m.tool_names(), ["a_status", "poll_events"]);
+        assert!(m.instructions().is_some_and(|t| t.ends_with("## a\nuse a")));
         assert_eq!(m.health()["bridge"], "a");
+        // Its own subcommand serves it under its own names.
+        let alone = Mount::from(bridge("a", &["status"], Some("chat")));
+        assert_eq!(alone.tool_names(), ["status", "poll_events"]);
     }
 
     #[test]
-    fn colliding_names_are_prefixed_and_say_so() {
+    fn a_tool_s_name_does_not_depend_on_the_other_bridges() {
+        let names_of_a = |others: Vec<Bridge>| {
+            let mut bridges = vec![bridge("a", &["status", "only_a"], Some("chat"))];
+            bridges.extend(others);
+            let m = Mount::new(bridges).unwrap();
+            m.tool_names()
+                .into_iter()
+                .filter(|n| n.starts_with("a_"))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        let expected = ["a_status", "a_only_a"];
+        assert_eq!(names_of_a(vec![]), expected);
+        assert_eq!(names_of_a(vec![bridge("b", &["other"], None)]), expected);
+        assert_eq!(names_of_a(vec![bridge("b", &["status"], None)]), expected);
+    }
+
+    #[test]
+    fn several_bridges_share_one_poll_events_and_their_instructions() {
         let m = Mount::new(vec![
             bridge("a", &["status", "only_a"], Some("chat")),
             bridge("b", &["status"], Some("chat")),
@@ -384,36 +417,26 @@ mod tests {
         assert_eq!(m.server_name(), MULTI_SERVER_NAME);
         assert_eq!(
             m.tool_names(),
-            ["a_status", "only_a", "b_status", "poll_events"],
+            ["a_status", "a_only_a", "b_status", "poll_events"],
             "one poll_events for both"
         );
-        let renamed = &m.tool("b_status").unwrap().spec.description;
-        assert!(
-            renamed.starts_with("b status") && renamed.contains("renamed"),
-            "{renamed}"
-        );
-        assert!(
-            !m.tool("only_a")
-                .unwrap()
-                .spec
-                .description
-                .contains("renamed")
-        );
+        assert_eq!(m.tool("b_status").unwrap().spec.description, "b status");
         let text = m.instructions().unwrap();
         assert!(
             text.contains("## a\nuse a") && text.contains("## b\nuse b"),
             "{text}"
         );
+        assert!(text.contains("`<bridge>_<tool>`"), "{text}");
         assert!(m.health()["bridges"]["b"].is_object());
     }
 
     #[test]
-    fn a_prefixed_name_that_still_collides_is_refused() {
+    fn a_prefixed_name_that_collides_is_refused() {
         let result = Mount::new(vec![
-            bridge("a", &["status", "b_status"], None),
-            bridge("b", &["status"], None),
+            bridge("a", &["b_status"], None),
+            bridge("a_b", &["status"], None),
         ]);
-        assert!(matches!(result, Err(MountError::Collision(n)) if n == "b_status"));
+        assert!(matches!(result, Err(MountError::Collision(n)) if n == "a_b_status"));
         let twice = Mount::new(vec![bridge("a", &[], None), bridge("a", &[], None)]);
         assert!(matches!(twice, Err(MountError::DuplicateBridge(_))));
     }
@@ -434,7 +457,11 @@ mod tests {
         ]);
         assert_eq!(resolved[&m.tool_position("b_status").unwrap()], ms(1));
         assert_eq!(resolved[&m.tool_position("a_status").unwrap()], ms(2));
-        assert_eq!(resolved[&m.tool_position("x").unwrap()], ms(3));
-        assert_eq!(unknown, ["status"], "ambiguous once renamed");
+        assert_eq!(
+            resolved[&m.tool_position("a_x").unwrap()],
+            ms(3),
+            "a tool's own name, where only one bridge has it"
+        );
+        assert_eq!(unknown, ["status"], "ambiguous: two bridges have one");
     }
 }
