@@ -630,7 +630,7 @@ pub fn remote_error(error: Option<&Value>, game: Option<&str>) -> ToolError {
         .and_then(Value::as_str)
         .unwrap_or("the game reported an error without a message")
         .to_owned();
-    // The seed's code is the error's `code` (bridge_core::error); details keep the rest.
+    // The protocol's code (PROTOCOL.md §7) is the error's `code` (bridge_core::error); details keep the rest.
     let mut details = Map::new();
     if let Some(d) = error
         .and_then(|e| e.get("details"))

@@ -7,7 +7,7 @@ use bridge_core::config::{self, Unit};
 use bridge_core::serve::McpArgs;
 use std::time::Duration;
 
-/// `(variable, older name)`: the seed's and the relay's names from before one rule named every variable
+/// `(variable, older name)`: the first design's and the relay's names from before one rule named every variable
 /// (bridge_core::config); the relay's flags are the Minecraft bridge's too, so they take its prefix.
 pub const ENV_ALIASES: &[(&str, &str)] = &[
     ("MINECRAFT_RELAY_CA", "RELAY_CA_CERT"),
