@@ -82,6 +82,23 @@ pub struct RelayArgs {
           value_parser = config::ranged(1u32, 10_000_000))]
     pub game_rate: u32,
 
+    /// Messages per second all the links of one MCP token may send together (bursts of twice that), so
+    /// many client ids cannot multiply --mcp-rate. Acks and heartbeats are never counted.
+    #[arg(id = "mc_mcp_token_rate", long = "mcp-token-rate", env = "MINECRAFT_MCP_TOKEN_RATE", default_value = "400",
+          value_parser = config::ranged(1u32, 1_000_000))]
+    pub mcp_token_rate: u32,
+
+    /// Commands per second one game may be sent, from every MCP server together (bursts of twice that).
+    #[arg(id = "mc_game_command_rate", long = "game-command-rate", env = "MINECRAFT_GAME_COMMAND_RATE", default_value = "200",
+          value_parser = config::ranged(1u32, 1_000_000))]
+    pub game_command_rate: u32,
+
+    /// Events per second from every game adapter together (the game token's limit; bursts of twice that).
+    /// Events over any limit are counted and every MCP client that missed them is told how many.
+    #[arg(id = "mc_games_event_rate", long = "games-event-rate", env = "MINECRAFT_GAMES_EVENT_RATE", default_value = "100000",
+          value_parser = config::ranged(1u32, 10_000_000))]
+    pub games_event_rate: u32,
+
     /// How long the queue of a disconnected MCP client is kept.
     #[arg(id = "mc_queue_retention", long = "queue-retention", alias = "queue-retention-secs",
           env = "MINECRAFT_QUEUE_RETENTION", default_value = "10m",
@@ -92,6 +109,24 @@ pub struct RelayArgs {
     #[arg(id = "mc_relay_max_connections", long = "relay-max-connections", env = "MINECRAFT_RELAY_MAX_CONNECTIONS", default_value = "256",
           value_parser = config::ranged(1usize, 100_000))]
     pub max_connections: usize,
+
+    /// Most simultaneous connections from one address (IPv6: one /64); more are closed at once.
+    #[arg(id = "mc_relay_max_connections_per_ip", long = "relay-max-connections-per-ip", env = "MINECRAFT_RELAY_MAX_CONNECTIONS_PER_IP", default_value = "64",
+          value_parser = config::ranged(1usize, 100_000))]
+    pub max_connections_per_ip: usize,
+
+    /// How long a new connection has to send its request head (and finish TLS) before it is closed.
+    #[arg(id = "mc_relay_handshake_timeout", long = "relay-handshake-timeout",
+          env = "MINECRAFT_RELAY_HANDSHAKE_TIMEOUT", default_value = "10s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
+    pub handshake_timeout: Duration,
+
+    /// How long a kept-alive HTTP connection with no request in flight is kept (WebSocket links are judged by
+    /// their heartbeats instead).
+    #[arg(id = "mc_relay_idle_timeout", long = "relay-idle-timeout",
+          env = "MINECRAFT_RELAY_IDLE_TIMEOUT", default_value = "5s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
+    pub idle_timeout: Duration,
 
     /// PEM certificate chain (leaf first): with --tls-key the relay serves wss:// (TLS, rustls) instead of
     /// ws://, for a relay that crosses machines. Clients trust it by its CA (`--relay-ca` on the MCP side).

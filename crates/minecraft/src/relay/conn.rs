@@ -1,7 +1,7 @@
 //! One relay link, from `hello` to close: a game adapter's or an MCP server's (PROTOCOL.md §3–§5).
 
 use super::queue::Queue;
-use super::rate::Bucket;
+use super::rate::{Bucket, Scope};
 use super::state::{Client, ClientKey, GameConn, Relay};
 use crate::wire::{self, Code, Envelope, Kind, Parsed, SchemaError, Source};
 use bridge_core::link::{Incoming, LinkSender, WsConnection};
@@ -318,23 +318,30 @@ async fn serve_game(
         };
         if let Some(env) = env {
             // Control traffic (acks, heartbeats) is never counted: refusing it would only cause resends.
-            if let Err(retry) = if is_control(env.kind) {
+            // Events pass this link's limit and then the one of every game together.
+            let limited = if is_control(env.kind) {
                 Ok(())
             } else {
-                bucket.take()
-            } {
-                relay.stats().rate_limited.fetch_add(1, Ordering::Relaxed);
+                bucket
+                    .take()
+                    .map_err(|retry| (Scope::Connection, retry))
+                    .and_then(|()| {
+                        if env.kind == Kind::Event {
+                            relay.rates().take_games().map_err(|r| (Scope::Games, r))
+                        } else {
+                            Ok(())
+                        }
+                    })
+            };
+            if let Err((scope, retry)) = limited {
+                relay.count_rate_limited(scope);
                 if env.kind == Kind::Event {
                     // A later event's cumulative ack covers this one: it is lost, so every MCP client that
                     // would have had it is told (a `lost` notice, reason `rate_limited`).
                     relay.event_rate_limited(&name, wire::validate_game_event(&env.payload).ok());
                 }
-                let reply = Envelope::error(
-                    &env.id,
-                    Code::ServerError,
-                    "rate limited",
-                    json!({"reason": "rate_limited", "retryAfterMs": retry}),
-                );
+                let (message, details) = rate_refusal(&relay, scope, retry, true);
+                let reply = Envelope::error(&env.id, Code::ServerError, message, details);
                 let _ = sender.send_text(reply.to_text()).await;
                 continue;
             }
@@ -523,14 +530,24 @@ async fn serve_mcp(
             continue;
         };
         // Control traffic (acks, heartbeats) is never counted: an MCP server acknowledging a flood of events
-        // would otherwise have its own tool calls refused.
-        if let Err(retry) = if is_control(env.kind) {
+        // would otherwise have its own tool calls refused. The rest passes this link's limit, then its
+        // token's (every link of the token together: more client ids do not buy more rate).
+        let limited = if is_control(env.kind) {
             Ok(())
         } else {
-            bucket.take()
-        } {
-            relay.stats().rate_limited.fetch_add(1, Ordering::Relaxed);
-            let details = json!({"reason": "rate_limited", "retryAfterMs": retry});
+            bucket
+                .take()
+                .map_err(|retry| (Scope::Connection, retry))
+                .and_then(|()| {
+                    relay
+                        .rates()
+                        .take_token(token)
+                        .map_err(|r| (Scope::Token, r))
+                })
+        };
+        if let Err((scope, retry)) = limited {
+            relay.count_rate_limited(scope);
+            let (message, details) = rate_refusal(&relay, scope, retry, false);
             if matches!(env.kind, Kind::Command | Kind::Query) {
                 let mut state = relay.lock();
                 if let Some(c) = state.clients.get_mut(&key) {
@@ -540,7 +557,7 @@ async fn serve_mcp(
                             None,
                             seq,
                             Code::ServerError,
-                            "rate limited: too many messages from this MCP server",
+                            &message,
                             details,
                         )
                         .to_text()
@@ -548,7 +565,7 @@ async fn serve_mcp(
                     c.wake.notify_one();
                 }
             } else {
-                let reply = Envelope::error(&env.id, Code::ServerError, "rate limited", details);
+                let reply = Envelope::error(&env.id, Code::ServerError, message, details);
                 let _ = sender.send_text(reply.to_text()).await;
             }
             continue;
@@ -664,6 +681,31 @@ fn oversize_answer(relay: &Relay, game: &str, text: &str) {
             text.len()
         ),
     );
+}
+
+/// The refusal of a message over a rate limit: which limit, its value and flag, and when to retry.
+fn rate_refusal(relay: &Relay, scope: Scope, retry: u64, game_side: bool) -> (String, Value) {
+    let settings = relay.settings();
+    let (limit, what) = match (scope, game_side) {
+        (Scope::Connection, true) => (settings.game_rate, "this game adapter's link"),
+        (Scope::Connection, false) => (settings.mcp_rate, "this MCP server's link"),
+        (Scope::Token, _) => (
+            settings.mcp_token_rate,
+            "every link of this MCP token together",
+        ),
+        (Scope::Game, _) => (settings.game_command_rate, "the commands to one game"),
+        (Scope::Games, _) => (
+            settings.games_event_rate,
+            "the events of every game together",
+        ),
+    };
+    (
+        format!(
+            "rate limited: {what} may send {limit} messages a second ({}); retry in {retry} ms",
+            scope.flag(game_side)
+        ),
+        json!({"reason": "rate_limited", "scope": scope.as_str(), "limit": limit, "retryAfterMs": retry}),
+    )
 }
 
 /// Messages that keep a link going rather than asking for work; no rate limit applies to them.

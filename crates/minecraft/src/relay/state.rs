@@ -4,6 +4,7 @@
 use super::audit;
 use super::config::McpToken;
 use super::queue::Queue;
+use super::rate::{self, Scope};
 use crate::wire::{Code, Envelope, EventType, Kind, Source};
 use bridge_core::link::LinkSender;
 use serde_json::{Value, json};
@@ -32,6 +33,12 @@ pub struct Settings {
     pub max_message_bytes: usize,
     pub mcp_rate: u32,
     pub game_rate: u32,
+    /// All the links of one MCP token together.
+    pub mcp_token_rate: u32,
+    /// Commands to one game, from every MCP server together.
+    pub game_command_rate: u32,
+    /// Events of every game together.
+    pub games_event_rate: u32,
     pub retention: Duration,
 
     /// Serve wss:// with this (from --tls-cert / --tls-key); `None` serves ws://.
@@ -222,7 +229,9 @@ pub struct Stats {
     pub commands: AtomicU64,
     pub responses: AtomicU64,
     pub schema_errors: AtomicU64,
+    /// Messages refused at any rate limit; `rate_limited_by` splits them by the limit (`Scope` order).
     pub rate_limited: AtomicU64,
+    pub rate_limited_by: [AtomicU64; 4],
     /// Queues dropped to keep a token within its bounds, and the messages they held.
     pub queues_evicted: AtomicU64,
     pub evicted_messages: AtomicU64,
@@ -247,6 +256,8 @@ pub struct Inner {
     pub epoch: String,
     pub state: Mutex<State>,
     pub stats: Stats,
+    /// The rate limits shared between links (per token, per game, all games).
+    pub rates: Mutex<rate::Shared>,
     next_command: AtomicU64,
 }
 
@@ -303,11 +314,16 @@ impl Relay {
     pub fn new(settings: Settings) -> Self {
         Self {
             inner: Arc::new(Inner {
-                settings,
                 epoch: format!("{:016x}", rand::random::<u64>()),
                 state: Mutex::new(State::default()),
+                rates: Mutex::new(rate::Shared::new(
+                    settings.mcp_token_rate,
+                    settings.game_command_rate,
+                    settings.games_event_rate,
+                )),
                 stats: Stats::default(),
                 next_command: AtomicU64::new(1),
+                settings,
             }),
         }
     }
@@ -322,6 +338,21 @@ impl Relay {
 
     pub fn stats(&self) -> &Stats {
         &self.inner.stats
+    }
+
+    /// The shared rate limits. Never held while taking the state's lock.
+    pub fn rates(&self) -> MutexGuard<'_, rate::Shared> {
+        self.inner
+            .rates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Counts a message refused at `scope`'s limit.
+    pub fn count_rate_limited(&self, scope: Scope) {
+        let s = &self.inner.stats;
+        s.rate_limited.fetch_add(1, Ordering::Relaxed);
+        s.rate_limited_by[scope as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The state, even if a task panicked holding it (the state stays consistent between statements).
@@ -505,6 +536,31 @@ impl Relay {
                 return None;
             }
         };
+        // Every MCP server together may send one game at most --game-command-rate commands a second.
+        let limited = self.rates().take_game(&game);
+        if let Err(retry) = limited {
+            self.count_rate_limited(Scope::Game);
+            let limit = settings.game_command_rate;
+            let message = format!(
+                "rate limited: game `{game}` was sent more than {limit} commands a second by every MCP server \
+                 together ({}); retry in {retry} ms",
+                Scope::Game.flag(false)
+            );
+            let details = json!({"reason": "rate_limited", "scope": Scope::Game.as_str(),
+                                 "limit": limit, "retryAfterMs": retry, "game": game});
+            Self::enqueue(&mut state, client, |seq| {
+                respond_error(
+                    &command.id,
+                    Some(&game),
+                    seq,
+                    Code::ServerError,
+                    &message,
+                    details,
+                )
+                .to_text()
+            });
+            return None;
+        }
         let conn = state.games.get(&game)?;
         let sender = conn.sender.clone();
         let game_link = conn.link_id;
@@ -743,6 +799,9 @@ impl Relay {
             ("link_incoming_bytes", bridge_core::link::INCOMING_BYTES),
             ("mcp_rate", settings.mcp_rate as usize),
             ("game_rate", settings.game_rate as usize),
+            ("mcp_token_rate", settings.mcp_token_rate as usize),
+            ("game_command_rate", settings.game_command_rate as usize),
+            ("games_event_rate", settings.games_event_rate as usize),
         ] {
             let _ = writeln!(out, "minecraft_relay_limit{{bound=\"{name}\"}} {value}");
         }
@@ -783,6 +842,18 @@ impl Relay {
         for (name, value) in counters {
             let _ = writeln!(out, "# TYPE {name} counter");
             let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(
+            out,
+            "# TYPE minecraft_relay_rate_limited_by_scope_total counter"
+        );
+        for scope in Scope::ALL {
+            let _ = writeln!(
+                out,
+                "minecraft_relay_rate_limited_by_scope_total{{scope=\"{}\"}} {}",
+                scope.as_str(),
+                s.rate_limited_by[scope as usize].load(Ordering::Relaxed)
+            );
         }
         let lost: u64 = state.clients.values().map(|c| c.queue.lost_total()).sum();
         let _ = writeln!(out, "# TYPE minecraft_relay_queue_lost_total counter");
