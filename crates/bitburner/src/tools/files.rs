@@ -423,6 +423,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "list_files",
         "List the script and text files on an in-game server (game method getFileNames).",
     )
+    .title("List Files")
     .read_only()
     .open_world()
     .timeout(budget)
@@ -436,6 +437,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
          file's content, 64 KiB at a time by default: `offset`/`limit` page through larger files, and the \
          structured result gives `total_bytes` and `next_offset`.",
     )
+    .title("Read File")
     .read_only()
     .open_world()
     .timeout(transfer_budget)
@@ -448,6 +450,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "Create or overwrite a script or text file on an in-game server (game method pushFile). Extensions: \
          .js .jsx .ts .tsx .script .txt .json .css (.ts/.jsx/.tsx need game v2.7+, .css v3.0+).",
     )
+    .title("Write File")
     .destructive()
     .idempotent()
     .open_world()
@@ -459,6 +462,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "Delete a script or text file from an in-game server (game method deleteFile). A running script \
          cannot be deleted.",
     )
+    .title("Delete File")
     .destructive()
     .open_world()
     .timeout(transfer_budget)
@@ -470,6 +474,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
          `max_bytes` (64 KiB by default) per page, each after a `// ==== name (N bytes) ====` line in the text \
          result; `offset` (a file index) and `next_offset` page through the rest.",
     )
+    .title("Read All Files")
     .read_only()
     .open_world()
     .timeout(transfer_budget)
@@ -482,6 +487,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "RAM in GB one thread of a script needs (game method calculateRam). The script and the files it \
          imports must already be on that server: write them first.",
     )
+    .title("Calculate Script RAM")
     .read_only()
     .open_world()
     .timeout(budget)

@@ -351,6 +351,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
          lines with line numbers), `offset`/`limit` to page. The whole file is also the resource \
          bitburner://definitions/NetscriptDefinitions.d.ts.",
     )
+    .title("NetScript API Definitions")
     .read_only()
     .open_world()
     .timeout(budget)
@@ -362,6 +363,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "get_all_servers",
         "Every server in the game with admin rights and ownership (game method getAllServers, v2.6+).",
     )
+    .title("List Servers")
     .read_only()
     .open_world()
     .timeout(budget)
@@ -371,6 +373,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "get_file_metadata",
         "Creation, modification and access times of one file (game method getFileMetadata, v3.0+).",
     )
+    .title("File Times")
     .read_only()
     .open_world()
     .timeout(budget)
@@ -382,6 +385,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "get_all_file_metadata",
         "File times of every file on a server (game method getAllFileMetadata, v3.0+).",
     )
+    .title("All File Times")
     .read_only()
     .open_world()
     .timeout(budget)
@@ -394,6 +398,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "Write the game's save to the save directory the user allowed (--save-dir), never into this reply \
          (game method getSaveFile, v2.8.1+). Returns where it was written.",
     )
+    .title("Save the Game")
     .open_world()
     .timeout(ctx.budget(1, ctx.link.config().save_timeout))
     .handler_on(ctx.clone(), |c, args: SaveArgs, _| async move { c.get_save_file(args).await });
@@ -403,6 +408,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "Whether the game is connected and since when, and which Remote API methods it supports (asked of \
          the game, which has no version handshake). Call it first when another tool reports E_DISCONNECTED.",
     )
+    .title("Game Status")
     .read_only()
     .timeout(ctx.budget(2, rpc))
     .handler_on(ctx.clone(), |c, _: NoArgs, _| async move { Ok::<_, ToolError>(c.status().await) });

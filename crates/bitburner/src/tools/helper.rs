@@ -357,6 +357,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "Start a script on an in-game server (ns.exec, through the in-game helper mcp-helper.js, which the \
          player starts once with `run mcp-helper.js`). Returns the pid and the RAM it takes.",
     )
+    .title("Run Script")
     .destructive()
     .open_world()
     .timeout(budget)
@@ -368,6 +369,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "get_script_logs",
         "The last log lines of a running script, by pid (through the in-game helper).",
     )
+    .title("Script Logs")
     .read_only()
     .open_world()
     .timeout(budget)
@@ -379,6 +381,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "kill_script",
         "Stop a running script by pid (through the in-game helper).",
     )
+    .title("Kill Script")
     .destructive()
     .open_world()
     .timeout(budget)
@@ -390,6 +393,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         "get_server_state",
         "The player's money and hacking level, and a server's RAM (through the in-game helper).",
     )
+    .title("Server State")
     .read_only()
     .open_world()
     .timeout(budget)

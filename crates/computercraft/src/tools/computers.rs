@@ -54,6 +54,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
              and duplicate_ids: ids a second machine tried to take while the listed one held them (calls go to \
              the listed one only).",
         )
+        .title("List Computers")
         .read_only()
         .handler_with_text(move |_: NoArgs, _ctx: ToolCtx| {
             let s = s.clone();

@@ -157,6 +157,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
     let (s1, s2, s3, s4) = (state.clone(), state.clone(), state.clone(), state.clone());
     vec![
         ToolSpec::new("fs_list", "List a directory on a computer: names, whether each is a directory, sizes.")
+            .title("List Directory")
             .read_only()
             .open_world()
             .handler_with_text(move |args: FsListArgs, _ctx: ToolCtx| {
@@ -168,6 +169,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "Read a file from a computer. Text comes back as UTF-8 (`encoding: utf8`); other bytes as base64 \
              (`encoding: base64`). Any size: the file travels in chunks.",
         )
+        .title("Read File")
         .read_only()
         .open_world()
         .timeout(Duration::from_secs(120))
@@ -181,6 +183,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
              all of it arrived. Content is UTF-8 text, or base64 with `encoding: base64` for binary files. \
              Mind the computer's disk space (1 MB by default).",
         )
+        .title("Write File")
         .destructive()
         .idempotent()
         .open_world()
@@ -190,6 +193,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             async move { write(&s, args, ctx).await }
         }),
         ToolSpec::new("fs_delete", "Delete a file or a directory (with its contents) on a computer.")
+            .title("Delete File")
             .destructive()
             .open_world()
             .handler_with_text(move |args: FsPathArgs, _ctx: ToolCtx| {

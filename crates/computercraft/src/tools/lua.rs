@@ -97,6 +97,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
              strings ({[1]=a,[5]=b} → {\"1\":a,\"5\":b}). A Lua error is returned as an E_REMOTE error with \
              the output printed before it.",
         )
+        .title("Run Lua")
         .destructive()
         .open_world()
         .timeout(Duration::from_millis(MAX_TIMEOUT_MS + 5_000))

@@ -67,6 +67,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "List the peripherals attached to a computer (on its sides or through wired modems): name, types, \
              methods.",
         )
+        .title("List Peripherals")
         .read_only()
         .open_world()
         .handler_with_text(move |a: ListArgs, _ctx: ToolCtx| {
@@ -92,6 +93,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "Call a method of a peripheral (peripheral.call(name, method, ...)) and return all its results. \
              Methods can act on the world (a monitor, a speaker, an inventory transfer).",
         )
+        .title("Call Peripheral Method")
         .destructive()
         .open_world()
         .handler_with_text(move |a: CallArgs, _ctx: ToolCtx| {

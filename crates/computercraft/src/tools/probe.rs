@@ -45,6 +45,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
              <label>)` per answer, `timeout from <id> (Label: <label>)` for computers that stay silent, or \
              `No computers connected.`. Takes no arguments.",
         )
+        .title("Probe Computers")
         .read_only()
         .open_world()
         .timeout(probe_timeout + Duration::from_secs(5))

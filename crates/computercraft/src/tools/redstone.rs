@@ -36,6 +36,7 @@ impl Validate for GetArgs {}
 pub struct SetArgs {
     /// Computer id (see list_computers).
     pub computer: u32,
+    /// The side to set: top, bottom, left, right, front or back (relative to the computer).
     pub side: RsSide,
     /// Full-strength output on or off. Give exactly one of `on` and `strength`.
     #[serde(default)]
@@ -89,6 +90,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "Read a computer's redstone: input and output, on/off and analog strength \
                       (0-15), for one side or all six.",
         )
+        .title("Read Redstone")
         .read_only()
         .open_world()
         .handler_with_text(move |a: GetArgs, _ctx: ToolCtx| {
@@ -112,6 +114,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "Set a computer's redstone output on one side: `on` for full strength on/off, \
                       or `strength` 0-15. Returns that side's state.",
         )
+        .title("Set Redstone Output")
         .idempotent()
         .open_world()
         .handler_with_text(move |a: SetArgs, _ctx: ToolCtx| {

@@ -57,6 +57,7 @@ impl Side {
 pub struct MoveArgs {
     /// Turtle id (see list_computers; kind must be turtle).
     pub computer: u32,
+    /// Which way: forward, back, up or down.
     pub direction: Move,
 }
 impl Validate for MoveArgs {}
@@ -66,6 +67,7 @@ impl Validate for MoveArgs {}
 pub struct TurnArgs {
     /// Turtle id.
     pub computer: u32,
+    /// Which way to face: left or right.
     pub direction: Turn,
 }
 impl Validate for TurnArgs {}
@@ -220,6 +222,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "Move a turtle one block forward, back, up or down (uses 1 fuel). success false \
                       with a reason when blocked or out of fuel.",
         )
+        .title("Move Turtle")
         .open_world()
         .timeout(TURTLE_TIMEOUT + Duration::from_secs(5))
         .handler_with_text(move |a: MoveArgs, _ctx: ToolCtx| {
@@ -236,6 +239,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             }
         }),
         ToolSpec::new("turtle_turn", "Turn a turtle left or right on the spot.")
+            .title("Turn Turtle")
             .open_world()
             .timeout(TURTLE_TIMEOUT + Duration::from_secs(5))
             .handler_with_text(move |a: TurnArgs, _ctx: ToolCtx| {
@@ -254,6 +258,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "Dig the block in front of, above or below a turtle (needs a pickaxe or other \
                       tool equipped); the drops go to its inventory.",
         )
+        .title("Dig")
         .destructive()
         .open_world()
         .timeout(TURTLE_TIMEOUT + Duration::from_secs(5))
@@ -269,6 +274,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "turtle_place",
             "Place the selected slot's block in front of, above or below a turtle.",
         )
+        .title("Place Block")
         .open_world()
         .timeout(TURTLE_TIMEOUT + Duration::from_secs(5))
         .handler_with_text(move |a: SideArgs, _ctx: ToolCtx| {
@@ -283,6 +289,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "turtle_detect",
             "Whether there is a solid block in front of, above or below a turtle.",
         )
+        .title("Detect Blocks")
         .read_only()
         .open_world()
         .timeout(TURTLE_TIMEOUT + Duration::from_secs(5))
@@ -309,6 +316,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "Name, block state and tags of the block in front of, above or below a \
                       turtle; block is null when there is none.",
         )
+        .title("Inspect Block")
         .read_only()
         .open_world()
         .timeout(TURTLE_TIMEOUT + Duration::from_secs(5))
@@ -342,6 +350,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "A turtle's 16 inventory slots (non-empty ones: slot, item name, count), \
                       the selected slot and the fuel level.",
         )
+        .title("Turtle Inventory")
         .read_only()
         .open_world()
         .timeout(TURTLE_TIMEOUT + Duration::from_secs(5))
@@ -372,6 +381,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "turtle_select",
             "Select one of a turtle's 16 inventory slots (for place, refuel, drop).",
         )
+        .title("Select Slot")
         .idempotent()
         .open_world()
         .timeout(TURTLE_TIMEOUT + Duration::from_secs(5))
@@ -387,6 +397,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
             "Burn fuel items (coal, charcoal, lava buckets, ...) from the selected slot; \
                       returns the new fuel level.",
         )
+        .title("Refuel Turtle")
         .open_world()
         .timeout(TURTLE_TIMEOUT + Duration::from_secs(5))
         .handler_with_text(move |a: RefuelArgs, _ctx: ToolCtx| {

@@ -117,6 +117,7 @@ pub(crate) fn tool(hubs: Hubs) -> ToolSpec {
         );
     }
     ToolSpec::new("poll_events", description)
+        .title("Poll Events")
         .read_only()
         .timeout(Duration::from_millis(MAX_WAIT_MS + 10_000))
         .handler(move |args: PollArgs, ctx: ToolCtx| {

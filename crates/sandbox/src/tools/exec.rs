@@ -194,6 +194,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
              stays under 900 KiB (some MCP clients refuse 1 MiB): longer output is cut head-and-tail and marked \
              truncated; for all of it, write it to a file and page it with read_file.",
         )
+        .title("Execute Code")
         .open_world()
         .timeout(deadline)
         .handler_on(Arc::clone(mgr), |m, a: ExecuteCodeArgs, ctx: ToolCtx| async move {
@@ -217,6 +218,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
              is cut head-and-tail and marked truncated; for all of it, redirect it to a file and page it with \
              read_file.",
         )
+        .title("Run Command")
         .open_world()
         .timeout(deadline)
         .handler_on(Arc::clone(mgr), |m, a: RunCommandArgs, ctx: ToolCtx| async move {

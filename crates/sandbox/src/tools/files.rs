@@ -33,6 +33,7 @@ pub enum Encoding {
 // Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadArgs {
+    /// The sandbox's id, as create_sandbox returned it.
     pub sandbox_id: String,
     /// File path (relative paths are under /workspace).
     pub path: String,
@@ -71,11 +72,13 @@ pub struct ReadResult {
 // Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WriteArgs {
+    /// The sandbox's id, as create_sandbox returned it.
     pub sandbox_id: String,
     /// File path (relative paths are under /workspace); missing directories are created.
     pub path: String,
     /// The content (at most 10 MiB of bytes), as text or base64 per `encoding`.
     pub content: String,
+    /// How `content` is written: utf8 text as it is, or base64 for any bytes (default utf8).
     #[serde(default)]
     pub encoding: Encoding,
     /// Permission bits in octal, e.g. "755" (default 644 for a new file).
@@ -125,6 +128,7 @@ pub struct WriteResult {
 // Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListArgs {
+    /// The sandbox's id, as create_sandbox returned it.
     pub sandbox_id: String,
     /// Directory (relative paths are under /workspace).
     pub path: String,
@@ -175,6 +179,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
              from offset + bytes while truncated is true (size is the whole file's). Text pages end on whole \
              UTF-8 characters.",
         )
+        .title("Read File")
         .read_only()
         .timeout(Duration::from_secs(120))
         .handler_on(Arc::clone(mgr), |m, a: ReadArgs, _: ToolCtx| async move { read(&m, a).await }),
@@ -184,6 +189,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             "write_file",
             "Write a file in a sandbox (text, or base64 for any bytes; mode, append, offset). Up to 10 MiB.",
         )
+        .title("Write File")
         .timeout(Duration::from_secs(120))
         .handler_on(Arc::clone(mgr), |m, a: WriteArgs, _: ToolCtx| async move { write(&m, a).await }),
     );
@@ -192,6 +198,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             "list_directory",
             "List a directory in a sandbox: entries with name, is_dir and size; depth > 1 descends.",
         )
+        .title("List Directory")
         .read_only()
         .handler_on(Arc::clone(mgr), |m, a: ListArgs, _: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;

@@ -167,6 +167,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
              network, a writable /workspace). Returns its sandbox_id. Destroy it when done; unused sandboxes \
              expire.",
         )
+        .title("Create Sandbox")
         // A cold microVM boot may take the whole boot timeout: the call waits a little longer, so a slow boot
         // ends with its own reason rather than the tool's timeout.
         .timeout(Duration::from_secs(60).max(mgr.settings.microvm.boot_timeout + Duration::from_secs(30)))
@@ -188,6 +189,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             "destroy_sandbox",
             "Destroy a sandbox: every process in it is killed and its files are gone.",
         )
+        .title("Destroy Sandbox")
         .destructive()
         .timeout(Duration::from_secs(30))
         .handler_on(Arc::clone(mgr), |m, a: IdArgs, _: ToolCtx| async move {
@@ -202,6 +204,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
              the next page): state, expiry, languages and the isolation really enforced (in full once per \
              distinct report; verbose for every sandbox, or sandbox_id for one).",
         )
+        .title("List Sandboxes")
         .read_only()
         .handler_on(Arc::clone(mgr), |m, a: ListArgs, _: ToolCtx| async move {
             list(&m, a)
@@ -213,6 +216,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             "Renew a sandbox's idle timeout (every other call on it renews it too). Its maximum lifetime \
              still applies.",
         )
+        .title("Keep Sandbox Alive")
         .idempotent()
         .handler_on(Arc::clone(mgr), |m, a: IdArgs, _: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;

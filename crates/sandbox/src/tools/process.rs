@@ -17,6 +17,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartArgs {
+    /// The sandbox's id, as create_sandbox returned it.
     pub sandbox_id: String,
     /// A shell command (sh), e.g. `python3 -m http.server 8000`.
     pub command: String,
@@ -24,8 +25,10 @@ pub struct StartArgs {
     /// sandbox ends).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// Extra environment variables.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
+    /// Working directory (default /workspace; relative paths are under it).
     #[serde(default)]
     pub cwd: Option<String>,
     /// Text for its standard input, then end of file.
@@ -61,7 +64,9 @@ pub struct Started {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcArgs {
+    /// The sandbox's id, as create_sandbox returned it.
     pub sandbox_id: String,
+    /// The process, as start_process returned it.
     pub process_id: u64,
 }
 impl Validate for ProcArgs {}
@@ -69,7 +74,9 @@ impl Validate for ProcArgs {}
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KillArgs {
+    /// The sandbox's id, as create_sandbox returned it.
     pub sandbox_id: String,
+    /// The process, as start_process returned it.
     pub process_id: u64,
     /// Signal number for the process and everything it started (default 9, SIGKILL; 15 is SIGTERM).
     #[serde(default)]
@@ -150,6 +157,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             "Start a shell command in the background in a sandbox; returns a process_id for process_status, \
              process_output and kill_process.",
         )
+        .title("Start Process")
         .open_world()
         .handler_on(Arc::clone(mgr), |m, a: StartArgs, _: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
@@ -171,6 +179,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             "process_status",
             "Whether a background process runs, and how it ended.",
         )
+        .title("Process Status")
         .read_only()
         .handler_on(Arc::clone(mgr), |m, a: ProcArgs, _: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
@@ -205,6 +214,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             "A background process's output so far (first and last halves of 1 MiB per stream, less when the \
              result would pass 900 KiB) and state.",
         )
+        .title("Process Output")
         .read_only()
         .handler_on(Arc::clone(mgr), |m, a: ProcArgs, _: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
@@ -220,6 +230,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             "Send a signal (default SIGKILL) to a background process and everything it started, children in \
              sessions of their own included.",
         )
+        .title("Kill Process")
         .destructive()
         .handler_on(Arc::clone(mgr), |m, a: KillArgs, _: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
