@@ -92,5 +92,14 @@ const stop = () => {
     .catch(() => {})
     .finally(() => process.exit(0))
 }
-process.on('SIGTERM', stop)
-process.on('SIGINT', stop)
+// flying-squid's log plugin registers exit-hook, whose SIGTERM/SIGINT handler quits the server and exits at once:
+// the players' player_quit would never reach the relay. The signals are this launcher's alone (exit-hook still
+// runs its hook at process exit).
+const ownSignals = () => {
+  for (const sig of ['SIGTERM', 'SIGINT']) {
+    process.removeAllListeners(sig)
+    process.on(sig, stop)
+  }
+}
+ownSignals()
+serv.once('ready', () => setImmediate(ownSignals))
