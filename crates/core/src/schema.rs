@@ -574,10 +574,8 @@ mod tests {
     /// belongs, a `type` array, a schema that constrains nothing.
     fn lint(schema: &Value, keyword: Option<&str>, path: &str, findings: &mut Vec<String>) {
         match schema {
-            Value::Bool(_) => {
-                if !keyword.is_some_and(|k| BOOLEAN_VALUED_KEYWORDS.contains(&k)) {
-                    findings.push(format!("{path}: boolean schema"));
-                }
+            Value::Bool(_) if !keyword.is_some_and(|k| BOOLEAN_VALUED_KEYWORDS.contains(&k)) => {
+                findings.push(format!("{path}: boolean schema"));
             }
             Value::Object(node) => {
                 if node.get("type").is_some_and(Value::is_array) {

@@ -287,12 +287,7 @@ impl McpHandler {
             match provider.read(uri).await {
                 Ok(Some(body)) => return Ok(convert::resource_body(uri, body)),
                 Ok(None) => {}
-                Err(error) => {
-                    return Err(McpError::resource_not_found(
-                        error.to_string(),
-                        Some(error.to_structured()),
-                    ));
-                }
+                Err(error) => return Err(crate::resource::read_error(&error)),
             }
         }
         Err(McpError::resource_not_found(
