@@ -30,8 +30,7 @@ use tools::{Ctx, Limits};
 /// One game connects at a time; the cap only keeps stray or hostile clients from holding descriptors.
 const GAME_LIMITS: ListenLimits = ListenLimits {
     max_connections: 64,
-    handshake_timeout: std::time::Duration::from_secs(10),
-    idle_timeout: std::time::Duration::from_secs(30),
+    ..ListenLimits::DEFAULT
 };
 
 /// The largest frame the game may send. The definitions are ~350 KB and a save several MB

@@ -12,7 +12,6 @@ use bridge_core::{Bridge, BridgeEntry, BridgeEnv, BridgeError};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -25,11 +24,12 @@ peripherals) on the event streams `computercraft://events/computers` and `comput
 read them with poll_events.";
 
 /// A world can hold thousands of computers, each holding one connection for its link; the installer's GETs
-/// and the handshake of a computer that never says hello are bounded by the deadlines.
+/// and the handshake of a computer that never says hello are bounded by the deadlines. Every computer of a
+/// world connects from its Minecraft server's address, so the cap per address is the whole cap.
 const LINK_LIMITS: ListenLimits = ListenLimits {
     max_connections: 4096,
-    handshake_timeout: Duration::from_secs(10),
-    idle_timeout: Duration::from_secs(30),
+    max_per_ip: 4096,
+    ..ListenLimits::DEFAULT
 };
 
 #[derive(Debug, thiserror::Error)]

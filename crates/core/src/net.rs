@@ -1,5 +1,6 @@
-//! Serving an axum router on TCP so that connections cannot pin the listener: a cap on open connections,
-//! a deadline for the first request head, and an idle deadline between requests.
+//! Serving an axum router on TCP so that connections cannot pin the listener: a cap on open connections and
+//! on those of one peer address, a deadline for the first request head, a short idle deadline between
+//! requests, and a refused request closing its connection.
 //!
 //! Without these, 1 000 idle sockets and 100 slow-loris clients (one header byte every few seconds) held
 //! every listener open forever and, with a low descriptor limit, real calls timed out (issue 8, item 4).
@@ -7,11 +8,20 @@
 //! - **Cap**: at most [`ListenLimits::max_connections`] accepted connections at once. When the cap is
 //!   reached the listener stops accepting; new clients wait in the kernel's backlog (no descriptor of ours)
 //!   until a slot frees. WebSocket links hold their slot for their lifetime, so the cap also bounds links.
+//! - **Cap per peer address**: at most [`ListenLimits::max_per_ip`] of them from one IP address (an IPv6
+//!   address counts by its /64, what one host is usually given). A connection beyond it is closed as soon as
+//!   it is accepted, so one client cannot take every slot; loopback is no exception.
 //! - **Handshake deadline**: a connection whose first request head has not fully arrived within
 //!   [`ListenLimits::handshake_timeout`] of being accepted is closed, however many bytes it dribbles.
 //! - **Idle deadline**: a connection with no request in flight is closed [`ListenLimits::idle_timeout`]
 //!   after its last request finished (the response body fully sent). Bytes from the client do not extend
-//!   it, so a slow-loris on a kept-alive connection is bounded too.
+//!   it, so a slow-loris on a kept-alive connection is bounded too. It is short (5 s by default, Node's
+//!   keep-alive default): a connection that sent one request and went idle held its slot for 120 s, and
+//!   1 030 of them kept the next client out for 113 s (issue 25). A request in flight has no deadline here
+//!   (tool timeouts bound it), nor does a long response such as an event stream.
+//! - **Refused requests close**: an HTTP/1 response refusing the request (400, 401, 403, 408, 413, 429,
+//!   431) carries `Connection: close`, and the connection ends once it is sent: a client without the token
+//!   gains nothing by keeping the socket.
 //! - A connection upgraded to a WebSocket leaves both deadlines behind: the link's own liveness (pings,
 //!   probes) judges it from then on. Call [`Conn::upgraded`] when accepting the upgrade.
 //!
@@ -20,7 +30,8 @@
 //!   against the handshake deadline like the request head it carries.
 //!
 //! The deadlines live in the connection's I/O object ([`GuardedIo`]); a middleware added by [`serve`]
-//! tells it when a request starts and when its response is done.
+//! tells it when a request starts and when its response is done. [`ListenStats`] counts every connection
+//! closed and why, and [`ListenStats::render`] writes the counts and the limits for `/metrics`.
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
@@ -29,9 +40,11 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::serve::{IncomingStream, Listener};
 use futures::task::AtomicWaker;
+use http::{HeaderValue, StatusCode, Version, header};
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -46,36 +59,168 @@ use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 /// Connection limits of one listener.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListenLimits {
     /// Open connections (and WebSocket links) at once.
     pub max_connections: usize,
+    /// Open connections from one peer address at once (IPv6: one /64). A listener whose clients all come
+    /// from one host by design (a Minecraft server's ComputerCraft computers) sets it to `max_connections`.
+    pub max_per_ip: usize,
     /// From accept until the first request head has arrived.
     pub handshake_timeout: Duration,
     /// From the end of the last response until the next request head.
     pub idle_timeout: Duration,
 }
 
+impl ListenLimits {
+    /// 1024 connections, 64 per peer address, 10 s for the first request head, 5 s idle.
+    pub const DEFAULT: Self = Self {
+        max_connections: 1024,
+        max_per_ip: 64,
+        handshake_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(5),
+    };
+}
+
 impl Default for ListenLimits {
-    /// 1024 connections, 10 s for the first request head, 120 s idle.
+    /// [`ListenLimits::DEFAULT`].
     fn default() -> Self {
-        Self {
-            max_connections: 1024,
-            handshake_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(120),
+        Self::DEFAULT
+    }
+}
+
+/// Why the listener closed a connection (or refused one at accept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The first request head (and TLS handshake) did not arrive in time.
+    HandshakeTimeout,
+    /// No new request arrived in time after the last response.
+    IdleTimeout,
+    /// A request was refused (401, 403, ...) and the connection closed after the answer.
+    Refused,
+    /// Its peer address already held [`ListenLimits::max_per_ip`] connections; closed at accept.
+    PerIpCap,
+}
+
+impl CloseReason {
+    pub const ALL: [CloseReason; 4] = [
+        CloseReason::HandshakeTimeout,
+        CloseReason::IdleTimeout,
+        CloseReason::Refused,
+        CloseReason::PerIpCap,
+    ];
+
+    /// The `reason` label in `/metrics`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::HandshakeTimeout => "handshake_timeout",
+            CloseReason::IdleTimeout => "idle_timeout",
+            CloseReason::Refused => "refused",
+            CloseReason::PerIpCap => "per_ip_cap",
         }
     }
 }
 
-/// Counters of one listener, for `/health`, logs and tests.
+/// Counters of one listener, for `/metrics`, logs and tests.
 #[derive(Debug, Default)]
 pub struct ListenStats {
     open: AtomicUsize,
     peak: AtomicUsize,
-    timed_out: AtomicU64,
+    accepted: AtomicU64,
+    /// Indexed like [`CloseReason::ALL`].
+    closed: [AtomicU64; 4],
 }
 
 impl ListenStats {
+    /// Connections accepted since the start (those closed at once for [`CloseReason::PerIpCap`] included).
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Connections the listener closed for `reason`.
+    pub fn closed(&self, reason: CloseReason) -> u64 {
+        self.closed[reason as usize].load(Ordering::SeqCst)
+    }
+
+    fn count(&self, reason: CloseReason) {
+        self.closed[reason as usize].fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The counts and `limits` in Prometheus text format, each series named `{prefix}_...`.
+    pub fn render(&self, prefix: &str, limits: &ListenLimits) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let mut series = |name: &str, kind: &str, help: &str, values: &[(&str, String)]| {
+            let _ = writeln!(out, "# HELP {prefix}_{name} {help}");
+            let _ = writeln!(out, "# TYPE {prefix}_{name} {kind}");
+            for (labels, value) in values {
+                let _ = writeln!(out, "{prefix}_{name}{labels} {value}");
+            }
+        };
+        series(
+            "connections_open",
+            "gauge",
+            "Connections open now.",
+            &[("", self.open().to_string())],
+        );
+        series(
+            "connections_peak",
+            "gauge",
+            "Most connections open at once since the start.",
+            &[("", self.peak().to_string())],
+        );
+        series(
+            "connections_accepted_total",
+            "counter",
+            "Connections accepted.",
+            &[("", self.accepted().to_string())],
+        );
+        let closed: Vec<(String, String)> = CloseReason::ALL
+            .iter()
+            .map(|r| {
+                (
+                    format!("{{reason=\"{}\"}}", r.as_str()),
+                    self.closed(*r).to_string(),
+                )
+            })
+            .collect();
+        let closed: Vec<(&str, String)> = closed
+            .iter()
+            .map(|(l, v)| (l.as_str(), v.clone()))
+            .collect();
+        series(
+            "connections_closed_total",
+            "counter",
+            "Connections the server closed, by reason (handshake_timeout, idle_timeout, refused, per_ip_cap).",
+            &closed,
+        );
+        series(
+            "max_connections",
+            "gauge",
+            "Limit: connections open at once.",
+            &[("", limits.max_connections.to_string())],
+        );
+        series(
+            "max_connections_per_ip",
+            "gauge",
+            "Limit: connections open at once from one peer address (IPv6: one /64).",
+            &[("", limits.max_per_ip.to_string())],
+        );
+        series(
+            "handshake_timeout_seconds",
+            "gauge",
+            "Limit: time from accept to the first request head.",
+            &[("", format!("{:.3}", limits.handshake_timeout.as_secs_f64()))],
+        );
+        series(
+            "idle_timeout_seconds",
+            "gauge",
+            "Limit: time a kept-alive connection may wait for its next request.",
+            &[("", format!("{:.3}", limits.idle_timeout.as_secs_f64()))],
+        );
+        out
+    }
+
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.open.load(Ordering::SeqCst)
@@ -88,7 +233,7 @@ impl ListenStats {
 
     /// Connections closed because a handshake or idle deadline passed.
     pub fn timed_out(&self) -> u64 {
-        self.timed_out.load(Ordering::SeqCst)
+        self.closed(CloseReason::HandshakeTimeout) + self.closed(CloseReason::IdleTimeout)
     }
 }
 
@@ -97,6 +242,7 @@ pub struct GuardedListener {
     inner: TcpListener,
     limits: ListenLimits,
     slots: Arc<Semaphore>,
+    per_ip: Arc<PerIp>,
     stats: Arc<ListenStats>,
     tls: Option<TlsAcceptor>,
 }
@@ -106,10 +252,21 @@ impl GuardedListener {
         Self {
             inner,
             slots: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+            per_ip: Arc::default(),
             limits,
             stats: Arc::default(),
             tls: None,
         }
+    }
+
+    /// Counts into `stats` instead of a fresh set: a `/metrics` route built before the listener can hold it.
+    pub fn with_stats(mut self, stats: Arc<ListenStats>) -> Self {
+        self.stats = stats;
+        self
+    }
+
+    pub fn limits(&self) -> ListenLimits {
+        self.limits
     }
 
     /// Every accepted connection speaks TLS with `config` (see `link::tls::server_config`).
@@ -146,13 +303,28 @@ impl Listener for GuardedListener {
                 }
             }
         };
-        let (tcp, addr) = loop {
-            match self.inner.accept().await {
-                Ok(accepted) => break accepted,
+        let (tcp, addr, peer_slot) = loop {
+            let (tcp, addr) = match self.inner.accept().await {
+                Ok(accepted) => accepted,
                 // Out of descriptors and the like: back off instead of spinning, as axum does.
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            self.stats.accepted.fetch_add(1, Ordering::SeqCst);
+            match PerIp::take(&self.per_ip, addr.ip(), self.limits.max_per_ip.max(1)) {
+                Some(slot) => break (tcp, addr, slot),
+                None => {
+                    // Dropping the socket closes it; the global slot stays ours for the next client.
+                    self.stats.count(CloseReason::PerIpCap);
+                    tracing::debug!(
+                        peer = %addr,
+                        max = self.limits.max_per_ip,
+                        "connection closed: its address holds the most connections allowed per address"
+                    );
+                    drop(tcp);
                 }
             }
         };
@@ -177,11 +349,14 @@ impl Listener for GuardedListener {
             conn: Conn {
                 peer: addr,
                 state: Arc::clone(&state),
+                stats: Arc::clone(&self.stats),
             },
             sleep: Box::pin(tokio::time::sleep_until(
                 state.accepted + self.limits.handshake_timeout,
             )),
             stats: Arc::clone(&self.stats),
+            expired: false,
+            _peer_slot: peer_slot,
             _permit: permit,
         };
         (io, addr)
@@ -189,6 +364,60 @@ impl Listener for GuardedListener {
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
+    }
+}
+
+/// Open connections per peer address.
+#[derive(Debug, Default)]
+struct PerIp(Mutex<HashMap<IpAddr, usize>>);
+
+impl PerIp {
+    /// The address a peer is counted under: IPv4 as it is (IPv4-mapped IPv6 too), IPv6 by its /64.
+    fn key(ip: IpAddr) -> IpAddr {
+        match ip {
+            IpAddr::V4(_) => ip,
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => {
+                    let s = v6.segments();
+                    IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+                }
+            },
+        }
+    }
+
+    /// One more connection from `ip`, unless it already holds `max`.
+    fn take(this: &Arc<Self>, ip: IpAddr, max: usize) -> Option<PeerSlot> {
+        let key = Self::key(ip);
+        let mut map = this.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = map.entry(key).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot {
+            per_ip: Arc::clone(this),
+            key,
+        })
+    }
+}
+
+/// A connection's place in its address's count, given back when the connection is dropped.
+#[derive(Debug)]
+struct PeerSlot {
+    per_ip: Arc<PerIp>,
+    key: IpAddr,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut map = self.per_ip.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.key);
+            }
+        }
     }
 }
 
@@ -230,6 +459,7 @@ impl ConnState {
 pub struct Conn {
     peer: SocketAddr,
     state: Arc<ConnState>,
+    stats: Arc<ListenStats>,
 }
 
 impl Conn {
@@ -301,12 +531,39 @@ impl HttpBody for Tracked {
     }
 }
 
+/// Statuses that refuse the request itself (its credentials, origin, size or rate), after which the
+/// connection is closed rather than kept alive for the refused client.
+fn is_refusal(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::BAD_REQUEST
+            | StatusCode::UNAUTHORIZED
+            | StatusCode::FORBIDDEN
+            | StatusCode::REQUEST_TIMEOUT
+            | StatusCode::PAYLOAD_TOO_LARGE
+            | StatusCode::TOO_MANY_REQUESTS
+            | StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+    )
+}
+
 async fn track(request: Request, next: Next) -> Response {
-    let in_flight = request
+    let conn = request
         .extensions()
         .get::<ConnectInfo<Conn>>()
-        .map(|c| c.0.begin());
-    let response = next.run(request).await;
+        .map(|c| c.0.clone());
+    let in_flight = conn.as_ref().map(Conn::begin);
+    // HTTP/2 has no `Connection` header (a refused stream does not end the connection; the idle deadline
+    // does); HTTP/1 ends the connection after a response that says `Connection: close`.
+    let http1 = request.version() < Version::HTTP_2;
+    let mut response = next.run(request).await;
+    if http1 && is_refusal(response.status()) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        if let Some(conn) = &conn {
+            conn.stats.count(CloseReason::Refused);
+        }
+    }
     match in_flight {
         Some(in_flight) => response.map(|body| {
             Body::new(Tracked {
@@ -386,6 +643,9 @@ pub struct GuardedIo {
     conn: Conn,
     sleep: Pin<Box<Sleep>>,
     stats: Arc<ListenStats>,
+    /// The deadline passed and was counted; reads fail from then on.
+    expired: bool,
+    _peer_slot: PeerSlot,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -400,7 +660,27 @@ impl GuardedIo {
             self.sleep.as_mut().reset(deadline);
         }
         if self.sleep.as_mut().poll(cx).is_ready() {
-            self.stats.timed_out.fetch_add(1, Ordering::SeqCst);
+            if self.expired {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no request within the connection's deadline",
+                ));
+            }
+            self.expired = true;
+            let handshake = matches!(
+                *self
+                    .conn
+                    .state
+                    .phase
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+                Phase::Handshake
+            );
+            self.stats.count(if handshake {
+                CloseReason::HandshakeTimeout
+            } else {
+                CloseReason::IdleTimeout
+            });
             tracing::debug!(peer = %self.conn.peer, "connection closed: no request in time");
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -492,4 +772,41 @@ pub async fn serve_until(
     shutdown: CancellationToken,
 ) -> io::Result<()> {
     serve(listener, router, shutdown.cancelled_owned()).await
+}
+
+#[cfg(test)]
+mod per_ip_tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn ipv4_counts_as_itself_ipv6_by_its_64_and_mapped_ipv4_as_ipv4() {
+        let v4: IpAddr = "192.0.2.7"
+            .parse()
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        assert_eq!(PerIp::key(v4), v4);
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap_or(v4);
+        assert_eq!(PerIp::key(mapped), v4);
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap_or(v4);
+        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap_or(v4);
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap_or(v4);
+        assert_eq!(PerIp::key(a), PerIp::key(b));
+        assert_ne!(PerIp::key(a), PerIp::key(other));
+    }
+
+    #[test]
+    fn a_slot_given_back_can_be_taken_again() {
+        let per_ip = Arc::new(PerIp::default());
+        let ip: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let first = PerIp::take(&per_ip, ip, 2);
+        let second = PerIp::take(&per_ip, ip, 2);
+        assert!(first.is_some() && second.is_some());
+        assert!(
+            PerIp::take(&per_ip, ip, 2).is_none(),
+            "a third one over the cap"
+        );
+        drop(first);
+        assert!(PerIp::take(&per_ip, ip, 2).is_some());
+        drop(second);
+    }
 }

@@ -67,6 +67,7 @@ async fn idle_and_slow_connections_do_not_keep_real_calls_out() {
     let options = HttpOptions {
         limits: ListenLimits {
             max_connections: 4,
+            max_per_ip: 1024,
             handshake_timeout: Duration::from_millis(300),
             idle_timeout: Duration::from_millis(300),
         },

@@ -66,6 +66,16 @@ pub async fn serve_with_tls(
     if let Some(config) = tls {
         guarded = guarded.with_tls(config);
     }
+    serve_guarded(guarded, router, shutdown).await
+}
+
+/// Serves `router` on a listener built by the caller: one that counts into stats a `/metrics` route reads
+/// (`GuardedListener::with_stats`), for instance.
+pub async fn serve_guarded(
+    guarded: GuardedListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> Result<(), LinkError> {
     net::serve_until(guarded, router, shutdown)
         .await
         .map_err(LinkError::from)

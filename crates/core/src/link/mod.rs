@@ -50,7 +50,7 @@ pub use error::LinkError;
 pub use bridge_link::{
     FrameCodec, FrameError, FrameReader, FrameWriter, Framing, MAX_HEADER_BYTES,
 };
-pub use listen::{bind, serve, serve_with, serve_with_tls};
+pub use listen::{bind, serve, serve_guarded, serve_with, serve_with_tls};
 pub use peer::Peer;
 pub use policy::{Admission, Current, OnDuplicate, PeerRegistry, Registered, SinglePeer};
 pub use sender::{

@@ -5,7 +5,7 @@ use super::edges::DEFAULT_MAX_REQUEST_BYTES;
 use super::handler::{McpHandler, Shared};
 use super::sessions::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, SessionLimit};
 use crate::auth::{Access, HostPolicy, MissingOrigin, OriginPolicy, Token};
-use crate::net::{self, GuardedListener, ListenLimits};
+use crate::net::{self, GuardedListener, ListenLimits, ListenStats};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::header;
@@ -81,6 +81,9 @@ struct AppState {
     shared: Arc<Shared>,
     access: Arc<Access>,
     sessions: Arc<SessionLimit>,
+    listen: Arc<ListenStats>,
+    limits: ListenLimits,
+    max_body: usize,
 }
 
 pub(crate) async fn serve(
@@ -124,6 +127,9 @@ pub(crate) async fn serve(
         shared,
         access: Arc::new(options.access()?),
         sessions: sessions.clone(),
+        listen: Arc::default(),
+        limits: options.limits,
+        max_body,
     };
     // A call counts as in flight until its response body has been sent: shutdown waits for it.
     let mcp_routes = Router::new()
@@ -142,8 +148,9 @@ pub(crate) async fn serve(
         .route("/metrics", get(metrics))
         .merge(mcp_routes)
         .layer(middleware::from_fn_with_state(state.clone(), check_access))
-        .with_state(state);
-    let listener = GuardedListener::new(listener, options.limits);
+        .with_state(state.clone());
+    let listener =
+        GuardedListener::new(listener, options.limits).with_stats(Arc::clone(&state.listen));
 
     let grace = options.shutdown_grace;
     let graceful = {
@@ -228,8 +235,13 @@ fn escape(text: &str) -> String {
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.shared.metrics.render(&state.shared.mount),
-    )
+    let mut text = state.shared.metrics.render(&state.shared.mount);
+    super::metrics::render_http_bounds(
+        &mut text,
+        state.sessions.live(),
+        state.sessions.max(),
+        state.max_body,
+    );
+    text.push_str(&state.listen.render("mcp_http", &state.limits));
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

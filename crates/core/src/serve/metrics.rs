@@ -150,6 +150,38 @@ impl Metrics {
     }
 }
 
+/// The HTTP transport's own bounds beside its listener's (`net::ListenStats::render`): legacy sessions live
+/// and allowed, and the largest request body.
+pub(crate) fn render_http_bounds(
+    out: &mut String,
+    sessions: usize,
+    max_sessions: usize,
+    max_body: usize,
+) {
+    let gauges = [
+        (
+            "mcp_sessions_live",
+            "Live MCP sessions of the initialize era.",
+            sessions,
+        ),
+        (
+            "mcp_sessions_max",
+            "Limit: live MCP sessions of the initialize era.",
+            max_sessions,
+        ),
+        (
+            "mcp_http_max_request_bytes",
+            "Limit: largest HTTP request body.",
+            max_body,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {value}");
+    }
+}
+
 #[cfg(test)]
 mod bridge_series {
     use super::*;
