@@ -70,6 +70,29 @@ async fn main() {
     }
     line("cold create (spawn, namespaces, root, hello)", cold);
 
+    // Like for like: joining a cgroup v1 hierarchy takes the kernel's threadgroup lock for writing, which waits
+    // for an RCU grace period (milliseconds, longer under load) and which the bare floor never pays. So the
+    // floor again, joining a fresh set of this bridge's cgroups first, and cold create without cgroups.
+    let mut floor_cg = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        let groups = backend::Cgroups::create(spec, 64, &settings).await;
+        spawn_floor_in(&groups.dirs());
+        floor_cg.push(ms(t.elapsed()));
+        groups.remove().await;
+    }
+    line("floor joining this bridge's cgroups first", floor_cg);
+    let mut bare = settings.clone();
+    bare.cgroups = false;
+    let mut cold_bare = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        let i = backend::launch(&bare, spec).await.unwrap();
+        cold_bare.push(ms(t.elapsed()));
+        i.destroy().await;
+    }
+    line("cold create without cgroups", cold_bare);
+
     // Straight to the agent: the protocol's own cost.
     let i = backend::launch(&settings, spec).await.unwrap();
     let mut direct = Vec::new();
@@ -174,4 +197,50 @@ async fn main() {
         ids.len() + 1,
         ms(t.elapsed())
     );
+}
+
+/// Runs the floor's `unshare` inside `dirs` (each a cgroup directory).
+fn spawn_floor_in(dirs: &[std::path::PathBuf]) {
+    use std::os::unix::process::CommandExt;
+    let procs: Vec<std::ffi::CString> = dirs
+        .iter()
+        .map(|d| {
+            std::ffi::CString::new(d.join("cgroup.procs").into_os_string().into_encoded_bytes())
+                .unwrap()
+        })
+        .collect();
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "--user",
+        "--map-root-user",
+        "--pid",
+        "--fork",
+        "--net",
+        "--mount",
+        "--ipc",
+        "--uts",
+        "/bin/true",
+    ]);
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs between fork and exec in the child, where only async-signal-safe calls are
+    // allowed: it calls open(2), write(2) and close(2) on C strings built before the fork, and allocates
+    // nothing. Writing "0" to cgroup.procs moves the writing process itself.
+    unsafe {
+        cmd.pre_exec(move || {
+            for path in &procs {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let wrote = libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+                if wrote != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let s = cmd.status().unwrap();
+    assert!(s.success());
 }
