@@ -92,7 +92,7 @@ public record BridgeConfig(
         return new BridgeConfig(
                 bridge.string("url", "ws://localhost:8080"),
                 bridge.string("auth_token", "secret"),
-                bridge.string("server_name", "default"),
+                bridge.string("server_name", ""),
                 (int) bridge.integer("reconnect_attempts", 5, 0, 1_000_000),
                 bridge.integer("reconnect_delay", 5000, 1, 3_600_000),
                 bridge.integer("reconnect_max_delay", Backoff.MAX_DELAY_MS, 1, 3_600_000),
@@ -161,6 +161,35 @@ public record BridgeConfig(
     }
 
     /** A one-line summary for the startup log (Property 14), without the token. */
+    /**
+     * The game name when server_name is not set: host name and port, so two servers on one machine, or on two
+     * machines, do not both claim one name (the relay refuses the second: name_in_use). Cut to the protocol's
+     * name alphabet (A-Z a-z 0-9 _ . -) and 64 characters, the port always kept whole.
+     */
+    public static String defaultServerName(String host, int port) {
+        String suffix = "-" + port;
+        String h = (host == null ? "" : host).replaceAll("[^A-Za-z0-9_.-]+", "-").replaceAll("^[-.]+|[-.]+$", "");
+        if (h.isEmpty()) h = "minecraft";
+        return h.substring(0, Math.min(h.length(), 64 - suffix.length())) + suffix;
+    }
+
+    /** This machine's host name, or "" when it has none the JDK can read. */
+    public static String hostName() {
+        try {
+            return java.net.InetAddress.getLocalHost().getHostName();
+        } catch (java.io.IOException e) {
+            return "";
+        }
+    }
+
+    /** This config with server_name filled in from the host name and the game's port when it was not set. */
+    public BridgeConfig withGamePort(int port) {
+        if (!serverName.isEmpty()) return this;
+        return new BridgeConfig(url, authToken, defaultServerName(hostName(), port), reconnectAttempts, reconnectDelayMs,
+                reconnectMaxDelayMs, outboxSize, outboxBytes, enabledEvents, allowedPatterns, requireAuth, maxCommandLength,
+                logLevel);
+    }
+
     public String summary() {
         return "relay " + url + ", game \"" + serverName + "\", events " + EVENT_TYPES.stream().filter(enabledEvents::contains).toList()
                 + ", " + allowedPatterns.size() + " allowed command patterns, max_command_length " + maxCommandLength

@@ -31,6 +31,8 @@ public final class CommandDispatcher {
                 String command = string(args, "command", 32767);
                 var refused = guard.check(command);
                 if (refused.isPresent()) throw new GameException("INVALID_COMMAND", refused.get(), Map.of("command", command.length() > 256 ? command.substring(0, 256) : command));
+                // Whitelisted is not enough: the numbers must fit the game's limits before the game sees them.
+                CommandGuard.checkLimits(command);
                 GameAdapter.CommandOutput out = game.executeCommand(command);
                 Map<String, Object> data = new LinkedHashMap<>();
                 data.put("success", out.success());
@@ -52,9 +54,9 @@ public final class CommandDispatcher {
                 String player = string(args, "player", 16);
                 double x = number(args, "x"), y = number(args, "y"), z = number(args, "z");
                 for (var c : List.of(Map.entry("x", x), Map.entry("z", z))) {
-                    if (Math.abs(c.getValue()) > 30_000_000) throw schema(c.getKey(), c.getKey() + ": " + c.getValue() + " is outside the world border (±30000000)");
+                    if (Math.abs(c.getValue()) > 30_000_000) throw CommandGuard.overLimit(c.getKey(), c.getValue(), 30_000_000, c.getValue() + " is outside the world border (±30000000)");
                 }
-                if (y < -2048 || y > 2048) throw schema("y", "y: " + y + " is outside -2048..2048");
+                if (y < -2048 || y > 2048) throw CommandGuard.overLimit("y", y, 2048, y + " is outside -2048..2048");
                 String world = optionalString(args, "world", 64);
                 Map<String, Object> loc = game.teleport(player, x, y, z, world);
                 return Models.map("success", true, "message", "teleported " + player, "location", loc);
@@ -64,7 +66,7 @@ public final class CommandDispatcher {
                 String item = string(args, "item", 128);
                 if (!item.contains(":")) item = "minecraft:" + item;
                 long quantity = integer(args, "quantity");
-                if (quantity < 1 || quantity > MAX_QUANTITY) throw schema("quantity", "quantity: " + quantity + " is outside 1.." + MAX_QUANTITY);
+                if (quantity < 1 || quantity > MAX_QUANTITY) throw CommandGuard.overLimit("quantity", quantity, MAX_QUANTITY, quantity + " is outside 1.." + MAX_QUANTITY);
                 game.giveItem(player, item, (int) quantity);
                 return Models.map("success", true, "message", "gave " + quantity + " " + item + " to " + player);
             }
@@ -76,7 +78,7 @@ public final class CommandDispatcher {
                 return game.serverInfo();
             case "get_world_info": {
                 long x = integer(args, "x"), y = integer(args, "y"), z = integer(args, "z"), r = integer(args, "radius");
-                if (r < 0 || r > MAX_WORLD_RADIUS) throw schema("radius", "radius: " + r + " is outside 0.." + MAX_WORLD_RADIUS);
+                if (r < 0 || r > MAX_WORLD_RADIUS) throw CommandGuard.overLimit("radius", r, MAX_WORLD_RADIUS, r + " is outside 0.." + MAX_WORLD_RADIUS);
                 return game.worldInfo((int) x, (int) y, (int) z, (int) r);
             }
             default:

@@ -42,4 +42,50 @@ public final class CommandGuard {
     public boolean allows(String command) {
         return check(command).isEmpty();
     }
+
+    /** Most items one give hands out: vanilla's 100 stacks of 64 (vanilla lowers it for smaller stacks itself). */
+    public static final long MAX_GIVE = 6400;
+    /** The world border, horizontally. */
+    public static final double BORDER = 29_999_999;
+    /** The height a teleport may aim at (vanilla's own bound). */
+    public static final double MAX_HEIGHT = 20_000_000;
+
+    /** A value over a game limit: INVALID_COMMAND (the caller can fix it), naming the field, the limit and the value. */
+    public static GameException overLimit(String field, Object value, Number limit, String message) {
+        return new GameException("INVALID_COMMAND", field + ": " + message,
+                java.util.Map.of("reason", "over_game_limit", "field", field, "limit", limit, "value", value));
+    }
+
+    /**
+     * Checks the numbers of the commands that take them against the game's limits before the game runs them:
+     * give counts (1..6400, whole), tp/teleport coordinates (±29999999 across, ±20000000 up; ~ offsets alike).
+     */
+    public static void checkLimits(String command) throws GameException {
+        String[] w = command.trim().split("\\s+");
+        String base = w[0].startsWith("/") ? w[0].substring(1) : w[0];
+        if (base.equals("give") && w.length >= 4) {
+            String raw = w[3];
+            if (!raw.matches("\\d{1,18}")) throw overLimit("count", raw, MAX_GIVE, "\"" + raw + "\" is not a whole number");
+            long count = Long.parseLong(raw);
+            if (count < 1 || count > MAX_GIVE) throw overLimit("count", count, MAX_GIVE, count + " is outside 1.." + MAX_GIVE);
+        }
+        if ((base.equals("tp") || base.equals("teleport")) && w.length >= 4) {
+            String[] axes = {"x", "y", "z"};
+            boolean coords = true;
+            for (int i = w.length - 3; i < w.length; i++) coords &= w[i].matches("[~^]?-?[0-9.]*");
+            if (!coords) return;
+            for (int i = 0; i < 3; i++) {
+                String t = w[w.length - 3 + i];
+                String num = t.replaceFirst("^[~^]", "");
+                double v;
+                try {
+                    v = num.isEmpty() || num.equals("-") ? 0 : Double.parseDouble(num);
+                } catch (NumberFormatException e) {
+                    throw overLimit(axes[i], t, BORDER, "\"" + t + "\" is not a coordinate");
+                }
+                double limit = i == 1 ? MAX_HEIGHT : BORDER;
+                if (!Double.isFinite(v) || Math.abs(v) > limit) throw overLimit(axes[i], t, (long) limit, t + " is outside ±" + (long) limit);
+            }
+        }
+    }
 }

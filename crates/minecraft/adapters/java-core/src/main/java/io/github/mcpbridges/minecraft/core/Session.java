@@ -33,6 +33,8 @@ public final class Session implements AutoCloseable {
     private final ExecutorService commands;
     private final AtomicLong pending = new AtomicLong();
     private final AtomicLong ids = new AtomicLong();
+    /** Players reported quitting as the server stopped. */
+    private final java.util.Set<String> quitReported = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private long seq;
     private Transport current;
     private boolean welcomed;
@@ -42,7 +44,8 @@ public final class Session implements AutoCloseable {
     private int chunkAtBytes;
 
     public Session(BridgeConfig cfg, GameAdapter game, BridgeLog log, String adapterName, String gameVersion) {
-        this.cfg = cfg;
+        // A game that did not say its port (BridgeConfig.withGamePort) is named after the host alone.
+        this.cfg = cfg.withGamePort(0);
         this.dispatcher = new CommandDispatcher(game, CommandGuard.of(cfg), cfg.maxCommandLength());
         this.log = log;
         this.adapterName = adapterName;
@@ -100,6 +103,12 @@ public final class Session implements AutoCloseable {
      * sends it when linked. Returns whether it was accepted.
      */
     public boolean emitEvent(String eventType, Map<String, Object> data) {
+        // A player quitAll already reported is not reported again as the server logs them out.
+        if ("player_quit".equals(eventType) && quitReported.contains(String.valueOf(data.get("player")))) return false;
+        return emitEventUnchecked(eventType, data);
+    }
+
+    private boolean emitEventUnchecked(String eventType, Map<String, Object> data) {
         if (!cfg.eventEnabled(eventType)) return false;
         synchronized (this) {
             seq++;
@@ -116,6 +125,36 @@ public final class Session implements AutoCloseable {
             if (welcomed && current != null) current.send(text);
             return true;
         }
+    }
+
+    /**
+     * The server is stopping: every player still online is reported as quitting (reason server_stopping), once.
+     * Returns how many.
+     */
+    public int quitAll(Map<String, String> online) {
+        int n = 0;
+        for (var e : online.entrySet()) {
+            if (e.getKey() == null || e.getKey().isEmpty() || !quitReported.add(e.getKey())) continue;
+            Map<String, Object> data = Models.playerQuit(e.getKey(), e.getValue());
+            data.put("reason", "server_stopping");
+            if (emitEventUnchecked("player_quit", data)) n++;
+        }
+        return n;
+    }
+
+    /**
+     * Waits up to timeoutMs for the relay to acknowledge every event held (while linked); returns how many it
+     * still lacks.
+     */
+    public int drain(long timeoutMs) throws InterruptedException {
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        while (outbox.size() > 0 && welcomed() && System.nanoTime() < deadline) Thread.sleep(20);
+        return outbox.size();
+    }
+
+    /** The name this game says in hello: [bridge] server_name, or host name and port. */
+    public String name() {
+        return cfg.serverName();
     }
 
     /** Handles one text frame. Never throws. */

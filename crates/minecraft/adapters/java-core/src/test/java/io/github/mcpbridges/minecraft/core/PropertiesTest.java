@@ -65,7 +65,8 @@ class PropertiesTest {
                 String allowed = switch (r.nextInt(3)) {
                     case 0 -> "say " + anyText(r, 40).replaceAll("[\\r\\n\\x00\\u0085\\u2028\\u2029]", "");
                     case 1 -> "tp " + name + " " + (r.nextInt(2000) - 1000) + " " + r.nextInt(300) + " " + (r.nextInt(2000) - 1000);
-                    default -> "give " + name + " " + word(r, 1, 20) + " " + r.nextInt(100);
+                    // Counts within the game's limit (1..6400): a whitelisted give over it is refused (issue 22).
+                    default -> "give " + name + " " + word(r, 1, 20) + " " + (1 + r.nextInt(100));
                 };
                 String refused = switch (r.nextInt(7)) {
                     case 0 -> allowed + "\nop " + name;                       // a second line smuggled in
@@ -363,7 +364,8 @@ class PropertiesTest {
                 assertEquals(false, p.get("success"));
                 @SuppressWarnings("unchecked")
                 Map<String, Object> err = (Map<String, Object>) p.get("error");
-                assertTrue(Set.of("PLAYER_NOT_FOUND", "SCHEMA_ERROR").contains(err.get("code")), err.toString());
+                // A value over a game limit is INVALID_COMMAND (the caller's to fix), a malformed one SCHEMA_ERROR.
+                assertTrue(Set.of("PLAYER_NOT_FOUND", "SCHEMA_ERROR", "INVALID_COMMAND").contains(err.get("code")), err.toString());
                 String msg = (String) err.get("message");
                 assertTrue(msg.contains("ghost") || msg.contains("radius") || msg.contains("x:"), msg);
             }
@@ -454,7 +456,8 @@ class PropertiesTest {
                 assertEquals(2 * radius + 1, blocks.size(), "the fake reports one block per x in the cube");
             } else {
                 GameException e = org.junit.jupiter.api.Assertions.assertThrows(GameException.class, () -> d.run("get_world_info", args));
-                assertEquals("SCHEMA_ERROR", e.code());
+                assertEquals("INVALID_COMMAND", e.code(), "a radius over the limit is the caller's to fix");
+                assertEquals(CommandDispatcher.MAX_WORLD_RADIUS, ((Number) e.details().get("limit")).intValue());
                 assertTrue(e.getMessage().contains("0.." + CommandDispatcher.MAX_WORLD_RADIUS), e.getMessage());
             }
         }

@@ -17,7 +17,7 @@ class SessionTest {
             assertEquals(List.of("hello"), wire.messages().stream().map(m -> m.get("type")).toList());
             @SuppressWarnings("unchecked")
             Map<String, Object> hello = (Map<String, Object>) wire.messages().get(0).get("payload");
-            assertEquals("default", hello.get("name"));
+            assertEquals(BridgeConfig.defaultServerName(BridgeConfig.hostName(), 0), hello.get("name"), "no server_name: host name and port");
             assertEquals(s.instance(), hello.get("instance"));
             s.onText(Wire.welcome(0));
             assertEquals(1, wire.ofType("event").size(), "the queued event goes out after welcome");

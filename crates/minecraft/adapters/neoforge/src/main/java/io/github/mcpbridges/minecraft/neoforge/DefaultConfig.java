@@ -12,7 +12,7 @@ final class DefaultConfig {
             reconnect_attempts = 5       # failed dials before the outage is logged as long; it retries forever
             reconnect_delay = 5000       # ms before the first retry; doubles up to reconnect_max_delay
             reconnect_max_delay = 30000  # ms
-            # server_name = "default"    # the name commands address this server by
+            # server_name = "survival"   # the name commands address this server by (default: host name and port)
 
             [events]
             enabled = [

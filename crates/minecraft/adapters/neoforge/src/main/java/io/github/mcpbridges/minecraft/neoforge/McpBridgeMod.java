@@ -57,7 +57,8 @@ public final class McpBridgeMod {
         BridgeConfig cfg;
         try {
             if (!Files.exists(file)) Files.writeString(file, DefaultConfig.TEXT);
-            cfg = BridgeConfig.load(file);
+            // Without server_name, the game is named after the host and its port (unique per host).
+            cfg = BridgeConfig.load(file).withGamePort(server.getPort());
         } catch (IOException | BridgeConfig.ConfigException e) {
             LOG.error("minecraft-mcp-bridge: {} is unusable, the bridge stays off: {}", file, e.getMessage());
             return;
@@ -72,6 +73,21 @@ public final class McpBridgeMod {
 
     private void onServerStopping(ServerStoppingEvent event) {
         if (listeners != null) NeoForge.EVENT_BUS.unregister(listeners);
+        // Every player still online is reported as quitting before the link closes, and the relay is given
+        // up to 3 s to acknowledge it.
+        if (session != null) {
+            java.util.Map<String, String> online = new java.util.LinkedHashMap<>();
+            for (var p : event.getServer().getPlayerList().getPlayers()) {
+                online.put(GameEventListeners.name(p), p.getUUID().toString());
+            }
+            int n = session.quitAll(online);
+            try {
+                int held = session.drain(3000);
+                LOG.info("minecraft-mcp-bridge: stopping; {} players reported quitting, {} events not acknowledged", n, held);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
         if (client != null) client.close();
         if (session != null) session.close();
         listeners = null;
