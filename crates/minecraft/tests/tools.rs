@@ -284,3 +284,36 @@ async fn events_are_pushed_to_subscribers_and_pulled_with_poll_events() {
     server.stop().await;
     game.stop();
 }
+
+/// Every Minecraft tool has a title and every input field a description (MCP Inspector --strict checks both).
+#[tokio::test]
+async fn every_tool_has_a_title_and_every_input_field_a_description() {
+    let (server, _game) = embedded().await;
+    let tools = within("tools/list", server.client.list_all_tools())
+        .await
+        .unwrap();
+    assert!(tools.len() >= 10, "{} tools", tools.len());
+    let mut missing = Vec::new();
+    // poll_events is the core's, shared by every bridge with event streams; its title is the core's to give.
+    for t in tools.iter().filter(|t| t.name != "poll_events") {
+        if t.title.as_deref().is_none_or(str::is_empty) {
+            missing.push(format!("{}: title", t.name));
+        }
+        let props = t
+            .input_schema
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .cloned()
+            .unwrap_or_default();
+        for (field, schema) in props {
+            let described = schema
+                .get("description")
+                .and_then(|d| d.as_str())
+                .is_some_and(|d| !d.trim().is_empty());
+            if !described {
+                missing.push(format!("{}.{field}: description", t.name));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "missing: {missing:?}");
+}

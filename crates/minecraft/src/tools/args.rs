@@ -52,7 +52,7 @@ fn check_coord(field: &str, v: f64) -> Result<(), ToolError> {
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GameOnly {
-    /// Which game server, when more than one is connected to the relay.
+    /// Which game server, when more than one is connected to the relay (the name `status` lists).
     #[serde(default)]
     pub game: Option<String>,
 }
@@ -69,6 +69,7 @@ pub struct ExecuteCommand {
     /// A server command without the leading `/`, e.g. `time query daytime`. It must match the game's
     /// `allowed_patterns`.
     pub command: String,
+    /// Which game server, when more than one is connected to the relay (the name `status` lists).
     #[serde(default)]
     pub game: Option<String>,
 }
@@ -95,6 +96,7 @@ pub struct SendMessage {
     /// One player to whisper to; everyone when absent.
     #[serde(default)]
     pub target: Option<String>,
+    /// Which game server, when more than one is connected to the relay (the name `status` lists).
     #[serde(default)]
     pub game: Option<String>,
 }
@@ -118,13 +120,18 @@ impl Validate for SendMessage {
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TeleportPlayer {
+    /// Name of an online player.
     pub player: String,
+    /// Destination x (east), at most 30 000 000 either way.
     pub x: f64,
+    /// Destination y (height).
     pub y: f64,
+    /// Destination z (south), at most 30 000 000 either way.
     pub z: f64,
     /// Dimension, e.g. `minecraft:the_nether`; the player's own when absent.
     #[serde(default)]
     pub world: Option<String>,
+    /// Which game server, when more than one is connected to the relay (the name `status` lists).
     #[serde(default)]
     pub game: Option<String>,
 }
@@ -145,10 +152,13 @@ impl Validate for TeleportPlayer {
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GiveItem {
+    /// Name of an online player.
     pub player: String,
     /// Item id: `diamond` and `minecraft:diamond` alike.
     pub item: String,
+    /// How many, 1 to 6400; the game may refuse more than its stack and inventory limits allow.
     pub quantity: u32,
+    /// Which game server, when more than one is connected to the relay (the name `status` lists).
     #[serde(default)]
     pub game: Option<String>,
 }
@@ -189,7 +199,9 @@ impl Validate for GiveItem {
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlayerArgs {
+    /// Name of an online player.
     pub player: String,
+    /// Which game server, when more than one is connected to the relay (the name `status` lists).
     #[serde(default)]
     pub game: Option<String>,
 }
@@ -204,8 +216,11 @@ impl Validate for PlayerArgs {
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorldArgs {
+    /// Centre x (east).
     pub x: i64,
+    /// Centre y (height).
     pub y: i64,
+    /// Centre z (south).
     pub z: i64,
     /// Half the side of the cube looked at, 0 to 16.
     pub radius: u32,
@@ -213,6 +228,7 @@ pub struct WorldArgs {
     /// `next_offset`.
     #[serde(default)]
     pub offset: u64,
+    /// Which game server, when more than one is connected to the relay (the name `status` lists).
     #[serde(default)]
     pub game: Option<String>,
 }

@@ -14,6 +14,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
             "Run one server command (no leading `/`) and get its output lines and success flag. Only commands \
              matching the game's allowed_patterns run; others fail with INVALID_COMMAND in the details.",
         )
+        .title("Run a server command")
         .destructive()
         .open_world()
         .timeout(budget)
@@ -26,6 +27,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
             "send_message",
             "Say something in the game's chat: to everyone, or whispered to `target`.",
         )
+        .title("Send a chat message")
         .open_world()
         .timeout(budget)
         .handler_on(ctx.clone(), |c, a: SendMessage, _| async move {
@@ -39,6 +41,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
             "teleport_player",
             "Move an online player to x, y, z (in `world`, a dimension id, when given). Returns where they are now.",
         )
+        .title("Teleport a player")
         .destructive()
         .open_world()
         .timeout(budget)
@@ -53,6 +56,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
             "give_item",
             "Give an online player `quantity` of an item (`diamond` or `minecraft:diamond`).",
         )
+        .title("Give an item")
         .destructive()
         .open_world()
         .timeout(budget)

@@ -10,6 +10,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     let budget = ctx.budget();
     vec![
         ToolSpec::new("get_online_players", "The names of the players online now.")
+            .title("List online players")
             .read_only()
             .open_world()
             .timeout(budget)
@@ -22,6 +23,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
             "get_player_info",
             "One online player: health, food, location, game mode and inventory. PLAYER_NOT_FOUND when offline.",
         )
+        .title("Get player details")
         .read_only()
         .open_world()
         .timeout(budget)
@@ -33,6 +35,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
             "get_server_info",
             "The server: version, players online and the maximum, time of day (ticks), weather, TPS.",
         )
+        .title("Get server info")
         .read_only()
         .open_world()
         .timeout(budget)
@@ -45,6 +48,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
              in pages: `total_blocks` says how many there are, and while `next_offset` is present, call again with \
              `offset` set to it for the next page.",
         )
+        .title("Inspect blocks and entities nearby")
         .read_only()
         .open_world()
         .timeout(budget)

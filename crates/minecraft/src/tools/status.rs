@@ -39,6 +39,7 @@ pub fn spec(ctx: &Ctx) -> ToolSpec {
         "The bridge's link to the relay (connected, retries, last error, relay epoch, events received, \
          messages lost) and the game servers connected to it.",
     )
+        .title("Relay and game status")
     .read_only()
     .handler_on(ctx.clone(), |c, _: NoArgs, _| async move {
         let link = c.link.status();
