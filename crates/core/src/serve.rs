@@ -318,7 +318,12 @@ fn http_options(args: &McpArgs) -> HttpOptions {
         max_sessions: args.max_sessions,
         session_idle: args.session_idle,
         max_request_bytes: args.max_request_bytes,
-        ..HttpOptions::default()
+        limits: crate::net::ListenLimits {
+            max_connections: args.max_connections,
+            max_per_ip: args.max_connections_per_ip,
+            handshake_timeout: args.handshake_timeout,
+            idle_timeout: args.idle_timeout,
+        },
     }
 }
 

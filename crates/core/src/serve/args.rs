@@ -101,6 +101,24 @@ pub struct McpArgs {
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Millis))]
     pub session_idle: Duration,
 
+    /// Open HTTP connections at most; more wait in the kernel's backlog until one closes.
+    #[arg(long = "mcp-max-connections", env = "MCP_MAX_CONNECTIONS", default_value = "1024", value_parser = config::ranged(1usize, 100_000))]
+    pub max_connections: usize,
+
+    /// Open HTTP connections from one address (IPv6: one /64) at most; more are closed at once.
+    #[arg(long = "mcp-max-connections-per-ip", env = "MCP_MAX_CONNECTIONS_PER_IP", default_value = "64", value_parser = config::ranged(1usize, 100_000))]
+    pub max_connections_per_ip: usize,
+
+    /// How long a new HTTP connection has to send its first request head before it is closed.
+    #[arg(long = "mcp-handshake-timeout", env = "MCP_HANDSHAKE_TIMEOUT", default_value = "10s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
+    pub handshake_timeout: Duration,
+
+    /// How long a kept-alive HTTP connection with no request in flight is kept before it is closed.
+    #[arg(long = "mcp-idle-timeout", env = "MCP_IDLE_TIMEOUT", default_value = "5s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
+    pub idle_timeout: Duration,
+
     /// Log format on stderr (stdout carries the stdio transport and never gets logs).
     #[arg(long = "log-format", env = "MCP_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
