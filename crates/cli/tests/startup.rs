@@ -23,8 +23,8 @@ fn bad_values_name_the_variable_and_the_range() {
         ("MCP_PORT", "abc", "0 to 65535"),
         ("MCP_PORT", "70000", "0 to 65535"),
         ("MCP_HOST", "not-an-ip", "IP address"),
-        ("MCP_TOOL_TIMEOUTS", "read_file=0", "1 to 3600000"),
-        ("MCP_SHUTDOWN_GRACE_MS", "-1", "0 to 600000"),
+        ("MCP_TOOL_TIMEOUTS", "read_file=0", "from 1ms to 1h"),
+        ("MCP_SHUTDOWN_GRACE", "-1s", "from 0s to 10m"),
     ];
     for (var, value, range) in cases {
         let out = bin()
