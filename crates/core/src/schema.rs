@@ -705,6 +705,41 @@ mod tests {
         );
     }
 
+    #[derive(Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct DefaultedOutput {
+        /// Serialised as null when none: `default` alone does not skip it.
+        #[serde(default)]
+        note: Option<String>,
+        #[serde(flatten)]
+        more: FlattenedPart,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct FlattenedPart {
+        extra: Option<u32>,
+    }
+
+    #[test]
+    fn an_output_option_that_is_serialised_as_null_admits_null() {
+        let schema = output_schema::<DefaultedOutput>();
+        let text = Value::Object(schema.clone()).to_string();
+        let value = serde_json::to_value(DefaultedOutput {
+            note: None,
+            more: FlattenedPart { extra: None },
+        })
+        .unwrap_or_default();
+        assert_eq!(value, json!({"note": null, "extra": null}));
+        for field in ["note", "extra"] {
+            let property = &schema["properties"][field];
+            let admits_null = property["anyOf"]
+                .as_array()
+                .is_some_and(|branches| branches.contains(&json!({"type": "null"})));
+            assert!(admits_null, "{field}: {text}");
+        }
+    }
+
     #[test]
     fn additional_properties_false_stays_a_boolean() {
         let schema = input_schema::<Offending>();
