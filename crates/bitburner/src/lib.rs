@@ -262,46 +262,54 @@ impl BridgeEntry for Bitburner {
 pub async fn run(args: BitburnerArgs) -> Result<(), BridgeError> {
     match &args.command {
         None => run_alone::<Bitburner>(&args.mcp, args.game).await,
-        Some(command) => {
-            let shutdown = shutdown_on_signals();
-            let game = listen(&args.game, shutdown.clone()).await?;
-            let (_, ctx) = context(game.link.clone(), &args.game);
-            let (report, verb) = match command {
-                BitburnerCommand::Push(sync_args) => (sync::push(&ctx, sync_args).await, "pushed"),
-                BitburnerCommand::Pull(sync_args) => (sync::pull(&ctx, sync_args).await, "pulled"),
-                BitburnerCommand::Sync(w) if w.watch => {
-                    let options = sync::watch::WatchOptions {
-                        poll: w.poll,
-                        debounce: w.debounce,
-                    };
-                    eprintln!(
-                        "watching {} (Ctrl-C stops); the game is polled every {} ms",
-                        w.sync.dir.display(),
-                        w.poll.as_millis()
-                    );
-                    let watched =
-                        sync::watch::watch(&ctx, &w.sync, options, shutdown.clone(), |round| {
-                            for line in round.lines("synced") {
-                                println!("{line}");
-                            }
-                        })
-                        .await;
-                    game.link.close("watch finished").await;
-                    shutdown.cancel();
-                    let _ = game.task.await;
-                    // Every round printed its own lines already.
-                    return Ok(watched?);
-                }
-                BitburnerCommand::Sync(w) => (
-                    sync::reconcile(&ctx, &w.sync, sync::Direction::Both).await,
-                    "synced",
-                ),
-            };
-            game.link.close(&format!("{verb} finished")).await;
-            shutdown.cancel();
-            let _ = game.task.await;
-            report?.print(verb)?;
-            Ok(())
-        }
+        Some(command) => run_command(&args.game, command, shutdown_on_signals()).await,
     }
+}
+
+/// `push`, `pull` or `sync` (which with `--watch` runs until `shutdown`): the binary passes the one shutdown
+/// token it makes for every command that is not an MCP server.
+pub async fn run_command(
+    game_args: &GameArgs,
+    command: &BitburnerCommand,
+    shutdown: CancellationToken,
+) -> Result<(), BridgeError> {
+    // The game's link ends with the command; the caller's token is only read.
+    let done = shutdown.child_token();
+    let game = listen(game_args, done.clone()).await?;
+    let (_, ctx) = context(game.link.clone(), game_args);
+    let (report, verb) = match command {
+        BitburnerCommand::Push(sync_args) => (sync::push(&ctx, sync_args).await, "pushed"),
+        BitburnerCommand::Pull(sync_args) => (sync::pull(&ctx, sync_args).await, "pulled"),
+        BitburnerCommand::Sync(w) if w.watch => {
+            let options = sync::watch::WatchOptions {
+                poll: w.poll,
+                debounce: w.debounce,
+            };
+            eprintln!(
+                "watching {} (Ctrl-C stops); the game is polled every {} ms",
+                w.sync.dir.display(),
+                w.poll.as_millis()
+            );
+            let watched = sync::watch::watch(&ctx, &w.sync, options, shutdown.clone(), |round| {
+                for line in round.lines("synced") {
+                    println!("{line}");
+                }
+            })
+            .await;
+            game.link.close("watch finished").await;
+            done.cancel();
+            let _ = game.task.await;
+            // Every round printed its own lines already.
+            return Ok(watched?);
+        }
+        BitburnerCommand::Sync(w) => (
+            sync::reconcile(&ctx, &w.sync, sync::Direction::Both).await,
+            "synced",
+        ),
+    };
+    game.link.close(&format!("{verb} finished")).await;
+    done.cancel();
+    let _ = game.task.await;
+    report?.print(verb)?;
+    Ok(())
 }

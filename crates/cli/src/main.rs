@@ -1,6 +1,7 @@
 //! `mcp-bridges`: one program, one subcommand per bridge, and `serve` for several bridges in one MCP server.
 //! It parses configuration and starts bridges; everything else lives in the bridge crates and the core.
 
+mod commands;
 mod config_file;
 mod env_alias;
 mod serve;
@@ -56,8 +57,6 @@ bridges! {
     Sandbox => bridge_sandbox::Sandbox,
     /// Minecraft: commands, players and world through the relay; game events as streams.
     Minecraft => bridge_minecraft::Minecraft,
-    /// Minecraft relay alone: game adapters and MCP servers dial it (no MCP tools; see PROTOCOL.md).
-    MinecraftRelay => bridge_minecraft::MinecraftRelay,
     /// Debug: VSC-Bridge's debugging tools over VS Code's file protocol, or headless over DAP (debugpy, lldb-dap).
     Debug => bridge_debug::Debug,
 }
@@ -81,15 +80,70 @@ bridges! {
 )]
 struct Cli {
     #[command(subcommand)]
-    bridge: BridgeCommand,
+    command: TopCommand,
+}
+
+/// The bridges' subcommands, then the table of commands that are not MCP servers.
+#[derive(clap::Subcommand)]
+enum TopCommand {
+    #[command(flatten)]
+    Bridge(BridgeCommand),
+    #[command(flatten)]
+    Command(commands::TopLevel),
+}
+
+/// What a parsed command line runs.
+enum Job {
+    /// Bridges served over MCP, alone or in `serve`: the core's serving loop watches the signals.
+    Serve(BridgeCommand),
+    /// A command that is not an MCP server, a bridge's own ones included (`debug host`, `bitburner push`).
+    Command(commands::Command),
+}
+
+impl From<TopCommand> for Job {
+    fn from(top: TopCommand) -> Self {
+        match top {
+            TopCommand::Command(command) => Self::Command(command.into()),
+            TopCommand::Bridge(BridgeCommand::Debug(bridge_debug::DebugCommand {
+                mcp,
+                debug,
+                sub: Some(bridge_debug::DebugSub::Host(host)),
+            })) => Self::Command(commands::Command::DebugHost { mcp, debug, host }),
+            TopCommand::Bridge(BridgeCommand::Bitburner(bridge_bitburner::BitburnerArgs {
+                mcp,
+                game,
+                command: Some(command),
+            })) => Self::Command(commands::Command::Bitburner { mcp, game, command }),
+            TopCommand::Bridge(bridge) => Self::Serve(bridge),
+        }
+    }
+}
+
+impl Job {
+    fn log_format(&self) -> LogFormat {
+        match self {
+            Self::Serve(bridge) => bridge.log_format(),
+            Self::Command(command) => command.log_format(),
+        }
+    }
+
+    async fn run(self, serve_matches: Option<&clap::ArgMatches>) -> Result<(), BridgeError> {
+        match self {
+            Self::Serve(bridge) => bridge.run(serve_matches).await,
+            Self::Command(command) => command.run().await,
+        }
+    }
 }
 
 /// The command line with every bridge's own flags added to `serve`, and the bridges' older variable names.
 fn command() -> clap::Command {
-    let command = Cli::command().mut_subcommand("serve", |serve| serve::augment(serve, BRIDGES));
+    let command = Cli::command().mut_subcommand("serve", |serve| {
+        serve::augment(serve, BRIDGES, commands::NAMES)
+    });
     let aliases: Vec<(&'static str, &'static str)> = BRIDGES
         .iter()
         .flat_map(|entry| entry.env_aliases().iter().copied())
+        .chain(bridge_core::serve::McpArgs::ENV_ALIASES.iter().copied())
         .collect();
     env_alias::apply(command, &aliases)
 }
@@ -128,11 +182,11 @@ fn main() -> ExitCode {
             }
         };
     }
-    let cli = match Cli::from_arg_matches(&matches) {
-        Ok(cli) => cli,
+    let job = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => Job::from(cli.command),
         Err(e) => e.exit(),
     };
-    bridge_core::serve::init_logging(cli.bridge.log_format());
+    bridge_core::serve::init_logging(job.log_format());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -143,9 +197,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-        .chain(bridge_core::serve::McpArgs::ENV_ALIASES.iter().copied())
     let serve_matches = matches.subcommand_matches("serve");
-    match runtime.block_on(cli.bridge.run(serve_matches)) {
+    match runtime.block_on(job.run(serve_matches)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -185,6 +238,21 @@ mod tests {
                 "{short} expands to a real command"
             );
         }
+    }
+
+    /// `serve` mounts bridges only: a name in the commands' table is never one of them.
+    #[test]
+    fn no_command_is_a_bridge() {
+        for name in commands::NAMES {
+            assert!(
+                BRIDGES.iter().all(|entry| entry.name() != *name),
+                "{name} is in both tables"
+            );
+        }
+        assert!(
+            command().find_subcommand("minecraft-relay").is_some(),
+            "the relay keeps its own command"
+        );
     }
 
     #[test]

@@ -20,8 +20,13 @@ pub struct ServeArgs {
     pub mcp: McpArgs,
 }
 
-/// Adds every bridge's own flags to the `serve` command and limits `--bridge` to their names.
-pub fn augment(serve: clap::Command, entries: &[&dyn DynEntry]) -> clap::Command {
+/// Adds every bridge's own flags to the `serve` command and limits `--bridge` to their names; `commands`
+/// (the names of commands that are not MCP servers) are refused with a word on what they are.
+pub fn augment(
+    serve: clap::Command,
+    entries: &[&dyn DynEntry],
+    commands: &'static [&'static str],
+) -> clap::Command {
     let names: Vec<&'static str> = entries.iter().map(|e| e.name()).collect();
     let serve = serve
         .after_long_help(format!(
@@ -32,7 +37,10 @@ pub fn augment(serve: clap::Command, entries: &[&dyn DynEntry]) -> clap::Command
              environment variables fill in what neither sets."
         ))
         .mut_arg("bridges", |arg| {
-            arg.value_parser(clap::builder::PossibleValuesParser::new(names))
+            arg.value_parser(BridgeName {
+                bridges: names,
+                commands,
+            })
         })
         // A value given twice (in the config file, then on the command line) takes the last one.
         .args_override_self(true);
@@ -47,6 +55,54 @@ pub fn augment(serve: clap::Command, entries: &[&dyn DynEntry]) -> clap::Command
     match long_about {
         Some(long_about) => serve.long_about(long_about),
         None => serve.long_about(None::<&str>),
+    }
+}
+
+/// `--bridge`'s parser: a bridge's name. The name of a command that is not an MCP server (`minecraft-relay`)
+/// gets its own refusal, since "invalid value" alone suggests a typo.
+#[derive(Clone)]
+struct BridgeName {
+    bridges: Vec<&'static str>,
+    commands: &'static [&'static str],
+}
+
+impl clap::builder::TypedValueParser for BridgeName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let known = clap::builder::PossibleValuesParser::new(self.bridges.clone());
+        match known.parse_ref(cmd, arg, value) {
+            Ok(name) => Ok(name),
+            Err(_) if self.commands.iter().any(|c| value == *c) => {
+                let name = value.to_string_lossy();
+                Err(clap::Error::raw(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!(
+                        "--bridge {name}: `{name}` is a command of its own, not a bridge: it serves no MCP \
+                         tools, so `serve` cannot mount it. Run `mcp-bridges {name}` beside the server. \
+                         Bridges: {}\n",
+                        self.bridges.join(", ")
+                    ),
+                )
+                .with_cmd(cmd))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            self.bridges
+                .iter()
+                .map(|b| clap::builder::PossibleValue::new(*b)),
+        ))
     }
 }
 

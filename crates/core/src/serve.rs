@@ -388,11 +388,14 @@ pub async fn run_alone<B: BridgeEntry>(args: &McpArgs, own: B::Args) -> Result<(
     .await
 }
 
-/// Cancels `token` on SIGINT or SIGTERM.
+/// Cancels `token` on SIGINT or SIGTERM: the one signal path of every command. The handlers are installed
+/// before this returns, not in the task it spawns: a signal that came before that task first ran used to
+/// kill the process (the default action) instead of shutting it down.
 pub fn cancel_on_signals(token: CancellationToken) {
+    let signals = Signals::install();
     tokio::spawn(async move {
         tokio::select! {
-            () = wait_for_signal() => {
+            () = signals.wait() => {
                 tracing::info!("shutting down: no new requests; letting in-flight calls finish");
                 token.cancel();
             }
@@ -408,24 +411,56 @@ pub fn shutdown_on_signals() -> CancellationToken {
     token
 }
 
+/// SIGTERM and SIGINT, caught from the moment [`Signals::install`] returns.
 #[cfg(unix)]
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+#[cfg(unix)]
+impl Signals {
+    fn install() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let watch = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(signal) => Some(signal),
+            Err(e) => {
+                tracing::warn!("cannot watch {name} ({e}); it will not stop the bridge gracefully");
+                None
+            }
+        };
+        Self {
+            term: watch(SignalKind::terminate(), "SIGTERM"),
+            int: watch(SignalKind::interrupt(), "SIGINT"),
+        }
+    }
+
+    async fn wait(mut self) {
+        async fn one(signal: Option<&mut tokio::signal::unix::Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
             }
         }
-        Err(e) => {
-            tracing::warn!("cannot watch SIGTERM ({e}); only Ctrl-C stops the bridge");
-            let _ = tokio::signal::ctrl_c().await;
+        tokio::select! {
+            () = one(self.term.as_mut()) => {}
+            () = one(self.int.as_mut()) => {}
         }
     }
 }
 
 #[cfg(not(unix))]
-async fn wait_for_signal() {
-    let _ = tokio::signal::ctrl_c().await;
+struct Signals;
+
+#[cfg(not(unix))]
+impl Signals {
+    fn install() -> Self {
+        Self
+    }
+
+    async fn wait(self) {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

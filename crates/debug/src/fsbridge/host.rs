@@ -111,9 +111,18 @@ struct Host {
     failures: Mutex<VecDeque<StdInstant>>,
 }
 
-/// `mcp-bridges debug host`.
+/// `mcp-bridges debug host` until SIGINT/SIGTERM.
 pub async fn run(args: DebugArgs, host: HostArgs) -> Result<(), BridgeError> {
-    let shutdown = bridge_core::serve::shutdown_on_signals();
+    run_until(args, host, bridge_core::serve::shutdown_on_signals()).await
+}
+
+/// The host until `shutdown`: the binary passes the one shutdown token it makes for every command that is
+/// not an MCP server.
+pub async fn run_until(
+    args: DebugArgs,
+    host: HostArgs,
+    shutdown: CancellationToken,
+) -> Result<(), BridgeError> {
     let opts = HostOptions {
         capacity: host.capacity.max(1),
         heartbeat: host.heartbeat,
