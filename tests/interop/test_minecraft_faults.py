@@ -138,18 +138,23 @@ async def wait_games(client: Client, games: list[str], timeout: float = 60) -> d
 async def settle(client: Client, sent: list[str], received: list[str], cursor: int, timeout: float = 90) -> tuple[int, dict[str, Any]]:
     """Reads until every line sent arrived or is covered by lost_total (which only grows), then once more after
     a quiet second; returns the cursor and the final status."""
-    with anyio.fail_after(timeout):
-        while True:
+    deadline = time.monotonic() + timeout
+    while True:
+        lines, cursor = await chat_lines(client, cursor)
+        received += lines
+        st = await status(client)
+        missing = sorted(set(sent) - set(received), key=sent.index)
+        if len(missing) <= st["lost_total"]:
+            await anyio.sleep(1)
             lines, cursor = await chat_lines(client, cursor)
             received += lines
-            st = await status(client)
-            missing = len(set(sent) - set(received))
-            if missing <= st["lost_total"]:
-                await anyio.sleep(1)
-                lines, cursor = await chat_lines(client, cursor)
-                received += lines
-                return cursor, await status(client)
-            await anyio.sleep(0.2)
+            return cursor, await status(client)
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{len(missing)} lines neither arrived nor were reported lost within {timeout} s: sent {len(sent)}, "
+                f"received {len(set(received))} distinct, status {st}; missing {missing[:5]}...{missing[-5:]}"
+            )
+        await anyio.sleep(0.2)
 
 
 def client_of(url: str) -> Any:

@@ -116,8 +116,9 @@ struct Inner {
     correlator: Correlator<Envelope>,
     status: Mutex<LinkStatus>,
     seen: Mutex<Seen>,
-    /// The highest event number seen per (game, instance), to find gaps.
-    game_seqs: Mutex<HashMap<(String, String), u64>>,
+    /// The highest event number seen per (game, instance, numbering), to find gaps: the game's own numbering
+    /// (`""`) for a client taking every type, else each type's (`typeSeq`, PROTOCOL.md §4.1).
+    game_seqs: Mutex<HashMap<(String, String, &'static str), u64>>,
     connected: watch::Sender<bool>,
 }
 
@@ -384,7 +385,7 @@ impl RelayLink {
             return;
         }
         lock(&self.inner.status).events_received += 1;
-        self.find_gap(&game, env);
+        self.find_gap(&game, ty, env);
         let mut data = env.payload.clone();
         data.insert("game".to_owned(), json!(game));
         data.insert("id".to_owned(), json!(env.id));
@@ -395,29 +396,38 @@ impl RelayLink {
     }
 
     /// A gap in one game instance's event numbers is events lost between the game and this client (a relay
-    /// restarted with them queued): counted, and reported as a loss record. Only when this client takes every
-    /// event type: otherwise the numbers of the types it does not take would look like gaps.
-    fn find_gap(&self, game: &str, env: &Envelope) {
-        let (Some(n), Some(instance)) = (env.game_seq, env.instance.as_ref()) else {
+    /// restarted with them queued): counted, and reported as a loss record. A client taking every event type
+    /// follows the game's numbering (`gameSeq`); one taking some types follows each type's own (`typeSeq`, from
+    /// adapters that send it), since in the game's numbering the types it does not take would look like gaps.
+    fn find_gap(&self, game: &str, ty: EventType, env: &Envelope) {
+        let Some(instance) = env.instance.as_ref() else {
             return;
         };
+        let every_type = EventType::ALL
+            .iter()
+            .all(|t| self.inner.settings.subscriptions.contains(t));
+        let (numbering, n, field) = if every_type {
+            ("", env.game_seq, "GameSeq")
+        } else {
+            let type_seq = env.payload.get("typeSeq").and_then(Value::as_u64);
+            (ty.as_str(), type_seq, "TypeSeq")
+        };
+        let Some(n) = n else {
+            return;
+        };
+        let key = (game.to_owned(), instance.clone(), numbering);
         let gap = {
             let mut seqs = lock(&self.inner.game_seqs);
-            if seqs.len() >= GAME_INSTANCES
-                && !seqs.contains_key(&(game.to_owned(), instance.clone()))
-            {
+            if seqs.len() >= GAME_INSTANCES && !seqs.contains_key(&key) {
                 seqs.clear();
             }
-            let last = seqs.entry((game.to_owned(), instance.clone())).or_insert(n);
+            let last = seqs.entry(key).or_insert(n);
             let gap = n.saturating_sub(*last).saturating_sub(1);
             let from = *last + 1;
             *last = (*last).max(n);
             (gap > 0).then_some((gap, from))
         };
-        let every_type = EventType::ALL
-            .iter()
-            .all(|t| self.inner.settings.subscriptions.contains(t));
-        let Some((gap, from)) = gap.filter(|_| every_type) else {
+        let Some((gap, from)) = gap else {
             return;
         };
         // Losses the relay already reported (queue overflow, rate limit, evicted queue) show as gaps too:
@@ -435,8 +445,14 @@ impl RelayLink {
             new
         };
         tracing::warn!(game, %instance, lost = gap, "events missing from a game's numbering");
-        self.report_loss(json!({"reason": "sequence_gap", "lost": gap, "game": game,
-            "instance": instance, "fromGameSeq": from, "toGameSeq": n - 1}));
+        let mut record =
+            json!({"reason": "sequence_gap", "lost": gap, "game": game, "instance": instance});
+        record[format!("from{field}")] = json!(from);
+        record[format!("to{field}")] = json!(n - 1);
+        if !every_type {
+            record["eventType"] = json!(ty.as_str());
+        }
+        self.report_loss(record);
     }
 
     /// Puts an explicit loss record on every stream this client reads (a loss is not known per event type).

@@ -103,6 +103,87 @@ async fn a_relay_restart_that_lost_queued_events_is_reported_with_the_count() {
     server.stop().await;
 }
 
+/// An event of `ty` numbered `game_seq` by the game and `type_seq` among its type.
+fn typed_event(seq: u64, game_seq: u64, ty: &str, type_seq: u64) -> Message {
+    let data = match ty {
+        "player_chat" => json!({"player": "S", "message": format!("m{game_seq}")}),
+        _ => json!({"player": "S", "uuid": "u"}),
+    };
+    Message::text(
+        json!({"version": "1.1", "type": "event", "id": format!("g-i1-{game_seq}"), "timestamp": 1,
+            "source": "minecraft", "game": "g", "seq": seq, "gameSeq": game_seq, "instance": "i1",
+            "payload": {"eventType": ty, "timestamp": 1, "typeSeq": type_seq, "data": data}})
+        .to_string(),
+    )
+}
+
+#[tokio::test]
+async fn a_client_taking_some_types_counts_a_relay_restarts_loss_by_each_types_numbers() {
+    // Before typeSeq, a client subscribed to player_chat only could not tell a lost chat line from the joins
+    // it never takes, so 108 chat lines lost with a killed relay went unreported (tests/interop faults).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let relay = tokio::spawn(async move {
+        let welcome = |epoch: &str| {
+            json!({"version": "1.1", "type": "welcome", "id": "w", "timestamp": 1, "source": "relay",
+                "payload": {"role": "mcp", "epoch": epoch, "lastSeq": 0, "games": ["g"], "gamesVersion": 1}})
+            .to_string()
+        };
+        // The first relay: chat lines 1..3 (game numbers 2, 4, 6: joins between them are not this client's).
+        let (socket, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
+        assert_eq!(next_json(&mut ws).await["type"], "hello");
+        ws.send(Message::text(welcome("e1"))).await.unwrap();
+        for n in 1..=3 {
+            ws.send(typed_event(n, 2 * n, "player_chat", n))
+                .await
+                .unwrap();
+        }
+        while next_kind(&mut ws, "ack").await["payload"]["seq"] != 3 {}
+        drop(ws);
+        // The restarted relay: chat lines 4 and 5 (game numbers 8, 10) died with the first; 6 and 7 come.
+        let (socket, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
+        assert_eq!(next_json(&mut ws).await["type"], "hello");
+        ws.send(Message::text(welcome("e2"))).await.unwrap();
+        ws.send(typed_event(1, 12, "player_chat", 6)).await.unwrap();
+        ws.send(typed_event(2, 14, "player_chat", 7)).await.unwrap();
+        while next_kind(&mut ws, "ack").await["payload"]["seq"] != 2 {}
+        ws
+    });
+    let server = McpServer::start(mc_args(&[
+        "--relay-url",
+        &format!("ws://{addr}"),
+        "--relay-token",
+        "t",
+        "--events",
+        "player_chat",
+    ]))
+    .await;
+    let _ws = within("the two relays' exchanges", relay).await.unwrap();
+    let status: Value = ok_of(&call(&server.client, "status", json!({})).await);
+    assert_eq!(status["events_received"], 5, "{status}");
+    assert_eq!(
+        status["lost_total"], 2,
+        "chat lines 4 and 5, not the joins: {status}"
+    );
+    assert_eq!(status["lost_in_gaps"], 2, "{status}");
+    let (events, _) = server.poll("player_chat", 0).await;
+    let lost: Vec<&Value> = events
+        .iter()
+        .map(|e| &e["data"])
+        .filter(|d| d["eventType"] == "events_lost")
+        .collect();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    let d = &lost[0]["data"];
+    assert_eq!(d["reason"], "sequence_gap");
+    assert_eq!(d["lost"], 2);
+    assert_eq!(d["eventType"], "player_chat");
+    assert_eq!(d["fromTypeSeq"], 4);
+    assert_eq!(d["toTypeSeq"], 5);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn the_relay_forwards_each_event_with_the_games_number_and_instance() {
     let relay = start_relay(relay_args(&[])).await;

@@ -114,7 +114,10 @@ class Link {
     this.seq += 1
     const seq = this.seq
     const ts = Date.now()
-    const msg = this.envelope('event', `${this.opts.name}-${this.instance}-${seq}`, { eventType, timestamp: ts, data }, { seq })
+    // Each type numbered too (PROTOCOL.md §4.1 typeSeq): a client taking some types finds its own gaps.
+    this.typeSeqs = this.typeSeqs || {}
+    const typeSeq = (this.typeSeqs[eventType] = (this.typeSeqs[eventType] || 0) + 1)
+    const msg = this.envelope('event', `${this.opts.name}-${this.instance}-${seq}`, { eventType, timestamp: ts, typeSeq, data }, { seq })
     const text = JSON.stringify(msg)
     this.outbox.push(seq, text)
     if (this.welcomed) this.send(text)

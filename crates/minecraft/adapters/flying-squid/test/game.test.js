@@ -165,3 +165,13 @@ test('a graceful stop reports every player online as quitting once, and waits fo
   assert.strictEqual(g.quitAll((t, d) => events.push([t, d])), 0)
   assert.strictEqual(events.length, 3)
 })
+
+test('every event carries its type\'s own number (typeSeq) beside the game\'s (seq)', () => {
+  const { Link } = require('../link')
+  const l = new Link({ url: 'ws://127.0.0.1:1', token: 't', name: 'g', enabledEvents: ['player_chat', 'player_join'], reconnectDelay: 100, outboxSize: 100, log: () => {} })
+  for (const t of ['player_join', 'player_chat', 'player_chat', 'player_join', 'player_chat']) l.emitEvent(t, { player: 'p' })
+  const sent = l.outbox.items.map((i) => JSON.parse(i.text))
+  assert.deepStrictEqual(sent.map((m) => [m.seq, m.payload.eventType, m.payload.typeSeq]), [
+    [1, 'player_join', 1], [2, 'player_chat', 1], [3, 'player_chat', 2], [4, 'player_join', 2], [5, 'player_chat', 3]
+  ])
+})

@@ -33,6 +33,8 @@ public final class Session implements AutoCloseable {
     private final ExecutorService commands;
     private final AtomicLong pending = new AtomicLong();
     private final AtomicLong ids = new AtomicLong();
+    /** Events sent per type (guarded by this). */
+    private final Map<String, Long> typeSeqs = new java.util.HashMap<>();
     /** Players reported quitting as the server stopped. */
     private final java.util.Set<String> quitReported = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private long seq;
@@ -116,6 +118,8 @@ public final class Session implements AutoCloseable {
             long now = System.currentTimeMillis();
             p.put("eventType", eventType);
             p.put("timestamp", now);
+            // Each type numbered too (PROTOCOL.md §4.1 typeSeq): a client taking some types finds its own gaps.
+            p.put("typeSeq", typeSeqs.merge(eventType, 1L, Long::sum));
             p.put("data", data);
             Map<String, Object> msg = Envelope.build("event", cfg.serverName() + "-" + instance + "-" + seq, p);
             msg.put("seq", seq);

@@ -49,6 +49,8 @@ class LimitsAndNamesTest {
             assertEquals(0, s.quitAll(online));
             List<Map<String, Object>> quits = wire.ofType("event");
             assertEquals(2, quits.size());
+            assertEquals(List.of(1L, 2L), quits.stream().map(q -> ((Map<String, Object>) q.get("payload")).get("typeSeq")).toList(),
+                    "each type numbered on its own (typeSeq)");
             for (var q : quits) {
                 Map<String, Object> data = (Map<String, Object>) ((Map<String, Object>) q.get("payload")).get("data");
                 assertEquals("server_stopping", data.get("reason"));
