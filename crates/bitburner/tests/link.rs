@@ -6,7 +6,7 @@ mod support;
 
 use bitburner_fake::{Closed, FakeGame, GameVersion};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 /// A harness whose timeout is far longer than any test: a call that fails fast did not time out.
@@ -61,7 +61,6 @@ async fn a_drop_fails_calls_in_flight_at_once() {
     let conn = h.connect(&game).await;
     conn.set_answering(false);
     let client = http_client(h.mcp_addr, Era::Modern).await;
-    let started = Instant::now();
     let pending =
         tokio::spawn(async move { call(&client, "read_file", json!({"filename": "a.js"})).await });
     conn.wait_for_frames(1).await;
@@ -72,8 +71,7 @@ async fn a_drop_fails_calls_in_flight_at_once() {
         err["message"].as_str().unwrap().contains("in flight"),
         "{err}"
     );
-    // Not a 60 s timeout: the drop itself ended the call (no wall-clock bound asserted beyond that).
-    assert!(started.elapsed() < Duration::from_secs(60));
+    // The drop ended the call, not the 60 s RPC timeout: that one would answer E_TIMEOUT.
 }
 
 #[tokio::test]

@@ -47,7 +47,7 @@ async fn a_command_json_over_1_mib_is_refused_by_the_host_without_reading_it() {
     std::fs::rename(ws.join("command.tmp"), dir.join("command.json")).unwrap();
     let t = std::time::Instant::now();
     while !dir.join("done").exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "the job is answered");
+        assert!(t.elapsed() < support::HANG_GUARD, "the job is answered");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let err: Value =
@@ -80,7 +80,7 @@ fn fake_host_with_data(ws: &Path, len: u64) -> std::thread::JoinHandle<()> {
     let execute = root.join("execute");
     std::thread::spawn(move || {
         let t = std::time::Instant::now();
-        while t.elapsed() < Duration::from_secs(20) {
+        while t.elapsed() < support::HANG_GUARD {
             for e in std::fs::read_dir(&execute).unwrap().flatten() {
                 let dir = e.path();
                 if dir.join("command.json").exists() && !dir.join("claimed.json").exists() {
@@ -252,7 +252,7 @@ async fn jobs_share_one_watcher_no_thread_per_job_on_either_side() {
         .count()
         < 8
     {
-        assert!(t.elapsed() < Duration::from_secs(10), "8 jobs are claimed");
+        assert!(t.elapsed() < support::HANG_GUARD, "8 jobs are claimed");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let (host_during, client_during) = (threads(&pid), threads("self"));

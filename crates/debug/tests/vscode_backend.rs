@@ -155,7 +155,8 @@ async fn no_host_claiming_is_e_pickup_timeout_and_the_job_is_removed() {
     let t = std::time::Instant::now();
     let (code, e) = support::code(&c, "debug_status", json!({})).await;
     assert_eq!(code, "E_PICKUP_TIMEOUT", "{e}");
-    assert!(t.elapsed() >= Duration::from_secs(4) && t.elapsed() < Duration::from_secs(10));
+    // It waited for a pickup (the pickup timeout, 5 s) before giving up: a lower bound, never a claim of speed.
+    assert!(t.elapsed() >= Duration::from_secs(4), "{:?}", t.elapsed());
     assert!(
         job_dirs(&ws).is_empty(),
         "an unclaimed job is removed: {:?}",
@@ -179,7 +180,7 @@ async fn a_host_killed_mid_job_fails_the_call_and_the_next_host_quarantines_the_
         .iter()
         .any(|d| d.join("claimed.json").exists())
     {
-        assert!(t.elapsed() < Duration::from_secs(10));
+        assert!(t.elapsed() < support::HANG_GUARD, "the host claims the job");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     host.kill();
@@ -292,7 +293,7 @@ async fn dap_logs_and_dap_exceptions_work_through_the_headless_host() {
     data(&c, "debug_start", json!({"launch": "py"})).await;
     let t = std::time::Instant::now();
     while data(&c, "debug_status", json!({})).await["isActive"] == true {
-        assert!(t.elapsed() < Duration::from_secs(30), "target.py ends");
+        assert!(t.elapsed() < support::HANG_GUARD, "target.py ends");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let logs = data(&c, "dap_logs", json!({})).await;

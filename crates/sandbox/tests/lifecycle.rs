@@ -7,6 +7,10 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 use support::{dead, descendants, error_of, eventually, start};
 
+/// How long a test waits for what must happen before it calls it hung: generous, for loaded CI machines;
+/// never a claim about speed.
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pool_serves_warm_sandboxes_per_spec_and_refills() {
     let h = start(&["--sandbox-pool-min-size", "2"]).await;
@@ -42,8 +46,10 @@ async fn idle_sandboxes_expire_and_keepalive_renews() {
     let kept = h.create().await;
     let idle = h.create().await;
     let idle_launcher = h.launcher_pid(&idle);
-    let until = Instant::now() + Duration::from_secs(4);
-    while Instant::now() < until {
+    // Until the idle one is reaped, however long a loaded machine takes (a hung reaper is the hang guard's).
+    let guard = Instant::now() + HANG_GUARD;
+    while !dead(idle_launcher) {
+        assert!(Instant::now() < guard, "the idle sandbox was never reaped");
         h.ok("keepalive", json!({"sandbox_id": kept})).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -63,7 +69,8 @@ async fn idle_sandboxes_expire_and_keepalive_renews() {
 async fn the_maximum_lifetime_holds_despite_keepalive() {
     let h = start(&["--sandbox-max-lifetime-secs", "2"]).await;
     let id = h.create().await;
-    let until = Instant::now() + Duration::from_secs(4);
+    // A keepalive that renewed the lifetime would keep it alive for the whole hang guard, 30 lifetimes.
+    let until = Instant::now() + HANG_GUARD;
     let mut expired = false;
     while Instant::now() < until {
         if h.call("keepalive", json!({"sandbox_id": id}))
@@ -120,9 +127,8 @@ async fn a_dead_agent_fails_the_call_in_flight_at_once() {
         )
         .unwrap();
     };
-    let started = Instant::now();
     let (r, ()) = tokio::join!(call, killer);
-    assert!(started.elapsed() < Duration::from_secs(10));
+    // Ended by the sandbox's death, not by `sleep 60` or the 120 s timeout: either would answer a result.
     let e = error_of(&r);
     assert_eq!(e["code"], "E_DISCONNECTED", "{e}");
     let list = h.ok("list_sandboxes", json!({})).await;

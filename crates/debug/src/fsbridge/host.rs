@@ -778,7 +778,8 @@ mod claim_tests {
         host.scan();
         let t = StdInstant::now();
         while !there(&dir.join(DONE)) {
-            assert!(t.elapsed() < Duration::from_secs(10), "the job is answered");
+            // A hang guard for loaded machines, not a claim about speed.
+            assert!(t.elapsed() < Duration::from_secs(60), "the job is answered");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert!(there(&dir.join(RESPONSE_JSON)));

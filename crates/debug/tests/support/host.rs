@@ -29,7 +29,7 @@ impl HostProc {
         let t = std::time::Instant::now();
         while !(host_json.exists() && lock.exists() && pid_in_host_json(ws) == Some(child.id())) {
             assert!(
-                t.elapsed() < Duration::from_secs(20),
+                t.elapsed() < super::HANG_GUARD,
                 "debug-host did not write host.json"
             );
             std::thread::sleep(Duration::from_millis(20));
@@ -73,7 +73,7 @@ pub async fn no_jobs_left(ws: &Path) {
     let t = std::time::Instant::now();
     while !job_dirs(ws).is_empty() {
         assert!(
-            t.elapsed() < Duration::from_secs(10),
+            t.elapsed() < super::HANG_GUARD,
             "job directories left behind: {:?}",
             job_dirs(ws)
         );

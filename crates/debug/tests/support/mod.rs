@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use mcp_testkit::{error_of, ok_of};
+
+/// How long a test waits for what must happen (a program to end, a job to be answered) before it calls it
+/// hung: generous, for loaded CI machines and slow debuggers; never a claim about speed.
+pub const HANG_GUARD: Duration = Duration::from_secs(60);
 pub mod host;
 pub mod scenarios;
 

@@ -5,22 +5,16 @@
 use super::*;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
-use std::time::Instant;
 
 /// Criteria 2 and 4: breakpoint → start → wait → stack → evaluate with the frame id → variables → set →
 /// continue (the changed value is printed) → terminated, on Python.
 pub async fn python_workflow(c: &Client, ws: &Path) {
-    let t = Instant::now();
     let bp = data(
         c,
         "breakpoint_set",
         json!({"path": "target.py", "line": PY_LINE}),
     )
     .await;
-    assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "a simple call takes under 5 s"
-    );
     let b = &bp["details"]["breakpoint"];
     assert_eq!(b["line"], PY_LINE);
     assert_eq!(b["pending"], true, "no session yet: queued, {bp}");
@@ -105,11 +99,10 @@ pub async fn errors_without_a_session(c: &Client) {
 /// Criterion 9: a wait that sees no stop is E_TIMEOUT with a hint, not a success; the session is still there.
 pub async fn wait_times_out(c: &Client) {
     data(c, "debug_start", json!({"launch": "slow"})).await;
-    let t = Instant::now();
+    // The program never stops, so only the 500 ms deadline can end this wait (else the hang guard does).
     let (code, e) = super::code(c, "debug_wait_for_hit", json!({"timeoutMs": 500})).await;
     assert_eq!(code, "E_TIMEOUT", "{e}");
     assert!(e["hint"].as_str().unwrap().contains("timeoutMs"), "{e}");
-    assert!(t.elapsed() < Duration::from_secs(10));
     let (code, _) = super::code(c, "debug_step_over", json!({})).await;
     assert_eq!(code, "E_NOT_PAUSED");
     let status = data(c, "debug_status", json!({})).await;
@@ -131,14 +124,15 @@ pub async fn cancel_a_long_wait(c: &Client) {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let t = Instant::now();
     handle
         .cancel(Some("the agent moved on".into()))
         .await
         .unwrap();
-    let status = data(c, "debug_status", json!({})).await;
+    // Answered long before the wait's own 120 s deadline, which an ignored cancel would leave in the way.
+    let status = tokio::time::timeout(super::HANG_GUARD, data(c, "debug_status", json!({})))
+        .await
+        .expect("the next call is answered while the cancelled wait would still run");
     assert_eq!(status["state"], "running");
-    assert!(t.elapsed() < Duration::from_secs(5));
     data(c, "debug_stop", json!({})).await;
 }
 
