@@ -152,7 +152,8 @@ async fn a_second_hello_with_the_same_id_replaces_a_link_that_no_longer_answers(
     ))
     .await
     .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    // A hang guard for loaded machines, not a claim about speed.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while h.link_of(7).is_none() {
         assert!(
             tokio::time::Instant::now() < deadline,

@@ -74,7 +74,8 @@ async fn a_client_that_stops_closes_its_socket() {
     wait_output(&sim, "client stopped", 1).await;
     // The socket is closed, so the bridge drops the computer instead of keeping a link the runtime still
     // answers pings on.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    // A hang guard for loaded machines, not a claim about speed.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while h.link_of(51).is_some() {
         assert!(
             tokio::time::Instant::now() < deadline,

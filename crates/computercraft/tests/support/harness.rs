@@ -103,7 +103,8 @@ impl Harness {
         sim: &SimHandle,
         old_link: Option<u64>,
     ) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        // A hang guard for loaded machines, not a claim about speed.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(c) = self.state.registry.get(id)
                 && c.label().as_deref() == label
