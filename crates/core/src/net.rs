@@ -73,10 +73,12 @@ pub struct ListenLimits {
 }
 
 impl ListenLimits {
-    /// 1024 connections, 64 per peer address, 10 s for the first request head, 5 s idle.
+    /// 1024 connections, 256 per peer address, 10 s for the first request head, 5 s idle. A quarter of the
+    /// slots per address: no one address takes them all, and an MCP client making a hundred calls at once
+    /// over HTTP/1.1 (a connection each; the ComputerCraft tests do) is not refused.
     pub const DEFAULT: Self = Self {
         max_connections: 1024,
-        max_per_ip: 64,
+        max_per_ip: 256,
         handshake_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(5),
     };

@@ -106,7 +106,7 @@ pub struct McpArgs {
     pub max_connections: usize,
 
     /// Open HTTP connections from one address (IPv6: one /64) at most; more are closed at once.
-    #[arg(long = "mcp-max-connections-per-ip", env = "MCP_MAX_CONNECTIONS_PER_IP", default_value = "64", value_parser = config::ranged(1usize, 100_000))]
+    #[arg(long = "mcp-max-connections-per-ip", env = "MCP_MAX_CONNECTIONS_PER_IP", default_value = "256", value_parser = config::ranged(1usize, 100_000))]
     pub max_connections_per_ip: usize,
 
     /// How long a new HTTP connection has to send its first request head before it is closed.
