@@ -140,7 +140,7 @@ async def test_every_tool_and_event_pushed_and_pulled(world: tuple[Relay, Game])
                 while not (bots.saw("alice", "hello from the bridge") and bots.saw("alice", "just for alice")):
                     await anyio.sleep(0.05)
             missing = await error(client, "send_message", {"message": "x", "target": "nobody"})
-            assert missing["details"]["code"] == "PLAYER_NOT_FOUND"
+            assert missing["code"] == "PLAYER_NOT_FOUND"
 
             moved = await ok(client, "teleport_player", {"player": "alice", "x": x + 5, "y": y + 3, "z": z - 4})
             assert moved["success"] is True
@@ -150,7 +150,7 @@ async def test_every_tool_and_event_pushed_and_pulled(world: tuple[Relay, Game])
                     await anyio.sleep(0.1)
             # Back to where the world info was read, to dig there.
             await ok(client, "teleport_player", {"player": "alice", "x": x + 0.5, "y": y, "z": z + 0.5})
-            assert (await error(client, "teleport_player", {"player": "nobody", "x": 0, "y": 5, "z": 0}))["details"]["code"] == "PLAYER_NOT_FOUND"
+            assert (await error(client, "teleport_player", {"player": "nobody", "x": 0, "y": 5, "z": 0}))["code"] == "PLAYER_NOT_FOUND"
 
             assert (await ok(client, "give_item", {"player": "alice", "item": "diamond", "quantity": 3}))["success"] is True
             assert (await ok(client, "give_item", {"player": "alice", "item": "minecraft:diamond", "quantity": "2"}))["success"] is True
@@ -214,14 +214,14 @@ async def test_unwhitelisted_command_is_refused_and_never_runs(world: tuple[Rela
         async with client_of(server.mcp_url) as client:
             await wait_ready(client)
             bots.request("join", name="bob")
-            # Not whitelisted: the game refuses them (INVALID_COMMAND in the details).
+            # Not whitelisted: the game refuses them (INVALID_COMMAND, the error's code).
             for command in ["say forbidden words", "op bob", "xsay bridge x", "say bridge x ; op bob\u0000"]:
                 refused = await error(client, "execute_command", {"command": command})
-                assert refused.get("details", {}).get("code") == "INVALID_COMMAND", (command, refused)
+                assert refused.get("code") == "INVALID_COMMAND", (command, refused)
             # A second line or an oversize command: refused before they leave the MCP server, or by the game.
             for command in ["say bridge ok\nsay forbidden two", "say bridge " + "x" * 300]:
                 refused = await error(client, "execute_command", {"command": command})
-                assert refused["code"] == "E_INVALID_ARGUMENT" or refused.get("details", {}).get("code") == "INVALID_COMMAND", (command, refused)
+                assert refused["code"] in ("E_INVALID_ARGUMENT", "INVALID_COMMAND"), (command, refused)
             # A whitelisted command afterwards is seen by the bot; the refused ones never were.
             said = await ok(client, "execute_command", {"command": "say bridge marker"})
             assert said["success"] is True, said
@@ -267,7 +267,7 @@ async def test_wrong_tokens_are_refused(world: tuple[Relay, Game]) -> None:
             assert st["connected"] is False
             assert "401" in str(st) or "AUTH" in str(st).upper(), st
             refused = await error(client, "get_online_players", {})
-            assert refused["details"]["code"] in ("CONNECTION_ERROR", "AUTH_FAILED"), refused
+            assert refused["code"] in ("CONNECTION_ERROR", "AUTH_FAILED"), refused
     finally:
         server.stop()
 
@@ -280,7 +280,7 @@ async def test_read_only_token_may_not_run_commands(world: tuple[Relay, Game]) -
             await wait_ready(client)
             assert "players" in await ok(client, "get_online_players", {})
             denied = await error(client, "execute_command", {"command": "say bridge nope"})
-            assert denied["details"]["code"] == "PERMISSION_DENIED", denied
+            assert denied["code"] == "PERMISSION_DENIED", denied
     finally:
         server.stop()
 
@@ -418,7 +418,7 @@ async def test_two_games_are_addressed_by_name() -> None:
                 while sorted((await ok(client, "status", {})).get("games", [])) != ["creative", "survival"]:
                     await anyio.sleep(0.1)
             unnamed = await error(client, "get_online_players", {})
-            assert unnamed["details"]["code"] == "INVALID_COMMAND", unnamed
+            assert unnamed["code"] == "INVALID_COMMAND", unnamed
             bots.request("join", name="erin")
             assert (await ok(client, "get_online_players", {"game": "creative"}))["players"] == ["erin"]
             assert (await ok(client, "get_online_players", {"game": "survival"}))["players"] == []
