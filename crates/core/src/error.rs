@@ -5,6 +5,11 @@
 //! `isError: true`, never JSON-RPC errors: clients show the former to the model and hide the latter.
 //! The result's text is `[CODE] message — hint`; the same facts, machine-readable, are in the result's `_meta`
 //! under [`ERROR_META_KEY`], never in `structuredContent`, which clients check against the tool's output schema.
+//!
+//! One shape for every bridge: `CODE` is the bridge's own code when it has one (a debugger's `E_NO_SESSION`, the
+//! Minecraft protocol's `INVALID_COMMAND`, see [`ToolError::with_code_name`]), else the category's; `_meta` has it at
+//! `code` (and the category at `category` when they differ), and `details` never repeats it. The contract test
+//! (`crates/cli/tests/contract.rs`) checks this on every tool of every bridge.
 
 use serde::Serialize;
 use serde_json::Value;

@@ -91,7 +91,7 @@ pub struct SandboxArgs {
     /// Processes per sandbox user (RLIMIT_NPROC, and pids.max where cgroups are writable).
     #[arg(long = "sandbox-max-processes", env = "SANDBOX_MAX_PROCESSES", default_value = "128", value_parser = config::ranged(4u64, 100_000))]
     pub sandbox_max_processes: u64,
-    /// CPU seconds one process may use (RLIMIT_CPU).
+    /// CPU time one process may use (RLIMIT_CPU, counted in whole seconds).
     #[arg(long = "sandbox-cpu", alias = "sandbox-cpu-secs", env = "SANDBOX_CPU", default_value = "10m",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Secs))]
     pub sandbox_cpu: Duration,

@@ -78,12 +78,13 @@ impl BridgeEnv {
 
 /// One bridge as the binary sees it. Implement it on a unit struct; list that struct in the CLI's table.
 pub trait BridgeEntry: Send + Sync + 'static {
-    /// Its subcommand, `--bridge` value, TOML table, resource URI scheme and metrics label.
+    /// Its subcommand, `--bridge` value, TOML table, resource URI scheme and metrics label; also the prefix of
+    /// its flags' environment variables (`crate::config::env_name`).
     const NAME: &'static str;
     /// The transport when served alone and the user chose none.
     const DEFAULT_TRANSPORT: Transport;
-    /// `(variable, older name)`: environment variables renamed to carry the bridge's prefix; the older name
-    /// is still read when the new one is unset.
+    /// `(variable, older name)`: environment variables renamed to follow the naming rule (`crate::config`);
+    /// the older name is still read when the new one is unset, with a deprecation warning.
     const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[];
     /// The bridge's own flags, each with its environment variable, without the MCP ones: flattened into its
     /// subcommand and, beside every other bridge's, into `serve`.
