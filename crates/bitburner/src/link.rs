@@ -278,7 +278,7 @@ impl GameLink {
                 ToolError::timeout(format!("the game did not answer within {ms} ms"))
                     .with_hint(
                         "the game may be paused, busy or frozen; call `status`, check the game window, \
-                         then retry (raise RPC_TIMEOUT_MS if the game is just slow)",
+                         then retry (raise BITBURNER_RPC_TIMEOUT if the game is just slow)",
                     )
                     .with_details(serde_json::json!({"elapsed_ms": ms}))
             }

@@ -201,7 +201,7 @@ pub async fn serve_http(
 }
 
 /// Serves one bridge or several as the user configured it: binds, warns about risky settings, serves until
-/// `shutdown`, then lets calls in flight finish within `--shutdown-grace-ms` before it returns.
+/// `shutdown`, then lets calls in flight finish within `--shutdown-grace` before it returns.
 pub async fn run_mount(
     mount: impl Into<Mount>,
     args: &McpArgs,
