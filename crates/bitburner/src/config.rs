@@ -57,11 +57,11 @@ pub struct WatchArgs {
     #[arg(long)]
     pub watch: bool,
     /// --watch: how often to look for edits made in the game (one getAllFiles).
-    #[arg(long = "poll", alias = "poll-ms", env = "BITBURNER_POLL", default_value = "2s",
+    #[arg(value_name = "DURATION", long = "poll", alias = "poll-ms", env = "BITBURNER_POLL", default_value = "2s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(3600), Unit::Millis))]
     pub poll: Duration,
     /// --watch: quiet time after a local save before pushing (editors write in bursts).
-    #[arg(long = "debounce", alias = "debounce-ms", env = "BITBURNER_DEBOUNCE", default_value = "300ms",
+    #[arg(value_name = "DURATION", long = "debounce", alias = "debounce-ms", env = "BITBURNER_DEBOUNCE", default_value = "300ms",
           value_parser = config::duration(Duration::ZERO, Duration::from_secs(60), Unit::Millis))]
     pub debounce: Duration,
 }
@@ -74,7 +74,7 @@ pub struct SyncArgs {
     #[arg(long, default_value = "home")]
     pub server: String,
     /// How long to wait for the game to connect.
-    #[arg(long = "wait", alias = "wait-ms", env = "BITBURNER_WAIT", default_value = "2m",
+    #[arg(value_name = "DURATION", long = "wait", alias = "wait-ms", env = "BITBURNER_WAIT", default_value = "2m",
           value_parser = config::duration(Duration::ZERO, Duration::from_secs(3600), Unit::Millis))]
     pub wait: Duration,
     /// Copy even over a side changed since the last sync (push: over game edits; pull: over local edits;
@@ -110,12 +110,12 @@ pub struct GameArgs {
     pub allowed_origins: Vec<String>,
 
     /// Deadline of one request to the game (the game has none and silently ignores some requests).
-    #[arg(long = "rpc-timeout", alias = "rpc-timeout-ms", env = "BITBURNER_RPC_TIMEOUT", default_value = "5s",
+    #[arg(value_name = "DURATION", long = "rpc-timeout", alias = "rpc-timeout-ms", env = "BITBURNER_RPC_TIMEOUT", default_value = "5s",
           value_parser = config::duration(Duration::from_millis(1), Duration::from_secs(600), Unit::Millis))]
     pub rpc_timeout: Duration,
 
     /// Deadline of `get_save_file` (the game builds a save of several MB first).
-    #[arg(long = "save-timeout", alias = "save-timeout-ms", env = "BITBURNER_SAVE_TIMEOUT", default_value = "1m",
+    #[arg(value_name = "DURATION", long = "save-timeout", alias = "save-timeout-ms", env = "BITBURNER_SAVE_TIMEOUT", default_value = "1m",
           value_parser = config::duration(Duration::from_millis(1), Duration::from_secs(600), Unit::Millis))]
     pub save_timeout: Duration,
 
@@ -125,12 +125,12 @@ pub struct GameArgs {
     pub file_write_max_bytes: usize,
 
     /// How long a tool call waits for the game to connect before failing with E_DISCONNECTED.
-    #[arg(long = "connect-wait", alias = "connect-wait-ms", env = "BITBURNER_CONNECT_WAIT", default_value = "0s",
+    #[arg(value_name = "DURATION", long = "connect-wait", alias = "connect-wait-ms", env = "BITBURNER_CONNECT_WAIT", default_value = "0s",
           value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
     pub connect_wait: Duration,
 
     /// How often the bridge pings the game to notice a game that vanished without closing (0: never).
-    #[arg(long = "ping-interval", alias = "ping-interval-ms", env = "BITBURNER_PING_INTERVAL", default_value = "15s",
+    #[arg(value_name = "DURATION", long = "ping-interval", alias = "ping-interval-ms", env = "BITBURNER_PING_INTERVAL", default_value = "15s",
           value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
     pub ping_interval: Duration,
 

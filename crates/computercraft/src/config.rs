@@ -48,7 +48,7 @@ pub struct LinkArgs {
     pub token: Option<String>,
 
     /// How long `probe-computers` waits for answers.
-    #[arg(long = "probe-timeout", alias = "probe-timeout-ms", env = "COMPUTERCRAFT_PROBE_TIMEOUT", default_value = "2s",
+    #[arg(value_name = "DURATION", long = "probe-timeout", alias = "probe-timeout-ms", env = "COMPUTERCRAFT_PROBE_TIMEOUT", default_value = "2s",
           value_parser = config::duration(Duration::from_millis(1), Duration::from_secs(600), Unit::Millis))]
     pub probe_timeout: Duration,
 

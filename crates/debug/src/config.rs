@@ -82,7 +82,7 @@ pub struct DebugArgs {
 
     /// Default tool timeout, for tools whose metadata sets none (VSC-Bridge's `--timeout`; a bare number is
     /// milliseconds, as there).
-    #[arg(long, short = 't', env = "DEBUG_TIMEOUT", default_value = "30s",
+    #[arg(value_name = "DURATION", long, short = 't', env = "DEBUG_TIMEOUT", default_value = "30s",
         value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(3600), Unit::Millis))]
     pub timeout: Duration,
 
@@ -128,7 +128,7 @@ pub struct HostArgs {
     #[arg(long, env = "DEBUG_CAPACITY", default_value = "10", value_parser = config::ranged(1usize, 10_000))]
     pub capacity: usize,
     /// Heartbeat interval of host.json (a bare number is milliseconds, the older form).
-    #[arg(long, env = "DEBUG_HEARTBEAT", default_value = "5s",
+    #[arg(value_name = "DURATION", long, env = "DEBUG_HEARTBEAT", default_value = "5s",
         value_parser = config::duration(Duration::from_millis(10), Duration::from_secs(60), Unit::Millis))]
     pub heartbeat: Duration,
 }

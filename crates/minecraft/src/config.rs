@@ -82,7 +82,7 @@ pub struct MinecraftArgs {
     pub events: String,
 
     /// How long a command may take through the relay and the game.
-    #[arg(id = "mc_minecraft_timeout", long = "minecraft-timeout", alias = "minecraft-timeout-ms", env = "MINECRAFT_TIMEOUT",
+    #[arg(value_name = "DURATION", id = "mc_minecraft_timeout", long = "minecraft-timeout", alias = "minecraft-timeout-ms", env = "MINECRAFT_TIMEOUT",
           default_value = "20s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub command_timeout: Duration,
@@ -93,13 +93,13 @@ pub struct MinecraftArgs {
     pub event_buffer: usize,
 
     /// First delay before redialling the relay; doubles to --reconnect-max, with ±20% jitter, forever.
-    #[arg(id = "mc_reconnect_base", long = "reconnect-base", alias = "reconnect-base-ms", env = "MINECRAFT_RECONNECT_BASE",
+    #[arg(value_name = "DURATION", id = "mc_reconnect_base", long = "reconnect-base", alias = "reconnect-base-ms", env = "MINECRAFT_RECONNECT_BASE",
           default_value = "1s",
           value_parser = config::duration(Duration::from_millis(10), Duration::from_secs(600), Unit::Millis))]
     pub reconnect_base: Duration,
 
     /// Longest delay between redials.
-    #[arg(id = "mc_reconnect_max", long = "reconnect-max", alias = "reconnect-max-ms", env = "MINECRAFT_RECONNECT_MAX",
+    #[arg(value_name = "DURATION", id = "mc_reconnect_max", long = "reconnect-max", alias = "reconnect-max-ms", env = "MINECRAFT_RECONNECT_MAX",
           default_value = "30s",
           value_parser = config::duration(Duration::from_millis(10), Duration::from_secs(3600), Unit::Millis))]
     pub reconnect_max: Duration,

@@ -61,11 +61,11 @@ pub struct SandboxArgs {
     #[arg(long = "sandbox-max", env = "SANDBOX_MAX", default_value = "100", value_parser = config::ranged(1usize, 10_000))]
     pub sandbox_max_sandboxes: usize,
     /// A sandbox unused this long is destroyed (keepalive renews).
-    #[arg(long = "sandbox-idle-timeout", alias = "sandbox-idle-timeout-secs", env = "SANDBOX_IDLE_TIMEOUT", default_value = "15m",
+    #[arg(value_name = "DURATION", long = "sandbox-idle-timeout", alias = "sandbox-idle-timeout-secs", env = "SANDBOX_IDLE_TIMEOUT", default_value = "15m",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(604_800), Unit::Secs))]
     pub sandbox_idle_timeout: Duration,
     /// A sandbox is destroyed this long after creation, whatever keepalive says.
-    #[arg(long = "sandbox-max-lifetime", alias = "sandbox-max-lifetime-secs", env = "SANDBOX_MAX_LIFETIME", default_value = "1h",
+    #[arg(value_name = "DURATION", long = "sandbox-max-lifetime", alias = "sandbox-max-lifetime-secs", env = "SANDBOX_MAX_LIFETIME", default_value = "1h",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(604_800), Unit::Secs))]
     pub sandbox_max_lifetime: Duration,
     /// Memory of a sandbox when create_sandbox names none (MiB).
@@ -92,18 +92,18 @@ pub struct SandboxArgs {
     #[arg(long = "sandbox-max-processes", env = "SANDBOX_MAX_PROCESSES", default_value = "128", value_parser = config::ranged(4u64, 100_000))]
     pub sandbox_max_processes: u64,
     /// CPU time one process may use (RLIMIT_CPU, counted in whole seconds).
-    #[arg(long = "sandbox-cpu", alias = "sandbox-cpu-secs", env = "SANDBOX_CPU", default_value = "10m",
+    #[arg(value_name = "DURATION", long = "sandbox-cpu", alias = "sandbox-cpu-secs", env = "SANDBOX_CPU", default_value = "10m",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Secs))]
     pub sandbox_cpu: Duration,
     /// Largest file a process may write (RLIMIT_FSIZE, MiB).
     #[arg(long = "sandbox-max-file-mib", env = "SANDBOX_MAX_FILE_MIB", default_value = "256", value_parser = config::ranged(1u64, 65_536))]
     pub sandbox_max_file_mib: u64,
     /// Timeout of a command when the call names none.
-    #[arg(long = "sandbox-default-timeout", alias = "sandbox-default-timeout-secs", env = "SANDBOX_DEFAULT_TIMEOUT", default_value = "1m",
+    #[arg(value_name = "DURATION", long = "sandbox-default-timeout", alias = "sandbox-default-timeout-secs", env = "SANDBOX_DEFAULT_TIMEOUT", default_value = "1m",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Secs))]
     pub sandbox_default_timeout: Duration,
     /// Largest timeout_secs a call may ask for.
-    #[arg(long = "sandbox-max-timeout", alias = "sandbox-max-timeout-secs", env = "SANDBOX_MAX_TIMEOUT", default_value = "10m",
+    #[arg(value_name = "DURATION", long = "sandbox-max-timeout", alias = "sandbox-max-timeout-secs", env = "SANDBOX_MAX_TIMEOUT", default_value = "10m",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Secs))]
     pub sandbox_max_timeout: Duration,
     /// Write cgroup limits (memory, pids, cpu) where the host lets us.
@@ -180,7 +180,7 @@ pub struct SandboxArgs {
     pub sandbox_microvm_accel: Accel,
     /// microvm: how long a guest may take from start to its agent's hello, the self-test included
     /// (default 3 s with kvm, 60 s with tcg).
-    #[arg(long = "sandbox-microvm-boot-timeout", alias = "sandbox-microvm-boot-timeout-secs",
+    #[arg(value_name = "DURATION", long = "sandbox-microvm-boot-timeout", alias = "sandbox-microvm-boot-timeout-secs",
           env = "SANDBOX_MICROVM_BOOT_TIMEOUT",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(600), Unit::Secs))]
     pub sandbox_microvm_boot_timeout: Option<Duration>,

@@ -83,7 +83,7 @@ pub struct McpArgs {
     pub tool_timeouts: Vec<(String, Duration)>,
 
     /// How long in-flight calls may finish after SIGINT/SIGTERM before the bridge exits.
-    #[arg(long = "shutdown-grace", alias = "shutdown-grace-ms", env = "MCP_SHUTDOWN_GRACE", default_value = "5s",
+    #[arg(value_name = "DURATION", long = "shutdown-grace", alias = "shutdown-grace-ms", env = "MCP_SHUTDOWN_GRACE", default_value = "5s",
           value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
     pub shutdown_grace: Duration,
 
@@ -97,7 +97,7 @@ pub struct McpArgs {
     pub max_request_bytes: usize,
 
     /// An `initialize`-era HTTP session with no traffic for this long is closed.
-    #[arg(long = "mcp-session-idle", alias = "mcp-session-idle-ms", env = "MCP_SESSION_IDLE", default_value = "5m",
+    #[arg(value_name = "DURATION", long = "mcp-session-idle", alias = "mcp-session-idle-ms", env = "MCP_SESSION_IDLE", default_value = "5m",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Millis))]
     pub session_idle: Duration,
 
@@ -110,12 +110,12 @@ pub struct McpArgs {
     pub max_connections_per_ip: usize,
 
     /// How long a new HTTP connection has to send its first request head before it is closed.
-    #[arg(long = "mcp-handshake-timeout", env = "MCP_HANDSHAKE_TIMEOUT", default_value = "10s",
+    #[arg(value_name = "DURATION", long = "mcp-handshake-timeout", env = "MCP_HANDSHAKE_TIMEOUT", default_value = "10s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub handshake_timeout: Duration,
 
     /// How long a kept-alive HTTP connection with no request in flight is kept before it is closed.
-    #[arg(long = "mcp-idle-timeout", env = "MCP_IDLE_TIMEOUT", default_value = "5s",
+    #[arg(value_name = "DURATION", long = "mcp-idle-timeout", env = "MCP_IDLE_TIMEOUT", default_value = "5s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub idle_timeout: Duration,
 

@@ -56,13 +56,13 @@ pub struct RelayArgs {
 
     /// Application heartbeat interval (the seed's heartbeatInterval); dead peers are found by WebSocket pings
     /// at the same interval.
-    #[arg(id = "mc_heartbeat_interval", long = "heartbeat-interval", alias = "heartbeat-interval-ms",
+    #[arg(value_name = "DURATION", id = "mc_heartbeat_interval", long = "heartbeat-interval", alias = "heartbeat-interval-ms",
           env = "MINECRAFT_HEARTBEAT_INTERVAL", default_value = "15s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub heartbeat: Duration,
 
     /// How long a game may take to answer a command before the relay answers TIMEOUT.
-    #[arg(id = "mc_command_timeout", long = "command-timeout", alias = "command-timeout-ms",
+    #[arg(value_name = "DURATION", id = "mc_command_timeout", long = "command-timeout", alias = "command-timeout-ms",
           env = "MINECRAFT_COMMAND_TIMEOUT", default_value = "15s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub command_timeout: Duration,
@@ -100,7 +100,7 @@ pub struct RelayArgs {
     pub games_event_rate: u32,
 
     /// How long the queue of a disconnected MCP client is kept.
-    #[arg(id = "mc_queue_retention", long = "queue-retention", alias = "queue-retention-secs",
+    #[arg(value_name = "DURATION", id = "mc_queue_retention", long = "queue-retention", alias = "queue-retention-secs",
           env = "MINECRAFT_QUEUE_RETENTION", default_value = "10m",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(604_800), Unit::Secs))]
     pub retention: Duration,
@@ -116,14 +116,14 @@ pub struct RelayArgs {
     pub max_connections_per_ip: usize,
 
     /// How long a new connection has to send its request head (and finish TLS) before it is closed.
-    #[arg(id = "mc_relay_handshake_timeout", long = "relay-handshake-timeout",
+    #[arg(value_name = "DURATION", id = "mc_relay_handshake_timeout", long = "relay-handshake-timeout",
           env = "MINECRAFT_RELAY_HANDSHAKE_TIMEOUT", default_value = "10s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub handshake_timeout: Duration,
 
     /// How long a kept-alive HTTP connection with no request in flight is kept (WebSocket links are judged by
     /// their heartbeats instead).
-    #[arg(id = "mc_relay_idle_timeout", long = "relay-idle-timeout",
+    #[arg(value_name = "DURATION", id = "mc_relay_idle_timeout", long = "relay-idle-timeout",
           env = "MINECRAFT_RELAY_IDLE_TIMEOUT", default_value = "5s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub idle_timeout: Duration,
