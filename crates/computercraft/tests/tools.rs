@@ -89,13 +89,22 @@ async fn run_lua_values_output_errors_and_quirks() {
     assert_eq!(e["code"], "E_TIMEOUT");
 
     // A reply over one frame travels in chunks and is reassembled.
-    let out = ok_of(
-        &h.call(
-            "run_lua",
-            json!({"computer": 1, "code": "return string.rep('ab', 100000)"}),
-        )
-        .await,
+    // 200 KB is above the core's result cap: asked for whole with the cap's `_meta` field.
+    let mut big = rmcp::model::CallToolRequestParams::new("run_lua").with_arguments(
+        json!({"computer": 1, "code": "return string.rep('ab', 100000)"})
+            .as_object()
+            .unwrap()
+            .clone(),
     );
+    big.meta = Some(Default::default());
+    let cap = json!(1 << 20);
+    big.meta
+        .as_mut()
+        .unwrap()
+        .0
+        .0
+        .insert(bridge_core::tool::MAX_RESULT_BYTES_META_KEY.into(), cap);
+    let out = ok_of(&h.client.call_tool(big).await.unwrap());
     assert_eq!(out["values"][0].as_str().unwrap().len(), 200_000);
     assert!(
         c.state().max_frame_out <= 65_536,
@@ -161,10 +170,22 @@ async fn file_tools_round_trip_text_and_binary() {
     assert_eq!(w["size"], 300_000);
     assert!(w["chunks"].as_u64().unwrap() >= 6, "{w}");
     assert!(!c.state().cfg.root.join("big.bin.mcp-part").exists());
-    let r = ok_of(
-        &h.call("fs_read", json!({"computer": 2, "path": "big.bin"}))
-            .await,
+    // 400 KB of base64 is above the core's result cap: asked for whole with the cap's `_meta` field.
+    let mut read = rmcp::model::CallToolRequestParams::new("fs_read").with_arguments(
+        json!({"computer": 2, "path": "big.bin"})
+            .as_object()
+            .unwrap()
+            .clone(),
     );
+    read.meta = Some(Default::default());
+    let cap = json!(1 << 20);
+    read.meta
+        .as_mut()
+        .unwrap()
+        .0
+        .0
+        .insert(bridge_core::tool::MAX_RESULT_BYTES_META_KEY.into(), cap);
+    let r = ok_of(&h.client.call_tool(read).await.unwrap());
     assert_eq!(r["encoding"], "base64");
     assert_eq!(
         bridge_computercraft::b64::decode(r["content"].as_str().unwrap()).unwrap(),

@@ -53,10 +53,7 @@ async fn a_megabyte_goes_both_ways_exactly_without_too_long_without_yielding() {
             "bytes on the computer after writing {len}"
         );
         let t = Instant::now();
-        let r = ok_of(
-            &h.call("fs_read", json!({"computer": 60, "path": "big.bin"}))
-                .await,
-        );
+        let r = ok_of(&read_whole(&h, json!({"computer": 60, "path": "big.bin"})).await);
         let read = t.elapsed();
         let back = if r["encoding"] == "base64" {
             bridge_computercraft::b64::decode(r["content"].as_str().unwrap()).unwrap()
@@ -70,8 +67,8 @@ async fn a_megabyte_goes_both_ways_exactly_without_too_long_without_yielding() {
     }
     // Two reads at once: each waits for its own breathing event, neither starves nor wakes the other.
     let (a, b) = tokio::join!(
-        h.call("fs_read", json!({"computer": 60, "path": "big.bin"})),
-        h.call("fs_read", json!({"computer": 60, "path": "big.bin"}))
+        read_whole(&h, json!({"computer": 60, "path": "big.bin"})),
+        read_whole(&h, json!({"computer": 60, "path": "big.bin"}))
     );
     assert_eq!(ok_of(&a)["size"], 1024 * 1024);
     assert_eq!(ok_of(&a)["content"], ok_of(&b)["content"]);
@@ -81,4 +78,23 @@ async fn a_megabyte_goes_both_ways_exactly_without_too_long_without_yielding() {
         sim.output()
     );
     sim.stop();
+}
+
+/// `fs_read` asked for whole (up to 4 MiB), past the core's default result cap: this test checks the bytes.
+async fn read_whole(
+    h: &support::harness::Harness,
+    args: serde_json::Value,
+) -> rmcp::model::CallToolResult {
+    let mut params = rmcp::model::CallToolRequestParams::new("fs_read")
+        .with_arguments(args.as_object().unwrap().clone());
+    params.meta = Some(Default::default());
+    let cap = json!(4 << 20);
+    params
+        .meta
+        .as_mut()
+        .unwrap()
+        .0
+        .0
+        .insert(bridge_core::tool::MAX_RESULT_BYTES_META_KEY.into(), cap);
+    h.client.call_tool(params).await.unwrap()
 }

@@ -22,7 +22,9 @@ const PARAM_SLACK: Duration = Duration::from_secs(2);
 /// The largest `timeoutMs` the catalog allows.
 const MAX_PARAM_TIMEOUT: Duration = Duration::from_secs(300);
 /// Results above this many estimated tokens (chars / 4) are shown as a preview, as VSC-Bridge does.
-const MAX_RESULT_TOKENS: usize = 25_000;
+/// None since the core cuts every result at RESULT_CAP_BYTES and keeps the whole text readable (a preview here
+/// would leave only 1000 bytes reachable).
+const MAX_RESULT_TOKENS: usize = usize::MAX / 4;
 
 struct Shared {
     chosen: Chosen,
@@ -46,6 +48,9 @@ pub fn register(b: &mut BridgeBuilder, catalog: &Catalog, args: &DebugArgs, chos
         let mut spec = ToolSpec::new(def.name.clone(), def.description.clone())
             .title(def.title.clone())
             .timeout(core_timeout);
+        if def.has_timeout_param() {
+            spec = spec.task_support(bridge_core::tool::TaskSupport::Optional); // waits: continue, step, wait_for_hit
+        }
         if def.read_only {
             spec = spec.read_only();
         }

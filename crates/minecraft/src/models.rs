@@ -76,7 +76,7 @@ pub struct WorldInfo {
 /// Bytes of compact block JSON one `get_world_info` page carries: a result holds it about three times over
 /// (indented text and structured content), and MCP clients refuse messages over 1 MiB (the Python SDK's SSE
 /// event limit).
-pub const WORLD_PAGE_BYTES: usize = 192 << 10;
+pub const WORLD_PAGE_BYTES: usize = 32 << 10; // so the result fits the core's RESULT_CAP_BYTES (80 KB)
 
 impl WorldInfo {
     /// The page of blocks from `offset` that fits [`WORLD_PAGE_BYTES`] (at least one block), with the total

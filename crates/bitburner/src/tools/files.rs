@@ -441,6 +441,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .read_only()
     .open_world()
     .timeout(transfer_budget)
+    .task_support(bridge_core::tool::TaskSupport::Optional)
     .handler_with_text_on(ctx.clone(), |c, args: ReadArgs, _| async move {
         c.read_file(args).await
     });
@@ -455,6 +456,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     .idempotent()
     .open_world()
     .timeout(transfer_budget)
+    .task_support(bridge_core::tool::TaskSupport::Optional)
     .handler_on(ctx.clone(), |c, args: WriteArgs, _| async move { c.write_file(args).await });
 
     let delete = ToolSpec::new(

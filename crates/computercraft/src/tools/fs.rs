@@ -173,6 +173,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
         .read_only()
         .open_world()
         .timeout(Duration::from_secs(120))
+        .task_support(bridge_core::tool::TaskSupport::Optional)
         .handler_with_text(move |args: FsPathArgs, ctx: ToolCtx| {
             let s = s2.clone();
             async move { read(&s, args, ctx).await }
@@ -188,6 +189,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
         .idempotent()
         .open_world()
         .timeout(Duration::from_secs(120))
+        .task_support(bridge_core::tool::TaskSupport::Optional)
         .handler_with_text(move |args: FsWriteArgs, ctx: ToolCtx| {
             let s = s3.clone();
             async move { write(&s, args, ctx).await }

@@ -52,6 +52,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         .read_only()
         .open_world()
         .timeout(budget)
+        .task_support(bridge_core::tool::TaskSupport::Optional)
         .handler_on(ctx.clone(), |c, a: WorldArgs, _| async move {
             let args = json!({"x": a.x, "y": a.y, "z": a.z, "radius": a.radius});
             let info = c.call::<WorldInfo>("get_world_info", args, a.game).await?;

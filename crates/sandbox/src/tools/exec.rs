@@ -197,6 +197,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .title("Execute Code")
         .open_world()
         .timeout(deadline)
+        .task_support(bridge_core::tool::TaskSupport::Optional)
         .handler_on(Arc::clone(mgr), |m, a: ExecuteCodeArgs, ctx: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
             // Bouvet lower-cases the language: `Python` and `JS` run too.
@@ -221,6 +222,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .title("Run Command")
         .open_world()
         .timeout(deadline)
+        .task_support(bridge_core::tool::TaskSupport::Optional)
         .handler_on(Arc::clone(mgr), |m, a: RunCommandArgs, ctx: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
             let opts = opts_of!(a);

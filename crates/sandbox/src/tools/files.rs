@@ -182,6 +182,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .title("Read File")
         .read_only()
         .timeout(Duration::from_secs(120))
+        .task_support(bridge_core::tool::TaskSupport::Optional)
         .handler_on(Arc::clone(mgr), |m, a: ReadArgs, _: ToolCtx| async move { read(&m, a).await }),
     );
     b.tool(
@@ -191,6 +192,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         )
         .title("Write File")
         .timeout(Duration::from_secs(120))
+        .task_support(bridge_core::tool::TaskSupport::Optional)
         .handler_on(Arc::clone(mgr), |m, a: WriteArgs, _: ToolCtx| async move { write(&m, a).await }),
     );
     b.tool(

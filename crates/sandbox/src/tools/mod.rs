@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// that JSON escaped into the text block). The Python MCP client refuses an SSE event over 1 MiB
 /// (`DEFAULT_MAX_SSE_EVENT_SIZE`, in every Streamable HTTP response that streams), so results stay below it with
 /// room for the envelope; rmcp and the TypeScript SDK take more, but one rule serves all three.
-pub(crate) const RESULT_BUDGET: usize = 900 << 10;
+pub(crate) const RESULT_BUDGET: usize = 150 << 10; // two copies, each under the core's RESULT_CAP_BYTES
 
 /// What `value` costs in a result: its JSON, plus that JSON again as an escaped string in the text block.
 pub(crate) fn wire_bytes<T: Serialize>(value: &T) -> usize {
