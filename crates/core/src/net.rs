@@ -150,77 +150,7 @@ impl ListenStats {
 
     /// The counts and `limits` in Prometheus text format, each series named `{prefix}_...`.
     pub fn render(&self, prefix: &str, limits: &ListenLimits) -> String {
-        use std::fmt::Write;
-        let mut out = String::new();
-        let mut series = |name: &str, kind: &str, help: &str, values: &[(&str, String)]| {
-            let _ = writeln!(out, "# HELP {prefix}_{name} {help}");
-            let _ = writeln!(out, "# TYPE {prefix}_{name} {kind}");
-            for (labels, value) in values {
-                let _ = writeln!(out, "{prefix}_{name}{labels} {value}");
-            }
-        };
-        series(
-            "connections_open",
-            "gauge",
-            "Connections open now.",
-            &[("", self.open().to_string())],
-        );
-        series(
-            "connections_peak",
-            "gauge",
-            "Most connections open at once since the start.",
-            &[("", self.peak().to_string())],
-        );
-        series(
-            "connections_accepted_total",
-            "counter",
-            "Connections accepted.",
-            &[("", self.accepted().to_string())],
-        );
-        let closed: Vec<(String, String)> = CloseReason::ALL
-            .iter()
-            .map(|r| {
-                (
-                    format!("{{reason=\"{}\"}}", r.as_str()),
-                    self.closed(*r).to_string(),
-                )
-            })
-            .collect();
-        let closed: Vec<(&str, String)> = closed
-            .iter()
-            .map(|(l, v)| (l.as_str(), v.clone()))
-            .collect();
-        series(
-            "connections_closed_total",
-            "counter",
-            "Connections the server closed, by reason (handshake_timeout, idle_timeout, refused, per_ip_cap).",
-            &closed,
-        );
-        series(
-            "max_connections",
-            "gauge",
-            "Limit: connections open at once.",
-            &[("", limits.max_connections.to_string())],
-        );
-        series(
-            "max_connections_per_ip",
-            "gauge",
-            "Limit: connections open at once from one peer address (IPv6: one /64).",
-            &[("", limits.max_per_ip.to_string())],
-        );
-        series(
-            "handshake_timeout_seconds",
-            "gauge",
-            "Limit: time from accept to the first request head.",
-            &[("", format!("{:.3}", limits.handshake_timeout.as_secs_f64()))],
-        );
-        series(
-            "idle_timeout_seconds",
-            "gauge",
-            "Limit: time a kept-alive connection may wait for its next request.",
-            &[("", format!("{:.3}", limits.idle_timeout.as_secs_f64()))],
-        );
-        out
+        render_listeners(prefix, &[(String::new(), self, *limits)])
     }
 
     /// Connections open now.
@@ -237,6 +167,122 @@ impl ListenStats {
     pub fn timed_out(&self) -> u64 {
         self.closed(CloseReason::HandshakeTimeout) + self.closed(CloseReason::IdleTimeout)
     }
+}
+
+/// Renders the series of several listeners, each told apart by its labels (`listener="..."`, or none).
+fn render_listeners(prefix: &str, listeners: &[(String, &ListenStats, ListenLimits)]) -> String {
+    use std::fmt::Write;
+    type Values = fn(&ListenStats, &ListenLimits) -> Vec<(Option<&'static str>, String)>;
+    let families: [(&str, &str, &str, Values); 8] = [
+        (
+            "connections_open",
+            "gauge",
+            "Connections open now.",
+            |s, _| vec![(None, s.open().to_string())],
+        ),
+        (
+            "connections_peak",
+            "gauge",
+            "Most connections open at once since the start.",
+            |s, _| vec![(None, s.peak().to_string())],
+        ),
+        (
+            "connections_accepted_total",
+            "counter",
+            "Connections accepted.",
+            |s, _| vec![(None, s.accepted().to_string())],
+        ),
+        (
+            "connections_closed_total",
+            "counter",
+            "Connections the server closed, by reason (handshake_timeout, idle_timeout, refused, per_ip_cap).",
+            |s, _| {
+                CloseReason::ALL
+                    .iter()
+                    .map(|r| (Some(r.as_str()), s.closed(*r).to_string()))
+                    .collect()
+            },
+        ),
+        (
+            "max_connections",
+            "gauge",
+            "Limit: connections open at once.",
+            |_, l| vec![(None, l.max_connections.to_string())],
+        ),
+        (
+            "max_connections_per_ip",
+            "gauge",
+            "Limit: connections open at once from one peer address (IPv6: one /64).",
+            |_, l| vec![(None, l.max_per_ip.to_string())],
+        ),
+        (
+            "handshake_timeout_seconds",
+            "gauge",
+            "Limit: time from accept to the first request head.",
+            |_, l| vec![(None, format!("{:.3}", l.handshake_timeout.as_secs_f64()))],
+        ),
+        (
+            "idle_timeout_seconds",
+            "gauge",
+            "Limit: time a kept-alive connection may wait for its next request.",
+            |_, l| vec![(None, format!("{:.3}", l.idle_timeout.as_secs_f64()))],
+        ),
+    ];
+    let mut out = String::new();
+    for (name, kind, help, values) in families {
+        let _ = writeln!(out, "# HELP {prefix}_{name} {help}");
+        let _ = writeln!(out, "# TYPE {prefix}_{name} {kind}");
+        for (labels, stats, limits) in listeners {
+            for (reason, value) in values(stats, limits) {
+                let mut all: Vec<String> = Vec::new();
+                if !labels.is_empty() {
+                    all.push(labels.clone());
+                }
+                if let Some(reason) = reason {
+                    all.push(format!("reason=\"{reason}\""));
+                }
+                let labels = if all.is_empty() {
+                    String::new()
+                } else {
+                    format!("{{{}}}", all.join(","))
+                };
+                let _ = writeln!(out, "{prefix}_{name}{labels} {value}");
+            }
+        }
+    }
+    out
+}
+
+/// Listeners served by `link::serve_with_tls` in this process (a bridge's game or computer port), so the
+/// MCP server's `/metrics` shows them beside its own. Held weakly: a listener that stopped drops out.
+static REGISTERED: Mutex<Vec<(String, std::sync::Weak<ListenStats>, ListenLimits)>> =
+    Mutex::new(Vec::new());
+
+/// Lists `stats` under `name` (its address) for [`render_registered`].
+pub fn register(name: String, stats: &Arc<ListenStats>, limits: ListenLimits) {
+    let mut all = REGISTERED.lock().unwrap_or_else(PoisonError::into_inner);
+    all.retain(|(_, s, _)| s.strong_count() > 0);
+    all.push((name, Arc::downgrade(stats), limits));
+}
+
+/// The series of every registered listener still serving, labelled `listener="<address>"`; empty when
+/// there is none.
+pub fn render_registered(prefix: &str) -> String {
+    let live: Vec<(String, Arc<ListenStats>, ListenLimits)> = {
+        let mut all = REGISTERED.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|(_, s, _)| s.strong_count() > 0);
+        all.iter()
+            .filter_map(|(name, s, l)| s.upgrade().map(|s| (name.clone(), s, *l)))
+            .collect()
+    };
+    if live.is_empty() {
+        return String::new();
+    }
+    let listeners: Vec<(String, &ListenStats, ListenLimits)> = live
+        .iter()
+        .map(|(name, s, l)| (format!("listener=\"{name}\""), s.as_ref(), *l))
+        .collect();
+    render_listeners(prefix, &listeners)
 }
 
 /// A TCP listener that enforces [`ListenLimits`]. Serve it with [`serve`].
@@ -794,6 +840,40 @@ mod per_ip_tests {
         let other: IpAddr = "2001:db8:1:3::1".parse().unwrap_or(v4);
         assert_eq!(PerIp::key(a), PerIp::key(b));
         assert_ne!(PerIp::key(a), PerIp::key(other));
+    }
+
+    #[test]
+    fn several_listeners_render_one_family_each_told_apart_by_label() {
+        let a = ListenStats::default();
+        let b = ListenStats::default();
+        b.count(CloseReason::Refused);
+        let text = render_listeners(
+            "x",
+            &[
+                ("listener=\"a\"".into(), &a, ListenLimits::DEFAULT),
+                ("listener=\"b\"".into(), &b, ListenLimits::DEFAULT),
+            ],
+        );
+        assert_eq!(
+            text.matches("# TYPE x_connections_closed_total counter\n")
+                .count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains("x_connections_closed_total{listener=\"b\",reason=\"refused\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x_idle_timeout_seconds{listener=\"a\"} 5.000\n"),
+            "{text}"
+        );
+        let one = b.render("y", &ListenLimits::DEFAULT);
+        assert!(
+            one.contains("y_connections_closed_total{reason=\"refused\"} 1\n"),
+            "{one}"
+        );
+        assert!(one.contains("y_max_connections_per_ip 256\n"), "{one}");
     }
 
     #[test]

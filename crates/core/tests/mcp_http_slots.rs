@@ -249,3 +249,60 @@ async fn one_peer_address_holds_at_most_its_cap() {
         "{per_ip}"
     );
 }
+
+/// A bridge's link port (the computers' or the game's, served by `link::serve_with`) follows the same rules:
+/// an upgrade refused for its token ends its connection, and the MCP server's `/metrics` of the same
+/// process counts it under `link_listener_*{listener="<address>"}` beside the port's limits.
+#[tokio::test]
+async fn a_link_ports_refusals_close_and_show_in_the_mcp_metrics() {
+    use bridge_core::link::{OriginPolicy, WsConfig, bind, serve_with, ws_router};
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let mut cfg = WsConfig::new(OriginPolicy::any());
+    cfg.token = Some("link-token".into());
+    cfg.shutdown = shutdown.clone();
+    let router = ws_router(cfg, "/ws", |_| {});
+    let link = bind("127.0.0.1:0".parse().unwrap(), "test", "TEST_PORT")
+        .await
+        .unwrap();
+    let link_addr = link.local_addr().unwrap();
+    let limits = ListenLimits {
+        max_connections: 16,
+        ..ListenLimits::default()
+    };
+    tokio::spawn(serve_with(link, router, limits, shutdown.clone()));
+    let server = start(ListenLimits::default()).await;
+
+    let mut stream = TcpStream::connect(link_addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /ws HTTP/1.1\r\nHost: {link_addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+                 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+                 Authorization: Bearer wrong\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let response = within("the 401 and the close", until_closed(stream)).await;
+    assert_eq!(status_of(&response), 401, "{response}");
+
+    let listener = format!("listener=\"{link_addr}\"");
+    assert_eq!(
+        metric(
+            server.addr,
+            &format!("link_listener_connections_closed_total{{{listener},reason=\"refused\"}}")
+        )
+        .await,
+        1.0
+    );
+    assert_eq!(
+        metric(
+            server.addr,
+            &format!("link_listener_max_connections{{{listener}}}")
+        )
+        .await,
+        16.0
+    );
+}

@@ -5,7 +5,7 @@
 //! culprit and the setting to change.
 
 use super::error::LinkError;
-use crate::net::{self, GuardedListener, ListenLimits};
+use crate::net::{self, GuardedListener, ListenLimits, ListenStats};
 use axum::Router;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -62,7 +62,12 @@ pub async fn serve_with_tls(
     tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: CancellationToken,
 ) -> Result<(), LinkError> {
-    let mut guarded = GuardedListener::new(listener, limits);
+    // The MCP server's /metrics of this process lists this port's closes and limits (`link_listener_*`).
+    let stats = Arc::new(ListenStats::default());
+    if let Ok(addr) = listener.local_addr() {
+        net::register(addr.to_string(), &stats, limits);
+    }
+    let mut guarded = GuardedListener::new(listener, limits).with_stats(stats);
     if let Some(config) = tls {
         guarded = guarded.with_tls(config);
     }

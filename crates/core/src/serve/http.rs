@@ -243,5 +243,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         state.max_body,
     );
     text.push_str(&state.listen.render("mcp_http", &state.limits));
+    // The bridge's own ports (a game's or computers' link) served in this process.
+    text.push_str(&net::render_registered("link_listener"));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
