@@ -461,61 +461,96 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// Lists `raw`'s tools and calls each one; what breaks the contract goes to `problems`. `allowed(tool)` says
+/// whether a tool may answer without a peer.
+async fn check_tools(
+    raw: &mut Raw,
+    label: &str,
+    allowed: impl Fn(&str) -> bool,
+    problems: &mut Vec<String>,
+) {
+    raw.initialize().await;
+    let tools = raw.tools().await;
+    assert!(!tools.is_empty(), "{label}: no tools");
+    let mut codes = BTreeMap::new();
+    for tool in &tools {
+        let name = tool["name"].as_str().unwrap().to_owned();
+        let at = format!("{label}/{name}");
+        if tool["title"].as_str().is_none_or(|t| t.trim().is_empty()) {
+            problems.push(format!("{at}: no title"));
+        }
+        for key in ["inputSchema", "outputSchema"] {
+            if let Some(schema) = tool.get(key) {
+                lint(schema, None, &format!("{at}.{key}"), problems);
+            }
+        }
+        undescribed(&tool["inputSchema"], &format!("{at}.inputSchema"), problems);
+
+        let input = &tool["inputSchema"];
+        let arguments = minimal(input, input);
+        let result = raw
+            .request("tools/call", json!({"name": name, "arguments": arguments}))
+            .await;
+        if result["isError"] == true {
+            let code = coded_error(label, &name, &result);
+            codes.insert(name, code);
+        } else if !allowed(&name) {
+            let text: String = result["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .chars()
+                .take(200)
+                .collect();
+            problems.push(format!(
+                "{at}: answered with no peer, args {arguments}: {text}"
+            ));
+        }
+    }
+    eprintln!("{label}: {codes:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_bridge_keeps_the_contract_over_stdio_with_no_peer() {
     let scratch = scratch("stdio");
     let mut problems = Vec::new();
     for (bridge, args) in bridges(&scratch) {
         let mut raw = Raw::spawn(bridge, &args, &scratch);
-        raw.initialize().await;
-        let tools = raw.tools().await;
-        assert!(!tools.is_empty(), "{bridge}: no tools");
-        let mut codes = BTreeMap::new();
-        for tool in &tools {
-            let name = tool["name"].as_str().unwrap().to_owned();
-            let at = format!("{bridge}/{name}");
-            if tool["title"].as_str().is_none_or(|t| t.trim().is_empty()) {
-                problems.push(format!("{at}: no title"));
-            }
-            let mut found = Vec::new();
-            for key in ["inputSchema", "outputSchema"] {
-                if let Some(schema) = tool.get(key) {
-                    lint(schema, None, &format!("{at}.{key}"), &mut found);
-                }
-            }
-            undescribed(
-                &tool["inputSchema"],
-                &format!("{at}.inputSchema"),
-                &mut found,
-            );
-            problems.extend(found);
-
-            let input = &tool["inputSchema"];
-            let arguments = minimal(input, input);
-            let result = raw
-                .request("tools/call", json!({"name": name, "arguments": arguments}))
-                .await;
-            if result["isError"] == true {
-                let code = coded_error(bridge, &name, &result);
-                codes.insert(name, code);
-            } else if !ANSWER_WITHOUT_PEER
+        let allowed = |tool: &str| {
+            ANSWER_WITHOUT_PEER
                 .iter()
-                .any(|(b, t, _)| *b == bridge && *t == name)
-            {
-                problems.push(format!(
-                    "{at}: answered with no peer, args {arguments}: {}",
-                    result["content"][0]["text"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .chars()
-                        .take(200)
-                        .collect::<String>()
-                ));
-            }
-        }
-        eprintln!("{bridge}: {codes:?}");
+                .any(|(b, t, _)| *b == bridge && *t == tool)
+        };
+        check_tools(&mut raw, bridge, allowed, &mut problems).await;
         raw.stop().await;
     }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// The same through `serve` with every bridge mounted: the core's mount keeps the shape (tools are named
+/// `<bridge>_<tool>` there).
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_with_every_bridge_keeps_the_contract_too() {
+    let scratch = scratch("serve");
+    let mut args = Vec::new();
+    for (bridge, own) in bridges(&scratch) {
+        args.extend(["--bridge".to_owned(), bridge.to_owned()]);
+        args.extend(own);
+    }
+    let mut raw = Raw::spawn("serve", &args, &scratch);
+    let allowed = |tool: &str| {
+        ANSWER_WITHOUT_PEER
+            .iter()
+            .any(|(b, t, _)| tool == format!("{b}_{t}"))
+    };
+    let mut problems = Vec::new();
+    check_tools(&mut raw, "serve", allowed, &mut problems).await;
+    raw.stop().await;
     let _ = std::fs::remove_dir_all(&scratch);
     assert!(
         problems.is_empty(),
