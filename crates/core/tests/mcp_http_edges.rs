@@ -219,6 +219,8 @@ fn echo_call_of(bytes: usize) -> String {
     "params": {"name": "echo", "arguments": {"text": text}, "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
+        // The echo is the body's size, above the result cap: asked for whole.
+        bridge_core::tool::MAX_RESULT_BYTES_META_KEY: 16 << 20,
     }}})
     .to_string()
 }
