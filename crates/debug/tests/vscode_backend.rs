@@ -256,12 +256,20 @@ async fn a_large_result_travels_through_data_json() {
     let c = client(args(&ws, BackendChoice::Vscode)).await;
     data(&c, "breakpoint_set", json!({"path": "big.py", "line": 2})).await;
     data(&c, "debug_start", json!({"config": {"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/big.py"}, "wait": true})).await;
-    let r = call(
-        &c,
-        "debug_evaluate",
-        json!({"expression": "big", "context": "clipboard"}),
-    )
-    .await;
+    // 3 MB is above the core's result cap: asked for whole with the cap's `_meta` field.
+    let mut evaluate = rmcp::model::CallToolRequestParams::new("debug_evaluate").with_arguments(
+        json!({"expression": "big", "context": "clipboard"})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    let cap = json!(16 << 20);
+    meta.0
+        .0
+        .insert(bridge_core::tool::MAX_RESULT_BYTES_META_KEY.into(), cap);
+    evaluate.meta = Some(meta);
+    let r = c.call_tool(evaluate).await.unwrap();
     let env = ok_of(&r);
     assert!(
         env["data"]["result"].as_str().unwrap().len() > 2_000_000,
