@@ -45,9 +45,11 @@ pub const RESULT_CAP_RANGE: std::ops::RangeInclusive<usize> = 1024..=(16 << 20);
 /// 500000}`.
 pub const MAX_RESULT_BYTES_META_KEY: &str = "io.github.mcp-bridges/maxResultBytes";
 
-/// The result `_meta` field present when a result was cut: `{total_bytes, shown_bytes, rest}` where `rest` is
-/// the `mcp-bridges://result/...` URI of the next page (also in the result's text and as a resource link), or
-/// `null` when the rest could not be kept.
+/// The result `_meta` field present when a result was cut: `{total_bytes, shown_bytes, rest, structured_bytes}`
+/// where `total_bytes`/`shown_bytes` count the text, `rest` is the `mcp-bridges://result/...` URI of the next
+/// page (also in the result's text and as a resource link), or `null` when the text was whole or the rest could
+/// not be kept, and `structured_bytes` is the size `structuredContent` had before its longest strings and arrays
+/// were shortened (`null` when it was not; it is dropped only when shortening cannot make it fit).
 pub const TRUNCATED_META_KEY: &str = "io.github.mcp-bridges/truncated";
 
 /// How often the core reports progress on a call whose request carries a progress token, when the handler

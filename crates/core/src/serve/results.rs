@@ -243,10 +243,7 @@ pub(crate) fn cap(store: &ResultStore, mut result: CallToolResult, cap: usize) -
         .iter()
         .filter_map(|c| c.as_text().map(|t| t.text.len()))
         .sum();
-    let structured_bytes = result
-        .structured_content
-        .as_ref()
-        .map_or(0, json_len);
+    let structured_bytes = result.structured_content.as_ref().map_or(0, json_len);
     if text_bytes <= cap && structured_bytes <= cap {
         return result;
     }
@@ -266,7 +263,11 @@ pub(crate) fn cap(store: &ResultStore, mut result: CallToolResult, cap: usize) -
             .filter(|c| c.as_text().is_some())
             .count()
             .saturating_sub(1);
-    let mut truncated = json!({ "total_bytes": total, "shown_bytes": total, "rest": null });
+    // structuredContent's own size, when its longest strings and arrays were shortened to fit.
+    let shortened = (structured_bytes > cap).then_some(structured_bytes);
+    let mut truncated = json!({
+        "total_bytes": total, "shown_bytes": total, "rest": null, "structured_bytes": shortened,
+    });
     if total > cap {
         let mut texts = Vec::new();
         let mut others = Vec::new();
@@ -293,7 +294,9 @@ pub(crate) fn cap(store: &ResultStore, mut result: CallToolResult, cap: usize) -
                 RESULT_CAP_RANGE.end()
             ),
         };
-        truncated = json!({ "total_bytes": total, "shown_bytes": shown, "rest": rest });
+        truncated = json!({
+            "total_bytes": total, "shown_bytes": shown, "rest": rest, "structured_bytes": shortened,
+        });
         let mut content = Vec::with_capacity(others.len() + 3);
         content.push(ContentBlock::text(head));
         content.push(ContentBlock::text(notice));
