@@ -230,3 +230,58 @@ async fn an_unknown_result_page_says_it_is_no_longer_kept() {
     .unwrap_err();
     assert!(error.to_string().contains("no longer kept"), "{error}");
 }
+
+/// A task's result is held to the cap too: `tasks/get` gives the cut text and the link to the rest.
+#[tokio::test]
+async fn a_big_task_result_is_cut_and_its_rest_reads_back_intact() {
+    use rmcp::model::{
+        CallToolResponse, ClientCapabilities, GetTaskParams, TaskPayload, TaskStatus,
+    };
+    let mut b = Bridge::builder("big", "1.0.0");
+    b.tool(
+        ToolSpec::new("slow_big", "Waits, then answers 1 MiB.")
+            .task_support(bridge_core::tool::TaskSupport::Optional)
+            .handler_with_text(|_: NoArgs, _: ToolCtx| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                Ok(bridge_core::Rendered {
+                    value: json!({}),
+                    text: big_text(),
+                })
+            }),
+    );
+    let bridge = b.build().unwrap();
+    let tasks = ClientCapabilities::builder().enable_tasks().build();
+    for era in ERAS {
+        let client =
+            mcp_testkit::pipe_client_declaring(bridge.clone(), era, vec![], tasks.clone()).await;
+        let params = CallToolRequestParams::new("slow_big").with_arguments(Default::default());
+        let CallToolResponse::Task(created) = within("the task", client.call_tool_once(params))
+            .await
+            .unwrap()
+        else {
+            panic!("slow_big should have become a task")
+        };
+        let id = created.task.task_id;
+        let task = within("the task to settle", async {
+            loop {
+                let task = client.get_task(GetTaskParams::new(&id)).await.unwrap().task;
+                if task.status() != TaskStatus::Working {
+                    return task;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        let TaskPayload::Completed { result } = task.payload else {
+            panic!("{era:?}: a completed task")
+        };
+        let head = result["content"][0]["text"].as_str().unwrap().to_owned();
+        assert!(head.len() <= RESULT_CAP_BYTES, "{era:?}");
+        let rest = result["_meta"][TRUNCATED_META_KEY]["rest"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let whole = format!("{head}{}", read_rest(&client, rest).await);
+        assert!(whole == big_text(), "{era:?}: the task's text intact");
+    }
+}
