@@ -123,6 +123,7 @@ async fn on_stdio_a_cancelled_call_stops_its_tool_within_a_second() {
     }
 }
 
+/// Real time: takes CANCEL_GRACE (5 s) per era, the stubborn handler's grace before it is dropped.
 #[tokio::test]
 async fn on_http_a_cancelled_call_stops_its_tool() {
     for era in ERAS {
