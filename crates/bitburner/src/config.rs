@@ -137,6 +137,17 @@ pub struct GameArgs {
     /// Directory `get_save_file` may write saves into. Without it, `get_save_file` is refused.
     #[arg(long = "save-dir", env = "BITBURNER_SAVE_DIR")]
     pub save_dir: Option<PathBuf>,
+
+    /// How long a new connection to the game port has to send its request head before it is closed.
+    #[arg(id = "game_handshake_timeout", value_name = "DURATION", long = "game-handshake-timeout", env = "BITBURNER_GAME_HANDSHAKE_TIMEOUT", default_value = "10s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
+    pub handshake_timeout: Duration,
+
+    /// How long a kept-alive HTTP connection to the game port with no request in flight is kept (the game's
+    /// WebSocket link is judged by its pings instead).
+    #[arg(id = "game_idle_timeout", value_name = "DURATION", long = "game-idle-timeout", env = "BITBURNER_GAME_IDLE_TIMEOUT", default_value = "5s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
+    pub idle_timeout: Duration,
 }
 
 impl GameArgs {
@@ -152,6 +163,8 @@ impl GameArgs {
             connect_wait: Duration::ZERO,
             ping_interval: Duration::from_secs(15),
             save_dir: None,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(5),
         }
     }
 
@@ -189,6 +202,8 @@ mod tests {
             game.ok(),
             Some((d.host, d.port, d.rpc_timeout, d.file_write_max_bytes))
         );
+        let limits = cli.as_ref().map(|g| (g.handshake_timeout, g.idle_timeout));
+        assert_eq!(limits.ok(), Some((d.handshake_timeout, d.idle_timeout)));
     }
 
     #[test]

@@ -116,8 +116,13 @@ pub async fn listen(
         "waiting for Bitburner on ws://{addr} (in game: Options → Remote API, port {})",
         addr.port()
     );
+    let limits = ListenLimits {
+        handshake_timeout: game.handshake_timeout,
+        idle_timeout: game.idle_timeout,
+        ..GAME_LIMITS
+    };
     let task = tokio::spawn(async move {
-        if let Err(e) = serve_with(listener, router, GAME_LIMITS, shutdown).await {
+        if let Err(e) = serve_with(listener, router, limits, shutdown).await {
             tracing::error!(error = %e, "the game listener stopped");
         }
     });
@@ -217,6 +222,7 @@ impl BridgeEntry for Bitburner {
     const NAME: &'static str = "bitburner";
     const DEFAULT_TRANSPORT: Transport = Transport::Stdio;
     // The design's names, from before several bridges shared one process's environment.
+    // And the names from before one rule named every variable (bridge_core::config).
     const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[
         ("BITBURNER_RPC_TIMEOUT", "BITBURNER_RPC_TIMEOUT_MS"),
         ("BITBURNER_RPC_TIMEOUT", "RPC_TIMEOUT_MS"),

@@ -60,6 +60,17 @@ pub struct LinkArgs {
     /// from the one they downloaded the installer from (proxies, port forwarding).
     #[arg(long = "link-public-url", env = "COMPUTERCRAFT_LINK_PUBLIC_URL")]
     pub public_url: Option<String>,
+
+    /// How long a new connection to the link port has to send its request head before it is closed.
+    #[arg(id = "link_handshake_timeout", value_name = "DURATION", long = "link-handshake-timeout", env = "COMPUTERCRAFT_LINK_HANDSHAKE_TIMEOUT", default_value = "10s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
+    pub handshake_timeout: Duration,
+
+    /// How long a kept-alive HTTP connection to the link port (the installer's GETs) with no request in
+    /// flight is kept; computers' WebSocket links are judged by their pings instead.
+    #[arg(id = "link_idle_timeout", value_name = "DURATION", long = "link-idle-timeout", env = "COMPUTERCRAFT_LINK_IDLE_TIMEOUT", default_value = "5s",
+          value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
+    pub idle_timeout: Duration,
 }
 
 /// Settings of the link side, independent of clap (tests build it directly).
@@ -79,6 +90,9 @@ pub struct LinkConfig {
     /// What a hello with an id held by another link does: replace it, or be refused while the holder answers
     /// a ping (two live machines with one id).
     pub on_duplicate: OnDuplicate,
+    /// The link port's deadlines for a connection's first request head and between requests.
+    pub listen_handshake_timeout: Duration,
+    pub listen_idle_timeout: Duration,
 }
 
 impl Default for LinkConfig {
@@ -96,6 +110,8 @@ impl Default for LinkConfig {
             // replacing would make them swap forever and send calls to either (issue 12). A rebooted
             // computer's old link is dead and does not answer the ping, so it is still replaced.
             on_duplicate: OnDuplicate::RefuseIfLive,
+            listen_handshake_timeout: Duration::from_secs(10),
+            listen_idle_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -110,6 +126,8 @@ impl From<&LinkArgs> for LinkConfig {
                 .public_url
                 .clone()
                 .map(|u| u.trim_end_matches('/').to_owned()),
+            listen_handshake_timeout: a.handshake_timeout,
+            listen_idle_timeout: a.idle_timeout,
             ..Self::default()
         }
     }

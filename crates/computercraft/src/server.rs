@@ -102,7 +102,12 @@ pub async fn start(
         },
         Some(assets::routes(cfg.public_url.clone())),
     );
-    let link = tokio::spawn(link::serve_with(listener, router, LINK_LIMITS, shutdown));
+    let limits = ListenLimits {
+        handshake_timeout: cfg.listen_handshake_timeout,
+        idle_timeout: cfg.listen_idle_timeout,
+        ..LINK_LIMITS
+    };
+    let link = tokio::spawn(link::serve_with(listener, router, limits, shutdown));
     Ok(Running {
         bridge,
         link_addr,
