@@ -1,0 +1,582 @@
+//! Minecraft real-stack bench (issue 22 item 9). Not a test: it asserts nothing and prints numbers.
+//!
+//! Every piece is its own process, as deployed: the relay (`mcp-bridges minecraft-relay`), MCP servers
+//! (`mcp-bridges minecraft --relay-url`, stdio, each read by an rmcp client in this process calling
+//! `poll_events` with `wait_ms`), and game adapters: flying-squid with the project's plugin
+//! (`bench/minecraft/squid-driver.js`) and the plain-JDK core (`bench/minecraft/JdkDriver.java`), each emitting
+//! chat events through the adapter's own send path at the rate asked.
+//!
+//! Per case: events sent (as the adapters counted them), received by each MCP client, lost (sent − received,
+//! per client, summed), loss records the clients were shown (`events_lost`), latency from the adapter's emit to
+//! the client's read (p50/p99/max), CPU of each process kind over the run, and the load average.
+//!
+//! Relay and MCP servers run on their defaults unless `--relay-arg`/`--mcp-arg` add flags.
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Parser;
+use hdrhistogram::Histogram;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+const GAME_TOKEN: &str = "bench-game-token-0123456789";
+const MCP_TOKEN: &str = "bench-mcp-token-0123456789";
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "Minecraft real-stack bench: adapters -> relay -> MCP servers -> MCP clients, all separate processes"
+)]
+struct Args {
+    /// The mcp-bridges binary (default: beside this bench's binary).
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// Adapters to run the single-game cases with: squid (flying-squid + plugin), jdk (the JDK core).
+    #[arg(long, value_delimiter = ',', default_value = "squid,jdk")]
+    adapters: Vec<String>,
+    /// Event rates for the single-game cases (one game, one MCP server), events per second.
+    #[arg(long, value_delimiter = ',', default_value = "10000,50000")]
+    rates: Vec<u64>,
+    /// Seconds each case emits for.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Games in the many-games case (0 skips it).
+    #[arg(long, default_value_t = 5)]
+    games: usize,
+    /// MCP servers in the many-games case.
+    #[arg(long, default_value_t = 3)]
+    servers: usize,
+    /// The games' combined event rate in the many-games case.
+    #[arg(long, default_value_t = 1000)]
+    combined_rate: u64,
+    /// The adapter the many-games case runs.
+    #[arg(long, default_value = "squid")]
+    many_adapter: String,
+    /// Extra flag for the relay (repeat), e.g. --relay-arg=--message-queue-size=100000.
+    #[arg(long, allow_hyphen_values = true)]
+    relay_arg: Vec<String>,
+    /// Extra flag for each MCP server (repeat), e.g. --mcp-arg=--event-buffer=100000.
+    #[arg(long, allow_hyphen_values = true)]
+    mcp_arg: Vec<String>,
+    /// poll_events `limit` per call (1-1000).
+    #[arg(long, default_value_t = 1000)]
+    poll_limit: u32,
+    /// Node.js for flying-squid.
+    #[arg(long, default_value = "node")]
+    node: String,
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// utime + stime of `pid` and its threads, in clock ticks.
+fn cpu_ticks(pid: Option<u32>) -> u64 {
+    let Some(pid) = pid else { return 0 };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields after the name: state is index 0, utime 11, stime 12.
+    let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    get(11) + get(12)
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+struct Relay {
+    child: Child,
+    url: String,
+}
+
+async fn start_relay(bin: &Path, extra: &[String]) -> Result<Relay> {
+    let port = free_port()?;
+    let child = Command::new(bin)
+        .args([
+            "minecraft-relay",
+            "--relay-host",
+            "127.0.0.1",
+            "--relay-port",
+        ])
+        .arg(port.to_string())
+        .args(extra)
+        .env("MINECRAFT_AUTH_TOKEN", GAME_TOKEN)
+        .env("MCP_AUTH_TOKENS", MCP_TOKEN)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the relay")?;
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if t0.elapsed() > Duration::from_secs(10) {
+            bail!("the relay did not listen on {port} within 10 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(Relay {
+        child,
+        url: format!("ws://127.0.0.1:{port}/"),
+    })
+}
+
+struct Mcp {
+    client: RunningService<rmcp::RoleClient, ()>,
+    pid: Option<u32>,
+}
+
+async fn start_mcp(bin: &Path, url: &str, id: usize, extra: &[String]) -> Result<Mcp> {
+    let mut cmd = Command::new(bin);
+    cmd.args(["minecraft", "--relay-url", url, "--relay-token", MCP_TOKEN])
+        .args(["--client-id", &format!("bench-mcp-{id}")])
+        .args(extra)
+        .env("RUST_LOG", "warn");
+    let transport = TokioChildProcess::new(cmd).context("starting an MCP server")?;
+    let pid = transport.id();
+    let client = ().serve(transport).await.context("MCP handshake")?;
+    Ok(Mcp { client, pid })
+}
+
+async fn call(
+    client: &RunningService<rmcp::RoleClient, ()>,
+    name: &str,
+    a: Value,
+) -> Result<Value> {
+    let Value::Object(a) = a else {
+        bail!("arguments must be an object")
+    };
+    let r = client
+        .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(a))
+        .await?;
+    if r.is_error == Some(true) {
+        bail!("{name} failed: {r:?}");
+    }
+    Ok(r.structured_content.unwrap_or_default())
+}
+
+struct Game {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Game {
+    async fn next_line(&mut self, wait: Duration, what: &str) -> Result<String> {
+        tokio::time::timeout(wait, self.lines.next_line())
+            .await
+            .map_err(|_| anyhow!("game adapter: no `{what}` within {wait:?}"))??
+            .ok_or_else(|| anyhow!("game adapter exited before `{what}`"))
+    }
+}
+
+/// Compiles the JDK core and the driver once; returns the class path.
+fn build_jdk(root: &Path) -> Result<PathBuf> {
+    let out = root.join("target/bench/jdk-driver");
+    std::fs::create_dir_all(&out)?;
+    let mut sources = vec![root.join("bench/minecraft/JdkDriver.java")];
+    let core = root.join(
+        "crates/minecraft/adapters/java-core/src/main/java/io/github/mcpbridges/minecraft/core",
+    );
+    for e in std::fs::read_dir(&core)? {
+        let p = e?.path();
+        if p.extension().is_some_and(|x| x == "java") {
+            sources.push(p);
+        }
+    }
+    let st = std::process::Command::new("javac")
+        .args(["--release", "17", "-nowarn", "-encoding", "UTF-8", "-d"])
+        .arg(&out)
+        .args(&sources)
+        .status()
+        .context("javac")?;
+    if !st.success() {
+        bail!("javac failed for the JDK driver");
+    }
+    Ok(out)
+}
+
+async fn start_game(
+    args: &Args,
+    kind: &str,
+    url: &str,
+    name: &str,
+    jdk: Option<&Path>,
+) -> Result<Game> {
+    let root = repo_root();
+    let mut cmd = match kind {
+        "squid" => {
+            let mut c = Command::new(&args.node);
+            c.arg(root.join("bench/minecraft/squid-driver.js"))
+                .args(["--relay", url, "--token", GAME_TOKEN, "--name", name]);
+            c
+        }
+        "jdk" => {
+            let cp = jdk.ok_or_else(|| anyhow!("JDK driver not built"))?;
+            let mut c = Command::new("java");
+            c.arg("-cp")
+                .arg(cp)
+                .args(["JdkDriver", url, GAME_TOKEN, name]);
+            c
+        }
+        other => bail!("unknown adapter {other} (squid or jdk)"),
+    };
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting the {kind} adapter"))?;
+    let stdin = child.stdin.take().ok_or_else(|| anyhow!("no stdin"))?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+    let mut g = Game {
+        child,
+        stdin,
+        lines: BufReader::new(stdout).lines(),
+    };
+    let line = g.next_line(Duration::from_secs(60), "linked").await?;
+    if line.trim() != "linked" {
+        bail!("{kind} adapter said {line:?} instead of `linked`");
+    }
+    Ok(g)
+}
+
+/// What one MCP client read.
+struct Read {
+    received: u64,
+    loss_records: u64,
+    reported_lost: u64,
+    hist: Histogram<u64>,
+}
+
+/// Reads `player_chat` from `client` until `expected` is known and reached, or 3 s pass without an event
+/// after the games finished.
+async fn reader(
+    client: Arc<RunningService<rmcp::RoleClient, ()>>,
+    mut since: u64,
+    limit: u32,
+    mut expected: tokio::sync::watch::Receiver<Option<u64>>,
+) -> Result<(Read, u64)> {
+    let mut r = Read {
+        received: 0,
+        loss_records: 0,
+        reported_lost: 0,
+        hist: Histogram::new(3)?,
+    };
+    let mut last = Instant::now();
+    loop {
+        let want = *expected.borrow_and_update();
+        if let Some(n) = want
+            && (r.received >= n || last.elapsed() > Duration::from_secs(3))
+        {
+            break;
+        }
+        let page = call(
+            &client,
+            "poll_events",
+            json!({"stream": "player_chat", "since": since, "limit": limit, "wait_ms": 200}),
+        )
+        .await?;
+        since = page["next_since"].as_u64().unwrap_or(since);
+        let now = now_us();
+        for e in page["events"].as_array().into_iter().flatten() {
+            let d = &e["data"];
+            if d["eventType"] == "events_lost" {
+                r.loss_records += 1;
+                r.reported_lost += d["data"]["lost"].as_u64().unwrap_or(0);
+                continue;
+            }
+            let Some(sent) = d["data"]["sentUs"].as_u64() else {
+                continue;
+            };
+            r.hist.record(now.saturating_sub(sent).max(1))?;
+            r.received += 1;
+            last = Instant::now();
+        }
+        let dropped = page["dropped"].as_u64().unwrap_or(0);
+        if dropped > 0 {
+            r.loss_records += 1;
+            r.reported_lost += dropped;
+        }
+    }
+    Ok((r, since))
+}
+
+struct Setup {
+    relay: Relay,
+    mcps: Vec<Arc<RunningService<rmcp::RoleClient, ()>>>,
+    mcp_pids: Vec<Option<u32>>,
+    games: Vec<Game>,
+    cursors: Vec<u64>,
+}
+
+async fn setup(
+    args: &Args,
+    bin: &Path,
+    kind: &str,
+    games: usize,
+    servers: usize,
+    jdk: Option<&Path>,
+) -> Result<Setup> {
+    let relay = start_relay(bin, &args.relay_arg).await?;
+    let mut mcps = Vec::new();
+    let mut mcp_pids = Vec::new();
+    for i in 0..servers {
+        let m = start_mcp(bin, &relay.url, i, &args.mcp_arg).await?;
+        mcp_pids.push(m.pid);
+        mcps.push(Arc::new(m.client));
+    }
+    let mut gs = Vec::new();
+    for i in 0..games {
+        gs.push(start_game(args, kind, &relay.url, &format!("bench-{kind}-{i}"), jdk).await?);
+    }
+    // Every MCP server sees every game before events flow.
+    for m in &mcps {
+        let t0 = Instant::now();
+        loop {
+            let s = call(m, "status", json!({})).await?;
+            let n = s["games"].as_array().map_or(0, Vec::len);
+            if n >= games {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(20) {
+                bail!("an MCP server saw {n} of {games} games after 20 s: {s}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let mut cursors = Vec::new();
+    for m in &mcps {
+        let p = call(
+            m,
+            "poll_events",
+            json!({"stream": "player_chat", "since": 0, "limit": 1}),
+        )
+        .await?;
+        cursors.push(p["next_since"].as_u64().unwrap_or(0));
+    }
+    Ok(Setup {
+        relay,
+        mcps,
+        mcp_pids,
+        games: gs,
+        cursors,
+    })
+}
+
+fn pct(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0
+}
+
+/// One case: every game emits `rate` events/s for `secs`; every MCP client reads them all.
+async fn run_case(
+    label: &str,
+    s: &mut Setup,
+    rate_per_game: u64,
+    secs: f64,
+    limit: u32,
+) -> Result<()> {
+    let (exp_tx, exp_rx) = tokio::sync::watch::channel(None);
+    let ticks = |s: &Setup| {
+        (
+            cpu_ticks(s.relay.child.id()),
+            s.mcp_pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>(),
+            s.games.iter().map(|g| cpu_ticks(g.child.id())).sum::<u64>(),
+        )
+    };
+    let before = ticks(s);
+    let t0 = Instant::now();
+    let mut readers = Vec::new();
+    for (m, since) in s.mcps.iter().zip(&s.cursors) {
+        readers.push(tokio::spawn(reader(
+            m.clone(),
+            *since,
+            limit,
+            exp_rx.clone(),
+        )));
+    }
+    for g in &mut s.games {
+        g.stdin
+            .write_all(format!("emit {rate_per_game} {secs}\n").as_bytes())
+            .await?;
+        g.stdin.flush().await?;
+    }
+    let mut sent = 0;
+    for g in &mut s.games {
+        let wait = Duration::from_secs_f64(secs * 4.0 + 30.0);
+        let line = g.next_line(wait, "sent N").await?;
+        let n: u64 = line
+            .strip_prefix("sent ")
+            .and_then(|n| n.trim().parse().ok())
+            .ok_or_else(|| anyhow!("adapter said {line:?}"))?;
+        sent += n;
+    }
+    exp_tx.send_replace(Some(sent));
+    let mut hist = Histogram::<u64>::new(3)?;
+    let (mut received, mut lost, mut records, mut reported) = (0u64, 0u64, 0u64, 0u64);
+    for (i, r) in readers.into_iter().enumerate() {
+        let (r, since) = r.await??;
+        hist.add(&r.hist)?;
+        received += r.received;
+        lost += sent.saturating_sub(r.received);
+        records += r.loss_records;
+        reported += r.reported_lost;
+        s.cursors[i] = since;
+    }
+    let took = t0.elapsed().as_secs_f64();
+    let after = ticks(s);
+    let hz = 100.0; // USER_HZ
+    let cpu = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / hz / took * 100.0;
+    println!(
+        "{:<34} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}  relay {:>3.0}% mcp {:>3.0}% games {:>3.0}%  load {}",
+        label,
+        sent,
+        received,
+        lost,
+        format!("{records}/{reported}"),
+        if hist.is_empty() {
+            f64::NAN
+        } else {
+            pct(&hist, 0.5)
+        },
+        if hist.is_empty() {
+            f64::NAN
+        } else {
+            pct(&hist, 0.99)
+        },
+        hist.max() as f64 / 1000.0,
+        cpu(before.0, after.0),
+        cpu(before.1, after.1),
+        cpu(before.2, after.2),
+        loadavg()
+    );
+    Ok(())
+}
+
+async fn teardown(s: Setup) {
+    for g in s.games {
+        let Game {
+            mut child, stdin, ..
+        } = g;
+        drop(stdin);
+        let _ = tokio::time::timeout(Duration::from_secs(3), child.wait()).await;
+        let _ = child.kill().await;
+    }
+    for m in s.mcps {
+        if let Ok(m) = Arc::try_unwrap(m) {
+            let _ = m.cancel().await;
+        }
+    }
+    let mut relay = s.relay.child;
+    let _ = relay.kill().await;
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let bin = match &args.bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join("mcp-bridges"))
+            .ok_or_else(|| anyhow!("no directory for this binary"))?,
+    };
+    if !bin.exists() {
+        bail!(
+            "{} missing: cargo build --release -p mcp-bridges, or --bin",
+            bin.display()
+        );
+    }
+    let root = repo_root();
+    let needs_jdk =
+        args.adapters.iter().any(|a| a == "jdk") || (args.games > 0 && args.many_adapter == "jdk");
+    let jdk = if needs_jdk {
+        Some(build_jdk(&root)?)
+    } else {
+        None
+    };
+    println!(
+        "minecraft real-stack bench: {} ({}s per case)",
+        bin.display(),
+        args.seconds
+    );
+    println!(
+        "relay extra flags: {:?}; MCP server extra flags: {:?}",
+        args.relay_arg, args.mcp_arg
+    );
+    println!(
+        "{:<34} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}  cpu (of one core) over the case",
+        "case", "sent", "received", "lost", "rec/told", "p50 ms", "p99 ms", "max ms"
+    );
+    for kind in &args.adapters {
+        for &rate in &args.rates {
+            let mut s = setup(&args, &bin, kind, 1, 1, jdk.as_deref()).await?;
+            let r = run_case(
+                &format!("{kind}: 1 game, 1 MCP, {rate}/s"),
+                &mut s,
+                rate,
+                args.seconds,
+                args.poll_limit,
+            )
+            .await;
+            teardown(s).await;
+            if let Err(e) = r {
+                println!("{kind} {rate}/s: failed: {e:#}");
+            }
+        }
+    }
+    if args.games > 0 {
+        let kind = args.many_adapter.clone();
+        let mut s = setup(&args, &bin, &kind, args.games, args.servers, jdk.as_deref()).await?;
+        let per_game = args.combined_rate / args.games as u64;
+        let label = format!(
+            "{kind}: {} games x {} MCP, {}/s",
+            args.games,
+            args.servers,
+            per_game * args.games as u64
+        );
+        let r = run_case(&label, &mut s, per_game, args.seconds, args.poll_limit).await;
+        teardown(s).await;
+        if let Err(e) = r {
+            println!("{label}: failed: {e:#}");
+        }
+    }
+    println!(
+        "sent: events the adapters emitted (per game, summed); received and lost: summed over the MCP clients \
+              (each should get every event); rec/told: loss records / events they said were lost"
+    );
+    Ok(())
+}
