@@ -248,3 +248,27 @@ async fn every_game_together_stays_within_the_games_event_rate_and_the_loss_is_r
     beta.stop();
     relay.stop().await;
 }
+
+#[tokio::test]
+async fn a_games_answers_are_never_refused_at_its_rate_limit() {
+    // A game over its limit with its own events used to have its answers refused too: the tool call then
+    // timed out although the game had answered.
+    let relay = start_relay(relay_args(&["--game-rate", "5", "--command-timeout", "3s"])).await;
+    let game = FakeGame::start(&relay.url(), "alpha");
+    game.wait_connected(1).await;
+    let mut a = raw_mcp(&relay.url(), MCP_TOKEN, "a").await;
+    for round in 0..5 {
+        for i in 0..50 {
+            game.emit("player_chat", event_data("player_chat", i));
+        }
+        a.send(&info_command(&format!("c{round}"), "alpha")).await;
+        let r = a.recv_kind("response").await;
+        assert_eq!(r["payload"]["success"], true, "round {round}: {r}");
+    }
+    assert!(
+        metric(&relay, "minecraft_relay_events_rate_limited_total ").await > 0,
+        "the events did go over the limit"
+    );
+    game.stop();
+    relay.stop().await;
+}

@@ -317,9 +317,11 @@ async fn serve_game(
             }
         };
         if let Some(env) = env {
-            // Control traffic (acks, heartbeats) is never counted: refusing it would only cause resends.
-            // Events pass this link's limit and then the one of every game together.
-            let limited = if is_control(env.kind) {
+            // Control traffic (acks, heartbeats) is never counted: refusing it would only cause resends. Nor
+            // are answers: each is to a command that passed the limits already, and refusing it would leave
+            // that tool call to time out behind the game's own events. Events pass this link's limit and then
+            // the one of every game together.
+            let limited = if is_control(env.kind) || env.kind == Kind::Response {
                 Ok(())
             } else {
                 bucket
