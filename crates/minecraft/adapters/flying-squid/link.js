@@ -40,31 +40,51 @@ function parseEnvelope (text) {
   return [m, null]
 }
 
+// Outbox drops are logged at most this often, with their count: at tens of thousands of events a second the
+// relay's acks trail the outbox, and a line per dropped event was most of the send path's cost.
+const DROP_LOG_MS = 10000
+
 class Outbox {
   constructor (maxMessages, maxBytes, log) {
-    this.items = [] // {seq, text}
+    this.items = [] // {seq, text, bytes}
     this.bytes = 0
     this.maxMessages = maxMessages
     this.maxBytes = maxBytes
     this.dropped = 0
     this.log = log
+    this.unlogged = 0
+    this.loggedAt = -Infinity
   }
 
   push (seq, text) {
-    this.items.push({ seq, text })
-    this.bytes += Buffer.byteLength(text)
+    const bytes = Buffer.byteLength(text)
+    this.items.push({ seq, text, bytes })
+    this.bytes += bytes
+    let n = 0
+    let last = 0
     while (this.items.length > this.maxMessages || this.bytes > this.maxBytes) {
       const old = this.items.shift()
-      this.bytes -= Buffer.byteLength(old.text)
-      this.dropped++
-      this.log('warn', `outbox full (${this.maxMessages} events / ${this.maxBytes} bytes): dropped event seq ${old.seq}`)
+      this.bytes -= old.bytes
+      last = old.seq
+      n++
+    }
+    if (n === 0) return
+    this.dropped += n
+    this.unlogged += n
+    const now = Date.now()
+    if (now - this.loggedAt >= DROP_LOG_MS) {
+      this.log('warn', `outbox full (${this.maxMessages} events / ${this.maxBytes} bytes): dropped the ${this.unlogged} oldest ` +
+        `events (up to seq ${last}; ${this.dropped} in all); those not yet acknowledged by the relay cannot be resent ` +
+        `if the link drops (raise [bridge] outbox_size for more room); next report in ${DROP_LOG_MS / 1000} s at most`)
+      this.unlogged = 0
+      this.loggedAt = now
     }
   }
 
   ackUpTo (seq) {
-    while (this.items.length && this.items[0].seq <= seq) {
-      this.bytes -= Buffer.byteLength(this.items.shift().text)
-    }
+    let n = 0
+    while (n < this.items.length && this.items[n].seq <= seq) this.bytes -= this.items[n++].bytes
+    if (n) this.items.splice(0, n)
   }
 }
 

@@ -103,6 +103,20 @@ test('the outbox is bounded by count and bytes', () => {
   assert.strictEqual(b.items.length, 3)
 })
 
+// Issue 22 item 9: at 50 000 events/s the relay's acks trail the outbox by more than its 1000 events, so it
+// drops (already sent) events all the time; one stderr line per event was most of the game's send path.
+test('outbox drops are logged once per burst with their count, not once per event', () => {
+  const lines = []
+  const o = new Outbox(10, 1 << 20, (level, msg) => lines.push([level, msg]))
+  for (let i = 1; i <= 5000; i++) o.push(i, 'e' + i)
+  assert.strictEqual(o.dropped, 4990)
+  assert.strictEqual(lines.length, 1, JSON.stringify(lines.slice(0, 3)))
+  assert.strictEqual(lines[0][0], 'warn')
+  assert.match(lines[0][1], /outbox full \(10 events/)
+  o.ackUpTo(5000)
+  assert.strictEqual(o.bytes, 0)
+})
+
 // Feature: minecraft-mcp-bridge, Property 12: Malformed message resilience — garbage, wrong versions and
 // invalid envelopes from the relay are logged and refused; the next command is still answered.
 // Feature: minecraft-mcp-bridge, Property 21: Schema validation enforcement — an invalid message gets a

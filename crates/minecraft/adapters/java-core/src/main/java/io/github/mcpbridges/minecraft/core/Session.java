@@ -38,6 +38,10 @@ public final class Session implements AutoCloseable {
     /** Players reported quitting as the server stopped. */
     private final java.util.Set<String> quitReported = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private long seq;
+    /** Outbox drops not yet logged, and when they were last (guarded by this). */
+    private long unloggedDrops;
+    private long dropsLoggedAt = Long.MIN_VALUE / 2;
+    static final long DROP_LOG_MS = 10_000;
     private Transport current;
     private boolean welcomed;
     private String epoch;
@@ -125,7 +129,7 @@ public final class Session implements AutoCloseable {
             msg.put("seq", seq);
             String text = Json.write(msg);
             int dropped = outbox.push(seq, text);
-            if (dropped > 0) log.warn("outbox full (" + cfg.outboxSize() + " events / " + cfg.outboxBytes() + " bytes): dropped the " + dropped + " oldest");
+            if (dropped > 0) noteDrops(dropped, now);
             if (welcomed && current != null) current.send(text);
             return true;
         }
@@ -159,6 +163,20 @@ public final class Session implements AutoCloseable {
     /** The name this game says in hello: [bridge] server_name, or host name and port. */
     public String name() {
         return cfg.serverName();
+    }
+
+    /**
+     * Logs outbox drops at most every {@link #DROP_LOG_MS} with their count: at tens of thousands of events a
+     * second the relay's acks trail the outbox, and a line per dropped event was most of the send cost.
+     */
+    private void noteDrops(int dropped, long now) {
+        unloggedDrops += dropped;
+        if (now - dropsLoggedAt < DROP_LOG_MS) return;
+        log.warn("outbox full (" + cfg.outboxSize() + " events / " + cfg.outboxBytes() + " bytes): dropped the " + unloggedDrops
+                + " oldest events (" + outbox.dropped() + " in all); those the relay has not acknowledged cannot be resent if the link drops"
+                + " (raise [bridge] outbox_size for more room); next report in " + DROP_LOG_MS / 1000 + " s at most");
+        unloggedDrops = 0;
+        dropsLoggedAt = now;
     }
 
     /** Handles one text frame. Never throws. */

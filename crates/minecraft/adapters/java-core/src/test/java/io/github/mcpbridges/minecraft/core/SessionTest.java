@@ -45,6 +45,30 @@ class SessionTest {
         }
     }
 
+    /**
+     * Issue 22 item 9: at tens of thousands of events a second the relay's acks trail the outbox, which then
+     * drops (already sent) events all the time; a log line per event was most of the game thread's send cost.
+     */
+    @Test
+    void outboxDropsAreLoggedOncePerBurstWithTheirCount() throws Exception {
+        BridgeConfig cfg = BridgeConfig.parse("""
+                [bridge]
+                outbox_size = 10
+                """);
+        Wire.Log log = new Wire.Log();
+        try (Session s = new Session(cfg, new FakeGame(), log, "test", "1.21.1")) {
+            Wire wire = new Wire();
+            s.onOpen(wire);
+            s.onText(Wire.welcome(0));
+            for (int i = 0; i < 5000; i++) s.emitEvent("player_chat", Models.playerChat("a", "m" + i));
+            assertEquals(5000, wire.ofType("event").size(), "every event is sent while linked");
+            assertEquals(4990, s.outbox().dropped());
+            List<String> drops = log.lines.stream().filter(l -> l.contains("outbox full")).toList();
+            assertEquals(1, drops.size(), String.join("\n", drops.subList(0, Math.min(3, drops.size()))));
+            assertTrue(drops.get(0).startsWith("WARN"), drops.get(0));
+        }
+    }
+
     /** Issue 22 item 2 (protocol 1.1, PROTOCOL.md §2.1): an answer over maxMessageBytes goes in chunks. */
     @Test
     @SuppressWarnings("unchecked")
