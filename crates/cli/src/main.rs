@@ -74,7 +74,7 @@ bridges! {
         mcp-bridges bitburner                      # stdio MCP; the game connects to ws://127.0.0.1:12525\n  \
         mcp-bridges bitburner --http               # Streamable HTTP at http://127.0.0.1:3000/mcp\n  \
         mcp-bridges bitburner push ./scripts       # upload a folder to the game once, then exit\n  \
-        mcp-bridges computercraft                  # HTTP MCP on :3000; computers link to :3001\n  \
+        mcp-bridges computercraft                  # stdio and HTTP MCP on :3000; computers link to :3001\n  \
         mcp-bridges debug --workspace .            # debugging tools; `debug-host` runs the file protocol's host\n  \
         mcp-bridges serve --bridge bitburner --bridge computercraft --http   # both in one server"
 )]

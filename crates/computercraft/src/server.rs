@@ -122,9 +122,12 @@ pub struct ComputerCraft;
 
 impl BridgeEntry for ComputerCraft {
     const NAME: &'static str = "computercraft";
-    const DEFAULT_TRANSPORT: Transport = Transport::Http;
-    type Args = LinkArgs;
+    // One rule for every bridge: a host that launches it over a pipe is answered on stdio at once; HTTP, which
+    // this bridge's users reach it by too, is served beside it when its port is free (`Both` never lets a busy
+    // port fail stdio), and alone when stdin is closed from the start (a service).
+    const DEFAULT_TRANSPORT: Transport = Transport::Both;
     const ENV_ALIASES: &'static [(&'static str, &'static str)] = crate::config::ENV_ALIASES;
+    type Args = LinkArgs;
     type Command = CcArgs;
 
     fn mcp(command: &CcArgs) -> &McpArgs {
