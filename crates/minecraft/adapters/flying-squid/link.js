@@ -273,9 +273,24 @@ class Link {
       case 'query': return this.onCommand(m)
       case 'heartbeat': return
       case 'notice': log('info', `relay notice: ${JSON.stringify(m.payload).slice(0, 300)}`); return
-      case 'error': log('warn', `relay error for ${m.id}: ${JSON.stringify(m.payload).slice(0, 500)}`); return
+      case 'error':
+        if (m.payload.details && m.payload.details.reason === 'rate_limited') return this.rateLimited(m.payload)
+        log('warn', `relay error for ${m.id}: ${JSON.stringify(m.payload).slice(0, 500)}`)
+        return
       default: return this.refuse(m.id, `type ${m.type} is not sent to game adapters`)
     }
+  }
+
+  // Over the relay's --game-rate each event is refused with its own error: counted, and logged at most every
+  // DROP_LOG_MS (a line per event doubled the cost of a game already over its budget).
+  rateLimited (p) {
+    this.limitedUnlogged = (this.limitedUnlogged || 0) + 1
+    const now = Date.now()
+    if (this.limitedLoggedAt !== undefined && now - this.limitedLoggedAt < DROP_LOG_MS) return
+    this.opts.log('warn', `the relay refused ${this.limitedUnlogged} messages as rate limited (${String(p.message).slice(0, 300)}); ` +
+      `refused events are lost and the MCP servers are told; next report in ${DROP_LOG_MS / 1000} s at most`)
+    this.limitedUnlogged = 0
+    this.limitedLoggedAt = now
   }
 
   onWelcome (p, version) {

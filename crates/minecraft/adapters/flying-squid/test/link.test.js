@@ -117,6 +117,20 @@ test('outbox drops are logged once per burst with their count, not once per even
   assert.strictEqual(o.bytes, 0)
 })
 
+// Issue 22 item 9: over the relay's --game-rate every event is answered with a rate_limited error; a log line
+// for each doubled the game's cost exactly when it was already over its budget.
+test('rate_limited errors from the relay are logged once per burst with their count', () => {
+  const lines = []
+  const l = new Link({ url: 'ws://127.0.0.1:1', token: 't', name: 'g', enabledEvents: ['player_chat'], reconnectDelay: 100, outboxSize: 100, log: (level, msg) => lines.push([level, msg]) })
+  for (let i = 1; i <= 1000; i++) {
+    l.onMessage(JSON.stringify({ version: '1.1', type: 'error', id: `g-x-${i}`, timestamp: 0, source: 'relay', payload: { code: 'SERVER_ERROR', message: 'rate limited', details: { reason: 'rate_limited', retryAfterMs: 1 } } }))
+  }
+  l.onMessage(JSON.stringify({ version: '1.1', type: 'error', id: 'other', timestamp: 0, source: 'relay', payload: { code: 'SCHEMA_ERROR', message: 'bad' } }))
+  assert.strictEqual(lines.length, 2, JSON.stringify(lines.slice(0, 3)))
+  assert.match(lines[0][1], /rate.limited/)
+  assert.match(lines[1][1], /relay error for other/)
+})
+
 // Feature: minecraft-mcp-bridge, Property 12: Malformed message resilience — garbage, wrong versions and
 // invalid envelopes from the relay are logged and refused; the next command is still answered.
 // Feature: minecraft-mcp-bridge, Property 21: Schema validation enforcement — an invalid message gets a

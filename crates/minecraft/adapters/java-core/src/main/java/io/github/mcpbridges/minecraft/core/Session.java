@@ -42,6 +42,8 @@ public final class Session implements AutoCloseable {
     private long unloggedDrops;
     private long dropsLoggedAt = Long.MIN_VALUE / 2;
     static final long DROP_LOG_MS = 10_000;
+    private long unloggedLimited;
+    private long limitedLoggedAt = Long.MIN_VALUE / 2;
     private Transport current;
     private boolean welcomed;
     private String epoch;
@@ -179,6 +181,20 @@ public final class Session implements AutoCloseable {
         dropsLoggedAt = now;
     }
 
+    /**
+     * Over the relay's --game-rate each event is refused with its own error: counted, and logged at most every
+     * {@link #DROP_LOG_MS} (a line per event doubled the cost of a game already over its budget).
+     */
+    private synchronized void rateLimited(Map<String, Object> payload) {
+        unloggedLimited++;
+        long now = System.currentTimeMillis();
+        if (now - limitedLoggedAt < DROP_LOG_MS) return;
+        log.warn("the relay refused " + unloggedLimited + " messages as rate limited (" + payload.get("message")
+                + "); refused events are lost and the MCP servers are told; next report in " + DROP_LOG_MS / 1000 + " s at most");
+        unloggedLimited = 0;
+        limitedLoggedAt = now;
+    }
+
     /** Handles one text frame. Never throws. */
     public void onText(String text) {
         Envelope.Message m;
@@ -203,7 +219,13 @@ public final class Session implements AutoCloseable {
                 case "command", "query" -> onCommand(m);
                 case "heartbeat" -> { }
                 case "notice" -> log.info("relay notice: " + Json.write(m.payload()));
-                case "error" -> log.warn("relay refused " + m.id() + ": " + Json.write(m.payload()));
+                case "error" -> {
+                    if (m.payload().get("details") instanceof Map<?, ?> d && "rate_limited".equals(d.get("reason"))) {
+                        rateLimited(m.payload());
+                    } else {
+                        log.warn("relay refused " + m.id() + ": " + Json.write(m.payload()));
+                    }
+                }
                 default -> reply(current(), Envelope.error(m.id(), "SCHEMA_ERROR", "type " + m.type() + " is not sent to game adapters", Map.of("field", "type")));
             }
         } catch (RuntimeException e) {

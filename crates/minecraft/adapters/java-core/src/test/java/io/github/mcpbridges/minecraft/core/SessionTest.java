@@ -69,6 +69,25 @@ class SessionTest {
         }
     }
 
+    /** Issue 22 item 9: over the relay's --game-rate each event gets its own rate_limited error; logged once per burst. */
+    @Test
+    void rateLimitedErrorsAreLoggedOncePerBurstWithTheirCount() throws Exception {
+        Wire.Log log = new Wire.Log();
+        try (Session s = new Session(BridgeConfig.defaults(), new FakeGame(), log, "test", "1.21.1")) {
+            s.onOpen(new Wire());
+            s.onText(Wire.welcome(0));
+            for (int i = 0; i < 1000; i++) {
+                s.onText(Wire.relay("error", "e" + i, Models.map("code", "SERVER_ERROR", "message", "rate limited",
+                        "details", Models.map("reason", "rate_limited", "retryAfterMs", 1L))));
+            }
+            s.onText(Wire.relay("error", "other", Models.map("code", "SCHEMA_ERROR", "message", "bad", "details", Models.map())));
+            List<String> warns = log.lines.stream().filter(l -> l.startsWith("WARN")).toList();
+            assertEquals(2, warns.size(), String.join("\n", warns.subList(0, Math.min(3, warns.size()))));
+            assertTrue(warns.get(0).contains("1 messages as rate limited"), warns.get(0));
+            assertTrue(warns.get(1).contains("relay refused other"), warns.get(1));
+        }
+    }
+
     /** Issue 22 item 2 (protocol 1.1, PROTOCOL.md §2.1): an answer over maxMessageBytes goes in chunks. */
     @Test
     @SuppressWarnings("unchecked")
