@@ -82,27 +82,30 @@ fn wait_for_line(reader: &mut impl BufRead, needle: &str) -> Option<String> {
 }
 
 #[test]
-fn listening_beyond_loopback_without_a_token_is_warned_about_and_sigterm_exits_cleanly() {
+fn listening_beyond_loopback_needs_a_token_and_sigterm_exits_cleanly() {
+    let beyond = [
+        "bitburner",
+        "--http",
+        "--mcp-host",
+        "0.0.0.0",
+        "--mcp-port",
+        "0",
+        "--game-port",
+        "0",
+    ];
+    let out = bin().args(beyond).stdin(Stdio::null()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "refused without a token: {stderr}");
+    assert!(
+        stderr.contains("--mcp-host") && stderr.contains("MCP_TOKEN"),
+        "the refusal names the fix: {stderr}"
+    );
     let (mut child, stderr) = serve_http(
-        &[
-            "bitburner",
-            "--http",
-            "--mcp-host",
-            "0.0.0.0",
-            "--mcp-port",
-            "0",
-            "--game-port",
-            "0",
-        ],
+        &[&beyond[..], &["--mcp-token", "s3cret"]].concat(),
         &[("MCP_LOG_FORMAT", "text")],
     );
     let mut stderr = BufReader::new(stderr);
-    let warning = wait_for_line(&mut stderr, "WITHOUT a token");
-    assert!(
-        warning.is_some_and(|w| w.contains("MCP_TOKEN")),
-        "a loud warning naming the fix"
-    );
-    wait_for_line(&mut stderr, "serving MCP at http://").expect("it starts serving");
+    wait_for_line(&mut stderr, "serving MCP at http://").expect("with a token it starts serving");
     assert_eq!(
         terminate(&mut child.0),
         Some(0),

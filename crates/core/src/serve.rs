@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use args::{LogFormat, McpArgs, Transport};
+pub use args::{ExposureError, LogFormat, McpArgs, Transport, check_exposure};
 pub use http::HttpOptions;
 pub use logging::init_logging;
 
@@ -209,7 +209,12 @@ pub async fn run_mount(
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     let mount = mount.into();
-    match args.transport(default) {
+    let transport = args.transport(default);
+    if transport != Transport::Stdio {
+        args.check_exposure()
+            .map_err(|e| ServeError::Access(e.to_string()))?;
+    }
+    match transport {
         Transport::Stdio => {
             tracing::info!(server = mount.server_name(), "serving MCP on stdio");
             run_stdio(shared(mount, &args.tool_timeouts), args, shutdown)
@@ -296,12 +301,6 @@ async fn bind_http(mount: &Mount, args: &McpArgs) -> Result<TcpListener, ServeEr
         .await
         .map_err(|source| ServeError::Bind { addr, source })?;
     let local = listener.local_addr()?;
-    if !args.mcp_host.is_loopback() && args.mcp_token.is_none() {
-        tracing::warn!(
-            "MCP is listening on {local}, beyond this machine, WITHOUT a token: anyone on your network can \
-             drive this bridge. Set MCP_TOKEN (or --mcp-token), or bind 127.0.0.1."
-        );
-    }
     tracing::info!(
         server = mount.server_name(),
         "serving MCP at http://{local}/mcp (health: http://{local}/health)"

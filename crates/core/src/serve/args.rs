@@ -141,6 +141,50 @@ impl McpArgs {
             (false, false) => self.transport.unwrap_or(default),
         }
     }
+
+    /// The HTTP transport's address is refused beyond loopback without `--mcp-token`: see [`check_exposure`].
+    pub fn check_exposure(&self) -> Result<(), ExposureError> {
+        check_exposure(
+            "MCP over HTTP",
+            self.mcp_host,
+            "--mcp-host (MCP_HOST)",
+            self.mcp_token.is_some(),
+            "--mcp-token (MCP_TOKEN)",
+        )
+    }
+}
+
+/// A listener asked to bind beyond loopback with no token to keep strangers out.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{what} would listen on {host}, beyond this machine, without a token: anyone who can reach it could use it. \
+     Set {token_flag}, or bind a loopback address such as 127.0.0.1 with {host_flag}."
+)]
+pub struct ExposureError {
+    pub what: &'static str,
+    pub host: IpAddr,
+    pub host_flag: &'static str,
+    pub token_flag: &'static str,
+}
+
+/// The one rule of every listener (MCP HTTP, the game links, the relay): loopback by default, and an address
+/// other machines can reach only with a token, refused at start rather than warned about in a log nobody reads.
+pub fn check_exposure(
+    what: &'static str,
+    host: IpAddr,
+    host_flag: &'static str,
+    token_set: bool,
+    token_flag: &'static str,
+) -> Result<(), ExposureError> {
+    if host.is_loopback() || token_set {
+        return Ok(());
+    }
+    Err(ExposureError {
+        what,
+        host,
+        host_flag,
+        token_flag,
+    })
 }
 
 #[cfg(test)]
