@@ -30,9 +30,9 @@ pub struct CcArgs {
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "ComputerCraft link")]
 pub struct LinkArgs {
-    /// Address the computers' WebSocket link (and the installer) listens on. The Minecraft server must reach
-    /// it, so the default is every interface; set COMPUTERCRAFT_LINK_TOKEN when it is reachable from a network.
-    #[arg(long = "link-host", env = "COMPUTERCRAFT_LINK_HOST", default_value = "0.0.0.0", value_parser = config::ip())]
+    /// Address the computers' WebSocket link (and the installer) listens on. Loopback serves a Minecraft server
+    /// on this machine; an address other machines reach (e.g. 0.0.0.0) is refused without --link-token.
+    #[arg(long = "link-host", env = "COMPUTERCRAFT_LINK_HOST", default_value = "127.0.0.1", value_parser = config::ip())]
     pub host: IpAddr,
 
     /// Port of the link listener; `wget run http://<host>:<port>/install.lua` installs the client.
@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn defaults_match_the_documentation() {
         let cli = Cli::try_parse_from(["mcp-bridges"]).unwrap();
-        assert_eq!(cli.cc.link.host.to_string(), "0.0.0.0");
+        assert_eq!(cli.cc.link.host.to_string(), "127.0.0.1");
         assert_eq!(cli.cc.link.port, 3001);
         assert_eq!(cli.cc.link.probe_timeout, Duration::from_millis(2000));
         let cfg = LinkConfig::from(&cli.cc.link);

@@ -7,7 +7,7 @@ use crate::state::State;
 use crate::{session, tools};
 use bridge_core::bridge::BuildError;
 use bridge_core::link::{self, LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig};
-use bridge_core::serve::{McpArgs, ServeError, Transport, run_alone};
+use bridge_core::serve::{McpArgs, ServeError, Transport, check_exposure, run_alone};
 use bridge_core::{Bridge, BridgeEntry, BridgeEnv, BridgeError};
 use serde_json::json;
 use std::net::SocketAddr;
@@ -136,6 +136,15 @@ impl BridgeEntry for ComputerCraft {
 
     async fn start(args: LinkArgs, env: &BridgeEnv) -> Result<Bridge, BridgeError> {
         let addr = SocketAddr::new(args.host, args.port);
+        // Checked before binding: a refused address must not even be listened on for a moment.
+        let token_set = args.token.as_deref().is_some_and(|t| !t.is_empty());
+        check_exposure(
+            "the ComputerCraft link",
+            args.host,
+            "--link-host (COMPUTERCRAFT_LINK_HOST)",
+            token_set,
+            "--link-token (COMPUTERCRAFT_LINK_TOKEN, then install with `wget run http://<host>:<port>/install.lua <token>`)",
+        )?;
         let listener = link::bind(
             addr,
             "another mcp-bridges computercraft",
@@ -144,14 +153,6 @@ impl BridgeEntry for ComputerCraft {
         .await?;
         let local = listener.local_addr()?;
         let cfg = LinkConfig::from(&args);
-        if !addr.ip().is_loopback() && cfg.token.is_none() {
-            tracing::warn!(
-                "the ComputerCraft link listens on {local}, beyond this machine, WITHOUT a token: anyone who can \
-                 reach this port can pose as a computer. Set COMPUTERCRAFT_LINK_TOKEN (--link-token) and install with \
-                 `wget run http://<host>:{}/install.lua <token>`.",
-                local.port()
-            );
-        }
         tracing::info!(
             "computers link at ws://{local}{LINK_PATH}; install in-game with: wget run http://<this-host>:{}/install.lua",
             local.port()
