@@ -68,6 +68,10 @@ struct Args {
     /// poll_events `limit` per call (1-1000).
     #[arg(long, default_value_t = 1000)]
     poll_limit: u32,
+    /// Seconds of events at the case's rate before each measured case (JIT, caches, connections warm up),
+    /// read but not counted.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
     /// Node.js for flying-squid.
     #[arg(long, default_value = "node")]
     node: String,
@@ -403,6 +407,7 @@ fn pct(h: &Histogram<u64>, q: f64) -> f64 {
 
 /// One case: every game emits `rate` events/s for `secs`; every MCP client reads them all.
 async fn run_case(
+    print: bool,
     label: &str,
     s: &mut Setup,
     rate_per_game: u64,
@@ -458,6 +463,9 @@ async fn run_case(
     }
     let took = t0.elapsed().as_secs_f64();
     let after = ticks(s);
+    if !print {
+        return Ok(());
+    }
     let hz = 100.0; // USER_HZ
     let cpu = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / hz / took * 100.0;
     println!(
@@ -544,14 +552,21 @@ async fn main() -> Result<()> {
     for kind in &args.adapters {
         for &rate in &args.rates {
             let mut s = setup(&args, &bin, kind, 1, 1, jdk.as_deref()).await?;
-            let r = run_case(
-                &format!("{kind}: 1 game, 1 MCP, {rate}/s"),
-                &mut s,
-                rate,
-                args.seconds,
-                args.poll_limit,
-            )
-            .await;
+            let mut r = Ok(());
+            if args.warmup > 0.0 {
+                r = run_case(false, "", &mut s, rate, args.warmup, args.poll_limit).await;
+            }
+            if r.is_ok() {
+                r = run_case(
+                    true,
+                    &format!("{kind}: 1 game, 1 MCP, {rate}/s"),
+                    &mut s,
+                    rate,
+                    args.seconds,
+                    args.poll_limit,
+                )
+                .await;
+            }
             teardown(s).await;
             if let Err(e) = r {
                 println!("{kind} {rate}/s: failed: {e:#}");
@@ -568,7 +583,21 @@ async fn main() -> Result<()> {
             args.servers,
             per_game * args.games as u64
         );
-        let r = run_case(&label, &mut s, per_game, args.seconds, args.poll_limit).await;
+        let mut r = Ok(());
+        if args.warmup > 0.0 {
+            r = run_case(false, "", &mut s, per_game, args.warmup, args.poll_limit).await;
+        }
+        if r.is_ok() {
+            r = run_case(
+                true,
+                &label,
+                &mut s,
+                per_game,
+                args.seconds,
+                args.poll_limit,
+            )
+            .await;
+        }
         teardown(s).await;
         if let Err(e) = r {
             println!("{label}: failed: {e:#}");
