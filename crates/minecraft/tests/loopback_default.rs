@@ -27,8 +27,7 @@ fn the_relay_listens_on_loopback_by_default() {
 #[test]
 fn the_relay_beyond_loopback_without_a_token_is_refused_naming_the_flag() {
     let err = settings(&args(&["--relay-host", "0.0.0.0"]), Vec::new())
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(
         err.contains("--minecraft-auth-token") && err.contains("MINECRAFT_AUTH_TOKEN"),
