@@ -72,6 +72,10 @@ struct Args {
     /// read but not counted.
     #[arg(long, default_value_t = 1.0)]
     warmup: f64,
+    /// Checkout whose adapters (crates/minecraft/adapters) and drivers (bench/minecraft) run, e.g. a
+    /// `git worktree` of an older commit for a before/after comparison (default: this one).
+    #[arg(long)]
+    root: Option<PathBuf>,
     /// Node.js for flying-squid.
     #[arg(long, default_value = "node")]
     node: String,
@@ -239,7 +243,7 @@ async fn start_game(
     name: &str,
     jdk: Option<&Path>,
 ) -> Result<Game> {
-    let root = repo_root();
+    let root = args.root.clone().unwrap_or_else(repo_root);
     let mut cmd = match kind {
         "squid" => {
             let mut c = Command::new(&args.node);
@@ -420,6 +424,7 @@ async fn run_case(
             cpu_ticks(s.relay.child.id()),
             s.mcp_pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>(),
             s.games.iter().map(|g| cpu_ticks(g.child.id())).sum::<u64>(),
+            cpu_ticks(Some(std::process::id())),
         )
     };
     let before = ticks(s);
@@ -469,7 +474,7 @@ async fn run_case(
     let hz = 100.0; // USER_HZ
     let cpu = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / hz / took * 100.0;
     println!(
-        "{:<34} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}  relay {:>3.0}% mcp {:>3.0}% games {:>3.0}%  load {}",
+        "{:<34} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}  relay {:>3.0}% mcp {:>3.0}% games {:>3.0}% clients {:>3.0}%  load {}",
         label,
         sent,
         received,
@@ -489,6 +494,7 @@ async fn run_case(
         cpu(before.0, after.0),
         cpu(before.1, after.1),
         cpu(before.2, after.2),
+        cpu(before.3, after.3),
         loadavg()
     );
     Ok(())
@@ -528,7 +534,7 @@ async fn main() -> Result<()> {
             bin.display()
         );
     }
-    let root = repo_root();
+    let root = args.root.clone().unwrap_or_else(repo_root);
     let needs_jdk =
         args.adapters.iter().any(|a| a == "jdk") || (args.games > 0 && args.many_adapter == "jdk");
     let jdk = if needs_jdk {
