@@ -1,4 +1,4 @@
-//! The audit line for every message the relay forwards (seed Property 16): type, source, destination.
+//! The audit line for every message the relay forwards (Property 16): type, source, destination.
 
 /// Where audit lines go; filter with `RUST_LOG=minecraft_audit=off` (or `=info` to keep them).
 pub const TARGET: &str = "minecraft_audit";

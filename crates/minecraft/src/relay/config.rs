@@ -32,7 +32,7 @@ pub struct RelayArgs {
           value_parser = config::secret())]
     pub minecraft_token: Option<String>,
 
-    /// Messages kept per MCP client until it acknowledges them (the seed's messageQueueSize).
+    /// Messages kept per MCP client until it acknowledges them (the design's messageQueueSize).
     #[arg(id = "mc_message_queue_size", long = "message-queue-size", env = "MINECRAFT_MESSAGE_QUEUE_SIZE", default_value = "1000",
           value_parser = config::ranged(1usize, 1_000_000))]
     pub queue_size: usize,
@@ -54,7 +54,7 @@ pub struct RelayArgs {
           value_parser = config::ranged(1024usize, 1 << 34))]
     pub token_queue_bytes: usize,
 
-    /// Application heartbeat interval (the seed's heartbeatInterval); dead peers are found by WebSocket pings
+    /// Application heartbeat interval (PROTOCOL.md §4.8); dead peers are found by WebSocket pings
     /// at the same interval.
     #[arg(value_name = "DURATION", id = "mc_heartbeat_interval", long = "heartbeat-interval", alias = "heartbeat-interval-ms",
           env = "MINECRAFT_HEARTBEAT_INTERVAL", default_value = "15s",
@@ -173,7 +173,7 @@ impl McpToken {
         }
     }
 
-    /// Seed Property 19: may this token send `command`?
+    /// Property 19 (PROTOCOL.md §6): may this token send `command`?
     pub fn allows(&self, command: &str) -> bool {
         self.allowed
             .as_ref()

@@ -1,4 +1,4 @@
-//! The relay (the seed's Bridge Server): one WebSocket listener for game adapters and MCP servers alike, the
+//! The relay (the design's Bridge Server): one WebSocket listener for game adapters and MCP servers alike, the
 //! token deciding the role; `/health` and `/metrics` on the same port. `PROTOCOL.md` is its contract.
 
 pub mod audit;

@@ -268,7 +268,7 @@ pub enum Target {
     Refused(Code, String),
 }
 
-/// Seed Property 5's rule for commands: the named game, or the only one; never a guess among several.
+/// Property 5's rule for commands (PROTOCOL.md §4.3): the named game, or the only one; never a guess among several.
 pub fn select_game<'a>(
     named: Option<&str>,
     connected: impl IntoIterator<Item = &'a str>,
