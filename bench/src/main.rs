@@ -29,7 +29,7 @@ use target::{Era, HttpConnections, Programs, ServerKind, Target, TransportKind};
 #[command(name = "mcp-bench", version)]
 struct Cli {
     /// Servers to measure.
-    #[arg(long, value_enum, value_delimiter = ',', default_values = ["rust", "ts", "ts-stateful"])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["rust", "baseline", "ts", "ts-stateful"])]
     servers: Vec<ServerKind>,
 
     /// Transports to measure.
@@ -92,12 +92,16 @@ struct Cli {
 
 impl Cli {
     fn programs(&self) -> Programs {
-        let noop_server = self.noop_server.clone().unwrap_or_else(|| {
+        let beside_me = |name: &str| {
             std::env::current_exe()
                 .ok()
-                .and_then(|exe| exe.parent().map(|dir| dir.join("noop-server")))
-                .unwrap_or_else(|| PathBuf::from("noop-server"))
-        });
+                .and_then(|exe| exe.parent().map(|dir| dir.join(name)))
+                .unwrap_or_else(|| PathBuf::from(name))
+        };
+        let noop_server = self
+            .noop_server
+            .clone()
+            .unwrap_or_else(|| beside_me("noop-server"));
         let ts_server = self
             .ts_server
             .clone()
@@ -106,6 +110,8 @@ impl Cli {
             noop_server,
             node: self.node.clone(),
             ts_server,
+            baseline_stdio: beside_me("baseline-stdio"),
+            baseline_axum: beside_me("baseline-axum"),
             server_stderr: self.server_stderr,
         }
     }
@@ -209,7 +215,9 @@ async fn run(cli: &Cli) -> Result<Report, BenchError> {
     println!("\n== memory after load ==");
     print!("{}", report::startup_table(&startup));
     if !ratios.is_empty() {
-        println!("\n== Rust core vs TypeScript SDK (above 1x: Rust better) ==");
+        println!(
+            "\n== Rust core vs baseline and TypeScript SDK (above 1x: Rust better; vs baseline, below 1x is the gap to the floor) =="
+        );
         print!("{}", report::ratio_table(&ratios));
     }
     println!("\n== targets (reported, not asserted) ==");

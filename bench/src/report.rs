@@ -222,6 +222,23 @@ pub fn targets(rows: &[LoadRow], startup: &[StartupRow], ratios: &[RatioRow]) ->
             met: q.throughput_ratio >= 10.0,
         });
     }
+    for q in ratios.iter().filter(|q| q.other == ServerKind::Baseline) {
+        // A baseline that used less than one 10 ms tick in the run gives no ratio, not an infinite one.
+        if let Some(base_over_rust) = q.server_cpu_ratio.filter(|r| *r > 0.0) {
+            let rust_over_base = 1.0 / base_over_rust;
+            out.push(TargetCheck {
+                target: format!(
+                    "server CPU/call <= 1.5x baseline (rust {}, {}, c={}, {} client)",
+                    q.rust_era.label(),
+                    q.transport.label(),
+                    q.concurrency,
+                    q.client.label()
+                ),
+                measured: format!("{rust_over_base:.2}x"),
+                met: rust_over_base <= 1.5,
+            });
+        }
+    }
     for era in [Era::Legacy, Era::Modern] {
         let best = rows
             .iter()

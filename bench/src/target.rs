@@ -27,6 +27,9 @@ pub enum ServerKind {
     Ts,
     /// The same TypeScript server keeping one HTTP session per client (JSON responses).
     TsStateful,
+    /// The floor: bench/src/bin/baseline-stdio.rs (a line echo) or baseline-axum.rs (a bare axum handler),
+    /// canned replies and no MCP library.
+    Baseline,
 }
 
 impl ServerKind {
@@ -35,11 +38,13 @@ impl ServerKind {
             Self::Rust => "rust",
             Self::Ts => "ts",
             Self::TsStateful => "ts-stateful",
+            Self::Baseline => "baseline",
         }
     }
 
     /// The TypeScript SDK v1 speaks only the initialize-era protocol; sessions exist only over HTTP.
     pub fn supports(self, transport: TransportKind, era: Era) -> bool {
+        // The baselines' canned replies are those of the initialize era.
         let era_ok = self == Self::Rust || era == Era::Legacy;
         let transport_ok = self != Self::TsStateful || transport == TransportKind::Http;
         era_ok && transport_ok
@@ -111,6 +116,8 @@ pub struct Programs {
     pub noop_server: PathBuf,
     pub node: PathBuf,
     pub ts_server: PathBuf,
+    pub baseline_stdio: PathBuf,
+    pub baseline_axum: PathBuf,
     /// Let the servers' stderr through (otherwise discarded).
     pub server_stderr: bool,
 }
@@ -186,6 +193,14 @@ fn command(programs: &Programs, target: &Target, port: Option<u16>) -> Command {
             }
             cmd
         }
+        ServerKind::Baseline => match port {
+            Some(port) => {
+                let mut cmd = Command::new(&programs.baseline_axum);
+                cmd.args(["--http", "--port", &port.to_string()]);
+                cmd
+            }
+            None => Command::new(&programs.baseline_stdio),
+        },
     };
     cmd.stderr(if programs.server_stderr {
         Stdio::inherit()
