@@ -135,7 +135,7 @@ def test_minecraft(transport: str) -> None:
         assert status["games"] == [] or not status.get("game_connected"), status
 
         offline = client.error("get_online_players", {})
-        assert offline["details"]["code"] == "CONNECTION_ERROR", offline
+        assert offline["code"] == "CONNECTION_ERROR", offline
         assert offline["hint"]
         bad = client.error("give_item", {"player": "steve", "item": "diamond", "quantity": "lots"})
         assert bad["code"] == "E_INVALID_ARGUMENT"
