@@ -199,7 +199,11 @@ async fn concurrent_requests_run_at_once() {
     for _ in 0..4 {
         let r = a.reply().await;
         let p = exited(&r);
-        assert!(!p.timed_out, "request {} waited for the others in vain", r.id);
+        assert!(
+            !p.timed_out,
+            "request {} waited for the others in vain",
+            r.id
+        );
         assert_eq!(p.stdout, b"done\n");
         ids.push(r.id);
     }
