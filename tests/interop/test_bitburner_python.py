@@ -269,4 +269,4 @@ def test_port_in_use_says_so(bridge_bin: Path) -> None:
         )
     assert proc.returncode != 0
     assert re.search(rf"port {port} .*already in use", proc.stderr), proc.stderr
-    assert "BITBURNER_PORT" in proc.stderr and "bitburner-filesync" in proc.stderr
+    assert "--game-port / BITBURNER_GAME_PORT" in proc.stderr and "bitburner-filesync" in proc.stderr
