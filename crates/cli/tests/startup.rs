@@ -3,6 +3,8 @@
 //! Every child starts with an empty environment, so a developer's own MCP_* variables cannot change a result.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -277,17 +279,7 @@ fn no_bridge_schema_uses_a_format_json_schema_does_not_define() {
         let mut child = Reaped(child);
         let mut stdin = child.0.stdin.take().unwrap();
         stdin
-            .write_all(
-                concat!(
-                    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
-                    "\n",
-                    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-                    "\n",
-                    r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
-                    "\n",
-                )
-                .as_bytes(),
-            )
+            .write_all(support::INIT_AND_LIST_TOOLS.as_bytes())
             .unwrap();
         let mut stdout = BufReader::new(child.0.stdout.take().unwrap());
         let listed = wait_for_line(&mut stdout, r#""id":2"#).expect("a tools/list reply");

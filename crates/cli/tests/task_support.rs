@@ -3,6 +3,8 @@
 //! file transfers, world scans. Quick tools say nothing. Every bridge, as a host starts it (stdio).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -34,17 +36,7 @@ fn tools_of(args: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
     let mut child = Reaped(child);
     let mut stdin = child.0.stdin.take().unwrap();
     stdin
-        .write_all(
-            concat!(
-                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
-                "\n",
-                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-                "\n",
-                r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
-                "\n",
-            )
-            .as_bytes(),
-        )
+        .write_all(support::INIT_AND_LIST_TOOLS.as_bytes())
         .unwrap();
     let stdout = BufReader::new(child.0.stdout.take().unwrap());
     for line in stdout.lines() {

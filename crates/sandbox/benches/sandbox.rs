@@ -14,6 +14,19 @@ use sandbox_agent::protocol::{Body, ExecSpec, Op, Program};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
+/// The floor: `unshare` of the namespaces a namespace sandbox has, running /bin/true.
+const FLOOR_ARGS: [&str; 9] = [
+    "--user",
+    "--map-root-user",
+    "--pid",
+    "--fork",
+    "--net",
+    "--mount",
+    "--ipc",
+    "--uts",
+    "/bin/true",
+];
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let bin = agent_bin();
@@ -25,17 +38,7 @@ async fn main() {
     for _ in 0..30 {
         let t = Instant::now();
         let s = std::process::Command::new("unshare")
-            .args([
-                "--user",
-                "--map-root-user",
-                "--pid",
-                "--fork",
-                "--net",
-                "--mount",
-                "--ipc",
-                "--uts",
-                "/bin/true",
-            ])
+            .args(FLOOR_ARGS)
             .status()
             .unwrap();
         assert!(s.success());
@@ -210,17 +213,7 @@ fn spawn_floor_in(dirs: &[std::path::PathBuf]) {
         })
         .collect();
     let mut cmd = std::process::Command::new("unshare");
-    cmd.args([
-        "--user",
-        "--map-root-user",
-        "--pid",
-        "--fork",
-        "--net",
-        "--mount",
-        "--ipc",
-        "--uts",
-        "/bin/true",
-    ]);
+    cmd.args(FLOOR_ARGS);
     #[allow(unsafe_code)]
     // SAFETY: the closure runs between fork and exec in the child, where only async-signal-safe calls are
     // allowed: it calls open(2), write(2) and close(2) on C strings built before the fork, and allocates

@@ -15,6 +15,16 @@ use tokio_tungstenite::tungstenite::Message;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-bridges");
 
+/// What a host sends first over stdio, one message a line: initialize (id 1), initialized, tools/list (id 2).
+pub const INIT_AND_LIST_TOOLS: &str = concat!(
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    "\n",
+);
+
 /// A running `mcp-bridges` and the lines it has logged so far.
 pub struct Server {
     pub child: Child,
