@@ -13,10 +13,11 @@ mod support;
 
 use bridge_core::net::ListenLimits;
 use bridge_core::serve::HttpOptions;
+use mcp_testkit::{status_of, until_closed};
 use std::net::SocketAddr;
 use std::time::Duration;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
@@ -32,26 +33,6 @@ fn get(addr: SocketAddr, path: &str, token: Option<&str>, close: bool) -> String
     }
     request.push_str("\r\n");
     request
-}
-
-/// Everything the server sends on `stream` until it closes the connection (EOF or reset).
-async fn until_closed(mut stream: TcpStream) -> String {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return String::from_utf8_lossy(&got).into_owned(),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-}
-
-fn status_of(response: &str) -> u16 {
-    response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
 }
 
 /// One request on a fresh connection that asks to be closed after it; the whole response.

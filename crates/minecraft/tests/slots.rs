@@ -7,30 +7,11 @@
 
 mod support;
 
+use mcp_testkit::{status_of, until_closed};
 use std::net::SocketAddr;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-
-/// Everything the relay sends on `stream` until it closes the connection (EOF or reset).
-async fn until_closed(mut stream: TcpStream) -> String {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return String::from_utf8_lossy(&got).into_owned(),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-}
-
-fn status_of(response: &str) -> u16 {
-    response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
 
 fn health(addr: SocketAddr, close: bool) -> String {
     let close = if close { "Connection: close\r\n" } else { "" };

@@ -294,3 +294,25 @@ pub async fn idle_connections(addr: SocketAddr, n: usize) -> Vec<tokio::net::Tcp
     }
     idle
 }
+
+/// Everything a server sends on `stream` until it closes the connection (EOF or reset).
+pub async fn until_closed(mut stream: tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&got).into_owned(),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// The status code of a raw HTTP/1 response (0 when there is none).
+pub fn status_of(response: &str) -> u16 {
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
