@@ -17,6 +17,7 @@ process.env.CI = process.env.CI || '1'
 
 const ADAPTER_DIR = path.join(__dirname, '..', '..', 'crates', 'minecraft', 'adapters', 'flying-squid')
 const { loadConfig } = require(path.join(ADAPTER_DIR, 'config'))
+const { squidOptions } = require(path.join(ADAPTER_DIR, 'squid-options'))
 
 const args = {}
 for (let i = 2; i + 1 < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1]
@@ -27,28 +28,12 @@ for (const k of ['relay', 'token', 'name']) {
 const config = loadConfig(null)
 config.logging.level = 'WARN'
 const mcServer = require(path.join(ADAPTER_DIR, 'node_modules', 'flying-squid'))
-const serv = mcServer.createMCServer({
-  motd: 'mcp-bridges bench',
+const serv = mcServer.createMCServer(squidOptions({
   port: 0,
-  host: '127.0.0.1',
-  'max-players': 20,
-  maxPlayers: 20,
-  'online-mode': false,
-  logging: false,
-  gameMode: 0,
-  difficulty: 1,
-  worldFolder: undefined,
-  generation: { name: 'superflat', options: { worldHeight: 80 } },
-  kickTimeout: 10000,
-  plugins: { [path.join(ADAPTER_DIR, 'plugin.js')]: {} },
-  modpe: false,
-  'view-distance': 2,
-  'player-list-text': { header: 'mcp-bridges', footer: 'bench' },
-  'everybody-op': false,
-  'max-entities': 100,
-  version: '1.21.4',
+  motd: 'mcp-bridges bench',
+  footer: 'bench',
   mcpBridge: { config, url: args.relay, token: args.token, name: args.name, onWelcome: () => out('linked\n') }
-})
+}))
 serv.on('error', (e) => process.stderr.write(`server error: ${e.stack || e}\n`))
 
 const nowUs = () => Math.round((performance.timeOrigin + performance.now()) * 1000)

@@ -11,6 +11,7 @@ process.stdout.write = process.stderr.write.bind(process.stderr)
 process.env.CI = process.env.CI || '1' // flying-squid's log.js leaves console.log alone under CI
 
 const { loadConfig, ConfigError } = require('./config')
+const { squidOptions } = require('./squid-options')
 
 function usage (msg) {
   process.stderr.write(`minecraft-server: ${msg}\nusage: minecraft-server --port P --relay URL --token T [--config FILE] [--name NAME]\n`)
@@ -44,26 +45,10 @@ const token = args.token || process.env.MINECRAFT_AUTH_TOKEN || config.bridge.au
 const name = args.name || config.bridge.server_name || null
 
 const mcServer = require('flying-squid')
-const serv = mcServer.createMCServer({
-  motd: 'mcp-bridges test server',
+const serv = mcServer.createMCServer(squidOptions({
   port,
-  host: '127.0.0.1',
-  'max-players': 20,
-  maxPlayers: 20,
-  'online-mode': false,
-  logging: false,
-  gameMode: 0,
-  difficulty: 1,
-  worldFolder: undefined,
-  generation: { name: 'superflat', options: { worldHeight: 80 } },
-  kickTimeout: 10000,
-  plugins: { [path.join(__dirname, 'plugin.js')]: {} },
-  modpe: false,
-  'view-distance': 2,
-  'player-list-text': { header: 'mcp-bridges', footer: 'test' },
-  'everybody-op': false,
-  'max-entities': 100,
-  version: '1.21.4',
+  motd: 'mcp-bridges test server',
+  footer: 'test',
   mcpBridge: {
     config,
     url: relay,
@@ -71,7 +56,7 @@ const serv = mcServer.createMCServer({
     name,
     onWelcome: (p) => out(`linked epoch=${p.epoch} lastSeq=${p.lastSeq}\n`)
   }
-})
+}))
 
 serv.on('error', (e) => process.stderr.write(`server error: ${e.stack || e}\n`))
 serv.once('ready', () => {
