@@ -190,10 +190,14 @@ async fn the_host_creates_0700_and_follows_no_link_and_takes_no_foreign_job() {
     std::os::unix::fs::symlink(outside.join("secret.json"), inner.join("command.json")).unwrap();
     // 3. A job directory owned by another user.
     let foreign_id = "20260101T000000000Z-0003-cccc";
+    // Made whole beside execute/ and renamed in: a host watching execute/ must never see it as ours before
+    // the chown (it once claimed it in that window).
     let foreign = root.join("execute").join(foreign_id);
-    std::fs::create_dir(&foreign).unwrap();
-    std::fs::write(foreign.join("command.json"), command(foreign_id)).unwrap();
-    std::os::unix::fs::chown(&foreign, Some(4242), Some(4242)).unwrap();
+    let staging = root.join(format!("staging-{foreign_id}"));
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::write(staging.join("command.json"), command(foreign_id)).unwrap();
+    std::os::unix::fs::chown(&staging, Some(4242), Some(4242)).unwrap();
+    std::fs::rename(&staging, &foreign).unwrap();
     // A genuine job after them: once it is answered, the host has seen the others.
     let c = client(args(&ws, BackendChoice::Vscode)).await;
     data(&c, "debug_status", json!({})).await;
