@@ -20,7 +20,7 @@ pub mod tool;
 pub use bridge::{Bridge, BridgeBuilder, BridgeEntry, BridgeEnv, BridgeError};
 pub use error::{ErrorCode, ToolError};
 pub use mount::Mount;
-pub use tool::{Content, NoArgs, Rendered, ToolCtx, ToolSpec, Validate, check};
+pub use tool::{Content, NoArgs, Rendered, ToolCtx, ToolSpec, Validate, WithContent, check};
 
 /// ARCHITECTURE.md, included so `cargo test --doc` compiles its Rust examples against this crate's real API.
 #[cfg(doctest)]

@@ -77,6 +77,14 @@ pub struct Rendered<O> {
     pub text: String,
 }
 
+/// A tool output with its own text and more content after it (images, resource links): the JSON is still
+/// `structuredContent`, `text` the first block, `content` the blocks that follow.
+pub struct WithContent<O> {
+    pub value: O,
+    pub text: String,
+    pub content: Vec<Content>,
+}
+
 /// MCP tool annotations: hints to clients about side effects.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Annotations {
@@ -116,6 +124,14 @@ pub enum Content {
         uri: String,
         mime_type: String,
         text: String,
+    },
+    /// A link to a resource the client may read (`resources/read`), not its contents.
+    ResourceLink {
+        uri: String,
+        name: String,
+        mime_type: Option<String>,
+        description: Option<String>,
+        size: Option<u64>,
     },
 }
 
@@ -276,12 +292,46 @@ impl ToolSpec {
     }
 
     /// Like [`handler`](Self::handler), for tools whose text for the model is not their JSON.
-    pub fn handler_with_text<A, O, F, Fut>(mut self, f: F) -> Self
+    pub fn handler_with_text<A, O, F, Fut>(self, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Validate + Send + 'static,
         O: Serialize + JsonSchema + 'static,
         F: Fn(A, ToolCtx) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Rendered<O>, ToolError>> + Send + 'static,
+    {
+        self.handler_with_content(move |args: A, ctx| {
+            let fut = f(args, ctx);
+            async move {
+                fut.await.map(|r| WithContent {
+                    value: r.value,
+                    text: r.text,
+                    content: Vec::new(),
+                })
+            }
+        })
+    }
+
+    /// [`handler_with_content`](Self::handler_with_content) with a shared state, as in
+    /// [`handler_on`](Self::handler_on).
+    pub fn handler_with_content_on<S, A, O, F, Fut>(self, state: S, f: F) -> Self
+    where
+        S: Clone + Send + Sync + 'static,
+        A: DeserializeOwned + JsonSchema + Validate + Send + 'static,
+        O: Serialize + JsonSchema + 'static,
+        F: Fn(S, A, ToolCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<WithContent<O>, ToolError>> + Send + 'static,
+    {
+        self.handler_with_content(move |args: A, ctx| f(state.clone(), args, ctx))
+    }
+
+    /// Like [`handler_with_text`](Self::handler_with_text), for tools whose result also carries images or
+    /// resource links.
+    pub fn handler_with_content<A, O, F, Fut>(mut self, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Validate + Send + 'static,
+        O: Serialize + JsonSchema + 'static,
+        F: Fn(A, ToolCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<WithContent<O>, ToolError>> + Send + 'static,
     {
         self.input_schema = schema::input_schema::<A>();
         self.output_schema = Some(schema::output_schema::<O>());
@@ -299,9 +349,12 @@ impl ToolSpec {
                 let rendered = f(args, ctx).await?;
                 let structured = serde_json::to_value(&rendered.value)
                     .map_err(|e| ToolError::internal(format!("output not serialisable: {e}")))?;
+                let mut content = Vec::with_capacity(1 + rendered.content.len());
+                content.push(Content::Text(rendered.text));
+                content.extend(rendered.content);
                 Ok(Outcome::Done(ToolOutput {
                     structured: Some(structured),
-                    content: vec![Content::Text(rendered.text)],
+                    content,
                 }))
             })
         }));

@@ -75,6 +75,19 @@ fn owned_content(c: Content) -> ContentBlock {
             text,
             meta: None,
         }),
+        Content::ResourceLink {
+            uri,
+            name,
+            mime_type,
+            description,
+            size,
+        } => {
+            let mut link = Resource::new(uri, name);
+            link.mime_type = mime_type;
+            link.description = description;
+            link.size = size;
+            ContentBlock::resource_link(link)
+        }
     }
 }
 
