@@ -1,10 +1,16 @@
 //! Breakpoints kept per file, because DAP's `setBreakpoints` replaces a file's whole list: every change resends
 //! the file's full list. Set before a session exists, they wait here and are sent when it starts. Each knows
-//! whether the debugger bound it, and to which line.
+//! whether the debugger bound it, and to which line. Function breakpoints, the exception filters chosen and
+//! data breakpoints (watchpoints) are kept here too: each kind is one DAP request that replaces the whole set.
 
+use super::backend::{DapBackend, Params, bool_param, dap_err, left, str_param, u64_param};
+use super::session::{Session, lock};
+use crate::envelope::ScriptError;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::time::Instant;
 
 /// Breakpoints the agent can create, over all files.
 pub const MAX_BREAKPOINTS: usize = 1000;
@@ -37,6 +43,7 @@ impl Breakpoint {
 
     pub fn to_json(&self, path: &Path, pending: bool) -> Value {
         let mut v = json!({
+            "kind": "line",
             "path": path.display().to_string(),
             "line": self.line,
             "verified": self.verified,
@@ -76,14 +83,194 @@ impl Breakpoint {
     }
 }
 
+/// A breakpoint on a function's name (`setFunctionBreakpoints`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionBreakpoint {
+    pub name: String,
+    pub condition: Option<String>,
+    pub hit_condition: Option<String>,
+    pub binding: Binding,
+}
+
+/// A data breakpoint (watchpoint): `data_id` comes from the adapter's `dataBreakpointInfo` and is good for the
+/// session that issued it only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataBreakpoint {
+    pub data_id: String,
+    pub description: String,
+    pub access_type: Option<String>,
+    pub condition: Option<String>,
+    pub hit_condition: Option<String>,
+    pub binding: Binding,
+}
+
+/// What the adapter said of one breakpoint: verified or not, where it bound, why not.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Binding {
+    pub verified: bool,
+    pub id: Option<i64>,
+    pub path: Option<String>,
+    pub line: Option<u64>,
+    pub message: Option<String>,
+}
+
+impl Binding {
+    fn update(&mut self, answer: &Value) {
+        if let Some(v) = answer.get("verified").and_then(Value::as_bool) {
+            self.verified = v;
+        }
+        if let Some(id) = answer.get("id").and_then(Value::as_i64) {
+            self.id = Some(id);
+        }
+        if let Some(line) = answer.get("line").and_then(Value::as_u64) {
+            self.line = Some(line);
+        }
+        if let Some(path) = answer.pointer("/source/path").and_then(Value::as_str) {
+            self.path = Some(path.to_owned());
+        }
+        self.message = answer
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+    }
+
+    fn to_json(&self, v: &mut Value, pending: bool) {
+        v["verified"] = json!(self.verified);
+        if self.path.is_some() {
+            v["boundPath"] = json!(self.path);
+        }
+        v["boundLine"] = json!(self.line);
+        if pending {
+            v["pending"] = json!(true);
+            v["message"] = json!("queued: sent to the debugger when a session starts");
+        } else if let Some(m) = &self.message {
+            v["message"] = json!(m);
+        }
+    }
+}
+
+impl FunctionBreakpoint {
+    pub fn to_json(&self, pending: bool) -> Value {
+        let mut v = json!({"kind": "function", "name": self.name, "enabled": true});
+        self.binding.to_json(&mut v, pending);
+        optional(&mut v, "condition", &self.condition);
+        optional(&mut v, "hitCondition", &self.hit_condition);
+        v
+    }
+
+    fn dap(&self) -> Value {
+        let mut v = json!({"name": self.name});
+        optional(&mut v, "condition", &self.condition);
+        optional(&mut v, "hitCondition", &self.hit_condition);
+        v
+    }
+}
+
+impl DataBreakpoint {
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"kind": "data", "dataId": self.data_id, "description": self.description,
+            "accessType": self.access_type, "enabled": true});
+        self.binding.to_json(&mut v, false);
+        optional(&mut v, "condition", &self.condition);
+        optional(&mut v, "hitCondition", &self.hit_condition);
+        v
+    }
+
+    fn dap(&self) -> Value {
+        let mut v = json!({"dataId": self.data_id});
+        optional(&mut v, "accessType", &self.access_type);
+        optional(&mut v, "condition", &self.condition);
+        optional(&mut v, "hitCondition", &self.hit_condition);
+        v
+    }
+}
+
+fn optional(v: &mut Value, key: &str, val: &Option<String>) {
+    if let Some(val) = val {
+        v[key] = json!(val);
+    }
+}
+
+/// One exception filter chosen (`raised`, `uncaught`, `cpp_throw`...), with its condition if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExceptionFilter {
+    pub id: String,
+    pub condition: Option<String>,
+}
+
 #[derive(Debug, Default)]
 pub struct Store {
     files: BTreeMap<PathBuf, Vec<Breakpoint>>,
+    pub functions: Vec<FunctionBreakpoint>,
+    /// `None`: the filters the adapter marks `default`.
+    pub exceptions: Option<Vec<ExceptionFilter>>,
+    pub data: Vec<DataBreakpoint>,
 }
 
 impl Store {
     pub fn count(&self) -> usize {
-        self.files.values().map(Vec::len).sum()
+        self.files.values().map(Vec::len).sum::<usize>() + self.functions.len() + self.data.len()
+    }
+
+    /// Adds or replaces the function breakpoint on `bp.name`; false when the bound is reached.
+    pub fn set_function(&mut self, bp: FunctionBreakpoint) -> bool {
+        if let Some(old) = self.functions.iter_mut().find(|b| b.name == bp.name) {
+            *old = bp;
+            return true;
+        }
+        if self.count() >= MAX_BREAKPOINTS {
+            return false;
+        }
+        self.functions.push(bp);
+        true
+    }
+
+    pub fn remove_function(&mut self, name: &str) -> bool {
+        let before = self.functions.len();
+        self.functions.retain(|b| b.name != name);
+        before != self.functions.len()
+    }
+
+    /// Adds or replaces the data breakpoint on `bp.data_id`; false when the bound is reached.
+    pub fn set_data(&mut self, bp: DataBreakpoint) -> bool {
+        if let Some(old) = self.data.iter_mut().find(|b| b.data_id == bp.data_id) {
+            *old = bp;
+            return true;
+        }
+        if self.count() >= MAX_BREAKPOINTS {
+            return false;
+        }
+        self.data.push(bp);
+        true
+    }
+
+    pub fn remove_data(&mut self, data_id: &str) -> bool {
+        let before = self.data.len();
+        self.data.retain(|b| b.data_id != data_id);
+        before != self.data.len()
+    }
+
+    /// The `setFunctionBreakpoints` arguments: the whole list.
+    pub fn function_request(&self) -> Value {
+        json!({"breakpoints": self.functions.iter().map(FunctionBreakpoint::dap).collect::<Vec<_>>()})
+    }
+
+    /// The `setDataBreakpoints` arguments: the whole list.
+    pub fn data_request(&self) -> Value {
+        json!({"breakpoints": self.data.iter().map(DataBreakpoint::dap).collect::<Vec<_>>()})
+    }
+
+    /// Records the answer to [`function_request`](Self::function_request), in order.
+    pub fn apply_functions(&mut self, response: &Value) {
+        for (bp, answer) in self.functions.iter_mut().zip(answers(response)) {
+            bp.binding.update(answer);
+        }
+    }
+
+    pub fn apply_data(&mut self, response: &Value) {
+        for (bp, answer) in self.data.iter_mut().zip(answers(response)) {
+            bp.binding.update(answer);
+        }
     }
 
     /// Adds or replaces the breakpoint at `bp.line`; false when the bound is reached.
@@ -172,6 +359,16 @@ impl Store {
                 update(bp, answer);
             }
         }
+        for b in self
+            .functions
+            .iter_mut()
+            .map(|b| &mut b.binding)
+            .chain(self.data.iter_mut().map(|b| &mut b.binding))
+        {
+            if b.id == Some(id) {
+                b.update(answer);
+            }
+        }
     }
 
     /// Forgets what a finished session said: the breakpoints wait for the next one.
@@ -181,14 +378,30 @@ impl Store {
             bp.bound_line = None;
             bp.id = None;
         }
+        for bp in &mut self.functions {
+            bp.binding = Binding::default();
+        }
+        // A data breakpoint's id names memory of the session that ended.
+        self.data.clear();
     }
 
+    /// Line breakpoints, then function and data breakpoints (each with its `kind`).
     pub fn list(&self, pending: bool) -> Vec<Value> {
         self.files
             .iter()
             .flat_map(|(path, list)| list.iter().map(move |b| b.to_json(path, pending)))
+            .chain(self.functions.iter().map(|b| b.to_json(pending)))
+            .chain(self.data.iter().map(DataBreakpoint::to_json))
             .collect()
     }
+}
+
+fn answers(response: &Value) -> impl Iterator<Item = &Value> {
+    response
+        .get("breakpoints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
 }
 
 fn update(bp: &mut Breakpoint, answer: &Value) {
@@ -205,6 +418,408 @@ fn update(bp: &mut Breakpoint, answer: &Value) {
         .get("message")
         .and_then(Value::as_str)
         .map(str::to_owned);
+}
+
+fn supports(caps: &Value, cap: &str) -> bool {
+    caps.get(cap).and_then(Value::as_bool) == Some(true)
+}
+
+fn unsupported(s: &Session, what: &str, cap: &str) -> ScriptError {
+    ScriptError::new(
+        "E_UNSUPPORTED_BY_ADAPTER",
+        format!(
+            "{} does not support {what} (its initialize capabilities lack `{cap}`)",
+            s.adapter.name()
+        ),
+    )
+    .hint("Use a line breakpoint (breakpoint_set), with a condition if needed, instead")
+    .details(json!({"adapter": s.adapter.name(), "capability": cap}))
+}
+
+fn too_many() -> ScriptError {
+    ScriptError::new(
+        "E_INVALID_PARAMS",
+        format!("at most {MAX_BREAKPOINTS} breakpoints"),
+    )
+    .hint("Remove breakpoints you no longer need")
+}
+
+/// The filters an adapter offers, as its `initialize` answer lists them.
+fn offered(caps: &Value) -> Vec<Value> {
+    caps.get("exceptionBreakpointFilters")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn filter_ids(offered: &[Value]) -> Vec<&str> {
+    offered
+        .iter()
+        .filter_map(|f| f.get("filter").and_then(Value::as_str))
+        .collect()
+}
+
+/// `setExceptionBreakpoints` arguments: the chosen filters this adapter offers (others are for another
+/// language's adapter, and skipped), or the adapter's defaults when none were chosen.
+fn exception_args(chosen: &Option<Vec<ExceptionFilter>>, caps: &Value) -> Value {
+    let offered = offered(caps);
+    let ids = filter_ids(&offered);
+    match chosen {
+        None => {
+            let defaults: Vec<&str> = offered
+                .iter()
+                .filter(|f| f.get("default").and_then(Value::as_bool) == Some(true))
+                .filter_map(|f| f.get("filter").and_then(Value::as_str))
+                .collect();
+            json!({"filters": defaults})
+        }
+        Some(list) => {
+            let list: Vec<&ExceptionFilter> = list
+                .iter()
+                .filter(|f| ids.contains(&f.id.as_str()))
+                .collect();
+            let plain: Vec<&str> = list
+                .iter()
+                .filter(|f| f.condition.is_none())
+                .map(|f| f.id.as_str())
+                .collect();
+            let options: Vec<Value> = list
+                .iter()
+                .filter_map(|f| {
+                    f.condition
+                        .as_ref()
+                        .map(|c| json!({"filterId": f.id, "condition": c}))
+                })
+                .collect();
+            let mut args = json!({"filters": plain});
+            if !options.is_empty() {
+                args["filterOptions"] = json!(options);
+            }
+            args
+        }
+    }
+}
+
+impl DapBackend {
+    /// The live session a breakpoint change goes to at once, if there is one.
+    fn live(&self, p: &Params) -> Option<Arc<Session>> {
+        self.session(p).ok()
+    }
+
+    async fn sync_functions(&self, s: &Session, deadline: Instant) -> Result<(), ScriptError> {
+        let args = lock(&self.breakpoints).function_request();
+        let body = s
+            .client
+            .request("setFunctionBreakpoints", args, left(deadline))
+            .await
+            .map_err(dap_err)?;
+        lock(&self.breakpoints).apply_functions(&body);
+        Ok(())
+    }
+
+    async fn sync_data(&self, s: &Session, deadline: Instant) -> Result<(), ScriptError> {
+        let args = lock(&self.breakpoints).data_request();
+        let body = s
+            .client
+            .request("setDataBreakpoints", args, left(deadline))
+            .await
+            .map_err(dap_err)?;
+        lock(&self.breakpoints).apply_data(&body);
+        Ok(())
+    }
+
+    /// `breakpoint_set_function`: stop when a function is entered (by name), queued before a session.
+    pub(super) async fn breakpoint_set_function(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let name = str_param(p, "name").unwrap_or_default().trim().to_owned();
+        if name.is_empty() {
+            return Err(ScriptError::new(
+                "E_INVALID_PARAMS",
+                "`name` must name a function",
+            ));
+        }
+        let live = self.live(p);
+        if let Some(s) = &live
+            && !supports(&lock(&s.capabilities), "supportsFunctionBreakpoints")
+        {
+            return Err(unsupported(
+                s,
+                "function breakpoints",
+                "supportsFunctionBreakpoints",
+            ));
+        }
+        let remove = bool_param(p, "remove") == Some(true);
+        let removed = if remove {
+            lock(&self.breakpoints).remove_function(&name)
+        } else {
+            let bp = FunctionBreakpoint {
+                name: name.clone(),
+                condition: str_param(p, "condition").map(str::to_owned),
+                hit_condition: str_param(p, "hitCondition").map(str::to_owned),
+                binding: Binding::default(),
+            };
+            if !lock(&self.breakpoints).set_function(bp) {
+                return Err(too_many());
+            }
+            false
+        };
+        if let Some(s) = &live {
+            self.sync_functions(s, deadline).await?;
+        }
+        let store = lock(&self.breakpoints);
+        let bp = store
+            .functions
+            .iter()
+            .find(|b| b.name == name)
+            .map(|b| b.to_json(live.is_none()));
+        let mut details = json!({"breakpoint": bp, "functionBreakpoints": store.functions.len()});
+        if remove {
+            details["removed"] = json!(removed);
+        }
+        Ok(json!({"success": true, "details": details}))
+    }
+
+    /// `breakpoint_exceptions`: which exceptions stop the program. Without `filters`, the filters the adapter
+    /// offers and those in force; with them, exactly those (an empty list: none stop).
+    pub(super) async fn breakpoint_exceptions(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let live = self.live(p);
+        let caps = live.as_ref().map(|s| lock(&s.capabilities).clone());
+        let offered_list = caps.as_ref().map(offered);
+        if let Some(raw) = p.get("filters") {
+            let ids: Vec<String> = raw
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            let conditions = p.get("conditions").and_then(Value::as_object);
+            if let (Some(offered), Some(s)) = (&offered_list, &live) {
+                let known = filter_ids(offered);
+                if let Some(bad) = ids.iter().find(|id| !known.contains(&id.as_str())) {
+                    return Err(ScriptError::new(
+                        "E_INVALID_PARAMS",
+                        format!(
+                            "filters: {} offers no exception filter `{bad}`; it offers {}",
+                            s.adapter.name(),
+                            known.join(", ")
+                        ),
+                    )
+                    .hint(
+                        "Call breakpoint_exceptions without filters to see what the adapter offers",
+                    )
+                    .details(json!({"field": "filters", "offered": known})));
+                }
+                if conditions.is_some_and(|c| !c.is_empty())
+                    && !caps
+                        .as_ref()
+                        .is_some_and(|c| supports(c, "supportsExceptionFilterOptions"))
+                {
+                    return Err(unsupported(
+                        s,
+                        "conditions on exception filters",
+                        "supportsExceptionFilterOptions",
+                    ));
+                }
+            }
+            let chosen: Vec<ExceptionFilter> = ids
+                .iter()
+                .map(|id| ExceptionFilter {
+                    id: id.clone(),
+                    condition: conditions
+                        .and_then(|c| c.get(id))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                })
+                .collect();
+            lock(&self.breakpoints).exceptions = Some(chosen);
+        }
+        let chosen = lock(&self.breakpoints).exceptions.clone();
+        let mut answer = json!({"custom": chosen.is_some()});
+        if let (Some(s), Some(caps)) = (&live, &caps) {
+            let args = exception_args(&chosen, caps);
+            if p.get("filters").is_some() {
+                let body = s
+                    .client
+                    .request("setExceptionBreakpoints", args.clone(), left(deadline))
+                    .await
+                    .map_err(dap_err)?;
+                if let Some(bps) = body.get("breakpoints") {
+                    answer["breakpoints"] = bps.clone();
+                }
+            }
+            answer["adapter"] = json!(s.adapter.name());
+            answer["offered"] = json!(offered(caps));
+            answer["active"] = args["filters"].clone();
+            if let Some(o) = args.get("filterOptions") {
+                answer["activeWithConditions"] = o.clone();
+            }
+        } else {
+            answer["pending"] = json!(true);
+            answer["active"] = match &chosen {
+                Some(list) => json!(list.iter().map(|f| &f.id).collect::<Vec<_>>()),
+                None => json!("the adapter's defaults"),
+            };
+            answer["message"] = json!(
+                "no session: the choice is sent when one starts (filters the adapter does not offer are skipped); \
+                 debugpy offers raised, uncaught, userUnhandled; lldb-dap cpp_throw, cpp_catch, objc_throw, objc_catch"
+            );
+        }
+        Ok(answer)
+    }
+
+    /// `breakpoint_set_data`: stop when a variable is written (or read), where the adapter supports it.
+    pub(super) async fn breakpoint_set_data(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let s = self.session(p)?;
+        if !supports(&lock(&s.capabilities), "supportsDataBreakpoints") {
+            return Err(unsupported(
+                &s,
+                "data breakpoints",
+                "supportsDataBreakpoints",
+            ));
+        }
+        if let Some(id) = str_param(p, "dataId")
+            && bool_param(p, "remove") == Some(true)
+        {
+            let removed = lock(&self.breakpoints).remove_data(id);
+            self.sync_data(&s, deadline).await?;
+            return Ok(json!({"success": true, "details": {"removed": removed, "dataId": id}}));
+        }
+        s.paused_thread()?;
+        let name = str_param(p, "name").unwrap_or_default().to_owned();
+        let reference = match u64_param(p, "variablesReference") {
+            Some(r) => {
+                s.check_ref(r as i64)?;
+                r as i64
+            }
+            None => self.scope_holding(&s, &name, deadline).await?,
+        };
+        let info = s
+            .client
+            .request(
+                "dataBreakpointInfo",
+                json!({"variablesReference": reference, "name": name}),
+                left(deadline),
+            )
+            .await
+            .map_err(dap_err)?;
+        let description = info
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let Some(data_id) = info.get("dataId").and_then(Value::as_str) else {
+            return Err(ScriptError::new(
+                "E_DATA_BREAKPOINT_UNAVAILABLE",
+                format!("{} cannot watch `{name}`: {description}", s.adapter.name()),
+            )
+            .hint("Watch a variable of the paused frame (a local or a field), not a computed value")
+            .details(json!({"name": name, "variablesReference": reference})));
+        };
+        let access_types = info.get("accessTypes").cloned().unwrap_or(Value::Null);
+        let access_type = str_param(p, "accessType").map(str::to_owned);
+        if let (Some(a), Some(types)) = (&access_type, access_types.as_array())
+            && !types.iter().any(|t| t.as_str() == Some(a))
+        {
+            return Err(ScriptError::new(
+                "E_INVALID_PARAMS",
+                format!("accessType: `{name}` can be watched for {access_types} only, not `{a}`"),
+            )
+            .details(json!({"field": "accessType", "accessTypes": access_types})));
+        }
+        let bp = DataBreakpoint {
+            data_id: data_id.to_owned(),
+            description,
+            access_type,
+            condition: str_param(p, "condition").map(str::to_owned),
+            hit_condition: str_param(p, "hitCondition").map(str::to_owned),
+            binding: Binding::default(),
+        };
+        if !lock(&self.breakpoints).set_data(bp) {
+            return Err(too_many());
+        }
+        self.sync_data(&s, deadline).await?;
+        let store = lock(&self.breakpoints);
+        let bp = store
+            .data
+            .iter()
+            .find(|b| b.data_id == data_id)
+            .map(DataBreakpoint::to_json);
+        Ok(
+            json!({"success": true, "details": {"breakpoint": bp, "accessTypes": access_types,
+            "canPersist": info.get("canPersist")}}),
+        )
+    }
+
+    /// The variables reference of the top frame's scope that has a variable `name`.
+    async fn scope_holding(
+        &self,
+        s: &Arc<Session>,
+        name: &str,
+        deadline: Instant,
+    ) -> Result<i64, ScriptError> {
+        let frame = self.top_frame(s, deadline).await?;
+        let scopes = self.scopes_of(s, frame, deadline).await?;
+        for scope in scopes {
+            if scope.get("expensive").and_then(Value::as_bool) == Some(true) {
+                continue;
+            }
+            let Some(r) = scope.get("variablesReference").and_then(Value::as_i64) else {
+                continue;
+            };
+            let vars = self.variables(s, r, json!({}), deadline).await?;
+            if vars
+                .iter()
+                .any(|v| v.get("name").and_then(Value::as_str) == Some(name))
+            {
+                return Ok(r);
+            }
+        }
+        Err(ScriptError::new(
+            "E_INVALID_PARAMS",
+            format!("name: no variable `{name}` in the paused frame's scopes"),
+        )
+        .hint("Pass a name debug_list_variables shows, or variablesReference of the container that holds it")
+        .details(json!({"field": "name"})))
+    }
+
+    /// At a session's start, after the line breakpoints: function breakpoints, then the exception filters
+    /// chosen (or the adapter's defaults). Data breakpoints need a paused program, so none exist yet.
+    pub(super) async fn configure_breakpoints(
+        &self,
+        s: &Session,
+        caps: &Value,
+        deadline: Instant,
+    ) -> Result<(), ScriptError> {
+        let has_functions = !lock(&self.breakpoints).functions.is_empty();
+        if has_functions {
+            if supports(caps, "supportsFunctionBreakpoints") {
+                self.sync_functions(s, deadline).await?;
+            } else {
+                let note = format!("{} does not support function breakpoints", s.adapter.name());
+                for b in &mut lock(&self.breakpoints).functions {
+                    b.binding.message = Some(note.clone());
+                }
+            }
+        }
+        let args = exception_args(&lock(&self.breakpoints).exceptions, caps);
+        s.client
+            .request("setExceptionBreakpoints", args, left(deadline))
+            .await
+            .map_err(dap_err)?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -232,5 +847,34 @@ mod tests {
             s.set(p, Breakpoint::new(5)),
             "replacing an existing one is always allowed"
         );
+    }
+
+    #[test]
+    fn exception_filters_default_or_chosen_and_offered_only() {
+        let caps = json!({"exceptionBreakpointFilters": [
+            {"filter": "raised", "default": false}, {"filter": "uncaught", "default": true}]});
+        assert_eq!(
+            exception_args(&None, &caps),
+            json!({"filters": ["uncaught"]})
+        );
+        let chosen = Some(vec![
+            ExceptionFilter {
+                id: "raised".into(),
+                condition: None,
+            },
+            ExceptionFilter {
+                id: "cpp_throw".into(),
+                condition: None,
+            },
+            ExceptionFilter {
+                id: "uncaught".into(),
+                condition: Some("x".into()),
+            },
+        ]);
+        assert_eq!(
+            exception_args(&chosen, &caps),
+            json!({"filters": ["raised"], "filterOptions": [{"filterId": "uncaught", "condition": "x"}]})
+        );
+        assert_eq!(exception_args(&Some(vec![]), &caps), json!({"filters": []}));
     }
 }

@@ -29,6 +29,10 @@ struct Budget {
     truncated: bool,
 }
 
+/// `variables` requests one `debug_save_variable` makes at most (a 100 000-element list in debugpy's groups of
+/// 100 is 1000).
+const MAX_SAVE_REQUESTS: usize = 2000;
+
 /// Nested containers one call expands at most.
 const MAX_REQUESTS: usize = 64;
 
@@ -77,7 +81,11 @@ impl DapBackend {
         )
     }
 
-    async fn top_frame(&self, s: &Session, deadline: Instant) -> Result<i64, ScriptError> {
+    pub(super) async fn top_frame(
+        &self,
+        s: &Session,
+        deadline: Instant,
+    ) -> Result<i64, ScriptError> {
         let thread_id = s.paused_thread()?;
         let body = s
             .client
@@ -93,7 +101,7 @@ impl DapBackend {
             .ok_or_else(|| ScriptError::new("E_NOT_PAUSED", "the paused thread has no stack frame"))
     }
 
-    async fn scopes_of(
+    pub(super) async fn scopes_of(
         &self,
         s: &Session,
         frame_id: i64,
@@ -145,7 +153,7 @@ impl DapBackend {
         Ok(json!({"scopes": list, "frameId": frame_id}))
     }
 
-    async fn variables(
+    pub(super) async fn variables(
         &self,
         s: &Session,
         reference: i64,
@@ -407,6 +415,112 @@ impl DapBackend {
         Ok(
             json!({"expression": expression, "result": body.get("result"), "type": body.get("type"),
             "variablesReference": reference, "frameId": frame_id}),
+        )
+    }
+
+    /// `debug_save_variable`: evaluates `expression` in the top frame and writes its value, and its children
+    /// fetched `pageSize` at a time (up to `maxItems`), to `outputPath` as one JSON document. The path goes
+    /// through the same policy as every file this bridge writes
+    /// ([`output_path`](super::policy::LaunchPolicy::output_path)).
+    pub(super) async fn save_variable(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let s = self.session(p)?;
+        s.paused_thread()?;
+        let target = self.cfg.policy.output_path(
+            str_param(p, "outputPath").unwrap_or_default(),
+            &self.cfg.workspace,
+        )?;
+        let frame_id = self.top_frame(&s, deadline).await?;
+        let expression = str_param(p, "expression").unwrap_or_default();
+        let context = str_param(p, "context").unwrap_or("watch");
+        let page_size = u64_param(p, "pageSize").unwrap_or(500).max(1) as usize;
+        let max_items = u64_param(p, "maxItems").map_or(usize::MAX, |n| n as usize);
+        let body = s
+            .client
+            .request("evaluate", json!({"expression": expression, "frameId": frame_id, "context": context}), left(deadline))
+            .await
+            .map_err(|e| dap_err(e).hint("Check the expression's syntax for the program's language and that its names exist in this frame"))?;
+        let reference = body
+            .get("variablesReference")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let pages = lock(&s.capabilities)
+            .get("supportsVariablePaging")
+            .and_then(Value::as_bool)
+            == Some(true);
+        let mut children = Vec::new();
+        let mut requests = 0usize;
+        let mut truncated = false;
+        if reference > 0 {
+            if pages {
+                let declared = body
+                    .get("indexedVariables")
+                    .and_then(Value::as_u64)
+                    .map(|n| n as usize);
+                loop {
+                    let want = page_size.min(max_items - children.len());
+                    let got = self
+                        .variables(
+                            &s,
+                            reference,
+                            json!({"start": children.len(), "count": want}),
+                            deadline,
+                        )
+                        .await?;
+                    requests += 1;
+                    let n = got.len();
+                    children.extend(got.iter().map(var_json));
+                    if n < want || declared.is_some_and(|d| children.len() >= d) {
+                        break;
+                    }
+                    if children.len() >= max_items || requests >= MAX_SAVE_REQUESTS {
+                        truncated = true;
+                        break;
+                    }
+                }
+            } else {
+                // An adapter without paging sends what it shows in one answer; debugpy shows a long list's
+                // first 100 items and a `more` group (type MoreItemsRange) holding the rest, itself grouped
+                // the same way: the groups are followed and their items put in line.
+                let mut next = Some(reference);
+                while let Some(r) = next.take() {
+                    let got = self.variables(&s, r, json!({}), deadline).await?;
+                    requests += 1;
+                    for v in &got {
+                        if v.get("type").and_then(Value::as_str) == Some("MoreItemsRange") {
+                            next = v.get("variablesReference").and_then(Value::as_i64);
+                            continue;
+                        }
+                        if children.len() >= max_items {
+                            truncated = true;
+                            break;
+                        }
+                        children.push(var_json(v));
+                    }
+                    if truncated || requests >= MAX_SAVE_REQUESTS {
+                        truncated |= next.is_some();
+                        break;
+                    }
+                }
+            }
+        }
+        let doc = json!({"expression": expression, "type": body.get("type"), "result": body.get("result"),
+            "frameId": frame_id, "sessionId": s.id, "count": children.len(), "truncated": truncated,
+            "children": children});
+        let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| {
+            ScriptError::new("E_INTERNAL", format!("the value could not be encoded: {e}"))
+        })?;
+        crate::fsbridge::io::write_atomic(&target, &bytes).map_err(|e| {
+            ScriptError::new("E_WRITE_FAILED", format!("{}: {e}", target.display()))
+                .details(json!({"path": target.display().to_string()}))
+        })?;
+        Ok(
+            json!({"success": true, "path": target.display().to_string(), "bytes": bytes.len(),
+            "count": children.len(), "truncated": truncated, "requests": requests,
+            "type": body.get("type"), "result": body.get("result")}),
         )
     }
 

