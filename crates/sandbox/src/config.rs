@@ -106,6 +106,9 @@ pub struct SandboxArgs {
     #[arg(value_name = "DURATION", long = "sandbox-max-timeout", alias = "sandbox-max-timeout-secs", env = "SANDBOX_MAX_TIMEOUT", default_value = "10m",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Secs))]
     pub sandbox_max_timeout: Duration,
+    /// Code sessions (run_code kernels) one sandbox may keep at once.
+    #[arg(long = "sandbox-max-sessions", env = "SANDBOX_MAX_SESSIONS", default_value = "4", value_parser = config::ranged(1usize, 16))]
+    pub sandbox_max_sessions: usize,
     /// Write cgroup limits (memory, pids, cpu) where the host lets us.
     #[arg(long = "sandbox-cgroups", env = "SANDBOX_CGROUPS", default_value = "true", action = clap::ArgAction::Set)]
     pub sandbox_cgroups: bool,
@@ -263,6 +266,7 @@ pub struct Settings {
     pub max_file_mib: u64,
     pub default_timeout: Duration,
     pub max_timeout: Duration,
+    pub max_sessions: usize,
     pub cgroups: bool,
     pub id_base: u32,
     pub ro_binds: Vec<PathBuf>,
@@ -556,6 +560,7 @@ impl SandboxArgs {
             max_file_mib: self.sandbox_max_file_mib,
             default_timeout: self.sandbox_default_timeout,
             max_timeout: self.sandbox_max_timeout,
+            max_sessions: self.sandbox_max_sessions,
             cgroups: self.sandbox_cgroups,
             id_base: self.sandbox_id_base,
             ro_binds,

@@ -25,6 +25,8 @@ pub struct Sandbox {
     last_used: Mutex<Instant>,
     pub instance: Instance,
     pub pooled: bool,
+    /// run_code's kernels, which live and die with the sandbox.
+    pub sessions: crate::tools::session::Sessions,
 }
 
 impl Sandbox {
@@ -248,6 +250,7 @@ impl Manager {
             last_used: Mutex::new(Instant::now()),
             instance,
             pooled,
+            sessions: Default::default(),
         });
         self.map().insert(sandbox.id, Arc::clone(&sandbox));
         drop(release);

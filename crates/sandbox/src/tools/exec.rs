@@ -253,7 +253,7 @@ pub fn exec_spec(m: &Manager, program: Program, opts: ExecOpts) -> Result<ExecSp
     Ok(spec)
 }
 
-async fn run(
+pub(crate) async fn run(
     m: &Manager,
     s: &Sandbox,
     program: Program,

@@ -5,6 +5,7 @@ mod exec;
 pub(crate) mod files;
 mod lifecycle;
 mod process;
+pub(crate) mod session;
 
 use crate::manager::Manager;
 use bridge_core::BridgeBuilder;
@@ -49,6 +50,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     exec::register(b, mgr);
     files::register(b, mgr);
     process::register(b, mgr);
+    session::register(b, mgr);
 }
 
 /// Maps an agent-side failure to the agent-facing error.
