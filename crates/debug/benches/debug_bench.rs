@@ -186,6 +186,7 @@ fn args(ws: &Path, backend: BackendChoice) -> DebugArgs {
         python: Some(python()),
         lldb_dap: None,
         js_debug: None,
+        max_sessions: 8,
     }
 }
 

@@ -98,6 +98,11 @@ pub struct DebugArgs {
     #[arg(long = "lldb-dap", env = "DEBUG_LLDB_DAP", global = true)]
     pub lldb_dap: Option<PathBuf>,
 
+    /// Debug sessions live at once on the dap backend; a `debug_start` beyond is refused (E_TOO_MANY_SESSIONS).
+    #[arg(long = "max-sessions", env = "DEBUG_MAX_SESSIONS", default_value = "8",
+        value_parser = config::ranged(1usize, 64), global = true)]
+    pub max_sessions: usize,
+
     /// js-debug's DAP server script (`vsDebugServer.js` / `dapDebugServer.js`), run with `node`, for
     /// `pwa-node`/`node` launches; without it those launches answer E_ADAPTER_NOT_FOUND.
     #[arg(long = "js-debug", env = "DEBUG_JS_DEBUG", global = true)]

@@ -14,6 +14,10 @@ use tokio::time::Instant;
 
 /// How long after the program ended its adapter is reaped.
 const REAP_AFTER: Duration = Duration::from_millis(500);
+/// Live sessions at once unless configured (`--max-sessions`, `DEBUG_MAX_SESSIONS`).
+pub const DEFAULT_MAX_SESSIONS: usize = 8;
+/// Ended sessions kept for their journal (`dap_logs {sessionId}`); the oldest go first.
+const ENDED_KEPT: usize = 16;
 
 /// Where the backend finds its debuggers.
 #[derive(Debug, Clone)]
@@ -32,8 +36,10 @@ pub struct DapConfig {
 pub struct DapBackend {
     pub(super) cfg: DapConfig,
     pub(super) breakpoints: Arc<Mutex<Store>>,
-    pub(super) current: Mutex<Option<Arc<Session>>>,
-    /// Serialises start/stop/restart so two starts cannot race.
+    /// Every live session and the latest ended ones, oldest first: the last live one is the default.
+    pub(super) sessions: Mutex<Vec<Arc<Session>>>,
+    max_sessions: usize,
+    /// Serialises start/stop/restart so two starts cannot race past the maximum.
     lifecycle: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
 }
@@ -80,18 +86,49 @@ impl DapBackend {
         Self {
             cfg,
             breakpoints: Arc::new(Mutex::new(Store::default())),
-            current: Mutex::new(None),
+            sessions: Mutex::new(Vec::new()),
+            max_sessions: DEFAULT_MAX_SESSIONS,
             lifecycle: tokio::sync::Mutex::new(()),
             next_id: AtomicU64::new(1),
         }
     }
 
-    /// Ends the live session (the bridge is shutting down).
+    /// How many sessions may be live at once; a `debug_start` beyond is `E_TOO_MANY_SESSIONS`.
+    #[must_use]
+    pub fn max_sessions(mut self, max: usize) -> Self {
+        self.max_sessions = max.max(1);
+        self
+    }
+
+    /// Ends every live session (the bridge is shutting down).
     pub async fn shutdown(&self) {
-        let current = lock(&self.current).clone();
-        if let Some(s) = current {
+        let all = lock(&self.sessions).clone();
+        for s in all.iter().filter(|s| !s.is_terminated()) {
             s.terminate().await;
         }
+    }
+
+    /// Adds a session being started; the oldest ended ones beyond [`ENDED_KEPT`] are forgotten.
+    pub(super) fn register(&self, session: Arc<Session>) {
+        let mut all = lock(&self.sessions);
+        all.push(session);
+        let ended = all.iter().filter(|s| s.is_terminated()).count();
+        let mut extra = ended.saturating_sub(ENDED_KEPT);
+        all.retain(|s| {
+            let drop = extra > 0 && s.is_terminated();
+            if drop {
+                extra -= 1;
+            }
+            !drop
+        });
+    }
+
+    pub(super) fn live_sessions(&self) -> Vec<Arc<Session>> {
+        lock(&self.sessions)
+            .iter()
+            .filter(|s| !s.is_terminated())
+            .cloned()
+            .collect()
     }
 
     /// The aliases this backend serves; the catalog's `backends` lists must agree (a test checks).
@@ -119,6 +156,9 @@ impl DapBackend {
                 | "debug.step-over"
                 | "debug.step-into"
                 | "debug.step-out"
+                | "debug.pause"
+                | "debug.run-to-line"
+                | "debug.list-sessions"
                 | "dap.logs"
                 | "dap.exceptions"
                 | "dap.search"
@@ -126,7 +166,33 @@ impl DapBackend {
         )
     }
 
+    /// Runs `alias`. A tool acting on a session gets the one `sessionId` names, else the most recent live one
+    /// (the most recent at all for tools that read an ended one's journal), and its result says which.
     pub async fn execute(
+        &self,
+        alias: &str,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let sessionless = alias.starts_with("breakpoint.")
+            || matches!(
+                alias,
+                "debug.start" | "debug.status" | "debug.list-sessions"
+            );
+        if sessionless || !Self::serves(alias) {
+            return self.run_alias(alias, p, deadline).await;
+        }
+        let session = self.pick(p, reads_ended(alias))?;
+        let mut p = p.clone();
+        p.insert("sessionId".into(), json!(session.id));
+        let mut result = self.run_alias(alias, &p, deadline).await?;
+        if let Some(obj) = result.as_object_mut() {
+            obj.entry("sessionId").or_insert_with(|| json!(session.id));
+        }
+        Ok(result)
+    }
+
+    async fn run_alias(
         &self,
         alias: &str,
         p: &Params,
@@ -154,6 +220,9 @@ impl DapBackend {
             "debug.step-over" => self.resume("next", p, deadline, 5000).await,
             "debug.step-into" => self.resume("stepIn", p, deadline, 5000).await,
             "debug.step-out" => self.resume("stepOut", p, deadline, 5000).await,
+            "debug.pause" => self.pause(p, deadline).await,
+            "debug.run-to-line" => self.run_to_line(p, deadline).await,
+            "debug.list-sessions" => Ok(self.list_sessions()),
             "dap.logs" => self.dap_logs(p),
             "dap.exceptions" => self.dap_exceptions(p),
             "dap.search" => self.dap_search(p),
@@ -166,47 +235,73 @@ impl DapBackend {
         }
     }
 
-    /// The session a tool acts on: the live one (matching `sessionId` if given), else `E_NO_SESSION`.
-    pub(super) fn session(&self, p: &Params) -> Result<Arc<Session>, ScriptError> {
-        let current = lock(&self.current).clone();
-        let no_session = || {
-            ScriptError::new("E_NO_SESSION", "no active debug session")
-                .hint("Start debug session first using debug_start")
-        };
-        let session = current
-            .filter(|s| !s.is_terminated())
-            .ok_or_else(no_session)?;
-        if let Some(id) = str_param(p, "sessionId")
-            && id != session.id
-        {
-            return Err(ScriptError::new(
-                "E_NO_SESSION",
-                format!(
-                    "no active debug session `{id}`; the active one is `{}`",
-                    session.id
-                ),
-            )
-            .hint("Omit sessionId, or use the id debug_status shows"));
+    /// The session `sessionId` names (live, or ended too when `ended`), else the most recent live one, else
+    /// (when `ended`) the most recent one; `E_NO_SESSION` naming the sessions there are.
+    pub(super) fn pick(&self, p: &Params, ended: bool) -> Result<Arc<Session>, ScriptError> {
+        let all = lock(&self.sessions).clone();
+        let usable = |s: &&Arc<Session>| ended || !s.is_terminated();
+        if let Some(id) = str_param(p, "sessionId") {
+            return all
+                .iter()
+                .find(|s| s.id == id)
+                .filter(usable)
+                .cloned()
+                .ok_or_else(|| {
+                    let live: Vec<&str> = all
+                        .iter()
+                        .filter(|s| !s.is_terminated())
+                        .map(|s| s.id.as_str())
+                        .collect();
+                    let known = all.iter().any(|s| s.id == id);
+                    ScriptError::new(
+                        "E_NO_SESSION",
+                        if known {
+                            format!("debug session `{id}` has ended")
+                        } else {
+                            format!("no debug session `{id}`")
+                        },
+                    )
+                    .hint("Omit sessionId for the most recent session, or use an id debug_list_sessions shows")
+                    .details(json!({"sessionId": id, "live": live}))
+                });
         }
-        Ok(session)
+        let live = all.iter().rev().find(|s| !s.is_terminated());
+        let any = if ended { all.last() } else { None };
+        live.or(any).cloned().ok_or_else(|| {
+            let message = if all.is_empty() {
+                "no debug session has run yet"
+            } else {
+                "no active debug session"
+            };
+            ScriptError::new("E_NO_SESSION", message)
+                .hint("Start debug session first using debug_start")
+        })
     }
 
-    /// The live session, or the last one (ended), for reading its journal.
+    /// The live session a tool acts on (see [`Self::pick`]), else `E_NO_SESSION`.
+    pub(super) fn session(&self, p: &Params) -> Result<Arc<Session>, ScriptError> {
+        self.pick(p, false)
+    }
+
+    /// The session a tool reads, live or ended (its journal stays).
     pub(super) fn any_session(&self, p: &Params) -> Result<Arc<Session>, ScriptError> {
-        let current = lock(&self.current).clone();
-        let session = current.ok_or_else(|| {
-            ScriptError::new("E_NO_SESSION", "no debug session has run yet")
-                .hint("Start debug session first using debug_start")
-        })?;
-        if let Some(id) = str_param(p, "sessionId")
-            && id != session.id
-        {
-            return Err(ScriptError::new(
-                "E_NO_SESSION",
-                format!("no debug session `{id}`"),
-            ));
-        }
-        Ok(session)
+        self.pick(p, true)
+    }
+
+    /// Every session kept, oldest first, and which one a tool without `sessionId` acts on.
+    fn list_sessions(&self) -> Value {
+        let all = lock(&self.sessions).clone();
+        let default = self.pick(&Params::new(), true).ok().map(|s| s.id.clone());
+        let list: Vec<Value> = all
+            .iter()
+            .map(|s| {
+                let mut v = session_summary(s);
+                v["default"] = json!(default.as_deref() == Some(s.id.as_str()));
+                v
+            })
+            .collect();
+        let live = all.iter().filter(|s| !s.is_terminated()).count();
+        json!({"sessions": list, "live": live, "maxSessions": self.max_sessions, "default": default})
     }
 
     fn resolve_path(&self, raw: &str) -> PathBuf {
@@ -239,20 +334,20 @@ impl DapBackend {
         Ok((path, line))
     }
 
-    /// Sends `path`'s whole list to the live session, if any, and records the binding.
+    /// Sends `path`'s whole list to every live session (breakpoints are the bridge's, as an editor's are, and
+    /// each session binds them), and records the binding the last one answered. Whether any session is live.
     async fn sync_file(&self, path: &Path, deadline: Instant) -> Result<bool, ScriptError> {
-        let session = lock(&self.current).clone().filter(|s| !s.is_terminated());
-        let Some(session) = session else {
-            return Ok(false);
-        };
-        let args = lock(&self.breakpoints).request(path);
-        let body = session
-            .client
-            .request("setBreakpoints", args, left(deadline))
-            .await
-            .map_err(dap_err)?;
-        lock(&self.breakpoints).apply(path, &body);
-        Ok(true)
+        let live = self.live_sessions();
+        for session in &live {
+            let args = lock(&self.breakpoints).request(path);
+            let body = session
+                .client
+                .request("setBreakpoints", args, left(deadline))
+                .await
+                .map_err(dap_err)?;
+            lock(&self.breakpoints).apply(path, &body);
+        }
+        Ok(!live.is_empty())
     }
 
     async fn breakpoint_set(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
@@ -318,9 +413,7 @@ impl DapBackend {
     }
 
     fn breakpoint_list(&self) -> Value {
-        let live = lock(&self.current)
-            .as_ref()
-            .is_some_and(|s| !s.is_terminated());
+        let live = !self.live_sessions().is_empty();
         let list = lock(&self.breakpoints).list(!live);
         json!({"breakpoints": list, "total": list.len()})
     }
@@ -411,9 +504,19 @@ impl DapBackend {
         // Checked on the caller's configuration, before the bridge adds its own interpreter to it.
         self.cfg.policy.check(&config, &self.cfg.workspace)?;
         let _guard = self.lifecycle.lock().await;
-        let old = lock(&self.current).clone();
-        if let Some(old) = old.filter(|s| !s.is_terminated()) {
-            old.terminate().await;
+        let live = self.live_sessions();
+        if live.len() >= self.max_sessions {
+            let ids: Vec<&str> = live.iter().map(|s| s.id.as_str()).collect();
+            return Err(ScriptError::new(
+                "E_TOO_MANY_SESSIONS",
+                format!(
+                    "{} debug sessions are live, the maximum (--max-sessions / DEBUG_MAX_SESSIONS is {})",
+                    live.len(),
+                    self.max_sessions
+                ),
+            )
+            .hint("End one with debug_stop {sessionId}, or start the bridge with a higher --max-sessions")
+            .details(json!({"maxSessions": self.max_sessions, "live": ids})));
         }
         let session = self.launch(config, deadline).await?;
         let mut result = json!({"sessionId": session.id, "adapter": session.adapter.name(),
@@ -492,7 +595,9 @@ impl DapBackend {
             );
         }
         let id = format!("dap-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
-        lock(&self.breakpoints).unbind_all();
+        if self.live_sessions().is_empty() {
+            lock(&self.breakpoints).unbind_all();
+        }
         if kind == AdapterKind::JsDebug {
             return self.launch_js(id, command, config, deadline).await;
         }
@@ -504,7 +609,7 @@ impl DapBackend {
             Arc::clone(&self.breakpoints),
         )
         .await?;
-        *lock(&self.current) = Some(Arc::clone(&session));
+        self.register(Arc::clone(&session));
         match self.handshake(&session, config, deadline).await {
             Ok(()) => Ok(session),
             Err(mut e) => {
@@ -587,24 +692,9 @@ impl DapBackend {
                 .map_err(|e| failed(e.to_string()))?;
             lock(&self.breakpoints).apply(&file, &body);
         }
-        let filters: Vec<Value> = caps
-            .get("exceptionBreakpointFilters")
-            .and_then(Value::as_array)
-            .map(|f| {
-                f.iter()
-                    .filter(|f| f.get("default").and_then(Value::as_bool) == Some(true))
-                    .filter_map(|f| f.get("filter").cloned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        s.client
-            .request(
-                "setExceptionBreakpoints",
-                json!({"filters": filters}),
-                left(deadline),
-            )
+        self.configure_breakpoints(s, &caps, deadline)
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(e.message))?;
         if caps
             .get("supportsConfigurationDoneRequest")
             .and_then(Value::as_bool)
@@ -636,7 +726,9 @@ impl DapBackend {
         let _guard = self.lifecycle.lock().await;
         let ended = session.is_terminated();
         session.terminate().await;
-        lock(&self.breakpoints).unbind_all();
+        if self.live_sessions().is_empty() {
+            lock(&self.breakpoints).unbind_all();
+        }
         Ok(
             json!({"success": true, "details": {"sessionId": session.id, "stopped": true, "alreadyEnded": ended}}),
         )
@@ -651,40 +743,27 @@ impl DapBackend {
         Ok(json!({"success": true, "details": {"sessionId": fresh.id, "previous": session.id}}))
     }
 
+    /// The default session's state (see [`Self::pick`]) and how many are live.
     pub fn status(&self) -> Value {
-        let current = lock(&self.current).clone();
-        let Some(s) = current else {
+        let live = self.live_sessions().len();
+        let Ok(s) = self.pick(&Params::new(), true) else {
             return json!({"isActive": false, "state": "none", "backend": "dap",
-                "breakpoints": lock(&self.breakpoints).count()});
+                "breakpoints": lock(&self.breakpoints).count(), "liveSessions": 0,
+                "maxSessions": self.max_sessions});
         };
+        let mut v = session_summary(&s);
         let run = s.run();
-        let mut v = json!({"isActive": run != Run::Terminated, "sessionId": s.id, "adapter": s.adapter.name(),
-            "state": state_name(&run), "isPaused": matches!(run, Run::Paused { .. }), "backend": "dap",
-            "name": s.config.get("name"), "type": s.config.get("type"),
-            "breakpoints": lock(&self.breakpoints).count()});
-        if let Run::Paused {
-            thread_id,
-            reason,
-            text,
-        } = run
-        {
-            v["threadId"] = json!(thread_id);
-            v["reason"] = json!(reason);
-            if let Some(t) = text {
-                v["description"] = json!(t);
-            }
-        }
-        if let Some(code) = s.shared.state().exit_code {
-            v["exitCode"] = json!(code);
-        }
+        v["isActive"] = json!(run != Run::Terminated);
+        v["isPaused"] = json!(matches!(run, Run::Paused { .. }));
+        v["backend"] = json!("dap");
+        v["breakpoints"] = json!(lock(&self.breakpoints).count());
+        v["liveSessions"] = json!(live);
+        v["maxSessions"] = json!(self.max_sessions);
         v
     }
 
     async fn wait_for_hit(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
-        let session = lock(&self.current).clone().ok_or_else(|| {
-            ScriptError::new("E_NO_SESSION", "no debug session to wait on")
-                .hint("Start debug session first using debug_start")
-        })?;
+        let session = self.any_session(p)?;
         let wait_ms = u64_param(p, "timeoutMs").unwrap_or(30_000);
         let until = (Instant::now() + Duration::from_millis(wait_ms)).min(deadline);
         self.wait_result(&session, None, until, wait_ms).await
@@ -702,7 +781,19 @@ impl DapBackend {
         let thread_id = session.paused_thread()?;
         let wait_ms = u64_param(p, "timeoutMs").unwrap_or(default_ms);
         let until = (Instant::now() + Duration::from_millis(wait_ms)).min(deadline);
-        let before = session.resuming();
+        let before = match session.resuming() {
+            Ok(before) => before,
+            // Another thread's stop is still unreported: the program is paused there, so it is reported now.
+            Err(outcome) => {
+                let mut result = self.report(&session, outcome, deadline).await;
+                result["resumed"] = json!(false);
+                result["note"] = json!(format!(
+                    "`{command}` was not sent: thread {} had already stopped and that stop was not reported yet; the program is paused there. Call again to resume",
+                    result["threadId"]
+                ));
+                return Ok(result);
+            }
+        };
         let baseline = before.stops;
         if let Err(e) = session
             .client
@@ -717,10 +808,17 @@ impl DapBackend {
                     let err = dap_err(e);
                     if session.refused(before) {
                         err.hint("The program is still paused where it was")
+                            .details(json!({"state": state_name(&session.run())}))
                     } else {
-                        err
+                        // A stop came meanwhile: it is reported here, once, as where the program is.
+                        let mut details = json!({"state": state_name(&session.run())});
+                        if let Some(outcome) = session.next_pending() {
+                            details["stop"] = self.report(&session, outcome, until).await;
+                            details["state"] = json!(state_name(&session.run()));
+                        }
+                        err.hint("The program stopped elsewhere meanwhile: details.stop says where")
+                            .details(details)
                     }
-                    .details(json!({"state": state_name(&session.run())}))
                 }
                 // No answer: the program may or may not be running now.
                 DapError::Link(bridge_core::link::LinkError::Timeout { .. }) => dap_err(e).hint(format!(
@@ -733,8 +831,9 @@ impl DapBackend {
             .await
     }
 
-    /// VSC-Bridge's paused-location shape, `{event: "terminated"}`, or `E_TIMEOUT` (never a success).
-    async fn wait_result(
+    /// VSC-Bridge's paused-location shape (with the source around it, the stack and why), `{event:
+    /// "terminated"}`, or `E_TIMEOUT` (never a success).
+    pub(super) async fn wait_result(
         &self,
         s: &Arc<Session>,
         after: Option<u64>,
@@ -742,31 +841,87 @@ impl DapBackend {
         wait_ms: u64,
     ) -> Result<Value, ScriptError> {
         match s.wait_stop(after, until).await {
-            Some(Outcome::Stopped { thread_id, reason }) => {
-                let mut loc = json!({"event": "stopped", "threadId": thread_id, "sessionId": s.id, "reason": reason});
-                if let Ok(body) = s
-                    .client
-                    .request("stackTrace", json!({"threadId": thread_id, "startFrame": 0, "levels": 1}), Duration::from_secs(5))
-                    .await
-                    && let Some(top) = body.pointer("/stackFrames/0")
-                {
-                    loc["file"] = top.pointer("/source/path").cloned().unwrap_or(Value::Null);
-                    loc["line"] = top.get("line").cloned().unwrap_or(Value::Null);
-                    loc["column"] = top.get("column").cloned().unwrap_or(Value::Null);
-                    loc["functionName"] = top.get("name").cloned().unwrap_or(Value::Null);
-                    loc["frameId"] = top.get("id").cloned().unwrap_or(Value::Null);
-                }
-                Ok(loc)
-            }
-            Some(Outcome::Terminated { exit_code }) => {
-                lock(&self.breakpoints).unbind_all();
-                Ok(json!({"event": "terminated", "exitCode": exit_code, "sessionId": s.id}))
-            }
+            Some(outcome) => Ok(self.report(s, outcome, until).await),
             None => Err(ScriptError::new("E_TIMEOUT", format!("the program did not stop within {wait_ms} ms"))
                 .hint("Increase timeoutMs, or check with breakpoint_list that the breakpoint is verified (bound) and on a line that runs")
                 .details(json!({"timeoutMs": wait_ms, "state": state_name(&s.run())}))),
         }
     }
+
+    pub(super) async fn report(
+        &self,
+        s: &Arc<Session>,
+        outcome: Outcome,
+        deadline: Instant,
+    ) -> Value {
+        match outcome {
+            Outcome::Stopped {
+                stop,
+                passed,
+                repeated,
+            } => {
+                let mut loc = super::stops::describe(s, &stop, deadline).await;
+                if repeated {
+                    loc["alreadyReported"] = json!(true);
+                }
+                if !passed.is_empty() {
+                    loc["passedStops"] =
+                        json!(passed.iter().map(|p| p.to_json()).collect::<Vec<_>>());
+                }
+                let pending = s.pending_stops();
+                if pending > 0 {
+                    loc["pendingStops"] = json!(pending);
+                }
+                loc
+            }
+            Outcome::Terminated { exit_code, passed } => {
+                if self.live_sessions().is_empty() {
+                    lock(&self.breakpoints).unbind_all();
+                }
+                let mut v =
+                    json!({"event": "terminated", "exitCode": exit_code, "sessionId": s.id});
+                if !passed.is_empty() {
+                    v["passedStops"] =
+                        json!(passed.iter().map(|p| p.to_json()).collect::<Vec<_>>());
+                }
+                v
+            }
+        }
+    }
+}
+
+/// Which tools read an ended session too (its journal, or its end).
+fn reads_ended(alias: &str) -> bool {
+    alias.starts_with("dap.")
+        || matches!(alias, "debug.stop" | "debug.restart" | "debug.wait-for-hit")
+}
+
+/// A session's id, adapter, configuration name and run state.
+fn session_summary(s: &Session) -> Value {
+    let run = s.run();
+    let mut v = json!({"sessionId": s.id, "adapter": s.adapter.name(), "state": state_name(&run),
+        "name": s.config.get("name"), "type": s.config.get("type"),
+        "program": s.config.get("program")});
+    if let Run::Paused {
+        thread_id,
+        reason,
+        text,
+    } = run
+    {
+        v["threadId"] = json!(thread_id);
+        v["reason"] = json!(reason);
+        if let Some(t) = text {
+            v["description"] = json!(t);
+        }
+    }
+    if let Some(code) = s.shared.state().exit_code {
+        v["exitCode"] = json!(code);
+    }
+    let pending = s.pending_stops();
+    if pending > 0 {
+        v["pendingStops"] = json!(pending);
+    }
+    v
 }
 
 pub(super) fn state_name(run: &Run) -> &'static str {

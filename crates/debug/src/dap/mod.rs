@@ -11,5 +11,6 @@ pub mod launch;
 mod logs;
 pub mod policy;
 pub mod session;
+mod stops;
 
 pub use backend::{DapBackend, DapConfig};

@@ -1,6 +1,8 @@
 //! One debug session: the adapter process, what it told us (run state, stops, output), and the waits on it.
-//! Stops are counted, so a wait started before a request cannot miss the stop that request causes, and a
-//! session already paused answers at once.
+//! Every `stopped` event is queued in arrival order until a wait reports it, so two threads stopping close
+//! together are both reported, once each and in order: the program is paused at the stop last reported, and a
+//! resume while another thread's stop is still unreported reports that stop instead of resuming (the program is
+//! still paused there). A stop whose thread the adapter resumed before it was reported is reported as passed.
 
 use super::breakpoints::Store;
 use super::client::DapClient;
@@ -8,7 +10,7 @@ use super::journal::{JOURNAL_BYTES, Journal};
 use super::launch::AdapterKind;
 use crate::envelope::{ScriptError, now_ms};
 use serde_json::{Value, json};
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -17,6 +19,31 @@ use tokio_util::sync::CancellationToken;
 
 /// Variables references handed out during one stop; more are refused (a runaway expansion).
 const MAX_REFS: usize = 100_000;
+/// Stops queued and not yet reported; past it the oldest are dropped and counted (an agent that never waits on
+/// a program stopping in a loop cannot grow the bridge).
+pub const MAX_PENDING_STOPS: usize = 10_000;
+
+/// One `stopped` event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stop {
+    /// 1 for the session's first stop, then one more per `stopped` event.
+    pub seq: u64,
+    pub thread_id: i64,
+    pub reason: String,
+    pub text: Option<String>,
+    /// The adapter resumed the thread (a `continued` event) before the stop was reported.
+    pub resumed: bool,
+}
+
+impl Stop {
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"stopSeq": self.seq, "threadId": self.thread_id, "reason": self.reason});
+        if let Some(t) = &self.text {
+            v["description"] = json!(t);
+        }
+        v
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Run {
@@ -35,6 +62,12 @@ pub struct State {
     pub run: Run,
     /// Stopped events so far.
     pub stops: u64,
+    /// Stops not yet reported, oldest first.
+    pub pending: VecDeque<Stop>,
+    /// Stops dropped from a full [`MAX_PENDING_STOPS`] queue.
+    pub dropped_stops: u64,
+    /// The stop the program is paused at (the last one reported, or the first while none was).
+    pub current: Option<Stop>,
     /// Variables references valid now; a resume empties it.
     pub refs: HashSet<i64>,
     pub exit_code: Option<i64>,
@@ -99,14 +132,24 @@ pub struct Resumed {
     /// Stops seen before the request: a wait for the stop it causes waits past this.
     pub stops: u64,
     run: Run,
+    current: Option<Stop>,
     refs: HashSet<i64>,
 }
 
 /// Where a wait ended.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    Stopped { thread_id: i64, reason: String },
-    Terminated { exit_code: Option<i64> },
+    /// Paused at `stop`; `passed` are stops reported on the way whose threads had already been resumed.
+    Stopped {
+        stop: Stop,
+        passed: Vec<Stop>,
+        /// Reported before (a wait on a program already paused answers where it is).
+        repeated: bool,
+    },
+    Terminated {
+        exit_code: Option<i64>,
+        passed: Vec<Stop>,
+    },
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -126,6 +169,9 @@ impl Session {
             state: Mutex::new(State {
                 run: Run::Starting,
                 stops: 0,
+                pending: VecDeque::new(),
+                dropped_stops: 0,
+                current: None,
                 refs: HashSet::new(),
                 exit_code: None,
                 initialized: false,
@@ -201,18 +247,26 @@ impl Session {
 
     /// Marks the program running before a resume request goes out, so the stop it causes (which may arrive
     /// before the request's response) is the one waited for. The returned pause is what [`Self::refused`] puts
-    /// back; its `stops` is the count to wait past.
-    pub fn resuming(&self) -> Resumed {
+    /// back; its `stops` is the count to wait past. `Err` with the next unreported stop when there is one: another
+    /// thread stopped while this one was examined, the program is still paused there, and that stop is reported
+    /// (and becomes the current one) instead of resuming.
+    pub fn resuming(&self) -> Result<Resumed, Outcome> {
         let resumed = {
             let mut st = self.shared.state();
+            if let Some(outcome) = take_pending(&mut st) {
+                drop(st);
+                self.shared.bump();
+                return Err(outcome);
+            }
             Resumed {
                 stops: st.stops,
                 run: std::mem::replace(&mut st.run, Run::Running),
+                current: st.current.take(),
                 refs: std::mem::take(&mut st.refs),
             }
         };
         self.shared.bump();
-        resumed
+        Ok(resumed)
     }
 
     /// The adapter refused the resume request, so the program is still paused where it was: the pause and its
@@ -224,6 +278,7 @@ impl Session {
             let untouched = st.stops == before.stops && st.run == Run::Running;
             if untouched {
                 st.run = before.run;
+                st.current = before.current;
                 st.refs = before.refs;
             }
             untouched
@@ -234,24 +289,55 @@ impl Session {
         restored
     }
 
-    /// Waits until the session is paused after `after` stops (`None`: paused at all), or ended, or `deadline`.
+    /// Waits for the next unreported stop after `after` stops (`None`: also answers at once with the current
+    /// pause when nothing new is queued), or the end, or `deadline`. Stops whose threads were resumed before
+    /// being reported are collected into the outcome's `passed` on the way.
     pub async fn wait_stop(&self, after: Option<u64>, deadline: Instant) -> Option<Outcome> {
         let mut rx = self.shared.changed.subscribe();
+        let mut passed = Vec::new();
         loop {
             {
-                let st = self.shared.state();
-                match &st.run {
-                    Run::Paused {
-                        thread_id, reason, ..
-                    } if after.is_none_or(|n| st.stops > n) => {
+                let mut st = self.shared.state();
+                if let Some(n) = after {
+                    // Stops from before the resume request were reported by `resuming` (none are left).
+                    while st.pending.front().is_some_and(|s| s.seq <= n) {
+                        st.pending.pop_front();
+                    }
+                }
+                match take_pending(&mut st) {
+                    Some(Outcome::Stopped {
+                        stop, passed: p, ..
+                    }) => {
+                        passed.extend(p);
+                        drop(st);
+                        self.shared.bump();
                         return Some(Outcome::Stopped {
-                            thread_id: *thread_id,
-                            reason: reason.clone(),
+                            stop,
+                            passed,
+                            repeated: false,
                         });
                     }
-                    Run::Terminated => {
+                    Some(Outcome::Terminated {
+                        exit_code,
+                        passed: p,
+                    }) => {
+                        passed.extend(p);
+                        return Some(Outcome::Terminated { exit_code, passed });
+                    }
+                    None => {}
+                }
+                match (&st.run, &st.current) {
+                    (Run::Paused { .. }, Some(stop)) if after.is_none() => {
+                        return Some(Outcome::Stopped {
+                            stop: stop.clone(),
+                            passed,
+                            repeated: true,
+                        });
+                    }
+                    (Run::Terminated, _) => {
                         return Some(Outcome::Terminated {
                             exit_code: st.exit_code,
+                            passed,
                         });
                     }
                     _ => {}
@@ -263,6 +349,20 @@ impl Session {
                 Ok(Err(_)) | Err(_) => return None,
             }
         }
+    }
+
+    /// Takes the next unreported stop (it becomes the current pause), if one is queued.
+    pub fn next_pending(&self) -> Option<Outcome> {
+        let outcome = take_pending(&mut self.shared.state());
+        if outcome.is_some() {
+            self.shared.bump();
+        }
+        outcome
+    }
+
+    /// Stops queued and not yet reported.
+    pub fn pending_stops(&self) -> usize {
+        self.shared.state().pending.len()
     }
 
     /// Resolves once the session has ended (the program terminated or the adapter went away).
@@ -393,19 +493,42 @@ fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
                     None,
                 );
             }
+            let thread_id = body.get("threadId").and_then(Value::as_i64).unwrap_or(0);
             let mut st = shared.state();
-            st.run = Run::Paused {
-                thread_id: body.get("threadId").and_then(Value::as_i64).unwrap_or(0),
+            st.stops += 1;
+            let stop = Stop {
+                seq: st.stops,
+                thread_id,
                 reason,
                 text: detail,
+                resumed: false,
             };
-            st.stops += 1;
-            st.refs.clear();
+            // Not paused yet: the program is paused here now, though the stop is still to be reported. Paused
+            // already (at a stop being examined): that pause stands, this stop waits its turn.
+            if !matches!(st.run, Run::Paused { .. } | Run::Terminated) {
+                st.run = stop.run();
+                st.current = Some(stop.clone());
+                st.refs.clear();
+            }
+            if st.pending.len() >= MAX_PENDING_STOPS {
+                st.pending.pop_front();
+                st.dropped_stops += 1;
+            }
+            st.pending.push_back(stop);
         }
         "continued" => {
+            let thread = body.get("threadId").and_then(Value::as_i64);
+            let all = body.get("allThreadsContinued").and_then(Value::as_bool) != Some(false);
             let mut st = shared.state();
-            if !matches!(st.run, Run::Terminated) {
+            let hits = |t: i64| all || thread == Some(t);
+            for s in st.pending.iter_mut().filter(|s| hits(s.thread_id)) {
+                s.resumed = true;
+            }
+            if let Run::Paused { thread_id, .. } = st.run
+                && hits(thread_id)
+            {
                 st.run = Run::Running;
+                st.current = None;
                 st.refs.clear();
             }
         }
@@ -445,6 +568,44 @@ fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
         _ => return,
     }
     shared.bump();
+}
+
+impl Stop {
+    fn run(&self) -> Run {
+        Run::Paused {
+            thread_id: self.thread_id,
+            reason: self.reason.clone(),
+            text: self.text.clone(),
+        }
+    }
+}
+
+/// The next unreported stop whose thread is still paused, which becomes the current pause, with the resumed
+/// ones before it as `passed`; once the session ended, `Terminated` with every queued stop as passed. `None`:
+/// nothing to report yet (stops already resumed stay queued until a live one or the end comes after them).
+fn take_pending(st: &mut State) -> Option<Outcome> {
+    if matches!(st.run, Run::Terminated) {
+        if st.pending.is_empty() {
+            return None;
+        }
+        return Some(Outcome::Terminated {
+            exit_code: st.exit_code,
+            passed: st.pending.drain(..).collect(),
+        });
+    }
+    let live = st.pending.iter().position(|s| !s.resumed)?;
+    let mut passed: Vec<Stop> = st.pending.drain(..=live).collect();
+    let stop = passed.pop()?;
+    if st.current.as_ref().is_none_or(|c| c.seq != stop.seq) {
+        st.refs.clear();
+    }
+    st.run = stop.run();
+    st.current = Some(stop.clone());
+    Some(Outcome::Stopped {
+        stop,
+        passed,
+        repeated: false,
+    })
 }
 
 /// Adds the positive references to `set`, at most [`MAX_REFS`] in all: an adapter that hands out endless

@@ -168,6 +168,7 @@ pub fn args(ws: &Path, backend: BackendChoice) -> DebugArgs {
         python: Some(python()),
         lldb_dap: Some(lldb_dap()),
         js_debug: None,
+        max_sessions: 8,
     }
 }
 
