@@ -63,7 +63,11 @@ async fn node_breakpoint_start_wait_variables_continue_to_the_end() {
 async fn node_without_js_debug_is_adapter_not_found_with_the_install_hint() {
     let ws = workspace("js-missing");
     std::fs::write(ws.join("t.js"), JS_TARGET).unwrap();
-    let c = client(args(&ws, BackendChoice::Dap)).await;
+    // Without the flag js-debug is found in the checkout's .peers (dap_breakpoints tests that); a flag naming a
+    // missing script is used alone.
+    let mut a = args(&ws, BackendChoice::Dap);
+    a.js_debug = Some(ws.join("no-js-debug/vsDebugServer.js"));
+    let c = client(a).await;
     let config = json!({"type": "node", "request": "launch", "program": "t.js"});
     let (code, e) = code(&c, "debug_start", json!({"config": config})).await;
     assert_eq!(code, "E_ADAPTER_NOT_FOUND", "{e}");

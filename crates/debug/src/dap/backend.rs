@@ -140,6 +140,10 @@ impl DapBackend {
                 | "breakpoint.clear.file"
                 | "breakpoint.clear.project"
                 | "breakpoint.list"
+                | "breakpoint.set-function"
+                | "breakpoint.exceptions"
+                | "breakpoint.set-data"
+                | "debug.save-variable"
                 | "debug.start"
                 | "debug.stop"
                 | "debug.restart"
@@ -204,10 +208,14 @@ impl DapBackend {
             "breakpoint.clear.file" => self.breakpoint_clear_file(p, deadline).await,
             "breakpoint.clear.project" => self.breakpoint_clear_project(deadline).await,
             "breakpoint.list" => Ok(self.breakpoint_list()),
+            "breakpoint.set-function" => self.breakpoint_set_function(p, deadline).await,
+            "breakpoint.exceptions" => self.breakpoint_exceptions(p, deadline).await,
+            "breakpoint.set-data" => self.breakpoint_set_data(p, deadline).await,
+            "debug.save-variable" => self.save_variable(p, deadline).await,
             "debug.start" => self.start(p, deadline).await,
             "debug.stop" => self.stop(p).await,
             "debug.restart" => self.restart(p, deadline).await,
-            "debug.status" => Ok(self.status()),
+            "debug.status" => Ok(super::adapters::with_adapters(self.status(), &self.cfg)),
             "debug.threads" => self.threads(p, deadline).await,
             "debug.stack" => self.stack(p, deadline).await,
             "debug.scopes" => self.scopes(p, deadline).await,
@@ -488,7 +496,8 @@ impl DapBackend {
                 let script = match &self.cfg.js_debug {
                     Some(p) if p.is_file() => p.clone(),
                     Some(p) => return Err(missing(format!("{} does not exist", p.display()))),
-                    None => return Err(missing("js-debug is not configured (--js-debug)".into())),
+                    None => super::jsdebug::find_js_debug(None, &self.cfg.workspace)
+                        .map_err(|_| missing("js-debug was not found (--js-debug)".into()))?,
                 };
                 let node = launch::find_program(&["node", "nodejs"], &[])
                     .ok_or_else(|| missing("no node on PATH".into()))?;
