@@ -99,7 +99,8 @@ pub struct DebugArgs {
     pub lldb_dap: Option<PathBuf>,
 
     /// Debug sessions live at once on the dap backend; a `debug_start` beyond is refused (E_TOO_MANY_SESSIONS).
-    #[arg(long = "max-sessions", env = "DEBUG_MAX_SESSIONS", default_value = "8",
+    // Its own id: the MCP flags (flattened beside these) already have a `max_sessions` (--mcp-max-sessions).
+    #[arg(id = "debug_max_sessions", long = "max-sessions", env = "DEBUG_MAX_SESSIONS", default_value = "8",
         value_parser = config::ranged(1usize, 64), global = true)]
     pub max_sessions: usize,
 
@@ -136,4 +137,15 @@ pub struct HostArgs {
     #[arg(value_name = "DURATION", long, env = "DEBUG_HEARTBEAT", default_value = "5s",
         value_parser = config::duration(Duration::from_millis(10), Duration::from_secs(60), Unit::Millis))]
     pub heartbeat: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap's own checks (unique argument ids among the flattened MCP and debug flags, ...), which otherwise
+    /// run only when a debug build starts and panics.
+    #[test]
+    fn the_debug_command_passes_clap_checks() {
+        use clap::Args;
+        super::DebugCommand::augment_args(clap::Command::new("debug")).debug_assert();
+    }
 }
