@@ -13,6 +13,7 @@ mod panic;
 mod results;
 mod sessions;
 mod tasks;
+mod wire;
 
 use crate::bridge::{Bridge, BridgeEntry, BridgeEnv, BridgeError};
 use crate::mount::Mount;
@@ -150,7 +151,7 @@ where
     // Not a child of `shutdown`: calls in flight must outlive the start of shutdown by the grace period.
     let service_token = CancellationToken::new();
     let started = tokio::select! {
-        started = handler.serve_with_ct((read, write), service_token.clone()) => started,
+        started = handler.serve_with_ct(wire::LineTransport::new(read, write), service_token.clone()) => started,
         () = shutdown.cancelled() => return Ok(StdioEnd::Shutdown),
     };
     let service = match started {
