@@ -601,7 +601,7 @@ const PLAYER_FIELDS: [&str; 3] = ["player", "message", "killer"];
 
 /// Marks what players wrote in a published event: `untrusted` lists those fields, and `untrusted_text` shows
 /// them fenced and labelled, so a model reading the event can tell player content from the bridge's own words.
-fn mark_untrusted(event: &mut Map<String, Value>) {
+pub(crate) fn mark_untrusted(event: &mut Map<String, Value>) {
     let Some(Value::Object(data)) = event.get("data") else {
         return;
     };

@@ -106,6 +106,9 @@ pub struct MinecraftArgs {
 
     #[command(flatten)]
     pub relay: RelayArgs,
+
+    #[command(flatten)]
+    pub vanilla: crate::vanilla::VanillaArgs,
 }
 
 impl MinecraftArgs {

@@ -7,6 +7,7 @@ pub mod config;
 pub mod models;
 pub mod relay;
 pub mod tools;
+pub mod vanilla;
 pub mod wire;
 
 pub use config::{MinecraftArgs, MinecraftCommand, RelayCommand, RelayMount};
@@ -115,6 +116,10 @@ impl BridgeEntry for Minecraft {
                 STREAM_BYTES,
             );
         }
+        if args.vanilla.enabled() {
+            vanilla::start(&mut b, &args, env).await?;
+            return Ok(b.build()?);
+        }
         let embedded: Arc<Mutex<Option<relay::Relay>>> = Arc::new(Mutex::new(None));
         let (url, token, mode, tls) = match &args.relay_url {
             Some(url) => {
@@ -170,7 +175,10 @@ impl BridgeEntry for Minecraft {
             b.events(),
         );
         env.spawn(link.clone().run(env.links().clone()));
-        let ctx = tools::Ctx { link: link.clone() };
+        let ctx = tools::Ctx {
+            link: link.clone(),
+            vanilla: None,
+        };
         for spec in tools::specs(&ctx) {
             b.tool(spec);
         }

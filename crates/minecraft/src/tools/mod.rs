@@ -14,6 +14,8 @@ use serde_json::{Map, Value, json};
 #[derive(Clone)]
 pub struct Ctx {
     pub link: RelayLink,
+    /// Vanilla mode: commands answered over RCON instead of through the relay (crate::vanilla).
+    pub vanilla: Option<crate::vanilla::Vanilla>,
 }
 
 impl Ctx {
@@ -29,7 +31,10 @@ impl Ctx {
             Value::Object(map) => map,
             _ => Map::new(),
         };
-        let data = self.link.call(command, args, game).await?;
+        let data = match &self.vanilla {
+            Some(v) => v.call(command, args, game).await?,
+            None => self.link.call(command, args, game).await?,
+        };
         serde_json::from_value(data).map_err(|e| {
             ToolError::internal(format!(
                 "the game's answer to {command} does not fit the protocol: {e}"
