@@ -1,36 +1,12 @@
-//! Binding and serving the link port.
-//!
-//! Port clashes are the most common start-up failure for game bridges (bitburner-filesync, viteburner and the
-//! Bitburner templates all default to 12525), so `bind` turns EADDRINUSE into a message that names the likely
-//! culprit and the setting to change.
+//! Serving the link port: an HTTP server (axum) under the listener limits of `crate::net`. Binding it is
+//! `bridge_link::bind`, which names the likely holder of a busy port.
 
-use super::error::LinkError;
 use crate::net::{self, GuardedListener, ListenLimits, ListenStats};
 use axum::Router;
-use std::net::SocketAddr;
+use bridge_link::LinkError;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-/// Binds a TCP listener. `what` names what else may hold the port (e.g. "bitburner-filesync or
-/// viteburner"), `env_var` how to pick another (e.g. "BITBURNER_PORT / --port"); both appear in the
-/// [`LinkError::AddrInUse`] message.
-pub async fn bind(addr: SocketAddr, what: &str, env_var: &str) -> Result<TcpListener, LinkError> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AddrInUse {
-            LinkError::AddrInUse {
-                addr,
-                what: what.to_owned(),
-                env_var: env_var.to_owned(),
-            }
-        } else {
-            LinkError::Bind {
-                addr,
-                source: Arc::new(e),
-            }
-        }
-    })
-}
 
 /// Serves `router` until `shutdown` is cancelled, then stops accepting and lets HTTP requests finish, under
 /// the default [`ListenLimits`] (see [`serve_with`]).
@@ -54,7 +30,7 @@ pub async fn serve_with(
 }
 
 /// [`serve_with`], speaking TLS (`https://`, `wss://`) on every connection when `tls` is given (see
-/// [`super::tls::server_config`]). The TLS handshake counts against the handshake deadline.
+/// [`bridge_link::tls::server_config`]). The TLS handshake counts against the handshake deadline.
 pub async fn serve_with_tls(
     listener: TcpListener,
     router: Router,

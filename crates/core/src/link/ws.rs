@@ -3,10 +3,8 @@
 //! Built on axum's `WebSocketUpgrade` so a bridge can serve plain HTTP routes on the same port (the
 //! ComputerCraft bridge serves its Lua installer beside the socket). Checks happen before the upgrade, so a
 //! refused client gets a real HTTP status (403 origin, 401 token) with a plain-text reason. What happens
-//! after the upgrade is in `session`.
+//! after the upgrade is `bridge_link::session`, shared with dialled links.
 
-use super::sender::CLOSE_INTERNAL;
-use super::session::{self, Accepted, Timing, WsConnection, WsFailure, WsIn, WsOut};
 use crate::auth::{Access, OriginPolicy, Token};
 use crate::net::Conn;
 use axum::Router;
@@ -16,6 +14,9 @@ use axum::extract::ws::{
 use axum::extract::{FromRequestParts, Query, Request};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use bridge_link::session::{
+    self, Accepted, CLOSE_INTERNAL, Timing, WsConnection, WsFailure, WsIn, WsOut,
+};
 use futures::{SinkExt, StreamExt, future};
 use http::header;
 use std::collections::HashMap;

@@ -7,7 +7,7 @@
 //! pending entry outlives its waiter, whether it timed out, was answered, or its future was dropped
 //! (a cancelled tool call).
 
-use super::error::LinkError;
+use crate::error::LinkError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;

@@ -7,9 +7,9 @@
 //! which hands answers to [`Peer::resolve`]. When the link ends `serve` closes the correlator with the link's
 //! close reason, so nothing waits out its timeout for a peer that is gone.
 
-use super::correlator::{Correlator, Pending};
-use super::error::LinkError;
-use super::sender::{CLOSE_INTERNAL, Incoming, LinkSender};
+use crate::correlator::{Correlator, Pending};
+use crate::error::LinkError;
+use crate::sender::{CLOSE_INTERNAL, Incoming, LinkSender};
 use std::future::Future;
 use std::time::Duration;
 

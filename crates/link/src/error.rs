@@ -1,6 +1,6 @@
-//! What can go wrong on a link, typed so bridges can branch on it and agents get a stable code.
+//! What can go wrong on a link, typed so bridges can branch on it (bridge-core maps each to the stable code
+//! an agent sees).
 
-use crate::error::{ErrorCode, ToolError};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ pub enum LinkError {
     /// A frame for the peer exceeds the link's frame limit; nothing was sent.
     #[error("a frame of {size} bytes exceeds the link's limit of {limit} bytes")]
     FrameTooLarge { size: usize, limit: usize },
-    /// From [`LinkSender::try_send_text`](super::LinkSender::try_send_text): the writer is behind.
+    /// From [`LinkSender::try_send_text`](crate::LinkSender::try_send_text): the writer is behind.
     #[error("the link's send queue is full")]
     QueueFull,
     /// Dialling the peer failed (refused, unreachable, the program would not start...).
@@ -48,7 +48,7 @@ pub enum LinkError {
     /// An origin allow-list entry could not be understood; a configuration error.
     #[error("invalid origin pattern {pattern:?}: {reason}")]
     InvalidOriginPattern { pattern: String, reason: String },
-    /// The HTTP server itself failed.
+    /// The link's listener or server failed.
     #[error("link server failed: {0}")]
     Io(Arc<io::Error>),
 }
@@ -59,51 +59,10 @@ impl LinkError {
             reason: reason.into(),
         }
     }
-
-    /// The stable code an agent would see for this error.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            Self::Disconnected { .. } => ErrorCode::Disconnected,
-            Self::Timeout { .. } => ErrorCode::Timeout,
-            Self::FrameTooLarge { .. } => ErrorCode::TooLarge,
-            Self::Connect { .. } => ErrorCode::Disconnected,
-            Self::QueueFull
-            | Self::AddrInUse { .. }
-            | Self::Bind { .. }
-            | Self::InvalidOriginPattern { .. }
-            | Self::Io(_) => ErrorCode::Internal,
-        }
-    }
 }
 
 impl From<io::Error> for LinkError {
     fn from(e: io::Error) -> Self {
         Self::Io(Arc::new(e))
-    }
-}
-
-impl From<LinkError> for ToolError {
-    fn from(e: LinkError) -> Self {
-        let message = e.to_string();
-        match e {
-            LinkError::Disconnected { reason } => ToolError::disconnected(message)
-                .with_details(serde_json::json!({ "reason": reason })),
-            LinkError::Timeout { elapsed } => {
-                let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-                ToolError::timeout(message).with_details(serde_json::json!({ "elapsed_ms": ms }))
-            }
-            LinkError::FrameTooLarge { size, limit } => ToolError::too_large(message)
-                .with_hint("send less per call")
-                .with_details(serde_json::json!({"bytes": size, "limit": limit})),
-            LinkError::Connect { target, reason } => ToolError::disconnected(message)
-                .with_details(serde_json::json!({"target": target, "reason": reason})),
-            LinkError::AddrInUse { env_var, .. } => ToolError::internal(message).with_hint(
-                format!("stop the other program or choose another port with {env_var}"),
-            ),
-            LinkError::QueueFull
-            | LinkError::Bind { .. }
-            | LinkError::InvalidOriginPattern { .. }
-            | LinkError::Io(_) => ToolError::internal(message),
-        }
     }
 }

@@ -7,14 +7,14 @@
 //! notice a peer that vanished without closing (a laptop lid, a killed game, an unloaded chunk).
 //!
 //! The tasks see the socket through [`WsIn`]/[`WsOut`], so axum's accepted sockets and tokio-tungstenite's
-//! dialled ones share them; each side adapts its own message type (`ws.rs`, `dial.rs`).
+//! dialled ones share them; each side adapts its own message type (bridge-core's `link/ws.rs` for the
+//! listener, `dial.rs` here) and calls [`start`].
 
-use super::sender::{
-    CLOSE_INTERNAL, CLOSE_INVALID_DATA, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Connection, Deliverer,
-    Incoming, LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump,
-    spawn_writer, truncate,
+use crate::sender::{
+    CLOSE_INVALID_DATA, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Connection, Deliverer, Incoming, LinkSender,
+    LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump, spawn_writer, truncate,
 };
-use futures::{Sink, SinkExt, Stream, StreamExt};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use http::HeaderMap;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -31,6 +31,9 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// RFC 6455 limits a close reason to 123 bytes.
 const MAX_CLOSE_REASON: usize = 123;
 
+/// The close code a link answers an unexpected socket error with (1011, internal error).
+pub const CLOSE_INTERNAL: u16 = crate::sender::CLOSE_INTERNAL;
+
 /// Sends to one link; the name WebSocket bridges know it by.
 pub type WsSender = LinkSender;
 
@@ -39,7 +42,7 @@ pub type WsSender = LinkSender;
 pub struct WsConnection {
     /// Unique within this process; for logs and for "newest connection wins" bookkeeping.
     pub id: u64,
-    /// The peer's address; `Some` when served by [`serve`](super::serve) (which records connect info).
+    /// The peer's address; `Some` when the listener records connect info (bridge-core's `link::serve` does).
     pub peer: Option<SocketAddr>,
     pub origin: Option<String>,
     /// The upgrade request's headers (User-Agent and the like). `Authorization` is removed.
@@ -67,7 +70,7 @@ impl WsConnection {
 }
 
 /// A message read from a WebSocket, in the terms the session needs.
-pub(super) enum WsIn {
+pub enum WsIn {
     Text(String),
     Binary(usize),
     /// Ping or pong: a sign of life and nothing else.
@@ -76,17 +79,17 @@ pub(super) enum WsIn {
 }
 
 /// A message to write.
-pub(super) enum WsOut {
+pub enum WsOut {
     Text(String),
     Ping,
     Close(Option<(u16, String)>),
 }
 
 /// A read error: the close code to answer with (`None`: the socket is gone) and the reason.
-pub(super) type WsFailure = (Option<u16>, String);
+pub type WsFailure = (Option<u16>, String);
 
 /// Maps a tungstenite read error to the close code we answer with and a reason for logs and failed requests.
-pub(super) fn classify(e: &tungstenite::Error) -> WsFailure {
+pub fn classify(e: &tungstenite::Error) -> WsFailure {
     use tungstenite::error::{CapacityError, ProtocolError};
     match e {
         tungstenite::Error::Capacity(CapacityError::MessageTooLong { size, max_size }) => (
@@ -124,7 +127,7 @@ impl Liveness {
 }
 
 /// What the handshake learned about the peer.
-pub(super) struct Accepted {
+pub struct Accepted {
     pub peer: Option<SocketAddr>,
     pub origin: Option<String>,
     pub headers: HeaderMap,
@@ -133,14 +136,14 @@ pub(super) struct Accepted {
 
 /// Liveness settings; a zero `ping_interval` turns the watchdog off.
 #[derive(Clone, Copy)]
-pub(super) struct Timing {
+pub struct Timing {
     pub ping_interval: Duration,
     pub pong_timeout: Duration,
 }
 
 /// Starts the writer and watchdog of one link and returns the bridge's half with the reader, which the
 /// caller runs (inline in an upgrade task, or spawned) until the link dies.
-pub(super) fn start<St, Si>(
+pub fn start<St, Si>(
     stream: St,
     sink: Si,
     accepted: Accepted,

@@ -1,21 +1,27 @@
 //! Links the bridge opens itself: a WebSocket (Minecraft's bridge mod), TCP (RCON, DAP servers), a Unix
 //! socket, or a child process's stdin/stdout (debug adapters). Each gives the same [`Connection`] as an
-//! accepted link; [`redial`] keeps one up across drops with exponential backoff and jitter.
+//! accepted link (`websocket` with the `ws` feature); [`redial`] keeps one up across drops with exponential backoff and jitter.
 
-use super::backoff::Backoff;
-use super::error::LinkError;
-use super::sender::Connection;
-use super::session::{self, Accepted, Timing, WsConnection, WsIn, WsOut};
-use super::stream::{self, StreamConfig};
-use futures::{SinkExt, StreamExt, future};
+use crate::backoff::Backoff;
+use crate::error::LinkError;
+use crate::sender::Connection;
+#[cfg(feature = "ws")]
+use crate::session::{self, Accepted, Timing, WsConnection, WsIn, WsOut};
+use crate::stream::{self, StreamConfig};
+#[cfg(feature = "ws")]
+use futures_util::{SinkExt, StreamExt, future};
 use std::future::Future;
 use std::process::Stdio;
+#[cfg(feature = "ws")]
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
+#[cfg(feature = "ws")]
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+#[cfg(feature = "ws")]
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+#[cfg(feature = "ws")]
 use tokio_tungstenite::tungstenite::{self, Message, protocol::CloseFrame};
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 const MAX_STDERR_LINE: usize = 4096;
 
 /// Settings of a dialled WebSocket.
+#[cfg(feature = "ws")]
 #[derive(Debug, Clone)]
 pub struct WsDial {
     /// `ws://` or `wss://` URL.
@@ -36,10 +43,11 @@ pub struct WsDial {
     /// Sent as `Authorization: Bearer <token>` on the upgrade request (never in the URL, where logs keep it).
     pub bearer: Option<String>,
     /// Whom a `wss://` server must prove to be; `None` trusts the public web roots
-    /// ([`super::tls::client_config`]).
+    /// ([`crate::tls::client_config`]).
     pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
+#[cfg(feature = "ws")]
 impl WsDial {
     /// 16 MiB frames, a ping every 15 s answered within 10 s, 10 s to connect.
     pub fn new(url: impl Into<String>) -> Self {
@@ -56,6 +64,7 @@ impl WsDial {
 }
 
 /// Opens one WebSocket link; the same pings, close handling and frame limit as an accepted one.
+#[cfg(feature = "ws")]
 pub async fn websocket(
     cfg: &WsDial,
     shutdown: &CancellationToken,
@@ -84,7 +93,7 @@ pub async fn websocket(
         (false, _) => None,
         (true, Some(tls)) => Some(tokio_tungstenite::Connector::Rustls(Arc::clone(tls))),
         (true, None) => Some(tokio_tungstenite::Connector::Rustls(
-            super::tls::client_config(None).map_err(|e| failed(e.to_string()))?,
+            crate::tls::client_config(None).map_err(|e| failed(e.to_string()))?,
         )),
     };
     let (socket, response) = tokio::time::timeout(
@@ -128,6 +137,7 @@ pub async fn websocket(
 }
 
 /// tokio-rustls reports a refused certificate as an I/O error wrapping the rustls one; say it is TLS.
+#[cfg(feature = "ws")]
 fn describe_dial_error(e: tungstenite::Error) -> String {
     match e {
         tungstenite::Error::Tls(tls) => format!("TLS handshake failed: {tls}"),
@@ -142,6 +152,7 @@ fn describe_dial_error(e: tungstenite::Error) -> String {
     }
 }
 
+#[cfg(feature = "ws")]
 fn from_tungstenite(msg: Message) -> WsIn {
     match msg {
         Message::Text(text) => WsIn::Text(text.as_str().to_owned()),
@@ -153,6 +164,7 @@ fn from_tungstenite(msg: Message) -> WsIn {
     }
 }
 
+#[cfg(feature = "ws")]
 fn to_tungstenite(out: WsOut) -> Message {
     match out {
         WsOut::Text(text) => Message::text(text),

@@ -8,7 +8,7 @@
 //!   turns replacing each other. [`PeerRegistry::judge`] decides ([`Admission`]), the bridge tells the
 //!   newcomer, then [`PeerRegistry::insert`] registers it.
 
-use super::peer::Peer;
+use crate::peer::Peer;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -91,7 +91,7 @@ impl<T: Send + 'static, M> SinglePeer<T, M> {
             old.peer.close(replaced);
             old.peer
                 .correlator()
-                .close(super::LinkError::disconnected(replaced));
+                .close(crate::LinkError::disconnected(replaced));
         }
         self.notify();
     }
@@ -119,9 +119,9 @@ impl<T: Send + 'static, M> SinglePeer<T, M> {
         peer: Peer<T>,
         meta: M,
         replaced: &str,
-        incoming: super::Incoming,
+        incoming: crate::Incoming,
         on_frame: impl FnMut(String) + Send + 'static,
-    ) -> impl Future<Output = super::LinkError> + Send + 'static
+    ) -> impl Future<Output = crate::LinkError> + Send + 'static
     where
         M: Send + 'static,
     {

@@ -4,7 +4,7 @@
 //! The link's `closed` token is cancelled first, whatever ends it; then `incoming` ends. The first recorded
 //! reason becomes the `Disconnected` reason of every later send and of every request failed by the drop.
 
-use super::error::LinkError;
+use crate::error::LinkError;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -29,8 +29,11 @@ pub const INCOMING_BYTES: usize = 1 << 20;
 
 pub(super) const CLOSE_NORMAL: u16 = 1000;
 pub(super) const CLOSE_GOING_AWAY: u16 = 1001;
+#[cfg(feature = "ws")]
 pub(super) const CLOSE_PROTOCOL: u16 = 1002;
+#[cfg(feature = "ws")]
 pub(super) const CLOSE_INVALID_DATA: u16 = 1007;
+#[cfg(feature = "ws")]
 pub(super) const CLOSE_TOO_BIG: u16 = 1009;
 pub(super) const CLOSE_INTERNAL: u16 = 1011;
 /// Policy violation: a peer that does not read what it is sent.
@@ -94,6 +97,7 @@ pub(super) fn incoming() -> (Deliverer, Incoming) {
 pub(super) enum Outgoing {
     Text(String),
     /// WebSocket links only: the watchdog's probe.
+    #[cfg_attr(not(feature = "ws"), allow(dead_code))]
     Ping,
     /// Sent after everything queued before it; the reason is already recorded in `LinkState::end`.
     Close,
@@ -113,6 +117,7 @@ impl std::fmt::Debug for Outgoing {
 /// transport has no codes) and why.
 #[derive(Debug)]
 pub(super) struct End {
+    #[cfg_attr(not(feature = "ws"), allow(dead_code))]
     pub code: Option<u16>,
     pub reason: String,
 }
@@ -417,10 +422,10 @@ pub(super) async fn pump<Si, M>(
     convert: impl Fn(Outgoing) -> Option<M>,
 ) -> PumpEnd
 where
-    Si: futures::Sink<M> + Unpin,
+    Si: futures_util::Sink<M> + Unpin,
     Si::Error: std::fmt::Display,
 {
-    use futures::SinkExt;
+    use futures_util::SinkExt;
     loop {
         let item = tokio::select! {
             biased;
@@ -451,6 +456,7 @@ where
 }
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
+#[cfg(feature = "ws")]
 pub(super) fn truncate(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;

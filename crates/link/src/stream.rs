@@ -2,16 +2,16 @@
 //! [`FrameCodec`] and a writer that owns the write half, so frames never interleave. The same
 //! [`Connection`] a WebSocket link gives, so the peer layer above does not know the difference.
 //!
-//! A byte stream has no pings; liveness is the peer layer's probe ([`Peer::watch`](super::Peer::watch)).
+//! A byte stream has no pings; liveness is the peer layer's probe ([`Peer::watch`](crate::Peer::watch)).
 //! A framing error (oversize, garbage, invalid UTF-8) ends the link with the error as its reason: after a
 //! framing error the stream cannot be resynchronised.
 
-use super::sender::{
+use crate::sender::{
     Connection, Deliverer, LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump,
     spawn_writer,
 };
-use bridge_link::{FrameCodec, Framing};
-use futures::{SinkExt, StreamExt};
+use crate::{FrameCodec, Framing};
+use futures_util::{SinkExt, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
