@@ -790,7 +790,7 @@ impl DapBackend {
         let thread_id = session.paused_thread()?;
         let wait_ms = u64_param(p, "timeoutMs").unwrap_or(default_ms);
         let until = (Instant::now() + Duration::from_millis(wait_ms)).min(deadline);
-        let before = match session.resuming() {
+        let before = match session.resuming(command, thread_id) {
             Ok(before) => before,
             // Another thread's stop is still unreported: the program is paused there, so it is reported now.
             Err(outcome) => {
@@ -929,6 +929,14 @@ fn session_summary(s: &Session) -> Value {
     let pending = s.pending_stops();
     if pending > 0 {
         v["pendingStops"] = json!(pending);
+    }
+    let (stops, repeats) = {
+        let st = s.shared.state();
+        (st.stops, st.repeats)
+    };
+    v["stops"] = json!(stops);
+    if repeats > 0 {
+        v["repeatedStopEventsDropped"] = json!(repeats);
     }
     v
 }

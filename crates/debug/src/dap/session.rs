@@ -68,6 +68,16 @@ pub struct State {
     pub dropped_stops: u64,
     /// The stop the program is paused at (the last one reported, or the first while none was).
     pub current: Option<Stop>,
+    /// Threads that stopped and were not resumed since. lldb-dap sends a stopped event for every thread with a
+    /// stop reason at each stop, so a thread that stayed stopped while another stepped is announced again; a
+    /// thread cannot stop twice without running, so such an event is a repeat, not a stop.
+    pub stopped_threads: HashSet<i64>,
+    /// Repeated stopped events dropped (see `stopped_threads`).
+    pub repeats: u64,
+    /// The thread a step request of ours is moving, until the next stop. lldb-dap answers a step with
+    /// `continued {allThreadsContinued: true}` though the other threads stay put (lldb steps a line with them
+    /// suspended): that echo resumes only the stepping thread here.
+    pub stepping: Option<i64>,
     /// Variables references valid now; a resume empties it.
     pub refs: HashSet<i64>,
     pub exit_code: Option<i64>,
@@ -134,6 +144,7 @@ pub struct Resumed {
     run: Run,
     current: Option<Stop>,
     refs: HashSet<i64>,
+    stopped_threads: HashSet<i64>,
 }
 
 /// Where a wait ended.
@@ -172,6 +183,9 @@ impl Session {
                 pending: VecDeque::new(),
                 dropped_stops: 0,
                 current: None,
+                stopped_threads: HashSet::new(),
+                repeats: 0,
+                stepping: None,
                 refs: HashSet::new(),
                 exit_code: None,
                 initialized: false,
@@ -250,7 +264,9 @@ impl Session {
     /// back; its `stops` is the count to wait past. `Err` with the next unreported stop when there is one: another
     /// thread stopped while this one was examined, the program is still paused there, and that stop is reported
     /// (and becomes the current one) instead of resuming.
-    pub fn resuming(&self) -> Result<Resumed, Outcome> {
+    /// `command` is `continue` (every thread resumes, as adapters do unless told otherwise) or a step of
+    /// `thread_id` (that thread; an adapter that resumes the others too says so with a `continued` event).
+    pub fn resuming(&self, command: &str, thread_id: i64) -> Result<Resumed, Outcome> {
         let resumed = {
             let mut st = self.shared.state();
             if let Some(outcome) = take_pending(&mut st) {
@@ -258,11 +274,20 @@ impl Session {
                 self.shared.bump();
                 return Err(outcome);
             }
+            let stopped_threads = st.stopped_threads.clone();
+            if command == "continue" {
+                st.stopped_threads.clear();
+                st.stepping = None;
+            } else {
+                st.stopped_threads.remove(&thread_id);
+                st.stepping = Some(thread_id);
+            }
             Resumed {
                 stops: st.stops,
                 run: std::mem::replace(&mut st.run, Run::Running),
                 current: st.current.take(),
                 refs: std::mem::take(&mut st.refs),
+                stopped_threads,
             }
         };
         self.shared.bump();
@@ -280,6 +305,8 @@ impl Session {
                 st.run = before.run;
                 st.current = before.current;
                 st.refs = before.refs;
+                st.stopped_threads = before.stopped_threads;
+                st.stepping = None;
             }
             untouched
         };
@@ -473,6 +500,15 @@ fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
     match event {
         "initialized" => shared.state().initialized = true,
         "stopped" => {
+            let thread_id = body.get("threadId").and_then(Value::as_i64).unwrap_or(0);
+            {
+                let mut st = shared.state();
+                st.stepping = None;
+                if !st.stopped_threads.insert(thread_id) {
+                    st.repeats += 1;
+                    return;
+                }
+            }
             let reason = text("reason").unwrap_or_else(|| "pause".into());
             // debugpy puts the exception type in `text` and its message in `description`: keep both.
             let detail = match (text("text"), text("description")) {
@@ -493,7 +529,6 @@ fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
                     None,
                 );
             }
-            let thread_id = body.get("threadId").and_then(Value::as_i64).unwrap_or(0);
             let mut st = shared.state();
             st.stops += 1;
             let stop = Stop {
@@ -523,6 +558,9 @@ fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
             let hits = |t: i64| all || thread == Some(t);
             for s in st.pending.iter_mut().filter(|s| hits(s.thread_id)) {
                 s.resumed = true;
+            }
+            if st.stepping.is_none() || st.stepping != thread {
+                st.stopped_threads.retain(|t| !hits(*t));
             }
             if let Run::Paused { thread_id, .. } = st.run
                 && hits(thread_id)

@@ -187,7 +187,19 @@ impl DapBackend {
             .request("pause", json!({"threadId": thread_id}), left(until))
             .await
             .map_err(dap_err)?;
-        self.wait_result(&s, Some(baseline), until, wait_ms).await
+        let mut r = self.wait_result(&s, Some(baseline), until, wait_ms).await?;
+        // lldb-dap halts with SIGSTOP and reports the signal as an exception: it is the pause asked for.
+        if r["reason"] == "exception"
+            && r["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("SIGSTOP"))
+            && let Some(obj) = r.as_object_mut()
+        {
+            obj.remove("exception");
+            obj.insert("adapterReason".into(), json!("exception"));
+            obj.insert("reason".into(), json!("pause"));
+        }
+        Ok(r)
     }
 
     /// Runs to `path:line`: a breakpoint there, for this session only and until the next stop, then continue.
@@ -255,12 +267,15 @@ impl DapBackend {
             .request("setBreakpoints", own, left(deadline))
             .await;
         let mut result = result?;
-        if let Err(e) = restored
-            && !matches!(e, DapError::Link(_))
-        {
-            result["warning"] = json!(format!(
-                "the temporary breakpoint at line {line} could not be removed: {e}"
-            ));
+        match restored {
+            // The adapter numbered the file's breakpoints afresh: their binding follows.
+            Ok(body) => lock(&self.breakpoints).apply(&path, &body),
+            Err(DapError::Link(_)) => {}
+            Err(e) => {
+                result["warning"] = json!(format!(
+                    "the temporary breakpoint at line {line} could not be removed: {e}"
+                ));
+            }
         }
         let here = result["event"] == "stopped"
             && result["line"].as_u64() == Some(target_line)
@@ -284,7 +299,7 @@ impl DapBackend {
         until: Instant,
         wait_ms: u64,
     ) -> Result<Value, ScriptError> {
-        let before = match s.resuming() {
+        let before = match s.resuming(command, thread_id) {
             Ok(b) => b,
             Err(outcome) => {
                 let mut r = self.report(s, outcome, until).await;

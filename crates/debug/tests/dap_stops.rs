@@ -1,0 +1,398 @@
+//! Stops on the `dap` backend (issue 21 items 3 and 7), through a real MCP client with debugpy and lldb-dap:
+//! what a stop reports (source around the line, the stack, the reason and an exception's type and message),
+//! pausing a running program, running to a line, and two threads hitting a breakpoint in a tight loop while
+//! the agent steps, resumes and evaluates as fast as it can: every stop is reported exactly once, in order
+//! per thread.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_debug::config::BackendChoice;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use support::*;
+
+/// Two threads, each passing the breakpoint line (`total += i`, line 7) `ROUNDS` times; the sleep lets the
+/// other thread run between rounds, so the two interleave.
+const STRESS_PY: &str = "\
+import threading
+import time
+
+def work(rounds):
+    total = 0
+    for i in range(rounds):
+        total += i
+        time.sleep(0.001)
+    return total
+
+threads = [threading.Thread(target=work, args=(ROUNDS,), name=f'w{k}') for k in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print('done')
+";
+const STRESS_PY_LINE: u64 = 7;
+
+/// The same in C with pthreads: both threads really run at once, so both can hit the breakpoint (line 7) in
+/// the same instant, and lldb-dap then sends a stopped event for each.
+const STRESS_C: &str = "\
+#include <pthread.h>
+#include <stdio.h>
+volatile long sink;
+static void *work(void *arg) {
+    long total = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        total += i;
+        sink = total;
+    }
+    return arg;
+}
+int main(void) {
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++) pthread_create(&t[k], NULL, work, NULL);
+    for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
+    printf(\"done\\n\");
+    return 0;
+}
+";
+const STRESS_C_LINE: u64 = 7;
+const ROUNDS: u64 = 40;
+
+/// Every stop a result reports: the stop itself and those reported as passed (their thread had resumed).
+fn stops_in(result: &Value) -> Vec<Value> {
+    let mut out: Vec<Value> = result["passedStops"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if result["event"] == "stopped" {
+        out.push(result.clone());
+    }
+    out
+}
+
+/// Starts `config` with a breakpoint at `file:line`, then, as fast as one client goes: at each breakpoint stop
+/// evaluates `i`, every third one steps over once, else continues, to the end. Asserts every stop the adapter
+/// sent was reported exactly once, in arrival order, and each thread's breakpoint stops came in loop order,
+/// one per round.
+async fn stress(c: &mcp_testkit::Client, config: Value, file: &str, line: u64) {
+    data(c, "breakpoint_set", json!({"path": file, "line": line})).await;
+    let start = data(
+        c,
+        "debug_start",
+        json!({"config": config, "wait": true, "timeoutMs": 30000}),
+    )
+    .await;
+    let mut result = start["stop"].clone();
+    let mut seqs = Vec::new();
+    // Per thread: the loop index at each breakpoint stop, as evaluated while paused there.
+    let mut hits: BTreeMap<i64, Vec<u64>> = BTreeMap::new();
+    let mut bp_stops: BTreeMap<i64, u64> = BTreeMap::new();
+    let mut calls = 0u64;
+    let mut steps = 0u64;
+    let mut not_resumed = 0u64;
+    let mut passed = 0usize;
+    loop {
+        let stops = stops_in(&result);
+        passed += stops
+            .len()
+            .saturating_sub(usize::from(result["event"] == "stopped"));
+        for s in stops {
+            seqs.push(s["stopSeq"].as_u64().unwrap());
+            if s["reason"] == "breakpoint" {
+                *bp_stops.entry(s["threadId"].as_i64().unwrap()).or_default() += 1;
+            }
+        }
+        if result["resumed"] == false {
+            not_resumed += 1;
+        }
+        if result["event"] == "terminated" {
+            break;
+        }
+        assert_eq!(result["event"], "stopped", "{result}");
+        let thread = result["threadId"].as_i64().unwrap();
+        if result["reason"] == "breakpoint" {
+            assert_eq!(result["line"], line, "{result}");
+            let v = data(c, "debug_evaluate", json!({"expression": "i"})).await;
+            hits.entry(thread)
+                .or_default()
+                .push(v["result"].as_str().unwrap().parse().unwrap());
+        } else {
+            assert_eq!(result["reason"], "step", "{result}");
+        }
+        calls += 1;
+        result = if result["reason"] == "breakpoint" && calls % 3 == 0 {
+            steps += 1;
+            data(c, "debug_step_over", json!({"timeoutMs": 30000})).await
+        } else {
+            data(c, "debug_continue", json!({"timeoutMs": 30000})).await
+        };
+    }
+    let summary = data(c, "dap_summary", json!({})).await;
+    let total = summary["stops"].as_u64().unwrap();
+    let list = data(c, "debug_list_sessions", json!({})).await;
+    let repeats = list["sessions"][0]["repeatedStopEventsDropped"]
+        .as_u64()
+        .unwrap_or(0);
+    eprintln!(
+        "stress {file}: {total} stops sent by the adapter, {} reported ({passed} as passed), {steps} steps, {not_resumed} resumes answered with a stop not yet reported, breakpoint stops per thread {bp_stops:?}, {repeats} repeated stopped events (a thread that had not run) dropped",
+        seqs.len()
+    );
+    let unique: BTreeSet<u64> = seqs.iter().copied().collect();
+    assert_eq!(unique.len(), seqs.len(), "no stop reported twice: {seqs:?}");
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "in the order they came: {seqs:?}"
+    );
+    assert_eq!(
+        unique,
+        (1..=total).collect(),
+        "every stop reported: {seqs:?}"
+    );
+    assert_eq!(hits.len(), 2, "both threads stopped: {hits:?}");
+    for (thread, seen) in &hits {
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "thread {thread} in order: {seen:?}"
+        );
+    }
+    for (thread, n) in &bp_stops {
+        assert_eq!(
+            *n, ROUNDS,
+            "thread {thread} stopped at the breakpoint on every round: {hits:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_threads_in_a_tight_loop_every_stop_is_reported_once_in_order() {
+    let ws = workspace("stress-py");
+    std::fs::write(
+        ws.join("stress.py"),
+        STRESS_PY.replace("ROUNDS", &ROUNDS.to_string()),
+    )
+    .unwrap();
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let config =
+        json!({"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/stress.py"});
+    stress(&c, config, "stress.py", STRESS_PY_LINE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c_threads_in_a_tight_loop_every_stop_is_reported_once_in_order() {
+    let ws = workspace("stress-c");
+    std::fs::write(
+        ws.join("stress.c"),
+        STRESS_C.replace("ROUNDS", &ROUNDS.to_string()),
+    )
+    .unwrap();
+    let out = std::process::Command::new("gcc")
+        .args(["-g", "-O0", "-pthread", "-o"])
+        .arg(ws.join("stress"))
+        .arg(ws.join("stress.c"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let config =
+        json!({"type": "lldb-dap", "request": "launch", "program": "${workspaceFolder}/stress"});
+    stress(&c, config, "stress.c", STRESS_C_LINE).await;
+}
+
+/// A breakpoint stop carries the source around the line (the current one marked), the stack with file and
+/// line, and the reason; run to a line stops there once and leaves no breakpoint behind; step in and out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_shows_source_stack_and_reason_and_run_to_line_leaves_nothing_behind() {
+    let ws = workspace("context");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": 2}),
+    )
+    .await;
+    let start = data(&c, "debug_start", json!({"launch": "py", "wait": true})).await;
+    let stop = &start["stop"];
+    assert_eq!(
+        (stop["reason"].as_str(), stop["line"].as_u64()),
+        (Some("breakpoint"), Some(2)),
+        "{stop}"
+    );
+    let text = stop["source"]["text"].as_str().unwrap();
+    assert!(text.contains(">2 |     total = a + b\n"), "{stop}");
+    assert!(text.contains(" 1 | def add(a, b):\n"), "{stop}");
+    assert_eq!(stop["source"]["startLine"], 1, "{stop}");
+    let stack = stop["stack"].as_array().unwrap();
+    assert_eq!(
+        (stack[0]["name"].as_str(), stack[0]["line"].as_u64()),
+        (Some("add"), Some(2)),
+        "{stop}"
+    );
+    assert_eq!(stack[1]["line"], 6, "the caller, x = add(40, 2): {stop}");
+    assert!(
+        stack[1]["file"].as_str().unwrap().ends_with("target.py"),
+        "{stop}"
+    );
+
+    let ran = data(
+        &c,
+        "debug_run_to_line",
+        json!({"path": "target.py", "line": 3}),
+    )
+    .await;
+    assert_eq!(
+        (
+            ran["line"].as_u64(),
+            ran["reachedTarget"].as_bool(),
+            ran["reason"].as_str()
+        ),
+        (Some(3), Some(true), Some("runToLine")),
+        "{ran}"
+    );
+    let next = data(&c, "debug_continue", json!({})).await;
+    assert_eq!(
+        (next["line"].as_u64(), next["reason"].as_str()),
+        (Some(2), Some("breakpoint")),
+        "the second call stops at the real breakpoint, not at the temporary one: {next}"
+    );
+    let out = data(&c, "debug_step_out", json!({})).await;
+    assert_eq!(
+        (out["line"].as_u64(), out["reason"].as_str()),
+        (Some(8), Some("step")),
+        "back in the caller, y = add(x, 0): {out}"
+    );
+    data(&c, "breakpoint_clear_project", json!({})).await;
+    let ran = data(
+        &c,
+        "debug_run_to_line",
+        json!({"path": "target.py", "line": 3}),
+    )
+    .await;
+    assert_eq!(ran["event"], "terminated", "add is not called again: {ran}");
+    assert_eq!(ran["reachedTarget"], false, "{ran}");
+}
+
+/// An uncaught exception stops with its type and message (debugpy's exceptionInfo) and the raising line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exception_stop_says_its_type_and_message() {
+    let ws = workspace("exc");
+    std::fs::write(
+        ws.join("boom.py"),
+        "value = 41\nvalue += 1\nraise ValueError(f'bad value {value}')\n",
+    )
+    .unwrap();
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let config =
+        json!({"type": "python", "request": "launch", "program": "${workspaceFolder}/boom.py"});
+    let start = data(&c, "debug_start", json!({"config": config, "wait": true})).await;
+    let stop = &start["stop"];
+    assert_eq!(stop["reason"], "exception", "{stop}");
+    assert_eq!(stop["exception"]["type"], "ValueError", "{stop}");
+    assert_eq!(stop["exception"]["message"], "bad value 42", "{stop}");
+    assert_eq!(stop["line"], 3, "{stop}");
+    assert!(
+        stop["source"]["text"]
+            .as_str()
+            .unwrap()
+            .contains(">3 | raise ValueError"),
+        "{stop}"
+    );
+}
+
+/// A program in a loop is paused where it runs (reason pause, with its source), resumed, and paused again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_a_running_program_where_it_is() {
+    let ws = workspace("pause");
+    std::fs::write(
+        ws.join("spin.py"),
+        "import time\nprint('ready', flush=True)\nfor i in range(600):\n    time.sleep(0.1)\n",
+    )
+    .unwrap();
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let config =
+        json!({"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/spin.py"});
+    data(&c, "debug_start", json!({"config": config})).await;
+    ready(&c).await;
+    let (code, e) = support::code(&c, "debug_continue", json!({})).await;
+    assert_eq!(code, "E_NOT_PAUSED", "{e}");
+    for _ in 0..2 {
+        let p = data(&c, "debug_pause", json!({})).await;
+        assert_eq!(
+            (p["event"].as_str(), p["reason"].as_str()),
+            (Some("stopped"), Some("pause")),
+            "{p}"
+        );
+        assert!(p["file"].as_str().unwrap().ends_with("spin.py"), "{p}");
+        assert!(
+            p["source"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains('>')),
+            "{p}"
+        );
+        let again = data(&c, "debug_pause", json!({})).await;
+        assert_eq!(again["alreadyPaused"], true, "{again}");
+        assert_eq!(
+            again["stopSeq"], p["stopSeq"],
+            "the same stop, not a new one: {again}"
+        );
+        let i = data(&c, "debug_evaluate", json!({"expression": "i"})).await;
+        assert!(i["result"].as_str().unwrap().parse::<u64>().is_ok(), "{i}");
+        let (code, e) = support::code(&c, "debug_continue", json!({"timeoutMs": 300})).await;
+        assert_eq!(code, "E_TIMEOUT", "resumed, no stop: {e}");
+    }
+}
+
+/// Waits until the program printed `ready` (it runs its loop then).
+async fn ready(c: &mcp_testkit::Client) {
+    let begun = std::time::Instant::now();
+    while !data(c, "dap_logs", json!({})).await["text"]
+        .as_str()
+        .unwrap()
+        .contains("ready")
+    {
+        assert!(
+            begun.elapsed() < HANG_GUARD,
+            "the program never printed `ready`"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// lldb-dap pauses a C program too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_a_running_c_program() {
+    let ws = workspace("pause-c");
+    std::fs::write(
+        ws.join("spin.c"),
+        "#include <stdio.h>\n#include <unistd.h>\nint main(void) {\n    printf(\"ready\\n\");\n    fflush(stdout);\n    for (int i = 0; i < 600; i++) {\n        usleep(100000);\n    }\n    return 0;\n}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("gcc")
+        .args(["-g", "-O0", "-o"])
+        .arg(ws.join("spin"))
+        .arg(ws.join("spin.c"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let config =
+        json!({"type": "lldb-dap", "request": "launch", "program": "${workspaceFolder}/spin"});
+    data(&c, "debug_start", json!({"config": config})).await;
+    // Paused in the dynamic loader, lldb reports a trace stop: wait until main runs.
+    ready(&c).await;
+    let p = data(&c, "debug_pause", json!({})).await;
+    assert_eq!(
+        (p["event"].as_str(), p["reason"].as_str()),
+        (Some("stopped"), Some("pause")),
+        "{p}"
+    );
+    assert!(!p["stack"].as_array().unwrap().is_empty(), "{p}");
+}
