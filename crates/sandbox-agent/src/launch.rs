@@ -58,6 +58,30 @@ pub struct LaunchConfig {
     pub exec_cgroup: Option<PathBuf>,
     #[serde(default)]
     pub limits: Limits,
+    /// The sandbox's network: only `lo` (the default), or outbound through a user-mode stack and a filter.
+    #[serde(default)]
+    pub network: Network,
+}
+
+/// What the host decided about a sandbox's network (`crates/sandbox/src/network.rs` builds it): with no
+/// `stack`, only `lo` exists. With one, the launcher starts it attached to the sandbox's namespaces and PID 1
+/// loads `ruleset` with `nft` before anything else runs; `/etc/resolv.conf` names `resolver`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Network {
+    /// The user-mode network stack (pasta's path); `None`: no network.
+    #[serde(default)]
+    pub stack: Option<PathBuf>,
+    #[serde(default)]
+    pub nft: Option<PathBuf>,
+    /// The address the stack answers DNS on (forwarded to the host's resolver).
+    #[serde(default)]
+    pub resolver: Option<String>,
+    /// An nft script for the sandbox's namespace.
+    #[serde(default)]
+    pub ruleset: String,
+    /// What the isolation report says about the network (the policy, the allow-list as resolved).
+    #[serde(default)]
+    pub report: Value,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,9 +146,23 @@ pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
                 return Ok(Launched::Exit(wait_exit(child)));
             }
             write_id_maps(child, root, cfg.id_base)?;
+            // The stack joins the child's namespaces now that its ids are mapped, and is ready (the
+            // interface configured) before the child goes on: nothing in the sandbox runs before it.
+            let mut stack = match cfg.network.stack {
+                Some(_) => Some(step(
+                    "start the network stack",
+                    crate::netif::start_stack(&cfg.network, child.as_raw() as u32),
+                )?),
+                None => None,
+            };
             step("signal the child", fs::File::from(go_w).write_all(b"1"))?;
             detach_stream();
-            Ok(Launched::Exit(wait_exit(child)))
+            let code = wait_exit(child);
+            if let Some(stack) = stack.as_mut() {
+                let _ = stack.kill();
+                let _ = stack.wait();
+            }
+            Ok(Launched::Exit(code))
         }
         ForkResult::Child => {
             drop(up_r);
@@ -336,6 +374,13 @@ fn build_root(
         None => PathBuf::from("/"),
     };
     let source_root = source_root.as_path();
+    // Before anything of the sandbox runs, and while the host's nft is in sight.
+    if cfg.network.stack.is_some() {
+        step(
+            "load the network filter",
+            crate::netif::load_rules(&cfg.network),
+        )?;
+    }
     // The new root is a tmpfs mounted over /tmp of this (private) mount namespace: no host directory is
     // created, and everything vanishes with the namespace.
     let new = Path::new("/tmp");
@@ -350,6 +395,9 @@ fn build_root(
         mirror(new, source_root, path)?;
     }
     write_etc_from(&new.join("etc"), source_root, &cfg.hostname)?;
+    if let Some(resolver) = &cfg.network.resolver {
+        write_resolver(&new.join("etc"), resolver)?;
+    }
     // Nothing inside may inherit a handle on a host directory.
     drop(image);
     let user = root.then_some((SANDBOX_UID, SANDBOX_UID));
@@ -441,10 +489,18 @@ fn build_root(
     enforced.insert("read_only_root".into(), json!(true));
     enforced.insert("workspace_tmpfs_mib".into(), json!(cfg.workspace_mib));
     enforced.insert("tmp_tmpfs_mib".into(), json!(cfg.tmp_mib));
-    enforced.insert(
-        "network".into(),
-        json!(if lo { "lo only (up)" } else { "lo only (down)" }),
-    );
+    let mut network = match &cfg.network.report {
+        Value::Object(o) => o.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if cfg.network.stack.is_none() {
+        network.insert("policy".into(), json!("none"));
+        network.insert(
+            "interfaces".into(),
+            json!(if lo { "lo only (up)" } else { "lo only (down)" }),
+        );
+    }
+    enforced.insert("network".into(), Value::Object(network));
     enforced.insert("no_new_privs".into(), json!(true));
     enforced.insert(
         "unprivileged_uid".into(),
@@ -541,6 +597,25 @@ pub(crate) fn write_etc_from(
         }
     }
     Ok(())
+}
+
+/// With a network: names come from the files, then DNS through the stack's resolver (the only DNS server
+/// the filter lets a program reach).
+fn write_resolver(etc: &Path, resolver: &str) -> Result<(), SetupError> {
+    step(
+        "write /etc/resolv.conf",
+        fs::write(
+            etc.join("resolv.conf"),
+            format!("nameserver {resolver}\noptions timeout:2 attempts:2\n"),
+        ),
+    )?;
+    step(
+        "write /etc/nsswitch.conf",
+        fs::write(
+            etc.join("nsswitch.conf"),
+            NSSWITCH.replace("hosts: files\n", "hosts: files dns\n"),
+        ),
+    )
 }
 
 /// [`write_etc_from`] the root this process sees (a microVM guest's).

@@ -109,6 +109,8 @@ pub struct SandboxArgs {
     /// Code sessions (run_code kernels) one sandbox may keep at once.
     #[arg(long = "sandbox-max-sessions", env = "SANDBOX_MAX_SESSIONS", default_value = "4", value_parser = config::ranged(1usize, 16))]
     pub sandbox_max_sessions: usize,
+    #[command(flatten)]
+    pub network: crate::network::NetworkArgs,
     /// Write cgroup limits (memory, pids, cpu) where the host lets us.
     #[arg(long = "sandbox-cgroups", env = "SANDBOX_CGROUPS", default_value = "true", action = clap::ArgAction::Set)]
     pub sandbox_cgroups: bool,
@@ -274,6 +276,7 @@ pub struct Settings {
     pub images: Vec<Image>,
     pub default_image: u16,
     pub microvm: MicrovmSettings,
+    pub network: crate::network::NetworkSettings,
 }
 
 /// The largest memory and vCPU count a sandbox may have, and where each limit comes from.
@@ -432,6 +435,8 @@ pub enum ConfigError {
     Image(String, String),
     #[error("{0}")]
     Limit(String),
+    #[error("--sandbox-network-allow ({0})")]
+    Network(String),
 }
 
 impl SandboxArgs {
@@ -577,6 +582,7 @@ impl SandboxArgs {
                 accel: self.sandbox_microvm_accel,
                 boot_timeout,
             },
+            network: self.network.settings().map_err(ConfigError::Network)?,
         })
     }
 }

@@ -7,6 +7,7 @@ pub mod backend;
 pub mod client;
 pub mod config;
 pub mod manager;
+pub mod network;
 pub mod pool;
 pub mod time;
 mod tools;

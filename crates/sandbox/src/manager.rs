@@ -25,6 +25,8 @@ pub struct Sandbox {
     last_used: Mutex<Instant>,
     pub instance: Instance,
     pub pooled: bool,
+    /// The network policy in force (`network::Plan::report`).
+    pub network: Value,
     /// run_code's kernels, which live and die with the sandbox.
     pub sessions: crate::tools::session::Sessions,
 }
@@ -66,6 +68,7 @@ impl Sandbox {
             "languages": self.instance.hello.languages,
             "isolation": self.instance.hello.enforced,
             "from_pool": self.pooled,
+            "network": self.network,
         })
     }
 }
@@ -225,6 +228,15 @@ impl Manager {
     }
 
     pub async fn create(&self, spec: Spec) -> Result<Arc<Sandbox>, ToolError> {
+        self.create_with(spec, crate::network::Plan::none()).await
+    }
+
+    /// A sandbox with a network: the pool holds only sandboxes without one, so those start cold.
+    pub async fn create_with(
+        &self,
+        spec: Spec,
+        network: crate::network::Plan,
+    ) -> Result<Arc<Sandbox>, ToolError> {
         let max = self.settings.max_sandboxes;
         let taken = self.reserved.fetch_add(1, Ordering::SeqCst) + self.len();
         let release = Release(&self.reserved);
@@ -233,10 +245,14 @@ impl Manager {
                 "{max} sandboxes are alive (the limit, SANDBOX_MAX); destroy one first"
             )));
         }
-        let (instance, pooled) = match self.pool.take(spec) {
+        let warm = match network.policy {
+            crate::network::Policy::None => self.pool.take(spec),
+            crate::network::Policy::Egress => None,
+        };
+        let (instance, pooled) = match warm {
             Some(i) => (i, true),
             None => {
-                let i = backend::launch(&self.settings, spec)
+                let i = backend::launch_with(&self.settings, spec, network.launch)
                     .await
                     .map_err(|e| ToolError::remote(e.to_string()))?;
                 self.pool.record_boot(i.boot);
@@ -250,6 +266,7 @@ impl Manager {
             last_used: Mutex::new(Instant::now()),
             instance,
             pooled,
+            network: network.report,
             sessions: Default::default(),
         });
         self.map().insert(sandbox.id, Arc::clone(&sandbox));

@@ -7,7 +7,7 @@ mod spawn;
 
 use crate::client::AgentClient;
 use crate::config::Settings;
-use sandbox_agent::launch::{LAUNCH_ENV, LaunchConfig};
+use sandbox_agent::launch::{LAUNCH_ENV, LaunchConfig, Network};
 use sandbox_agent::protocol::{Body, Hello, Limits, Op};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -101,8 +101,17 @@ impl Instance {
     }
 }
 
-/// Starts one sandbox of `spec` and waits for its agent's `hello`.
+/// Starts one sandbox of `spec` (no network: the pool's) and waits for its agent's `hello`.
 pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchError> {
+    launch_with(settings, spec, Network::default()).await
+}
+
+/// Starts one sandbox of `spec` with `network` (namespace backend only) and waits for its agent's `hello`.
+pub async fn launch_with(
+    settings: &Settings,
+    spec: Spec,
+    network: Network,
+) -> Result<Instance, LaunchError> {
     let started = Instant::now();
     if let Some(root) = settings.image_root(spec.image)
         && let Some(why) = crate::config::image_escape(&root, &settings.ro_binds)
@@ -143,6 +152,7 @@ pub async fn launch(settings: &Settings, spec: Spec) -> Result<Instance, LaunchE
                     None
                 },
                 limits,
+                network,
             };
             let json =
                 serde_json::to_string(&cfg).map_err(|e| LaunchError::Spawn(e.to_string()))?;

@@ -23,9 +23,22 @@ pub struct CreateArgs {
     /// started with (--sandbox-image); list_sandboxes shows which exist. Default: the server's default image.
     #[serde(default)]
     pub image: Option<String>,
+    /// `none` (only lo: a connection anywhere else fails at once) or `egress` (outbound through a user-mode
+    /// network stack, with DNS, limited by network_allow). Default: the server's (SANDBOX_NETWORK).
+    #[serde(default)]
+    pub network: Option<String>,
+    /// With `egress`: where the sandbox may connect: host names (resolved now), addresses or CIDRs, each
+    /// with an optional `:port` or `:low-high` (IPv6 in brackets), e.g. ["pypi.org:443",
+    /// "files.pythonhosted.org:443", "10.0.0.0/8:8080"]. Default: the server's (SANDBOX_NETWORK_ALLOW);
+    /// empty: anywhere but the host's own addresses.
+    #[serde(default)]
+    pub network_allow: Option<Vec<String>>,
 }
 impl Validate for CreateArgs {
     fn validate(&self) -> Result<(), ToolError> {
+        if let Some(a) = &self.network_allow {
+            check::in_range("network_allow", a.len(), 0, crate::network::MAX_ALLOW)?;
+        }
         if let Some(m) = self.memory_mib {
             check::in_range("memory_mib", m, 32, 65_536)?;
         }
@@ -49,6 +62,9 @@ pub struct Created {
     /// Where /workspace lives (`where`), its size (`mib`) and what it counts against (RAM counts against
     /// the sandbox's memory).
     pub workspace: Value,
+    /// The network policy in force: `policy` (`none` or `egress`) and, with egress, the allow-list as
+    /// resolved.
+    pub network: Value,
 }
 
 // Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
@@ -163,8 +179,9 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     b.tool(
         ToolSpec::new(
             "create_sandbox",
-            "Create an isolated sandbox (a fresh Linux environment with python3, node, bash and sh, no \
-             network, a writable /workspace). Returns its sandbox_id. Destroy it when done; unused sandboxes \
+            "Create an isolated sandbox (a fresh Linux environment with python3, node, bash and sh, a \
+             writable /workspace; no network unless `network: \"egress\"`, then outbound only, to the \
+             `network_allow` list). Returns its sandbox_id. Destroy it when done; unused sandboxes \
              expire.",
         )
         .title("Create Sandbox")
@@ -173,7 +190,14 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .timeout(Duration::from_secs(60).max(mgr.settings.microvm.boot_timeout + Duration::from_secs(30)))
         .handler_on(Arc::clone(mgr), |m, a: CreateArgs, _: ToolCtx| async move {
             let spec = m.spec(a.memory_mib, a.vcpu_count, a.image.as_deref())?;
-            let s = m.create(spec).await?;
+            let network = crate::network::plan(
+                &m.settings.network,
+                spec.backend,
+                a.network.as_deref(),
+                a.network_allow.as_deref(),
+            )
+            .await?;
+            let s = m.create_with(spec, network).await?;
             Ok(Created {
                 sandbox_id: s.id.to_string(),
                 languages: s.instance.hello.languages.clone(),
@@ -181,6 +205,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
                 from_pool: s.pooled,
                 expires_at: rfc3339(s.expires_at(&m.settings)),
                 workspace: m.workspace(spec.backend),
+                network: s.network.clone(),
             })
         }),
     );
