@@ -199,7 +199,7 @@ pub fn vanilla_answers(command: &str) -> Reply {
             "Pos" => "[-3.5d, 64.0d, 12.25d]".to_owned(),
             "Dimension" => "\"minecraft:overworld\"".to_owned(),
             "playerGameType" => "0".to_owned(),
-            "UUID" => "[I; 111770612, 1156007718, -1514346327, 238987957]".to_owned(),
+            "UUID" => "[I; 110787060, 1156138790, -1514210135, 238594805]".to_owned(),
             "Inventory" => big_inventory(),
             _ => return Some(format!("Found no elements matching {path}")),
         };
