@@ -1,9 +1,14 @@
-//! The pages `docs_list` and `docs_get` serve (VSC-Bridge's server-local docs tools).
+//! The pages `docs_list` and `docs_get` serve (VSC-Bridge's server-local docs tools), each with a category and
+//! tags, which `docs_list` filters on as upstream's does.
+
+use serde_json::{Map, Value, json};
 
 pub struct Page {
     pub id: &'static str,
     pub title: &'static str,
     pub summary: &'static str,
+    pub category: &'static str,
+    pub tags: &'static [&'static str],
     pub text: &'static str,
 }
 
@@ -12,18 +17,84 @@ pub const PAGES: &[Page] = &[
         id: "debugging-workflow",
         title: "A debugging session, step by step",
         summary: "breakpoint_set → debug_start → debug_wait_for_hit → inspect → change → continue",
+        category: "guide",
+        tags: &["workflow", "getting-started", "breakpoints", "variables"],
         text: include_str!("../docs/debugging-workflow.md"),
+    },
+    Page {
+        id: "breakpoints",
+        title: "Breakpoints of every kind",
+        summary: "Line (condition, hit count, log message), function, exception filters, data breakpoints; verified and bound lines",
+        category: "reference",
+        tags: &["breakpoints", "exceptions", "watchpoints", "dap"],
+        text: include_str!("../docs/breakpoints.md"),
+    },
+    Page {
+        id: "languages",
+        title: "Languages and their debuggers",
+        summary: "Python, C/C++/Rust, Node and Go: launch types, debuggers and how to install each",
+        category: "setup",
+        tags: &["install", "python", "c", "rust", "node", "go", "dap"],
+        text: include_str!("../docs/languages.md"),
     },
     Page {
         id: "backends",
         title: "Backends: vscode and dap",
         summary: "Which backend serves which tools, and how `auto` chooses",
+        category: "setup",
+        tags: &["backends", "vscode", "dap", "install"],
         text: include_str!("../docs/backends.md"),
     },
     Page {
         id: "errors",
         title: "Error codes and what to do",
         summary: "E_NO_SESSION, E_NOT_PAUSED, E_TIMEOUT, E_STALE_REFERENCE, ... with recovery steps",
+        category: "reference",
+        tags: &["errors", "troubleshooting"],
         text: include_str!("../docs/errors.md"),
     },
 ];
+
+/// `docs_list {category?, tags?}`: the pages in that category carrying any of the tags (all when no filter),
+/// and every category and tag there is, for the next filter.
+pub fn list(p: &Map<String, Value>) -> Value {
+    let category = p.get("category").and_then(Value::as_str);
+    let tags: Vec<&str> = p
+        .get("tags")
+        .and_then(Value::as_array)
+        .map(|t| t.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let docs: Vec<Value> = PAGES
+        .iter()
+        .filter(|page| category.is_none_or(|c| page.category == c))
+        .filter(|page| tags.is_empty() || tags.iter().any(|t| page.tags.contains(t)))
+        .map(|page| {
+            json!({"id": page.id, "title": page.title, "summary": page.summary,
+                "category": page.category, "tags": page.tags})
+        })
+        .collect();
+    let mut categories: Vec<&str> = PAGES.iter().map(|p| p.category).collect();
+    categories.sort_unstable();
+    categories.dedup();
+    let mut all_tags: Vec<&str> = PAGES.iter().flat_map(|p| p.tags.iter().copied()).collect();
+    all_tags.sort_unstable();
+    all_tags.dedup();
+    json!({"docs": docs, "total": docs.len(), "categories": categories, "tags": all_tags})
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_by_category_and_any_tag() {
+        let all = list(&Map::new());
+        assert_eq!(all["total"], PAGES.len());
+        assert!(all["categories"].as_array().unwrap().contains(&json!("setup")));
+        let p = json!({"category": "reference", "tags": ["exceptions"]});
+        let some = list(p.as_object().unwrap());
+        assert_eq!(some["docs"][0]["id"], "breakpoints", "{some}");
+        assert_eq!(some["total"], 1);
+    }
+}
