@@ -231,6 +231,95 @@ async fn an_unknown_result_page_says_it_is_no_longer_kept() {
     assert!(error.to_string().contains("no longer kept"), "{error}");
 }
 
+/// The store's real byte bound (64 MiB) filled with 1 MiB results: the oldest are dropped first, the newest
+/// stay readable, and reading a dropped one is a coded not-found error that says why and what to do.
+#[tokio::test]
+async fn a_full_store_drops_the_oldest_and_a_dropped_result_reads_as_a_coded_error() {
+    const STORE_BYTES: usize = 64 << 20;
+    let client = stdio_client(big_bridge(), Era::Modern, vec![]).await;
+    let total = big_text().len();
+    // One more result than the bytes hold, and far fewer than the 256 results the store may keep: the byte
+    // bound, not the count, is what drops them.
+    let calls = STORE_BYTES / total + 1;
+    let mut rests = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let result = call_with_meta(&client, "big_text", None).await;
+        rests.push(
+            truncated(&result)["rest"]
+                .as_str()
+                .expect("kept")
+                .to_owned(),
+        );
+    }
+    let mut kept = Vec::new();
+    let mut dropped = Vec::new();
+    for (n, uri) in rests.iter().enumerate() {
+        match within(
+            "a page",
+            client.read_resource(ReadResourceRequestParams::new(uri.clone())),
+        )
+        .await
+        {
+            Ok(_) => kept.push(n),
+            Err(e) => dropped.push((n, e)),
+        }
+    }
+    let dropped_ids: Vec<usize> = dropped.iter().map(|(n, _)| *n).collect();
+    // The oldest go first: the dropped ones are exactly the first results, the rest all readable.
+    assert_eq!(
+        dropped_ids,
+        (0..dropped_ids.len()).collect::<Vec<_>>(),
+        "kept {kept:?}"
+    );
+    assert!(
+        !dropped_ids.is_empty(),
+        "the store is over its bound, so something was dropped"
+    );
+    assert!(
+        kept.len() * total <= STORE_BYTES,
+        "{} kept of {total} bytes each",
+        kept.len()
+    );
+    assert!(
+        (kept.len() + 1) * total > STORE_BYTES,
+        "only as many dropped as the bound needs: kept {}",
+        kept.len()
+    );
+    let (n, error) = &dropped[0];
+    let rmcp::service::ServiceError::McpError(error) = error else {
+        panic!("a JSON-RPC error: {error:?}")
+    };
+    // Not found: -32002, which rmcp answers as -32602 to a client of the 2026-07-28 revision, as it requires.
+    assert!(
+        [
+            rmcp::model::ErrorCode::RESOURCE_NOT_FOUND,
+            rmcp::model::ErrorCode::INVALID_PARAMS
+        ]
+        .contains(&error.code),
+        "{error:?}"
+    );
+    assert!(
+        error.message.starts_with("[E_NOT_FOUND] ") && error.message.contains("no longer kept"),
+        "{}",
+        error.message
+    );
+    assert!(
+        error.message.contains(&STORE_BYTES.to_string()),
+        "names the bound: {}",
+        error.message
+    );
+    let data = error.data.clone().unwrap_or_default();
+    assert_eq!(data["code"], "E_NOT_FOUND", "{data}");
+    assert_eq!(data["details"]["uri"], rests[*n].as_str(), "{data}");
+    assert_eq!(data["details"]["max_bytes"], STORE_BYTES, "{data}");
+    assert!(
+        data["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("call the tool again")),
+        "{data}"
+    );
+}
+
 /// A task's result is held to the cap too: `tasks/get` gives the cut text and the link to the rest.
 #[tokio::test]
 async fn a_big_task_result_is_cut_and_its_rest_reads_back_intact() {

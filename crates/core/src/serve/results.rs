@@ -5,6 +5,7 @@
 //! oldest go first), each forgotten `ttl` after it was made. Expiry is swept on every access, so nothing runs
 //! in the background.
 
+use crate::error::ToolError;
 use crate::tool::{
     MAX_RESULT_BYTES_META_KEY, RESULT_CAP_BYTES, RESULT_CAP_RANGE, TRUNCATED_META_KEY,
 };
@@ -131,15 +132,7 @@ impl ResultStore {
             .map_err(|_| McpError::internal_error("the result store is poisoned", None))?;
         entries.sweep(Instant::now());
         let Some(kept) = entries.queue.iter().find(|k| k.id == id) else {
-            return Err(McpError::resource_not_found(
-                format!(
-                    "{uri}: this result is no longer kept (results are kept {} s, at most {} bytes in all); call \
-                     the tool again",
-                    self.limits.ttl.as_secs(),
-                    self.limits.max_bytes
-                ),
-                Some(json!({ "uri": uri })),
-            ));
+            return Err(self.gone(uri));
         };
         let total = kept.text.len();
         if offset > total {
@@ -179,6 +172,36 @@ impl ResultStore {
             });
         }
         Ok(contents)
+    }
+}
+
+impl ResultStore {
+    /// A result that expired or was dropped for newer ones (or never was): not found, coded like every
+    /// `resources/read` error (`[E_NOT_FOUND] …`, with `{code, message, hint, details}` as data).
+    fn gone(&self, uri: &str) -> McpError {
+        let ResultLimits {
+            max_entries,
+            max_bytes,
+            ttl,
+        } = self.limits;
+        crate::resource::read_error(
+            &ToolError::not_found(format!(
+                "{uri}: this result is no longer kept (results are kept {} s, at most {max_entries} of them and \
+                 {max_bytes} bytes in all, the oldest dropped first)",
+                ttl.as_secs()
+            ))
+            .with_hint(format!(
+                "call the tool again, and read its rest soon; or call it with _meta {{\"{MAX_RESULT_BYTES_META_KEY}\": \
+                 N}} for up to N bytes at once (at most {})",
+                RESULT_CAP_RANGE.end()
+            ))
+            .with_details(json!({
+                "uri": uri,
+                "ttl_secs": ttl.as_secs(),
+                "max_entries": max_entries,
+                "max_bytes": max_bytes,
+            })),
+        )
     }
 }
 
