@@ -121,7 +121,7 @@ async fn stress(c: &mcp_testkit::Client, config: Value, file: &str, line: u64) {
             assert_eq!(result["reason"], "step", "{result}");
         }
         calls += 1;
-        result = if result["reason"] == "breakpoint" && calls % 3 == 0 {
+        result = if result["reason"] == "breakpoint" && calls.is_multiple_of(3) {
             steps += 1;
             data(c, "debug_step_over", json!({"timeoutMs": 30000})).await
         } else {
