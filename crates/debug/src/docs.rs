@@ -91,10 +91,43 @@ mod tests {
     fn filters_by_category_and_any_tag() {
         let all = list(&Map::new());
         assert_eq!(all["total"], PAGES.len());
-        assert!(all["categories"].as_array().unwrap().contains(&json!("setup")));
+        assert!(
+            all["categories"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("setup"))
+        );
         let p = json!({"category": "reference", "tags": ["exceptions"]});
         let some = list(p.as_object().unwrap());
         assert_eq!(some["docs"][0]["id"], "breakpoints", "{some}");
         assert_eq!(some["total"], 1);
     }
+}
+
+/// Why a tool of the VSC-Bridge extension has no `dap` counterpart: what it needs that only a running VS Code
+/// has. `None` for tools the dap backend serves.
+pub fn vscode_only(alias: &str) -> Option<&'static str> {
+    Some(match alias {
+        "editor.goto-line" | "editor.get-context" => {
+            "it acts on VS Code's editor (open files, cursor, selection); a headless bridge has no editor"
+        }
+        "editor.show-testing-ui" => "it opens VS Code's Testing view",
+        "debug.tracker" => {
+            "it reads VS Code's debug adapter tracker; on the dap backend the bridge itself sees every DAP message: use dap_logs, dap_summary, dap_search"
+        }
+        "symbol.navigate" | "symbol.calls" | "symbol.rename" | "search.symbol-search" => {
+            "it asks VS Code's language servers (go to definition, call hierarchy, rename, workspace symbols), which the bridge does not run"
+        }
+        "code.replace-method" => {
+            "it finds the method through VS Code's document symbols (a language server) and edits through VS Code's workspace edit"
+        }
+        "diagnostic.collect" => {
+            "it reads VS Code's Problems (the diagnostics its language servers and linters publish)"
+        }
+        "test.debug-single" => {
+            "it runs a test through VS Code's Testing API and the test extension's debug profile; on the dap backend start the test runner with debug_start (e.g. type debugpy, module pytest)"
+        }
+        "util.restart-vscode" => "it restarts the VS Code window",
+        _ => return None,
+    })
 }

@@ -93,16 +93,18 @@ async fn call(
     let kind = shared.chosen.backend.kind();
     if !shared.chosen.serves(def) {
         let need: Vec<&str> = def.backends.iter().map(|b| b.as_str()).collect();
+        let why = crate::docs::vscode_only(&def.alias);
         return Err(ScriptError::new(
             "E_UNSUPPORTED_BACKEND",
-            format!("`{}` needs the {} backend; this server runs the {} backend", def.name, need.join(" or "), kind.as_str()),
+            format!("`{}` needs the {} backend; this server runs the {} backend{}", def.name, need.join(" or "), kind.as_str(),
+                why.map(|w| format!(": only with VS Code, because {w}")).unwrap_or_default()),
         )
         .hint(if need.contains(&"vscode") {
             "Run VS Code with VSC-Bridge in this workspace (or `mcp-bridges debug host`) and start the server with --backend vscode"
         } else {
             "Start the server with --backend dap"
         })
-        .details(json!({"backend": kind.as_str(), "needs": need}))
+        .details(json!({"backend": kind.as_str(), "needs": need, "why": why}))
         .into_tool_error(Some(def)));
     }
     let mut wait = def.timeout(shared.args.timeout);

@@ -433,3 +433,57 @@ async fn node_debugs_with_js_debug_found_without_a_flag() {
     let end = data(&c, "debug_continue", json!({})).await;
     assert_eq!(end["event"], "terminated", "{end}");
 }
+
+/// Every tool of the VS Code backend either runs on dap or answers E_UNSUPPORTED_BACKEND saying why it needs
+/// VS Code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_vscode_tool_runs_on_dap_or_says_why_it_needs_vs_code() {
+    use bridge_debug::catalog::{BackendKind, Catalog};
+    let ws = workspace("vscode-only");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let catalog = Catalog::builtin().unwrap();
+    let mut refused = Vec::new();
+    for def in catalog
+        .tools
+        .iter()
+        .filter(|d| d.serves(BackendKind::Vscode) && !d.serves(BackendKind::Dap))
+    {
+        // The smallest valid arguments: validation runs before the backend check.
+        let mut a = serde_json::Map::new();
+        let props = def.input_schema["properties"].as_object().unwrap();
+        for name in def
+            .input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = name.as_str().unwrap();
+            let p = &props[name];
+            let v = match (p["type"].as_str(), p.get("enum")) {
+                (_, Some(e)) => e[0].clone(),
+                (Some("integer" | "number"), _) => json!(1),
+                (Some("boolean"), _) => json!(false),
+                (Some("array"), _) => json!([]),
+                (Some("object"), _) => json!({}),
+                _ => json!("x"),
+            };
+            a.insert(name.to_owned(), v);
+        }
+        let (code, e) = support::code(&c, &def.name, Value::Object(a)).await;
+        assert_eq!(code, "E_UNSUPPORTED_BACKEND", "{}: {e}", def.name);
+        let why = e["details"]["why"].as_str().unwrap_or_default();
+        assert!(
+            why.len() > 20,
+            "{} says why it needs VS Code: {e}",
+            def.name
+        );
+        assert!(
+            e["message"].as_str().unwrap().contains("only with VS Code"),
+            "{e}"
+        );
+        refused.push(def.name.clone());
+    }
+    // debug.tracker is not an MCP tool (mcp.enabled: false); save_variable runs on dap.
+    assert_eq!(refused.len(), 11, "{refused:?}");
+}
