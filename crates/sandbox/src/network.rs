@@ -339,6 +339,78 @@ pub async fn plan(
     })
 }
 
+/// Package managers' retry settings for a sandbox without network, set unless the call sets them: a
+/// connection there fails at once, and retrying only delays the error (npm waited about a minute).
+pub const NONE_ENV: [(&str, &str); 3] = [
+    ("PIP_RETRIES", "0"),
+    ("npm_config_fetch_retries", "0"),
+    ("npm_config_fetch_timeout", "5000"),
+];
+
+/// Sets [`NONE_ENV`] when `network` (a sandbox's report) is `none`.
+pub fn fail_fast_env(network: &Value, env: &mut std::collections::BTreeMap<String, String>) {
+    if network["policy"] == "none" {
+        for (k, v) in NONE_ENV {
+            env.entry(k.to_string()).or_insert_with(|| v.to_string());
+        }
+    }
+}
+
+/// What a program's output says that the sandbox's network explains, if anything: a note for the result.
+pub fn note(network: &Value, stdout: &str, stderr: &str) -> Option<String> {
+    let said = |needles: &[&str]| {
+        needles
+            .iter()
+            .any(|n| stderr.contains(n) || stdout.contains(n))
+    };
+    let pep668 = said(&["externally-managed-environment", "externally managed"]);
+    let venv = "the system Python is externally managed (PEP 668): install with `pip install --target \
+                /workspace/lib` (then PYTHONPATH=/workspace/lib) or into a venv (`python3 -m venv \
+                /workspace/venv`)";
+    match network["policy"].as_str() {
+        Some("none") => {
+            let unreachable = said(&[
+                "Network is unreachable",
+                "ENETUNREACH",
+                "Temporary failure in name resolution",
+                "Name or service not known",
+                "Failed to resolve",
+                "NewConnectionError",
+                "getaddrinfo",
+                "ENOTFOUND",
+                "EAI_AGAIN",
+                "Could not resolve host",
+                "No matching distribution found",
+            ]);
+            (pep668 || unreachable).then(|| {
+                format!(
+                    "This sandbox has no network (network: none): nothing outside it is reachable and no \
+                     name resolves, so package installs and downloads fail. Create a sandbox with \
+                     network: \"egress\" (and network_allow naming the hosts, e.g. pypi.org:443, \
+                     files.pythonhosted.org:443, registry.npmjs.org:443) to install packages{}.",
+                    if pep668 { format!("; there, {venv}") } else { String::new() }
+                )
+            })
+        }
+        Some("egress") => {
+            let refused = said(&["No route to host", "EHOSTUNREACH"]);
+            let mut notes = Vec::new();
+            if refused {
+                notes.push(format!(
+                    "Connections outside this sandbox's allow-list are refused at once (EHOSTUNREACH); \
+                     it allows: {}. A new sandbox with another network_allow reaches more.",
+                    network["allow"]
+                ));
+            }
+            if pep668 {
+                notes.push(format!("The network is there, but {venv}."));
+            }
+            (!notes.is_empty()).then(|| notes.join(" "))
+        }
+        _ => None,
+    }
+}
+
 fn accept_rule(a: IpAddr, len: u8, ports: Option<(u16, u16)>) -> String {
     let fam = if a.is_ipv4() { "ip" } else { "ip6" };
     let ports = match ports {

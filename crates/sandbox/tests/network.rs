@@ -313,3 +313,29 @@ async fn bad_network_arguments_are_refused_naming_the_field() {
     }
     assert_eq!(h.manager.len(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn under_none_pip_and_npm_fail_at_once_and_the_result_says_the_sandbox_has_no_network() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    for command in [
+        "python3 -m pip install --target /workspace/lib six",
+        "python3 -m pip install six",
+        "cd /workspace && npm install --no-audit --no-fund is-number",
+    ] {
+        let out = h
+            .ok(
+                "run_command",
+                json!({"sandbox_id": id, "command": command, "timeout_secs": 120}),
+            )
+            .await;
+        assert_ne!(out["exit_code"], 0, "{command}: {out}");
+        assert_eq!(out["timed_out"], false, "{command}: {out}");
+        let note = out["note"].as_str().unwrap_or_default();
+        assert!(note.contains("no network"), "{command}: {out}");
+        eprintln!("{command}: {} ms", out["duration_ms"]);
+    }
+    // Output that has nothing to do with the network gets no note.
+    let plain = h.sh(&id, "echo hello; exit 3").await;
+    assert!(plain.get("note").is_none(), "{plain}");
+}

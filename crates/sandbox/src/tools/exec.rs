@@ -156,6 +156,9 @@ pub struct ExecResult {
     /// Bytes the program wrote to stderr in all.
     pub stderr_bytes: u64,
     pub duration_ms: u64,
+    /// What the sandbox's network policy explains about this output (no network; a refused destination).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl ExecResult {
@@ -180,6 +183,7 @@ impl From<ProcReport> for ExecResult {
             stdout_bytes: r.stdout_bytes,
             stderr_bytes: r.stderr_bytes,
             duration_ms: r.duration_ms,
+            note: None,
         }
     }
 }
@@ -263,6 +267,7 @@ pub(crate) async fn run(
     // Asked first, so the core knows this handler stops what it starts and lets it send its kill on cancel.
     let cancel = ctx.cancellation();
     let mut spec = exec_spec(m, program, opts)?;
+    crate::network::fail_fast_env(&s.network, &mut spec.env);
     spec.stream = true;
     let host_deadline = Duration::from_millis(spec.timeout_ms.unwrap_or(0) + spec.grace_ms)
         + Duration::from_secs(10);
@@ -293,7 +298,11 @@ pub(crate) async fn run(
     client.unstream(id);
     s.touch();
     match result {
-        Ok(Body::Exited(report)) => Ok(ExecResult::from(report).fit()),
+        Ok(Body::Exited(report)) => {
+            let mut r = ExecResult::from(report);
+            r.note = crate::network::note(&s.network, &r.stdout, &r.stderr);
+            Ok(r.fit())
+        }
         Ok(other) => Err(agent_error(other)),
         Err(e @ LinkError::Timeout { .. }) => {
             kill(s, id).await;
