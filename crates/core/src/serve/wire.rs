@@ -13,8 +13,9 @@
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequest, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest, ListToolsRequest,
-    PingRequest, ReadResourceRequest,
+    CallToolRequest, CallToolRequestParams, ClientRequest, ErrorData, InputResponses, JsonObject,
+    JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, ListToolsRequest, PingRequest,
+    ReadResourceRequest, RequestId, RequestMetaObject,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -70,7 +71,7 @@ fn pre_dispatch(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
         return None;
     }
     match peek.method.as_deref()? {
-        "tools/call" => direct::<CallToolRequest>(line, ClientRequest::CallToolRequest),
+        "tools/call" => tool_call(line),
         "tools/list" => direct::<ListToolsRequest>(line, ClientRequest::ListToolsRequest),
         "resources/read" => direct::<ReadResourceRequest>(line, ClientRequest::ReadResourceRequest),
         "ping" => direct::<PingRequest>(line, ClientRequest::PingRequest),
@@ -86,6 +87,46 @@ fn direct<R: DeserializeOwned>(
     Some(JsonRpcMessage::Request(JsonRpcRequest::new(
         request.id,
         wrap(request.request),
+    )))
+}
+
+/// `tools/call`, the one request of every call, without serde's `flatten`: `JsonRpcRequest` flattens the request
+/// and the request flattens its params beside `_meta`, so serde buffers the line twice before the params are
+/// read. The fields are `CallToolRequestParams`' own; `_meta` goes where rmcp puts it (the request's
+/// extensions, not the params).
+fn tool_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+    #[derive(Deserialize)]
+    struct Line {
+        #[allow(dead_code)]
+        jsonrpc: JsonRpcVersion2_0,
+        id: RequestId,
+        params: Params,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        #[serde(rename = "_meta", default)]
+        meta: Option<JsonObject>,
+        name: Cow<'static, str>,
+        #[serde(default)]
+        arguments: Option<JsonObject>,
+        #[serde(default)]
+        input_responses: Option<InputResponses>,
+        #[serde(default)]
+        request_state: Option<String>,
+    }
+    let decoded: Line = serde_json::from_slice(line).ok()?;
+    let mut params = CallToolRequestParams::new(decoded.params.name);
+    params.arguments = decoded.params.arguments;
+    params.input_responses = decoded.params.input_responses;
+    params.request_state = decoded.params.request_state;
+    let mut request = CallToolRequest::new(params);
+    if let Some(meta) = decoded.params.meta {
+        request.extensions.insert(RequestMetaObject::from(meta));
+    }
+    Some(JsonRpcMessage::Request(JsonRpcRequest::new(
+        decoded.id,
+        ClientRequest::CallToolRequest(request),
     )))
 }
 
@@ -351,6 +392,18 @@ mod tests {
             .map(|m| serde_json::to_value(m).unwrap())
     }
 
+    /// What the JSON does not show: where `_meta` sits (the request's extensions, read into the request's
+    /// context, or the params) and the params as typed.
+    fn placed(message: Option<RxJsonRpcMessage<RoleServer>>) -> Option<String> {
+        use rmcp::model::GetMeta;
+        match message? {
+            JsonRpcMessage::Request(r) => {
+                Some(format!("{:?} {:?}", r.request.get_meta(), r.request))
+            }
+            other => Some(format!("{other:?}")),
+        }
+    }
+
     fn ours(line: &[u8]) -> Option<serde_json::Value> {
         decode(line)
             .ok()
@@ -366,6 +419,8 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
             br#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"c"}}"#,
             br#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"x","arguments":null,"_meta":null,"extra":[1]}}"#,
+            br#"{"params":{"requestState":"s","inputResponses":{"q":{"action":"accept"}},"name":"y","arguments":{"a":[1.5,-2,18446744073709551615,"\u00e9"]}},"method":"tools/call","id":11,"jsonrpc":"2.0"}"#,
             br#"{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"events://x"}}"#,
             // Params that do not fit: rmcp's custom request, so the handler can say what is wrong.
             br#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"arguments":{}}}"#,
@@ -378,6 +433,13 @@ mod tests {
             let expected = rmcp_way(line);
             assert!(expected.is_some(), "{}", String::from_utf8_lossy(line));
             assert_eq!(ours(line), expected, "{}", String::from_utf8_lossy(line));
+            let unbommed = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+            assert_eq!(
+                placed(decode(line).ok().flatten()),
+                placed(rmcp_decode(unbommed).ok().flatten()),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
         }
     }
 
@@ -389,6 +451,9 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"ping"}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","#,
             br#"[1,2]"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":[]}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":[]}}"#,
+            br#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"x"}}"#,
             br#"{"jsonrpc":"2.0","method":"$/lsp"}"#,
             br#"{"jsonrpc":"2.0","method":"notifications/custom"}"#,
         ];
