@@ -24,8 +24,10 @@ pub use interaction::{
 };
 
 /// How long a handler that watches its cancellation may run on after the client cancels, to stop what it
-/// started (see [`ToolCtx::cancellation`]); then its future is dropped.
-pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// started (see [`ToolCtx::cancellation`]); then its future is dropped. Under a second, so a cancel is
+/// honoured within one even by a handler that ignores it: a clean-up sends its stop at once and need not wait
+/// long for the answer.
+pub const CANCEL_GRACE: Duration = Duration::from_millis(900);
 
 /// The timeout a tool gets when neither the bridge nor the user names one.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,6 +1,6 @@
 //! A cancelled call stops its tool on stdio and HTTP: a handler that does not watch its cancellation has its
 //! future dropped, one that watches sees its token cancelled at once (and is dropped after
-//! [`CANCEL_GRACE`](bridge_core::tool::CANCEL_GRACE) if it ignores it). On stdio the clock is paused, so "at
+//! [`CANCEL_GRACE`](bridge_core::tool::CANCEL_GRACE), under a second, if it ignores it). On stdio the clock is paused, so "at
 //! once" is checked as under a second of the test's own clock, never of the machine's.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -116,14 +116,16 @@ async fn on_stdio_a_cancelled_call_stops_its_tool_within_a_second() {
             Seen::Dropped,
             "{era:?}: ignoring it does not keep it alive"
         );
+        // Honoured within a second even when ignored: the grace it gets to stop what it started fits in it.
+        assert!(after[1].1 < Duration::from_secs(1), "{era:?}: {after:?}");
         assert!(
-            after[1].1 <= CANCEL_GRACE + Duration::from_secs(1),
-            "{era:?}: {after:?}"
+            after[1].1 >= CANCEL_GRACE,
+            "{era:?}: it had its grace: {after:?}"
         );
     }
 }
 
-/// Real time: takes CANCEL_GRACE (5 s) per era, the stubborn handler's grace before it is dropped.
+/// Real time: takes CANCEL_GRACE (under a second) per era, the stubborn handler's grace before it is dropped.
 #[tokio::test]
 async fn on_http_a_cancelled_call_stops_its_tool() {
     for era in ERAS {
