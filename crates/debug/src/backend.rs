@@ -118,9 +118,11 @@ pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
     let exists = std::fs::symlink_metadata(&root).is_ok();
     let trusted = trust::check_root(&root);
     let fresh = host_json_age(&root).filter(|age| *age < FRESH_HOST);
-    let dap = || Backend::Dap(Arc::new(
-        DapBackend::new(dap_config(args)).max_sessions(args.max_sessions),
-    ));
+    let dap = || {
+        Backend::Dap(Arc::new(
+            DapBackend::new(dap_config(args)).max_sessions(args.max_sessions),
+        ))
+    };
     let vscode = |root: PathBuf| {
         Backend::Vscode(Arc::new(
             FsClient::new(root).max_data_bytes(args.max_data_bytes),

@@ -82,28 +82,6 @@ pub fn list(p: &Map<String, Value>) -> Value {
     json!({"docs": docs, "total": docs.len(), "categories": categories, "tags": all_tags})
 }
 
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn filters_by_category_and_any_tag() {
-        let all = list(&Map::new());
-        assert_eq!(all["total"], PAGES.len());
-        assert!(
-            all["categories"]
-                .as_array()
-                .unwrap()
-                .contains(&json!("setup"))
-        );
-        let p = json!({"category": "reference", "tags": ["exceptions"]});
-        let some = list(p.as_object().unwrap());
-        assert_eq!(some["docs"][0]["id"], "breakpoints", "{some}");
-        assert_eq!(some["total"], 1);
-    }
-}
-
 /// Why a tool of the VSC-Bridge extension has no `dap` counterpart: what it needs that only a running VS Code
 /// has. `None` for tools the dap backend serves.
 pub fn vscode_only(alias: &str) -> Option<&'static str> {
@@ -130,4 +108,26 @@ pub fn vscode_only(alias: &str) -> Option<&'static str> {
         "util.restart-vscode" => "it restarts the VS Code window",
         _ => return None,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_by_category_and_any_tag() {
+        let all = list(&Map::new());
+        assert_eq!(all["total"], PAGES.len());
+        assert!(
+            all["categories"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("setup"))
+        );
+        let p = json!({"category": "reference", "tags": ["exceptions"]});
+        let some = list(p.as_object().unwrap());
+        assert_eq!(some["docs"][0]["id"], "breakpoints", "{some}");
+        assert_eq!(some["total"], 1);
+    }
 }

@@ -581,7 +581,7 @@ impl DapBackend {
         if let Some(program) = config.get("program").and_then(Value::as_str) {
             let path = self.resolve_path(program);
             // delve builds `program`, which may be a package's directory.
-            if !path.is_file() && !(kind == AdapterKind::Delve && path.is_dir()) {
+            if !(path.is_file() || kind == AdapterKind::Delve && path.is_dir()) {
                 return Err(ScriptError::new("E_LAUNCH_FAILED", format!("the program {} does not exist", path.display()))
                     .hint("Fix `program` in the launch configuration (build it first for compiled languages)")
                     .details(json!({"program": path.display().to_string()})));
