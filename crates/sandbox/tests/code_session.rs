@@ -434,3 +434,26 @@ async fn sessions_end_with_their_sandbox() {
     );
     assert_eq!(gone["code"], "E_NOT_FOUND");
 }
+
+/// The kernel is one more program of the sandbox: its cells run as the unprivileged user, under no_new_privs,
+/// the seccomp filter and Landlock, with no terminal, exactly as execute_code's programs do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_runs_as_confined_as_any_sandbox_program() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let code = "import os, ctypes, errno\n\
+                status = open('/proc/self/status').read()\n\
+                fields = dict(l.split(':\\t', 1) for l in status.splitlines() if ':\\t' in l)\n\
+                libc = ctypes.CDLL(None, use_errno=True)\n\
+                unshare = libc.unshare(0x10000000)\n\
+                unshare_errno = ctypes.get_errno()\n\
+                try:\n    open('/usr/x', 'w'); usr = 'written'\nexcept OSError as e:\n    usr = errno.errorcode[e.errno]\n\
+                try:\n    os.open('/dev/tty', os.O_RDWR); tty = 'opened'\nexcept OSError as e:\n    tty = errno.errorcode[e.errno]\n\
+                (os.getuid(), fields['NoNewPrivs'].strip(), fields['Seccomp'].strip(), unshare, \
+                errno.errorcode[unshare_errno], usr, tty)";
+    let out = cell(&h, &id, code).await;
+    assert_eq!(
+        out["value"], "(1000, '1', '2', -1, 'EPERM', 'EROFS', 'ENOENT')",
+        "{out}"
+    );
+}

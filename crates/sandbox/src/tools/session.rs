@@ -760,6 +760,10 @@ impl ResourceProvider for SandboxFiles {
                 return Ok(None);
             };
             let (id, path) = rest.split_once('/').unwrap_or((rest, ""));
+            // Not a sandbox's id (`sandbox://events/...` is the bridge's event streams): not ours.
+            if uuid::Uuid::parse_str(id).is_err() {
+                return Ok(None);
+            }
             let s = self.0.get(id)?;
             let path = format!("/{path}");
             let data = read_small(&s, &path, MAX_RESOURCE_BYTES).await?;
