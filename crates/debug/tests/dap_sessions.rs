@@ -156,3 +156,104 @@ async fn starts_beyond_the_maximum_are_refused() {
     data(&c, "debug_stop", json!({"sessionId": first["sessionId"]})).await;
     data(&c, "debug_start", slow()).await;
 }
+
+/// A free loopback port (bound then released: debugpy listens on it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Attach to a program under `python -m debugpy --listen`, stop at a breakpoint in it, inspect, then detach:
+/// the program runs on to its end (exit 0, its last line printed), the session is over. Without
+/// --allow-launch-anywhere the attach is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_to_a_debugpy_listener_and_detach_leaving_it_running() {
+    let ws = workspace("attach");
+    std::fs::write(
+        ws.join("server.py"),
+        "import time\nfor i in range(30):\n    time.sleep(0.05)\n    beat = i\nprint('finished', beat, flush=True)\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let mut program = tokio::process::Command::new(python())
+        .args([
+            "-m",
+            "debugpy",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--wait-for-client",
+        ])
+        .arg(ws.join("server.py"))
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let address = format!("127.0.0.1:{port}");
+
+    let refused = client(args(&ws, BackendChoice::Dap)).await;
+    let (code, e) = support::code(&refused, "debug_attach", json!({"address": address})).await;
+    assert_eq!(code, "E_LAUNCH_REFUSED", "attach needs the opt-in: {e}");
+    let (code, e) = support::code(&refused, "debug_attach", json!({"address": "nowhere"})).await;
+    assert_eq!(code, "E_INVALID_PARAMS", "{e}");
+    assert_eq!(e["details"]["field"], "address", "{e}");
+
+    let mut a = args(&ws, BackendChoice::Dap);
+    a.allow_launch_anywhere = true;
+    let c = client(a).await;
+    data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "server.py", "line": 4}),
+    )
+    .await;
+    // The listener may not be up yet: an attach that finds nobody fails and is tried again.
+    let begun = std::time::Instant::now();
+    let attached = loop {
+        let r = call(
+            &c,
+            "debug_attach",
+            json!({"address": address, "wait": true}),
+        )
+        .await;
+        if r.is_error != Some(true) {
+            break ok_of(&r)["data"].clone();
+        }
+        assert!(
+            begun.elapsed() < HANG_GUARD,
+            "never attached: {:?}",
+            error_of(&r)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(attached["stop"]["line"], 4, "{attached}");
+    let id = attached["sessionId"].as_str().unwrap().to_owned();
+    let v = data(&c, "debug_evaluate", json!({"expression": "i"})).await;
+    assert_eq!(v["result"], "0", "{v}");
+    let detached = data(&c, "debug_detach", json!({})).await;
+    assert_eq!(
+        (
+            detached["detached"].as_bool(),
+            detached["sessionId"].as_str()
+        ),
+        (Some(true), Some(id.as_str())),
+        "{detached}"
+    );
+    let (code, _) = support::code(&c, "debug_threads", json!({"sessionId": id})).await;
+    assert_eq!(code, "E_NO_SESSION");
+    let out = tokio::time::timeout(HANG_GUARD, program.wait())
+        .await
+        .expect("the program runs to its end")
+        .unwrap();
+    assert!(out.success(), "{out}");
+    let mut stdout = String::new();
+    tokio::io::AsyncReadExt::read_to_string(program.stdout.as_mut().unwrap(), &mut stdout)
+        .await
+        .unwrap();
+    assert!(
+        stdout.contains("finished 29"),
+        "not stopped again after the detach: {stdout}"
+    );
+}

@@ -163,6 +163,8 @@ impl DapBackend {
                 | "debug.pause"
                 | "debug.run-to-line"
                 | "debug.list-sessions"
+                | "debug.attach"
+                | "debug.detach"
                 | "dap.logs"
                 | "dap.exceptions"
                 | "dap.search"
@@ -181,7 +183,7 @@ impl DapBackend {
         let sessionless = alias.starts_with("breakpoint.")
             || matches!(
                 alias,
-                "debug.start" | "debug.status" | "debug.list-sessions"
+                "debug.start" | "debug.attach" | "debug.status" | "debug.list-sessions"
             );
         if sessionless || !Self::serves(alias) {
             return self.run_alias(alias, p, deadline).await;
@@ -231,6 +233,8 @@ impl DapBackend {
             "debug.pause" => self.pause(p, deadline).await,
             "debug.run-to-line" => self.run_to_line(p, deadline).await,
             "debug.list-sessions" => Ok(self.list_sessions()),
+            "debug.attach" => self.attach(p, deadline).await,
+            "debug.detach" => self.detach(p).await,
             "dap.logs" => self.dap_logs(p),
             "dap.exceptions" => self.dap_exceptions(p),
             "dap.search" => self.dap_search(p),
@@ -511,7 +515,7 @@ impl DapBackend {
         }
     }
 
-    async fn start(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
+    pub(super) async fn start(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
         let config = self.configuration(p)?;
         // Checked on the caller's configuration, before the bridge adds its own interpreter to it.
         self.cfg.policy.check(&config, &self.cfg.workspace)?;
@@ -617,14 +621,31 @@ impl DapBackend {
         if kind == AdapterKind::Delve {
             return self.launch_go(id, command, config, deadline).await;
         }
+        // `python -m debugpy --listen` runs its own adapter on that port: the session speaks to it there.
+        let listener = super::attach::listener(kind, &config);
+        let link = match &listener {
+            Some(addr) => Link::Tcp {
+                addr: addr.clone(),
+                children: tokio::sync::mpsc::channel(1).0,
+            },
+            None => Link::Child(command),
+        };
         let session = Session::open(
             id,
             kind,
             config.clone(),
-            Link::Child(command),
+            link,
             Arc::clone(&self.breakpoints),
         )
-        .await?;
+        .await
+        .map_err(|e| match &listener {
+            Some(addr) => ScriptError::new(
+                "E_LAUNCH_FAILED",
+                format!("nothing answered at {addr}: {}", e.message),
+            )
+            .hint("Check that the program runs under python -m debugpy --listen at that address"),
+            None => e,
+        })?;
         self.register(Arc::clone(&session));
         match self.handshake(&session, config, deadline).await {
             Ok(()) => Ok(session),

@@ -1,6 +1,7 @@
 //! The headless backend: VSC-Bridge's debugging scripts run against real debug adapters over DAP.
 
 pub mod adapter;
+mod attach;
 mod adapters;
 mod backend;
 pub mod breakpoints;

@@ -458,12 +458,24 @@ impl Session {
     }
 
     /// Ends the adapter (and with it the debuggee), then its parent session and server.
+    /// An attached program is detached from, never killed: the bridge did not start it.
     pub async fn terminate(&self) {
-        self.terminate_own().await;
+        self.end(!self.is_attached()).await;
+    }
+
+    /// Whether the session attached to a program it did not start (`request: attach`).
+    pub fn is_attached(&self) -> bool {
+        self.config.get("request").and_then(Value::as_str) == Some("attach")
+    }
+
+    /// Disconnects; the program is ended with it when `terminate_debuggee`, else left running (breakpoints
+    /// removed, threads resumed, as adapters do on a detach).
+    pub async fn end(&self, terminate_debuggee: bool) {
+        self.terminate_own(terminate_debuggee).await;
         let companions = std::mem::take(&mut *lock(&self.companions));
         for c in companions {
             match c {
-                Companion::Parent(p) => p.terminate_own().await,
+                Companion::Parent(p) => p.terminate_own(terminate_debuggee).await,
                 Companion::Process(mut child) => {
                     let _ = child.kill().await;
                 }
@@ -471,13 +483,13 @@ impl Session {
         }
     }
 
-    async fn terminate_own(&self) {
+    async fn terminate_own(&self, terminate_debuggee: bool) {
         if !self.client.is_closed() {
             let _ = self
                 .client
                 .request(
                     "disconnect",
-                    json!({"terminateDebuggee": true}),
+                    json!({"terminateDebuggee": terminate_debuggee}),
                     Duration::from_secs(3),
                 )
                 .await;
