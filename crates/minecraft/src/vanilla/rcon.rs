@@ -435,9 +435,11 @@ impl Worker {
             let _ = job.reply.send(Err(RconError::Stopped));
             return;
         };
-        let out =
-            tokio::time::timeout_at(job.deadline, exchange(conn, id, marker, &job.command, max))
-                .await;
+        let out = tokio::time::timeout_at(
+            job.deadline,
+            exchange(conn, id, marker, &job.command, max, quick_ack),
+        )
+        .await;
         let out = match out {
             Ok(Ok(Ok(text))) => Ok(text),
             Ok(Ok(Err(e))) => {
@@ -472,6 +474,7 @@ pub async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     marker: i32,
     command: &str,
     max_response: usize,
+    before_read: fn(&S),
 ) -> std::io::Result<Result<String, RconError>> {
     let request = Packet {
         id,
@@ -482,6 +485,7 @@ pub async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let mut body = Vec::new();
     let mut marker_sent = false;
     loop {
+        before_read(stream);
         let p = match Packet::read(stream, MAX_PACKET_BYTES).await? {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
@@ -518,4 +522,18 @@ pub async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     }
     // Minecraft splits replies by UTF-16 units, not bytes, so only the whole is decoded.
     Ok(Ok(String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Acknowledge what arrives at once. Minecraft writes a long reply's packets with Nagle's algorithm on (a
+/// Java socket's default), so it holds each packet after the first until the previous one is acknowledged;
+/// with delayed acknowledgements on this side that is ~40 ms a packet (measured: a 12 000-character reply took
+/// 44 ms against a double that writes like the server, 34 µs with this). Linux forgets the setting as it
+/// goes, hence before every read.
+fn quick_ack(stream: &TcpStream) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = socket2::SockRef::from(stream).set_tcp_quickack(true);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
 }
