@@ -4,6 +4,8 @@
 //! listener in the test, `cat` as the child (it echoes each request back, which our peer reads as the answer
 //! with the same id), and the core's own WebSocket listener.
 
+// The link tests' peer helpers live with bridge-link's own tests.
+#[path = "../../link/tests/support/mod.rs"]
 mod link_support;
 
 use bridge_core::link::dial::{self, WsDial};

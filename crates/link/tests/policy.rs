@@ -2,15 +2,15 @@
 //! Connection policies: a single peer where the newest wins, and a registry by id that can refuse a second
 //! live peer claiming a held id instead of letting the two replace each other forever.
 
-mod link_support;
+mod support;
 
-use bridge_core::link::{
+use bridge_link::{
     Admission, Framing, LinkError, OnDuplicate, PeerRegistry, Registered, SinglePeer,
 };
-use link_support::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use support::*;
 
 #[tokio::test]
 async fn the_newest_peer_wins_and_the_old_ones_requests_fail_at_once() {

@@ -3,12 +3,12 @@
 //! in one write are separated, and an oversize frame or garbage ends the link with a reason naming what was
 //! wrong, failing the requests in flight with it.
 
-mod link_support;
+mod support;
 
-use bridge_core::link::{FrameCodec, Framing, LinkError};
+use bridge_link::{FrameCodec, Framing, LinkError};
 use bytes::BytesMut;
-use link_support::*;
 use std::time::Duration;
+use support::*;
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::Encoder;
 

@@ -2,12 +2,12 @@
 //! `writers_finished` lets a process about to exit wait for its closed links' goodbyes. It watches every link
 //! writer in the process, so this binary holds this one test alone.
 
-mod link_support;
+mod support;
 
-use bridge_core::link::{FrameCodec, Framing, writers_finished};
+use bridge_link::{FrameCodec, Framing, writers_finished};
 use futures::StreamExt;
-use link_support::lines_link;
 use std::time::Duration;
+use support::lines_link;
 use tokio_util::codec::FramedRead;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,12 +3,12 @@
 //! ([`INCOMING_BYTES`]), not by count: past it the link stops reading, the peer's writes back up, and
 //! nothing is lost once the bridge catches up.
 
-mod link_support;
+mod support;
 
-use bridge_core::link::stream::{self, StreamConfig};
-use bridge_core::link::{FrameCodec, Framing, INCOMING_BYTES};
+use bridge_link::stream::{self, StreamConfig};
+use bridge_link::{FrameCodec, Framing, INCOMING_BYTES};
 use futures::SinkExt;
-use link_support::within;
+use support::within;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 

@@ -2,12 +2,12 @@
 //! Requests over a byte-stream link, for every framing: answers reach their own caller in any order, a peer
 //! that never answers gives a timeout, and a dropped stream fails every request in flight at once.
 
-mod link_support;
+mod support;
 
-use bridge_core::link::LinkError;
-use link_support::*;
+use bridge_link::LinkError;
 use serde_json::Value;
 use std::time::Duration;
+use support::*;
 
 #[tokio::test]
 async fn answers_reach_their_own_callers_in_any_order() {

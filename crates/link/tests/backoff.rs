@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Backoff bounds: each delay within ±20% of min(base*2^n, max), never above max*1.2, reset starts over.
 
-use bridge_core::link::Backoff;
+use bridge_link::Backoff;
 use std::time::Duration;
 
 const BASE: Duration = Duration::from_millis(100);

@@ -1,10 +1,9 @@
 //! A peer over an in-memory byte stream, and the far end to play the other side with, for the link tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use bridge_core::link::stream::{self, StreamConfig};
-use bridge_core::link::{Connection, FrameCodec, Framing, LinkError, Peer, parse_id};
+use bridge_link::stream::{self, StreamConfig};
+use bridge_link::{Connection, FrameCodec, Framing, LinkError, Peer, parse_id};
 use futures::{SinkExt, StreamExt};
-pub use mcp_testkit::within;
 use serde_json::{Value, json};
 use tokio::io::DuplexStream;
 use tokio::task::JoinHandle;
@@ -82,7 +81,7 @@ pub fn request(id: u64, method: &str) -> String {
 /// Reads one request from the far end.
 pub async fn next_request<S>(remote: &mut S) -> Value
 where
-    S: futures::Stream<Item = Result<String, bridge_core::link::FrameError>> + Unpin,
+    S: futures::Stream<Item = Result<String, bridge_link::FrameError>> + Unpin,
 {
     let text = within("a request", remote.next()).await.unwrap().unwrap();
     serde_json::from_str(&text).unwrap()
@@ -91,8 +90,16 @@ where
 /// Answers `request` with its own method name as the result.
 pub async fn answer<S>(remote: &mut S, request: &Value)
 where
-    S: futures::Sink<String, Error = bridge_core::link::FrameError> + Unpin,
+    S: futures::Sink<String, Error = bridge_link::FrameError> + Unpin,
 {
     let reply = json!({"id": request["id"], "result": request["method"]});
     remote.send(reply.to_string()).await.unwrap();
+}
+
+/// Awaits `fut`, panicking with `what` after 60 s: a hung test names what it was waiting for. Generous,
+/// because CI machines are shared and slow; tests never assert speed.
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }

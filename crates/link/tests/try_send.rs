@@ -2,11 +2,11 @@
 //! `try_send_text` queues a frame at once, in order with `send_text`, and says `QueueFull` instead of waiting
 //! when the writer is behind.
 
-mod link_support;
+mod support;
 
-use bridge_core::link::{FrameCodec, Framing, LinkError};
+use bridge_link::{FrameCodec, Framing, LinkError};
 use futures::StreamExt;
-use link_support::lines_link;
+use support::lines_link;
 use tokio_util::codec::FramedRead;
 
 #[tokio::test]

@@ -3,11 +3,11 @@
 //! requests fail at once with the reason instead of each waiting out its own deadline; a peer that answers
 //! stays.
 
-mod link_support;
+mod support;
 
-use bridge_core::link::{Framing, LinkError};
-use link_support::*;
+use bridge_link::{Framing, LinkError};
 use std::time::Duration;
+use support::*;
 
 const INTERVAL: Duration = Duration::from_secs(5);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);

@@ -1,8 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Correlator behaviour that bridges rely on: fail fast on link drop, drop unknown ids, never leak entries.
 
-use bridge_core::link::{Correlator, LinkError, MAX_ID, parse_id};
-use bridge_core::{ErrorCode, ToolError};
+use bridge_link::{Correlator, LinkError, MAX_ID, parse_id};
 use serde_json::json;
 use std::time::Duration;
 
@@ -154,18 +153,4 @@ fn parse_id_accepts_integers_and_digit_strings_only() {
     ] {
         assert_eq!(parse_id(&bad), None, "{bad} should not parse");
     }
-}
-
-#[test]
-fn link_errors_map_to_stable_tool_codes() {
-    let e = ToolError::from(LinkError::disconnected("socket closed"));
-    assert_eq!(e.code(), ErrorCode::Disconnected);
-    assert!(e.message().contains("socket closed"));
-
-    let e = ToolError::from(LinkError::Timeout {
-        elapsed: Duration::from_millis(1500),
-    });
-    assert_eq!(e.code(), ErrorCode::Timeout);
-    assert!(e.message().contains("1500 ms"), "{}", e.message());
-    assert_eq!(e.details()["elapsed_ms"], 1500);
 }
