@@ -11,7 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const DEFAULT_LIMIT: u32 = 100;
-const MAX_LIMIT: u32 = 1000;
+/// Room a page's own fields take besides its events.
+const PAGE_OVERHEAD: usize = 4096;
+/// The most bytes of events one page holds, however large a cap the caller asks for.
+const MAX_PAGE_BYTES: usize = 4 << 20;
+const MAX_LIMIT: u32 = 10_000;
 const MAX_WAIT_MS: u64 = 60_000;
 
 /// The event hubs one `poll_events` reads, each under its bridge's name (the scheme of its URIs).
@@ -83,7 +87,7 @@ pub(crate) struct PollArgs {
     /// the previous call.
     #[serde(default)]
     since: u64,
-    /// At most this many events (1-1000, default 100).
+    /// At most this many events (1-10000, default 100); a page also stops at the result's byte cap.
     #[schemars(range(min = 1, max = MAX_LIMIT))]
     limit: Option<u32>,
     /// If nothing new is buffered, wait up to this many milliseconds for an event (0-60000, default 0).
@@ -129,12 +133,18 @@ pub(crate) fn tool(hubs: Hubs) -> ToolSpec {
 async fn poll(hubs: &Hubs, args: PollArgs, ctx: &ToolCtx) -> Result<EventPage, ToolError> {
     let stream = hubs.resolve(&args.stream)?;
     let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LIMIT)).unwrap_or(usize::MAX);
+    // A page stays under the call's result cap: one the core shortened would lose the events cut from it
+    // while `next_since` skipped them. A caller that asks for a larger cap gets more events a call.
+    let page_bytes = ctx
+        .result_cap()
+        .saturating_sub(PAGE_OVERHEAD)
+        .clamp(PAGE_OVERHEAD, MAX_PAGE_BYTES);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(args.wait_ms);
     let cancel = ctx.cancellation();
     loop {
         // Register interest before reading, so an event published in between still wakes us.
         let grew = stream.grew();
-        let page = stream.read_since(args.since, limit, args.filter.as_ref());
+        let page = stream.read_page(args.since, limit, page_bytes, args.filter.as_ref());
         if !page.events.is_empty() || page.more || tokio::time::Instant::now() >= deadline {
             return Ok(page);
         }

@@ -155,7 +155,8 @@ impl McpHandler {
             let round: super::tasks::Round = Arc::new(move |inputs| {
                 let ctx = ToolCtx::new(progress.clone(), round_cancel.clone())
                     .with_client(client.clone(), inputs)
-                    .with_watch(round_watch.clone());
+                    .with_watch(round_watch.clone())
+                    .with_result_cap(cap);
                 handler(args.clone(), ctx)
             });
             let shared = self.shared.clone();
@@ -165,8 +166,9 @@ impl McpHandler {
             };
             return super::tasks::call(shared, name, timeout, cap, task, round, inputs).await;
         }
-        let ctx =
-            ToolCtx::new(progress, cancel.clone()).with_client(self.client_link(&context), inputs);
+        let ctx = ToolCtx::new(progress, cancel.clone())
+            .with_client(self.client_link(&context), inputs)
+            .with_result_cap(cap);
         let watched = ctx.watch();
         let beat = ctx.clone();
         let started = Instant::now();

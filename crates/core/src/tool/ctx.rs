@@ -32,6 +32,8 @@ pub struct ToolCtx {
     watched: Arc<AtomicBool>,
     client: Option<Arc<dyn ClientLink>>,
     inputs: Arc<Inputs>,
+    /// The most bytes this call's result may hold before the core cuts it (the caller's `maxResultBytes`).
+    result_cap: usize,
 }
 
 impl ToolCtx {
@@ -47,7 +49,19 @@ impl ToolCtx {
             watched: Arc::new(AtomicBool::new(false)),
             client: None,
             inputs: Arc::new(Inputs::default()),
+            result_cap: crate::tool::RESULT_CAP_BYTES,
         }
+    }
+
+    pub(crate) fn with_result_cap(mut self, cap: usize) -> Self {
+        self.result_cap = cap;
+        self
+    }
+
+    /// The most bytes this call's result may hold before the core cuts it: a handler that pages (events,
+    /// listings) fills a page up to it instead of having the page cut.
+    pub fn result_cap(&self) -> usize {
+        self.result_cap
     }
 
     pub(crate) fn with_client(mut self, client: Arc<dyn ClientLink>, inputs: Inputs) -> Self {
