@@ -65,9 +65,13 @@ struct Args {
     /// Extra flag for each MCP server (repeat), e.g. --mcp-arg=--event-buffer=100000.
     #[arg(long, allow_hyphen_values = true)]
     mcp_arg: Vec<String>,
-    /// poll_events `limit` per call (1-1000).
-    #[arg(long, default_value_t = 1000)]
+    /// poll_events `limit` per call (1-10000).
+    #[arg(long, default_value_t = 10000)]
     poll_limit: u32,
+    /// The result cap each poll_events call asks for (`_meta` io.github.mcp-bridges/maxResultBytes): pages
+    /// fill up to it, so fewer calls carry the events (80000 is the core's default).
+    #[arg(long, default_value_t = 4 << 20)]
+    poll_bytes: usize,
     /// Seconds of events at the case's rate before each measured case (JIT, caches, connections warm up),
     /// read but not counted.
     #[arg(long, default_value_t = 1.0)]
@@ -183,12 +187,29 @@ async fn call(
     name: &str,
     a: Value,
 ) -> Result<Value> {
+    call_capped(client, name, a, None).await
+}
+
+/// A tool call asking for a result cap of `cap` bytes (the core's `_meta` maxResultBytes).
+async fn call_capped(
+    client: &RunningService<rmcp::RoleClient, ()>,
+    name: &str,
+    a: Value,
+    cap: Option<usize>,
+) -> Result<Value> {
     let Value::Object(a) = a else {
         bail!("arguments must be an object")
     };
-    let r = client
-        .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(a))
-        .await?;
+    let mut params = CallToolRequestParams::new(name.to_owned()).with_arguments(a);
+    if let Some(cap) = cap {
+        let mut meta = rmcp::model::RequestMetaObject::default();
+        meta.0.0.insert(
+            bridge_core::tool::MAX_RESULT_BYTES_META_KEY.into(),
+            json!(cap),
+        );
+        params.meta = Some(meta);
+    }
+    let r = client.call_tool(params).await?;
     if r.is_error == Some(true) {
         bail!("{name} failed: {r:?}");
     }
@@ -295,7 +316,7 @@ struct Read {
 async fn reader(
     client: Arc<RunningService<rmcp::RoleClient, ()>>,
     mut since: u64,
-    limit: u32,
+    (limit, bytes): (u32, usize),
     mut expected: tokio::sync::watch::Receiver<Option<u64>>,
 ) -> Result<(Read, u64)> {
     let mut r = Read {
@@ -312,10 +333,11 @@ async fn reader(
         {
             break;
         }
-        let page = call(
+        let page = call_capped(
             &client,
             "poll_events",
             json!({"stream": "player_chat", "since": since, "limit": limit, "wait_ms": 200}),
+            Some(bytes),
         )
         .await?;
         since = page["next_since"].as_u64().unwrap_or(since);
@@ -416,7 +438,7 @@ async fn run_case(
     s: &mut Setup,
     rate_per_game: u64,
     secs: f64,
-    limit: u32,
+    limit: (u32, usize),
 ) -> Result<()> {
     let (exp_tx, exp_rx) = tokio::sync::watch::channel(None);
     let ticks = |s: &Setup| {
@@ -560,7 +582,15 @@ async fn main() -> Result<()> {
             let mut s = setup(&args, &bin, kind, 1, 1, jdk.as_deref()).await?;
             let mut r = Ok(());
             if args.warmup > 0.0 {
-                r = run_case(false, "", &mut s, rate, args.warmup, args.poll_limit).await;
+                r = run_case(
+                    false,
+                    "",
+                    &mut s,
+                    rate,
+                    args.warmup,
+                    (args.poll_limit, args.poll_bytes),
+                )
+                .await;
             }
             if r.is_ok() {
                 r = run_case(
@@ -569,7 +599,7 @@ async fn main() -> Result<()> {
                     &mut s,
                     rate,
                     args.seconds,
-                    args.poll_limit,
+                    (args.poll_limit, args.poll_bytes),
                 )
                 .await;
             }
@@ -591,7 +621,15 @@ async fn main() -> Result<()> {
         );
         let mut r = Ok(());
         if args.warmup > 0.0 {
-            r = run_case(false, "", &mut s, per_game, args.warmup, args.poll_limit).await;
+            r = run_case(
+                false,
+                "",
+                &mut s,
+                per_game,
+                args.warmup,
+                (args.poll_limit, args.poll_bytes),
+            )
+            .await;
         }
         if r.is_ok() {
             r = run_case(
@@ -600,7 +638,7 @@ async fn main() -> Result<()> {
                 &mut s,
                 per_game,
                 args.seconds,
-                args.poll_limit,
+                (args.poll_limit, args.poll_bytes),
             )
             .await;
         }

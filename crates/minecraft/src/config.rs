@@ -88,7 +88,7 @@ pub struct MinecraftArgs {
     pub command_timeout: Duration,
 
     /// Events kept per event stream for poll_events.
-    #[arg(id = "mc_event_buffer", long = "event-buffer", env = "MINECRAFT_EVENT_BUFFER", default_value = "1000",
+    #[arg(id = "mc_event_buffer", long = "event-buffer", env = "MINECRAFT_EVENT_BUFFER", default_value = "100000",
           value_parser = config::ranged(1usize, 1_000_000))]
     pub event_buffer: usize,
 

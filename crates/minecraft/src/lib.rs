@@ -28,8 +28,9 @@ subscribe to minecraft://events/<type>, or call poll_events (wait_ms waits for n
 game's code ([PLAYER_NOT_FOUND], [INVALID_COMMAND], ...). `status` tells whether a game is \
 connected; pass `game` to a tool only when several are.";
 
-/// Events kept per stream for `poll_events`.
-const STREAM_BYTES: usize = 4 << 20;
+/// Bytes of events kept per stream for `poll_events` (beside --event-buffer events): half a second of 50 000
+/// events/s, so a client polling in pages keeps up.
+const STREAM_BYTES: usize = 16 << 20;
 
 fn describe(ty: EventType) -> &'static str {
     match ty {

@@ -6,9 +6,13 @@ use serde_json::{Map, Value, json};
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The protocol version this crate speaks. 1.1 added `chunk` (PROTOCOL.md §2.1); it is sent only to a peer
-/// whose own messages say 1.1 or later, so 1.0 peers never see one.
-pub const VERSION: &str = "1.1";
+/// The protocol version this crate speaks. 1.1 added `chunk` (PROTOCOL.md §2.1), 1.2 `batch` (§2.2); each is
+/// sent only to a peer whose own messages say that version or later, so older peers never see one.
+pub const VERSION: &str = "1.2";
+/// Most messages one `batch` carries (PROTOCOL.md §2.2).
+pub const MAX_BATCH: usize = 1024;
+/// Room a `batch` envelope takes around its messages.
+pub const BATCH_OVERHEAD: usize = 192;
 /// Largest message reassembled from chunks (PROTOCOL.md §2.1).
 pub const MAX_ASSEMBLED_BYTES: usize = 16 << 20;
 /// Most chunks one message may be cut into.
@@ -42,10 +46,11 @@ pub enum Kind {
     Notice,
     Error,
     Chunk,
+    Batch,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Hello,
         Kind::Welcome,
         Kind::Command,
@@ -58,6 +63,7 @@ impl Kind {
         Kind::Notice,
         Kind::Error,
         Kind::Chunk,
+        Kind::Batch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +80,7 @@ impl Kind {
             Kind::Notice => "notice",
             Kind::Error => "error",
             Kind::Chunk => "chunk",
+            Kind::Batch => "batch",
         }
     }
 
@@ -342,6 +349,11 @@ pub fn parse(text: &str, max_bytes: usize) -> Result<Parsed, SchemaError> {
     }
     let value: Value = serde_json::from_str(text)
         .map_err(|e| SchemaError::new("message", format!("not JSON: {e}")))?;
+    parse_value(value)
+}
+
+/// Validates one message already read as JSON (a whole frame's, or one of a `batch`'s messages).
+pub fn parse_value(value: Value) -> Result<Parsed, SchemaError> {
     let Value::Object(mut obj) = value else {
         return Err(SchemaError::new("message", "not a JSON object"));
     };
@@ -530,6 +542,25 @@ fn validate_payload(env: &Envelope) -> Result<(), SchemaError> {
                 _ => Err(SchemaError::new("payload.data", "must be a string")),
             }
         }
+        Kind::Batch => match p.get("messages") {
+            Some(Value::Array(items)) if (1..=MAX_BATCH).contains(&items.len()) => {
+                match items.iter().position(|m| !m.is_object()) {
+                    Some(i) => Err(SchemaError::new(
+                        &format!("payload.messages[{i}]"),
+                        "must be a message object",
+                    )),
+                    None => Ok(()),
+                }
+            }
+            Some(Value::Array(items)) => Err(SchemaError::new(
+                "payload.messages",
+                format!("must hold 1 to {MAX_BATCH} messages, not {}", items.len()),
+            )),
+            _ => Err(SchemaError::new(
+                "payload.messages",
+                "must be an array of messages",
+            )),
+        },
         Kind::Notice => match p.get("kind") {
             Some(Value::String(_)) => Ok(()),
             _ => Err(SchemaError::new("payload.kind", "must be a string")),
@@ -657,14 +688,114 @@ pub fn subscription(v: Option<&Value>, field: &str) -> Result<Vec<EventType>, Sc
 
 /// Whether a peer whose message carried `version` reads `chunk` (protocol 1.1 or later).
 pub fn speaks_chunks(version: &str) -> bool {
+    at_least(version, 1)
+}
+
+/// Whether a peer whose message carried `version` reads `batch` (protocol 1.2 or later).
+pub fn speaks_batches(version: &str) -> bool {
+    at_least(version, 2)
+}
+
+/// Whether `version` is 1.`minor` or later.
+fn at_least(version: &str, minor_wanted: u64) -> bool {
     let mut parts = version.split('.');
     match (
         parts.next().and_then(|m| m.parse::<u64>().ok()),
         parts.next().and_then(|m| m.parse::<u64>().ok()),
     ) {
-        (Some(major), Some(minor)) => major > 1 || (major == 1 && minor >= 1),
+        (Some(major), Some(minor)) => major > 1 || (major == 1 && minor >= minor_wanted),
         _ => false,
     }
+}
+
+/// The messages of a `batch` (PROTOCOL.md §2.2), each validated as if it had come in a frame of its own; a
+/// refusal names the message's place (`payload.messages[3].seq`). The rest of the batch stands.
+pub fn unbatch(batch: &mut Envelope) -> Vec<Result<Parsed, SchemaError>> {
+    let Some(Value::Array(items)) = batch.payload.remove("messages") else {
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let place = |mut e: SchemaError| {
+                e.field = format!("payload.messages[{i}].{}", e.field);
+                e
+            };
+            let parsed = parse_value(item).map_err(place)?;
+            if matches!(
+                parsed.envelope.kind,
+                Kind::Hello | Kind::Welcome | Kind::Chunk | Kind::Batch
+            ) {
+                let mut e = SchemaError::new(
+                    "type",
+                    format!(
+                        "{} may not travel in a batch",
+                        parsed.envelope.kind.as_str()
+                    ),
+                );
+                e.id = parsed.envelope.id;
+                return Err(place(e));
+            }
+            Ok(parsed)
+        })
+        .collect()
+}
+
+/// Packs whole messages (JSON object texts) into as few frames as fit `max_bytes` each (PROTOCOL.md §2.2): a
+/// `batch` from `source` for two or more, a message alone as itself. A message too big to share a frame goes
+/// alone (the caller chunks it if need be).
+pub fn pack(texts: Vec<String>, source: Source, max_bytes: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut group: Vec<String> = Vec::new();
+    let mut bytes = BATCH_OVERHEAD;
+    let flush = |group: &mut Vec<String>, out: &mut Vec<String>| match group.len() {
+        0 => {}
+        1 => out.append(group),
+        _ => {
+            out.push(batch_text(source, group));
+            group.clear();
+        }
+    };
+    for text in texts {
+        if text.len() + BATCH_OVERHEAD + 1 > max_bytes {
+            flush(&mut group, &mut out);
+            bytes = BATCH_OVERHEAD;
+            out.push(text);
+            continue;
+        }
+        if group.len() >= MAX_BATCH || bytes + text.len() + 1 > max_bytes {
+            flush(&mut group, &mut out);
+            bytes = BATCH_OVERHEAD;
+        }
+        bytes += text.len() + 1;
+        group.push(text);
+    }
+    flush(&mut group, &mut out);
+    out
+}
+
+/// A `batch` message holding `texts` (each a whole message's JSON object), written without re-encoding them.
+pub fn batch_text(source: Source, texts: &[String]) -> String {
+    let body: usize = texts.iter().map(|t| t.len() + 1).sum();
+    let mut out = String::with_capacity(body + BATCH_OVERHEAD);
+    out.push_str("{\"version\":\"");
+    out.push_str(VERSION);
+    out.push_str("\",\"type\":\"batch\",\"id\":\"b-");
+    out.push_str(&format!("{:x}", rand::random::<u64>()));
+    out.push_str("\",\"timestamp\":");
+    out.push_str(&now_ms().to_string());
+    out.push_str(",\"source\":\"");
+    out.push_str(source.as_str());
+    out.push_str("\",\"payload\":{\"messages\":[");
+    for (i, t) in texts.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(t);
+    }
+    out.push_str("]}}");
+    out
 }
 
 /// How many bytes `c` takes inside a JSON string.

@@ -17,7 +17,7 @@ pub const ROLE_HEADER: &str = "x-minecraft-relay-role";
 /// How long a client has to say `hello`.
 const HELLO_DEADLINE: Duration = Duration::from_secs(10);
 /// Queued messages written to a client per batch.
-const WRITE_BATCH: usize = 256;
+const WRITE_BATCH: usize = 1024;
 /// A game's events acknowledged at least this often.
 const ACK_EVERY: u64 = 64;
 
@@ -316,7 +316,9 @@ async fn serve_game(
                 None
             }
         };
-        if let Some(env) = env {
+        // A batch (PROTOCOL.md §2.2) is its messages one by one, each as if it had come alone: counted against
+        // the limits, accepted, numbered and acknowledged by its own `seq`.
+        for env in expand(&relay, &sender, env).await {
             // Control traffic (acks, heartbeats) is never counted: refusing it would only cause resends. Nor
             // are answers: each is to a command that passed the limits already, and refusing it would leave
             // that tool call to time out behind the game's own events. Events pass this link's limit and then
@@ -524,94 +526,114 @@ async fn serve_mcp(
         sender.clone(),
         wake,
         closed.clone(),
-        wire::speaks_chunks(&hello.version),
+        hello.version.clone(),
     ));
     let mut bucket = Bucket::new(settings.mcp_rate);
     while let Some(text) = incoming.recv().await {
-        let Some(env) = check(&relay, &sender, &text).await else {
-            continue;
-        };
-        // Control traffic (acks, heartbeats) is never counted: an MCP server acknowledging a flood of events
-        // would otherwise have its own tool calls refused. The rest passes this link's limit, then its
-        // token's (every link of the token together: more client ids do not buy more rate).
-        let limited = if is_control(env.kind) {
-            Ok(())
-        } else {
-            bucket
-                .take()
-                .map_err(|retry| (Scope::Connection, retry))
-                .and_then(|()| {
-                    relay
-                        .rates()
-                        .take_token(token)
-                        .map_err(|r| (Scope::Token, r))
-                })
-        };
-        if let Err((scope, retry)) = limited {
-            relay.count_rate_limited(scope);
-            let (message, details) = rate_refusal(&relay, scope, retry, false);
-            if matches!(env.kind, Kind::Command | Kind::Query) {
-                let mut state = relay.lock();
-                if let Some(c) = state.clients.get_mut(&key) {
-                    c.queue.push(|seq| {
-                        super::state::respond_error(
-                            &env.id,
-                            None,
-                            seq,
-                            Code::ServerError,
-                            &message,
-                            details,
-                        )
-                        .to_text()
-                    });
-                    c.wake.notify_one();
-                }
+        let env = check(&relay, &sender, &text).await;
+        for env in expand(&relay, &sender, env).await {
+            // Control traffic (acks, heartbeats) is never counted: an MCP server acknowledging a flood of events
+            // would otherwise have its own tool calls refused. The rest passes this link's limit, then its
+            // token's (every link of the token together: more client ids do not buy more rate).
+            let limited = if is_control(env.kind) {
+                Ok(())
             } else {
-                let reply = Envelope::error(&env.id, Code::ServerError, message, details);
-                let _ = sender.send_text(reply.to_text()).await;
-            }
-            continue;
-        }
-        match env.kind {
-            Kind::Ack => {
-                let seq = env.payload.get("seq").and_then(Value::as_u64).unwrap_or(0);
-                if let Some(c) = relay.lock().clients.get_mut(&key) {
-                    c.queue.ack(seq);
-                }
-            }
-            Kind::Subscribe => {
-                if let Ok(events) = wire::subscription(env.payload.get("events"), "payload.events")
-                {
-                    let names: Vec<&str> = events.iter().map(|t| t.as_str()).collect();
-                    let notice = Envelope::new(
-                        Kind::Notice,
-                        env.id.clone(),
-                        Source::Relay,
-                        json!({"kind": "subscribed", "events": names}),
-                    );
-                    if let Some(c) = relay.lock().clients.get_mut(&key) {
-                        c.subscriptions = events;
+                bucket
+                    .take()
+                    .map_err(|retry| (Scope::Connection, retry))
+                    .and_then(|()| {
+                        relay
+                            .rates()
+                            .take_token(token)
+                            .map_err(|r| (Scope::Token, r))
+                    })
+            };
+            if let Err((scope, retry)) = limited {
+                relay.count_rate_limited(scope);
+                let (message, details) = rate_refusal(&relay, scope, retry, false);
+                if matches!(env.kind, Kind::Command | Kind::Query) {
+                    let mut state = relay.lock();
+                    if let Some(c) = state.clients.get_mut(&key) {
+                        c.queue.push(|seq| {
+                            super::state::respond_error(
+                                &env.id,
+                                None,
+                                seq,
+                                Code::ServerError,
+                                &message,
+                                details,
+                            )
+                            .to_text()
+                        });
+                        c.wake.notify_one();
                     }
-                    let _ = sender.send_text(notice.to_text()).await;
+                } else {
+                    let reply = Envelope::error(&env.id, Code::ServerError, message, details);
+                    let _ = sender.send_text(reply.to_text()).await;
                 }
+                continue;
             }
-            Kind::Command | Kind::Query => forward_command(&relay, &key, &env).await,
-            Kind::Heartbeat | Kind::Notice => {}
-            Kind::Error => {
-                tracing::warn!(client = %client_id, payload = %serde_json::Value::Object(env.payload.clone()), "an MCP server reported an error");
-            }
-            other => {
-                let e = SchemaError {
-                    field: "type".to_owned(),
-                    message: format!("{} is not accepted from an MCP server", other.as_str()),
-                    id: env.id.clone(),
-                };
-                reply_schema(&relay, &sender, &e).await;
+            match env.kind {
+                Kind::Ack => {
+                    let seq = env.payload.get("seq").and_then(Value::as_u64).unwrap_or(0);
+                    if let Some(c) = relay.lock().clients.get_mut(&key) {
+                        c.queue.ack(seq);
+                    }
+                }
+                Kind::Subscribe => {
+                    if let Ok(events) =
+                        wire::subscription(env.payload.get("events"), "payload.events")
+                    {
+                        let names: Vec<&str> = events.iter().map(|t| t.as_str()).collect();
+                        let notice = Envelope::new(
+                            Kind::Notice,
+                            env.id.clone(),
+                            Source::Relay,
+                            json!({"kind": "subscribed", "events": names}),
+                        );
+                        if let Some(c) = relay.lock().clients.get_mut(&key) {
+                            c.subscriptions = events;
+                        }
+                        let _ = sender.send_text(notice.to_text()).await;
+                    }
+                }
+                Kind::Command | Kind::Query => forward_command(&relay, &key, &env).await,
+                Kind::Heartbeat | Kind::Notice => {}
+                Kind::Error => {
+                    tracing::warn!(client = %client_id, payload = %serde_json::Value::Object(env.payload.clone()), "an MCP server reported an error");
+                }
+                other => {
+                    let e = SchemaError {
+                        field: "type".to_owned(),
+                        message: format!("{} is not accepted from an MCP server", other.as_str()),
+                        id: env.id.clone(),
+                    };
+                    reply_schema(&relay, &sender, &e).await;
+                }
             }
         }
     }
     tracing::info!(client = %client_id, reason = ?sender.close_reason(), "MCP server disconnected");
     forget_link(&relay, &key, link);
+}
+
+/// The messages one received message stands for: a `batch`'s own, in order (a refused one answered with
+/// SCHEMA_ERROR naming its place), or the message itself.
+async fn expand(relay: &Relay, sender: &LinkSender, env: Option<Envelope>) -> Vec<Envelope> {
+    match env {
+        None => Vec::new(),
+        Some(mut batch) if batch.kind == Kind::Batch => {
+            let mut out = Vec::new();
+            for parsed in wire::unbatch(&mut batch) {
+                match parsed {
+                    Ok(p) => out.push(p.envelope),
+                    Err(e) => reply_schema(relay, sender, &e).await,
+                }
+            }
+            out
+        }
+        Some(env) => vec![env],
+    }
 }
 
 /// Takes one `chunk` (PROTOCOL.md §2.1); the whole message once its last chunk is in, validated as if it
@@ -747,7 +769,7 @@ fn forget_link(relay: &Relay, key: &ClientKey, link: u64) {
 }
 
 /// Writes a client's queue to its live link: the replay first, then whatever arrives; a `lost` notice
-/// before anything when the queue overflowed.
+/// before anything when the queue overflowed. Many messages a frame to a client that speaks 1.2.
 async fn write_queue(
     relay: Relay,
     key: ClientKey,
@@ -755,9 +777,12 @@ async fn write_queue(
     sender: LinkSender,
     wake: Arc<Notify>,
     closed: CancellationToken,
-    chunks: bool,
+    peer_version: String,
 ) {
     let limit = relay.settings().max_message_bytes;
+    // What the client said it reads: chunks (1.1), batches (1.2).
+    let chunks = wire::speaks_chunks(&peer_version);
+    let batches = wire::speaks_batches(&peer_version);
     loop {
         loop {
             let (batch, lost, other_lost) = {
@@ -804,11 +829,31 @@ async fn write_queue(
             let Some(last) = batch.last().map(|i| i.seq) else {
                 break;
             };
-            for item in batch {
-                for frame in frames(&item.text(), item.seq, limit, chunks) {
-                    if sender.send_text(frame).await.is_err() {
-                        return;
+            let out = if batches {
+                // Many messages a frame (PROTOCOL.md §2.2): one frame per event through every hop was where
+                // 50 000 events/s backed up. One too big to share a frame goes alone, chunked if need be.
+                let mut out = Vec::new();
+                let mut group = Vec::new();
+                for item in &batch {
+                    let text = item.text();
+                    if text.len() + wire::BATCH_OVERHEAD + 1 > limit {
+                        out.extend(wire::pack(std::mem::take(&mut group), Source::Relay, limit));
+                        out.extend(frames(&text, item.seq, limit, chunks));
+                    } else {
+                        group.push(text);
                     }
+                }
+                out.extend(wire::pack(group, Source::Relay, limit));
+                out
+            } else {
+                batch
+                    .iter()
+                    .flat_map(|item| frames(&item.text(), item.seq, limit, chunks))
+                    .collect()
+            };
+            for frame in out {
+                if sender.send_text(frame).await.is_err() {
+                    return;
                 }
             }
             // Only while this is still the live link: a newer one starts again from what was acknowledged.

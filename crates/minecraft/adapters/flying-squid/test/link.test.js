@@ -4,7 +4,7 @@
 const test = require('node:test')
 const assert = require('node:assert')
 const WebSocket = require('ws')
-const { Link, Outbox } = require('../link')
+const { Link, Outbox, PROTOCOL_VERSION, MAX_BATCH } = require('../link')
 
 const CASES = 100
 
@@ -237,7 +237,7 @@ test('a big answer goes in chunks to a 1.1 relay, whole to a 1.0 one', async () 
   await until(() => state.received.some(m => m.type === 'chunk' && m.payload.index === m.payload.count - 1))
   const chunks = state.received.filter(m => m.type === 'chunk')
   assert.ok(chunks.length > 5, `${chunks.length} chunks`)
-  assert.ok(chunks.every((c, i) => c.id === 'r1' && c.payload.index === i && c.payload.count === chunks.length && c.version === '1.1'))
+  assert.ok(chunks.every((c, i) => c.id === 'r1' && c.payload.index === i && c.payload.count === chunks.length && c.version === PROTOCOL_VERSION))
   assert.ok(chunks.every(c => Buffer.byteLength(JSON.stringify(c)) <= 2000), 'each within maxMessageBytes')
   const whole = JSON.parse(chunks.map(c => c.payload.data).join(''))
   assert.strictEqual(whole.type, 'response')
@@ -250,6 +250,44 @@ test('a big answer goes in chunks to a 1.1 relay, whole to a 1.0 one', async () 
   await until(() => l.welcomed)
   state.conns[1].send(env('command', 'r2', { command: 'get_world_info', args: {} }))
   await until(() => state.received.some(m => m.type === 'response' && m.id === 'r2'))
+  l.stop()
+  wss.close()
+})
+
+// Protocol 1.2 (PROTOCOL.md §2.2): the events one turn of the event loop emits go in one batch frame to a 1.2
+// relay, each batch within its maxMessageBytes, numbers in order; a lone event goes at once as itself; a 1.1
+// relay gets one event a frame, as before.
+test('events emitted together go in batch frames to a 1.2 relay and one a frame to a 1.1 relay', async () => {
+  const { wss, state, url } = await relay()
+  const l = link(url, { outboxSize: 5000 })
+  l.start()
+  await until(() => state.received.length === 1)
+  state.conns[0].send(env('welcome', 'w', { role: 'minecraft', epoch: 'E', lastSeq: 0, maxMessageBytes: 4000 }, { version: '1.2' }))
+  await until(() => l.welcomed)
+  for (let i = 0; i < 60; i++) l.emitEvent('player_chat', { player: 'a', message: `m${i}` })
+  const inBatches = () => state.received.filter(m => m.type === 'batch').flatMap(b => b.payload.messages)
+  await until(() => inBatches().length === 60)
+  const batches = state.received.filter(m => m.type === 'batch')
+  assert.ok(batches.length >= 2, `${batches.length} batches for 60 events over 4000 bytes`)
+  assert.ok(batches.every(b => Buffer.byteLength(JSON.stringify(b)) <= 4000 && b.version === PROTOCOL_VERSION && b.payload.messages.length <= MAX_BATCH))
+  assert.deepStrictEqual(inBatches().map(m => m.seq), [...Array(60).keys()].map(i => i + 1))
+  assert.ok(inBatches().every(m => m.type === 'event' && m.payload.eventType === 'player_chat'))
+  assert.strictEqual(state.received.filter(m => m.type === 'event').length, 0, 'none sent alone')
+  // A lone event is not held back for company.
+  l.emitEvent('player_chat', { player: 'a', message: 'alone' })
+  await until(() => state.received.some(m => m.type === 'event'))
+  assert.strictEqual(state.received.find(m => m.type === 'event').seq, 61)
+  // A 1.1 relay: one event a frame (the outbox resent past lastSeq too).
+  state.conns[0].terminate()
+  await until(() => state.conns.length === 2 && state.received.filter(m => m.type === 'hello').length === 2)
+  const before = state.received.length
+  state.conns[1].send(env('welcome', 'w2', { role: 'minecraft', epoch: 'E2', lastSeq: 58 }, { version: '1.1' }))
+  await until(() => l.welcomed)
+  for (let i = 0; i < 5; i++) l.emitEvent('player_chat', { player: 'a', message: `n${i}` })
+  await until(() => state.received.slice(before).filter(m => m.type === 'event').length === 8)
+  const after = state.received.slice(before)
+  assert.strictEqual(after.filter(m => m.type === 'batch').length, 0)
+  assert.deepStrictEqual(after.filter(m => m.type === 'event').map(m => m.seq), [59, 60, 61, 62, 63, 64, 65, 66])
   l.stop()
   wss.close()
 })

@@ -74,14 +74,14 @@ public final class BridgeClient implements AutoCloseable {
         });
     }
 
-    /** A frame waiting for the send thread, with the link it was meant for. */
-    private record Frame(WebSocket ws, String text) {}
+    /** A frame waiting for the send thread, with the link it was meant for; events may share a batch frame. */
+    private record Frame(WebSocket ws, String text, boolean event) {}
 
     /**
      * Queues one frame for `ws`, in order; false when the link is gone or too far behind. One drain task runs
      * per burst, not one task per frame: at 10k events/s the hand-off per frame was the send path's main cost.
      */
-    private boolean send(WebSocket ws, String text) {
+    private boolean send(WebSocket ws, String text, boolean event) {
         if (socket != ws) return false;
         if (queuedSends.incrementAndGet() > MAX_QUEUED_SENDS) {
             queuedSends.decrementAndGet();
@@ -91,7 +91,7 @@ public final class BridgeClient implements AutoCloseable {
             if (l != null) l.lost("too far behind");
             return false;
         }
-        frames.add(new Frame(ws, text));
+        frames.add(new Frame(ws, text, event));
         if (pumping.compareAndSet(false, true)) {
             try {
                 sender.execute(this::pump);
@@ -103,17 +103,40 @@ public final class BridgeClient implements AutoCloseable {
         return true;
     }
 
-    /** Sends what is queued, in order, then stops; a frame queued while it stops starts it again. */
+    /**
+     * Sends what is queued, in order, then stops; a frame queued while it stops starts it again. Events queued
+     * together (while the previous send was in flight) go in one `batch` frame up to the relay's message limit
+     * (PROTOCOL.md §2.2): the first event of a quiet spell goes at once, alone, so batching adds no wait.
+     */
     private void pump() {
         while (true) {
             for (Frame f; (f = frames.poll()) != null; ) {
+                int taken = 1;
+                String text = f.text();
                 try {
+                    int limit = f.event() ? session.batchLimit() : 0;
+                    if (limit > 0) {
+                        java.util.List<String> group = new java.util.ArrayList<>();
+                        group.add(text);
+                        int bytes = Envelope.BATCH_OVERHEAD + Envelope.utf8Length(text) + 1;
+                        // Only this thread takes frames, so what it peeks is what it polls.
+                        for (Frame next; group.size() < Envelope.MAX_BATCH && (next = frames.peek()) != null
+                                && next.event() && next.ws() == f.ws(); ) {
+                            int b = Envelope.utf8Length(next.text()) + 1;
+                            if (bytes + b > limit) break;
+                            frames.poll();
+                            group.add(next.text());
+                            bytes += b;
+                        }
+                        taken = group.size();
+                        if (taken > 1) text = Envelope.batch(group);
+                    }
                     // java.net.http allows one send in flight: this single thread waits for each.
-                    if (socket == f.ws()) f.ws().sendText(f.text(), true).join();
+                    if (socket == f.ws()) f.ws().sendText(text, true).join();
                 } catch (RuntimeException e) {
                     log.warn("send to the relay failed: " + e);
                 } finally {
-                    queuedSends.decrementAndGet();
+                    queuedSends.addAndGet(-taken);
                 }
             }
             pumping.set(false);
@@ -208,7 +231,17 @@ public final class BridgeClient implements AutoCloseable {
             lastHeardNanos = System.nanoTime();
             listener = this;
             socket = ws;
-            session.onOpen(text -> send(ws, text));
+            session.onOpen(new Session.Transport() {
+                @Override
+                public boolean send(String text) {
+                    return BridgeClient.this.send(ws, text, false);
+                }
+
+                @Override
+                public boolean sendEvent(String text) {
+                    return BridgeClient.this.send(ws, text, true);
+                }
+            });
             ws.request(1);
         }
 

@@ -7,10 +7,19 @@ import java.util.regex.Pattern;
 
 /** The envelope of crates/minecraft/PROTOCOL.md §2: building messages and validating what arrives. */
 public final class Envelope {
-    /** 1.1 added `chunk` (PROTOCOL.md §2.1): an answer over the relay's maxMessageBytes goes in slices. */
-    public static final String VERSION = "1.1";
+    /**
+     * 1.1 added `chunk` (PROTOCOL.md §2.1): an answer over the relay's maxMessageBytes goes in slices. 1.2 added
+     * `batch` (§2.2): events queued together travel in one frame, to a relay that speaks 1.2.
+     */
+    public static final String VERSION = "1.2";
     public static final List<String> TYPES = List.of(
-            "hello", "welcome", "command", "query", "response", "event", "ack", "subscribe", "heartbeat", "notice", "error", "chunk");
+            "hello", "welcome", "command", "query", "response", "event", "ack", "subscribe", "heartbeat", "notice", "error", "chunk",
+            "batch");
+    /** Most messages one batch carries (PROTOCOL.md §2.2). */
+    public static final int MAX_BATCH = 1024;
+    /** Room a batch's envelope takes around its messages. */
+    public static final int BATCH_OVERHEAD = 192;
+    private static final java.util.concurrent.atomic.AtomicLong BATCH_IDS = new java.util.concurrent.atomic.AtomicLong();
     /** Room a chunk's envelope takes besides its data. */
     private static final int CHUNK_OVERHEAD = 512;
     private static final Pattern VERSION_FORMAT = Pattern.compile("\\d+\\.\\d+");
@@ -86,6 +95,46 @@ public final class Envelope {
         } catch (RuntimeException e) {
             return false;
         }
+    }
+
+    /** Whether a peer whose message said {@code version} reads `batch` (1.2 or later). */
+    public static boolean speaksBatches(String version) {
+        String[] p = version.split("\\.");
+        try {
+            int major = Integer.parseInt(p[0]);
+            int minor = Integer.parseInt(p[1]);
+            return major > 1 || (major == 1 && minor >= 2);
+        } catch (RuntimeException e) {
+            return false;
+        }
+    }
+
+    /** UTF-8 length of {@code text}. */
+    public static int utf8Length(String text) {
+        int n = 0;
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            n += c < 0x80 ? 1 : c < 0x800 || Character.isSurrogate(c) ? 2 : 3;
+        }
+        return n;
+    }
+
+    /**
+     * A `batch` message (PROTOCOL.md §2.2) carrying {@code texts}, each a whole message's JSON text, spliced in
+     * as they are rather than encoded again.
+     */
+    public static String batch(List<String> texts) {
+        int size = BATCH_OVERHEAD;
+        for (String t : texts) size += t.length() + 1;
+        StringBuilder b = new StringBuilder(size);
+        b.append("{\"version\":\"").append(VERSION).append("\",\"type\":\"batch\",\"id\":\"b-")
+                .append(BATCH_IDS.incrementAndGet()).append("\",\"timestamp\":").append(System.currentTimeMillis())
+                .append(",\"source\":\"minecraft\",\"payload\":{\"messages\":[");
+        for (int i = 0; i < texts.size(); i++) {
+            if (i > 0) b.append(',');
+            b.append(texts.get(i));
+        }
+        return b.append("]}}").toString();
     }
 
     /** Bytes one UTF-16 unit takes inside a JSON string (a surrogate pair: 2 + 2). */

@@ -18,6 +18,14 @@ public final class Session implements AutoCloseable {
     /** The socket of one connection; send returns false when it is gone. */
     public interface Transport {
         boolean send(String text);
+
+        /**
+         * An event, which the transport may send in one `batch` frame with the events queued after it
+         * (PROTOCOL.md §2.2); called only while the relay speaks 1.2.
+         */
+        default boolean sendEvent(String text) {
+            return send(text);
+        }
     }
 
     /** Commands waiting for the command thread; more are refused (SERVER_ERROR, reason busy). */
@@ -50,6 +58,8 @@ public final class Session implements AutoCloseable {
     private long heartbeatIntervalMs = 15_000;
     /** The relay's message limit when it takes chunks (1.1), else 0: answers go whole. */
     private int chunkAtBytes;
+    /** The relay's message limit when it takes batches (1.2), else 0: events go one a frame. */
+    private int batchAtBytes;
 
     public Session(BridgeConfig cfg, GameAdapter game, BridgeLog log, String adapterName, String gameVersion) {
         // A game that did not say its port (BridgeConfig.withGamePort) is named after the host alone.
@@ -132,7 +142,7 @@ public final class Session implements AutoCloseable {
             String text = Json.write(msg);
             int dropped = outbox.push(seq, text);
             if (dropped > 0) noteDrops(dropped, now);
-            if (welcomed && current != null) current.send(text);
+            if (welcomed && current != null) sendEvent(current, text);
             return true;
         }
     }
@@ -237,6 +247,19 @@ public final class Session implements AutoCloseable {
         return chunkAtBytes;
     }
 
+    /** The largest batch frame the relay takes (its maxMessageBytes), or 0 when it does not speak 1.2. */
+    public synchronized int batchLimit() {
+        return batchAtBytes;
+    }
+
+    private void sendEvent(Transport t, String text) {
+        if (batchAtBytes > 0) {
+            t.sendEvent(text);
+        } else {
+            t.send(text);
+        }
+    }
+
     private synchronized Transport current() {
         return current;
     }
@@ -251,11 +274,12 @@ public final class Session implements AutoCloseable {
         if (m.payload().get("heartbeatInterval") instanceof Long h && h > 0) heartbeatIntervalMs = h;
         chunkAtBytes = !Envelope.speaksChunks(m.version()) ? 0
                 : m.payload().get("maxMessageBytes") instanceof Long b && b > 0 && b <= Integer.MAX_VALUE ? b.intValue() : 65_536;
+        batchAtBytes = Envelope.speaksBatches(m.version()) ? (chunkAtBytes > 0 ? chunkAtBytes : 65_536) : 0;
         outbox.ackUpTo(lastSeq);
         welcomed = true;
         var pendingEvents = outbox.snapshot();
         log.info("linked to relay (epoch " + epoch + ", it has our events up to " + lastSeq + "); resending " + pendingEvents.size());
-        for (Outbox.Item item : pendingEvents) current.send(item.text());
+        for (Outbox.Item item : pendingEvents) sendEvent(current, item.text());
     }
 
     @SuppressWarnings("unchecked")

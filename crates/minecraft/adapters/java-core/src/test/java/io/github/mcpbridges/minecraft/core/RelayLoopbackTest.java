@@ -95,6 +95,7 @@ class RelayLoopbackTest {
     /** An MCP-role client speaking the protocol directly, to observe what the relay forwards. */
     static final class McpPeer implements WebSocket.Listener, AutoCloseable {
         final LinkedBlockingQueue<Map<String, Object>> inbox = new LinkedBlockingQueue<>();
+        volatile int batches;
         final StringBuilder partial = new StringBuilder();
         WebSocket ws;
 
@@ -120,7 +121,15 @@ class RelayLoopbackTest {
             if (last) {
                 try {
                     Map<String, Object> m = (Map<String, Object>) Json.parse(partial.toString());
-                    inbox.add(m);
+                    // A 1.2 relay batches what it writes (PROTOCOL.md §2.2): its messages, each as if alone.
+                    if ("batch".equals(m.get("type"))) {
+                        batches++;
+                        List<Map<String, Object>> inner = (List<Map<String, Object>>) payload(m).get("messages");
+                        inbox.addAll(inner);
+                        m = inner.get(inner.size() - 1);
+                    } else {
+                        inbox.add(m);
+                    }
                     if (m.get("seq") instanceof Long seq) {
                         Map<String, Object> ack = Envelope.build("ack", "a" + seq, Models.map("seq", seq));
                         ack.put("source", "mcp");
@@ -229,6 +238,39 @@ class RelayLoopbackTest {
                 HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/health")).header("Authorization", "Bearer " + MCP_TOKEN).build(), HttpResponse.BodyHandlers.ofString());
         assertEquals(200, health.statusCode());
         assertTrue(health.body().contains("java-core"), health.body());
+    }
+
+    /**
+     * Protocol 1.2 (PROTOCOL.md §2.2): a burst of events from the game thread goes to the relay in batch frames
+     * (what queued while the previous frame was written) and reaches an MCP client whole and in order.
+     */
+    @Test
+    void aBurstOfEventsReachesTheRelayInOrderWithNoneLost() throws Exception {
+        int port = freePort();
+        startRelay(port);
+        Wire.Log log = new Wire.Log();
+        BridgeConfig cfg = config(port);
+        Session session = new Session(cfg, new FakeGame(), log, "java-core-test", "1.21.1");
+        closers.add(session);
+        BridgeClient client = new BridgeClient(cfg, session, log);
+        closers.add(client);
+        client.start();
+        awaitLinked(client);
+        McpPeer mcp = new McpPeer(port, MCP_TOKEN, "burst");
+        closers.add(mcp);
+        mcp.next("welcome");
+        assertTrue(session.batchLimit() > 0, "the relay speaks 1.2");
+        int n = 3000;
+        for (int i = 1; i <= n; i++) session.emitEvent("player_chat", Models.playerChat("alex", "m" + i));
+        for (int i = 1; i <= n; i++) {
+            Map<String, Object> e = mcp.next("event");
+            assertEquals((long) i, e.get("gameSeq"));
+            assertEquals("m" + i, ((Map<?, ?>) payload(e).get("data")).get("message"));
+        }
+        assertTrue(mcp.batches > 0, "the relay batched what it wrote to a 1.2 client");
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (session.outbox().size() > 0 && System.nanoTime() < deadline) Thread.sleep(10);
+        assertEquals(0, session.outbox().size(), "the relay acknowledged every event");
     }
 
     @Test

@@ -88,6 +88,53 @@ class SessionTest {
         }
     }
 
+    /**
+     * Protocol 1.2 (PROTOCOL.md §2.2): events may share a batch frame only with a relay that speaks 1.2; a 1.1 relay
+     * gets each as a frame of its own, resends included.
+     */
+    @Test
+    void eventsMayShareABatchOnlyWithA12Relay() throws Exception {
+        try (Session s = new Session(BridgeConfig.defaults(), new FakeGame(), new Wire.Log(), "test", "1.21.1")) {
+            Wire old = new Wire();
+            s.onOpen(old);
+            Map<String, Object> w11 = Envelope.build("welcome", "w1", Models.map("role", "minecraft", "epoch", "E1", "lastSeq", 0L));
+            w11.put("version", "1.1");
+            w11.put("source", "relay");
+            s.onText(Json.write(w11));
+            s.emitEvent("player_chat", Models.playerChat("alex", "one"));
+            assertEquals(1, old.ofType("event").size());
+            assertTrue(old.batchable.isEmpty(), "a 1.1 relay: single frames");
+
+            Wire wire = new Wire();
+            s.onClose();
+            s.onOpen(wire);
+            s.onText(Wire.relay("welcome", "w2", Models.map("role", "minecraft", "epoch", "E1", "lastSeq", 0L, "maxMessageBytes", 4000L)));
+            s.emitEvent("player_chat", Models.playerChat("alex", "two"));
+            assertEquals(2, wire.batchable.size(), "the resent event and the new one may share a frame");
+            assertEquals(4000, s.batchLimit());
+        }
+    }
+
+    /** A batch is one message whose `messages` are the texts given, in order, spliced in whole. */
+    @Test
+    @SuppressWarnings("unchecked")
+    void aBatchHoldsItsMessagesInOrder() throws Exception {
+        List<String> texts = new java.util.ArrayList<>();
+        for (long i = 1; i <= 3; i++) {
+            Map<String, Object> e = Envelope.build("event", "g-i-" + i, Models.map("eventType", "player_chat", "timestamp", 1L,
+                    "data", Models.playerChat("a", "m\"" + i)));
+            e.put("seq", i);
+            texts.add(Json.write(e));
+        }
+        Map<String, Object> b = (Map<String, Object>) Json.parse(Envelope.batch(texts));
+        assertEquals("batch", b.get("type"));
+        assertEquals(Envelope.VERSION, b.get("version"));
+        List<Map<String, Object>> messages = (List<Map<String, Object>>) ((Map<String, Object>) b.get("payload")).get("messages");
+        assertEquals(List.of(1L, 2L, 3L), messages.stream().map(m -> m.get("seq")).toList());
+        assertEquals(Json.parse(texts.get(2)), messages.get(2));
+        assertTrue(Envelope.speaksBatches("1.2") && Envelope.speaksBatches("2.0") && !Envelope.speaksBatches("1.1"));
+    }
+
     /** Issue 22 item 2 (protocol 1.1, PROTOCOL.md §2.1): an answer over maxMessageBytes goes in chunks. */
     @Test
     @SuppressWarnings("unchecked")

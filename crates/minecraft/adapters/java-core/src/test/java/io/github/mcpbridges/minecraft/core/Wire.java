@@ -9,11 +9,19 @@ import java.util.concurrent.TimeUnit;
 /** Test helpers: a recording transport, seeded generators, and messages as the relay would send them. */
 final class Wire implements Session.Transport {
     final List<String> sent = Collections.synchronizedList(new ArrayList<>());
+    /** The texts the session handed over as events it would let share a batch (PROTOCOL.md §2.2). */
+    final List<String> batchable = Collections.synchronizedList(new ArrayList<>());
 
     @Override
     public boolean send(String text) {
         sent.add(text);
         return true;
+    }
+
+    @Override
+    public boolean sendEvent(String text) {
+        batchable.add(text);
+        return send(text);
     }
 
     @SuppressWarnings("unchecked")
