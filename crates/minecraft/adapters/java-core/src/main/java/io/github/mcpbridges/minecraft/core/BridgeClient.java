@@ -37,7 +37,12 @@ public final class BridgeClient implements AutoCloseable {
      * Frames waiting for the socket. Sends are queued, never awaited by the caller, because events are emitted
      * on the game's server thread; past this bound the link is dropped and the outbox resends after redial.
      */
-    public static final int MAX_QUEUED_SENDS = 10_000;
+    public static final int MAX_QUEUED_SENDS = 100_000;
+    /**
+     * Characters of those messages waiting, the bound that holds for big ones. Events share batch frames (PROTOCOL.md
+     * §2.2), so at 50 000 events/s a bound of 10 000 messages (200 ms) dropped the link on any pause of the relay.
+     */
+    public static final long MAX_QUEUED_CHARS = 16L << 20;
 
     private final BridgeConfig cfg;
     private final Session session;
@@ -47,6 +52,7 @@ public final class BridgeClient implements AutoCloseable {
     private final ScheduledExecutorService timer;
     private final ExecutorService sender;
     private final AtomicInteger queuedSends = new AtomicInteger();
+    private final java.util.concurrent.atomic.AtomicLong queuedChars = new java.util.concurrent.atomic.AtomicLong();
     private final ConcurrentLinkedQueue<Frame> frames = new ConcurrentLinkedQueue<>();
     private final AtomicBoolean pumping = new AtomicBoolean();
     private volatile WebSocket socket;
@@ -83,9 +89,12 @@ public final class BridgeClient implements AutoCloseable {
      */
     private boolean send(WebSocket ws, String text, boolean event) {
         if (socket != ws) return false;
-        if (queuedSends.incrementAndGet() > MAX_QUEUED_SENDS) {
+        long chars = queuedChars.addAndGet(text.length());
+        if (queuedSends.incrementAndGet() > MAX_QUEUED_SENDS || chars > MAX_QUEUED_CHARS) {
             queuedSends.decrementAndGet();
-            log.warn("over " + MAX_QUEUED_SENDS + " frames waiting for the relay link: dropping it to resend from the outbox");
+            queuedChars.addAndGet(-text.length());
+            log.warn("over " + MAX_QUEUED_SENDS + " messages or " + MAX_QUEUED_CHARS + " characters waiting for the relay link: "
+                    + "dropping it to resend from the outbox");
             ws.abort();
             Listener l = listener;
             if (l != null) l.lost("too far behind");
@@ -112,6 +121,7 @@ public final class BridgeClient implements AutoCloseable {
         while (true) {
             for (Frame f; (f = frames.poll()) != null; ) {
                 int taken = 1;
+                long chars = f.text().length();
                 String text = f.text();
                 try {
                     int limit = f.event() ? session.batchLimit() : 0;
@@ -126,6 +136,7 @@ public final class BridgeClient implements AutoCloseable {
                             if (bytes + b > limit) break;
                             frames.poll();
                             group.add(next.text());
+                            chars += next.text().length();
                             bytes += b;
                         }
                         taken = group.size();
@@ -137,6 +148,7 @@ public final class BridgeClient implements AutoCloseable {
                     log.warn("send to the relay failed: " + e);
                 } finally {
                     queuedSends.addAndGet(-taken);
+                    queuedChars.addAndGet(-chars);
                 }
             }
             pumping.set(false);
