@@ -248,7 +248,7 @@ pub async fn plan(
         return Err(ToolError::invalid_argument(
             "network",
             format!(
-                "`egress` is available on the namespace backend only; this server's sandboxes are {}",
+                "`network: egress` is available on the namespace backend only; this server's sandboxes are {}",
                 format!("{backend:?}").to_lowercase()
             ),
         ));
@@ -522,6 +522,32 @@ fn find_program(name: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn settings() -> NetworkSettings {
+        NetworkSettings {
+            default: Policy::None,
+            allow: Vec::new(),
+            pasta: "pasta".into(),
+            nft: "nft".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn egress_is_refused_off_the_namespace_backend_naming_the_field() {
+        use crate::backend::BackendKind;
+        for backend in [BackendKind::Microvm, BackendKind::Process] {
+            let e = plan(&settings(), backend, Some("egress"), None)
+                .await
+                .expect_err("egress off the namespace backend");
+            assert_eq!(e.code(), bridge_core::ErrorCode::InvalidArgument);
+            assert!(e.message().contains("network"), "{}", e.message());
+        }
+        let none = plan(&settings(), BackendKind::Microvm, None, None)
+            .await
+            .expect("none is everywhere");
+        assert_eq!(none.policy, Policy::None);
+        assert_eq!(none.report["policy"], "none");
+    }
 
     #[test]
     fn entries_parse_with_ports_and_prefixes() {

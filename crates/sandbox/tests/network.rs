@@ -339,3 +339,68 @@ async fn under_none_pip_and_npm_fail_at_once_and_the_result_says_the_sandbox_has
     let plain = h.sh(&id, "echo hello; exit 3").await;
     assert!(plain.get("note").is_none(), "{plain}");
 }
+
+/// The host pids of the user-mode stack serving sandbox `id` (a child of its launcher).
+fn stacks_of(h: &Harness, id: &str) -> Vec<u32> {
+    support::descendants(h.launcher_pid(id))
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.starts_with("pasta") || c.starts_with("passt"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_network_stack_ends_with_its_sandbox() {
+    let h = start(&[]).await;
+    let (id, _) = create(&h, json!({"network": "egress"})).await;
+    let stacks = stacks_of(&h, &id);
+    assert_eq!(stacks.len(), 1, "{stacks:?}");
+    h.ok("destroy_sandbox", json!({"sandbox_id": id})).await;
+    support::eventually("the stack ends", || support::dead(stacks[0])).await;
+    // A none sandbox has no stack at all.
+    let none = h.create().await;
+    assert_eq!(stacks_of(&h, &none), Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_program_cannot_change_the_filter() {
+    let h = start(&[]).await;
+    let host = HostAddr::add(4);
+    let (port, _) = listen(host.addr);
+    let (other_port, other_seen) = listen(host.addr);
+    let (id, _) = create(
+        &h,
+        json!({"network": "egress", "network_allow": [format!("{}:{port}", host.addr)]}),
+    )
+    .await;
+    let nft = h
+        .sh(
+            &id,
+            "nft flush ruleset; echo rc=$?; nft list ruleset; echo rc=$?",
+        )
+        .await;
+    let out = format!("{}{}", nft["stdout"], nft["stderr"]);
+    assert!(!out.contains("rc=0"), "{nft}");
+    assert!(out.contains("Operation not permitted"), "{nft}");
+    // Netfilter's netlink family itself is refused to programs (seccomp), whatever their rights.
+    let netlink = h
+        .py_json(
+            &id,
+            r#"
+import errno, json, socket
+try:
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12).close(); print(json.dumps("ok"))
+except OSError as e:
+    print(json.dumps(errno.errorcode[e.errno]))
+"#,
+        )
+        .await;
+    assert_eq!(netlink, json!("EPERM"));
+    let got = h
+        .py_json(&id, &py_connect(&[(host.addr.to_string(), other_port)]))
+        .await;
+    assert_eq!(got, json!(["EHOSTUNREACH"]));
+    assert_eq!(other_seen.load(Ordering::SeqCst), 0);
+}
