@@ -444,3 +444,53 @@ async fn bad_flags_stop_the_start_with_the_flag_named() {
     .mc;
     assert_eq!(args.vanilla.password().unwrap(), "from-file");
 }
+
+/// Tool arguments are spliced into console commands: a selector for a name, or a `world` carrying more
+/// command, would run with the console's rights (`execute in X run kick @a …` kicks everyone).
+#[tokio::test]
+async fn arguments_cannot_smuggle_selectors_or_commands_into_rcon() {
+    let v = start("inject", &[]).await;
+    let e = error_of(&call(&v.client, "teleport_player", json!({"player": "Steve", "x": 0, "y": 64, "z": 0, "world": "minecraft:overworld run kick @a"})).await);
+    assert_eq!(e["details"]["field"], "world", "{e}");
+    for (tool, args) in [
+        (
+            "teleport_player",
+            json!({"player": "@a", "x": 0, "y": 64, "z": 0}),
+        ),
+        (
+            "give_item",
+            json!({"player": "@e[type=!player]", "item": "diamond", "quantity": 1}),
+        ),
+        ("get_player_info", json!({"player": "@p"})),
+        (
+            "send_message",
+            json!({"message": "hi", "target": "@a[distance=..5]"}),
+        ),
+    ] {
+        let e = error_of(&call(&v.client, tool, args).await);
+        let field = e["details"]["field"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(field == "player" || field == "target", "{tool}: {e}");
+    }
+    assert!(
+        v.double.commands().is_empty(),
+        "nothing was sent: {:?}",
+        v.double.commands()
+    );
+    let ok = ok_of(
+        &call(
+            &v.client,
+            "teleport_player",
+            json!({"player": "Steve", "x": 0, "y": 64, "z": 0, "world": "minecraft:the_nether"}),
+        )
+        .await,
+    );
+    assert_eq!(ok["success"], true);
+    assert!(
+        v.double
+            .commands()
+            .contains(&"execute in minecraft:the_nether run tp Steve 0 64 0".to_owned())
+    );
+}

@@ -453,6 +453,7 @@ impl Vanilla {
             .with_details(json!({"game": g}))
             .with_code_name(Code::ConnectionError.as_str()));
         }
+        check_args(&args)?;
         let s = |k: &str| {
             args.get(k)
                 .and_then(Value::as_str)
@@ -626,6 +627,52 @@ impl Vanilla {
             _ => "unknown".into(),
         }
     }
+}
+
+/// The arguments spliced into console commands: a player must be a name (a selector such as `@a` would
+/// reach every player with the console's rights) and a world a dimension id (more words would be more command:
+/// `execute in X run kick @a …`). The tools' own checks allow more, for the relay's adapters, which look names
+/// up instead of running them.
+fn check_args(args: &Map<String, Value>) -> Result<(), ToolError> {
+    for field in ["player", "target"] {
+        let Some(name) = args.get(field).and_then(Value::as_str) else {
+            continue;
+        };
+        let name_ok = (1..=16).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+        if !name_ok {
+            return Err(ToolError::invalid_argument(
+                field,
+                format!(
+                    "in vanilla mode `{field}` must be a player name: 1 to 16 of A-Z a-z 0-9 _ . - (no selectors)"
+                ),
+            ));
+        }
+    }
+    if let Some(world) = args.get("world").and_then(Value::as_str) {
+        let part_ok = |part: &str, extra: &[u8]| {
+            !part.is_empty()
+                && part.bytes().all(|b| {
+                    b.is_ascii_lowercase()
+                        || b.is_ascii_digit()
+                        || b"_-.".contains(&b)
+                        || extra.contains(&b)
+                })
+        };
+        let valid = match world.split_once(':') {
+            Some((ns, path)) => part_ok(ns, b"") && part_ok(path, b"/"),
+            None => part_ok(world, b"/"),
+        };
+        if !valid {
+            return Err(ToolError::invalid_argument(
+                "world",
+                "`world` must be a dimension id such as `minecraft:the_nether` (lowercase, no spaces)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn to_value<T: Serialize>(v: T) -> Value {

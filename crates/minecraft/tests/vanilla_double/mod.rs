@@ -188,6 +188,14 @@ async fn client(
 
 /// Vanilla 1.21's answers, in its own words (en_us.json), for a world with Steve online.
 pub fn vanilla_answers(command: &str) -> Reply {
+    // `execute in <dimension> run <command>` answers as the command does.
+    let command = match command
+        .strip_prefix("execute in ")
+        .and_then(|r| r.split_once(" run "))
+    {
+        Some((_, inner)) => inner,
+        None => command,
+    };
     let steve = |rest: &str| -> Option<String> {
         let (name, path) = rest.split_once(' ')?;
         if name != "Steve" {
