@@ -25,7 +25,9 @@ pub use backend::{BackendChoice, BackendKind};
 const INSTRUCTIONS: &str = "Disposable code sandboxes. create_sandbox returns a sandbox_id; execute_code \
 (python, javascript, bash, sh) and run_command run code in it with a timeout; read_file, write_file and \
 list_directory work on its files (/workspace is the writable home); start_process runs something in the \
-background. Sandboxes have no network and expire when idle (keepalive renews). destroy_sandbox when done.";
+background. Sandboxes have no network unless created with network: \"egress\" (outbound only, to the hosts \
+network_allow names, e.g. pypi.org:443 for pip), and expire when idle (keepalive renews). destroy_sandbox when \
+done.";
 
 /// A started bridge and its manager, for tests and embedding.
 pub struct Running {
