@@ -204,7 +204,7 @@ async fn c_threads_in_a_tight_loop_every_stop_is_reported_once_in_order() {
 }
 
 /// A breakpoint stop carries the source around the line (the current one marked), the stack with file and
-/// line, and the reason; run to a line stops there once and leaves no breakpoint behind; step in and out.
+/// line, and the reason; step in and out; run to a line stops there once and leaves no breakpoint behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_shows_source_stack_and_reason_and_run_to_line_leaves_nothing_behind() {
     let ws = workspace("context");
@@ -212,32 +212,50 @@ async fn a_stop_shows_source_stack_and_reason_and_run_to_line_leaves_nothing_beh
     data(
         &c,
         "breakpoint_set",
-        json!({"path": "target.py", "line": 2}),
+        json!({"path": "target.py", "line": 6}),
     )
     .await;
     let start = data(&c, "debug_start", json!({"launch": "py", "wait": true})).await;
     let stop = &start["stop"];
     assert_eq!(
         (stop["reason"].as_str(), stop["line"].as_u64()),
-        (Some("breakpoint"), Some(2)),
+        (Some("breakpoint"), Some(6)),
         "{stop}"
     );
     let text = stop["source"]["text"].as_str().unwrap();
-    assert!(text.contains(">2 |     total = a + b\n"), "{stop}");
-    assert!(text.contains(" 1 | def add(a, b):\n"), "{stop}");
-    assert_eq!(stop["source"]["startLine"], 1, "{stop}");
-    let stack = stop["stack"].as_array().unwrap();
+    assert!(text.contains(">6 | x = add(40, 2)\n"), "{stop}");
+    assert!(text.contains(" 3 |     return total\n"), "{stop}");
+    assert!(text.contains(" 9 | print('y =', y)\n"), "{stop}");
+    assert_eq!(stop["source"]["startLine"], 3, "{stop}");
+
+    let into = data(&c, "debug_step_into", json!({})).await;
+    assert_eq!(
+        (
+            into["line"].as_u64(),
+            into["reason"].as_str(),
+            into["functionName"].as_str()
+        ),
+        (Some(2), Some("step"), Some("add")),
+        "into add(40, 2): {into}"
+    );
+    let stack = into["stack"].as_array().unwrap();
     assert_eq!(
         (stack[0]["name"].as_str(), stack[0]["line"].as_u64()),
         (Some("add"), Some(2)),
-        "{stop}"
+        "{into}"
     );
-    assert_eq!(stack[1]["line"], 6, "the caller, x = add(40, 2): {stop}");
+    assert_eq!(stack[1]["line"], 6, "the caller: {into}");
     assert!(
         stack[1]["file"].as_str().unwrap().ends_with("target.py"),
-        "{stop}"
+        "{into}"
     );
 
+    data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": 2}),
+    )
+    .await;
     let ran = data(
         &c,
         "debug_run_to_line",
@@ -261,8 +279,12 @@ async fn a_stop_shows_source_stack_and_reason_and_run_to_line_leaves_nothing_beh
     );
     let out = data(&c, "debug_step_out", json!({})).await;
     assert_eq!(
-        (out["line"].as_u64(), out["reason"].as_str()),
-        (Some(8), Some("step")),
+        (
+            out["line"].as_u64(),
+            out["reason"].as_str(),
+            out["functionName"].as_str()
+        ),
+        (Some(8), Some("step"), Some("<module>")),
         "back in the caller, y = add(x, 0): {out}"
     );
     data(&c, "breakpoint_clear_project", json!({})).await;

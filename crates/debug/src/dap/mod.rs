@@ -16,4 +16,4 @@ pub mod policy;
 pub mod session;
 mod stops;
 
-pub use backend::{DapBackend, DapConfig};
+pub use backend::{DEFAULT_MAX_SESSIONS, DapBackend, DapConfig};

@@ -235,6 +235,7 @@ impl DapBackend {
         let until = (Instant::now() + Duration::from_millis(wait_ms)).min(deadline);
         let own = lock(&self.breakpoints).request(&path);
         let mut with_target = own.clone();
+        let mut added = false;
         if let Some(list) = with_target
             .get_mut("breakpoints")
             .and_then(Value::as_array_mut)
@@ -243,20 +244,24 @@ impl DapBackend {
                 .any(|b| b.get("line").and_then(Value::as_u64) == Some(line))
         {
             list.push(json!({"line": line}));
+            added = true;
         }
         let bound = s
             .client
             .request("setBreakpoints", with_target, left(until))
             .await
             .map_err(dap_err)?;
-        let target_line = bound
-            .get("breakpoints")
-            .and_then(Value::as_array)
-            .and_then(|l| {
-                l.iter()
-                    .filter_map(|b| b.get("line").and_then(Value::as_u64))
-                    .find(|l| *l >= line)
+        // Where the target bound: the answer's last entry is the one added (answers keep the request's order).
+        let target_line = added
+            .then(|| {
+                bound
+                    .get("breakpoints")
+                    .and_then(Value::as_array)
+                    .and_then(|l| l.last())
+                    .and_then(|b| b.get("line"))
+                    .and_then(Value::as_u64)
             })
+            .flatten()
             .unwrap_or(line);
         let result = self
             .resume_on(&s, "continue", thread_id, until, wait_ms)

@@ -51,6 +51,8 @@ pub struct HostOptions {
     pub default_timeout: Duration,
     /// The bridge directory; the workspace's own `.vsc-bridge/` when `None`.
     pub bridge_dir: Option<PathBuf>,
+    /// Debug sessions live at once (`--max-sessions`).
+    pub max_sessions: usize,
 }
 
 impl Default for HostOptions {
@@ -66,6 +68,7 @@ impl Default for HostOptions {
             gc_age: Duration::from_secs(24 * 3600),
             default_timeout: Duration::from_secs(30),
             bridge_dir: None,
+            max_sessions: crate::dap::DEFAULT_MAX_SESSIONS,
         }
     }
 }
@@ -127,6 +130,7 @@ pub async fn run_until(
         capacity: host.capacity.max(1),
         heartbeat: host.heartbeat,
         bridge_dir: args.bridge_dir.clone(),
+        max_sessions: args.max_sessions,
         ..HostOptions::default()
     };
     let ws = crate::backend::workspace(&args);
@@ -161,11 +165,12 @@ pub async fn serve(
         "heartbeatMs": opts.heartbeat.as_millis() as u64, "headless": true});
     let hub = Hub::new();
     let guard = hub.watch(&execute, true);
+    let max_sessions = opts.max_sessions;
     let host = Arc::new(Host {
         root: root.clone(),
         bridge_id,
         opts,
-        dap: Arc::new(DapBackend::new(cfg)),
+        dap: Arc::new(DapBackend::new(cfg).max_sessions(max_sessions)),
         catalog: Catalog::builtin()?,
         running: Mutex::new(HashSet::new()),
         hub: Arc::clone(&hub),
