@@ -39,15 +39,21 @@ async fn variables_and_imports_stay_between_calls() {
         first.get("value").is_none(),
         "an assignment has no value: {first}"
     );
-    let t = std::time::Instant::now();
-    let second = cell(&h, &id, "x + 1").await;
+    let mut later = Vec::new();
+    let mut second = Value::Null;
+    for _ in 0..10 {
+        let t = std::time::Instant::now();
+        second = cell(&h, &id, "x + 1").await;
+        later.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    later.sort_by(f64::total_cmp);
     eprintln!(
-        "run_code through MCP: first (starts the kernel) {first_ms:.1} ms, second {:.1} ms",
-        t.elapsed().as_secs_f64() * 1e3
+        "run_code through MCP: first (starts the kernel) {first_ms:.1} ms, later p50 {:.1} ms",
+        later[later.len() / 2]
     );
     assert_eq!(second["value"], "42", "{second}");
     assert_eq!(second["new_session"], false);
-    assert_eq!(second["cell"], 2);
+    assert_eq!(second["cell"], 11);
     cell(&h, &id, "import math\ndef half(v):\n    return v / 2").await;
     let third = cell(&h, &id, "print('sqrt', math.sqrt(16))\nhalf(x + 1)").await;
     assert_eq!(third["stdout"], "sqrt 4.0\n", "{third}");
