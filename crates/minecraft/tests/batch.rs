@@ -161,6 +161,26 @@ async fn an_old_adapters_single_frames_still_work_and_reach_a_new_mcp_server() {
         .collect();
     let want: Vec<String> = (1..=300).map(|n| format!("hello {n}")).collect();
     assert_eq!(messages, want);
+    // One page under the default result cap is whole: neither its events shortened nor its text cut.
+    let page = call(
+        &server.client,
+        "poll_events",
+        json!({"stream": "player_chat", "since": 0, "limit": 1000}),
+    )
+    .await;
+    let truncated = page
+        .meta
+        .as_ref()
+        .and_then(|m| m.0.get(bridge_core::tool::TRUNCATED_META_KEY));
+    assert_eq!(truncated, None, "a page the core had to cut");
+    let first = ok_of(&page);
+    let n = first["events"].as_array().unwrap().len() as u64;
+    assert!(n > 1 && n < 300, "{n} events in an 80 KB page");
+    assert_eq!(first["more"], true);
+    assert_eq!(
+        first["next_since"], n,
+        "the next page starts after the last event shown"
+    );
     let status = ok_of(&call(&server.client, "status", json!({})).await);
     assert_eq!(status["lost_total"], 0, "{status}");
     assert_eq!(status["events_received"], 300, "{status}");
