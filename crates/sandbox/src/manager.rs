@@ -53,6 +53,8 @@ impl Sandbox {
     pub fn describe(&self, s: &Settings) -> Value {
         let state = if self.instance.client.is_closed() {
             "dead"
+        } else if self.instance.is_paused() {
+            "paused"
         } else {
             "running"
         };
@@ -282,8 +284,18 @@ impl Manager {
         self.len() == 0
     }
 
-    /// The sandbox named by `id`, renewed; any failure is the one generic not-found.
+    /// The sandbox named by `id`, renewed, for a call that talks to its agent: a paused sandbox (its agent
+    /// frozen too) is refused with `E_SANDBOX_PAUSED`.
     pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, ToolError> {
+        let s = self.get_any(id)?;
+        if s.instance.is_paused() {
+            return Err(paused(&s));
+        }
+        Ok(s)
+    }
+
+    /// The sandbox named by `id`, renewed, paused or not; any failure is the one generic not-found.
+    pub fn get_any(&self, id: &str) -> Result<Arc<Sandbox>, ToolError> {
         let found = Uuid::parse_str(id.trim())
             .ok()
             .and_then(|u| self.map().get(&u).cloned());
@@ -364,6 +376,20 @@ impl Manager {
             None => json!(null),
         }
     }
+}
+
+/// The answer of every call that would run something in a paused sandbox.
+pub fn paused(s: &Sandbox) -> ToolError {
+    ToolError::new(
+        bridge_core::ErrorCode::Conflict,
+        format!(
+            "sandbox {} is paused: nothing runs in it until resume_sandbox",
+            s.id
+        ),
+    )
+    .with_code_name("E_SANDBOX_PAUSED")
+    .with_hint("call resume_sandbox {sandbox_id} first")
+    .with_details(json!({"sandbox_id": s.id.to_string(), "state": "paused"}))
 }
 
 /// Destroys a sandbox; a call still in flight on it fails at once (its stream is closed).

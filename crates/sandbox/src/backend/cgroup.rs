@@ -17,8 +17,9 @@ const PID_FILES: [&str; 2] = ["qemu.pid", VMM_PID_FILE];
 const GROUP: &str = "mcp-bridges-sandbox";
 /// Where older versions put `GROUP` (at the root of each v1 hierarchy): swept for a crashed run's groups.
 const LEGACY_ROOT: &str = "/sys/fs/cgroup";
-/// The controllers a sandbox's limits use.
-const CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
+/// The controllers a sandbox's limits use; `freezer` (v1) pauses it, `cpuacct` (v1) counts its CPU time.
+/// On v2 the freezer is `cgroup.freeze` in every group and CPU time `cpu.stat`, so the last two are v1 only.
+const CONTROLLERS: [&str; 5] = ["memory", "pids", "cpu", "freezer", "cpuacct"];
 /// cgroup v2: the leaf the bridge moves itself into, so its own cgroup may hand controllers down (v2 lets
 /// processes live only in leaves of a controller-enabled subtree).
 const V2_LEAF: &str = "bridge";
@@ -122,6 +123,7 @@ pub fn find(cgroup: &str, mountinfo: &str) -> Vec<Found> {
         }
     }
     let v2_path = cgroup.lines().find_map(|l| l.strip_prefix("0::"));
+    v1_taken.extend(["freezer", "cpuacct"]);
     if let (Some(path), Some(m)) = (v2_path, mounts.iter().find(|m| m.v2))
         && let Some(own) = dir(m, path)
     {
@@ -269,9 +271,90 @@ pub struct Cgroups {
     /// A host directory owned by this sandbox (the `process` backend's workspace, a VM's directory).
     owned: Option<PathBuf>,
     removed: AtomicBool,
+    /// Frozen by `freeze` and not thawed since.
+    frozen: AtomicBool,
 }
 
+/// How long a freeze or thaw may take to settle before it is reported as failed.
+const FREEZE_TIMEOUT: Duration = Duration::from_secs(5);
+
 impl Cgroups {
+    /// The group that can freeze the whole sandbox: v1 `freezer.state`, else v2 `cgroup.freeze`.
+    fn freezer(&self) -> Option<(PathBuf, bool)> {
+        let v1 = self.dirs.iter().find(|d| d.join("freezer.state").exists());
+        if let Some(d) = v1 {
+            return Some((d.clone(), false));
+        }
+        self.dirs
+            .iter()
+            .find(|d| d.join("cgroup.freeze").exists())
+            .map(|d| (d.clone(), true))
+    }
+
+    /// Whether the sandbox has a freezer (v1 `freezer`, or v2's `cgroup.freeze`).
+    pub fn can_freeze(&self) -> bool {
+        self.freezer().is_some()
+    }
+
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.load(Ordering::SeqCst)
+    }
+
+    /// Freezes (`true`) or thaws every process of the sandbox and waits until the kernel says it is done (v1
+    /// passes through `FREEZING` while tasks are stopped one by one).
+    pub async fn freeze(&self, frozen: bool) -> Result<(), String> {
+        let Some((dir, v2)) = self.freezer() else {
+            return Err("this sandbox has no freezer cgroup (needs root and cgroup v1 `freezer` or a delegated v2 group)".into());
+        };
+        let (file, value) = match (v2, frozen) {
+            (false, true) => ("freezer.state", "FROZEN"),
+            (false, false) => ("freezer.state", "THAWED"),
+            (true, true) => ("cgroup.freeze", "1"),
+            (true, false) => ("cgroup.freeze", "0"),
+        };
+        tokio::fs::write(dir.join(file), value)
+            .await
+            .map_err(|e| format!("{}: {e}", dir.join(file).display()))?;
+        let (probe, want) = if v2 {
+            (
+                "cgroup.events",
+                if frozen { "frozen 1" } else { "frozen 0" },
+            )
+        } else {
+            ("freezer.state", value)
+        };
+        let started = std::time::Instant::now();
+        loop {
+            let now = tokio::fs::read_to_string(dir.join(probe))
+                .await
+                .unwrap_or_default();
+            if now.lines().any(|l| l.trim() == want) {
+                self.frozen.store(frozen, Ordering::SeqCst);
+                return Ok(());
+            }
+            if started.elapsed() > FREEZE_TIMEOUT {
+                return Err(format!(
+                    "{} still says {:?} after {FREEZE_TIMEOUT:?}",
+                    dir.join(probe).display(),
+                    now.trim()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// For a destroy of a frozen sandbox: every process is sent SIGKILL while frozen (nothing runs again),
+    /// then thawed so the kills are delivered.
+    pub async fn kill_frozen(&self) {
+        if !self.is_frozen() {
+            return;
+        }
+        if let Some((dir, _)) = self.freezer() {
+            kill_tree(&dir).await;
+        }
+        let _ = self.freeze(false).await;
+    }
+
     pub fn owned_dir(dir: PathBuf) -> Self {
         let mut c = Self::default();
         c.owned = Some(dir);
@@ -559,6 +642,9 @@ pub async fn cleanup_orphans(settings: &Settings) -> usize {
                 continue;
             }
             kill_tree(&dir).await;
+            // A crashed run's paused sandbox: its kills are delivered once thawed.
+            let _ = tokio::fs::write(dir.join("freezer.state"), "THAWED").await;
+            let _ = tokio::fs::write(dir.join("cgroup.freeze"), "0").await;
             if remove_tree(&dir).await {
                 cleaned += 1;
             }

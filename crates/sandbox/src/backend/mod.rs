@@ -91,8 +91,34 @@ impl Instance {
     /// rest of the pid namespace. Waits until the launcher is reaped, then removes the cgroups.
     pub async fn destroy(&self) {
         self.client.close("sandbox destroyed");
+        // A frozen launcher would never be reaped: killed while frozen, then thawed.
+        self.cgroups.kill_frozen().await;
         self.process.kill().await;
         self.cgroups.remove().await;
+    }
+
+    /// Freezes (`true`) or thaws every process of the sandbox, its agent included (namespace backend, with a
+    /// freezer cgroup). Returns how long the kernel took.
+    pub async fn freeze(&self, frozen: bool) -> Result<Duration, String> {
+        if self.spec.backend != BackendKind::Namespace {
+            return Err(format!(
+                "pause needs the namespace backend's freezer cgroup; this sandbox runs on {:?}",
+                self.spec.backend
+            )
+            .to_lowercase());
+        }
+        let started = Instant::now();
+        self.cgroups.freeze(frozen).await?;
+        Ok(started.elapsed())
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.cgroups.is_frozen()
+    }
+
+    /// The sandbox's cgroup directories (tests read CPU time from them).
+    pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        self.cgroups.dirs()
     }
 
     /// The host pid of the launcher (tests check it is gone).

@@ -244,7 +244,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .title("Keep Sandbox Alive")
         .idempotent()
         .handler_on(Arc::clone(mgr), |m, a: IdArgs, _: ToolCtx| async move {
-            let s = m.get(&a.sandbox_id)?;
+            let s = m.get_any(&a.sandbox_id)?;
             Ok(Kept {
                 success: true,
                 expires_at: rfc3339(s.expires_at(&m.settings)),
@@ -257,7 +257,7 @@ fn list(m: &Manager, a: ListArgs) -> Result<Listed, ToolError> {
     let all = m.list();
     let total = all.len();
     let (page, next_cursor) = if let Some(id) = &a.sandbox_id {
-        (vec![m.get(id)?], None)
+        (vec![m.get_any(id)?], None)
     } else {
         let after = a.cursor.as_deref().map(Cursor::parse).transpose()?;
         let limit = a.limit.map_or(LIST_DEFAULT_LIMIT, |l| l as usize);

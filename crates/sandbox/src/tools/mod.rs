@@ -4,6 +4,7 @@
 mod exec;
 pub(crate) mod files;
 mod lifecycle;
+mod pause;
 mod process;
 pub(crate) mod session;
 
@@ -51,6 +52,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     files::register(b, mgr);
     process::register(b, mgr);
     session::register(b, mgr);
+    pause::register(b, mgr);
 }
 
 /// Maps an agent-side failure to the agent-facing error.
