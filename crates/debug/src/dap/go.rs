@@ -30,8 +30,9 @@ impl DapBackend {
         let addr = format!("127.0.0.1:{port}");
         // delve runs `go build` (and writes its __debug_bin) in its own working directory, not the
         // configuration's `cwd`: a module is found only from there.
+        // A relative `cwd` is the workspace's, as the launch policy judged it, not the bridge's own.
         if let Some(cwd) = config.get("cwd").and_then(Value::as_str) {
-            command.current_dir(cwd);
+            command.current_dir(self.cfg.workspace.join(cwd));
         }
         let mut server = command
             .args(["dap", "--listen", addr.as_str()])

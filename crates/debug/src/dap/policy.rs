@@ -60,6 +60,12 @@ impl LaunchPolicy {
         }
         let mut roots = vec![canonical(workspace)];
         roots.extend(self.allow_dirs.iter().map(|d| canonical(d)));
+        // The adapters resolve a relative `program` (and delve its build) against `cwd`, so `cwd` is judged
+        // first and is the base of the others.
+        let base = match config.get("cwd").and_then(Value::as_str) {
+            Some(cwd) => inside(&roots, "cwd", cwd, workspace, workspace)?,
+            None => workspace.to_path_buf(),
+        };
         for key in ["program", "python", "runtimeExecutable"] {
             let paths: Vec<&str> = match config.get(key) {
                 Some(Value::String(s)) => vec![s.as_str()],
@@ -67,24 +73,7 @@ impl LaunchPolicy {
                 _ => vec![],
             };
             for raw in paths {
-                let p = Path::new(raw);
-                let abs = if p.is_absolute() {
-                    p.to_path_buf()
-                } else {
-                    workspace.join(p)
-                };
-                let real = canonical(&abs);
-                if !roots.iter().any(|r| real.starts_with(r)) {
-                    return Err(refused(
-                        format!(
-                            "`{key}` {} is outside the workspace {} and the launch allow-list",
-                            real.display(),
-                            workspace.display()
-                        ),
-                        json!({"field": key, "path": real.display().to_string(),
-                            "allowed": roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>()}),
-                    ));
-                }
+                inside(&roots, key, raw, &base, workspace)?;
             }
         }
         Ok(())
@@ -162,6 +151,52 @@ fn canonical(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
 
+/// `raw` (relative to `base`) with its symlinks resolved, refused unless under one of `roots`.
+fn inside(
+    roots: &[PathBuf],
+    key: &str,
+    raw: &str,
+    base: &Path,
+    workspace: &Path,
+) -> Result<PathBuf, ScriptError> {
+    let real = resolved(&base.join(raw));
+    if let Some(real) = real.filter(|r| roots.iter().any(|root| r.starts_with(root))) {
+        return Ok(real);
+    }
+    let shown = resolved(&base.join(raw)).unwrap_or_else(|| base.join(raw));
+    Err(refused(
+        format!(
+            "`{key}` {} is outside the workspace {} and the launch allow-list",
+            shown.display(),
+            workspace.display()
+        ),
+        json!({"field": key, "path": shown.display().to_string(),
+            "allowed": roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>()}),
+    ))
+}
+
+/// `p` with its symlinks resolved. A path that does not exist yet (it may by launch time) is its deepest
+/// existing ancestor resolved plus the rest, which may not hold `..`: an adapter that normalises the path
+/// lexically (node's `path.resolve`) would climb where `starts_with` did not look. `None` when it does.
+fn resolved(p: &Path) -> Option<PathBuf> {
+    if let Ok(real) = p.canonicalize() {
+        return Some(real);
+    }
+    let mut rest = Vec::new();
+    let mut at = p;
+    loop {
+        let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+            return None;
+        };
+        // A `..` has no file name: it ends the walk with `None` above.
+        rest.push(name);
+        if let Ok(real) = parent.canonicalize() {
+            return Some(real.join(rest.iter().rev().collect::<PathBuf>()));
+        }
+        at = parent;
+    }
+}
+
 fn refused(message: String, details: Value) -> ScriptError {
     ScriptError::new("E_LAUNCH_REFUSED", message)
         .hint(format!(
@@ -215,6 +250,49 @@ mod tests {
             ..LaunchPolicy::default()
         };
         assert!(anywhere.check(&json!({"request": "attach"}), &ws).is_ok());
+    }
+
+    /// The adapters resolve a relative `program` against `cwd` (delve builds there, debugpy's launcher runs
+    /// there), so a `cwd` outside the workspace ran a program the check had judged inside it.
+    #[test]
+    fn a_cwd_outside_the_workspace_is_refused_and_relative_programs_resolve_against_it() {
+        let ws = std::env::temp_dir().join(format!("policy-cwd-{}", std::process::id()));
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        let p = LaunchPolicy::default();
+        let e = p
+            .check(
+                &json!({"type": "go", "program": ".", "cwd": "/usr/bin"}),
+                &ws,
+            )
+            .unwrap_err();
+        assert_eq!(e.code, "E_LAUNCH_REFUSED");
+        assert_eq!(e.details["field"], "cwd", "{e:?}");
+        let e = p
+            .check(&json!({"program": "../../usr/bin/env", "cwd": "sub"}), &ws)
+            .unwrap_err();
+        assert_eq!(e.details["field"], "program", "{e:?}");
+        assert!(
+            p.check(&json!({"program": "v.py", "cwd": "sub"}), &ws)
+                .is_ok()
+        );
+        let _ = std::fs::remove_dir_all(&ws);
+    }
+
+    /// A path that does not exist yet cannot be canonicalized; its `..` were kept and `starts_with` counted
+    /// `ws/missing/../../usr/bin/env` as inside, which node's `path.resolve` (js-debug) reads as /usr/bin/env.
+    #[test]
+    fn a_missing_path_cannot_climb_out_with_dot_dot() {
+        let ws = std::env::temp_dir().join(format!("policy-dots-{}", std::process::id()));
+        std::fs::create_dir_all(&ws).unwrap();
+        let p = LaunchPolicy::default();
+        let depth = ws.components().count();
+        let climb = format!("missing/{}usr/bin/env", "../".repeat(depth));
+        let e = p
+            .check(&json!({"type": "pwa-node", "program": climb}), &ws)
+            .unwrap_err();
+        assert_eq!(e.code, "E_LAUNCH_REFUSED");
+        assert_eq!(e.details["field"], "program", "{e:?}");
+        let _ = std::fs::remove_dir_all(&ws);
     }
 
     #[test]
