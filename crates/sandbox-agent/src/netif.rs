@@ -102,8 +102,8 @@ pub fn start_stack(net: &crate::launch::Network, target: u32) -> io::Result<std:
 /// forward DNS sent to the resolver address to the host's resolver, and forward no port either way (`-t/-u
 /// none`: nothing reaches in; `-T/-U none`: the sandbox's loopback is not bridged to the host's). The
 /// gateway address is not mapped to the host (`--no-map-gw`), so the host's loopback is unreachable.
-/// `--runas 0`: pasta otherwise drops to `nobody` before joining the namespaces, which a root-owned user
-/// namespace refuses; it then confines itself (its own namespaces, an empty root, seccomp).
+/// `--runas 0` (as root): pasta otherwise drops to `nobody` before joining the namespaces, which a
+/// root-owned user namespace refuses; it then confines itself (its own namespaces, an empty root, seccomp).
 pub fn pasta_args(net: &crate::launch::Network, ready_fd: i32, target: u32) -> Vec<String> {
     let mut args: Vec<String> = [
         "--foreground",
@@ -118,12 +118,14 @@ pub fn pasta_args(net: &crate::launch::Network, ready_fd: i32, target: u32) -> V
         "none",
         "--udp-ns",
         "none",
-        "--runas",
-        "0",
     ]
     .iter()
     .map(ToString::to_string)
     .collect();
+    // Unprivileged, pasta keeps the caller's uid, which owns the sandbox's user namespace.
+    if nix::unistd::geteuid().is_root() {
+        args.extend(["--runas".into(), "0".into()]);
+    }
     if let Some(resolver) = &net.resolver {
         args.extend(["--dns-forward".into(), resolver.clone()]);
     }
