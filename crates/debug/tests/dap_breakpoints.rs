@@ -353,6 +353,60 @@ async fn save_variable_writes_a_large_list_inside_the_workspace_only() {
     data(&c, "debug_stop", json!({})).await;
 }
 
+/// 10 000 references to one 7 000-character string: cheap for the program, 70 MB of values for the bridge
+/// (in debugpy's groups of 1000, each answer under the 8 MiB frame bound).
+const WIDE_PY: &str = "\
+s = 'x' * 7000
+wide = [s] * 10000
+print(len(wide))
+";
+
+/// The program decides how large its values are: without a byte bound the bridge held every page in memory
+/// (up to 2000 requests of 8 MiB frames) and wrote it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn save_variable_stops_at_its_byte_bound_and_says_truncated() {
+    let ws = workspace("save-bound");
+    std::fs::write(ws.join("wide.py"), WIDE_PY).unwrap();
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    data(&c, "breakpoint_set", json!({"path": "wide.py", "line": 3})).await;
+    data(
+        &c,
+        "debug_start",
+        json!({"config": py_config(&ws, "wide.py")}),
+    )
+    .await;
+    wait_stop(&c).await;
+    let saved = data(
+        &c,
+        "debug_save_variable",
+        json!({"expression": "wide", "outputPath": "wide.json"}),
+    )
+    .await;
+    assert_eq!(saved["truncated"], true, "{}", saved["count"]);
+    let len = std::fs::metadata(ws.join("wide.json")).unwrap().len();
+    assert!(len <= 64 << 20, "the file holds {len} bytes, over 64 MiB");
+    assert!(saved["count"].as_u64().unwrap() < 10_000);
+    // Over 1100 items debugpy groups the rest as `MoreItems` holding `MoreItemsRange`s of 1000: all followed.
+    let saved = data(
+        &c,
+        "debug_save_variable",
+        json!({"expression": "list(range(2500))", "outputPath": "range.json"}),
+    )
+    .await;
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(ws.join("range.json")).unwrap()).unwrap();
+    let values: Vec<&Value> = doc["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"].as_str().is_some_and(|n| n.parse::<u64>().is_ok()))
+        .collect();
+    assert_eq!(values.len(), 2500, "every element saved: {saved}");
+    assert_eq!(values[2499]["value"], "2499", "{saved}");
+    assert_eq!(saved["truncated"], false, "{saved}");
+    data(&c, "debug_stop", json!({})).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_status_lists_the_adapters_found_and_how_to_install_the_missing() {
     let ws = workspace("status");

@@ -33,6 +33,10 @@ struct Budget {
 /// 100 is 1000).
 const MAX_SAVE_REQUESTS: usize = 2000;
 
+/// Bytes of the file one `debug_save_variable` writes at most (its children are held until then): the program decides how large
+/// its values are (a list of 1200 references to one 60 000-character string is 72 MB of values).
+const MAX_SAVE_BYTES: usize = 64 << 20;
+
 /// Nested containers one call expands at most.
 const MAX_REQUESTS: usize = 64;
 
@@ -454,14 +458,29 @@ impl DapBackend {
         let mut children = Vec::new();
         let mut requests = 0usize;
         let mut truncated = false;
+        let mut held = 0usize;
+        // Whether `v` fitted under the byte bound (and was kept).
+        let mut keep = |children: &mut Vec<Value>, v: &Value| {
+            let item = var_json(v);
+            // As written: pretty, each line indented 4 more inside `children`, and `,\n` after it.
+            let pretty = serde_json::to_string_pretty(&item).unwrap_or_default();
+            let cost = pretty.len() + 4 * (pretty.matches('\n').count() + 1) + 2;
+            // A MiB left for the document's own fields (the evaluated `result` is the adapter's short repr).
+            if held + cost > MAX_SAVE_BYTES - (1 << 20) {
+                return false;
+            }
+            held += cost;
+            children.push(item);
+            true
+        };
         if reference > 0 {
             if pages {
                 let declared = body
                     .get("indexedVariables")
                     .and_then(Value::as_u64)
                     .map(|n| n as usize);
-                loop {
-                    let want = page_size.min(max_items - children.len());
+                'pages: loop {
+                    let want = page_size.min(max_items.saturating_sub(children.len()));
                     let got = self
                         .variables(
                             &s,
@@ -472,7 +491,12 @@ impl DapBackend {
                         .await?;
                     requests += 1;
                     let n = got.len();
-                    children.extend(got.iter().map(var_json));
+                    for v in &got {
+                        if !keep(&mut children, v) {
+                            truncated = true;
+                            break 'pages;
+                        }
+                    }
                     if n < want || declared.is_some_and(|d| children.len() >= d) {
                         break;
                     }
@@ -482,26 +506,31 @@ impl DapBackend {
                     }
                 }
             } else {
-                // An adapter without paging sends what it shows in one answer; debugpy shows a long list's
-                // first 100 items and a `more` group (type MoreItemsRange) holding the rest, itself grouped
-                // the same way: the groups are followed and their items put in line.
-                let mut next = Some(reference);
-                while let Some(r) = next.take() {
+                // An adapter without paging sends what it shows in one answer. debugpy shows a long list's
+                // first 100 items and a `more` group: a `MoreItemsRange` of the rest when that is under 1000,
+                // else a `MoreItems` of such ranges, 1000 items each. The groups are followed in the order
+                // they come and their items put in line.
+                let mut groups = std::collections::VecDeque::from([reference]);
+                'groups: while let Some(r) = groups.pop_front() {
                     let got = self.variables(&s, r, json!({}), deadline).await?;
                     requests += 1;
                     for v in &got {
-                        if v.get("type").and_then(Value::as_str) == Some("MoreItemsRange") {
-                            next = v.get("variablesReference").and_then(Value::as_i64);
+                        if matches!(
+                            v.get("type").and_then(Value::as_str),
+                            Some("MoreItems" | "MoreItemsRange")
+                        ) {
+                            if let Some(g) = v.get("variablesReference").and_then(Value::as_i64) {
+                                groups.push_back(g);
+                            }
                             continue;
                         }
-                        if children.len() >= max_items {
+                        if children.len() >= max_items || !keep(&mut children, v) {
                             truncated = true;
-                            break;
+                            break 'groups;
                         }
-                        children.push(var_json(v));
                     }
-                    if truncated || requests >= MAX_SAVE_REQUESTS {
-                        truncated |= next.is_some();
+                    if requests >= MAX_SAVE_REQUESTS {
+                        truncated |= !groups.is_empty();
                         break;
                     }
                 }
@@ -513,12 +542,18 @@ impl DapBackend {
         let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| {
             ScriptError::new("E_INTERNAL", format!("the value could not be encoded: {e}"))
         })?;
-        crate::fsbridge::io::write_atomic(&target, &bytes).map_err(|e| {
-            ScriptError::new("E_WRITE_FAILED", format!("{}: {e}", target.display()))
-                .details(json!({"path": target.display().to_string()}))
-        })?;
+        // Up to MAX_SAVE_BYTES written with std::fs: off the runtime's threads.
+        let len = bytes.len();
+        let path = target.clone();
+        tokio::task::spawn_blocking(move || crate::fsbridge::io::write_atomic(&path, &bytes))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
+            .map_err(|e| {
+                ScriptError::new("E_WRITE_FAILED", format!("{}: {e}", target.display()))
+                    .details(json!({"path": target.display().to_string()}))
+            })?;
         Ok(
-            json!({"success": true, "path": target.display().to_string(), "bytes": bytes.len(),
+            json!({"success": true, "path": target.display().to_string(), "bytes": len,
             "count": children.len(), "truncated": truncated, "requests": requests,
             "type": body.get("type"), "result": body.get("result")}),
         )
