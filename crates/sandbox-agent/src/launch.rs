@@ -551,10 +551,14 @@ pub fn rlimits_json(l: &Limits) -> Value {
 const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n\
 protocols: files\nservices: files\nethers: files\nrpc: files\n";
 
+/// Copied from the image's `/etc`, else the host's, when present: `services` and `protocols` (what
+/// `getservbyname`, Java's networking and many clients read), and Debian matplotlib's `matplotlibrc` (without
+/// it `import matplotlib` fails). The CA certificates are bound read-only instead (the host's configuration).
+const COPIED_ETC: [&str; 3] = ["services", "protocols", "matplotlibrc"];
+
 /// The minimal `/etc` real programs need: users (root, the sandbox user with its home at the workspace,
 /// nobody), groups, hosts (localhost and the sandbox's name on both loopbacks), the name-service switch,
-/// the hostname; `services` and `protocols` (what `getservbyname`, Java's networking and many clients read)
-/// are copied from the image's `/etc`, else the host's, when present.
+/// the hostname; and the files of [`COPIED_ETC`].
 pub(crate) fn write_etc_from(
     etc: &Path,
     source_root: &Path,
@@ -584,7 +588,7 @@ pub(crate) fn write_etc_from(
             fs::write(etc.join(name), text),
         )?;
     }
-    for name in ["services", "protocols"] {
+    for name in COPIED_ETC {
         let from = [
             source_root.join("etc").join(name),
             Path::new("/etc").join(name),

@@ -325,6 +325,23 @@ async fn a_matplotlib_figure_arrives_as_a_png_image() {
     eprintln!("a 30-inch noise figure: {fig}");
 }
 
+/// Debian's matplotlib reads `/etc/matplotlibrc`; the sandbox's own `/etc` carries a copy, so a plain program
+/// (not only a session's kernel, which points MATPLOTLIBRC elsewhere) can import it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_code_imports_matplotlib_without_a_session() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let out = h
+        .ok(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "python",
+                   "code": "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot\nprint('backend', matplotlib.get_backend())"}),
+        )
+        .await;
+    assert_eq!(out["exit_code"], 0, "{out}");
+    assert_eq!(out["stdout"], "backend agg\n", "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_under_the_output_folder_comes_back_as_a_resource_link() {
     use rmcp::model::ReadResourceRequestParams;
