@@ -2,10 +2,11 @@
 //! the mounts allow (procfs, a tmpfs `/dev`, anything a later mount adds); and [`detach`], which leaves a
 //! program no terminal and no descriptor it was not meant to have.
 //!
-//! TCP is not restricted here: the sandbox has its own network namespace holding only `lo`, so the only
-//! peers a program can reach are in the same sandbox (the host's loopback is another namespace's and
-//! unreachable, `attacks.rs` checks it). Landlock's TCP rules match ports, not namespaces, so denying bind
-//! and connect only broke a server and its client inside one sandbox.
+//! TCP is not restricted here: the sandbox has its own network namespace, holding only `lo` under the
+//! `none` policy (the only peers are in the same sandbox; the host's loopback is another namespace's and
+//! unreachable, `attacks.rs` checks it) and a user-mode stack's interface filtered by nft under `egress`
+//! (`network.rs` in the bridge). Landlock's TCP rules match ports, not namespaces, so denying bind and
+//! connect only broke a server and its client inside one sandbox.
 //!
 //! The ruleset is built in the agent before the fork (building opens paths and allocates) and only
 //! `landlock_restrict_self` runs between fork and exec. The rules describe the namespace sandbox's layout

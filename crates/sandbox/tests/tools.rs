@@ -545,7 +545,7 @@ async fn cancel_rounds(mut h: Harness) {
             tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
         }
         handle.cancel(Some("stop".into())).await.unwrap();
-        // The kill travels asynchronously. The core drops a handler CANCEL_GRACE (5 s) after the cancel, and the
+        // The kill travels asynchronously. The core drops a handler CANCEL_GRACE (900 ms) after the cancel, and the
         // kill itself waits at most 2 s: a program still running a minute later (a hang guard generous for a
         // loaded machine, not a claim about speed) was left behind.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
