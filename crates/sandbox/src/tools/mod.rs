@@ -7,6 +7,7 @@ mod lifecycle;
 mod pause;
 mod process;
 pub(crate) mod session;
+mod workspace;
 
 use crate::manager::Manager;
 use bridge_core::BridgeBuilder;
@@ -53,6 +54,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     process::register(b, mgr);
     session::register(b, mgr);
     pause::register(b, mgr);
+    workspace::register(b, mgr);
 }
 
 /// Maps an agent-side failure to the agent-facing error.
