@@ -182,3 +182,47 @@ fn the_version_is_found_in_the_head_of_the_log() {
     assert_eq!(scan_version(&log).as_deref(), Some("1.20.6"));
     assert_eq!(scan_version(&d.join("none.log")), None);
 }
+
+/// Whoever can write the server's logs/ (the server's own user) can put a FIFO at latest.log: opening it
+/// blocked the follower until a writer came (events stopped), and what that writer sent became events.
+#[test]
+fn a_fifo_at_the_log_path_is_refused_not_opened() {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let d = dir("fifo");
+    let log = d.join("latest.log");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&log)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    // A writer that sends a forged line as soon as anyone opens the FIFO for reading.
+    let writer = {
+        let (log, stop) = (log.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                // O_NONBLOCK: a write open fails (ENXIO) until a reader has the FIFO open.
+                if let Ok(mut w) = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(0o4000)
+                    .open(&log)
+                {
+                    let _ =
+                        w.write_all(b"[10:00:00] [Server thread/INFO]: Forged joined the game\n");
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        })
+    };
+    assert_eq!(scan_version(&log), None);
+    let mut f = Follower::new(&log, 1024).start_at_end();
+    let lines = f.poll();
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(lines.is_empty(), "read from the FIFO: {lines:?}");
+    assert!(!f.status.following);
+    let e = f.status.last_error.clone().unwrap_or_default();
+    assert!(e.contains("not a regular file"), "{e}");
+}

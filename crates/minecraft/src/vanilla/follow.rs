@@ -77,7 +77,7 @@ impl Follower {
         if let Ok(meta) = std::fs::metadata(&self.path) {
             self.from_end = true;
             let mut ignored = Vec::new();
-            self.open((meta.dev(), meta.ino()), &mut ignored, &mut 0);
+            self.open(&meta, &mut ignored, &mut 0);
         }
         self
     }
@@ -118,9 +118,9 @@ impl Follower {
                         self.finish_partial(&mut out);
                         self.status.rotations += 1;
                         tracing::info!(path = %self.path.display(), "server log rotated; following the new file");
-                        self.open(identity, &mut out, &mut budget);
+                        self.open(&meta, &mut out, &mut budget);
                     }
-                    None => self.open(identity, &mut out, &mut budget),
+                    None => self.open(&meta, &mut out, &mut budget),
                 }
             }
             // Between the rename and the new file, or not written yet: keep what is open.
@@ -134,8 +134,17 @@ impl Follower {
         out
     }
 
-    fn open(&mut self, identity: (u64, u64), out: &mut Vec<String>, budget: &mut usize) {
+    fn open(&mut self, meta: &std::fs::Metadata, out: &mut Vec<String>, budget: &mut usize) {
+        // Whoever writes the server's logs/ can put a FIFO or a device there: opening a FIFO blocks until a
+        // writer comes, whose lines would then be events. (A swap between this look and the open stays
+        // possible; the open file is checked again below.)
+        if !meta.is_file() {
+            self.refuse_kind();
+            return;
+        }
+        let identity = (meta.dev(), meta.ino());
         match File::open(&self.path) {
+            Ok(f) if !f.metadata().is_ok_and(|m| m.is_file()) => self.refuse_kind(),
             Ok(mut f) => {
                 self.offset = 0;
                 if std::mem::take(&mut self.from_end) {
@@ -155,6 +164,16 @@ impl Follower {
                 self.status.last_error = Some(format!("{}: {e}", self.path.display()));
             }
         }
+    }
+
+    fn refuse_kind(&mut self) {
+        self.file = None;
+        self.identity = None;
+        self.status.following = false;
+        self.status.last_error = Some(format!(
+            "{} is not a regular file; the server log must be one",
+            self.path.display()
+        ));
     }
 
     fn drain(&mut self, out: &mut Vec<String>, budget: &mut usize) {
@@ -226,6 +245,10 @@ impl Follower {
 
 /// The server version named in the first [`HEAD_SCAN_BYTES`] of the log at `path`, if any.
 pub fn scan_version(path: &Path) -> Option<String> {
+    // Not a FIFO: opening one would block the bridge's start until a writer came.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
     let f = File::open(path).ok()?;
     let mut head = Vec::new();
     f.take(HEAD_SCAN_BYTES).read_to_end(&mut head).ok()?;
