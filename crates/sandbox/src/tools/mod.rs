@@ -2,6 +2,7 @@
 //! `keepalive` and background processes. One file per tool family.
 
 mod exec;
+mod expose;
 pub(crate) mod files;
 mod lifecycle;
 mod pause;
@@ -55,6 +56,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     session::register(b, mgr);
     pause::register(b, mgr);
     workspace::register(b, mgr);
+    expose::register(b, mgr);
 }
 
 /// Maps an agent-side failure to the agent-facing error.
