@@ -275,8 +275,11 @@ impl Store {
 
     /// Adds or replaces the breakpoint at `bp.line`; false when the bound is reached.
     pub fn set(&mut self, path: &Path, bp: Breakpoint) -> bool {
-        let list = self.files.entry(path.to_path_buf()).or_default();
-        if let Some(old) = list.iter_mut().find(|b| b.line == bp.line) {
+        if let Some(old) = self
+            .files
+            .get_mut(path)
+            .and_then(|list| list.iter_mut().find(|b| b.line == bp.line))
+        {
             *old = bp;
             return true;
         }
@@ -843,6 +846,10 @@ mod tests {
         }
         assert_eq!(s.count(), MAX_BREAKPOINTS);
         assert!(!s.set(p, Breakpoint::new(99_999)));
+        // A refused one leaves no trace: each new file it named was kept (and its empty list sent at every
+        // session's start).
+        assert!(!s.set(Path::new("/b.py"), Breakpoint::new(1)));
+        assert_eq!(s.files(), vec![p.to_path_buf()]);
         assert!(
             s.set(p, Breakpoint::new(5)),
             "replacing an existing one is always allowed"
