@@ -298,10 +298,7 @@ impl DapBackend {
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             // The adapter's own counts, when given, are a long list's length (debugpy shows 100 and groups).
-            let declared = ["indexedVariables", "namedVariables"]
-                .iter()
-                .filter_map(|k| v.get(*k).and_then(Value::as_u64))
-                .sum::<u64>() as usize;
+            let declared = declared_children(v);
             let nested = child > 0 && depth > 1;
             if nested && budget.requests == 0 {
                 budget.truncated = true;
@@ -612,4 +609,32 @@ impl DapBackend {
 fn var_json(v: &Value) -> Value {
     json!({"name": v.get("name"), "value": v.get("value"), "type": v.get("type"),
         "variablesReference": v.get("variablesReference").cloned().unwrap_or(json!(0))})
+}
+
+/// How many children the adapter says `v` has (`indexedVariables` + `namedVariables`), saturating: the
+/// numbers are the adapter's.
+fn declared_children(v: &Value) -> usize {
+    ["indexedVariables", "namedVariables"]
+        .iter()
+        .filter_map(|k| v.get(*k).and_then(Value::as_u64))
+        .fold(0u64, u64::saturating_add)
+        .try_into()
+        .unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counts are the adapter's words: a sum that overflows panicked (overflow checks) in a list call.
+    #[test]
+    fn an_adapters_declared_counts_cannot_overflow() {
+        let v = json!({"indexedVariables": u64::MAX, "namedVariables": 2});
+        assert_eq!(declared_children(&v), usize::MAX);
+        assert_eq!(
+            declared_children(&json!({"indexedVariables": 3, "namedVariables": 2})),
+            5
+        );
+        assert_eq!(declared_children(&json!({})), 0);
+    }
 }
