@@ -1,8 +1,8 @@
 //! The headless backend: VSC-Bridge's debugging scripts run against real debug adapters over DAP.
 
 pub mod adapter;
-mod attach;
 mod adapters;
+mod attach;
 mod backend;
 pub mod breakpoints;
 pub mod client;
