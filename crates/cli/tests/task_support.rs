@@ -1,6 +1,6 @@
 //! Tools that can run long are task-capable, and `tools/list` says so in each tool's
-//! `_meta["io.modelcontextprotocol/tasks"].taskSupport`: sandbox execution and file transfer, debug waits, game
-//! file transfers, world scans. Quick tools say nothing. Every bridge, as a host starts it (stdio).
+//! `_meta["io.modelcontextprotocol/tasks"].taskSupport`: sandbox execution, code cells and file transfer, debug
+//! waits, game file transfers, world scans. Quick tools say nothing. Every bridge, as a host starts it (stdio).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -70,13 +70,22 @@ fn long_running_tools_of_every_bridge_are_listed_as_task_capable() {
         (
             &["sandbox", "--stdio"],
             &[],
-            &["execute_code", "run_command", "read_file", "write_file"],
+            &[
+                "execute_code",
+                "run_command",
+                "read_file",
+                "write_file",
+                "run_code",
+            ],
         ),
         (
             &["debug", "--stdio"],
             &[],
             &[
+                "debug_attach",
                 "debug_continue",
+                "debug_pause",
+                "debug_run_to_line",
                 "debug_start",
                 "debug_step_into",
                 "debug_step_out",

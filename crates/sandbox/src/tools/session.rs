@@ -677,6 +677,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .title("Run Code in a Session")
         .open_world()
         .timeout(deadline)
+        .task_support(bridge_core::tool::TaskSupport::Optional)
         .handler_with_content_on(Arc::clone(mgr), run_code),
     );
     b.tool(
