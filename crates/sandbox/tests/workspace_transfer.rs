@@ -168,11 +168,22 @@ async fn archives_leaving_the_workspace_are_refused_and_change_nothing() {
         skipped.to_string().contains("offset") && skipped.to_string().contains("1024"),
         "{skipped}"
     );
+    // The same chunk sent twice at once: one is taken, the other refused naming `offset`.
+    let twice = json!({"sandbox_id": id, "upload_id": first["upload_id"], "offset": 1024,
+                       "data": STANDARD.encode(&good[1024..2048])});
+    let (a, b) = tokio::join!(
+        h.call("import_workspace", twice.clone()),
+        h.call("import_workspace", twice)
+    );
+    let taken = [&a, &b].iter().filter(|r| r.is_error != Some(true)).count();
+    assert_eq!(taken, 1, "{a:?} {b:?}");
+    let other = if a.is_error == Some(true) { &a } else { &b };
+    assert!(error_of(other).to_string().contains("offset"), "{other:?}");
     let done = h
         .ok(
             "import_workspace",
-            json!({"sandbox_id": id, "upload_id": first["upload_id"], "offset": 1024,
-                   "data": STANDARD.encode(&good[1024..]), "commit": true}),
+            json!({"sandbox_id": id, "upload_id": first["upload_id"], "offset": 2048,
+                   "data": STANDARD.encode(&good[2048..]), "commit": true}),
         )
         .await;
     assert_eq!(done["committed"], true);

@@ -166,6 +166,9 @@ enum Kind {
     },
     Upload {
         received: u64,
+        /// Held while a chunk is handled: chunks of one upload are taken one at a time, so a chunk sent
+        /// twice at once is refused rather than appended twice.
+        turn: Arc<tokio::sync::Mutex<()>>,
     },
 }
 
@@ -659,7 +662,7 @@ async fn import(t: Transfers, a: ImportArgs) -> Result<ImportResult, ToolError> 
     let data = b64::decode(a.data.trim())
         .map_err(|e| ToolError::invalid_argument("data", format!("not base64: {e}")))?;
     let offset = a.offset.unwrap_or(0);
-    let (id, file, received) = match &a.upload_id {
+    let (id, file, turn) = match &a.upload_id {
         None => {
             if offset != 0 {
                 return Err(ToolError::invalid_argument(
@@ -671,16 +674,20 @@ async fn import(t: Transfers, a: ImportArgs) -> Result<ImportResult, ToolError> 
             tokio::fs::write(&file, b"")
                 .await
                 .map_err(|e| ToolError::internal(format!("{}: {e}", file.display())))?;
+            let turn = Arc::new(tokio::sync::Mutex::new(()));
             t.map().insert(
                 id,
                 Transfer {
                     sandbox: s.id,
                     file: file.clone(),
                     touched: Instant::now(),
-                    kind: Kind::Upload { received: 0 },
+                    kind: Kind::Upload {
+                        received: 0,
+                        turn: Arc::clone(&turn),
+                    },
                 },
             );
-            (id, file, 0)
+            (id, file, turn)
         }
         Some(text) => {
             let id = Uuid::parse_str(text.trim()).map_err(|_| unknown("upload_id", "upload"))?;
@@ -689,11 +696,17 @@ async fn import(t: Transfers, a: ImportArgs) -> Result<ImportResult, ToolError> 
                 .get(&id)
                 .filter(|tr| tr.sandbox == s.id)
                 .ok_or_else(|| unknown("upload_id", "upload"))?;
-            let Kind::Upload { received } = tr.kind else {
+            let Kind::Upload { turn, .. } = &tr.kind else {
                 return Err(unknown("upload_id", "upload"));
             };
-            (id, tr.file.clone(), received)
+            (id, tr.file.clone(), Arc::clone(turn))
         }
+    };
+    let _turn = turn.lock_owned().await;
+    // Read under the turn: the previous chunk has been written, or this upload was committed meanwhile.
+    let received = match t.map().get(&id).map(|tr| &tr.kind) {
+        Some(Kind::Upload { received, .. }) => *received,
+        _ => return Err(unknown("upload_id", "upload")),
     };
     if offset != received {
         return Err(ToolError::invalid_argument(
@@ -718,12 +731,18 @@ async fn import(t: Transfers, a: ImportArgs) -> Result<ImportResult, ToolError> 
             .open(&file)
             .await
             .map_err(|e| ToolError::internal(format!("{}: {e}", file.display())))?;
+        // A chunk whose write failed half-way left bytes past `received`: its retry replaces them.
+        f.set_len(received)
+            .await
+            .map_err(|e| ToolError::internal(format!("{}: {e}", file.display())))?;
         tokio::io::AsyncWriteExt::write_all(&mut f, &data)
             .await
             .map_err(|e| ToolError::internal(format!("{}: {e}", file.display())))?;
     }
     if let Some(tr) = t.map().get_mut(&id) {
-        tr.kind = Kind::Upload { received: after };
+        if let Kind::Upload { received, .. } = &mut tr.kind {
+            *received = after;
+        }
         tr.touched = Instant::now();
     }
     if !a.commit {
