@@ -77,9 +77,12 @@ async fn capacity_refuses_and_a_long_job_renews_its_lease_instead_of_being_rerun
         ..HostOptions::default()
     };
     let host = std::sync::Arc::new(InProcessHost::start(&ws, opts).await);
-    host.run("debug.start", json!({"launch": "slow"}), 30_000)
-        .await
-        .unwrap();
+    mcp_testkit::within(
+        "debug.start",
+        host.run("debug.start", json!({"launch": "slow"}), 30_000),
+    )
+    .await
+    .unwrap();
     let long = {
         let host = std::sync::Arc::clone(&host);
         tokio::spawn(async move {
@@ -87,15 +90,20 @@ async fn capacity_refuses_and_a_long_job_renews_its_lease_instead_of_being_rerun
                 .await
         })
     };
-    while claimed_dirs(&ws).is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    mcp_testkit::within("the wait's job to be claimed", async {
+        while claimed_dirs(&ws).is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
     let claimed = claimed_dirs(&ws)[0].join("claimed.json");
     let first = std::fs::metadata(&claimed).unwrap().modified().unwrap();
-    let refused = host
-        .run("debug.status", json!({}), 5_000)
-        .await
-        .unwrap_err();
+    let refused = mcp_testkit::within(
+        "the refused status",
+        host.run("debug.status", json!({}), 5_000),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(refused.code, "E_CAPACITY");
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let later = std::fs::metadata(&claimed).unwrap().modified().unwrap();
@@ -104,7 +112,10 @@ async fn capacity_refuses_and_a_long_job_renews_its_lease_instead_of_being_rerun
         !claimed.with_file_name("dlq").exists(),
         "a live job past stale_after is not quarantined"
     );
-    let answer = long.await.unwrap().unwrap_err();
+    let answer = mcp_testkit::within("the wait's answer", long)
+        .await
+        .unwrap()
+        .unwrap_err();
     assert_eq!(
         answer.code, "E_TIMEOUT",
         "the wait's own answer, once: {answer:?}"
@@ -113,8 +124,14 @@ async fn capacity_refuses_and_a_long_job_renews_its_lease_instead_of_being_rerun
         host.run("debug.status", json!({}), 5_000).await.is_ok(),
         "capacity is free again"
     );
-    host.run("debug.stop", json!({}), 10_000).await.unwrap();
-    std::sync::Arc::into_inner(host).unwrap().stop().await;
+    mcp_testkit::within("debug.stop", host.run("debug.stop", json!({}), 10_000))
+        .await
+        .unwrap();
+    mcp_testkit::within(
+        "the host to stop",
+        std::sync::Arc::into_inner(host).unwrap().stop(),
+    )
+    .await;
     assert!(
         !ws.join(".vsc-bridge/host.lock").exists(),
         "the lock goes with the host"
