@@ -84,6 +84,8 @@ struct Cli {
 }
 
 /// The bridges' subcommands, then the table of commands that are not MCP servers.
+// One of each is built per run, from the command line: the variants' sizes differ, the memory does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(clap::Subcommand)]
 enum TopCommand {
     #[command(flatten)]
@@ -93,6 +95,7 @@ enum TopCommand {
 }
 
 /// What a parsed command line runs.
+#[allow(clippy::large_enum_variant)] // one per run, as TopCommand
 enum Job {
     /// Bridges served over MCP, alone or in `serve`: the core's serving loop watches the signals.
     Serve(BridgeCommand),
