@@ -59,6 +59,18 @@ impl DapClient {
         Ok(Self::serve(conn, on_event, on_closed, Some(children)))
     }
 
+    /// As [`Self::tcp`], over the Unix socket at `path` (js-debug).
+    pub async fn unix(
+        path: &std::path::Path,
+        shutdown: &CancellationToken,
+        on_event: impl FnMut(Value) + Send + 'static,
+        on_closed: impl FnOnce(String) + Send + 'static,
+        children: mpsc::Sender<Value>,
+    ) -> Result<Self, LinkError> {
+        let conn = dial::unix(path, stream_config(), shutdown).await?;
+        Ok(Self::serve(conn, on_event, on_closed, Some(children)))
+    }
+
     fn serve(
         conn: Connection,
         mut on_event: impl FnMut(Value) + Send + 'static,

