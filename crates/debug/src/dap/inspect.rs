@@ -241,7 +241,7 @@ impl DapBackend {
             let (vars, total) = self
                 .expand(&s, reference, depth, page, count, &mut budget, deadline)
                 .await?;
-            let more = start + vars.len() < total;
+            let more = start.saturating_add(vars.len()) < total;
             out.push(
                 json!({"name": name, "variablesReference": reference, "variables": vars,
                 "total": total, "start": start, "more": more}),
@@ -376,12 +376,12 @@ impl DapBackend {
         let vars = self.variables(&s, reference, extra, deadline).await?;
         let skip = if pages { 0 } else { start };
         let total = if pages {
-            start + vars.len()
+            start.saturating_add(vars.len())
         } else {
             vars.len()
         };
         let list: Vec<Value> = vars.iter().skip(skip).take(count).map(var_json).collect();
-        let more = start + list.len() < total;
+        let more = start.saturating_add(list.len()) < total;
         Ok(
             json!({"variablesReference": reference, "variables": list, "total": total, "start": start,
                 "more": more, "truncated": more}),
