@@ -101,25 +101,28 @@ pub fn find(cgroup: &str, mountinfo: &str) -> Vec<Found> {
         if list.is_empty() {
             continue;
         }
-        for controller in CONTROLLERS {
-            if !list.split(',').any(|c| c == controller) {
-                continue;
-            }
-            let Some(m) = mounts
-                .iter()
-                .find(|m| !m.v2 && m.opts.split(',').any(|o| o == controller))
-            else {
-                continue;
-            };
-            if let Some(own) = dir(m, path) {
-                v1_taken.push(controller);
-                out.push(Found {
-                    own,
-                    path: path.to_string(),
-                    controllers: vec![controller],
-                    v2: false,
-                });
-            }
+        // One hierarchy may hold several of ours (`cpu,cpuacct` mounted together): one group there, not two.
+        let ours: Vec<&'static str> = CONTROLLERS
+            .into_iter()
+            .filter(|controller| list.split(',').any(|c| c == *controller))
+            .collect();
+        let Some(&first) = ours.first() else {
+            continue;
+        };
+        let Some(m) = mounts
+            .iter()
+            .find(|m| !m.v2 && m.opts.split(',').any(|o| o == first))
+        else {
+            continue;
+        };
+        if let Some(own) = dir(m, path) {
+            v1_taken.extend(&ours);
+            out.push(Found {
+                own,
+                path: path.to_string(),
+                controllers: ours,
+                v2: false,
+            });
         }
     }
     let v2_path = cgroup.lines().find_map(|l| l.strip_prefix("0::"));
