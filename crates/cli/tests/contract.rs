@@ -97,6 +97,11 @@ const ANSWER_WITHOUT_PEER: &[(&str, &str, &str)] = &[
         "create_sandbox",
         "the sandbox bridge is its own peer: sandboxes run on this host",
     ),
+    (
+        "sandbox",
+        "list_templates",
+        "lists the templates built on this host: none",
+    ),
 ];
 
 /// The MCP client side of a child's stdio, read raw.

@@ -239,6 +239,9 @@ pub struct SandboxCommand {
     pub mcp: McpArgs,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+    /// Without a command: serve MCP. `template`: build or list templates.
+    #[command(subcommand)]
+    pub sub: Option<crate::template::SandboxSub>,
 }
 
 /// Everything the bridge needs, resolved.
@@ -619,6 +622,7 @@ pub fn image_escape(root: &Path, ro_binds: &[PathBuf]) -> Option<String> {
 pub fn image_names(images: &[Image]) -> String {
     images
         .iter()
+        .filter(|i| !i.name.starts_with(crate::template::PREFIX))
         .map(|i| i.name.as_str())
         .collect::<Vec<_>>()
         .join(", ")

@@ -9,6 +9,7 @@ pub mod config;
 pub mod manager;
 pub mod network;
 pub mod pool;
+pub mod template;
 pub mod time;
 mod tools;
 
@@ -128,6 +129,9 @@ impl BridgeEntry for Sandbox {
     }
 
     async fn run(command: SandboxCommand) -> Result<(), BridgeError> {
+        if let Some(template::SandboxSub::Template(t)) = &command.sub {
+            return Ok(template::run(&command.sandbox.sandbox_state_dir, t)?);
+        }
         run_alone::<Self>(&command.mcp, command.sandbox).await
     }
 }

@@ -83,6 +83,8 @@ pub struct Manager {
     reserved: AtomicUsize,
     pub microvm: microvm::Probe,
     pub orphans_cleaned: usize,
+    /// The templates built before start (each also an image, `template:NAME`).
+    pub templates: Vec<crate::template::Template>,
 }
 
 impl Manager {
@@ -118,6 +120,13 @@ impl Manager {
         if microvm.self_tested {
             tracing::info!(available = microvm.available, reason = %microvm.reason, "microvm self-test");
         }
+        let templates = crate::template::load_all(&settings.state_dir);
+        for t in &templates {
+            settings.images.push(crate::config::Image {
+                name: format!("{}{}", crate::template::PREFIX, t.manifest.name),
+                root: Some(t.root.clone()),
+            });
+        }
         let default = Spec {
             backend: settings.backend,
             image: settings.default_image,
@@ -131,6 +140,7 @@ impl Manager {
             sandboxes: Mutex::new(HashMap::new()),
             reserved: AtomicUsize::new(0),
             orphans_cleaned,
+            templates,
         }))
     }
 
@@ -146,7 +156,7 @@ impl Manager {
             .images
             .iter()
             .map(|i| i.name.clone())
-            .filter(|n| *n != default);
+            .filter(|n| *n != default && !n.starts_with(crate::template::PREFIX));
         std::iter::once(default.clone()).chain(rest).collect()
     }
 
@@ -163,7 +173,7 @@ impl Manager {
                 .settings
                 .images
                 .iter()
-                .position(|i| i.name == name)
+                .position(|i| i.name == name && !name.starts_with(crate::template::PREFIX))
                 .and_then(|i| u16::try_from(i).ok())
                 .ok_or_else(|| {
                     ToolError::invalid_argument(
@@ -208,6 +218,54 @@ impl Manager {
             memory_mib: memory_mib.unwrap_or(self.settings.memory_mib),
             vcpus: vcpus.unwrap_or(self.settings.vcpus),
         })
+    }
+
+    /// The spec of a create that may name a template: its image is the template's (built on the host's
+    /// root, so `image` cannot be given too).
+    pub fn spec_with_template(
+        &self,
+        memory_mib: Option<u64>,
+        vcpus: Option<u32>,
+        image: Option<&str>,
+        template: Option<&str>,
+    ) -> Result<Spec, ToolError> {
+        let mut spec = self.spec(memory_mib, vcpus, image)?;
+        let Some(name) = template else {
+            return Ok(spec);
+        };
+        if image.is_some() {
+            return Err(ToolError::invalid_argument(
+                "template",
+                "a template is a root file system of its own: give `template` or `image`, not both",
+            ));
+        }
+        let image_name = format!("{}{name}", crate::template::PREFIX);
+        spec.image = self
+            .settings
+            .images
+            .iter()
+            .position(|i| i.name == image_name)
+            .and_then(|i| u16::try_from(i).ok())
+            .ok_or_else(|| {
+                let built: Vec<&str> = self
+                    .templates
+                    .iter()
+                    .map(|t| t.manifest.name.as_str())
+                    .collect();
+                let built = if built.is_empty() {
+                    "none".to_string()
+                } else {
+                    built.join(", ")
+                };
+                ToolError::invalid_argument(
+                    "template",
+                    format!(
+                        "no template {name:?}; this server has: {built} (`mcp-bridges sandbox template build \
+                         NAME --pip PKG==VERSION` builds one; the server lists templates when it starts)"
+                    ),
+                )
+            })?;
+        Ok(spec)
     }
 
     /// Where a sandbox's /workspace lives and what its size counts against.

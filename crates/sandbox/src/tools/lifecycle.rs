@@ -23,6 +23,10 @@ pub struct CreateArgs {
     /// started with (--sandbox-image); list_sandboxes shows which exist. Default: the server's default image.
     #[serde(default)]
     pub image: Option<String>,
+    /// A template by name: the host's root with packages installed (`mcp-bridges sandbox template build`);
+    /// list_templates shows which exist. Not with `image`.
+    #[serde(default)]
+    pub template: Option<String>,
     /// `none` (only lo: a connection anywhere else fails at once) or `egress` (outbound through a user-mode
     /// network stack, with DNS, limited by network_allow). Default: the server's (SANDBOX_NETWORK).
     #[serde(default)]
@@ -189,7 +193,12 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         // ends with its own reason rather than the tool's timeout.
         .timeout(Duration::from_secs(60).max(mgr.settings.microvm.boot_timeout + Duration::from_secs(30)))
         .handler_on(Arc::clone(mgr), |m, a: CreateArgs, _: ToolCtx| async move {
-            let spec = m.spec(a.memory_mib, a.vcpu_count, a.image.as_deref())?;
+            let spec = m.spec_with_template(
+                a.memory_mib,
+                a.vcpu_count,
+                a.image.as_deref(),
+                a.template.as_deref(),
+            )?;
             let network = crate::network::plan(
                 &m.settings.network,
                 spec.backend,

@@ -8,6 +8,7 @@ mod lifecycle;
 mod pause;
 mod process;
 pub(crate) mod session;
+mod templates;
 mod workspace;
 
 use crate::manager::Manager;
@@ -57,6 +58,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     pause::register(b, mgr);
     workspace::register(b, mgr);
     expose::register(b, mgr);
+    templates::register(b, mgr);
 }
 
 /// Maps an agent-side failure to the agent-facing error.
