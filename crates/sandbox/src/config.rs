@@ -109,6 +109,14 @@ pub struct SandboxArgs {
     /// Code sessions (run_code kernels) one sandbox may keep at once.
     #[arg(long = "sandbox-max-sessions", env = "SANDBOX_MAX_SESSIONS", default_value = "4", value_parser = config::ranged(1usize, 16))]
     pub sandbox_max_sessions: usize,
+    /// Address the URLs of expose_port listen on. Anything but loopback lets other machines reach the
+    /// sandboxes' servers: refused without --sandbox-expose-token.
+    #[arg(long = "sandbox-expose-address", env = "SANDBOX_EXPOSE_ADDRESS", default_value = "127.0.0.1", value_parser = config::ip())]
+    pub sandbox_expose_address: std::net::IpAddr,
+    /// Bearer token every request to an exposed port must carry (`Authorization: Bearer <token>`). Empty or
+    /// blank is refused.
+    #[arg(long = "sandbox-expose-token", env = "SANDBOX_EXPOSE_TOKEN", hide_env_values = true, value_parser = config::secret())]
+    pub sandbox_expose_token: Option<String>,
     #[command(flatten)]
     pub network: crate::network::NetworkArgs,
     /// Write cgroup limits (memory, pids, cpu) where the host lets us.
@@ -272,6 +280,9 @@ pub struct Settings {
     pub default_timeout: Duration,
     pub max_timeout: Duration,
     pub max_sessions: usize,
+    /// expose_port's listening address and token.
+    pub expose_address: std::net::IpAddr,
+    pub expose_token: Option<bridge_core::auth::Token>,
     pub cgroups: bool,
     pub id_base: u32,
     pub ro_binds: Vec<PathBuf>,
@@ -440,6 +451,8 @@ pub enum ConfigError {
     Limit(String),
     #[error("--sandbox-network-allow ({0})")]
     Network(String),
+    #[error(transparent)]
+    Exposure(#[from] bridge_core::serve::ExposureError),
 }
 
 impl SandboxArgs {
@@ -478,6 +491,13 @@ impl SandboxArgs {
         if self.sandbox_backend == BackendChoice::Process && !self.sandbox_unsafe_no_isolation {
             return Err(ConfigError::ProcessNeedsUnsafe);
         }
+        bridge_core::serve::check_exposure(
+            "expose_port's URLs",
+            self.sandbox_expose_address,
+            "--sandbox-expose-address (SANDBOX_EXPOSE_ADDRESS)",
+            self.sandbox_expose_token.is_some(),
+            "--sandbox-expose-token (SANDBOX_EXPOSE_TOKEN)",
+        )?;
         let (agent_bin, install_agent) = match (&self.sandbox_agent_bin, agent_bin::embedded()) {
             (Some(bin), _) if !bin.is_file() => return Err(ConfigError::NoAgent(bin.clone())),
             (Some(bin), _) => (bin.clone(), None),
@@ -569,6 +589,11 @@ impl SandboxArgs {
             default_timeout: self.sandbox_default_timeout,
             max_timeout: self.sandbox_max_timeout,
             max_sessions: self.sandbox_max_sessions,
+            expose_address: self.sandbox_expose_address,
+            expose_token: self
+                .sandbox_expose_token
+                .as_deref()
+                .map(bridge_core::auth::Token::new),
             cgroups: self.sandbox_cgroups,
             id_base: self.sandbox_id_base,
             ro_binds,

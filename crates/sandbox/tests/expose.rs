@@ -1,51 +1,55 @@
-//! expose_port: a URL on the host's loopback reaches a server on the sandbox's own loopback (which the host
-//! cannot otherwise reach), and stops answering once the sandbox is destroyed.
+//! expose_port: a URL on the host's loopback reaches an HTTP server on the sandbox's own loopback (which the
+//! host cannot otherwise reach) through the core's access checks, and stops answering once the sandbox is
+//! destroyed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
-use serde_json::json;
-use std::io::{Read, Write};
+use mcp_testkit::{http_get, status_of, until_closed};
+use serde_json::{Value, json};
 use std::time::Duration;
-use support::{error_of, start};
+use support::{Harness, error_of, start};
+use tokio::io::AsyncWriteExt;
 
-/// One HTTP GET of `/` on 127.0.0.1:`port`; the response's text, or the error.
-fn get(port: u16) -> Result<String, String> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
-        .map_err(|e| e.to_string())?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).map_err(|e| e.to_string())?;
-    Ok(out)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_exposed_http_server_answers_until_the_sandbox_is_destroyed() {
-    let h = start(&[]).await;
-    let id = h.create().await;
-    h.sh(&id, "echo exposed-page > /workspace/index.html").await;
+/// Starts `python3 -m http.server 8000` on the sandbox's loopback serving a page, and exposes it.
+async fn exposed_server(h: &Harness, id: &str) -> Value {
+    h.sh(id, "echo exposed-page > /workspace/index.html").await;
     h.ok(
         "start_process",
         json!({"sandbox_id": id, "command": "cd /workspace && exec python3 -m http.server 8000 --bind 127.0.0.1"}),
     )
     .await;
     let up = h
-        .sh(&id, "for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8000))' 2>/dev/null && echo up && break; sleep 0.1; done")
+        .sh(id, "for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8000))' 2>/dev/null && echo up && break; sleep 0.1; done")
         .await;
     assert_eq!(up["stdout"], "up\n", "{up}");
-
-    let e = h
-        .ok("expose_port", json!({"sandbox_id": id, "port": 8000}))
-        .await;
-    let host_port = e["host_port"].as_u64().unwrap() as u16;
-    assert_eq!(e["url"], format!("http://127.0.0.1:{host_port}/"));
-    let page = tokio::task::spawn_blocking(move || get(host_port))
+    h.ok("expose_port", json!({"sandbox_id": id, "port": 8000}))
         .await
-        .unwrap()
+}
+
+/// Sends `head` (a whole request head) to 127.0.0.1:`port` and reads the response until the server closes.
+async fn raw(port: u16, head: String) -> String {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
         .unwrap();
-    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
-    assert!(page.contains("exposed-page"), "{page}");
+    s.write_all(head.as_bytes()).await.unwrap();
+    until_closed(s).await
+}
+
+fn port_of(e: &Value) -> u16 {
+    e["host_port"].as_u64().unwrap() as u16
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exposed_http_server_answers_until_the_sandbox_is_destroyed() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let e = exposed_server(&h, &id).await;
+    let host_port = port_of(&e);
+    assert_eq!(e["url"], format!("http://127.0.0.1:{host_port}/"));
+    assert_eq!(e["token_required"], false);
+    let page = http_get(e["url"].as_str().unwrap()).await;
+    assert_eq!(page, "exposed-page\n");
     let again = h
         .ok("expose_port", json!({"sandbox_id": id, "port": 8000}))
         .await;
@@ -59,13 +63,74 @@ async fn an_exposed_http_server_answers_until_the_sandbox_is_destroyed() {
 
     h.ok("destroy_sandbox", json!({"sandbox_id": id})).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let after = tokio::task::spawn_blocking(move || get(host_port))
-        .await
-        .unwrap();
-    assert!(
-        after.is_err() || after.as_deref() == Ok(""),
-        "still answering: {after:?}"
-    );
-    let refused = std::net::TcpStream::connect(("127.0.0.1", host_port));
+    let refused = tokio::net::TcpStream::connect(("127.0.0.1", host_port)).await;
     assert!(refused.is_err(), "the listener is closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_host_header_is_refused_before_the_sandbox() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let host_port = port_of(&exposed_server(&h, &id).await);
+    let refused = raw(
+        host_port,
+        "GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n".into(),
+    )
+    .await;
+    assert_eq!(status_of(&refused), 403, "{refused}");
+    assert!(refused.contains("Host evil.example"), "{refused}");
+    assert!(!refused.contains("exposed-page"), "{refused}");
+    let foreign_origin = raw(
+        host_port,
+        format!(
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1:{host_port}\r\nOrigin: http://evil.example\r\n\r\n"
+        ),
+    )
+    .await;
+    assert_eq!(status_of(&foreign_origin), 403, "{foreign_origin}");
+    let own = raw(
+        host_port,
+        format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{host_port}\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
+    assert_eq!(status_of(&own), 200, "{own}");
+    assert!(own.contains("exposed-page"), "{own}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_token_a_request_without_it_is_refused_401_and_with_it_answered() {
+    let h = start(&["--sandbox-expose-token", "s3cret"]).await;
+    let id = h.create().await;
+    let e = exposed_server(&h, &id).await;
+    assert_eq!(e["token_required"], true);
+    let host_port = port_of(&e);
+    let head = |auth: &str| {
+        format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{host_port}\r\n{auth}Connection: close\r\n\r\n")
+    };
+    let without = raw(host_port, head("")).await;
+    assert_eq!(status_of(&without), 401, "{without}");
+    assert!(without.contains("Authorization: Bearer"), "{without}");
+    assert!(!without.contains("exposed-page"), "{without}");
+    let wrong = raw(host_port, head("Authorization: Bearer guess\r\n")).await;
+    assert_eq!(status_of(&wrong), 401, "{wrong}");
+    let with = raw(host_port, head("Authorization: Bearer s3cret\r\n")).await;
+    assert_eq!(status_of(&with), 200, "{with}");
+    assert!(with.contains("exposed-page"), "{with}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_loopback_expose_address_without_a_token_is_refused_at_start() {
+    let env = bridge_core::BridgeEnv::new();
+    let refused = bridge_sandbox::start(
+        support::args(&["--sandbox-expose-address", "0.0.0.0"]),
+        &env,
+    )
+    .await
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        refused.contains("--sandbox-expose-token (SANDBOX_EXPOSE_TOKEN)"),
+        "{refused}"
+    );
 }
