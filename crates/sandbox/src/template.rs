@@ -225,7 +225,7 @@ pub fn build(state_dir: &Path, req: &BuildRequest) -> Result<Template, TemplateE
         std::fs::remove_dir_all(&work).map_err(io(&work))?;
     }
     std::fs::create_dir(&work).map_err(io(&work))?;
-    let scratch = Scratch(Some(work.clone()));
+    let mut scratch = Scratch(Some(work.clone()));
     let root = work.join("root");
     for path in ROOT_PATHS {
         let host = Path::new(path);
@@ -311,7 +311,8 @@ pub fn build(state_dir: &Path, req: &BuildRequest) -> Result<Template, TemplateE
         }
         _ => TemplateError::Io(dir.clone(), e),
     })?;
-    std::mem::forget(scratch);
+    // Renamed into place: nothing left to remove.
+    scratch.0 = None;
     Ok(Template {
         manifest,
         root: dir.join("root"),
