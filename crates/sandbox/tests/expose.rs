@@ -134,3 +134,104 @@ async fn a_non_loopback_expose_address_without_a_token_is_refused_at_start() {
         "{refused}"
     );
 }
+
+/// A server on the sandbox's 127.0.0.1:8001: a request with `Upgrade` gets 101 and then an echo of every byte;
+/// any other gets a 200 whose body never ends (a dot every 100 ms).
+const STREAMER: &str = r#"
+import socket, threading, time
+def serve(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        got = c.recv(4096)
+        if not got:
+            return
+        head += got
+    if b"upgrade: echo" in head.lower():
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+        while True:
+            got = c.recv(4096)
+            if not got:
+                return
+            c.sendall(got)
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nstart")
+    while True:
+        c.sendall(b".")
+        time.sleep(0.1)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8001))
+s.listen()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+/// Reads from `s` until `want` has arrived; everything read.
+async fn read_until(s: &mut tokio::net::TcpStream, want: &str) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&got).contains(want) {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(
+            n > 0,
+            "closed before {want:?}: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_passes_through_and_open_connections_end_with_the_sandbox() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    h.ok(
+        "write_file",
+        json!({"sandbox_id": id, "path": "/workspace/streamer.py", "content": STREAMER}),
+    )
+    .await;
+    h.ok(
+        "start_process",
+        json!({"sandbox_id": id, "command": "exec python3 /workspace/streamer.py"}),
+    )
+    .await;
+    let up = h
+        .sh(&id, "for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8001))' 2>/dev/null && echo up && break; sleep 0.1; done")
+        .await;
+    assert_eq!(up["stdout"], "up\n", "{up}");
+    let host_port = port_of(
+        &h.ok("expose_port", json!({"sandbox_id": id, "port": 8001}))
+            .await,
+    );
+
+    let mut upgraded = tokio::net::TcpStream::connect(("127.0.0.1", host_port))
+        .await
+        .unwrap();
+    upgraded
+        .write_all(
+            format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{host_port}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let head = mcp_testkit::within("the 101", read_until(&mut upgraded, "\r\n\r\n")).await;
+    assert_eq!(status_of(&head), 101, "{head}");
+    upgraded.write_all(b"ping-through").await.unwrap();
+    mcp_testkit::within("the echo", read_until(&mut upgraded, "ping-through")).await;
+
+    let mut streaming = tokio::net::TcpStream::connect(("127.0.0.1", host_port))
+        .await
+        .unwrap();
+    streaming
+        // HTTP/1.0: the body comes back as sent, not in chunks, so its bytes can be looked for as they are.
+        .write_all(format!("GET / HTTP/1.0\r\nHost: 127.0.0.1:{host_port}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    mcp_testkit::within("the stream", read_until(&mut streaming, "start..")).await;
+
+    h.ok("destroy_sandbox", json!({"sandbox_id": id})).await;
+    mcp_testkit::within("the upgraded connection to end", until_closed(upgraded)).await;
+    mcp_testkit::within("the streaming response to end", until_closed(streaming)).await;
+}
