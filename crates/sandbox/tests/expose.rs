@@ -136,7 +136,8 @@ async fn a_non_loopback_expose_address_without_a_token_is_refused_at_start() {
 }
 
 /// A server on the sandbox's 127.0.0.1:8001: a request with `Upgrade` gets 101 and then an echo of every byte;
-/// any other gets a 200 whose body never ends (a dot every 100 ms).
+/// `/head` gets the request head it received as its body; any other gets a 200 whose body never ends (a dot
+/// every 100 ms).
 const STREAMER: &str = r#"
 import socket, threading, time
 def serve(c):
@@ -153,6 +154,10 @@ def serve(c):
             if not got:
                 return
             c.sendall(got)
+    if head.startswith(b"GET /head "):
+        c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + head)
+        c.close()
+        return
     c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nstart")
     while True:
         c.sendall(b".")
@@ -183,10 +188,8 @@ async fn read_until(s: &mut tokio::net::TcpStream, want: &str) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upgrade_passes_through_and_open_connections_end_with_the_sandbox() {
-    let h = start(&[]).await;
-    let id = h.create().await;
+/// Starts [`STREAMER`] in the sandbox and exposes its port; the host port.
+async fn exposed_streamer(h: &Harness, id: &str) -> u16 {
     h.ok(
         "write_file",
         json!({"sandbox_id": id, "path": "/workspace/streamer.py", "content": STREAMER}),
@@ -198,13 +201,37 @@ async fn an_upgrade_passes_through_and_open_connections_end_with_the_sandbox() {
     )
     .await;
     let up = h
-        .sh(&id, "for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8001))' 2>/dev/null && echo up && break; sleep 0.1; done")
+        .sh(id, "for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8001))' 2>/dev/null && echo up && break; sleep 0.1; done")
         .await;
     assert_eq!(up["stdout"], "up\n", "{up}");
-    let host_port = port_of(
+    port_of(
         &h.ok("expose_port", json!({"sandbox_id": id, "port": 8001}))
             .await,
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_is_not_passed_into_the_sandbox() {
+    let h = start(&["--sandbox-expose-token", "s3cret"]).await;
+    let id = h.create().await;
+    let host_port = exposed_streamer(&h, &id).await;
+    let got = raw(
+        host_port,
+        format!("GET /head HTTP/1.0\r\nHost: 127.0.0.1:{host_port}\r\nAuthorization: Bearer s3cret\r\nX-Mark: kept\r\n\r\n"),
+    )
+    .await;
+    assert_eq!(status_of(&got), 200, "{got}");
+    let inside = got.split_once("\r\n\r\n").unwrap().1.to_ascii_lowercase();
+    assert!(inside.contains("x-mark: kept"), "{inside}");
+    assert!(!inside.contains("authorization"), "{inside}");
+    assert!(!inside.contains("s3cret"), "{inside}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_passes_through_and_open_connections_end_with_the_sandbox() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let host_port = exposed_streamer(&h, &id).await;
 
     let mut upgraded = tokio::net::TcpStream::connect(("127.0.0.1", host_port))
         .await
