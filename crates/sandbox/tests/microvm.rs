@@ -200,6 +200,7 @@ async fn every_tool(h: &Harness) {
     assert_eq!(o["stdout"], "up\n");
     h.ok("kill_process", json!({"sandbox_id": id, "process_id": pid}))
         .await;
+    pause_freezes_the_vmm(h, &id).await;
     let kept = h.ok("keepalive", json!({"sandbox_id": id})).await;
     assert_eq!(kept["success"], true);
     let listed = h.ok("list_sandboxes", json!({})).await;
@@ -224,6 +225,48 @@ async fn every_tool(h: &Harness) {
     assert_eq!(d["success"], true);
     assert!(dead(qemu), "QEMU {qemu} outlived its sandbox");
     assert!(!dir.exists(), "{} outlived its sandbox", dir.display());
+}
+
+/// pause_sandbox freezes the VMM's cgroup: with a busy loop in the guest, QEMU's CPU time stands still for a
+/// second, and after resume_sandbox it grows again and the guest answers.
+async fn pause_freezes_the_vmm(h: &Harness, id: &str) {
+    let busy = h
+        .ok(
+            "start_process",
+            json!({"sandbox_id": id, "command": "while :; do :; done"}),
+        )
+        .await;
+    let dirs = h.manager.get(id).unwrap().instance.cgroup_dirs();
+    let cpu_ns = || -> u64 {
+        dirs.iter()
+            .find_map(|d| std::fs::read_to_string(d.join("cpuacct.usage")).ok())
+            .unwrap_or_else(|| panic!("no cpuacct.usage in {dirs:?}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let p = h.ok("pause_sandbox", json!({"sandbox_id": id})).await;
+    assert_eq!(p["state"], "paused", "{p}");
+    let paused_at = cpu_ns();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(cpu_ns(), paused_at, "QEMU used no CPU while paused");
+    let r = h.ok("resume_sandbox", json!({"sandbox_id": id})).await;
+    assert_eq!(r["state"], "running", "{r}");
+    let resumed_at = cpu_ns();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(cpu_ns() > resumed_at, "the guest runs again after resume");
+    h.ok(
+        "kill_process",
+        json!({"sandbox_id": id, "process_id": busy["process_id"]}),
+    )
+    .await;
+    let out = h.sh(id, "echo back").await;
+    assert_eq!(out["stdout"], "back\n", "{out}");
+    println!(
+        "microvm pause {:.3} ms, resume {:.3} ms",
+        p["latency_ms"].as_f64().unwrap(),
+        r["latency_ms"].as_f64().unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -97,15 +97,15 @@ impl Instance {
         self.cgroups.remove().await;
     }
 
-    /// Freezes (`true`) or thaws every process of the sandbox, its agent included (namespace backend, with a
-    /// freezer cgroup). Returns how long the kernel took.
+    /// Freezes (`true`) or thaws every process of the sandbox, its agent included, with its freezer cgroup.
+    /// On the microvm backend the group holds the VMM, so freezing it stops the guest's vCPUs and devices
+    /// whole, as the VMM's own pause would, without a control socket per VMM. Returns how long the kernel took.
     pub async fn freeze(&self, frozen: bool) -> Result<Duration, String> {
-        if self.spec.backend != BackendKind::Namespace {
-            return Err(format!(
-                "pause needs the namespace backend's freezer cgroup; this sandbox runs on {:?}",
-                self.spec.backend
-            )
-            .to_lowercase());
+        if self.spec.backend == BackendKind::Process {
+            return Err(
+                "pause needs a freezer cgroup around the sandbox; the process backend has none"
+                    .into(),
+            );
         }
         let started = Instant::now();
         self.cgroups.freeze(frozen).await?;

@@ -25,7 +25,7 @@ async fn set(m: Arc<Manager>, id: &str, pause: bool) -> Result<Paused, ToolError
         Duration::ZERO
     } else {
         s.instance.freeze(pause).await.map_err(|why| {
-            let code = if s.instance.spec.backend == crate::backend::BackendKind::Namespace {
+            let code = if s.instance.spec.backend != crate::backend::BackendKind::Process {
                 ErrorCode::Remote
             } else {
                 ErrorCode::Unsupported
@@ -56,7 +56,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
             "Pause a sandbox: every process in it stops where it stands (cgroup freezer; no CPU used, memory \
              and files kept) until resume_sandbox. Meanwhile calls that would run something or touch its \
              files answer E_SANDBOX_PAUSED; list_sandboxes shows state \"paused\"; destroy_sandbox still \
-             works. Its expiry still runs. Namespace backend only.",
+             works. Its expiry still runs. Namespace and microvm backends (a microVM's VMM is frozen whole).",
         )
         .title("Pause Sandbox")
         .idempotent()
