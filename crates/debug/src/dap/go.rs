@@ -9,7 +9,6 @@ use super::session::{Companion, Link, Session};
 use crate::envelope::ScriptError;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -47,33 +46,20 @@ impl DapBackend {
             })?;
         // delve sends no reverse requests; the channel only completes the link.
         let (tx, _children) = mpsc::channel::<Value>(1);
-        let session = loop {
-            let link = Link::Tcp {
-                addr: addr.clone(),
-                children: tx.clone(),
-            };
-            match Session::open(
-                id.clone(),
+        let session = self
+            .open_when_listening(
+                id,
                 AdapterKind::Delve,
-                config.clone(),
-                link,
-                Arc::clone(&self.breakpoints),
+                &config,
+                || Link::Tcp {
+                    addr: addr.clone(),
+                    children: tx.clone(),
+                },
+                &mut server,
+                deadline,
             )
             .await
-            {
-                Ok(s) => break s,
-                Err(e) => {
-                    if Instant::now() >= deadline || matches!(server.try_wait(), Ok(Some(_))) {
-                        let _ = server.kill().await;
-                        return Err(failed(format!(
-                            "dlv dap did not listen on {addr}: {}",
-                            e.message
-                        )));
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        };
+            .map_err(|why| failed(format!("dlv dap did not listen on {addr}: {why}")))?;
         session.keep(Companion::Process(server));
         self.register(Arc::clone(&session));
         match self.handshake(&session, config, deadline).await {

@@ -17,6 +17,40 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 impl DapBackend {
+    /// Opens a session on a debug server just started: it listens only once it has started, so connections
+    /// are retried until `deadline`, or until the server exits (then it is killed and the last refusal told).
+    #[allow(clippy::too_many_arguments)] // the one call shape of js-debug's and delve's launches
+    pub(super) async fn open_when_listening(
+        &self,
+        id: String,
+        kind: AdapterKind,
+        config: &Value,
+        link: impl Fn() -> Link,
+        server: &mut tokio::process::Child,
+        deadline: Instant,
+    ) -> Result<Arc<Session>, String> {
+        loop {
+            match Session::open(
+                id.clone(),
+                kind,
+                config.clone(),
+                link(),
+                Arc::clone(&self.breakpoints),
+            )
+            .await
+            {
+                Ok(s) => return Ok(s),
+                Err(e) => {
+                    if Instant::now() >= deadline || matches!(server.try_wait(), Ok(Some(_))) {
+                        let _ = server.kill().await;
+                        return Err(e.message);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
     pub(super) async fn launch_js(
         &self,
         id: String,
@@ -55,34 +89,25 @@ impl DapBackend {
             })?;
         // One child session per launch; a few more are dropped (workers, if any, are not debugged).
         let (tx, mut children) = mpsc::channel::<Value>(4);
-        let parent = loop {
-            let link = Link::Unix {
-                path: socket.clone(),
-                children: tx.clone(),
-            };
-            match Session::open(
+        let parent = self
+            .open_when_listening(
                 format!("{id}-parent"),
                 AdapterKind::JsDebug,
-                config.clone(),
-                link,
-                Arc::clone(&self.breakpoints),
+                &config,
+                || Link::Unix {
+                    path: socket.clone(),
+                    children: tx.clone(),
+                },
+                &mut server,
+                deadline,
             )
             .await
-            {
-                Ok(s) => break s,
-                Err(e) => {
-                    if Instant::now() >= deadline || matches!(server.try_wait(), Ok(Some(_))) {
-                        let _ = server.kill().await;
-                        return Err(failed(format!(
-                            "js-debug did not listen on {}: {}",
-                            socket.display(),
-                            e.message
-                        )));
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        };
+            .map_err(|why| {
+                failed(format!(
+                    "js-debug did not listen on {}: {why}",
+                    socket.display()
+                ))
+            })?;
         let child_args = match self
             .parent_handshake(&parent, &config, &mut children, deadline)
             .await
