@@ -474,9 +474,18 @@ fn a_bridge_that_ends_with_live_sandboxes_leaves_no_group() {
     });
     assert!(!dirs.is_empty());
     drop(rt);
-    for d in &dirs {
-        assert!(!d.exists(), "{} left behind", d.display());
-    }
+    let left: Vec<String> = dirs
+        .iter()
+        .filter(|d| d.exists())
+        .map(|d| {
+            format!(
+                "{} (procs {:?})",
+                d.display(),
+                std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default()
+            )
+        })
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?} of {dirs:?}");
     assert_eq!(live_on_host("44201"), Vec::<u32>::new());
 }
 

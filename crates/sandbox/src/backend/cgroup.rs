@@ -446,8 +446,10 @@ impl Cgroups {
     /// Removes the groups (emptied by the sandbox's death; retried while the kernel finishes it), with
     /// any group the sandbox's agent made inside them.
     pub async fn remove(&self) {
-        self.removed.store(true, Ordering::SeqCst);
         remove_all(&self.dirs, self.owned.as_deref()).await;
+        // Only once done: a removal cut short (its task dropped as the runtime shuts down, the bridge exiting)
+        // leaves the rest to Drop, which would otherwise take the flag as done and leave the groups behind.
+        self.removed.store(true, Ordering::SeqCst);
     }
 }
 
