@@ -738,6 +738,12 @@ async fn import(t: Transfers, a: ImportArgs) -> Result<ImportResult, ToolError> 
         tokio::io::AsyncWriteExt::write_all(&mut f, &data)
             .await
             .map_err(|e| ToolError::internal(format!("{}: {e}", file.display())))?;
+        // tokio's File hands the last write to a blocking thread and returns before it lands: without the
+        // flush, the next chunk's set_len or the commit's read could run first (a truncated archive, refused
+        // as "unexpected EOF" under load).
+        tokio::io::AsyncWriteExt::flush(&mut f)
+            .await
+            .map_err(|e| ToolError::internal(format!("{}: {e}", file.display())))?;
     }
     if let Some(tr) = t.map().get_mut(&id) {
         if let Kind::Upload { received, .. } = &mut tr.kind {
