@@ -403,15 +403,7 @@ impl DapBackend {
         };
         let expression = str_param(p, "expression").unwrap_or_default();
         let context = str_param(p, "context").unwrap_or("watch");
-        let body = s
-            .client
-            .request("evaluate", json!({"expression": expression, "frameId": frame_id, "context": context}), left(deadline))
-            .await
-            .map_err(|e| dap_err(e).hint("Check the expression's syntax for the program's language and that its names exist in this frame"))?;
-        let reference = body
-            .get("variablesReference")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
+        let (body, reference) = evaluate_in(&s, expression, frame_id, context, deadline).await?;
         s.remember_refs([reference]);
         Ok(
             json!({"expression": expression, "result": body.get("result"), "type": body.get("type"),
@@ -439,15 +431,7 @@ impl DapBackend {
         let context = str_param(p, "context").unwrap_or("watch");
         let page_size = u64_param(p, "pageSize").unwrap_or(500).max(1) as usize;
         let max_items = u64_param(p, "maxItems").map_or(usize::MAX, |n| n as usize);
-        let body = s
-            .client
-            .request("evaluate", json!({"expression": expression, "frameId": frame_id, "context": context}), left(deadline))
-            .await
-            .map_err(|e| dap_err(e).hint("Check the expression's syntax for the program's language and that its names exist in this frame"))?;
-        let reference = body
-            .get("variablesReference")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
+        let (body, reference) = evaluate_in(&s, expression, frame_id, context, deadline).await?;
         let pages = lock(&s.capabilities)
             .get("supportsVariablePaging")
             .and_then(Value::as_bool)
@@ -620,6 +604,26 @@ fn declared_children(v: &Value) -> usize {
         .fold(0u64, u64::saturating_add)
         .try_into()
         .unwrap_or(usize::MAX)
+}
+
+/// One DAP `evaluate` in `frame_id`: its answer, and the reference its children are fetched by (0: none).
+async fn evaluate_in(
+    s: &Session,
+    expression: &str,
+    frame_id: i64,
+    context: &str,
+    deadline: Instant,
+) -> Result<(Value, i64), ScriptError> {
+    let body = s
+        .client
+        .request("evaluate", json!({"expression": expression, "frameId": frame_id, "context": context}), left(deadline))
+        .await
+        .map_err(|e| dap_err(e).hint("Check the expression's syntax for the program's language and that its names exist in this frame"))?;
+    let reference = body
+        .get("variablesReference")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    Ok((body, reference))
 }
 
 #[cfg(test)]
