@@ -797,7 +797,7 @@ async fn write_queue(
                     return;
                 }
                 (
-                    c.queue.after(c.sent, WRITE_BATCH),
+                    c.queue.write_after(c.sent, WRITE_BATCH),
                     c.queue.take_lost(),
                     c.queue.take_other_lost(),
                 )
