@@ -88,13 +88,13 @@ pub struct SyncArgs {
 #[command(next_help_heading = "Game link")]
 pub struct GameArgs {
     /// Address the game's WebSocket listener binds (the game connects to it: Options → Remote API).
-    #[arg(id = "game_host", long = "game-host", value_name = "IP", env = "BITBURNER_GAME_HOST", default_value = "127.0.0.1",
+    #[arg(id = "game_host", long = "bitburner-game-host", alias = "game-host", value_name = "IP", env = "BITBURNER_GAME_HOST", default_value = "127.0.0.1",
           value_parser = config::ip())]
     pub host: IpAddr,
 
     /// Port the game connects to. bitburner-filesync and viteburner default to 12525 too: run only one,
     /// or give this bridge another port and enter the same port in the game.
-    #[arg(id = "game_port", long = "game-port", value_name = "PORT", env = "BITBURNER_GAME_PORT", default_value = "12525",
+    #[arg(id = "game_port", long = "bitburner-game-port", alias = "game-port", value_name = "PORT", env = "BITBURNER_GAME_PORT", default_value = "12525",
           value_parser = config::ranged(0u16, 65535))]
     pub port: u16,
 
@@ -102,7 +102,8 @@ pub struct GameArgs {
     /// localhost, file://). `*` allows any; `null` is needed if your game build sends `Origin: null`.
     #[arg(
         id = "game_allowed_origins",
-        long = "game-allowed-origin",
+        long = "bitburner-game-allowed-origin",
+        alias = "game-allowed-origin",
         value_name = "ORIGINS",
         env = "BITBURNER_GAME_ALLOWED_ORIGINS",
         value_delimiter = ','
@@ -110,42 +111,46 @@ pub struct GameArgs {
     pub allowed_origins: Vec<String>,
 
     /// Deadline of one request to the game (the game has none and silently ignores some requests).
-    #[arg(value_name = "DURATION", long = "rpc-timeout", alias = "rpc-timeout-ms", env = "BITBURNER_RPC_TIMEOUT", default_value = "5s",
+    #[arg(value_name = "DURATION", long = "bitburner-rpc-timeout", aliases = ["rpc-timeout", "rpc-timeout-ms"], env = "BITBURNER_RPC_TIMEOUT", default_value = "5s",
           value_parser = config::duration(Duration::from_millis(1), Duration::from_secs(600), Unit::Millis))]
     pub rpc_timeout: Duration,
 
     /// Deadline of `get_save_file` (the game builds a save of several MB first).
-    #[arg(value_name = "DURATION", long = "save-timeout", alias = "save-timeout-ms", env = "BITBURNER_SAVE_TIMEOUT", default_value = "1m",
+    #[arg(value_name = "DURATION", long = "bitburner-save-timeout", aliases = ["save-timeout", "save-timeout-ms"], env = "BITBURNER_SAVE_TIMEOUT", default_value = "1m",
           value_parser = config::duration(Duration::from_millis(1), Duration::from_secs(600), Unit::Millis))]
     pub save_timeout: Duration,
 
     /// Largest `content` `write_file` sends, in bytes (UTF-8).
-    #[arg(long = "file-write-max-bytes", env = "BITBURNER_FILE_WRITE_MAX_BYTES", default_value = "1000000",
+    #[arg(long = "bitburner-file-write-max-bytes", alias = "file-write-max-bytes", env = "BITBURNER_FILE_WRITE_MAX_BYTES", default_value = "1000000",
           value_parser = config::ranged(1usize, 64 << 20))]
     pub file_write_max_bytes: usize,
 
     /// How long a tool call waits for the game to connect before failing with E_DISCONNECTED.
-    #[arg(value_name = "DURATION", long = "connect-wait", alias = "connect-wait-ms", env = "BITBURNER_CONNECT_WAIT", default_value = "0s",
+    #[arg(value_name = "DURATION", long = "bitburner-connect-wait", aliases = ["connect-wait", "connect-wait-ms"], env = "BITBURNER_CONNECT_WAIT", default_value = "0s",
           value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
     pub connect_wait: Duration,
 
     /// How often the bridge pings the game to notice a game that vanished without closing (0: never).
-    #[arg(value_name = "DURATION", long = "ping-interval", alias = "ping-interval-ms", env = "BITBURNER_PING_INTERVAL", default_value = "15s",
+    #[arg(value_name = "DURATION", long = "bitburner-ping-interval", aliases = ["ping-interval", "ping-interval-ms"], env = "BITBURNER_PING_INTERVAL", default_value = "15s",
           value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
     pub ping_interval: Duration,
 
     /// Directory `get_save_file` may write saves into. Without it, `get_save_file` is refused.
-    #[arg(long = "save-dir", env = "BITBURNER_SAVE_DIR")]
+    #[arg(
+        long = "bitburner-save-dir",
+        alias = "save-dir",
+        env = "BITBURNER_SAVE_DIR"
+    )]
     pub save_dir: Option<PathBuf>,
 
     /// How long a new connection to the game port has to send its request head before it is closed.
-    #[arg(id = "game_handshake_timeout", value_name = "DURATION", long = "game-handshake-timeout", env = "BITBURNER_GAME_HANDSHAKE_TIMEOUT", default_value = "10s",
+    #[arg(id = "game_handshake_timeout", value_name = "DURATION", long = "bitburner-game-handshake-timeout", alias = "game-handshake-timeout", env = "BITBURNER_GAME_HANDSHAKE_TIMEOUT", default_value = "10s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub handshake_timeout: Duration,
 
     /// How long a kept-alive HTTP connection to the game port with no request in flight is kept (the game's
     /// WebSocket link is judged by its pings instead).
-    #[arg(id = "game_idle_timeout", value_name = "DURATION", long = "game-idle-timeout", env = "BITBURNER_GAME_IDLE_TIMEOUT", default_value = "5s",
+    #[arg(id = "game_idle_timeout", value_name = "DURATION", long = "bitburner-game-idle-timeout", alias = "game-idle-timeout", env = "BITBURNER_GAME_IDLE_TIMEOUT", default_value = "5s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub idle_timeout: Duration,
 }
@@ -208,7 +213,7 @@ mod tests {
 
     #[test]
     fn push_and_pull_are_subcommands() {
-        let cli = Cli::try_parse_from(["x", "--game-port", "12600", "push", "scripts"]);
+        let cli = Cli::try_parse_from(["x", "--bitburner-game-port", "12600", "push", "scripts"]);
         let Ok(cli) = cli else {
             panic!("push did not parse");
         };
@@ -235,15 +240,21 @@ mod tests {
 
     #[test]
     fn a_bad_value_names_its_variable() {
-        let err = Cli::try_parse_from(["x", "--rpc-timeout", "0s"])
+        let err = Cli::try_parse_from(["x", "--bitburner-rpc-timeout", "0s"])
             .err()
             .map(|e| e.to_string());
-        assert!(err.is_some_and(|e| e.contains("BITBURNER_RPC_TIMEOUT (--rpc-timeout)")));
+        assert!(err.is_some_and(|e| e.contains("BITBURNER_RPC_TIMEOUT (--bitburner-rpc-timeout)")));
     }
 
     #[test]
     fn the_older_ms_flags_read_milliseconds() {
-        let cli = Cli::try_parse_from(["x", "--rpc-timeout-ms", "2500", "--connect-wait", "3s"]);
+        let cli = Cli::try_parse_from([
+            "x",
+            "--rpc-timeout-ms",
+            "2500",
+            "--bitburner-connect-wait",
+            "3s",
+        ]);
         let game = cli.map(|c| c.args.game).ok();
         assert_eq!(
             game.map(|g| (g.rpc_timeout, g.connect_wait)),

@@ -4,7 +4,7 @@
 //! bridges = ["bitburner", "computercraft"]
 //! [mcp]
 //! http = true
-//! mcp-port = 3000
+//! port = 3000
 //! tool-timeout = ["bitburner/read_file=2000"]
 //! [bitburner]
 //! game-port = 12525
@@ -12,7 +12,9 @@
 //! link-port = 3001
 //! ```
 //!
-//! Keys are the long flag names. The file becomes command-line flags placed before the real ones, so every
+//! A key is a long flag's name with the table's name left out in front: `[bitburner] game-port` is
+//! `--bitburner-game-port`, `[mcp] port` is `--mcp-port`, `[mcp] http` is `--http`. The whole flag name
+//! (`bitburner-game-port`) and an older name (`rpc-timeout-ms`) are read too. The file becomes command-line flags placed before the real ones, so every
 //! value goes through the same parser as its flag (and its error names the environment variable and range),
 //! and a flag on the command line wins over the file.
 
@@ -103,23 +105,47 @@ pub fn to_flags(text: &str, entries: &[&dyn DynEntry]) -> Result<Vec<String>, St
             ));
         };
         for (name, value) in settings {
-            let Some(arg) = known.get_arguments().find(|a| {
-                // An older name (`rpc-timeout-ms`) still works, as on the command line.
-                a.get_long() == Some(name.as_str())
-                    || a.get_aliases()
-                        .is_some_and(|old| old.contains(&name.as_str()))
-            }) else {
-                let keys: Vec<&str> = known.get_arguments().filter_map(|a| a.get_long()).collect();
+            let Some((arg, long)) = find_key(&known, key, name) else {
+                let keys: Vec<&str> = known
+                    .get_arguments()
+                    .filter_map(|a| a.get_long())
+                    .map(|long| key_of(key, long))
+                    .collect();
                 return Err(format!(
                     "unknown key `{name}` in [{key}]; known keys: {}",
                     keys.join(", ")
                 ));
             };
-            push_value(&mut flags, name, arg, value)
+            push_value(&mut flags, long, arg, value)
                 .map_err(|why| format!("[{key}] {name}: {why}"))?;
         }
     }
     Ok(flags)
+}
+
+/// The key documented for flag `--long` in table `[table]`: its name without the table's prefix.
+fn key_of<'a>(table: &str, long: &'a str) -> &'a str {
+    long.strip_prefix(table)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .unwrap_or(long)
+}
+
+/// The flag key `name` of table `[table]` sets, and its long name: the flag `--<table>-<name>`, the flag
+/// `--<name>` itself, or one whose older name is `name` (as on the command line).
+fn find_key<'a>(
+    known: &'a clap::Command,
+    table: &str,
+    name: &str,
+) -> Option<(&'a clap::Arg, &'a str)> {
+    let prefixed = format!("{table}-{name}");
+    let args = || {
+        known
+            .get_arguments()
+            .filter_map(|a| Some((a, a.get_long()?)))
+    };
+    args()
+        .find(|(_, long)| *long == prefixed || *long == name)
+        .or_else(|| args().find(|(a, _)| a.get_aliases().is_some_and(|old| old.contains(&name))))
 }
 
 fn push_value(
@@ -190,8 +216,8 @@ mod tests {
             "--mcp-port=0",
             "--tool-timeout=bitburner/read_file=2000",
             "--tool-timeout=run_lua=9000",
-            "--game-port=12600",
-            "--link-host=127.0.0.1",
+            "--bitburner-game-port=12600",
+            "--computercraft-link-host=127.0.0.1",
         ];
         expected.sort();
         assert_eq!(flags, expected);
@@ -202,7 +228,9 @@ mod tests {
         let err = |text: &str| to_flags(text, ENTRIES).unwrap_err();
         let e = err("bridges = [\"bitburner\"]\n[bitburner]\ngame-prot = 1");
         assert!(
-            e.contains("unknown key `game-prot` in [bitburner]") && e.contains("game-port"),
+            e.contains("unknown key `game-prot` in [bitburner]")
+                && e.contains(" game-port,")
+                && !e.contains("bitburner-game-port"),
             "{e}"
         );
         let e = err("bridges = [\"bitburner\"]\n[minecraft]\nx = 1");
@@ -213,5 +241,35 @@ mod tests {
         assert!(e.contains("[mcp] http: must be true or false"), "{e}");
         let e = err("bridges = \"bitburner\"");
         assert!(e.contains("list of bridge names"), "{e}");
+    }
+
+    /// A bridge's key is its flag without the bridge's name in front; the whole flag name and an older one
+    /// are read too, and each becomes the flag's current name.
+    #[test]
+    fn a_key_is_the_flag_without_its_table_s_prefix_and_other_names_still_work() {
+        let flags = |text: &str| {
+            let mut flags = to_flags(text, ENTRIES).unwrap();
+            flags.retain(|f| !f.starts_with("--bridge") && f != "bitburner");
+            flags.sort();
+            flags
+        };
+        let want = vec!["--bitburner-game-port=12600".to_owned()];
+        for key in ["game-port", "bitburner-game-port"] {
+            assert_eq!(
+                flags(&format!(
+                    "bridges = [\"bitburner\"]\n[bitburner]\n{key} = 12600"
+                )),
+                want,
+                "{key}"
+            );
+        }
+        assert_eq!(
+            flags("bridges = [\"bitburner\"]\n[bitburner]\nrpc-timeout-ms = 2500"),
+            vec!["--bitburner-rpc-timeout=2500".to_owned()]
+        );
+        assert_eq!(
+            flags("bridges = [\"bitburner\"]\n[mcp]\nport = 0\nmcp-token = \"t\""),
+            vec!["--mcp-port=0".to_owned(), "--mcp-token=t".to_owned()],
+        );
     }
 }

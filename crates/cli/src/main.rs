@@ -75,7 +75,7 @@ bridges! {
         mcp-bridges bitburner --http               # Streamable HTTP at http://127.0.0.1:3000/mcp\n  \
         mcp-bridges bitburner push ./scripts       # upload a folder to the game once, then exit\n  \
         mcp-bridges computercraft                  # stdio and HTTP MCP on :3000; computers link to :3001\n  \
-        mcp-bridges debug --workspace .            # debugging tools; `debug-host` runs the file protocol's host\n  \
+        mcp-bridges debug -w .                     # debugging tools; `debug-host` runs the file protocol's host\n  \
         mcp-bridges serve --bridge bitburner --bridge computercraft --http   # both in one server"
 )]
 struct Cli {
@@ -151,6 +151,17 @@ fn command() -> clap::Command {
     env_alias::apply(command, &aliases)
 }
 
+/// Says once for each flag the user named by an older name (`--game-port` for `--bitburner-game-port`), on
+/// every command along the path they ran (`debug host` has `debug`'s flags too).
+fn warn_older_flags(command: &clap::Command, matches: &clap::ArgMatches) {
+    bridge_core::config::warn_older_flags(command);
+    if let Some((name, sub_matches)) = matches.subcommand()
+        && let Some(sub) = command.find_subcommand(name)
+    {
+        warn_older_flags(sub, sub_matches);
+    }
+}
+
 /// Commands of their own that are a bridge's sub-subcommand underneath: `mcp-bridges debug-host …` is
 /// `mcp-bridges debug host …` (the name VSC-Bridge users know for the extension's side).
 const SHORTHANDS: &[(&str, &[&str])] = &[("debug-host", &["debug", "host"])];
@@ -178,13 +189,14 @@ fn main() -> ExitCode {
             Err(e) => {
                 let _ = e.print();
                 eprintln!(
-                    "(settings come from {} — `[table] key` is the flag `--key` — and from the command line)",
+                    "(settings come from {} — `[bitburner] game-port` is the flag `--bitburner-game-port` — and from the command line)",
                     file.display()
                 );
                 return ExitCode::from(2);
             }
         };
     }
+    warn_older_flags(&command(), &matches);
     let job = match Cli::from_arg_matches(&matches) {
         Ok(cli) => Job::from(cli.command),
         Err(e) => e.exit(),

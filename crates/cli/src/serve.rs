@@ -32,8 +32,9 @@ pub fn augment(
         .after_long_help(format!(
             "Tool names: {NAMING_RULE}\n\n/health shows each bridge's part under `bridges.<name>`; every /metrics \
              series has a `bridge` label.\n\nConfig file (TOML): `bridges = [\"bitburner\", \"computercraft\"]`, a \
-             `[mcp]` table and one table per bridge, whose keys are the long flag names without `--` \
-             (`mcp-port = 3000`, `[bitburner]` `game-port = 12525`). Flags on the command line win over the file; \
+             `[mcp]` table and one table per bridge, whose keys are the long flag names without `--` and without \
+             the table's name in front (`[mcp]` `port = 3000` is --mcp-port, `[bitburner]` `game-port = 12525` is \
+             --bitburner-game-port). Flags on the command line win over the file; \
              environment variables fill in what neither sets."
         ))
         .mut_arg("bridges", |arg| {

@@ -9,7 +9,8 @@
 //!   of the one shape: text `[CODE] message — hint`, and `_meta[ERROR_META_KEY]` = `{code, message, hint,
 //!   details}` with the same code, never repeated inside `details`;
 //! - `--help` names every flag's environment variable, and every variable follows the one naming rule
-//!   (`bridge_core::config::env_name`).
+//!   (`bridge_core::config::env_name`): a bridge's own flag is `--<bridge>-<name>` and its variable that flag
+//!   in upper snake case, an older flag name still works and warns once.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use bridge_core::BridgeEntry;
@@ -32,24 +33,29 @@ fn bridges(scratch: &std::path::Path) -> Vec<(&'static str, Vec<String>)> {
     let workspace = scratch.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     vec![
-        ("bitburner", s(&["--game-port", "0"])),
+        ("bitburner", s(&["--bitburner-game-port", "0"])),
         (
             "computercraft",
-            s(&["--link-host", "127.0.0.1", "--link-port", "0"]),
+            s(&[
+                "--computercraft-link-host",
+                "127.0.0.1",
+                "--computercraft-link-port",
+                "0",
+            ]),
         ),
         (
             "debug",
             vec![
-                "--backend".into(),
+                "--debug-backend".into(),
                 "vscode".into(),
-                "--workspace".into(),
+                "--debug-workspace".into(),
                 workspace.display().to_string(),
             ],
         ),
         (
             "minecraft",
             s(&[
-                "--relay-port",
+                "--minecraft-relay-port",
                 "0",
                 "--minecraft-auth-token",
                 "contract-game-token",
@@ -605,11 +611,17 @@ fn check_names<B: BridgeEntry>(problems: &mut Vec<String>) -> BTreeSet<String> {
             }
             continue;
         };
-        let prefix = if mcp_ids.contains(&id) {
-            "MCP"
-        } else {
-            B::NAME
-        };
+        let mcp = mcp_ids.contains(&id);
+        let prefix = if mcp { "MCP" } else { B::NAME };
+        // The bridge's own flags start with its name, so that mounted side by side in `serve` no two can
+        // collide; its commands that are not MCP servers (`bitburner push`, `debug host`) keep their names.
+        if top && !mcp && !long.starts_with(&format!("{}-", B::NAME)) {
+            problems.push(format!(
+                "{}: --{long} does not start with --{}-",
+                B::NAME,
+                B::NAME
+            ));
+        }
         if !follows_rule(prefix, &long, &env, repeatable) {
             problems.push(format!(
                 "{}: --{long} reads {env}, the rule gives {}",
@@ -739,8 +751,105 @@ fn an_older_duration_flag_works_and_warns_once() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("(--rpc-timeout) must be from 1ms to 10m"),
+        stderr.contains("(--bitburner-rpc-timeout) must be from 1ms to 10m"),
         "{stderr}"
     );
     assert!(out.stdout.is_empty());
+}
+
+/// Each bridge's flags under their names from before the prefix rule, with what they are now: every one
+/// parses and says once on stderr which flag to use instead.
+#[test]
+fn older_flag_names_work_and_warn_once_each() {
+    let cases: &[(&str, &[&str], &[(&str, &str)])] = &[
+        (
+            "bitburner",
+            &[
+                "--game-port",
+                "0",
+                "--save-dir",
+                ".",
+                "--connect-wait",
+                "0s",
+            ],
+            &[
+                ("--game-port", "--bitburner-game-port"),
+                ("--save-dir", "--bitburner-save-dir"),
+                ("--connect-wait", "--bitburner-connect-wait"),
+            ],
+        ),
+        (
+            "computercraft",
+            &["--stdio", "--link-host", "127.0.0.1", "--link-port", "0"],
+            &[
+                ("--link-host", "--computercraft-link-host"),
+                ("--link-port", "--computercraft-link-port"),
+            ],
+        ),
+        (
+            "debug",
+            &[
+                "--backend",
+                "vscode",
+                "--workspace",
+                ".",
+                "--allow-launch-anywhere",
+                "--bridge-dir",
+                "./.vsc-bridge",
+            ],
+            &[
+                ("--backend", "--debug-backend"),
+                ("--workspace", "--debug-workspace"),
+                ("--allow-launch-anywhere", "--debug-allow-launch-anywhere"),
+                ("--bridge-dir", "--debug-bridge-dir"),
+            ],
+        ),
+        (
+            "minecraft",
+            &[
+                "--relay-port",
+                "0",
+                "--client-id",
+                "contract",
+                "--minecraft-auth-token",
+                "contract-game-token",
+            ],
+            &[
+                ("--relay-port", "--minecraft-relay-port"),
+                ("--client-id", "--minecraft-client-id"),
+            ],
+        ),
+    ];
+    for (bridge, args, renamed) in cases {
+        let dir = scratch(&format!("older-{bridge}"));
+        let out = std::process::Command::new(BIN)
+            .arg(bridge)
+            .args(*args)
+            .current_dir(&dir)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // stdin at its end: the bridge served stdio, saw no client and stopped, with every flag accepted.
+        assert!(out.status.success(), "{bridge}: {stderr}");
+        for (old, new) in *renamed {
+            assert_eq!(
+                stderr
+                    .matches(&format!(
+                        "{old} is deprecated and will be removed: use {new} ("
+                    ))
+                    .count(),
+                1,
+                "{bridge} {old}: {stderr}"
+            );
+        }
+        assert_eq!(
+            stderr.matches("is deprecated").count(),
+            renamed.len(),
+            "{bridge}: {stderr}"
+        );
+    }
 }

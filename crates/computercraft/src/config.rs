@@ -31,44 +31,49 @@ pub struct CcArgs {
 #[command(next_help_heading = "ComputerCraft link")]
 pub struct LinkArgs {
     /// Address the computers' WebSocket link (and the installer) listens on. Loopback serves a Minecraft server
-    /// on this machine; an address other machines reach (e.g. 0.0.0.0) is refused without --link-token.
-    #[arg(long = "link-host", env = "COMPUTERCRAFT_LINK_HOST", default_value = "127.0.0.1", value_parser = config::ip())]
+    /// on this machine; an address other machines reach (e.g. 0.0.0.0) is refused without --computercraft-link-token.
+    #[arg(long = "computercraft-link-host", alias = "link-host", env = "COMPUTERCRAFT_LINK_HOST", default_value = "127.0.0.1", value_parser = config::ip())]
     pub host: IpAddr,
 
     /// Port of the link listener; `wget run http://<host>:<port>/install.lua` installs the client.
-    #[arg(long = "link-port", env = "COMPUTERCRAFT_LINK_PORT", default_value = "3001", value_parser = config::ranged(0u16, 65535))]
+    #[arg(long = "computercraft-link-port", alias = "link-port", env = "COMPUTERCRAFT_LINK_PORT", default_value = "3001", value_parser = config::ranged(0u16, 65535))]
     pub port: u16,
 
     /// Token computers must present (the installer takes it as its argument and stores it in startup.lua).
     #[arg(
-        long = "link-token",
+        long = "computercraft-link-token",
+        alias = "link-token",
         env = "COMPUTERCRAFT_LINK_TOKEN",
         hide_env_values = true
     )]
     pub token: Option<String>,
 
     /// How long `probe-computers` waits for answers.
-    #[arg(value_name = "DURATION", long = "probe-timeout", alias = "probe-timeout-ms", env = "COMPUTERCRAFT_PROBE_TIMEOUT", default_value = "2s",
+    #[arg(value_name = "DURATION", long = "computercraft-probe-timeout", aliases = ["probe-timeout", "probe-timeout-ms"], env = "COMPUTERCRAFT_PROBE_TIMEOUT", default_value = "2s",
           value_parser = config::duration(Duration::from_millis(1), Duration::from_secs(600), Unit::Millis))]
     pub probe_timeout: Duration,
 
     /// Requests in flight per computer. CC drops events beyond 256 queued, so keep this well below that.
-    #[arg(long = "max-in-flight", env = "COMPUTERCRAFT_MAX_IN_FLIGHT", default_value = "16", value_parser = config::ranged(1usize, 64))]
+    #[arg(long = "computercraft-max-in-flight", alias = "max-in-flight", env = "COMPUTERCRAFT_MAX_IN_FLIGHT", default_value = "16", value_parser = config::ranged(1usize, 64))]
     pub max_in_flight: usize,
 
     /// Address players' computers use to reach this bridge, e.g. `http://mc-host.example:3001`, when it differs
     /// from the one they downloaded the installer from (proxies, port forwarding).
-    #[arg(long = "link-public-url", env = "COMPUTERCRAFT_LINK_PUBLIC_URL")]
+    #[arg(
+        long = "computercraft-link-public-url",
+        alias = "link-public-url",
+        env = "COMPUTERCRAFT_LINK_PUBLIC_URL"
+    )]
     pub public_url: Option<String>,
 
     /// How long a new connection to the link port has to send its request head before it is closed.
-    #[arg(id = "link_handshake_timeout", value_name = "DURATION", long = "link-handshake-timeout", env = "COMPUTERCRAFT_LINK_HANDSHAKE_TIMEOUT", default_value = "10s",
+    #[arg(id = "link_handshake_timeout", value_name = "DURATION", long = "computercraft-link-handshake-timeout", alias = "link-handshake-timeout", env = "COMPUTERCRAFT_LINK_HANDSHAKE_TIMEOUT", default_value = "10s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub handshake_timeout: Duration,
 
     /// How long a kept-alive HTTP connection to the link port (the installer's GETs) with no request in
     /// flight is kept; computers' WebSocket links are judged by their pings instead.
-    #[arg(id = "link_idle_timeout", value_name = "DURATION", long = "link-idle-timeout", env = "COMPUTERCRAFT_LINK_IDLE_TIMEOUT", default_value = "5s",
+    #[arg(id = "link_idle_timeout", value_name = "DURATION", long = "computercraft-link-idle-timeout", alias = "link-idle-timeout", env = "COMPUTERCRAFT_LINK_IDLE_TIMEOUT", default_value = "5s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub idle_timeout: Duration,
 }
@@ -157,12 +162,12 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        let err = Cli::try_parse_from(["mcp-bridges", "--probe-timeout", "0s"])
+        let err = Cli::try_parse_from(["mcp-bridges", "--computercraft-probe-timeout", "0s"])
             .err()
             .unwrap()
             .to_string();
         assert!(err.contains("COMPUTERCRAFT_PROBE_TIMEOUT"), "{err}");
-        let err = Cli::try_parse_from(["mcp-bridges", "--link-host", "nowhere"])
+        let err = Cli::try_parse_from(["mcp-bridges", "--computercraft-link-host", "nowhere"])
             .err()
             .unwrap()
             .to_string();
@@ -173,9 +178,9 @@ mod tests {
     fn an_empty_token_is_no_token() {
         let cli = Cli::try_parse_from([
             "mcp-bridges",
-            "--link-token",
+            "--computercraft-link-token",
             "",
-            "--link-public-url",
+            "--computercraft-link-public-url",
             "http://h:1/",
         ])
         .unwrap();

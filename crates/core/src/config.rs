@@ -132,6 +132,15 @@ fn warn_older_flag(arg: Option<&Arg>) -> bool {
     })
 }
 
+/// Says once for each argument of `command` (not its subcommands) that the command line names by an older
+/// long name. The value parsers say it as they read a value; this covers every other flag (switches, plain
+/// strings), the binary calling it for each command on the path the user ran.
+pub fn warn_older_flags(command: &Command) {
+    for arg in command.get_arguments() {
+        warn_older_flag(Some(arg));
+    }
+}
+
 /// An integer in `min..=max`; the error names the variable, the flag and the range.
 pub fn ranged<T>(min: T, max: T) -> Ranged<T> {
     Ranged { min, max }

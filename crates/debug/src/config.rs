@@ -27,9 +27,10 @@ pub enum BackendChoice {
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Debug")]
 pub struct DebugArgs {
-    /// The workspace (agents pass `--workspace $(pwd)`); relative tool paths are resolved against it.
+    /// The workspace (agents pass `--debug-workspace $(pwd)`, or `-w`); relative tool paths are resolved against it.
     #[arg(
-        long,
+        long = "debug-workspace",
+        alias = "workspace",
         short = 'w',
         env = "DEBUG_WORKSPACE",
         default_value = ".",
@@ -39,19 +40,25 @@ pub struct DebugArgs {
 
     /// The bridge directory of the file protocol; the workspace's own `.vsc-bridge/` by default (never a
     /// parent's). It must be owned by this user and writable by no one else, or it is refused.
-    #[arg(long = "bridge-dir", env = "DEBUG_BRIDGE_DIR", global = true)]
+    #[arg(
+        long = "debug-bridge-dir",
+        alias = "bridge-dir",
+        env = "DEBUG_BRIDGE_DIR",
+        global = true
+    )]
     pub bridge_dir: Option<PathBuf>,
 
     /// The largest `data.json` (and `response.json`/`error.json`) read from the host, in bytes; larger answers
     /// are E_DATA_TOO_LARGE.
-    #[arg(long = "max-data-bytes", env = "DEBUG_MAX_DATA_BYTES", default_value = "16777216",
+    #[arg(long = "debug-max-data-bytes", alias = "max-data-bytes", env = "DEBUG_MAX_DATA_BYTES", default_value = "16777216",
         value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)), global = true)]
     pub max_data_bytes: u64,
 
     /// Let `debug_start` run programs anywhere (and attach to processes); by default only programs inside the
-    /// workspace or a --launch-allow directory are launched.
+    /// workspace or a --debug-launch-allow directory are launched.
     #[arg(
-        long = "allow-launch-anywhere",
+        long = "debug-allow-launch-anywhere",
+        alias = "allow-launch-anywhere",
         env = "DEBUG_ALLOW_LAUNCH_ANYWHERE",
         global = true
     )]
@@ -59,7 +66,8 @@ pub struct DebugArgs {
 
     /// A directory (besides the workspace) whose programs `debug_start` may launch; repeatable.
     #[arg(
-        long = "launch-allow",
+        long = "debug-launch-allow",
+        alias = "launch-allow",
         env = "DEBUG_LAUNCH_ALLOW",
         value_delimiter = ',',
         global = true
@@ -69,7 +77,8 @@ pub struct DebugArgs {
     /// An environment variable passed to debuggers and readable as `${env:NAME}`, besides PATH, HOME, LANG,
     /// LC_ALL, LC_CTYPE, TERM, TMPDIR, USER, LOGNAME, TZ; repeatable.
     #[arg(
-        long = "env-allow",
+        long = "debug-env-allow",
+        alias = "env-allow",
         env = "DEBUG_ENV_ALLOW",
         value_delimiter = ',',
         global = true
@@ -77,36 +86,57 @@ pub struct DebugArgs {
     pub env_allow: Vec<String>,
 
     /// Which backend runs the tools.
-    #[arg(long, env = "DEBUG_BACKEND", value_enum, default_value = "auto")]
+    #[arg(
+        long = "debug-backend",
+        alias = "backend",
+        env = "DEBUG_BACKEND",
+        value_enum,
+        default_value = "auto"
+    )]
     pub backend: BackendChoice,
 
-    /// Default tool timeout, for tools whose metadata sets none (VSC-Bridge's `--timeout`; a bare number is
+    /// Default tool timeout, for tools whose metadata sets none (VSC-Bridge's `--timeout`, still read; a bare number is
     /// milliseconds, as there).
-    #[arg(value_name = "DURATION", long, short = 't', env = "DEBUG_TIMEOUT", default_value = "30s",
+    #[arg(value_name = "DURATION", long = "debug-timeout", alias = "timeout", short = 't', env = "DEBUG_TIMEOUT", default_value = "30s",
         value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(3600), Unit::Millis))]
     pub timeout: Duration,
 
     /// A VSC-Bridge `manifest.json` (v2), or a folder of `*.meta.yaml` files, instead of the built-in catalog.
-    #[arg(long, env = "DEBUG_MANIFEST")]
+    #[arg(long = "debug-manifest", alias = "manifest", env = "DEBUG_MANIFEST")]
     pub manifest: Option<PathBuf>,
 
     /// The Python that runs debugpy (`python -m debugpy.adapter`); the first `python3` on PATH by default.
-    #[arg(long, env = "DEBUG_PYTHON", global = true)]
+    #[arg(
+        long = "debug-python",
+        alias = "python",
+        env = "DEBUG_PYTHON",
+        global = true
+    )]
     pub python: Option<PathBuf>,
 
     /// The lldb-dap binary; `lldb-dap`, `lldb-dap-22`, `lldb-dap-19` on PATH by default.
-    #[arg(long = "lldb-dap", env = "DEBUG_LLDB_DAP", global = true)]
+    #[arg(
+        long = "debug-lldb-dap",
+        alias = "lldb-dap",
+        env = "DEBUG_LLDB_DAP",
+        global = true
+    )]
     pub lldb_dap: Option<PathBuf>,
 
     /// Debug sessions live at once on the dap backend; a `debug_start` beyond is refused (E_TOO_MANY_SESSIONS).
     // Its own id: the MCP flags (flattened beside these) already have a `max_sessions` (--mcp-max-sessions).
-    #[arg(id = "debug_max_sessions", long = "max-sessions", env = "DEBUG_MAX_SESSIONS", default_value = "8",
+    #[arg(id = "debug_max_sessions", long = "debug-max-sessions", alias = "max-sessions", env = "DEBUG_MAX_SESSIONS", default_value = "8",
         value_parser = config::ranged(1usize, 64), global = true)]
     pub max_sessions: usize,
 
     /// js-debug's DAP server script (`vsDebugServer.js` / `dapDebugServer.js`), run with `node`, for
     /// `pwa-node`/`node` launches; without it those launches answer E_ADAPTER_NOT_FOUND.
-    #[arg(long = "js-debug", env = "DEBUG_JS_DEBUG", global = true)]
+    #[arg(
+        long = "debug-js-debug",
+        alias = "js-debug",
+        env = "DEBUG_JS_DEBUG",
+        global = true
+    )]
     pub js_debug: Option<PathBuf>,
 }
 

@@ -41,24 +41,30 @@ pub struct MinecraftCommand {
     pub minecraft: MinecraftArgs,
 }
 
-/// The MCP server's own flags; without `--relay-url` it runs the relay in-process with the relay flags.
+/// The MCP server's own flags; without `--minecraft-relay-url` it runs the relay in-process with the relay flags.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Minecraft")]
 pub struct MinecraftArgs {
     /// Dial this relay (`ws://host:port`, `wss://...`, or a bare `host:port`) instead of running one in-process.
-    #[arg(id = "mc_relay_url", long = "relay-url", env = "MINECRAFT_RELAY_URL")]
+    #[arg(
+        id = "mc_relay_url",
+        long = "minecraft-relay-url",
+        alias = "relay-url",
+        env = "MINECRAFT_RELAY_URL"
+    )]
     pub relay_url: Option<String>,
 
-    /// The token presented to the relay at --relay-url (one of its MCP_AUTH_TOKENS).
-    #[arg(id = "mc_relay_token", long = "relay-token", env = "MINECRAFT_RELAY_TOKEN", hide_env_values = true,
+    /// The token presented to the relay at --minecraft-relay-url (one of its MCP_AUTH_TOKENS).
+    #[arg(id = "mc_relay_token", long = "minecraft-relay-token", alias = "relay-token", env = "MINECRAFT_RELAY_TOKEN", hide_env_values = true,
           value_parser = config::secret())]
     pub relay_token: Option<String>,
 
-    /// PEM CA certificate(s) to trust for a `wss://` --relay-url, besides the public web roots: the relay's
+    /// PEM CA certificate(s) to trust for a `wss://` --minecraft-relay-url, besides the public web roots: the relay's
     /// private CA, or its self-signed certificate.
     #[arg(
         id = "mc_relay_ca",
-        long = "relay-ca",
+        long = "minecraft-relay-ca",
+        alias = "relay-ca",
         env = "MINECRAFT_RELAY_CA",
         value_name = "FILE"
     )]
@@ -66,7 +72,8 @@ pub struct MinecraftArgs {
 
     /// This MCP server's name at the relay: reconnecting under the same name resumes its queue.
     #[arg(
-        long = "client-id",
+        long = "minecraft-client-id",
+        alias = "client-id",
         env = "MINECRAFT_CLIENT_ID",
         default_value = "mcp-bridges"
     )]
@@ -75,7 +82,8 @@ pub struct MinecraftArgs {
     /// Event types to receive from the relay, comma-separated, or `*` for all five.
     #[arg(
         id = "mc_events",
-        long = "events",
+        long = "minecraft-events",
+        alias = "events",
         env = "MINECRAFT_EVENTS",
         default_value = "*"
     )]
@@ -88,31 +96,31 @@ pub struct MinecraftArgs {
     pub command_timeout: Duration,
 
     /// Events kept per event stream for poll_events.
-    #[arg(id = "mc_event_buffer", long = "event-buffer", env = "MINECRAFT_EVENT_BUFFER", default_value = "100000",
+    #[arg(id = "mc_event_buffer", long = "minecraft-event-buffer", alias = "event-buffer", env = "MINECRAFT_EVENT_BUFFER", default_value = "100000",
           value_parser = config::ranged(1usize, 1_000_000))]
     pub event_buffer: usize,
 
-    /// First delay before redialling the relay; doubles to --reconnect-max, with ±20% jitter, forever.
-    #[arg(value_name = "DURATION", id = "mc_reconnect_base", long = "reconnect-base", alias = "reconnect-base-ms", env = "MINECRAFT_RECONNECT_BASE",
+    /// First delay before redialling the relay; doubles to --minecraft-reconnect-max, with ±20% jitter, forever.
+    #[arg(value_name = "DURATION", id = "mc_reconnect_base", long = "minecraft-reconnect-base", aliases = ["reconnect-base", "reconnect-base-ms"], env = "MINECRAFT_RECONNECT_BASE",
           default_value = "1s",
           value_parser = config::duration(Duration::from_millis(10), Duration::from_secs(600), Unit::Millis))]
     pub reconnect_base: Duration,
 
     /// Longest delay between redials.
-    #[arg(value_name = "DURATION", id = "mc_reconnect_max", long = "reconnect-max", alias = "reconnect-max-ms", env = "MINECRAFT_RECONNECT_MAX",
+    #[arg(value_name = "DURATION", id = "mc_reconnect_max", long = "minecraft-reconnect-max", aliases = ["reconnect-max", "reconnect-max-ms"], env = "MINECRAFT_RECONNECT_MAX",
           default_value = "30s",
           value_parser = config::duration(Duration::from_millis(10), Duration::from_secs(3600), Unit::Millis))]
     pub reconnect_max: Duration,
 
     #[command(flatten)]
-    pub relay: RelayArgs,
+    pub relay: InProcessRelay,
 
     #[command(flatten)]
     pub vanilla: crate::vanilla::VanillaArgs,
 }
 
 impl MinecraftArgs {
-    /// `--events` as event types; an unknown name is an error naming it.
+    /// `--minecraft-events` as event types; an unknown name is an error naming it.
     pub fn subscriptions(&self) -> Result<Vec<EventType>, BridgeError> {
         let items: Vec<serde_json::Value> = self
             .events
@@ -136,3 +144,98 @@ pub struct RelayCommand {
 /// Nothing: the relay is not mountable in `serve` (see `MinecraftRelay`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct RelayMount {}
+
+/// The relay's flags as the `minecraft` bridge mounts them (it runs the relay in-process unless
+/// --minecraft-relay-url is set): each takes the bridge's prefix like every bridge flag, `--relay-port` becoming
+/// `--minecraft-relay-port` (its variable, MINECRAFT_RELAY_PORT, unchanged), the unprefixed name still read
+/// as a hidden alias that warns once. `minecraft-relay` keeps the unprefixed names: it is a command of its own,
+/// never mounted beside other bridges, so they cannot collide there.
+#[derive(Debug, Clone)]
+pub struct InProcessRelay(pub RelayArgs);
+
+impl std::ops::Deref for InProcessRelay {
+    type Target = RelayArgs;
+
+    fn deref(&self) -> &RelayArgs {
+        &self.0
+    }
+}
+
+/// The prefix every flag of the `minecraft` bridge starts with.
+const PREFIX: &str = "minecraft-";
+
+/// `add` applied to `cmd`, then every argument it added renamed to `--minecraft-<name>` with the old name as a
+/// hidden alias (an argument already starting with the prefix is left as it is).
+fn prefixed(cmd: clap::Command, add: fn(clap::Command) -> clap::Command) -> clap::Command {
+    let before: Vec<clap::Id> = cmd.get_arguments().map(|a| a.get_id().clone()).collect();
+    let cmd = add(cmd);
+    let added: Vec<clap::Id> = cmd
+        .get_arguments()
+        .map(|a| a.get_id().clone())
+        .filter(|id| !before.contains(id))
+        .collect();
+    added.into_iter().fold(cmd, |cmd, id| {
+        cmd.mut_arg(id, |arg| match arg.get_long().map(str::to_owned) {
+            Some(long) if !long.starts_with(PREFIX) => {
+                arg.long(format!("{PREFIX}{long}")).alias(long)
+            }
+            _ => arg,
+        })
+    })
+}
+
+impl clap::FromArgMatches for InProcessRelay {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        RelayArgs::from_arg_matches(matches).map(Self)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+}
+
+impl clap::Args for InProcessRelay {
+    fn group_id() -> Option<clap::Id> {
+        RelayArgs::group_id()
+    }
+
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        prefixed(cmd, <RelayArgs as clap::Args>::augment_args)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        prefixed(cmd, <RelayArgs as clap::Args>::augment_args_for_update)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        mc: MinecraftCommand,
+    }
+
+    #[test]
+    fn the_in_process_relay_s_flags_take_the_bridge_s_prefix_and_keep_their_variables() {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let port = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some("minecraft-relay-port"));
+        assert_eq!(
+            port.and_then(|a| a.get_env()).and_then(|e| e.to_str()),
+            Some("MINECRAFT_RELAY_PORT")
+        );
+        let cli = Cli::try_parse_from(["x", "--minecraft-relay-port", "0", "--tls-cert", "c.pem"]);
+        let relay = cli.map(|c| c.mc.minecraft.relay.0).ok();
+        assert_eq!(relay.as_ref().map(|r| r.port), Some(0));
+        assert!(
+            cmd.get_arguments()
+                .any(|a| a.get_long() == Some("minecraft-auth-token")),
+            "a flag already prefixed keeps its name"
+        );
+    }
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct SandboxArgs {
     /// Isolation backend: namespace (default); microvm (a VM per sandbox, refused at start unless its
     /// boot self-test passes in time); auto (microvm when its self-test passes, else namespace); process
-    /// (NO isolation; needs --unsafe-no-isolation).
+    /// (NO isolation; needs --sandbox-unsafe-no-isolation).
     #[arg(
         long = "sandbox-backend",
         env = "SANDBOX_BACKEND",
@@ -23,7 +23,11 @@ pub struct SandboxArgs {
     )]
     pub sandbox_backend: BackendChoice,
     /// Allow the `process` backend, which runs code on this host with no isolation at all.
-    #[arg(long = "unsafe-no-isolation", env = "SANDBOX_UNSAFE_NO_ISOLATION")]
+    #[arg(
+        long = "sandbox-unsafe-no-isolation",
+        alias = "unsafe-no-isolation",
+        env = "SANDBOX_UNSAFE_NO_ISOLATION"
+    )]
     pub sandbox_unsafe_no_isolation: bool,
     /// The guest agent binary (default: the agent built into mcp-bridges, written once into the state dir;
     /// without one, `sandbox-agent` beside this executable).
@@ -423,7 +427,7 @@ pub struct MicrovmSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error(
-        "SANDBOX_BACKEND=process runs code on this host with NO isolation; pass --unsafe-no-isolation \
+        "SANDBOX_BACKEND=process runs code on this host with NO isolation; pass --sandbox-unsafe-no-isolation \
          (SANDBOX_UNSAFE_NO_ISOLATION=true) if that is really what you want"
     )]
     ProcessNeedsUnsafe,

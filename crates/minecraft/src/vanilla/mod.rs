@@ -1,4 +1,4 @@
-//! Vanilla mode: `mcp-bridges minecraft --rcon host:port --rcon-password … --server-log path`. No mod and no
+//! Vanilla mode: `mcp-bridges minecraft --minecraft-rcon host:port --minecraft-rcon-password … --minecraft-server-log path`. No mod and no
 //! relay: the tools' commands (PROTOCOL.md §4.2 command types) are answered here over the server's RCON
 //! port, and events come from its log file. The tools are the relay mode's (`crate::tools`), which call
 //! [`Vanilla::call`] instead of the relay when `Ctx::vanilla` is set; what the game cannot tell over RCON
@@ -33,7 +33,7 @@ pub const GAME: &str = "vanilla";
 pub const UNSUPPORTED: &str = "UNSUPPORTED_IN_VANILLA";
 /// The stream vanilla mode adds: advancements are in the log, not in the relay protocol's five types.
 pub const ADVANCEMENT_STREAM: &str = "player_advancement";
-/// Commands `execute_command` may run unless `--rcon-commands` says otherwise: play, not administration.
+/// Commands `execute_command` may run unless `--minecraft-rcon-commands` says otherwise: play, not administration.
 pub const DEFAULT_COMMANDS: &str =
     "say,tell,msg,tellraw,tp,teleport,give,list,time,weather,data get,tick query,seed";
 /// How often the log is looked at.
@@ -57,22 +57,24 @@ pub struct VanillaArgs {
     /// enable-rcon=true, rcon.port, 25575 by default) instead of a relay and the mod.
     #[arg(
         id = "mc_rcon",
-        long = "rcon",
+        long = "minecraft-rcon",
+        alias = "rcon",
         env = "MINECRAFT_RCON",
         value_name = "HOST:PORT"
     )]
     pub rcon: Option<String>,
 
-    /// The RCON password (rcon.password in server.properties). Prefer the variable or --rcon-password-file:
+    /// The RCON password (rcon.password in server.properties). Prefer the variable or --minecraft-rcon-password-file:
     /// a flag shows in the process list.
-    #[arg(id = "mc_rcon_password", long = "rcon-password", env = "MINECRAFT_RCON_PASSWORD",
+    #[arg(id = "mc_rcon_password", long = "minecraft-rcon-password", alias = "rcon-password", env = "MINECRAFT_RCON_PASSWORD",
           hide_env_values = true, value_parser = config::secret())]
     pub rcon_password: Option<String>,
 
     /// A file holding the RCON password (one line).
     #[arg(
         id = "mc_rcon_password_file",
-        long = "rcon-password-file",
+        long = "minecraft-rcon-password-file",
+        alias = "rcon-password-file",
         env = "MINECRAFT_RCON_PASSWORD_FILE",
         value_name = "FILE"
     )]
@@ -81,7 +83,8 @@ pub struct VanillaArgs {
     /// The server's log to read events from (logs/latest.log), followed across rotation and truncation.
     #[arg(
         id = "mc_server_log",
-        long = "server-log",
+        long = "minecraft-server-log",
+        alias = "server-log",
         env = "MINECRAFT_SERVER_LOG",
         value_name = "FILE"
     )]
@@ -90,12 +93,12 @@ pub struct VanillaArgs {
     /// Commands execute_command may run in vanilla mode, comma-separated: each a command's first words
     /// (`data get` allows `data get ...` only), or `*` for every command. RCON runs them as the server
     /// console, with every permission.
-    #[arg(id = "mc_rcon_commands", long = "rcon-commands", env = "MINECRAFT_RCON_COMMANDS",
+    #[arg(id = "mc_rcon_commands", long = "minecraft-rcon-commands", alias = "rcon-commands", env = "MINECRAFT_RCON_COMMANDS",
           default_value = DEFAULT_COMMANDS)]
     pub rcon_commands: String,
 
     /// Largest RCON reply assembled from its packets, in bytes.
-    #[arg(id = "mc_rcon_max_response", long = "rcon-max-response", env = "MINECRAFT_RCON_MAX_RESPONSE",
+    #[arg(id = "mc_rcon_max_response", long = "minecraft-rcon-max-response", alias = "rcon-max-response", env = "MINECRAFT_RCON_MAX_RESPONSE",
           default_value = "1048576", value_parser = config::ranged(4096usize, 64 << 20))]
     pub rcon_max_response: usize,
 }
@@ -126,8 +129,8 @@ impl VanillaArgs {
         let pw = match (&self.rcon_password, &self.rcon_password_file) {
             (Some(_), Some(_)) => {
                 return Err(
-                    "give the RCON password once: --rcon-password (MINECRAFT_RCON_PASSWORD) or \
-                            --rcon-password-file (MINECRAFT_RCON_PASSWORD_FILE), not both"
+                    "give the RCON password once: --minecraft-rcon-password (MINECRAFT_RCON_PASSWORD) or \
+                            --minecraft-rcon-password-file (MINECRAFT_RCON_PASSWORD_FILE), not both"
                         .into(),
                 );
             }
@@ -135,14 +138,14 @@ impl VanillaArgs {
             (None, Some(file)) => {
                 let text = std::fs::read_to_string(file).map_err(|e| {
                     format!(
-                        "--rcon-password-file (MINECRAFT_RCON_PASSWORD_FILE) {}: {e}",
+                        "--minecraft-rcon-password-file (MINECRAFT_RCON_PASSWORD_FILE) {}: {e}",
                         file.display()
                     )
                 })?;
                 let pw = text.trim_end_matches(['\n', '\r']).to_owned();
                 if pw.trim().is_empty() {
                     return Err(format!(
-                        "--rcon-password-file (MINECRAFT_RCON_PASSWORD_FILE) {} is empty",
+                        "--minecraft-rcon-password-file (MINECRAFT_RCON_PASSWORD_FILE) {} is empty",
                         file.display()
                     )
                     .into());
@@ -150,14 +153,14 @@ impl VanillaArgs {
                 pw
             }
             (None, None) => {
-                return Err("--rcon needs --rcon-password (MINECRAFT_RCON_PASSWORD) or --rcon-password-file \
+                return Err("--minecraft-rcon needs --minecraft-rcon-password (MINECRAFT_RCON_PASSWORD) or --minecraft-rcon-password-file \
                             (MINECRAFT_RCON_PASSWORD_FILE): rcon.password in server.properties"
                     .into());
             }
         };
         if pw.len() > rcon::MAX_REQUEST_BYTES || pw.contains('\0') {
             return Err(format!(
-                "--rcon-password (MINECRAFT_RCON_PASSWORD) must be at most {} bytes without NUL: one RCON packet",
+                "--minecraft-rcon-password (MINECRAFT_RCON_PASSWORD) must be at most {} bytes without NUL: one RCON packet",
                 rcon::MAX_REQUEST_BYTES
             )
             .into());
@@ -531,8 +534,8 @@ impl Vanilla {
                 bridge_core::ErrorCode::InvalidArgument,
                 format!("`{}` is not among the commands vanilla mode may run", words(command).first().cloned().unwrap_or_default()),
             )
-            .with_hint("the operator allows commands with --rcon-commands (MINECRAFT_RCON_COMMANDS); RCON runs them with every permission")
-            .with_details(json!({"reason": "not_allowed", "flag": "--rcon-commands"}))
+            .with_hint("the operator allows commands with --minecraft-rcon-commands (MINECRAFT_RCON_COMMANDS); RCON runs them with every permission")
+            .with_details(json!({"reason": "not_allowed", "flag": "--minecraft-rcon-commands"}))
             .with_code_name(Code::InvalidCommand.as_str()));
         }
         let answer = self.exec(command).await?;
@@ -734,12 +737,12 @@ pub fn rcon_error(e: &RconError) -> ToolError {
     let message = e.to_string();
     match e {
         RconError::Auth { .. } => ToolError::disconnected(message)
-            .with_hint("fix --rcon-password (MINECRAFT_RCON_PASSWORD) to match rcon.password in server.properties")
-            .with_details(json!({"flag": "--rcon-password"}))
+            .with_hint("fix --minecraft-rcon-password (MINECRAFT_RCON_PASSWORD) to match rcon.password in server.properties")
+            .with_details(json!({"flag": "--minecraft-rcon-password"}))
             .with_code_name(Code::AuthFailed.as_str()),
         RconError::Connect { .. } | RconError::Down { .. } | RconError::Dropped { .. } | RconError::Stopped => {
             ToolError::disconnected(message)
-                .with_hint("check the server runs with enable-rcon=true at --rcon; status shows the last error; this bridge redials")
+                .with_hint("check the server runs with enable-rcon=true at --minecraft-rcon; status shows the last error; this bridge redials")
                 .with_code_name(Code::ConnectionError.as_str())
         }
         RconError::RequestTooLarge { bytes, limit } => ToolError::too_large(message)
@@ -748,8 +751,8 @@ pub fn rcon_error(e: &RconError) -> ToolError {
             .with_code_name(Code::InvalidCommand.as_str()),
         RconError::Nul => ToolError::invalid_argument("command", message).with_code_name(Code::InvalidCommand.as_str()),
         RconError::ResponseTooLarge { limit } => ToolError::too_large(message)
-            .with_hint("ask for less (a narrower data path), or raise --rcon-max-response")
-            .with_details(json!({"limit": limit, "flag": "--rcon-max-response"}))
+            .with_hint("ask for less (a narrower data path), or raise --minecraft-rcon-max-response")
+            .with_details(json!({"limit": limit, "flag": "--minecraft-rcon-max-response"}))
             .with_code_name(Code::ServerError.as_str()),
         RconError::PacketTooLarge { limit, .. } => ToolError::too_large(message)
             .with_details(json!({"limit": limit}))
@@ -785,16 +788,16 @@ pub async fn start(
 ) -> Result<(), BridgeError> {
     let v = &args.vanilla;
     if args.relay_url.is_some() {
-        return Err("--rcon/--server-log (vanilla mode) and --relay-url are two ways to reach the game: give one".into());
+        return Err("--minecraft-rcon/--minecraft-server-log (vanilla mode) and --minecraft-relay-url are two ways to reach the game: give one".into());
     }
     let Some(addr) = v.rcon.clone() else {
         return Err(
-            "--server-log needs --rcon (MINECRAFT_RCON): vanilla mode runs tools over RCON".into(),
+            "--minecraft-server-log needs --minecraft-rcon (MINECRAFT_RCON): vanilla mode runs tools over RCON".into(),
         );
     };
     if !addr.contains(':') {
         return Err(format!(
-            "--rcon (MINECRAFT_RCON) `{addr}` must be host:port, e.g. 127.0.0.1:25575"
+            "--minecraft-rcon (MINECRAFT_RCON) `{addr}` must be host:port, e.g. 127.0.0.1:25575"
         )
         .into());
     }
@@ -816,7 +819,7 @@ pub async fn start(
     settings.backoff_max = args.reconnect_max;
     settings.max_response_bytes = v.rcon_max_response;
     if v.server_log.is_none() {
-        tracing::warn!("vanilla mode without --server-log: tools work, no events arrive");
+        tracing::warn!("vanilla mode without --minecraft-server-log: tools work, no events arrive");
     }
     let vanilla = Vanilla::start(
         settings,
