@@ -34,7 +34,7 @@ pub struct LinkSettings {
     pub backoff_max: Duration,
     /// `embedded` (the relay runs in this process) or `remote`.
     pub mode: &'static str,
-    /// Whom a `wss://` relay must prove to be (`--relay-ca`); `None` trusts the public web roots.
+    /// Whom a `wss://` relay must prove to be (`--minecraft-relay-ca`); `None` trusts the public web roots.
     pub tls: Option<Arc<bridge_core::link::tls::ClientConfig>>,
 }
 
@@ -602,7 +602,7 @@ fn dial_error(e: &LinkError) -> String {
     if text.contains("TLS handshake failed") && text.contains("certificate") {
         format!(
             "{text}; the relay's certificate is not trusted: pass the CA that signed it (or the \
-             self-signed certificate itself) with --relay-ca (MINECRAFT_RELAY_CA)"
+             self-signed certificate itself) with --minecraft-relay-ca (MINECRAFT_RELAY_CA)"
         )
     } else {
         text

@@ -28,7 +28,7 @@ subscribe to minecraft://events/<type>, or call poll_events (wait_ms waits for n
 game's code ([PLAYER_NOT_FOUND], [INVALID_COMMAND], ...). `status` tells whether a game is \
 connected; pass `game` to a tool only when several are.";
 
-/// Bytes of events kept per stream for `poll_events` (beside --event-buffer events): half a second of 50 000
+/// Bytes of events kept per stream for `poll_events` (beside --minecraft-event-buffer events): half a second of 50 000
 /// events/s, so a client polling in pages keeps up.
 const STREAM_BYTES: usize = 16 << 20;
 
@@ -72,7 +72,7 @@ pub fn normalize_url(url: &str) -> String {
     }
 }
 
-/// The TLS client settings for `url`: `--relay-ca` read now, so a bad file stops the start.
+/// The TLS client settings for `url`: `--minecraft-relay-ca` read now, so a bad file stops the start.
 fn relay_tls(
     url: &str,
     ca: Option<&std::path::Path>,
@@ -80,7 +80,7 @@ fn relay_tls(
     if !url.starts_with("wss://") {
         return match ca {
             Some(_) => Err(format!(
-                "--relay-ca (MINECRAFT_RELAY_CA) is set but --relay-url {url} is not wss://: the CA only \
+                "--minecraft-relay-ca (MINECRAFT_RELAY_CA) is set but --minecraft-relay-url {url} is not wss://: the CA only \
                  matters for a TLS relay"
             )
             .into()),
@@ -89,7 +89,7 @@ fn relay_tls(
     }
     bridge_core::link::tls::client_config(ca)
         .map(Some)
-        .map_err(|e| format!("--relay-ca (MINECRAFT_RELAY_CA): {e}").into())
+        .map_err(|e| format!("--minecraft-relay-ca (MINECRAFT_RELAY_CA): {e}").into())
 }
 
 /// `mcp-bridges minecraft`: the MCP server.
@@ -125,7 +125,7 @@ impl BridgeEntry for Minecraft {
         let (url, token, mode, tls) = match &args.relay_url {
             Some(url) => {
                 let Some(token) = args.relay_token.clone() else {
-                    return Err("--relay-url needs --relay-token (MINECRAFT_RELAY_TOKEN): one of the relay's \
+                    return Err("--minecraft-relay-url needs --minecraft-relay-token (MINECRAFT_RELAY_TOKEN): one of the relay's \
                                 MCP_AUTH_TOKENS"
                         .into());
                 };
@@ -144,13 +144,16 @@ impl BridgeEntry for Minecraft {
                     // The in-process link trusts exactly the relay's own certificate, whatever host it names.
                     url = url.replacen("ws://", "wss://", 1);
                     let leaf = bridge_core::link::tls::load_certs(cert)
-                        .map_err(|e| format!("--tls-cert (RELAY_TLS_CERT): {e}"))?
+                        .map_err(|e| format!("--minecraft-tls-cert (MINECRAFT_TLS_CERT): {e}"))?
                         .into_iter()
                         .next()
-                        .ok_or_else(|| "--tls-cert (RELAY_TLS_CERT): no certificate".to_owned())?;
+                        .ok_or_else(|| {
+                            "--minecraft-tls-cert (MINECRAFT_TLS_CERT): no certificate".to_owned()
+                        })?;
                     tls = Some(
-                        bridge_core::link::tls::client_config_pinned(leaf)
-                            .map_err(|e| format!("--tls-cert (RELAY_TLS_CERT): {e}"))?,
+                        bridge_core::link::tls::client_config_pinned(leaf).map_err(|e| {
+                            format!("--minecraft-tls-cert (MINECRAFT_TLS_CERT): {e}")
+                        })?,
                     );
                 }
                 if let Ok(mut slot) = embedded.lock() {

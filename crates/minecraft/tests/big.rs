@@ -12,7 +12,7 @@ use support::*;
 async fn get_world_info_at_radius_16_answers_through_the_mcp_server() {
     // Default 64 KiB message limit. The stand-in game builds the 36 000-block answer on its link's task, not
     // reading pings meanwhile: under a loaded test run that can outlast the 1 s test heartbeat.
-    let relay = start_relay(relay_args(&["--heartbeat-interval-ms", "15000"])).await;
+    let relay = start_relay(relay_args(&["--heartbeat-interval", "15s"])).await;
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
     let server = McpServer::linked(&relay, MCP_TOKEN, &[]).await;
@@ -66,7 +66,7 @@ async fn get_world_info_at_radius_16_answers_through_the_mcp_server() {
 #[tokio::test]
 async fn a_1_0_games_oversize_answer_fails_at_once_naming_the_limit() {
     // A command timeout far past the test's own deadline: only the size check can answer in time.
-    let relay = start_relay(relay_args(&["--command-timeout-ms", "600000"])).await;
+    let relay = start_relay(relay_args(&["--command-timeout", "10m"])).await;
     let mut game = raw_connect(&relay.url(), Some(GAME_TOKEN)).await.unwrap();
     game.send(&envelope(
         "hello",

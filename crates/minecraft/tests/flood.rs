@@ -60,11 +60,11 @@ async fn events_over_a_games_rate_are_counted_and_the_mcp_server_told_how_many_i
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
     let server = McpServer::start(mc_args(&[
-        "--relay-url",
+        "--minecraft-relay-url",
         &relay.url(),
-        "--relay-token",
+        "--minecraft-relay-token",
         MCP_TOKEN,
-        "--event-buffer",
+        "--minecraft-event-buffer",
         "10000",
     ]))
     .await;

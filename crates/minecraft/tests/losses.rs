@@ -72,9 +72,9 @@ async fn a_relay_restart_that_lost_queued_events_is_reported_with_the_count() {
         ws
     });
     let server = McpServer::start(mc_args(&[
-        "--relay-url",
+        "--minecraft-relay-url",
         &format!("ws://{addr}"),
-        "--relay-token",
+        "--minecraft-relay-token",
         "t",
     ]))
     .await;
@@ -152,11 +152,11 @@ async fn a_client_taking_some_types_counts_a_relay_restarts_loss_by_each_types_n
         ws
     });
     let server = McpServer::start(mc_args(&[
-        "--relay-url",
+        "--minecraft-relay-url",
         &format!("ws://{addr}"),
-        "--relay-token",
+        "--minecraft-relay-token",
         "t",
-        "--events",
+        "--minecraft-events",
         "player_chat",
     ]))
     .await;

@@ -145,7 +145,7 @@ fn stack() -> Stack {
         let port = l.local_addr().unwrap().port().to_string();
         drop(l);
         let server = McpServer::start(mc_args(&[
-            "--relay-port",
+            "--minecraft-relay-port",
             &port,
             "--minecraft-auth-token",
             GAME_TOKEN,
@@ -468,9 +468,9 @@ fn property_13_connection_error_recovery() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let server = McpServer::start(mc_args(&[
-            "--relay-url",
+            "--minecraft-relay-url",
             "ws://127.0.0.1:9",
-            "--relay-token",
+            "--minecraft-relay-token",
             "t",
         ]))
         .await;

@@ -212,7 +212,7 @@ async fn every_game_together_stays_within_the_games_event_rate_and_the_loss_is_r
     let beta = FakeGame::start(&relay.url(), "beta");
     alpha.wait_connected(1).await;
     beta.wait_connected(1).await;
-    let server = McpServer::linked(&relay, MCP_TOKEN, &["--event-buffer", "10000"]).await;
+    let server = McpServer::linked(&relay, MCP_TOKEN, &["--minecraft-event-buffer", "10000"]).await;
     server.ready(2).await;
     const EACH: u64 = 300;
     for i in 0..EACH {

@@ -26,9 +26,9 @@ async fn raw_mcp(url: &str, token: &str, client_id: &str, extra: Value) -> (RawL
 /// An MCP server whose relay is the stand-in listening on `addr`.
 async fn mcp_server_dialling(addr: std::net::SocketAddr) -> McpServer {
     McpServer::start(mc_args(&[
-        "--relay-url",
+        "--minecraft-relay-url",
         &format!("ws://{addr}"),
-        "--relay-token",
+        "--minecraft-relay-token",
         "t",
     ]))
     .await
@@ -182,24 +182,24 @@ async fn two_mcp_servers_with_different_subscriptions_get_exactly_theirs() {
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
     let chat = McpServer::start(mc_args(&[
-        "--relay-url",
+        "--minecraft-relay-url",
         &relay.url(),
-        "--relay-token",
+        "--minecraft-relay-token",
         MCP_TOKEN,
-        "--client-id",
+        "--minecraft-client-id",
         "chat",
-        "--events",
+        "--minecraft-events",
         "player_chat",
     ]))
     .await;
     let blocks = McpServer::start(mc_args(&[
-        "--relay-url",
+        "--minecraft-relay-url",
         &relay.url(),
-        "--relay-token",
+        "--minecraft-relay-token",
         MCP_TOKEN,
-        "--client-id",
+        "--minecraft-client-id",
         "blocks",
-        "--events",
+        "--minecraft-events",
         "block_break,player_join",
     ]))
     .await;
@@ -271,11 +271,11 @@ async fn the_relay_restarted_mid_stream_loses_no_event() {
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
     let server = McpServer::start(mc_args(&[
-        "--relay-url",
+        "--minecraft-relay-url",
         &relay.url(),
-        "--relay-token",
+        "--minecraft-relay-token",
         MCP_TOKEN,
-        "--event-buffer",
+        "--minecraft-event-buffer",
         "10000",
     ]))
     .await;
@@ -322,13 +322,13 @@ async fn the_mcp_server_restarted_mid_stream_loses_no_event() {
     game.wait_connected(1).await;
     let args = || {
         mc_args(&[
-            "--relay-url",
+            "--minecraft-relay-url",
             &relay.url(),
-            "--relay-token",
+            "--minecraft-relay-token",
             MCP_TOKEN,
-            "--client-id",
+            "--minecraft-client-id",
             "desk",
-            "--event-buffer",
+            "--minecraft-event-buffer",
             "10000",
         ])
     };

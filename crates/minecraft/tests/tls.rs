@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The relay over TLS (`wss://`, issue 9): a self-signed certificate made here with rcgen, the relay serving
-//! it, the simulated game and the MCP server dialling `wss://` and trusting it with `--relay-ca`; a tool call
+//! it, the simulated game and the MCP server dialling `wss://` and trusting it with `--minecraft-relay-ca`; a tool call
 //! and an event through; a plain `ws://` client and an untrusted CA refused while the relay keeps serving;
 //! bad flags stop the start with an error naming them.
 
@@ -94,11 +94,11 @@ async fn a_tool_call_and_an_event_go_through_a_wss_relay() {
     let game = FakeGame::start_with(&wss(&relay), "survival", trust(&pems.cert));
     game.wait_connected(1).await;
     let server = McpServer::start(mc_args(&[
-        "--relay-url",
+        "--minecraft-relay-url",
         &wss(&relay),
-        "--relay-token",
+        "--minecraft-relay-token",
         MCP_TOKEN,
-        "--relay-ca",
+        "--minecraft-relay-ca",
         pems.cert(),
     ]))
     .await;
@@ -159,9 +159,9 @@ async fn a_plain_ws_client_fails_cleanly_and_the_relay_keeps_serving() {
     }
     // An MCP server dialling ws:// reports the failure and stays down; the relay still serves wss://.
     let server = McpServer::start(mc_args(&[
-        "--relay-url",
+        "--minecraft-relay-url",
         &plain,
-        "--relay-token",
+        "--minecraft-relay-token",
         MCP_TOKEN,
     ]))
     .await;
@@ -186,9 +186,14 @@ async fn a_wrong_ca_is_refused_and_status_says_so() {
     let url = wss(&relay);
     // A CA that did not sign the relay's certificate, and none (the public web roots only).
     for ca in [Some(other.cert()), None] {
-        let mut argv = vec!["--relay-url", url.as_str(), "--relay-token", MCP_TOKEN];
+        let mut argv = vec![
+            "--minecraft-relay-url",
+            url.as_str(),
+            "--minecraft-relay-token",
+            MCP_TOKEN,
+        ];
         if let Some(ca) = ca {
-            argv.extend(["--relay-ca", ca]);
+            argv.extend(["--minecraft-relay-ca", ca]);
         }
         let server = McpServer::start(mc_args(&argv)).await;
         let s = status_until(&server, "status to report the untrusted certificate", |s| {
@@ -199,7 +204,7 @@ async fn a_wrong_ca_is_refused_and_status_says_so() {
         let e = s["last_error"].as_str().unwrap();
         assert!(e.contains("TLS handshake failed"), "{e}");
         assert!(e.contains("certificate"), "{e}");
-        assert!(e.contains("--relay-ca"), "{e}");
+        assert!(e.contains("--minecraft-relay-ca"), "{e}");
         // A tool call fails with the connection error, not a hang.
         let err = error_of(&call(&server.client, "get_online_players", json!({})).await);
         assert!(err.to_string().contains("CONNECTION_ERROR"), "{err}");
@@ -250,18 +255,18 @@ async fn bad_relay_ca_flags_stop_the_mcp_server_with_an_error_naming_them() {
     let cases: [(Vec<&str>, &str); 3] = [
         (
             vec![
-                "--relay-url",
+                "--minecraft-relay-url",
                 "wss://localhost:1/",
-                "--relay-ca",
+                "--minecraft-relay-ca",
                 missing.to_str().unwrap(),
             ],
-            "--relay-ca (MINECRAFT_RELAY_CA)",
+            "--minecraft-relay-ca (MINECRAFT_RELAY_CA)",
         ),
         (
             vec![
-                "--relay-url",
+                "--minecraft-relay-url",
                 "ws://localhost:1/",
-                "--relay-ca",
+                "--minecraft-relay-ca",
                 pems.cert(),
             ],
             "is not wss://",
@@ -269,7 +274,7 @@ async fn bad_relay_ca_flags_stop_the_mcp_server_with_an_error_naming_them() {
         // The embedded relay checks its TLS flags too.
         (
             vec![
-                "--tls-cert",
+                "--minecraft-tls-cert",
                 pems.cert(),
                 "--minecraft-auth-token",
                 GAME_TOKEN,
@@ -278,7 +283,7 @@ async fn bad_relay_ca_flags_stop_the_mcp_server_with_an_error_naming_them() {
         ),
     ];
     for (mut flags, wanted) in cases {
-        flags.extend(["--relay-token", MCP_TOKEN]);
+        flags.extend(["--minecraft-relay-token", MCP_TOKEN]);
         let started =
             <bridge_minecraft::Minecraft as bridge_core::BridgeEntry>::start(mc_args(&flags), &env)
                 .await;
@@ -298,13 +303,13 @@ async fn the_embedded_relay_serves_wss_and_its_own_mcp_server_links_to_it() {
         .unwrap()
         .port();
     let server = McpServer::start(mc_args(&[
-        "--relay-port",
+        "--minecraft-relay-port",
         &port.to_string(),
         "--minecraft-auth-token",
         GAME_TOKEN,
-        "--tls-cert",
+        "--minecraft-tls-cert",
         pems.cert(),
-        "--tls-key",
+        "--minecraft-tls-key",
         pems.key(),
     ]))
     .await;

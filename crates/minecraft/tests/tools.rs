@@ -12,7 +12,7 @@ use support::*;
 async fn embedded() -> (McpServer, FakeGame) {
     let port = free_port().await;
     let server = McpServer::start(mc_args(&[
-        "--relay-port",
+        "--minecraft-relay-port",
         &port.to_string(),
         "--minecraft-auth-token",
         GAME_TOKEN,

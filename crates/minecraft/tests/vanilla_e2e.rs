@@ -1,4 +1,4 @@
-//! End to end through the real binary: `mcp-bridges minecraft --rcon … --server-log …` on stdio, an MCP client
+//! End to end through the real binary: `mcp-bridges minecraft --minecraft-rcon … --minecraft-server-log …` on stdio, an MCP client
 //! calling a command tool (answered by the RCON double) and reading a chat event written to the log file.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -48,9 +48,9 @@ async fn the_binary_runs_commands_over_rcon_and_reads_chat_from_the_log() {
     let mut child = tokio::process::Command::new(binary())
         .args([
             "minecraft",
-            "--rcon",
+            "--minecraft-rcon",
             &double.addr(),
-            "--server-log",
+            "--minecraft-server-log",
             log.to_str().unwrap(),
         ])
         .env_clear()

@@ -114,7 +114,7 @@ async fn a_wrong_password_is_auth_failed_naming_the_flag() {
     let tool = rcon_error(&err);
     assert_eq!(tool.code_name(), "AUTH_FAILED");
     assert!(
-        tool.message().contains("--rcon-password"),
+        tool.message().contains("--minecraft-rcon-password"),
         "{}",
         tool.message()
     );
@@ -305,7 +305,11 @@ async fn sizes_over_the_limits_are_errors_naming_the_limit() {
     assert!(d.commands().is_empty(), "nothing over the limit was sent");
     let err = c.exec("data get entity Steve").await.unwrap_err();
     assert_eq!(err, RconError::ResponseTooLarge { limit: 10_000 });
-    assert!(rcon_error(&err).to_string().contains("--rcon-max-response"));
+    assert!(
+        rcon_error(&err)
+            .to_string()
+            .contains("--minecraft-rcon-max-response")
+    );
     assert!(matches!(
         c.exec("nul\0byte").await.unwrap_err(),
         RconError::Nul

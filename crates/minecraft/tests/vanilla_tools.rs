@@ -43,11 +43,11 @@ async fn start(name: &str, extra: &[&str]) -> Vanilla {
     let log_arg = log.display().to_string();
     let mut argv = vec![
         "mc",
-        "--rcon",
+        "--minecraft-rcon",
         &addr,
-        "--rcon-password",
+        "--minecraft-rcon-password",
         "pw",
-        "--server-log",
+        "--minecraft-server-log",
         &log_arg,
     ];
     argv.extend_from_slice(extra);
@@ -245,7 +245,7 @@ async fn what_vanilla_cannot_do_answers_a_coded_error() {
     );
     assert_eq!(e["code"], "PLAYER_NOT_FOUND");
 
-    // RCON runs commands as the console: only --rcon-commands' list runs through execute_command.
+    // RCON runs commands as the console: only --minecraft-rcon-commands' list runs through execute_command.
     let e = error_of(
         &call(
             &v.client,
@@ -255,7 +255,7 @@ async fn what_vanilla_cannot_do_answers_a_coded_error() {
         .await,
     );
     assert_eq!(e["code"], "INVALID_COMMAND");
-    assert_eq!(e["details"]["flag"], "--rcon-commands");
+    assert_eq!(e["details"]["flag"], "--minecraft-rcon-commands");
     assert!(
         !v.double.commands().iter().any(|c| c.starts_with("op")),
         "a refused command is never sent"
@@ -288,7 +288,7 @@ async fn what_vanilla_cannot_do_answers_a_coded_error() {
 
 #[tokio::test]
 async fn rcon_commands_star_allows_every_command() {
-    let v = start("star", &["--rcon-commands", "*"]).await;
+    let v = start("star", &["--minecraft-rcon-commands", "*"]).await;
     let out = ok_of(
         &call(
             &v.client,
@@ -364,7 +364,7 @@ async fn log_lines_become_events_with_player_text_marked_untrusted() {
 
 #[tokio::test]
 async fn the_events_flag_limits_the_streams() {
-    let v = start("subs", &["--events", "player_chat"]).await;
+    let v = start("subs", &["--minecraft-events", "player_chat"]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     append(
         &v.log,
@@ -386,29 +386,32 @@ async fn the_events_flag_limits_the_streams() {
 #[tokio::test]
 async fn bad_flags_stop_the_start_with_the_flag_named() {
     let env = BridgeEnv::new();
-    let no_pw = Cli::parse_from(["mc", "--rcon", "127.0.0.1:25575"]).mc;
+    let no_pw = Cli::parse_from(["mc", "--minecraft-rcon", "127.0.0.1:25575"]).mc;
     let e = Minecraft::start(no_pw, &env)
         .await
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("--rcon-password"), "{e}");
-    let log_only = Cli::parse_from(["mc", "--server-log", "/tmp/x.log"]).mc;
+    assert!(e.contains("--minecraft-rcon-password"), "{e}");
+    let log_only = Cli::parse_from(["mc", "--minecraft-server-log", "/tmp/x.log"]).mc;
     let e = Minecraft::start(log_only, &env)
         .await
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("--server-log needs --rcon"), "{e}");
+    assert!(
+        e.contains("--minecraft-server-log needs --minecraft-rcon"),
+        "{e}"
+    );
     let both = Cli::parse_from([
         "mc",
-        "--rcon",
+        "--minecraft-rcon",
         "h:1",
-        "--rcon-password",
+        "--minecraft-rcon-password",
         "p",
-        "--relay-url",
+        "--minecraft-relay-url",
         "ws://x",
-        "--relay-token",
+        "--minecraft-relay-token",
         "t",
     ])
     .mc;
@@ -417,15 +420,29 @@ async fn bad_flags_stop_the_start_with_the_flag_named() {
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("--relay-url"), "{e}");
-    let no_port = Cli::parse_from(["mc", "--rcon", "localhost", "--rcon-password", "p"]).mc;
+    assert!(e.contains("--minecraft-relay-url"), "{e}");
+    let no_port = Cli::parse_from([
+        "mc",
+        "--minecraft-rcon",
+        "localhost",
+        "--minecraft-rcon-password",
+        "p",
+    ])
+    .mc;
     let e = Minecraft::start(no_port, &env)
         .await
         .err()
         .unwrap()
         .to_string();
     assert!(e.contains("host:port"), "{e}");
-    let args = Cli::parse_from(["mc", "--rcon", "h:1", "--rcon-password", "hunter2"]).mc;
+    let args = Cli::parse_from([
+        "mc",
+        "--minecraft-rcon",
+        "h:1",
+        "--minecraft-rcon-password",
+        "hunter2",
+    ])
+    .mc;
     assert!(
         !format!("{args:?}").contains("hunter2"),
         "the password never shows in Debug (logs)"
@@ -436,9 +453,9 @@ async fn bad_flags_stop_the_start_with_the_flag_named() {
     std::fs::write(&file, "from-file\n").unwrap();
     let args = Cli::parse_from([
         "mc",
-        "--rcon",
+        "--minecraft-rcon",
         "h:1",
-        "--rcon-password-file",
+        "--minecraft-rcon-password-file",
         file.to_str().unwrap(),
     ])
     .mc;

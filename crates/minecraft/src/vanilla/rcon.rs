@@ -46,7 +46,7 @@ pub enum RconError {
     #[error("cannot reach the RCON port at {addr}: {reason}")]
     Connect { addr: String, reason: String },
     #[error(
-        "the server at {addr} refused the RCON password (it answered the login with id -1): check --rcon-password (MINECRAFT_RCON_PASSWORD) against rcon.password in server.properties"
+        "the server at {addr} refused the RCON password (it answered the login with id -1): check --minecraft-rcon-password (MINECRAFT_RCON_PASSWORD) against rcon.password in server.properties"
     )]
     Auth { addr: String },
     #[error(
@@ -66,7 +66,7 @@ pub enum RconError {
     #[error("the command contains a NUL byte, which RCON cannot carry")]
     Nul,
     #[error(
-        "the reply passed the {limit}-byte response limit (--rcon-max-response); the connection was reset"
+        "the reply passed the {limit}-byte response limit (--minecraft-rcon-max-response); the connection was reset"
     )]
     ResponseTooLarge { limit: usize },
     #[error("the server sent an RCON packet of {len} bytes, over the {limit}-byte packet limit")]

@@ -53,8 +53,8 @@ pub fn relay_args(extra: &[&str]) -> RelayArgs {
         GAME_TOKEN.into(),
         "--mcp-auth-tokens".into(),
         format!("{MCP_TOKEN},{READONLY_TOKEN}=get_online_players|get_server_info"),
-        "--heartbeat-interval-ms".into(),
-        "1000".into(),
+        "--heartbeat-interval".into(),
+        "1s".into(),
     ];
     argv.extend(extra.iter().map(|s| s.to_string()));
     RelayCli::parse_from(argv).relay
@@ -119,12 +119,12 @@ pub async fn restart_relay_on(addr: SocketAddr, extra: &[&str]) -> TestRelay {
 pub fn mc_args(extra: &[&str]) -> MinecraftArgs {
     let mut argv = vec![
         "mc".to_owned(),
-        "--reconnect-base-ms".into(),
-        "50".into(),
-        "--reconnect-max-ms".into(),
-        "200".into(),
-        "--minecraft-timeout-ms".into(),
-        "5000".into(),
+        "--minecraft-reconnect-base".into(),
+        "50ms".into(),
+        "--minecraft-reconnect-max".into(),
+        "200ms".into(),
+        "--minecraft-timeout".into(),
+        "5s".into(),
     ];
     argv.extend(extra.iter().map(|s| s.to_string()));
     McCli::parse_from(argv).mc
@@ -152,7 +152,12 @@ impl McpServer {
     /// An MCP server dialling `relay` with `token`, plus `extra` flags.
     pub async fn linked(relay: &TestRelay, token: &str, extra: &[&str]) -> McpServer {
         let url = relay.url();
-        let mut args = vec!["--relay-url", &url, "--relay-token", token];
+        let mut args = vec![
+            "--minecraft-relay-url",
+            &url,
+            "--minecraft-relay-token",
+            token,
+        ];
         args.extend_from_slice(extra);
         McpServer::start(mc_args(&args)).await
     }
