@@ -96,16 +96,7 @@ impl Drop for InFlight {
 
 /// HTTP: a POST to `/mcp` counts until its response body has been sent (or the client went away), so shutdown
 /// does not end a session whose answer is still on its way.
-pub(crate) async fn hold_until_sent(
-    axum::extract::State(drain): axum::extract::State<Arc<Drain>>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    if request.method() != http::Method::POST {
-        return next.run(request).await;
-    }
-    let call = drain.track();
-    let response = next.run(request).await;
+pub(crate) fn hold(call: InFlight, response: axum::response::Response) -> axum::response::Response {
     response.map(|inner| axum::body::Body::new(HeldBody { inner, _call: call }))
 }
 

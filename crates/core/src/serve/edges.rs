@@ -1,7 +1,10 @@
 //! What a client gets for input rmcp cannot dispatch: JSON-RPC errors a client library can show, where rmcp
 //! would answer with a bare HTTP status or "method not found".
 
+use super::drain::Drain;
+use super::http::FastPath;
 use super::sessions::SessionLimit;
+use crate::auth::Access;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -86,21 +89,35 @@ fn params_problem<T: DeserializeOwned>(request: &CustomRequest) -> Option<String
         .map(|e| e.to_string())
 }
 
-/// What the edges need: the session cap, and the body limit rmcp was given too.
-#[derive(Clone)]
-pub(crate) struct EdgeState {
+/// What the front of `/mcp` needs: the access rules, the session cap, the body limit rmcp was given too, the
+/// drain that counts calls in flight, and our fast path (`None` sends every request to rmcp).
+pub(crate) struct Front {
+    pub access: Arc<Access>,
     pub sessions: Arc<SessionLimit>,
     pub max_body: usize,
+    pub drain: Arc<Drain>,
+    pub fast: Option<FastPath>,
 }
 
-/// Axum middleware in front of rmcp's `/mcp` service.
-pub(crate) async fn jsonrpc_edges(
-    State(state): State<EdgeState>,
+/// The one axum middleware in front of rmcp's `/mcp` service: Host, Origin and token; a POST counts as in
+/// flight until its response body has been sent (shutdown waits for it); JSON-RPC errors where rmcp would
+/// answer with a bare status; and the hot stateless requests answered by [`FastPath`] without rmcp. One
+/// layer instead of three: each costs a boxed future and a clone of the service stack per request.
+pub(crate) async fn mcp_front(
+    State(front): State<Arc<Front>>,
     request: Request,
     next: Next,
 ) -> Response {
+    if let Err(refusal) = front.access.check(request.uri(), request.headers(), None) {
+        tracing::warn!(path = %request.uri().path(), status = %refusal.status, reason = %refusal.reason, "HTTP request refused");
+        return refusal.into_response();
+    }
     match *request.method() {
-        Method::POST => post(&state.sessions, state.max_body, request, next).await,
+        Method::POST => {
+            let call = front.drain.track();
+            let response = post(&front, request, next).await;
+            super::drain::hold(call, response)
+        }
         Method::DELETE => {
             let response = next.run(request).await;
             // rmcp answers 202, which the Python SDK logs as a failed termination; it expects 200 or 204.
@@ -113,7 +130,9 @@ pub(crate) async fn jsonrpc_edges(
     }
 }
 
-async fn post(sessions: &SessionLimit, max_body: usize, request: Request, next: Next) -> Response {
+async fn post(front: &Front, request: Request, next: Next) -> Response {
+    let max_body = front.max_body;
+    let sessions = &front.sessions;
     let (parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, max_body).await else {
         return (
@@ -126,6 +145,11 @@ async fn post(sessions: &SessionLimit, max_body: usize, request: Request, next: 
     };
     if let Some(method) = removed_in_stateless_era(&parts.headers) {
         return removed_method(method, &body);
+    }
+    if let Some(fast) = &front.fast
+        && let Some(response) = fast.answer(&parts, &body).await
+    {
+        return response;
     }
     // The handler refuses a session past the limit too; refusing here first spares rmcp creating one only to
     // tear it down, and logging an error each time.
@@ -150,6 +174,7 @@ async fn post(sessions: &SessionLimit, max_body: usize, request: Request, next: 
             .into_response();
     }
     let declared_json = declares_json(&parts.headers);
+    // `Bytes` clones share the buffer: the body is not copied.
     let response = next
         .run(Request::from_parts(parts, Body::from(body.clone())))
         .await;
@@ -188,7 +213,7 @@ fn initialize_id(body: &Bytes) -> Option<Value> {
 
 /// rmcp's 415 means a wrong content type only when the request did not declare JSON; otherwise it means the
 /// body did not parse.
-fn declares_json(headers: &HeaderMap) -> bool {
+pub(crate) fn declares_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -15,9 +15,17 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+mod fast;
+pub(crate) use fast::FastPath;
+
+/// Whether servers started from now on answer the hot stateless requests themselves (see [`fast`]); off only
+/// in tests that compare the two paths.
+static FAST_PATH: AtomicBool = AtomicBool::new(true);
 
 /// Security settings of the HTTP transport.
 #[derive(Debug, Clone)]
@@ -56,6 +64,13 @@ impl Default for HttpOptions {
 }
 
 impl HttpOptions {
+    /// Tests only: servers started after this call send every `/mcp` request to rmcp's service (`false`), or
+    /// answer the hot stateless requests on our own path (`true`, the default). Process-wide.
+    #[doc(hidden)]
+    pub fn set_fast_path(enabled: bool) {
+        FAST_PATH.store(enabled, Ordering::Relaxed);
+    }
+
     /// Host, origin and token rules for every route: localhost pages and hosts, plus the extra ones.
     fn access(&self) -> Result<Access, ServeError> {
         let invalid = |e: crate::link::LinkError| ServeError::Access(e.to_string());
@@ -84,6 +99,8 @@ struct AppState {
     listen: Arc<ListenStats>,
     limits: ListenLimits,
     max_body: usize,
+    /// Requests the fast path answered; `None` when it is off.
+    fast_answered: Option<Arc<AtomicU64>>,
 }
 
 pub(crate) async fn serve(
@@ -123,32 +140,42 @@ pub(crate) async fn serve(
             Arc::new(session_manager),
             config,
         );
+    let access = Arc::new(options.access()?);
+    let fast = FAST_PATH
+        .load(Ordering::Relaxed)
+        .then(|| FastPath::start(shared.clone(), service_token.clone()));
     let state = AppState {
         shared,
-        access: Arc::new(options.access()?),
+        access: access.clone(),
         sessions: sessions.clone(),
         listen: Arc::default(),
         limits: options.limits,
         max_body,
+        fast_answered: fast.as_ref().map(FastPath::answered),
     };
-    // A call counts as in flight until its response body has been sent: shutdown waits for it.
+    // `/mcp` has one layer of ours (access, drain, JSON-RPC edges, fast path); the pages and anything else
+    // (the fallback's 404 included) are behind the same access check.
+    let front = Arc::new(super::edges::Front {
+        access,
+        sessions,
+        max_body,
+        drain: drain.clone(),
+        fast,
+    });
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(
-            super::edges::EdgeState { sessions, max_body },
-            super::edges::jsonrpc_edges,
-        ))
-        .layer(middleware::from_fn_with_state(
-            drain.clone(),
-            super::drain::hold_until_sent,
+            front,
+            super::edges::mcp_front,
         ));
-    let app = Router::new()
+    let pages = Router::new()
         .route("/", get(index))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .merge(mcp_routes)
+        .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), check_access))
         .with_state(state.clone());
+    let app = pages.merge(mcp_routes);
     let listener =
         GuardedListener::new(listener, options.limits).with_stats(Arc::clone(&state.listen));
 
@@ -192,6 +219,10 @@ async fn check_access(State(state): State<AppState>, request: Request, next: Nex
             refusal.into_response()
         }
     }
+}
+
+async fn not_found() -> axum::http::StatusCode {
+    axum::http::StatusCode::NOT_FOUND
 }
 
 async fn health(State(state): State<AppState>) -> impl IntoResponse {
@@ -242,6 +273,14 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         state.sessions.max(),
         state.max_body,
     );
+    if let Some(answered) = &state.fast_answered {
+        text.push_str(&format!(
+            "# HELP mcp_http_fast_path_answered_total Stateless /mcp requests answered without rmcp's HTTP service.\n\
+             # TYPE mcp_http_fast_path_answered_total counter\n\
+             mcp_http_fast_path_answered_total {}\n",
+            answered.load(Ordering::Relaxed)
+        ));
+    }
     text.push_str(&state.listen.render("mcp_http", &state.limits));
     // The bridge's own ports (a game's or computers' link) served in this process.
     text.push_str(&net::render_registered("link_listener"));

@@ -1,0 +1,310 @@
+//! Our own answer to the hot `POST /mcp` requests: a stateless (2026-07-28) `tools/call`, `tools/list` or
+//! `resources/read` with plain headers.
+//!
+//! rmcp's `StreamableHttpService` spends about 105 k instructions on such a request before and after our
+//! handler (bench/README.md): it decodes the body by trying `ClientRequest`'s variants in turn, re-serialises
+//! the whole message to a `Value` to check the SEP-2243 headers, and builds a server (`serve_directly`: a peer,
+//! channels, a service task) for every request. Here the body is decoded by its method name
+//! ([`wire::decode`]), the headers are compared with the decoded request, and the handler runs inline with a
+//! peer made once.
+//!
+//! Only what rmcp would answer the same way takes this path; anything else gets `None` and goes to rmcp
+//! untouched: legacy sessions (`Mcp-Session-Id`, or no 2026-07-28 version), notifications, batches, other
+//! methods, a `_meta` without the era's required keys, headers rmcp would refuse or decode (duplicates,
+//! Base64-wrapped names, `Accept` parameters), tools whose schema promotes arguments to `Mcp-Param-*` headers,
+//! and requests whose answer could be more than one message (a progress token or a log level in `_meta`,
+//! which rmcp answers with an SSE stream). Server-to-client requests are refused in this era by rmcp's peer
+//! itself (its peer info names 2026-07-28), as on rmcp's path.
+
+use super::super::edges::declares_json;
+use super::super::handler::{McpHandler, Shared};
+use super::super::{panic, wire};
+use axum::body::{Body, Bytes};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use rmcp::model::{
+    ClientCapabilities, ClientRequest, ErrorCode, ErrorData, GetExtensions, GetMeta,
+    Implementation, InitializeRequestParams, JsonRpcMessage, JsonRpcRequest, ProtocolVersion,
+    RequestId,
+};
+use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
+use rmcp::transport::Transport;
+use rmcp::{Peer, RoleServer, Service};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
+use tokio_util::sync::CancellationToken;
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+/// rmcp's marker of a Base64-wrapped header value (`=?base64?...?=`).
+const BASE64_PREFIX: &str = "=?base64?";
+
+/// The fast path of one HTTP server.
+pub(crate) struct FastPath {
+    shared: Arc<Shared>,
+    handler: Arc<McpHandler>,
+    /// A peer whose transport never carries anything: the requests taken here send nothing to the client
+    /// beside their answer.
+    peer: Peer<RoleServer>,
+    /// The parent of every call's cancellation, cancelled at the end of shutdown's grace as rmcp's is.
+    service_token: CancellationToken,
+    /// By tool position: the tool's input schema has an `x-mcp-header` annotation (rmcp checks
+    /// `Mcp-Param-*` headers against those; such calls take its path).
+    param_headers: Vec<bool>,
+    /// Requests answered here, for /metrics.
+    answered: Arc<AtomicU64>,
+}
+
+impl FastPath {
+    pub(crate) fn start(shared: Arc<Shared>, service_token: CancellationToken) -> Self {
+        let handler = McpHandler::new(shared.clone());
+        let param_headers = shared
+            .tools
+            .iter()
+            .map(|tool| {
+                serde_json::to_string(&*tool.input_schema)
+                    .map_or(true, |schema| schema.contains("x-mcp-header"))
+            })
+            .collect();
+        // What rmcp gives a stateless request: peer info naming the request's version, default capabilities.
+        let info =
+            InitializeRequestParams::new(ClientCapabilities::default(), Implementation::default())
+                .with_protocol_version(ProtocolVersion::V_2026_07_28);
+        let running =
+            serve_directly_with_ct(handler.clone(), Detached, Some(info), service_token.clone());
+        let peer = running.peer().clone();
+        // The service loop ends with `service_token`.
+        tokio::spawn(async move {
+            let _ = running.waiting().await;
+        });
+        Self {
+            shared,
+            handler: Arc::new(handler),
+            peer,
+            service_token,
+            param_headers,
+            answered: Arc::default(),
+        }
+    }
+
+    /// How many requests this path has answered.
+    pub(crate) fn answered(&self) -> Arc<AtomicU64> {
+        self.answered.clone()
+    }
+
+    /// The answer to a request this path takes; `None` hands it to rmcp unchanged.
+    pub(crate) async fn answer(&self, parts: &Parts, body: &Bytes) -> Option<Response> {
+        let (id, request) = self.accept(&parts.headers, body)?;
+        self.answered.fetch_add(1, Ordering::Relaxed);
+        Some(self.dispatch(id, request).await)
+    }
+
+    /// The request, when rmcp would dispatch it to the handler and answer it with one JSON message.
+    fn accept(&self, headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, ClientRequest)> {
+        if headers.contains_key("mcp-session-id")
+            || !accepts_json_and_sse(headers)
+            || !declares_json(headers)
+            // rmcp's HTTP decoding does not skip a BOM.
+            || body.starts_with(UTF8_BOM)
+        {
+            return None;
+        }
+        let version = single(headers, "mcp-protocol-version")?;
+        if version != ProtocolVersion::V_2026_07_28.as_str() {
+            return None;
+        }
+        let Ok(Some(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }))) =
+            wire::decode(body)
+        else {
+            return None;
+        };
+        let (method, name) = match &request {
+            ClientRequest::CallToolRequest(call) => ("tools/call", Some(call.params.name.as_ref())),
+            ClientRequest::ListToolsRequest(_) => ("tools/list", None),
+            ClientRequest::ReadResourceRequest(read) => {
+                ("resources/read", Some(read.params.uri.as_str()))
+            }
+            _ => return None,
+        };
+        if single(headers, "mcp-method")? != method {
+            return None;
+        }
+        if let Some(name) = name {
+            let header = single(headers, "mcp-name")?;
+            if header.starts_with(BASE64_PREFIX) || header != name {
+                return None;
+            }
+        }
+        if let ClientRequest::CallToolRequest(call) = &request
+            && let Some(position) = self.shared.mount.tool_position(&call.params.name)
+            && self.param_headers.get(position).copied().unwrap_or(true)
+        {
+            return None;
+        }
+        let meta = request.get_meta();
+        if meta
+            .protocol_version()
+            .as_ref()
+            .map(ProtocolVersion::as_str)
+            != Some(version)
+            || !meta
+                .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                .is_empty()
+            || meta.get_progress_token().is_some()
+            || meta.log_level().is_some()
+        {
+            return None;
+        }
+        Some((id, request))
+    }
+
+    /// Runs the request inline until it first waits; then in a task of its own, cancelled when the client
+    /// goes away (this future is dropped), as rmcp cancels a stateless request.
+    async fn dispatch(&self, id: RequestId, mut request: ClientRequest) -> Response {
+        let mut context = RequestContext::new(id.clone(), self.peer.clone());
+        context.ct = self.service_token.child_token();
+        // The meta first: it is kept in the extensions, which would otherwise take it along.
+        context.meta = std::mem::take(request.get_meta_mut());
+        context.extensions = std::mem::take(request.extensions_mut());
+        let ct = context.ct.clone();
+        let handler = self.handler.clone();
+        let mut call = Box::pin(async move { answer(&handler, request, context, id).await });
+        let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+        let message = match first {
+            Poll::Ready(message) => message,
+            Poll::Pending => {
+                let guard = ct.clone().drop_guard();
+                let joined = tokio::spawn(call).await;
+                guard.disarm();
+                match joined {
+                    Ok(message) => message,
+                    Err(e) => {
+                        tracing::error!("a call's task failed outside its handler: {e}");
+                        return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+                    }
+                }
+            }
+        };
+        // As rmcp does once the one message is sent: whatever the call left running stops.
+        ct.cancel();
+        json_message(&message)
+    }
+}
+
+async fn answer(
+    handler: &McpHandler,
+    request: ClientRequest,
+    context: RequestContext<RoleServer>,
+    id: RequestId,
+) -> TxJsonRpcMessage<RoleServer> {
+    match panic::caught(Service::handle_request(handler, request, context)).await {
+        Ok(Ok(result)) => JsonRpcMessage::response(result, id),
+        Ok(Err(error)) => {
+            tracing::debug!(%id, code = error.code.0, "answered with an error: {}", error.message);
+            JsonRpcMessage::error(error, Some(id))
+        }
+        // Tool handlers' panics are answered as a tool error in the handler; this is the rest.
+        Err(panic) => {
+            tracing::error!(%id, panic = %panic, "a request panicked; answered as an internal error");
+            JsonRpcMessage::error(
+                ErrorData::internal_error(
+                    format!("internal error (a bug in the bridge): {panic}"),
+                    None,
+                ),
+                Some(id),
+            )
+        }
+    }
+}
+
+/// rmcp's answer to a stateless request: its HTTP status by error code (`jsonrpc_http_status`, with well-formed
+/// `_meta`), and the message as JSON.
+fn json_message(message: &TxJsonRpcMessage<RoleServer>) -> Response {
+    let status = match message {
+        JsonRpcMessage::Error(error) => match error.error.code {
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+            | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+            | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+            ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            _ => StatusCode::OK,
+        },
+        _ => StatusCode::OK,
+    };
+    match serde_json::to_vec(message) {
+        Ok(body) => {
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() = status;
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        Err(e) => {
+            tracing::error!("an answer could not be serialised: {e}");
+            plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        }
+    }
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response {
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
+    response
+}
+
+/// The one value of a header, as text; `None` when absent, repeated or not visible ASCII.
+fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    value.to_str().ok()
+}
+
+/// `Accept` names both media types rmcp requires, with no parameters (a quality of 0 is rmcp's to read).
+fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        for item in value.split(',') {
+            if item.contains(';') || item.contains('"') {
+                return false;
+            }
+            let item = item.trim();
+            json |= item.eq_ignore_ascii_case("application/json");
+            sse |= item.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    json && sse
+}
+
+/// The transport of the fast path's peer: it receives nothing, and what the peer would send fails.
+struct Detached;
+
+impl Transport<RoleServer> for Detached {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        _item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        std::future::ready(Err(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            "a stateless request's peer sends nothing",
+        )))
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        std::future::pending().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}

@@ -1,0 +1,416 @@
+//! Our `POST /mcp` fast path (stateless requests answered without rmcp's HTTP service) gives the answers and
+//! refusals rmcp's path gives: one table of requests, each sent to a server with the fast path and to one
+//! without, status, content type and body compared. Each row also says whether the fast path should take it,
+//! checked against the server's `mcp_http_fast_path_answered_total`. Issue 25 item 4.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_core::serve::HttpOptions;
+use bridge_core::{Bridge, NoArgs, ToolCtx, ToolError, ToolSpec};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use support::*;
+
+const META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"}}"#;
+
+struct Row {
+    what: &'static str,
+    headers: Vec<(&'static str, String)>,
+    body: String,
+    fast: bool,
+}
+
+fn modern_headers(method: &str, name: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut headers = vec![
+        ("Content-Type", "application/json".to_owned()),
+        ("Accept", "application/json, text/event-stream".to_owned()),
+        ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+        ("Mcp-Method", method.to_owned()),
+    ];
+    if let Some(name) = name {
+        headers.push(("Mcp-Name", name.to_owned()));
+    }
+    headers
+}
+
+fn call_body(id: Value, name: &str, arguments: Value, meta: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{arguments},"_meta":{meta}}}}}"#
+    )
+}
+
+fn row(what: &'static str, headers: Vec<(&'static str, String)>, body: String, fast: bool) -> Row {
+    Row {
+        what,
+        headers,
+        body,
+        fast,
+    }
+}
+
+fn with(
+    mut headers: Vec<(&'static str, String)>,
+    name: &'static str,
+    value: &str,
+) -> Vec<(&'static str, String)> {
+    headers.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
+    headers.push((name, value.to_owned()));
+    headers
+}
+
+fn without(mut headers: Vec<(&'static str, String)>, name: &str) -> Vec<(&'static str, String)> {
+    headers.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
+    headers
+}
+
+fn table() -> Vec<Row> {
+    let echo = || modern_headers("tools/call", Some("echo"));
+    let echo_body = || call_body(json!(1), "echo", json!({"text": "hi"}), META);
+    let meta_with = |extra: &str| META.replacen('{', &format!("{{{extra},"), 1);
+    vec![
+        row("tools/call", echo(), echo_body(), true),
+        row(
+            "tools/call, string id, integer arguments",
+            modern_headers("tools/call", Some("add")),
+            call_body(json!("a-1"), "add", json!({"a": 2, "b": "3"}), META),
+            true,
+        ),
+        row(
+            "a tool error",
+            modern_headers("tools/call", Some("fail")),
+            call_body(json!(2), "fail", json!({}), META),
+            true,
+        ),
+        row(
+            "bad arguments",
+            echo(),
+            call_body(json!(3), "echo", json!({"text": 5}), META),
+            true,
+        ),
+        row(
+            "an unknown tool",
+            modern_headers("tools/call", Some("nope")),
+            call_body(json!(4), "nope", json!({}), META),
+            true,
+        ),
+        row(
+            "a panicking tool",
+            modern_headers("tools/call", Some("boom")),
+            call_body(json!(5), "boom", json!({}), META),
+            true,
+        ),
+        row(
+            "tools/list",
+            modern_headers("tools/list", None),
+            format!(r#"{{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{{"_meta":{META}}}}}"#),
+            true,
+        ),
+        row(
+            "resources/read of nothing",
+            modern_headers("resources/read", Some("nope://x")),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{{"uri":"nope://x","_meta":{META}}}}}"#
+            ),
+            true,
+        ),
+        row(
+            "tools/call params that do not parse",
+            modern_headers("tools/call", None),
+            format!(r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"arguments":{{}},"_meta":{META}}}}}"#),
+            false,
+        ),
+        row("no Mcp-Method", without(echo(), "Mcp-Method"), echo_body(), false),
+        row("Mcp-Method differs", with(echo(), "Mcp-Method", "tools/list"), echo_body(), false),
+        row("no Mcp-Name", without(echo(), "Mcp-Name"), echo_body(), false),
+        row("Mcp-Name differs", with(echo(), "Mcp-Name", "add"), echo_body(), false),
+        row(
+            "Mcp-Name in Base64",
+            with(echo(), "Mcp-Name", "=?base64?ZWNobw==?="),
+            echo_body(),
+            false,
+        ),
+        row(
+            "Mcp-Method twice",
+            {
+                let mut h = echo();
+                h.push(("Mcp-Method", "tools/call".to_owned()));
+                h
+            },
+            echo_body(),
+            false,
+        ),
+        row(
+            "_meta without client capabilities",
+            echo(),
+            call_body(
+                json!(9),
+                "echo",
+                json!({"text": "hi"}),
+                r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#,
+            ),
+            false,
+        ),
+        row("no _meta", echo(), r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#.to_owned(), false),
+        row(
+            "_meta names another version",
+            with(echo(), "MCP-Protocol-Version", "2025-11-25"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "no MCP-Protocol-Version",
+            without(echo(), "MCP-Protocol-Version"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "an unknown MCP-Protocol-Version",
+            with(echo(), "MCP-Protocol-Version", "2099-01-01"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "Accept without SSE",
+            with(echo(), "Accept", "application/json"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "Accept with a quality",
+            with(echo(), "Accept", "application/json;q=0.9, text/event-stream"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "Accept with a zero quality",
+            with(echo(), "Accept", "application/json;q=0, text/event-stream"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "Content-Type text/plain",
+            with(echo(), "Content-Type", "text/plain"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "Content-Type with a charset",
+            with(echo(), "Content-Type", "application/json; charset=utf-8"),
+            echo_body(),
+            true,
+        ),
+        row(
+            "a progress token",
+            echo(),
+            call_body(json!(11), "echo", json!({"text": "hi"}), &meta_with(r#""progressToken":"p""#)),
+            false,
+        ),
+        row(
+            "a log level",
+            echo(),
+            call_body(
+                json!(12),
+                "echo",
+                json!({"text": "hi"}),
+                &meta_with(r#""io.modelcontextprotocol/logLevel":"debug""#),
+            ),
+            false,
+        ),
+        row(
+            "a session id",
+            with(echo(), "Mcp-Session-Id", "no-such-session"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "ping, removed in 2026-07-28",
+            modern_headers("ping", None),
+            format!(r#"{{"jsonrpc":"2.0","id":13,"method":"ping","params":{{"_meta":{META}}}}}"#),
+            false,
+        ),
+        row(
+            "a notification",
+            modern_headers("notifications/initialized", None),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+            false,
+        ),
+        row(
+            "a batch",
+            echo(),
+            format!("[{}]", echo_body()),
+            false,
+        ),
+        row(
+            "a BOM",
+            echo(),
+            format!("\u{feff}{}", echo_body()),
+            false,
+        ),
+        row("not JSON", echo(), r#"{"jsonrpc":"2.0","id":1,"#.to_owned(), false),
+        row("JSON, not JSON-RPC", echo(), r#"{"hello":"world"}"#.to_owned(), false),
+        row(
+            "a foreign Origin",
+            with(echo(), "Origin", "https://evil.example"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "a local Origin",
+            with(echo(), "Origin", "http://localhost:3000"),
+            echo_body(),
+            true,
+        ),
+        row(
+            "a foreign Host",
+            with(echo(), "Host", "evil.example"),
+            echo_body(),
+            false,
+        ),
+        row(
+            "subscribe, removed in 2026-07-28",
+            modern_headers("resources/subscribe", Some("events://test/chat")),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":14,"method":"resources/subscribe","params":{{"uri":"events://test/chat","_meta":{META}}}}}"#
+            ),
+            false,
+        ),
+    ]
+}
+
+/// The test bridge's calls, a tool that panics, and an event stream.
+fn bridge() -> Bridge {
+    let mut b = Bridge::builder("test", "1.2.3");
+    let _chat = b.events().stream("chat", "chat lines", 4);
+    b.tool(
+        ToolSpec::new("echo", "Echo text back.")
+            .read_only()
+            .handler(|args: EchoArgs, _: ToolCtx| async move { Ok(EchoOut { text: args.text }) }),
+    );
+    b.tool(
+        ToolSpec::new("add", "Add two integers.")
+            .read_only()
+            .handler(|args: AddArgs, _: ToolCtx| async move {
+                Ok(Sum {
+                    sum: args.a + args.b,
+                })
+            }),
+    );
+    b.tool(
+        ToolSpec::new("fail", "Always fails like a live system would.").handler(
+            |_: NoArgs, _: ToolCtx| async move {
+                Err::<Done, _>(ToolError::remote("game said no").with_hint("ask the game nicely"))
+            },
+        ),
+    );
+    b.tool(
+        ToolSpec::new("boom", "Cuts a reply inside an `é`.").handler(
+            |_: NoArgs, _: ToolCtx| async move {
+                let mut reply = "é".repeat(150);
+                reply.truncate(201);
+                Ok(json!({ "reply": reply }))
+            },
+        ),
+    );
+    b.build().unwrap()
+}
+
+async fn fast_answered(addr: SocketAddr) -> u64 {
+    fast_answered_with(addr, &[]).await
+}
+
+fn normalised(reply: &RawReply) -> (u16, Option<String>, Value) {
+    let body = serde_json::from_str::<Value>(reply.body.trim())
+        .ok()
+        .or_else(|| {
+            reply.body.lines().find_map(|l| {
+                l.strip_prefix("data:")
+                    .and_then(|d| serde_json::from_str(d.trim()).ok())
+            })
+        })
+        .unwrap_or_else(|| Value::String(reply.body.clone()));
+    (
+        reply.status,
+        reply.header("content-type").map(str::to_owned),
+        body,
+    )
+}
+
+async fn start_pair(options: HttpOptions, auth: &[(&str, &str)]) -> (HttpServer, HttpServer) {
+    HttpOptions::set_fast_path(false);
+    let rmcp_only = start_http(bridge(), options.clone(), vec![]).await;
+    // Answered: the server has read the switch.
+    assert_eq!(fast_answered_with(rmcp_only.addr, auth).await, 0);
+    HttpOptions::set_fast_path(true);
+    let fast = start_http(bridge(), options, vec![]).await;
+    (rmcp_only, fast)
+}
+
+#[tokio::test]
+async fn the_fast_path_answers_and_refuses_as_rmcp_does() {
+    let (rmcp_only, fast) = start_pair(HttpOptions::default(), &[]).await;
+    for row in table() {
+        let headers: Vec<(&str, &str)> =
+            row.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let expected = raw_exchange(rmcp_only.addr, "POST", "/mcp", &headers, &row.body).await;
+        let before = fast_answered(fast.addr).await;
+        let got = raw_exchange(fast.addr, "POST", "/mcp", &headers, &row.body).await;
+        let taken = fast_answered(fast.addr).await - before;
+        assert_eq!(
+            normalised(&got),
+            normalised(&expected),
+            "{}: fast path vs rmcp\n{}\n{}",
+            row.what,
+            got.body,
+            expected.body
+        );
+        assert_eq!(
+            taken,
+            u64::from(row.fast),
+            "{}: taken by the fast path",
+            row.what
+        );
+    }
+    assert_eq!(fast_answered(rmcp_only.addr).await, 0);
+}
+
+#[tokio::test]
+async fn with_a_token_the_fast_path_refuses_as_rmcp_does() {
+    let options = HttpOptions {
+        token: Some("s3cret".into()),
+        ..HttpOptions::default()
+    };
+    let (rmcp_only, fast) = start_pair(options, &[("Authorization", "Bearer s3cret")]).await;
+    let body = call_body(json!(1), "echo", json!({"text": "hi"}), META);
+    for (auth, fast_taken) in [
+        (None, false),
+        (Some("Bearer wrong"), false),
+        (Some("Bearer s3cret"), true),
+    ] {
+        let mut headers = modern_headers("tools/call", Some("echo"));
+        if let Some(auth) = auth {
+            headers.push(("Authorization", auth.to_owned()));
+        }
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let expected = raw_exchange(rmcp_only.addr, "POST", "/mcp", &headers, &body).await;
+        let got = raw_exchange(fast.addr, "POST", "/mcp", &headers, &body).await;
+        assert_eq!(normalised(&got), normalised(&expected), "{auth:?}");
+        assert_eq!(
+            got.header("www-authenticate"),
+            expected.header("www-authenticate"),
+            "{auth:?}"
+        );
+        let status = if fast_taken { 200 } else { 401 };
+        assert_eq!(got.status, status, "{auth:?}: {}", got.body);
+    }
+    let auth = [("Authorization", "Bearer s3cret")];
+    assert_eq!(fast_answered_with(fast.addr, &auth).await, 1);
+}
+
+async fn fast_answered_with(addr: SocketAddr, headers: &[(&str, &str)]) -> u64 {
+    let (status, body) = raw(addr, "GET", "/metrics", headers, "").await;
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .find_map(|l| l.strip_prefix("mcp_http_fast_path_answered_total "))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
