@@ -147,6 +147,33 @@ pub struct RelayArgs {
         value_name = "FILE"
     )]
     pub tls_key: Option<PathBuf>,
+
+    /// NATS servers (`nats://host:4222`, comma-separated) whose JetStream carries events and commands between
+    /// relays (docs/minecraft/nats.md); unset, the relay holds everything in its own memory.
+    #[arg(
+        id = "mc_bus",
+        long = "bus",
+        env = "MINECRAFT_BUS",
+        value_name = "URLS"
+    )]
+    pub bus: Option<String>,
+
+    /// Copies JetStream keeps of the event stream (3 on a three-node cluster: one node may die).
+    #[arg(id = "mc_bus_replicas", long = "bus-replicas", env = "MINECRAFT_BUS_REPLICAS", default_value = "1",
+          value_parser = config::ranged(1usize, 5))]
+    pub bus_replicas: usize,
+
+    /// How long the event stream keeps an event (older ones are dropped, and reported lost to a client that
+    /// resumes behind them).
+    #[arg(value_name = "DURATION", id = "mc_bus_max_age", long = "bus-max-age", env = "MINECRAFT_BUS_MAX_AGE",
+          default_value = "24h",
+          value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(31_536_000), Unit::Secs))]
+    pub bus_max_age: Duration,
+
+    /// Bytes the event stream keeps (oldest events dropped first).
+    #[arg(id = "mc_bus_max_bytes", long = "bus-max-bytes", env = "MINECRAFT_BUS_MAX_BYTES", default_value = "1073741824",
+          value_parser = config::ranged(1_048_576u64, 1 << 44))]
+    pub bus_max_bytes: u64,
 }
 
 /// One MCP token and the command types it may send (`None` = all).

@@ -241,11 +241,15 @@ async fn serve_game(
         {
             Err(holder.instance.clone())
         } else {
-            let last = state
-                .game_seqs
-                .get(&(name.clone(), instance.clone()))
-                .copied()
-                .unwrap_or(0);
+            // Through JetStream, what it holds: an event accepted but not yet stored stays in the outbox.
+            let last = match relay.bus() {
+                Some(bus) => bus.persisted(&name, &instance),
+                None => state
+                    .game_seqs
+                    .get(&(name.clone(), instance.clone()))
+                    .copied()
+                    .unwrap_or(0),
+            };
             let (mut games, version) = state.games_now();
             if !games.contains(&name) {
                 games.push(name.clone());
@@ -298,6 +302,9 @@ async fn serve_game(
     }
     tracing::info!(game = %name, %instance, last_seq, "game adapter connected");
     notice_clients(&relay, "game_connected", &name);
+    if let Some(bus) = relay.bus() {
+        bus.forward_acks(&name, &instance, sender.clone(), last_seq);
+    }
     let mut bucket = Bucket::new(relay.settings().game_rate);
     let mut acked = last_seq;
     let mut to_ack = last_seq;
@@ -386,7 +393,10 @@ async fn serve_game(
             }
         }
         // Acknowledge in batches, and whenever the game has nothing more queued (so it hears soon).
-        if to_ack > acked && (to_ack - acked >= ACK_EVERY || incoming.queued_bytes() == 0) {
+        if to_ack > acked
+            && relay.bus().is_none()
+            && (to_ack - acked >= ACK_EVERY || incoming.queued_bytes() == 0)
+        {
             let ack = Envelope::new(
                 Kind::Ack,
                 format!("a-{to_ack}"),
@@ -511,7 +521,10 @@ async fn serve_mcp(
             return;
         }
     };
-    if resuming && fresh {
+    if let Some(bus) = relay.bus() {
+        // JetStream holds what this client missed: its consumer, taken over from any relay.
+        bus.attach(&relay, &key, hello.str_field("epoch").is_some());
+    } else if resuming && fresh {
         let n = relay.replay_backlog(&key);
         tracing::info!(client = %client_id, events = n, "client resumes from an earlier relay: backlog replayed");
     }
@@ -578,6 +591,9 @@ async fn serve_mcp(
                     let seq = env.payload.get("seq").and_then(Value::as_u64).unwrap_or(0);
                     if let Some(c) = relay.lock().clients.get_mut(&key) {
                         c.queue.ack(seq);
+                    }
+                    if let Some(bus) = relay.bus() {
+                        bus.client_acked(&key, seq);
                     }
                 }
                 Kind::Subscribe => {

@@ -2,6 +2,7 @@
 //! token deciding the role; `/health` and `/metrics` on the same port. `PROTOCOL.md` is its contract.
 
 pub mod audit;
+pub mod bus;
 pub mod config;
 pub mod conn;
 pub mod queue;
@@ -41,6 +42,8 @@ pub enum RelayError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Config(String),
+    #[error("{0}")]
+    Bus(#[from] bus::BusError),
 }
 
 /// A running relay.
@@ -160,6 +163,10 @@ pub async fn start(
     .await?;
     let addr = listener.local_addr()?;
     let relay = Relay::new(settings);
+    if let Some(config) = bus::BusConfig::from_args(args) {
+        let bus = bus::NatsBus::connect(config, relay.epoch()).await?;
+        let _ = relay.inner.bus.set(bus);
+    }
     let tokens = Arc::new(Tokens {
         game: relay.settings().minecraft_token.as_ref().map(Token::new),
         mcp: relay
@@ -256,6 +263,7 @@ pub async fn start(
         }
     };
     let serve_closing = closing.clone();
+    let relay_bus = relay.clone();
     let task = tokio::spawn(async move {
         let mut guarded = GuardedListener::new(listener, limits).with_stats(listen);
         if let Some(config) = tls {
@@ -265,6 +273,9 @@ pub async fn start(
         drain.await;
         if let Ok(Err(e)) = served.await {
             tracing::error!(error = %e, "the relay listener stopped");
+        }
+        if let Some(bus) = relay_bus.bus() {
+            bus.stop();
         }
         background.abort();
     });

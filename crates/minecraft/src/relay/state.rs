@@ -259,6 +259,8 @@ pub struct Inner {
     /// The rate limits shared between links (per token, per game, all games).
     pub rates: Mutex<rate::Shared>,
     next_command: AtomicU64,
+    /// The JetStream bus when the relay runs with `--bus`; unset, everything stays in this process.
+    pub bus: std::sync::OnceLock<super::bus::NatsBus>,
 }
 
 /// Who a command goes to, or why it goes nowhere.
@@ -323,6 +325,7 @@ impl Relay {
                 )),
                 stats: Stats::default(),
                 next_command: AtomicU64::new(1),
+                bus: std::sync::OnceLock::new(),
                 settings,
             }),
         }
@@ -338,6 +341,11 @@ impl Relay {
 
     pub fn stats(&self) -> &Stats {
         &self.inner.stats
+    }
+
+    /// The JetStream bus, if the relay runs with `--bus`.
+    pub fn bus(&self) -> Option<&super::bus::NatsBus> {
+        self.inner.bus.get()
     }
 
     /// The shared rate limits. Never held while taking the state's lock.
@@ -397,6 +405,17 @@ impl Relay {
         }
         state.game_seqs.insert(key, seq);
         self.inner.stats.events_in.fetch_add(1, Ordering::Relaxed);
+        if let Some(bus) = self.bus() {
+            // Through JetStream: every relay's clients read it from there (bus/nats.rs).
+            drop(state);
+            let mut out = event.clone();
+            out.seq = None;
+            out.game = Some(game.to_owned());
+            out.game_seq = event.seq;
+            out.instance = Some(instance.to_owned());
+            bus.publish_event(game, instance, seq, ty, out.to_text());
+            return true;
+        }
         let state = &mut *state;
         let settings = &self.inner.settings;
         let mut kept = event.clone();
@@ -858,6 +877,9 @@ impl Relay {
         let lost: u64 = state.clients.values().map(|c| c.queue.lost_total()).sum();
         let _ = writeln!(out, "# TYPE minecraft_relay_queue_lost_total counter");
         let _ = writeln!(out, "minecraft_relay_queue_lost_total {lost}");
+        if let Some(bus) = self.bus() {
+            out.push_str(&bus.metrics());
+        }
         out
     }
 }

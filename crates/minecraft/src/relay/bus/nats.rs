@@ -1,0 +1,715 @@
+//! The JetStream bus. Game side: each game instance's events are published in order to `mc.events.<game>`
+//! on the stream `MC_EVENTS`, with `Nats-Msg-Id` `<game>/<instance>/<seq>` so a resend (the game's, after a
+//! relay died; or ours, after a NATS node died) is stored once; the game's `ack` follows JetStream's, so an
+//! acknowledged event is on the stream's replicas. MCP side: each client reads through the durable consumer
+//! `mcp-<token>-<clientId>`; what the client acknowledges (its relay `seq`) is acknowledged to JetStream, and a
+//! relay taking the client over recreates that consumer from its ack floor, so nothing acknowledged comes back
+//! and nothing unacknowledged is skipped. Events the stream no longer holds are reported (`lost`, reason
+//! `stream_limits`).
+
+use super::BusConfig;
+use crate::relay::state::{ClientKey, Relay};
+use crate::wire::EventType;
+use async_nats::jetstream::{self, consumer, stream};
+use async_nats::{ServerAddr, Subject};
+use bridge_core::link::LinkSender;
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// The stream holding every game's events.
+pub const STREAM: &str = "MC_EVENTS";
+/// Subjects of that stream: `mc.events.<game>`.
+pub const EVENTS: &str = "mc.events";
+/// The header carrying an event's type, so a consumer filters by subscription without parsing the body.
+const TYPE_HEADER: &str = "Mc-Type";
+/// Publishes awaiting JetStream's answer per game instance.
+const IN_FLIGHT: usize = 1024;
+/// How long a delivered event may stay unacknowledged before JetStream delivers it again.
+const ACK_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    #[error("--bus (MINECRAFT_BUS): `{url}` is not a NATS server address: {reason}")]
+    Url { url: String, reason: String },
+    #[error("--bus (MINECRAFT_BUS): cannot reach NATS at {urls}: {reason}")]
+    Connect { urls: String, reason: String },
+    #[error("--bus (MINECRAFT_BUS): JetStream refused the stream {STREAM}: {0}")]
+    Stream(String),
+}
+
+/// A relay's link to the NATS cluster.
+#[derive(Debug, Clone)]
+pub struct NatsBus {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    stream: stream::Stream,
+    /// This relay's epoch: written as the description of the consumers it owns.
+    epoch: String,
+    config: BusConfig,
+    publishers: Mutex<HashMap<(String, String), Publisher>>,
+    pumps: Mutex<HashMap<ClientKey, Arc<Pump>>>,
+    /// JetStream acknowledgements (reply subjects), published in order by one task.
+    acks: mpsc::UnboundedSender<Subject>,
+    pub stats: BusStats,
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct BusStats {
+    pub published: AtomicU64,
+    pub publish_retries: AtomicU64,
+    pub delivered: AtomicU64,
+    pub redelivered: AtomicU64,
+    pub lost: AtomicU64,
+    pub takeovers: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Publisher {
+    tx: mpsc::UnboundedSender<Outgoing>,
+    persisted: watch::Receiver<u64>,
+}
+
+#[derive(Debug)]
+struct Outgoing {
+    seq: u64,
+    ty: &'static str,
+    body: Bytes,
+}
+
+/// One MCP client's consumer as this relay reads it.
+#[derive(Debug, Default)]
+struct Pump {
+    tracker: Mutex<Tracker>,
+    stop: CancellationToken,
+}
+
+/// Events handed to the client's queue and not yet acknowledged by it: its `seq`, the stream's, and where
+/// to acknowledge it in JetStream.
+#[derive(Debug, Default)]
+struct Tracker {
+    held: VecDeque<(u64, u64, Subject)>,
+    /// The client's cumulative ack.
+    acked: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The durable consumer of a client: `mcp-<token>-<clientId>`, with `.` and `_` escaped (consumer names take
+/// neither `.` nor the ambiguity).
+pub fn consumer_name(key: &ClientKey) -> String {
+    let mut out = format!("mcp-{}-", key.0);
+    for c in key.1.chars() {
+        match c {
+            '_' => out.push_str("__"),
+            '.' => out.push_str("_d"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+impl NatsBus {
+    /// Connects to the cluster (any of `urls`, the others on failover) and makes sure the event stream exists.
+    pub async fn connect(config: BusConfig, epoch: &str) -> Result<Self, BusError> {
+        let mut addrs = Vec::new();
+        for url in config
+            .urls
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+        {
+            let addr: ServerAddr = url.parse().map_err(|e: std::io::Error| BusError::Url {
+                url: url.to_owned(),
+                reason: e.to_string(),
+            })?;
+            addrs.push(addr);
+        }
+        if addrs.is_empty() {
+            return Err(BusError::Url {
+                url: config.urls.clone(),
+                reason: "no address given".to_owned(),
+            });
+        }
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("minecraft-relay {epoch}"))
+            .connection_timeout(Duration::from_secs(5))
+            .max_reconnects(None)
+            .retry_on_initial_connect()
+            .connect(addrs)
+            .await
+            .map_err(|e| BusError::Connect {
+                urls: config.urls.clone(),
+                reason: e.to_string(),
+            })?;
+        let js = jetstream::new(client.clone());
+        let wanted = stream::Config {
+            name: STREAM.to_owned(),
+            subjects: vec![format!("{EVENTS}.>")],
+            max_age: config.max_age,
+            max_bytes: i64::try_from(config.max_bytes).unwrap_or(i64::MAX),
+            num_replicas: config.replicas,
+            storage: stream::StorageType::File,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        };
+        // A cluster electing its first leaders answers "no responders" or times out for a moment.
+        let mut tries = 0;
+        let stream = loop {
+            match js.get_or_create_stream(wanted.clone()).await {
+                Ok(s) => break s,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    tracing::debug!(error = %e, "JetStream not ready yet");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(BusError::Stream(e.to_string())),
+            }
+        };
+        let (acks, mut ack_rx) = mpsc::unbounded_channel::<Subject>();
+        {
+            let client = client.clone();
+            tokio::spawn(async move {
+                while let Some(reply) = ack_rx.recv().await {
+                    let _ = client.publish(reply, Bytes::from_static(b"+ACK")).await;
+                }
+            });
+        }
+        tracing::info!(urls = %config.urls, replicas = config.replicas, "relay bus: NATS JetStream stream {STREAM}");
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                js,
+                stream,
+                epoch: epoch.to_owned(),
+                config,
+                publishers: Mutex::new(HashMap::new()),
+                pumps: Mutex::new(HashMap::new()),
+                acks,
+                stats: BusStats::default(),
+            }),
+        })
+    }
+
+    pub fn stats(&self) -> &BusStats {
+        &self.inner.stats
+    }
+
+    pub fn client(&self) -> &async_nats::Client {
+        &self.inner.client
+    }
+
+    fn publisher(
+        &self,
+        game: &str,
+        instance: &str,
+    ) -> (mpsc::UnboundedSender<Outgoing>, watch::Receiver<u64>) {
+        let mut map = lock(&self.inner.publishers);
+        let key = (game.to_owned(), instance.to_owned());
+        if let Some(p) = map.get(&key).filter(|p| !p.tx.is_closed()) {
+            return (p.tx.clone(), p.persisted.clone());
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (done, persisted) = watch::channel(0);
+        tokio::spawn(publish_loop(
+            Arc::clone(&self.inner),
+            game.to_owned(),
+            instance.to_owned(),
+            rx,
+            done,
+        ));
+        map.insert(
+            key,
+            Publisher {
+                tx: tx.clone(),
+                persisted: persisted.clone(),
+            },
+        );
+        (tx, persisted)
+    }
+
+    /// The highest `seq` of this game instance that JetStream holds (0 if none this relay published).
+    pub fn persisted(&self, game: &str, instance: &str) -> u64 {
+        *self.publisher(game, instance).1.borrow()
+    }
+
+    /// Publishes a game's event (the text MCP clients get, without its `seq`); the game's `ack` waits for
+    /// JetStream's (see [`NatsBus::forward_acks`]).
+    pub fn publish_event(&self, game: &str, instance: &str, seq: u64, ty: EventType, body: String) {
+        let (tx, _) = self.publisher(game, instance);
+        let _ = tx.send(Outgoing {
+            seq,
+            ty: ty.as_str(),
+            body: Bytes::from(body),
+        });
+    }
+
+    /// Acknowledges to a game link every event of its instance that JetStream holds, as it comes to hold
+    /// them; ends with the link.
+    pub fn forward_acks(&self, game: &str, instance: &str, sender: LinkSender, from: u64) {
+        let (_, mut persisted) = self.publisher(game, instance);
+        tokio::spawn(async move {
+            let mut acked = from;
+            loop {
+                let seq = *persisted.borrow_and_update();
+                if seq > acked {
+                    let ack = crate::wire::Envelope::new(
+                        crate::wire::Kind::Ack,
+                        format!("a-{seq}"),
+                        crate::wire::Source::Relay,
+                        serde_json::json!({"seq": seq}),
+                    );
+                    if sender.send_text(ack.to_text()).await.is_err() {
+                        return;
+                    }
+                    acked = seq;
+                }
+                tokio::select! {
+                    changed = persisted.changed() => if changed.is_err() { return },
+                    () = tokio::time::sleep(Duration::from_secs(1)) => if sender.is_closed() { return },
+                }
+            }
+        });
+    }
+
+    /// An MCP client said `hello` here: this relay reads its consumer, taking it over from wherever it was
+    /// read before. `resume` (the hello named an epoch) continues from the consumer's ack floor; a first
+    /// connection starts with live events.
+    pub fn attach(&self, relay: &Relay, key: &ClientKey, resume: bool) {
+        let pump = {
+            let mut pumps = lock(&self.inner.pumps);
+            if pumps.get(key).is_some_and(|p| !p.stop.is_cancelled()) {
+                return;
+            }
+            let pump = Arc::new(Pump::default());
+            pumps.insert(key.clone(), Arc::clone(&pump));
+            pump
+        };
+        tokio::spawn(run_pump(
+            Arc::clone(&self.inner),
+            relay.clone(),
+            key.clone(),
+            pump,
+            resume,
+        ));
+    }
+
+    /// The client acknowledged everything up to its `seq`: so does JetStream.
+    pub fn client_acked(&self, key: &ClientKey, seq: u64) {
+        let Some(pump) = lock(&self.inner.pumps).get(key).cloned() else {
+            return;
+        };
+        let mut t = lock(&pump.tracker);
+        t.acked = t.acked.max(seq);
+        while t.held.front().is_some_and(|h| h.0 <= seq) {
+            if let Some((_, _, reply)) = t.held.pop_front() {
+                let _ = self.inner.acks.send(reply);
+            }
+        }
+    }
+
+    /// Stops reading every consumer (the relay is stopping; what was not acknowledged stays in JetStream).
+    pub fn stop(&self) {
+        for pump in lock(&self.inner.pumps).values() {
+            pump.stop.cancel();
+        }
+    }
+
+    /// Lines for `/metrics`.
+    pub fn metrics(&self) -> String {
+        use std::fmt::Write;
+        let s = &self.inner.stats;
+        let mut out = String::new();
+        for (name, v) in [
+            ("minecraft_relay_bus_published_total", &s.published),
+            (
+                "minecraft_relay_bus_publish_retries_total",
+                &s.publish_retries,
+            ),
+            ("minecraft_relay_bus_delivered_total", &s.delivered),
+            ("minecraft_relay_bus_redelivered_total", &s.redelivered),
+            ("minecraft_relay_bus_lost_total", &s.lost),
+            ("minecraft_relay_bus_takeovers_total", &s.takeovers),
+        ] {
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
+        }
+        out
+    }
+}
+
+/// Publishes one game instance's events in order, many in flight, and raises `persisted` to the highest
+/// `seq` below which JetStream acknowledged every one. A publish that fails (a NATS node died, a leader is
+/// being elected) is sent again under the same message id until JetStream holds it.
+async fn publish_loop(
+    inner: Arc<Inner>,
+    game: String,
+    instance: String,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+    persisted: watch::Sender<u64>,
+) {
+    let subject = format!("{EVENTS}.{game}");
+    let mut in_flight = FuturesOrdered::new();
+    let mut open = true;
+    loop {
+        tokio::select! {
+            next = rx.recv(), if open && in_flight.len() < IN_FLIGHT => match next {
+                Some(out) => {
+                    let ack = send(&inner, &subject, &game, &instance, &out).await;
+                    in_flight.push_back(async move {
+                        let result = match ack {
+                            Ok(ack) => ack.await.map(|_| ()),
+                            Err(e) => Err(e),
+                        };
+                        (out, result)
+                    });
+                }
+                None => open = false,
+            },
+            Some((out, result)) = in_flight.next() => {
+                if let Err(e) = result {
+                    tracing::warn!(game, error = %e, seq = out.seq, "JetStream did not take an event; sending it again");
+                    resend(&inner, &subject, &game, &instance, &out).await;
+                }
+                inner.stats.published.fetch_add(1, Ordering::Relaxed);
+                persisted.send_if_modified(|s| {
+                    let raised = out.seq > *s;
+                    *s = (*s).max(out.seq);
+                    raised
+                });
+            }
+            else => return,
+        }
+    }
+}
+
+async fn send(
+    inner: &Inner,
+    subject: &str,
+    game: &str,
+    instance: &str,
+    out: &Outgoing,
+) -> Result<jetstream::context::PublishAckFuture, jetstream::context::PublishError> {
+    let message = jetstream::message::PublishMessage::build()
+        .payload(out.body.clone())
+        .message_id(format!("{game}/{instance}/{}", out.seq))
+        .header(TYPE_HEADER, out.ty);
+    inner.js.send_publish(subject.to_owned(), message).await
+}
+
+/// Sends one event until JetStream acknowledges it (the message id makes a copy it already had harmless).
+async fn resend(inner: &Inner, subject: &str, game: &str, instance: &str, out: &Outgoing) {
+    let mut wait = Duration::from_millis(50);
+    loop {
+        inner.stats.publish_retries.fetch_add(1, Ordering::Relaxed);
+        let result = match send(inner, subject, game, instance, out).await {
+            Ok(ack) => ack.await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => return,
+            Err(e) => tracing::debug!(game, error = %e, seq = out.seq, "retrying an event"),
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// What a pump does after its message stream failed.
+enum Resync {
+    /// Recreate this relay's consumer from this stream sequence.
+    From(u64),
+    /// Another relay took the client over, or the client is gone: stop.
+    Detach,
+}
+
+/// Reads one client's consumer into its queue at this relay until the client is gone from here or another
+/// relay takes it over.
+async fn run_pump(inner: Arc<Inner>, relay: Relay, key: ClientKey, pump: Arc<Pump>, resume: bool) {
+    let name = consumer_name(&key);
+    // The first consumer: from the ack floor of the one found (taking it over), or live events.
+    let mut start = loop {
+        match take_over(&inner, &name, resume).await {
+            Ok(start) => break start,
+            Err(e) => {
+                tracing::warn!(consumer = %name, error = %e, "could not take the client's consumer yet");
+                if wait_or_stop(&pump, Duration::from_millis(200)).await {
+                    return finish(&inner, &relay, &key, &pump);
+                }
+            }
+        }
+    };
+    inner.stats.takeovers.fetch_add(1, Ordering::Relaxed);
+    // The next stream sequence this client has not had.
+    let mut next = start;
+    let mut fresh = true;
+    loop {
+        let outcome = read(&inner, &relay, &key, &pump, &name, &mut next, &mut fresh).await;
+        match outcome {
+            None => return finish(&inner, &relay, &key, &pump),
+            Some(Resync::Detach) => return finish(&inner, &relay, &key, &pump),
+            Some(Resync::From(seq)) => start = seq,
+        }
+        // Recreate our consumer from the oldest event this relay holds unacknowledged (those come again and
+        // only get their new ack subject), or the next one not had: delivery resumes in stream order.
+        loop {
+            let from = {
+                let t = lock(&pump.tracker);
+                t.held.front().map(|h| h.1)
+            };
+            let from = from.map_or(start, |held| held.min(start));
+            match owned(&inner, &name).await {
+                Ok(false) => return finish(&inner, &relay, &key, &pump),
+                Ok(true) => match recreate(
+                    &inner,
+                    &name,
+                    consumer::DeliverPolicy::ByStartSequence {
+                        start_sequence: from,
+                    },
+                )
+                .await
+                {
+                    Ok(()) => {
+                        fresh = true;
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::debug!(consumer = %name, error = %e, "recreating the consumer")
+                    }
+                },
+                Err(e) => {
+                    tracing::debug!(consumer = %name, error = %e, "reading the consumer's owner")
+                }
+            }
+            if wait_or_stop(&pump, Duration::from_millis(200)).await {
+                return finish(&inner, &relay, &key, &pump);
+            }
+        }
+    }
+}
+
+/// Sleeps `d`; true when the pump was stopped meanwhile.
+async fn wait_or_stop(pump: &Pump, d: Duration) -> bool {
+    tokio::select! {
+        () = pump.stop.cancelled() => true,
+        () = tokio::time::sleep(d) => false,
+    }
+}
+
+/// The pump ends: unregistered, and the client's queue here dropped if it is not connected here (its events
+/// are in JetStream for the relay that took it over).
+fn finish(inner: &Inner, relay: &Relay, key: &ClientKey, pump: &Arc<Pump>) {
+    pump.stop.cancel();
+    {
+        let mut pumps = lock(&inner.pumps);
+        if pumps.get(key).is_some_and(|p| Arc::ptr_eq(p, pump)) {
+            pumps.remove(key);
+        }
+    }
+    let mut state = relay.lock();
+    if state.clients.get(key).is_some_and(|c| c.live.is_none()) {
+        state.clients.remove(key);
+    }
+}
+
+/// Whether the consumer is this relay's (its description is our epoch).
+async fn owned(inner: &Inner, name: &str) -> Result<bool, String> {
+    match inner.stream.consumer_info(name).await {
+        Ok(info) => Ok(info.config.description.as_deref() == Some(inner.epoch.as_str())),
+        Err(e) if e.to_string().contains("not found") => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Makes the client's consumer this relay's: from the ack floor of the existing one when resuming, else from
+/// the next event stored. Returns the first stream sequence to expect.
+async fn take_over(inner: &Inner, name: &str, resume: bool) -> Result<u64, String> {
+    let existing = match inner.stream.consumer_info(name).await {
+        Ok(info) => Some(info.ack_floor.stream_sequence),
+        Err(e) if e.to_string().contains("not found") => None,
+        Err(e) => return Err(e.to_string()),
+    };
+    let start = match existing {
+        Some(floor) if resume => floor + 1,
+        _ => {
+            let mut stream = inner.stream.clone();
+            let info = stream.info().await.map_err(|e| e.to_string())?;
+            info.state.last_sequence + 1
+        }
+    };
+    recreate(
+        inner,
+        name,
+        consumer::DeliverPolicy::ByStartSequence {
+            start_sequence: start,
+        },
+    )
+    .await?;
+    Ok(start)
+}
+
+async fn recreate(
+    inner: &Inner,
+    name: &str,
+    policy: consumer::DeliverPolicy,
+) -> Result<(), String> {
+    match inner.stream.delete_consumer(name).await {
+        Ok(_) => {}
+        Err(e) if e.to_string().contains("not found") => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    inner
+        .stream
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some(name.to_owned()),
+            description: Some(inner.epoch.clone()),
+            deliver_policy: policy,
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: ACK_WAIT,
+            max_ack_pending: inner.config.max_ack_pending,
+            inactive_threshold: inner.config.retention,
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Reads the consumer until it fails (`Some(Resync)`) or the pump stops (`None`).
+async fn read(
+    inner: &Inner,
+    relay: &Relay,
+    key: &ClientKey,
+    pump: &Pump,
+    name: &str,
+    next: &mut u64,
+    fresh: &mut bool,
+) -> Option<Resync> {
+    let consumer: consumer::PullConsumer = match inner.stream.get_consumer(name).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(consumer = %name, error = %e, "consumer not readable");
+            return Some(Resync::From(*next));
+        }
+    };
+    let messages = consumer
+        .stream()
+        .max_messages_per_batch(512)
+        .heartbeat(Duration::from_secs(2))
+        .expires(Duration::from_secs(10))
+        .messages()
+        .await;
+    let mut messages = match messages {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::debug!(consumer = %name, error = %e, "pull failed");
+            return Some(Resync::From(*next));
+        }
+    };
+    loop {
+        let item = tokio::select! {
+            () = pump.stop.cancelled() => return None,
+            item = messages.next() => item,
+        };
+        let message = match item {
+            Some(Ok(m)) => m,
+            Some(Err(e)) => {
+                tracing::debug!(consumer = %name, error = %e, "consumer stream failed; resynchronising");
+                return Some(Resync::From(*next));
+            }
+            None => return Some(Resync::From(*next)),
+        };
+        let Ok(seq) = message.info().map(|i| i.stream_sequence) else {
+            continue;
+        };
+        let Some(reply) = message.message.reply.clone() else {
+            continue;
+        };
+        let expected = *next;
+        {
+            if seq < expected {
+                // Delivered again (ack wait, or our consumer recreated behind events still held): the held
+                // one takes its new ack subject; one already acknowledged or filtered out is acknowledged.
+                inner.stats.redelivered.fetch_add(1, Ordering::Relaxed);
+                let mut t = lock(&pump.tracker);
+                match t.held.binary_search_by_key(&seq, |h| h.1) {
+                    Ok(i) => t.held[i].2 = reply,
+                    Err(_) => {
+                        let _ = inner.acks.send(reply);
+                    }
+                }
+                continue;
+            }
+            if seq > expected {
+                if !*fresh {
+                    // Events missing in the middle were lost on the way (a link dropped): read again from them.
+                    return Some(Resync::From(expected));
+                }
+                // The stream no longer holds them (its age or byte limit): lost, and said so.
+                let lost = seq - expected;
+                inner.stats.lost.fetch_add(lost, Ordering::Relaxed);
+                tracing::warn!(consumer = %name, lost, "events aged out of the stream before this client read them");
+                if let Some(c) = relay.lock().clients.get_mut(key) {
+                    c.queue.note_lost("stream_limits", lost);
+                    c.wake.notify_one();
+                }
+            }
+        }
+        *next = seq + 1;
+        *fresh = false;
+        let ty = message
+            .message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(TYPE_HEADER))
+            .and_then(|v| EventType::parse(v.as_str()));
+        let body = std::str::from_utf8(&message.message.payload).ok();
+        let pushed = {
+            let mut state = relay.lock();
+            let Some(client) = state.clients.get_mut(key) else {
+                return Some(Resync::Detach);
+            };
+            match (ty, body) {
+                (Some(ty), Some(body)) if client.subscriptions.contains(&ty) => {
+                    let local = client.queue.push_shared(Arc::from(body));
+                    client.wake.notify_one();
+                    Some(local)
+                }
+                _ => None,
+            }
+        };
+        match pushed {
+            Some(local) => {
+                inner.stats.delivered.fetch_add(1, Ordering::Relaxed);
+                relay
+                    .stats()
+                    .events_forwarded
+                    .fetch_add(1, Ordering::Relaxed);
+                let mut t = lock(&pump.tracker);
+                if local <= t.acked {
+                    let _ = inner.acks.send(reply);
+                } else {
+                    t.held.push_back((local, seq, reply));
+                }
+            }
+            // Not a type this client takes.
+            None => {
+                let _ = inner.acks.send(reply);
+            }
+        }
+    }
+}

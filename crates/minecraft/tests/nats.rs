@@ -1,0 +1,419 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Issue 23 item 1: relays on NATS JetStream. A three-node cluster on loopback (replicas 3), two relays on
+//! it, game adapters on different relays and one MCP-side client: events of every game reach the client
+//! through any relay; a relay and a NATS node killed during a burst lose nothing (every event arrives, the
+//! client dropping duplicates by id as PROTOCOL.md §5 says, and no `lost` is reported); a client moved to the
+//! other relay resumes where it acknowledged, with no gap and nothing twice.
+
+#[path = "support/nats.rs"]
+mod cluster;
+mod support;
+
+use cluster::{Cluster, ProcessRelay};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::*;
+use tokio::sync::{Notify, mpsc};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+fn bus_args(cluster: &Cluster, extra: &[&str]) -> bridge_minecraft::relay::RelayArgs {
+    let urls = cluster.urls();
+    let mut all = vec!["--bus", urls.as_str(), "--bus-replicas", "3"];
+    all.extend_from_slice(extra);
+    relay_args(&all)
+}
+
+/// An MCP server written from PROTOCOL.md: `hello` with its client id (and the epoch and seq it last
+/// acknowledged, when it has one), events counted by `(game, id)`, acknowledged every 50 messages or when
+/// the link goes quiet, `lost` notices summed; it dials the relay `current` names, again after every drop.
+#[derive(Clone)]
+struct McpSide {
+    inner: Arc<McpInner>,
+}
+
+struct McpInner {
+    urls: Vec<String>,
+    client_id: String,
+    current: AtomicUsize,
+    /// Deliveries per `(game, id)`, and each event's `gameSeq` per game in arrival order.
+    seen: Mutex<HashMap<(String, String), u32>>,
+    order: Mutex<BTreeMap<String, Vec<u64>>>,
+    lost: AtomicU64,
+    welcomes: AtomicU64,
+    epoch: Mutex<Option<String>>,
+    acked: AtomicU64,
+    responses: Mutex<HashMap<String, Value>>,
+    answered: Notify,
+    commands: Mutex<Option<mpsc::UnboundedSender<Value>>>,
+    drop_link: Notify,
+    stop: CancellationToken,
+}
+
+impl McpSide {
+    fn start(urls: Vec<String>, client_id: &str) -> McpSide {
+        let side = McpSide {
+            inner: Arc::new(McpInner {
+                urls,
+                client_id: client_id.to_owned(),
+                current: AtomicUsize::new(0),
+                seen: Mutex::new(HashMap::new()),
+                order: Mutex::new(BTreeMap::new()),
+                lost: AtomicU64::new(0),
+                welcomes: AtomicU64::new(0),
+                epoch: Mutex::new(None),
+                acked: AtomicU64::new(0),
+                responses: Mutex::new(HashMap::new()),
+                answered: Notify::new(),
+                commands: Mutex::new(None),
+                drop_link: Notify::new(),
+                stop: CancellationToken::new(),
+            }),
+        };
+        let s = side.clone();
+        tokio::spawn(async move { s.run().await });
+        side
+    }
+
+    /// Dials relay `i` from now on (dropping the link it has).
+    fn move_to(&self, i: usize) {
+        self.inner.current.store(i, Ordering::SeqCst);
+        self.inner.drop_link.notify_one();
+    }
+
+    fn unique(&self) -> usize {
+        self.inner.seen.lock().unwrap().len()
+    }
+
+    fn duplicates(&self) -> u64 {
+        self.inner
+            .seen
+            .lock()
+            .unwrap()
+            .values()
+            .map(|n| u64::from(n - 1))
+            .sum()
+    }
+
+    fn lost(&self) -> u64 {
+        self.inner.lost.load(Ordering::SeqCst)
+    }
+
+    async fn wait_welcomes(&self, n: u64) {
+        within("the MCP side's welcome", async {
+            while self.inner.welcomes.load(Ordering::SeqCst) < n {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+    }
+
+    async fn wait_unique(&self, n: usize, what: &str) {
+        let waited = tokio::time::timeout(Duration::from_secs(120), async {
+            while self.unique() < n {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "{what}: {} of {n} events arrived ({} lost reported)",
+            self.unique(),
+            self.lost()
+        );
+    }
+
+    /// Sends a command and waits for its response.
+    async fn command(&self, id: &str, game: &str, command: &str, args: Value) -> Value {
+        let mut msg = envelope(
+            "command",
+            id,
+            "mcp",
+            json!({"command": command, "args": args}),
+        );
+        msg["game"] = json!(game);
+        within("a response", async {
+            loop {
+                let tx = self.inner.commands.lock().unwrap().clone();
+                if let Some(tx) = tx
+                    && tx.send(msg.clone()).is_ok()
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            loop {
+                let answered = self.inner.answered.notified();
+                if let Some(v) = self.inner.responses.lock().unwrap().remove(id) {
+                    return v;
+                }
+                answered.await;
+            }
+        })
+        .await
+    }
+
+    async fn run(self) {
+        while !self.inner.stop.is_cancelled() {
+            let url = self.inner.urls[self.inner.current.load(Ordering::SeqCst)].clone();
+            if let Ok(link) = raw_connect(&url, Some(MCP_TOKEN)).await {
+                self.session(link).await;
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+
+    async fn session(&self, mut link: RawLink) {
+        let epoch = self.inner.epoch.lock().unwrap().clone();
+        let mut payload = json!({"clientId": self.inner.client_id, "subscriptions": ["*"]});
+        if let Some(epoch) = epoch {
+            payload["epoch"] = json!(epoch);
+            payload["lastSeq"] = json!(self.inner.acked.load(Ordering::SeqCst));
+        }
+        let mut hello = envelope("hello", "h1", "mcp", payload);
+        hello["version"] = json!("1.2");
+        if link
+            .tx
+            .send(Message::text(hello.to_string()))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
+        let mut highest = 0u64;
+        let mut acked = 0u64;
+        loop {
+            let quiet = highest > acked;
+            tokio::select! {
+                () = self.inner.drop_link.notified() => {
+                    if highest > acked {
+                        let ack = envelope("ack", "a", "mcp", json!({"seq": highest}));
+                        let _ = link.tx.send(Message::text(ack.to_string())).await;
+                        self.inner.acked.store(highest, Ordering::SeqCst);
+                    }
+                    let _ = link.tx.close().await;
+                    return;
+                }
+                Some(cmd) = rx.recv() => {
+                    if link.tx.send(Message::text(cmd.to_string())).await.is_err() { return; }
+                }
+                () = tokio::time::sleep(Duration::from_millis(20)), if quiet => {
+                    let ack = envelope("ack", "a", "mcp", json!({"seq": highest}));
+                    if link.tx.send(Message::text(ack.to_string())).await.is_err() { return; }
+                    acked = highest;
+                    self.inner.acked.store(acked, Ordering::SeqCst);
+                }
+                msg = link.rx.next() => {
+                    let Some(Ok(msg)) = msg else { return };
+                    let Message::Text(t) = msg else { continue };
+                    let v: Value = serde_json::from_str(&t).unwrap();
+                    let messages = if v["type"] == "batch" {
+                        v["payload"]["messages"].as_array().cloned().unwrap_or_default()
+                    } else {
+                        vec![v]
+                    };
+                    for v in messages {
+                        self.take(&v, &tx);
+                        if let Some(seq) = v["seq"].as_u64() {
+                            highest = highest.max(seq);
+                        }
+                    }
+                    if highest >= acked + 50 {
+                        let ack = envelope("ack", "a", "mcp", json!({"seq": highest}));
+                        if link.tx.send(Message::text(ack.to_string())).await.is_err() { return; }
+                        acked = highest;
+                        self.inner.acked.store(acked, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+    }
+
+    fn take(&self, v: &Value, tx: &mpsc::UnboundedSender<Value>) {
+        match v["type"].as_str() {
+            Some("welcome") => {
+                *self.inner.epoch.lock().unwrap() =
+                    v["payload"]["epoch"].as_str().map(str::to_owned);
+                self.inner.acked.store(
+                    v["payload"]["lastSeq"].as_u64().unwrap_or(0),
+                    Ordering::SeqCst,
+                );
+                *self.inner.commands.lock().unwrap() = Some(tx.clone());
+                self.inner.welcomes.fetch_add(1, Ordering::SeqCst);
+            }
+            Some("event") => {
+                let game = v["game"].as_str().unwrap_or_default().to_owned();
+                let id = v["id"].as_str().unwrap_or_default().to_owned();
+                let mut seen = self.inner.seen.lock().unwrap();
+                let n = seen.entry((game.clone(), id)).or_default();
+                *n += 1;
+                if *n == 1 {
+                    self.inner
+                        .order
+                        .lock()
+                        .unwrap()
+                        .entry(game)
+                        .or_default()
+                        .push(v["gameSeq"].as_u64().unwrap_or(0));
+                }
+            }
+            Some("notice") if v["payload"]["kind"] == "lost" => {
+                let n = v["payload"]["lost"].as_u64().unwrap_or(0);
+                self.inner.lost.fetch_add(n, Ordering::SeqCst);
+            }
+            Some("response") => {
+                let id = v["id"].as_str().unwrap_or_default().to_owned();
+                self.inner.responses.lock().unwrap().insert(id, v.clone());
+                self.inner.answered.notify_waiters();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every game's events reach one MCP client through either relay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_games_on_two_relays_reach_a_client_of_one() {
+    let cluster = Cluster::start().await;
+    let a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let lobby = FakeGame::start(&a.url(), "lobby");
+    let survival = FakeGame::start(&b.url(), "survival");
+    lobby.wait_connected(1).await;
+    survival.wait_connected(1).await;
+    let mcp = McpSide::start(vec![a.url(), b.url()], "desk-1");
+    mcp.wait_welcomes(1).await;
+    for n in 0..50 {
+        lobby.emit("player_chat", event_data("player_chat", n));
+        survival.emit("player_join", event_data("player_join", n));
+    }
+    lobby.wait_acked().await;
+    survival.wait_acked().await;
+    mcp.wait_unique(100, "events of both games").await;
+    let order = mcp.inner.order.lock().unwrap().clone();
+    assert_eq!(order["lobby"], (1..=50).collect::<Vec<u64>>());
+    assert_eq!(order["survival"], (1..=50).collect::<Vec<u64>>());
+    assert_eq!(mcp.lost(), 0);
+    assert_eq!(mcp.duplicates(), 0);
+    let answer = mcp
+        .command("c1", "lobby", "get_online_players", json!({}))
+        .await;
+    assert_eq!(answer["payload"]["success"], true, "{answer}");
+    assert_eq!(answer["game"], "lobby");
+}
+
+/// A client that leaves one relay and says `hello` to the other gets exactly what it had not acknowledged:
+/// nothing twice, nothing missing, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_moved_to_the_other_relay_resumes_with_no_gap() {
+    let cluster = Cluster::start().await;
+    let a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let game = FakeGame::start(&a.url(), "lobby");
+    game.wait_connected(1).await;
+    let mcp = McpSide::start(vec![a.url(), b.url()], "desk-2");
+    mcp.wait_welcomes(1).await;
+    for n in 0..100 {
+        game.emit("player_chat", event_data("player_chat", n));
+    }
+    mcp.wait_unique(100, "the first hundred").await;
+    // Its acks reach the relay, and the relay's reach JetStream, before it moves.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    mcp.move_to(1);
+    for n in 100..200 {
+        game.emit("player_chat", event_data("player_chat", n));
+    }
+    game.wait_acked().await;
+    mcp.wait_welcomes(2).await;
+    mcp.wait_unique(200, "the second hundred, through the other relay")
+        .await;
+    let order = mcp.inner.order.lock().unwrap().clone();
+    assert_eq!(order["lobby"], (1..=200).collect::<Vec<u64>>());
+    assert_eq!(mcp.duplicates(), 0, "nothing acknowledged came again");
+    assert_eq!(mcp.lost(), 0);
+    let metrics = b.relay.metrics();
+    assert!(
+        metrics.contains("minecraft_relay_bus_takeovers_total 1"),
+        "{metrics}"
+    );
+}
+
+/// A burst from two games on two relays while one relay and one NATS node are killed: every event arrives
+/// (duplicates dropped by id), none is reported lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_and_a_nats_node_killed_during_a_burst_lose_nothing() {
+    let mut cluster = Cluster::start().await;
+    let mut a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let a_port = a.addr.port().to_string();
+    let lobby = FakeGame::start(&a.url(), "lobby");
+    let survival = FakeGame::start(&b.url(), "survival");
+    lobby.wait_connected(1).await;
+    survival.wait_connected(1).await;
+    let mcp = McpSide::start(vec![a.url(), b.url()], "desk-3");
+    mcp.wait_welcomes(1).await;
+    const PER_GAME: u64 = 3000;
+    let burst = |game: FakeGame, ty: &'static str| {
+        tokio::spawn(async move {
+            for n in 0..PER_GAME {
+                game.emit(ty, event_data(ty, n));
+                if n % 50 == 49 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        })
+    };
+    let one = burst(lobby.clone(), "player_chat");
+    let two = burst(survival.clone(), "block_break");
+    // Mid-burst: relay A dies with the client and the lobby on it; the client goes to B; a NATS node dies.
+    within("the burst to be under way", async {
+        while mcp.unique() < 1000 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    mcp.move_to(1);
+    a.kill();
+    cluster.kill(0);
+    // A's supervisor starts it again on its port; the lobby's adapter reconnects and resends its outbox.
+    let restarted = within("relay A to start again", async {
+        loop {
+            let args = bus_args(&cluster, &["--relay-port", &a_port]);
+            match ProcessRelay::try_start(args).await {
+                Ok(r) => return r,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+    .await;
+    one.await.unwrap();
+    two.await.unwrap();
+    lobby.wait_acked().await;
+    survival.wait_acked().await;
+    mcp.wait_unique(2 * PER_GAME as usize, "every event after the kills")
+        .await;
+    let order = mcp.inner.order.lock().unwrap().clone();
+    for game in ["lobby", "survival"] {
+        let mut seqs = order[game].clone();
+        seqs.sort_unstable();
+        assert_eq!(seqs, (1..=PER_GAME).collect::<Vec<u64>>(), "{game}");
+    }
+    assert_eq!(mcp.lost(), 0, "no loss reported with replicas 3");
+    eprintln!(
+        "burst: {} events, {} duplicates dropped by id; relay B: {}",
+        mcp.unique(),
+        mcp.duplicates(),
+        b.relay
+            .metrics()
+            .lines()
+            .filter(|l| l.starts_with("minecraft_relay_bus"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    drop(restarted);
+}

@@ -1,0 +1,243 @@
+//! A three-node NATS cluster with JetStream on loopback (Debian's `nats-server`, installed by
+//! scripts/install-peers), each node with its own free ports and its store in a temporary directory; and
+//! relays that can be killed like a process (their own runtime, shut down without a drain).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use bridge_minecraft::relay::{self, RelayArgs};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Node {
+    pub name: String,
+    pub port: u16,
+    cluster_port: u16,
+    config: PathBuf,
+    child: Option<Child>,
+}
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub nodes: Vec<Node>,
+}
+
+/// `nats-server` from PATH or /usr/sbin (Debian installs it there); a missing one fails the test.
+fn server_binary() -> PathBuf {
+    for dir in std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .chain(["/usr/sbin", "/usr/bin"])
+    {
+        let p = PathBuf::from(dir).join("nats-server");
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("nats-server is not installed: run scripts/install-peers (Debian package nats-server)");
+}
+
+impl Cluster {
+    /// Starts three nodes and waits until JetStream answers with a meta leader.
+    pub async fn start() -> Cluster {
+        let bin = server_binary();
+        let dir =
+            std::env::temp_dir().join(format!("mc-nats-{}-{:x}", std::process::id(), rand_u64()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|(_, c)| format!("\"nats-route://127.0.0.1:{c}\""))
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, (port, cluster_port)) in ports.iter().enumerate() {
+            let name = format!("n{}", i + 1);
+            let store = dir.join(&name);
+            std::fs::create_dir_all(&store).unwrap();
+            let config = dir.join(format!("{name}.conf"));
+            std::fs::write(
+                &config,
+                format!(
+                    "server_name: {name}\nlisten: 127.0.0.1:{port}\n\
+                     jetstream {{ store_dir: \"{}\", max_memory_store: 64MB, max_file_store: 2GB }}\n\
+                     cluster {{ name: mc, listen: 127.0.0.1:{cluster_port}, routes: [{}] }}\n",
+                    store.display(),
+                    routes.join(", ")
+                ),
+            )
+            .unwrap();
+            let mut node = Node {
+                name,
+                port: *port,
+                cluster_port: *cluster_port,
+                config,
+                child: None,
+            };
+            node.spawn(&bin);
+            nodes.push(node);
+        }
+        let cluster = Cluster { dir, nodes };
+        cluster.wait_ready().await;
+        cluster
+    }
+
+    /// Every node's client URL, comma-separated (the relay's `--bus`).
+    pub fn urls(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("nats://127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Waits until a stream of three replicas can be created (a meta leader and every peer known).
+    pub async fn wait_ready(&self) {
+        // The node takes a moment to listen.
+        let client = async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect(format!("127.0.0.1:{}", self.nodes[0].port))
+            .await
+            .unwrap();
+        let js = async_nats::jetstream::new(client);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let made = js
+                .create_stream(async_nats::jetstream::stream::Config {
+                    name: "READY".into(),
+                    subjects: vec!["ready.check".into()],
+                    num_replicas: 3,
+                    ..Default::default()
+                })
+                .await;
+            if made.is_ok() {
+                let _ = js.delete_stream("READY").await;
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the NATS cluster did not elect a JetStream leader within 60 s: {made:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Kills node `i` (SIGKILL: no goodbye to its peers).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts node `i` again on its ports and store.
+    pub fn restart(&mut self, i: usize) {
+        let bin = server_binary();
+        self.nodes[i].spawn(&bin);
+    }
+}
+
+impl Node {
+    fn spawn(&mut self, bin: &PathBuf) {
+        let log = std::fs::File::create(self.config.with_extension("log")).unwrap();
+        let child = Command::new(bin)
+            .arg("-c")
+            .arg(&self.config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start nats-server: {e}"));
+        self.child = Some(child);
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill(i);
+        }
+        if std::env::var_os("KEEP_NATS_DIR").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    );
+    h.finish()
+}
+
+/// A relay on a runtime of its own, so killing it ends every task and socket it had at once, the way a
+/// process dies: no drain, no close frames, nothing handed on.
+pub struct ProcessRelay {
+    pub addr: SocketAddr,
+    pub relay: relay::Relay,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl ProcessRelay {
+    pub async fn start(args: RelayArgs) -> ProcessRelay {
+        Self::try_start(args).await.unwrap()
+    }
+
+    /// Starts one, or says why not (the port still held by a relay just killed).
+    pub async fn try_start(args: RelayArgs) -> Result<ProcessRelay, String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = runtime.spawn(async move {
+            let settings = relay::settings(&args, Vec::new()).unwrap();
+            let stop = CancellationToken::new();
+            let handle = relay::start(&args, settings, stop.clone()).await;
+            // The stop token lives as long as the runtime: the relay runs until killed.
+            std::mem::forget(stop);
+            handle.map(|h| (h.addr, h.relay))
+        });
+        let (addr, relay) = match started.await {
+            Ok(Ok(v)) => v,
+            failed => {
+                runtime.shutdown_background();
+                return Err(format!("{failed:?}"));
+            }
+        };
+        Ok(ProcessRelay {
+            addr,
+            relay,
+            runtime: Some(runtime),
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://{}/", self.addr)
+    }
+
+    /// Kills it: every task of its runtime dropped where it stood.
+    pub fn kill(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for ProcessRelay {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
