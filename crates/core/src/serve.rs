@@ -12,16 +12,17 @@ mod metrics;
 mod panic;
 mod results;
 mod sessions;
+mod stdio;
 mod tasks;
 mod wire;
 
 use crate::bridge::{Bridge, BridgeEntry, BridgeEnv, BridgeError};
 use crate::mount::Mount;
-use handler::{McpHandler, Shared};
-use rmcp::ServiceExt;
+use handler::Shared;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use stdio::StdioEnd;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -124,17 +125,6 @@ where
     .map(drop)
 }
 
-/// How a stdio session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StdioEnd {
-    /// The stream closed before a client initialized: nobody was on stdio.
-    NoClient,
-    /// The client that initialized went away.
-    ClientLeft,
-    /// Shutdown was asked for.
-    Shutdown,
-}
-
 async fn serve_io_graceful<R, W>(
     shared: Arc<Shared>,
     read: R,
@@ -146,42 +136,7 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let write = shared.drain.writer(write);
-    let handler = McpHandler::new(shared.clone());
-    // Not a child of `shutdown`: calls in flight must outlive the start of shutdown by the grace period.
-    let service_token = CancellationToken::new();
-    let started = tokio::select! {
-        started = handler.serve_with_ct(wire::LineTransport::new(read, write), service_token.clone()) => started,
-        () = shutdown.cancelled() => return Ok(StdioEnd::Shutdown),
-    };
-    let service = match started {
-        Ok(service) => service,
-        // A client that goes away before initializing (or a shutdown meanwhile) is an ordinary end.
-        Err(
-            rmcp::service::ServerInitializeError::ConnectionClosed(_)
-            | rmcp::service::ServerInitializeError::Cancelled,
-        ) => {
-            tracing::info!("the MCP client closed the connection before initializing");
-            return Ok(StdioEnd::NoClient);
-        }
-        Err(e) => return Err(ServeError::Session(e.to_string())),
-    };
-    let waiting = service.waiting();
-    tokio::pin!(waiting);
-    tokio::select! {
-        ended = &mut waiting => {
-            return ended
-                .map(|_| StdioEnd::ClientLeft)
-                .map_err(|e| ServeError::Session(e.to_string()));
-        }
-        () = shutdown.cancelled() => {}
-    }
-    shared.drain.close(grace).await;
-    service_token.cancel();
-    waiting
-        .await
-        .map_err(|e| ServeError::Session(e.to_string()))?;
-    Ok(StdioEnd::Shutdown)
+    stdio::serve(shared, read, write, shutdown, grace).await
 }
 
 /// Serves MCP over HTTP on an already-bound listener (tests bind `127.0.0.1:0`).

@@ -1,5 +1,5 @@
-//! The stdio transport: newline-delimited JSON-RPC, read and written as rmcp's `AsyncRwTransport` does, with
-//! two costs taken out of every message.
+//! The stdio wire: newline-delimited JSON-RPC, read and written as rmcp's `AsyncRwTransport` does, with two
+//! costs taken out of every message. The loop that serves it is `stdio.rs`.
 //!
 //! * **Decoding.** rmcp decodes a line as an untagged enum of the four message shapes and then the untagged
 //!   `ClientRequest`, which buffers the request and tries its variants in order, each failure building a
@@ -7,9 +7,9 @@
 //!   [`decode`] first reads the `method` and which of `id`/`result`/`error` are present, then decodes the one
 //!   request type the method names; anything else (and a line that fails there, so its error stays rmcp's)
 //!   takes rmcp's decoding.
-//! * **Writing.** A message is serialised when rmcp hands it over, into one buffer shared by every send, and the
-//!   first sender to take the writer writes everything queued with one write and one flush: answers leave in
-//!   the order rmcp sent them, and under concurrency several go out per system call.
+//! * **Writing.** A message is serialised into one buffer shared by every sender ([`Out`]), and whoever flushes
+//!   writes everything queued with one write and one flush: answers leave in the order they were queued, and
+//!   under concurrency several go out per system call.
 
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -18,11 +18,10 @@ use rmcp::model::{
     ReadResourceRequest, RequestId, RequestMetaObject,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
-use rmcp::transport::Transport;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// The longest line read, rmcp's own limit (`async_rw::DEFAULT_MAX_LINE_LENGTH`): a longer one is dropped.
@@ -191,39 +190,142 @@ fn standard_notification(method: &str) -> bool {
     )
 }
 
-/// What every send shares: the bytes serialised but not yet written, and the writer.
-struct Out<W> {
+/// Answers serialised but not yet written, and the writer: shared by the loop's inline answers, the calls it
+/// handed to a task, and rmcp's side of the session. Whoever flushes writes everything queued so far with one
+/// write and one flush, so answers leave in the order they were queued and several share a system call.
+pub(crate) struct Out<W> {
     queued: Mutex<Vec<u8>>,
     /// The writer and the buffer it writes from (kept for its capacity); `None` once closed.
     writer: tokio::sync::Mutex<Option<(W, Vec<u8>)>>,
 }
 
-/// Newline JSON-RPC over a byte stream pair, for the server side.
-pub(crate) struct LineTransport<R, W> {
+impl<W: AsyncWrite + Send + Unpin + 'static> Out<W> {
+    pub(crate) fn new(write: W) -> Self {
+        Self {
+            queued: Mutex::new(Vec::new()),
+            writer: tokio::sync::Mutex::new(Some((write, Vec::new()))),
+        }
+    }
+
+    /// Serialises `message` behind what is queued; it is written by the next [`flush`](Self::flush).
+    pub(crate) fn queue(&self, message: &TxJsonRpcMessage<RoleServer>) -> std::io::Result<()> {
+        let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
+        let start = queued.len();
+        match serde_json::to_writer(&mut *queued, message) {
+            Ok(()) => {
+                queued.push(b'\n');
+                Ok(())
+            }
+            Err(e) => {
+                queued.truncate(start);
+                Err(std::io::Error::from(e))
+            }
+        }
+    }
+
+    /// Writes whatever is queued.
+    pub(crate) async fn flush(&self) -> std::io::Result<()> {
+        let mut writer = self.writer.lock().await;
+        let Some((write, buffer)) = writer.as_mut() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "Transport is closed",
+            ));
+        };
+        std::mem::swap(
+            &mut *self.queued.lock().unwrap_or_else(PoisonError::into_inner),
+            buffer,
+        );
+        // Empty: a flush that held the writer before us has written our message with its own.
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        let written = write.write_all(buffer).await;
+        buffer.clear();
+        written?;
+        write.flush().await
+    }
+
+    /// Writes what is queued, then drops the writer (the client sees the end of the stream).
+    pub(crate) async fn close(&self) {
+        if let Err(e) = self.flush().await {
+            tracing::debug!("last answers not written: {e}");
+        }
+        drop(self.writer.lock().await.take());
+    }
+}
+
+/// What one line read from the client came to.
+// One per line, moved straight into its handling: boxing the message would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Incoming {
+    Message(RxJsonRpcMessage<RoleServer>),
+    /// JSON, but no JSON-RPC message: answered `Invalid Request` (no id to answer with).
+    Invalid,
+    /// The end of the stream, or a read error.
+    End,
+}
+
+/// Newline-delimited JSON-RPC read from a byte stream, lines bounded as rmcp bounds them.
+pub(crate) struct LineReader<R> {
     read: BufReader<R>,
     line: Vec<u8>,
     /// Dropping the rest of an oversize line, until its newline.
     discarding: bool,
-    /// A line was JSON but no JSON-RPC message: answer `Invalid Request` before reading on.
-    owe_invalid_request: bool,
-    out: Arc<Out<W>>,
 }
 
-impl<R, W> LineTransport<R, W>
-where
-    R: AsyncRead + Send + Unpin + 'static,
-    W: AsyncWrite + Send + Unpin + 'static,
-{
-    pub(crate) fn new(read: R, write: W) -> Self {
+impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
+    pub(crate) fn new(read: R) -> Self {
         Self {
             read: BufReader::new(read),
             line: Vec::new(),
             discarding: false,
-            owe_invalid_request: false,
-            out: Arc::new(Out {
-                queued: Mutex::new(Vec::new()),
-                writer: tokio::sync::Mutex::new(Some((write, Vec::new()))),
-            }),
+        }
+    }
+
+    /// True when a whole line is already buffered, so the next [`next`](Self::next) needs no system call.
+    pub(crate) fn line_buffered(&self) -> bool {
+        self.read.buffer().contains(&b'\n')
+    }
+
+    /// The next message; cancel-safe (a partial line stays buffered for the next call).
+    pub(crate) async fn next(&mut self) -> Incoming {
+        loop {
+            match self.read_line().await {
+                None => return Incoming::End,
+                Some(LineEnd::Line) => {}
+                Some(LineEnd::Oversize) => {
+                    tracing::error!(
+                        max_line_length = MAX_LINE,
+                        "Incoming message exceeded the maximum line length, discarding it"
+                    );
+                    continue;
+                }
+            }
+            let decoded = {
+                let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                if line.is_empty() {
+                    None
+                } else {
+                    Some(decode(line))
+                }
+            };
+            self.line.clear();
+            match decoded {
+                None | Some(Ok(None)) => {}
+                Some(Ok(Some(message))) => return Incoming::Message(message),
+                Some(Err(e)) => match e.classify() {
+                    // Not JSON: no id to answer, and answering garbage can start an error storm (rmcp #938).
+                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                        tracing::debug!("Ignoring unparsable incoming message: {e}");
+                    }
+                    serde_json::error::Category::Data | serde_json::error::Category::Io => {
+                        tracing::debug!("Protocol error on incoming message: {e}");
+                        return Incoming::Invalid;
+                    }
+                },
+            }
         }
     }
 
@@ -271,113 +373,9 @@ enum LineEnd {
     Oversize,
 }
 
-impl<R, W> Transport<RoleServer> for LineTransport<R, W>
-where
-    R: AsyncRead + Send + Unpin + 'static,
-    W: AsyncWrite + Send + Unpin + 'static,
-{
-    type Error = std::io::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let queued = {
-            let mut queued = self
-                .out
-                .queued
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let start = queued.len();
-            match serde_json::to_writer(&mut *queued, &item) {
-                Ok(()) => {
-                    queued.push(b'\n');
-                    Ok(())
-                }
-                Err(e) => {
-                    queued.truncate(start);
-                    Err(std::io::Error::from(e))
-                }
-            }
-        };
-        let out = self.out.clone();
-        async move {
-            queued?;
-            let mut writer = out.writer.lock().await;
-            let Some((write, buffer)) = writer.as_mut() else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "Transport is closed",
-                ));
-            };
-            std::mem::swap(
-                &mut *out.queued.lock().unwrap_or_else(PoisonError::into_inner),
-                buffer,
-            );
-            // Empty: a sender that held the writer before us has written our message with its own.
-            if buffer.is_empty() {
-                return Ok(());
-            }
-            let written = write.write_all(buffer).await;
-            buffer.clear();
-            written?;
-            write.flush().await
-        }
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        loop {
-            if self.owe_invalid_request {
-                let error = JsonRpcMessage::error(
-                    ErrorData::invalid_request("Invalid request", None),
-                    None,
-                );
-                if self.send(error).await.is_err() {
-                    return None;
-                }
-                self.owe_invalid_request = false;
-            }
-            match self.read_line().await? {
-                LineEnd::Line => {}
-                LineEnd::Oversize => {
-                    tracing::error!(
-                        max_line_length = MAX_LINE,
-                        "Incoming message exceeded the maximum line length, discarding it"
-                    );
-                    continue;
-                }
-            }
-            let decoded = {
-                let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                if line.is_empty() {
-                    None
-                } else {
-                    Some(decode(line))
-                }
-            };
-            self.line.clear();
-            match decoded {
-                None | Some(Ok(None)) => {}
-                Some(Ok(Some(message))) => return Some(message),
-                Some(Err(e)) => match e.classify() {
-                    // Not JSON: no id to answer, and answering garbage can start an error storm (rmcp #938).
-                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                        tracing::debug!("Ignoring unparsable incoming message: {e}");
-                    }
-                    serde_json::error::Category::Data | serde_json::error::Category::Io => {
-                        tracing::debug!("Protocol error on incoming message: {e}");
-                        self.owe_invalid_request = true;
-                    }
-                },
-            }
-        }
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        drop(self.out.writer.lock().await.take());
-        Ok(())
-    }
+/// The `Invalid Request` answer to a line that was JSON but no JSON-RPC message.
+pub(crate) fn invalid_request() -> TxJsonRpcMessage<RoleServer> {
+    JsonRpcMessage::error(ErrorData::invalid_request("Invalid request", None), None)
 }
 
 #[cfg(test)]
