@@ -469,7 +469,7 @@ function add(a, b) {
 console.log('x =', add(40, 2));
 ";
 
-/// js-debug found without `--js-debug`: the checkout's `.peers` (scripts/install-peers) beside this program.
+/// js-debug found without `--debug-js-debug`: the checkout's `.peers` (scripts/install-peers) beside this program.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_debugs_with_js_debug_found_without_a_flag() {
     let ws = workspace("js-found");
@@ -540,4 +540,116 @@ async fn every_vscode_tool_runs_on_dap_or_says_why_it_needs_vs_code() {
     }
     // debug.tracker is not an MCP tool (mcp.enabled: false); save_variable runs on dap.
     assert_eq!(refused.len(), 11, "{refused:?}");
+}
+
+/// Entry-paused sessions of `target.py`, so a breakpoint can be set in one before either runs on.
+async fn start_paused(c: &Client, ws: &Path) -> String {
+    let mut config = py_config(ws, "target.py");
+    config["stopOnEntry"] = json!(true);
+    let started = data(c, "debug_start", json!({"config": config, "wait": true})).await;
+    assert_eq!(started["stop"]["event"], "stopped", "{started}");
+    started["sessionId"].as_str().unwrap().to_owned()
+}
+
+/// Breakpoints are a session's own (issue 21 item 1): one set while session A was the only live one went to
+/// every session started later too (the bridge kept one set for all), so B stopped at A's breakpoint. Now B,
+/// started after, runs to its end, and A stops there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_breakpoint_in_one_session_does_not_stop_another() {
+    let ws = workspace("bp-own");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let a = start_paused(&c, &ws).await;
+    let set = data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": PY_LINE}),
+    )
+    .await;
+    assert_eq!(set["details"]["breakpoint"]["verified"], true, "{set}");
+    let b = start_paused(&c, &ws).await;
+    assert_ne!(a, b);
+    let end = data(&c, "debug_continue", json!({"sessionId": b})).await;
+    assert_eq!(
+        (end["event"].as_str(), end["sessionId"].as_str()),
+        (Some("terminated"), Some(b.as_str())),
+        "B has no breakpoint and runs to its end: {end}"
+    );
+    let hit = data(&c, "debug_continue", json!({"sessionId": a})).await;
+    assert_eq!(
+        (hit["event"].as_str(), hit["line"].as_u64()),
+        (Some("stopped"), Some(PY_LINE)),
+        "A stops at its breakpoint: {hit}"
+    );
+}
+
+/// The breakpoint tools take `sessionId` (default: the most recent live session, named in the result); set
+/// with none live they are queued and every session started later begins with them; a session's changes stay
+/// its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breakpoint_tools_name_their_session_and_the_queue_seeds_new_ones() {
+    let ws = workspace("bp-sid");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let queued = data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": 8}),
+    )
+    .await;
+    assert_eq!(
+        (queued["sessionId"].clone(), queued["queued"].clone()),
+        (Value::Null, json!(true)),
+        "{queued}"
+    );
+    let a = start_paused(&c, &ws).await;
+    let b = start_paused(&c, &ws).await;
+    let in_a = data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": PY_LINE, "sessionId": a}),
+    )
+    .await;
+    assert_eq!(
+        (in_a["sessionId"].as_str(), in_a["queued"].as_bool()),
+        (Some(a.as_str()), Some(false)),
+        "{in_a}"
+    );
+    assert_eq!(in_a["details"]["breakpoint"]["verified"], true, "{in_a}");
+    let lines = |list: &Value| -> Vec<u64> {
+        list["breakpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["line"].as_u64().unwrap())
+            .collect()
+    };
+    let list_a = data(&c, "breakpoint_list", json!({"sessionId": a})).await;
+    assert_eq!(lines(&list_a), [PY_LINE, 8], "{list_a}");
+    let list_b = data(&c, "breakpoint_list", json!({})).await;
+    assert_eq!(
+        (lines(&list_b), list_b["sessionId"].as_str()),
+        (vec![8], Some(b.as_str())),
+        "the default is the most recent session, which has only the queued one: {list_b}"
+    );
+    let cleared = data(&c, "breakpoint_clear_file", json!({"path": "target.py"})).await;
+    assert_eq!(
+        (
+            cleared["sessionId"].as_str(),
+            cleared["details"]["cleared"].as_u64()
+        ),
+        (Some(b.as_str()), Some(1)),
+        "{cleared}"
+    );
+    let end = data(&c, "debug_continue", json!({"sessionId": b})).await;
+    assert_eq!(end["event"], "terminated", "{end}");
+    let hit = data(&c, "debug_continue", json!({"sessionId": a})).await;
+    assert_eq!(hit["line"], PY_LINE, "{hit}");
+    let hit = data(&c, "debug_continue", json!({"sessionId": a})).await;
+    assert_eq!(hit["line"], 8, "A kept the queued one B cleared: {hit}");
+    let (code, e) = support::code(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": 2, "sessionId": b}),
+    )
+    .await;
+    assert_eq!(code, "E_NO_SESSION", "an ended session takes none: {e}");
 }

@@ -1,6 +1,6 @@
 //! Script dispatch for the `dap` backend, breakpoints and the session's life (start, stop, restart, status).
 
-use super::breakpoints::{Breakpoint, MAX_BREAKPOINTS, Store};
+use super::breakpoints::Store;
 use super::client::DapError;
 use super::launch::{self, AdapterKind};
 use super::session::{Link, Outcome, Run, Session, lock};
@@ -208,8 +208,8 @@ impl DapBackend {
             "breakpoint.set" => self.breakpoint_set(p, deadline).await,
             "breakpoint.remove" => self.breakpoint_remove(p, deadline).await,
             "breakpoint.clear.file" => self.breakpoint_clear_file(p, deadline).await,
-            "breakpoint.clear.project" => self.breakpoint_clear_project(deadline).await,
-            "breakpoint.list" => Ok(self.breakpoint_list()),
+            "breakpoint.clear.project" => self.breakpoint_clear_project(p, deadline).await,
+            "breakpoint.list" => self.breakpoint_list(p),
             "breakpoint.set-function" => self.breakpoint_set_function(p, deadline).await,
             "breakpoint.exceptions" => self.breakpoint_exceptions(p, deadline).await,
             "breakpoint.set-data" => self.breakpoint_set_data(p, deadline).await,
@@ -316,7 +316,7 @@ impl DapBackend {
         json!({"sessions": list, "live": live, "maxSessions": self.max_sessions, "default": default})
     }
 
-    fn resolve_path(&self, raw: &str) -> PathBuf {
+    pub(super) fn resolve_path(&self, raw: &str) -> PathBuf {
         let p = Path::new(raw);
         if p.is_absolute() {
             p.to_path_buf()
@@ -326,7 +326,7 @@ impl DapBackend {
     }
 
     /// An existing source file and a line inside it.
-    fn source_line(&self, p: &Params) -> Result<(PathBuf, u64), ScriptError> {
+    pub(super) fn source_line(&self, p: &Params) -> Result<(PathBuf, u64), ScriptError> {
         let raw = str_param(p, "path").unwrap_or_default();
         let path = self.resolve_path(raw);
         let text = std::fs::read(&path).map_err(|e| {
@@ -344,90 +344,6 @@ impl DapBackend {
             .details(json!({"line": line, "lines": lines})));
         }
         Ok((path, line))
-    }
-
-    /// Sends `path`'s whole list to every live session (breakpoints are the bridge's, as an editor's are, and
-    /// each session binds them), and records the binding the last one answered. Whether any session is live.
-    async fn sync_file(&self, path: &Path, deadline: Instant) -> Result<bool, ScriptError> {
-        let live = self.live_sessions();
-        for session in &live {
-            let args = lock(&self.breakpoints).request(path);
-            let body = session
-                .client
-                .request("setBreakpoints", args, left(deadline))
-                .await
-                .map_err(dap_err)?;
-            lock(&self.breakpoints).apply(path, &body);
-        }
-        Ok(!live.is_empty())
-    }
-
-    async fn breakpoint_set(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
-        let (path, line) = self.source_line(p)?;
-        let mut bp = Breakpoint::new(line);
-        bp.condition = str_param(p, "condition").map(str::to_owned);
-        bp.hit_condition = str_param(p, "hitCondition").map(str::to_owned);
-        bp.log_message = str_param(p, "logMessage").map(str::to_owned);
-        if !lock(&self.breakpoints).set(&path, bp) {
-            return Err(ScriptError::new(
-                "E_INVALID_PARAMS",
-                format!("at most {MAX_BREAKPOINTS} breakpoints"),
-            )
-            .hint("Clear breakpoints you no longer need (breakpoint_clear_file)"));
-        }
-        let live = self.sync_file(&path, deadline).await?;
-        let store = lock(&self.breakpoints);
-        let bp = store
-            .get(&path, line)
-            .map(|b| b.to_json(&path, !live))
-            .unwrap_or(Value::Null);
-        Ok(json!({"success": true, "details": {"breakpoint": bp}}))
-    }
-
-    async fn breakpoint_remove(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
-        let path = self.resolve_path(str_param(p, "path").unwrap_or_default());
-        let path = path.canonicalize().unwrap_or(path);
-        let line = u64_param(p, "line").unwrap_or(0);
-        let removed = lock(&self.breakpoints).remove(&path, line);
-        self.sync_file(&path, deadline).await?;
-        Ok(
-            json!({"success": true, "details": {"removed": removed, "path": path.display().to_string(), "line": line}}),
-        )
-    }
-
-    async fn breakpoint_clear_file(
-        &self,
-        p: &Params,
-        deadline: Instant,
-    ) -> Result<Value, ScriptError> {
-        let path = self.resolve_path(str_param(p, "path").unwrap_or_default());
-        if !path.exists() {
-            return Err(ScriptError::new(
-                "E_FILE_NOT_FOUND",
-                format!("{} does not exist", path.display()),
-            ));
-        }
-        let path = path.canonicalize().unwrap_or(path);
-        let cleared = lock(&self.breakpoints).clear_file(&path);
-        self.sync_file(&path, deadline).await?;
-        Ok(
-            json!({"success": true, "details": {"cleared": cleared, "path": path.display().to_string()}}),
-        )
-    }
-
-    async fn breakpoint_clear_project(&self, deadline: Instant) -> Result<Value, ScriptError> {
-        let before = lock(&self.breakpoints).count();
-        let files = lock(&self.breakpoints).clear_all();
-        for file in files {
-            self.sync_file(&file, deadline).await?;
-        }
-        Ok(json!({"success": true, "details": {"cleared": before}}))
-    }
-
-    fn breakpoint_list(&self) -> Value {
-        let live = !self.live_sessions().is_empty();
-        let list = lock(&self.breakpoints).list(!live);
-        json!({"breakpoints": list, "total": list.len()})
     }
 
     /// The launch configuration of a `debug.start` call, variables substituted.
@@ -537,7 +453,7 @@ impl DapBackend {
         let session = self.launch(config, deadline).await?;
         let mut result = json!({"sessionId": session.id, "adapter": session.adapter.name(),
             "name": session.config.get("name"), "type": session.config.get("type"),
-            "breakpoints": lock(&self.breakpoints).list(false)});
+            "breakpoints": lock(&session.breakpoints).list(false)});
         if bool_param(p, "wait") == Some(true) {
             let wait_ms = u64_param(p, "timeoutMs").unwrap_or(30_000);
             let until = Instant::now() + Duration::from_millis(wait_ms);
@@ -724,16 +640,9 @@ impl DapBackend {
                     .unwrap_or_default()
             )));
         }
-        let files = lock(&self.breakpoints).files();
-        for file in files {
-            let args = lock(&self.breakpoints).request(&file);
-            let body = s
-                .client
-                .request("setBreakpoints", args, left(deadline))
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            lock(&self.breakpoints).apply(&file, &body);
-        }
+        self.send_line_breakpoints(s, deadline)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
         self.configure_breakpoints(s, &caps, deadline)
             .await
             .map_err(|e| failed(e.message))?;
@@ -783,6 +692,8 @@ impl DapBackend {
         let session = self.any_session(p)?;
         let _guard = self.lifecycle.lock().await;
         session.terminate().await;
+        // The new session starts with the old one's breakpoints (they become the queued ones).
+        *lock(&self.breakpoints) = lock(&session.breakpoints).fresh_copy();
         let fresh = self.launch(session.config.clone(), deadline).await?;
         Ok(json!({"success": true, "details": {"sessionId": fresh.id, "previous": session.id}}))
     }
@@ -800,7 +711,7 @@ impl DapBackend {
         v["isActive"] = json!(run != Run::Terminated);
         v["isPaused"] = json!(matches!(run, Run::Paused { .. }));
         v["backend"] = json!("dap");
-        v["breakpoints"] = json!(lock(&self.breakpoints).count());
+        v["breakpoints"] = json!(lock(&s.breakpoints).count());
         v["liveSessions"] = json!(live);
         v["maxSessions"] = json!(self.max_sessions);
         v

@@ -1,15 +1,18 @@
 //! Breakpoints kept per file, because DAP's `setBreakpoints` replaces a file's whole list: every change resends
-//! the file's full list. Set before a session exists, they wait here and are sent when it starts. Each knows
+//! the file's full list. Each session has its own [`Store`], so sessions of one program stop independently; the
+//! bridge's own store is the queue, changed while no session is live, which every session started later begins
+//! with (a copy). A tool acts on `sessionId`'s session, else the most recent live one, else the queue. Each knows
 //! whether the debugger bound it, and to which line. Function breakpoints, the exception filters chosen and
 //! data breakpoints (watchpoints) are kept here too: each kind is one DAP request that replaces the whole set.
 
 use super::backend::{DapBackend, Params, bool_param, dap_err, left, str_param, u64_param};
+use super::client::DapError;
 use super::session::{Session, lock};
 use crate::envelope::ScriptError;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 /// Breakpoints the agent can create, over all files.
@@ -198,7 +201,7 @@ pub struct ExceptionFilter {
     pub condition: Option<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Store {
     files: BTreeMap<PathBuf, Vec<Breakpoint>>,
     pub functions: Vec<FunctionBreakpoint>,
@@ -374,6 +377,13 @@ impl Store {
         }
     }
 
+    /// What a new session starts with: these breakpoints, none bound yet.
+    pub fn fresh_copy(&self) -> Store {
+        let mut copy = self.clone();
+        copy.unbind_all();
+        copy
+    }
+
     /// Forgets what a finished session said: the breakpoints wait for the next one.
     pub fn unbind_all(&mut self) {
         for bp in self.files.values_mut().flatten() {
@@ -503,31 +513,178 @@ fn exception_args(chosen: &Option<Vec<ExceptionFilter>>, caps: &Value) -> Value 
     }
 }
 
+/// The breakpoints a tool acts on: a live session's own, or (no session live) the queue every session started
+/// later begins with.
+pub(super) struct Target {
+    pub session: Option<Arc<Session>>,
+    pub store: Arc<Mutex<Store>>,
+}
+
+impl Target {
+    /// Whether the breakpoints wait for a session (none is live).
+    fn queued(&self) -> bool {
+        self.session.is_none()
+    }
+
+    fn id(&self) -> Value {
+        json!(self.session.as_ref().map(|s| s.id.as_str()))
+    }
+
+    /// `{success, sessionId, queued, details}`: every breakpoint tool names where it acted.
+    fn answer(&self, details: Value) -> Value {
+        json!({"success": true, "sessionId": self.id(), "queued": self.queued(), "details": details})
+    }
+}
+
 impl DapBackend {
-    /// The live session a breakpoint change goes to at once, if there is one.
-    fn live(&self, p: &Params) -> Option<Arc<Session>> {
-        self.session(p).ok()
+    /// The session `sessionId` names (live, else `E_NO_SESSION`), else the most recent live one, else the queue.
+    pub(super) fn target(&self, p: &Params) -> Result<Target, ScriptError> {
+        let session = if str_param(p, "sessionId").is_some() {
+            Some(self.session(p)?)
+        } else {
+            self.session(p).ok()
+        };
+        let store = session.as_ref().map_or_else(
+            || Arc::clone(&self.breakpoints),
+            |s| Arc::clone(&s.breakpoints),
+        );
+        Ok(Target { session, store })
+    }
+
+    /// Sends `path`'s whole list to the target's session, if any, and records where it bound.
+    async fn sync_file(
+        &self,
+        t: &Target,
+        path: &Path,
+        deadline: Instant,
+    ) -> Result<(), ScriptError> {
+        let Some(s) = &t.session else {
+            return Ok(());
+        };
+        let args = lock(&t.store).request(path);
+        let body = s
+            .client
+            .request("setBreakpoints", args, left(deadline))
+            .await
+            .map_err(dap_err)?;
+        lock(&t.store).apply(path, &body);
+        Ok(())
+    }
+
+    /// At a session's start: every file's list of the session's own breakpoints.
+    pub(super) async fn send_line_breakpoints(
+        &self,
+        s: &Session,
+        deadline: Instant,
+    ) -> Result<(), DapError> {
+        let files = lock(&s.breakpoints).files();
+        for file in files {
+            let args = lock(&s.breakpoints).request(&file);
+            let body = s
+                .client
+                .request("setBreakpoints", args, left(deadline))
+                .await?;
+            lock(&s.breakpoints).apply(&file, &body);
+        }
+        Ok(())
+    }
+
+    pub(super) async fn breakpoint_set(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let t = self.target(p)?;
+        let (path, line) = self.source_line(p)?;
+        let mut bp = Breakpoint::new(line);
+        bp.condition = str_param(p, "condition").map(str::to_owned);
+        bp.hit_condition = str_param(p, "hitCondition").map(str::to_owned);
+        bp.log_message = str_param(p, "logMessage").map(str::to_owned);
+        if !lock(&t.store).set(&path, bp) {
+            return Err(too_many());
+        }
+        self.sync_file(&t, &path, deadline).await?;
+        let bp = lock(&t.store)
+            .get(&path, line)
+            .map(|b| b.to_json(&path, t.queued()))
+            .unwrap_or(Value::Null);
+        Ok(t.answer(json!({"breakpoint": bp})))
+    }
+
+    pub(super) async fn breakpoint_remove(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let t = self.target(p)?;
+        let path = self.resolve_path(str_param(p, "path").unwrap_or_default());
+        let path = path.canonicalize().unwrap_or(path);
+        let line = u64_param(p, "line").unwrap_or(0);
+        let removed = lock(&t.store).remove(&path, line);
+        self.sync_file(&t, &path, deadline).await?;
+        Ok(t.answer(json!({"removed": removed, "path": path.display().to_string(), "line": line})))
+    }
+
+    pub(super) async fn breakpoint_clear_file(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let t = self.target(p)?;
+        let path = self.resolve_path(str_param(p, "path").unwrap_or_default());
+        if !path.exists() {
+            return Err(ScriptError::new(
+                "E_FILE_NOT_FOUND",
+                format!("{} does not exist", path.display()),
+            ));
+        }
+        let path = path.canonicalize().unwrap_or(path);
+        let cleared = lock(&t.store).clear_file(&path);
+        self.sync_file(&t, &path, deadline).await?;
+        Ok(t.answer(json!({"cleared": cleared, "path": path.display().to_string()})))
+    }
+
+    pub(super) async fn breakpoint_clear_project(
+        &self,
+        p: &Params,
+        deadline: Instant,
+    ) -> Result<Value, ScriptError> {
+        let t = self.target(p)?;
+        let before = lock(&t.store).count();
+        let files = lock(&t.store).clear_all();
+        for file in files {
+            self.sync_file(&t, &file, deadline).await?;
+        }
+        Ok(t.answer(json!({"cleared": before})))
+    }
+
+    pub(super) fn breakpoint_list(&self, p: &Params) -> Result<Value, ScriptError> {
+        let t = self.target(p)?;
+        let list = lock(&t.store).list(t.queued());
+        Ok(
+            json!({"breakpoints": list, "total": list.len(), "sessionId": t.id(), "queued": t.queued()}),
+        )
     }
 
     async fn sync_functions(&self, s: &Session, deadline: Instant) -> Result<(), ScriptError> {
-        let args = lock(&self.breakpoints).function_request();
+        let args = lock(&s.breakpoints).function_request();
         let body = s
             .client
             .request("setFunctionBreakpoints", args, left(deadline))
             .await
             .map_err(dap_err)?;
-        lock(&self.breakpoints).apply_functions(&body);
+        lock(&s.breakpoints).apply_functions(&body);
         Ok(())
     }
 
     async fn sync_data(&self, s: &Session, deadline: Instant) -> Result<(), ScriptError> {
-        let args = lock(&self.breakpoints).data_request();
+        let args = lock(&s.breakpoints).data_request();
         let body = s
             .client
             .request("setDataBreakpoints", args, left(deadline))
             .await
             .map_err(dap_err)?;
-        lock(&self.breakpoints).apply_data(&body);
+        lock(&s.breakpoints).apply_data(&body);
         Ok(())
     }
 
@@ -544,8 +701,8 @@ impl DapBackend {
                 "`name` must name a function",
             ));
         }
-        let live = self.live(p);
-        if let Some(s) = &live
+        let t = self.target(p)?;
+        if let Some(s) = &t.session
             && !supports(&lock(&s.capabilities), "supportsFunctionBreakpoints")
         {
             return Err(unsupported(
@@ -556,7 +713,7 @@ impl DapBackend {
         }
         let remove = bool_param(p, "remove") == Some(true);
         let removed = if remove {
-            lock(&self.breakpoints).remove_function(&name)
+            lock(&t.store).remove_function(&name)
         } else {
             let bp = FunctionBreakpoint {
                 name: name.clone(),
@@ -564,25 +721,27 @@ impl DapBackend {
                 hit_condition: str_param(p, "hitCondition").map(str::to_owned),
                 binding: Binding::default(),
             };
-            if !lock(&self.breakpoints).set_function(bp) {
+            if !lock(&t.store).set_function(bp) {
                 return Err(too_many());
             }
             false
         };
-        if let Some(s) = &live {
+        if let Some(s) = &t.session {
             self.sync_functions(s, deadline).await?;
         }
-        let store = lock(&self.breakpoints);
-        let bp = store
-            .functions
-            .iter()
-            .find(|b| b.name == name)
-            .map(|b| b.to_json(live.is_none()));
-        let mut details = json!({"breakpoint": bp, "functionBreakpoints": store.functions.len()});
+        let mut details = {
+            let store = lock(&t.store);
+            let bp = store
+                .functions
+                .iter()
+                .find(|b| b.name == name)
+                .map(|b| b.to_json(t.queued()));
+            json!({"breakpoint": bp, "functionBreakpoints": store.functions.len()})
+        };
         if remove {
             details["removed"] = json!(removed);
         }
-        Ok(json!({"success": true, "details": details}))
+        Ok(t.answer(details))
     }
 
     /// `breakpoint_exceptions`: which exceptions stop the program. Without `filters`, the filters the adapter
@@ -592,7 +751,8 @@ impl DapBackend {
         p: &Params,
         deadline: Instant,
     ) -> Result<Value, ScriptError> {
-        let live = self.live(p);
+        let t = self.target(p)?;
+        let live = t.session.clone();
         let caps = live.as_ref().map(|s| lock(&s.capabilities).clone());
         let offered_list = caps.as_ref().map(offered);
         if let Some(raw) = p.get("filters") {
@@ -642,10 +802,11 @@ impl DapBackend {
                         .map(str::to_owned),
                 })
                 .collect();
-            lock(&self.breakpoints).exceptions = Some(chosen);
+            lock(&t.store).exceptions = Some(chosen);
         }
-        let chosen = lock(&self.breakpoints).exceptions.clone();
-        let mut answer = json!({"custom": chosen.is_some()});
+        let chosen = lock(&t.store).exceptions.clone();
+        let mut answer =
+            json!({"custom": chosen.is_some(), "sessionId": t.id(), "queued": t.queued()});
         if let (Some(s), Some(caps)) = (&live, &caps) {
             let args = exception_args(&chosen, caps);
             if p.get("filters").is_some() {
@@ -695,9 +856,11 @@ impl DapBackend {
         if let Some(id) = str_param(p, "dataId")
             && bool_param(p, "remove") == Some(true)
         {
-            let removed = lock(&self.breakpoints).remove_data(id);
+            let removed = lock(&s.breakpoints).remove_data(id);
             self.sync_data(&s, deadline).await?;
-            return Ok(json!({"success": true, "details": {"removed": removed, "dataId": id}}));
+            return Ok(
+                json!({"success": true, "sessionId": s.id, "details": {"removed": removed, "dataId": id}}),
+            );
         }
         s.paused_thread()?;
         let name = str_param(p, "name").unwrap_or_default().to_owned();
@@ -749,18 +912,17 @@ impl DapBackend {
             hit_condition: str_param(p, "hitCondition").map(str::to_owned),
             binding: Binding::default(),
         };
-        if !lock(&self.breakpoints).set_data(bp) {
+        if !lock(&s.breakpoints).set_data(bp) {
             return Err(too_many());
         }
         self.sync_data(&s, deadline).await?;
-        let store = lock(&self.breakpoints);
-        let bp = store
+        let bp = lock(&s.breakpoints)
             .data
             .iter()
             .find(|b| b.data_id == data_id)
             .map(DataBreakpoint::to_json);
         Ok(
-            json!({"success": true, "details": {"breakpoint": bp, "accessTypes": access_types,
+            json!({"success": true, "sessionId": s.id, "details": {"breakpoint": bp, "accessTypes": access_types,
             "canPersist": info.get("canPersist")}}),
         )
     }
@@ -805,18 +967,18 @@ impl DapBackend {
         caps: &Value,
         deadline: Instant,
     ) -> Result<(), ScriptError> {
-        let has_functions = !lock(&self.breakpoints).functions.is_empty();
+        let has_functions = !lock(&s.breakpoints).functions.is_empty();
         if has_functions {
             if supports(caps, "supportsFunctionBreakpoints") {
                 self.sync_functions(s, deadline).await?;
             } else {
                 let note = format!("{} does not support function breakpoints", s.adapter.name());
-                for b in &mut lock(&self.breakpoints).functions {
+                for b in &mut lock(&s.breakpoints).functions {
                     b.binding.message = Some(note.clone());
                 }
             }
         }
-        let args = exception_args(&lock(&self.breakpoints).exceptions, caps);
+        let args = exception_args(&lock(&s.breakpoints).exceptions, caps);
         s.client
             .request("setExceptionBreakpoints", args, left(deadline))
             .await

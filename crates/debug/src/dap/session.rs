@@ -107,6 +107,14 @@ impl Shared {
     fn bump(&self) {
         self.changed.send_modify(|n| *n += 1);
     }
+
+    /// Output the bridge read itself rather than from an `output` event (delve leaves the program it runs
+    /// writing to delve's own stdout and stderr), journaled as one.
+    pub fn output(&self, category: &str, text: &str) {
+        self.journal()
+            .push(now_ms(), "output", category, text, None);
+        self.bump();
+    }
 }
 
 pub struct Session {
@@ -116,6 +124,9 @@ pub struct Session {
     pub client: DapClient,
     pub shared: Arc<Shared>,
     pub capabilities: Mutex<Value>,
+    /// This session's own breakpoints: a copy of the bridge's queued ones when it opened, then changed only by
+    /// breakpoint tools aimed at it, so two sessions of one program stop independently.
+    pub breakpoints: Arc<Mutex<Store>>,
     shutdown: CancellationToken,
     /// What lives as long as this session: js-debug's server process and its parent session.
     companions: Mutex<Vec<Companion>>,
@@ -175,14 +186,16 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Session {
-    /// Starts the adapter process; events update the state, the journal and the breakpoints' binding.
+    /// Starts the adapter process; events update the state, the journal and the breakpoints' binding. The
+    /// session starts with a copy of `queued` (the breakpoints set while no session was live), unbound.
     pub async fn open(
         id: String,
         adapter: AdapterKind,
         config: Value,
         link: Link,
-        breakpoints: Arc<Mutex<Store>>,
+        queued: Arc<Mutex<Store>>,
     ) -> Result<Arc<Self>, ScriptError> {
+        let breakpoints = Arc::new(Mutex::new(lock(&queued).fresh_copy()));
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 run: Run::Starting,
@@ -204,6 +217,7 @@ impl Session {
         let shutdown = CancellationToken::new();
         let on_event = {
             let shared = Arc::clone(&shared);
+            let breakpoints = Arc::clone(&breakpoints);
             move |msg: Value| on_event(&shared, &breakpoints, &msg)
         };
         let on_closed = {
@@ -241,6 +255,7 @@ impl Session {
             client,
             shared,
             capabilities: Mutex::new(Value::Null),
+            breakpoints,
             shutdown,
             companions: Mutex::new(Vec::new()),
         }))

@@ -233,7 +233,7 @@ impl DapBackend {
         }
         let wait_ms = u64_param(p, "timeoutMs").unwrap_or(30_000);
         let until = (Instant::now() + Duration::from_millis(wait_ms)).min(deadline);
-        let own = lock(&self.breakpoints).request(&path);
+        let own = lock(&s.breakpoints).request(&path);
         let mut with_target = own.clone();
         let mut added = false;
         if let Some(list) = with_target
@@ -274,7 +274,7 @@ impl DapBackend {
         let mut result = result?;
         match restored {
             // The adapter numbered the file's breakpoints afresh: their binding follows.
-            Ok(body) => lock(&self.breakpoints).apply(&path, &body),
+            Ok(body) => lock(&s.breakpoints).apply(&path, &body),
             Err(DapError::Link(_)) => {}
             Err(e) => {
                 result["warning"] = json!(format!(
