@@ -5,7 +5,8 @@
 mod support;
 
 use bridge_debug::config::BackendChoice;
-use serde_json::json;
+use serde_json::{Value, json};
+use std::collections::HashSet;
 use support::*;
 
 const GO_MAIN: &str = "\
@@ -118,4 +119,138 @@ async fn go_build_error_is_launch_failed_with_the_compiler_message() {
     assert_eq!(code, "E_LAUNCH_FAILED", "{e}");
     let logs = data(&c, "dap_logs", json!({})).await;
     assert!(logs.to_string().contains("undefinedThing"), "{logs}");
+}
+
+fn go_config(ws: &std::path::Path) -> Value {
+    let dir = ws.join("gomain").display().to_string();
+    json!({"type": "go", "request": "launch", "name": "go", "mode": "debug", "program": dir, "cwd": dir})
+}
+
+/// The bridge's direct children running `dlv`, with their argv.
+fn dlv_servers() -> Vec<(u32, Vec<String>)> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces, so fields are counted after the last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid != Some(me) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let argv: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if argv.first().is_some_and(|a| a.ends_with("dlv")) {
+            found.push((pid, argv));
+        }
+    }
+    found
+}
+
+/// TCP sockets in LISTEN state (`0A`) among the process's open sockets, as `local_address` from /proc.
+fn tcp_listeners(pid: u32) -> Vec<String> {
+    let inodes: HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|l| {
+            l.to_str()
+                .and_then(|l| l.strip_prefix("socket:["))
+                .and_then(|l| l.strip_suffix(']'))
+                .map(str::to_owned)
+        })
+        .collect();
+    let mut listening = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 9 && f[3] == "0A" && inodes.contains(f[9]) {
+                listening.push(format!("{table} {}", f[1]));
+            }
+        }
+    }
+    listening
+}
+
+/// delve 1.20 cannot listen on a Unix socket (`--listen unix:/path` is refused), so it stays on loopback TCP,
+/// but binds the port itself (`127.0.0.1:0`, announced on its stdout): the bridge used to pick a free port,
+/// release it and pass it to delve, which another local process could take in between. Same-user connections
+/// only (`--only-same-user`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delve_binds_its_own_loopback_port_none_is_chosen_for_it() {
+    let ws = go_workspace("go-listen");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "gomain/main.go", "line": GO_LINE}),
+    )
+    .await;
+    data(&c, "debug_start", json!({"config": go_config(&ws)})).await;
+    let hit = data(&c, "debug_wait_for_hit", json!({"timeoutMs": 60000})).await;
+    assert_eq!(hit["line"], GO_LINE, "{hit}");
+
+    let servers = dlv_servers();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    let (pid, argv) = &servers[0];
+    let listen = argv.iter().position(|a| a == "--listen").unwrap();
+    assert_eq!(argv[listen + 1], "127.0.0.1:0", "{argv:?}");
+    assert!(argv.iter().any(|a| a == "--only-same-user"), "{argv:?}");
+    let listeners = tcp_listeners(*pid);
+    assert_eq!(listeners.len(), 1, "{listeners:?}");
+    assert!(
+        listeners[0].starts_with("tcp 0100007F:"),
+        "loopback only: {listeners:?}"
+    );
+    let end = data(&c, "debug_continue", json!({"timeoutMs": 30000})).await;
+    assert_eq!(end["event"], "terminated", "{end}");
+}
+
+/// delve leaves the program writing to delve's own stdout, which the bridge threw away: a Go program's prints
+/// were missing from `dap_logs`. They are read into the session's output now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_program_s_prints_are_in_dap_logs() {
+    let ws = go_workspace("go-print");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    let started = data(
+        &c,
+        "debug_start",
+        json!({"config": go_config(&ws), "wait": true, "timeoutMs": 60000}),
+    )
+    .await;
+    assert_eq!(started["stop"]["event"], "terminated", "{started}");
+    let sid = started["sessionId"].as_str().unwrap();
+    // The pipe may be read a moment after the end is reported.
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    loop {
+        let logs = data(
+            &c,
+            "dap_logs",
+            json!({"sessionId": sid, "category": "stdout"}),
+        )
+        .await;
+        if logs["text"].as_str().unwrap().contains("x = 42\n") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{logs}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

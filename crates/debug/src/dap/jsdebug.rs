@@ -324,11 +324,3 @@ impl Drop for PrivateDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
-
-/// A port chosen, then released for the debugger to bind: another process may take it in between (delve only;
-/// js-debug listens on a private Unix socket).
-pub(super) fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
