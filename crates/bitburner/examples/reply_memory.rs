@@ -37,7 +37,7 @@ fn memory(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// The child: the bridge alone, MCP on stdio, the game port from `--game-port`.
+/// The child: the bridge alone, MCP on stdio, the game port from `--bitburner-game-port`.
 async fn serve(port: u16) {
     let mut game = GameArgs::defaults();
     game.port = port;

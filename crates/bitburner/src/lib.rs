@@ -83,7 +83,7 @@ pub async fn listen(
     let listener = bind(
         wanted,
         "bitburner-filesync, viteburner or another mcp-bridges bitburner",
-        "--game-port / BITBURNER_GAME_PORT (and enter the same port in the game's Options → Remote API)",
+        "--bitburner-game-port / BITBURNER_GAME_PORT (and enter the same port in the game's Options → Remote API)",
     )
     .await?;
     let addr = listener.local_addr()?;

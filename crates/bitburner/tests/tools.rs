@@ -256,7 +256,12 @@ async fn saving_is_refused_unless_the_user_allowed_a_directory() {
     let client = http_client(h.mcp_addr, Era::Modern).await;
     let err = error_of(&call(&client, "get_save_file", json!({})).await);
     assert_eq!(err["code"], "E_UNSUPPORTED");
-    assert!(err["hint"].as_str().unwrap().contains("--save-dir"));
+    assert!(
+        err["hint"]
+            .as_str()
+            .unwrap()
+            .contains("--bitburner-save-dir")
+    );
     assert!(conn.methods().is_empty(), "nothing was asked of the game");
 }
 

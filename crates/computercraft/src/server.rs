@@ -141,14 +141,14 @@ impl BridgeEntry for ComputerCraft {
         check_exposure(
             "the ComputerCraft link",
             args.host,
-            "--link-host (COMPUTERCRAFT_LINK_HOST)",
+            "--computercraft-link-host (COMPUTERCRAFT_LINK_HOST)",
             token_set,
-            "--link-token (COMPUTERCRAFT_LINK_TOKEN, then install with `wget run http://<host>:<port>/install.lua <token>`)",
+            "--computercraft-link-token (COMPUTERCRAFT_LINK_TOKEN, then install with `wget run http://<host>:<port>/install.lua <token>`)",
         )?;
         let listener = link::bind(
             addr,
             "another mcp-bridges computercraft",
-            "COMPUTERCRAFT_LINK_PORT (--link-port)",
+            "COMPUTERCRAFT_LINK_PORT (--computercraft-link-port)",
         )
         .await?;
         let local = listener.local_addr()?;

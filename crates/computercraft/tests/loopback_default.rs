@@ -1,5 +1,5 @@
 //! Every listener on loopback unless a token is set (issue 25, item 7): the computers' link listens on
-//! 127.0.0.1 by default, and an address other machines can reach is refused at start without `--link-token`,
+//! 127.0.0.1 by default, and an address other machines can reach is refused at start without `--computercraft-link-token`,
 //! with an error naming both flags.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -27,8 +27,20 @@ fn the_link_listens_on_loopback_by_default() {
 #[tokio::test]
 async fn the_link_beyond_loopback_without_a_token_is_refused_naming_both_flags() {
     for argv in [
-        &["--link-host", "0.0.0.0", "--link-port", "0"][..],
-        &["--link-host", "::", "--link-port", "0", "--link-token", ""],
+        &[
+            "--computercraft-link-host",
+            "0.0.0.0",
+            "--computercraft-link-port",
+            "0",
+        ][..],
+        &[
+            "--computercraft-link-host",
+            "::",
+            "--computercraft-link-port",
+            "0",
+            "--computercraft-link-token",
+            "",
+        ],
     ] {
         let env = BridgeEnv::new();
         let err = ComputerCraft::start(args(argv).link, &env)
@@ -37,8 +49,8 @@ async fn the_link_beyond_loopback_without_a_token_is_refused_naming_both_flags()
             .expect("refused");
         let msg = err.to_string();
         assert!(
-            msg.contains("--link-host")
-                && msg.contains("--link-token")
+            msg.contains("--computercraft-link-host")
+                && msg.contains("--computercraft-link-token")
                 && msg.contains("COMPUTERCRAFT_LINK_TOKEN"),
             "{argv:?}: {msg}"
         );
@@ -50,11 +62,11 @@ async fn the_link_beyond_loopback_without_a_token_is_refused_naming_both_flags()
 async fn the_link_beyond_loopback_with_a_token_starts() {
     let env = BridgeEnv::new();
     let argv = [
-        "--link-host",
+        "--computercraft-link-host",
         "0.0.0.0",
-        "--link-port",
+        "--computercraft-link-port",
         "0",
-        "--link-token",
+        "--computercraft-link-token",
         "s3cret",
     ];
     ComputerCraft::start(args(&argv).link, &env)

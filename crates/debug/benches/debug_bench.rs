@@ -88,9 +88,9 @@ fn cpu_ticks(pid: u32) -> u64 {
 fn idle_host_cpu(secs: u64) {
     let ws = workspace("idle");
     let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_debug-host"))
-        .arg("--workspace")
+        .arg("--debug-workspace")
         .arg(&ws)
-        .arg("--python")
+        .arg("--debug-python")
         .arg(python())
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -1,4 +1,4 @@
-//! Which backend runs the tools (`--backend auto|vscode|dap`), and the one call path into either.
+//! Which backend runs the tools (`--debug-backend auto|vscode|dap`), and the one call path into either.
 
 use crate::catalog::{BackendKind, ToolDef};
 use crate::config::{BackendChoice, DebugArgs};
@@ -107,7 +107,7 @@ pub fn workspace(args: &DebugArgs) -> PathBuf {
     }
 }
 
-/// The bridge directory these flags name (the workspace's own `.vsc-bridge/`, or `--bridge-dir`).
+/// The bridge directory these flags name (the workspace's own `.vsc-bridge/`, or `--debug-bridge-dir`).
 pub fn root_of(args: &DebugArgs) -> PathBuf {
     bridge_root(&workspace(args), args.bridge_dir.as_deref())
 }
@@ -132,11 +132,11 @@ pub fn choose(args: &DebugArgs) -> Result<Chosen, std::io::Error> {
         (BackendChoice::Dap, _, _) => Chosen {
             headless: false,
             backend: dap(),
-            reason: "--backend dap".into(),
+            reason: "--debug-backend dap".into(),
         },
         (BackendChoice::Vscode, _, _) => Chosen {
             headless: false,
-            reason: format!("--backend vscode (bridge at {})", root.display()),
+            reason: format!("--debug-backend vscode (bridge at {})", root.display()),
             backend: vscode(root),
         },
         (BackendChoice::Auto, Err(e), _) if exists => Chosen {

@@ -150,7 +150,7 @@ fn default_hint(code: &str) -> Option<&'static str> {
             "Increase timeoutMs, or check with breakpoint_list that the breakpoint is verified"
         }
         "E_BRIDGE_UNAVAILABLE" => {
-            "Open the workspace in VS Code with VSC-Bridge, or run `mcp-bridges debug host --workspace W`"
+            "Open the workspace in VS Code with VSC-Bridge, or run `mcp-bridges debug host --debug-workspace W`"
         }
         "E_PICKUP_TIMEOUT" => {
             "The bridge host is not taking jobs; check that VS Code (or `mcp-bridges debug host`) runs for this workspace"
@@ -197,16 +197,18 @@ fn default_hint(code: &str) -> Option<&'static str> {
             "Make .vsc-bridge/ yours, mode 0700 and not a symlink (or remove it and let the host recreate it)"
         }
         "E_LAUNCH_REFUSED" => {
-            "Launch a program inside the workspace, or restart the bridge with --launch-allow DIR or --allow-launch-anywhere"
+            "Launch a program inside the workspace, or restart the bridge with --debug-launch-allow DIR or --debug-allow-launch-anywhere"
         }
         "E_DATA_TOO_LARGE" => {
-            "Ask for less (a narrower expression, fewer variables), or raise --max-data-bytes"
+            "Ask for less (a narrower expression, fewer variables), or raise --debug-max-data-bytes"
         }
         "E_PAYLOAD_TOO_LARGE" => "Send smaller parameters",
         "E_ADAPTER_NOT_FOUND" => {
-            "Install the debugger the message names, or point to it with --python / --lldb-dap / --js-debug"
+            "Install the debugger the message names, or point to it with --debug-python / --debug-lldb-dap / --debug-js-debug"
         }
-        "E_UNSUPPORTED_BACKEND" => "Use the backend the message names (--backend vscode or dap)",
+        "E_UNSUPPORTED_BACKEND" => {
+            "Use the backend the message names (--debug-backend vscode or dap)"
+        }
         "E_UNSUPPORTED_LANGUAGE" => {
             "Use type debugpy/python, lldb-dap/lldb/cppdbg, or pwa-node/node in the launch configuration"
         }

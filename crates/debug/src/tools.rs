@@ -100,9 +100,9 @@ async fn call(
                 why.map(|w| format!(": only with VS Code, because {w}")).unwrap_or_default()),
         )
         .hint(if need.contains(&"vscode") {
-            "Run VS Code with VSC-Bridge in this workspace (or `mcp-bridges debug host`) and start the server with --backend vscode"
+            "Run VS Code with VSC-Bridge in this workspace (or `mcp-bridges debug host`) and start the server with --debug-backend vscode"
         } else {
-            "Start the server with --backend dap"
+            "Start the server with --debug-backend dap"
         })
         .details(json!({"backend": kind.as_str(), "needs": need, "why": why}))
         .into_tool_error(Some(def)));

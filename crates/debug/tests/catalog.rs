@@ -1,5 +1,5 @@
 //! The catalog generated from `*.meta.yaml`: the golden `tools/list`, the naming rule, strict schemas, and a
-//! tool added at run time through `--manifest`.
+//! tool added at run time through `--debug-manifest`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -145,7 +145,7 @@ async fn a_meta_yaml_added_to_a_manifest_appears_with_exactly_its_parameters() {
     let ws = workspace("manifest");
     let dir = ws.join("meta");
     std::fs::create_dir_all(&dir).unwrap();
-    // The built-in metadata, plus new files: the folder form of --manifest.
+    // The built-in metadata, plus new files: the folder form of --debug-manifest.
     let builtin: Value = serde_json::from_str(BUILTIN_MANIFEST).unwrap();
     for (alias, entry) in builtin["scripts"].as_object().unwrap() {
         let yaml = serde_norway::to_string(&entry["metadata"]).unwrap();
@@ -296,5 +296,10 @@ async fn local_tools_and_tools_of_the_other_backend() {
     .await;
     assert_eq!(code, "E_UNSUPPORTED_BACKEND");
     assert_eq!(e["details"]["needs"], json!(["vscode"]));
-    assert!(e["hint"].as_str().unwrap().contains("--backend vscode"));
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("--debug-backend vscode")
+    );
 }

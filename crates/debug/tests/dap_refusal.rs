@@ -1,6 +1,6 @@
 //! A resume request the adapter refuses or never answers, on the `dap` backend through a real MCP client. Real
 //! adapters rarely refuse a step, so the adapter here is a test double (`support/fake_dap.py`), started where
-//! the bridge starts debugpy: `--python` names a script that passes the `import debugpy` check and runs the
+//! the bridge starts debugpy: `--debug-python` names a script that passes the `import debugpy` check and runs the
 //! fake instead of `-m debugpy.adapter`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -131,7 +131,7 @@ async fn sessions_pause_resume_and_print_independently() {
     );
 }
 
-/// Above `--max-sessions`, `debug_start` is refused with a coded error naming the maximum; ending one makes room.
+/// Above `--debug-max-sessions`, `debug_start` is refused with a coded error naming the maximum; ending one makes room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn starts_beyond_the_maximum_are_refused() {
     let ws = workspace("max");
@@ -144,7 +144,10 @@ async fn starts_beyond_the_maximum_are_refused() {
     assert_eq!(code, "E_TOO_MANY_SESSIONS", "{e}");
     assert_eq!(e["details"]["maxSessions"], 2, "{e}");
     assert!(
-        e["message"].as_str().unwrap().contains("--max-sessions"),
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("--debug-max-sessions"),
         "{e}"
     );
     let list = data(&c, "debug_list_sessions", json!({})).await;
@@ -168,7 +171,7 @@ fn free_port() -> u16 {
 
 /// Attach to a program under `python -m debugpy --listen`, stop at a breakpoint in it, inspect, then detach:
 /// the program runs on to its end (exit 0, its last line printed), the session is over. Without
-/// --allow-launch-anywhere the attach is refused.
+/// --debug-allow-launch-anywhere the attach is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attach_to_a_debugpy_listener_and_detach_leaving_it_running() {
     let ws = workspace("attach");

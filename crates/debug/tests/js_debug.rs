@@ -198,7 +198,7 @@ fn euid() -> u32 {
     line.split_whitespace().nth(2).unwrap().parse().unwrap()
 }
 
-/// Without `--js-debug`, a copy in the workspace's `node_modules` is never used: the workspace is the code being
+/// Without `--debug-js-debug`, a copy in the workspace's `node_modules` is never used: the workspace is the code being
 /// debugged, and its script would run as the bridge's user. The checkout's `.peers` copy is found instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_cannot_supply_js_debug() {

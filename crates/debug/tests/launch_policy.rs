@@ -1,5 +1,5 @@
-//! What `debug_start` may run: programs inside the workspace (or a --launch-allow directory) unless the bridge
-//! was started with --allow-launch-anywhere, which a refusal names; the debuggee's environment is scrubbed (the
+//! What `debug_start` may run: programs inside the workspace (or a --debug-launch-allow directory) unless the bridge
+//! was started with --debug-allow-launch-anywhere, which a refusal names; the debuggee's environment is scrubbed (the
 //! bridge's secrets never reach it; a small allow-list plus the configuration's own `env`); `${env:NAME}` reads
 //! only allow-listed names.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -72,7 +72,7 @@ fn the_debuggee_gets_a_scrubbed_environment_and_env_reads_only_allowed_names() {
             .await;
             assert_eq!(code, "E_INVALID_PARAMS", "{e}");
             assert!(e["message"].as_str().unwrap().contains(SECRET), "{e}");
-            assert!(e["hint"].as_str().unwrap_or_default().contains("--env-allow") || e.to_string().contains("--env-allow"), "{e}");
+            assert!(e["hint"].as_str().unwrap_or_default().contains("--debug-env-allow") || e.to_string().contains("--debug-env-allow"), "{e}");
             data(
                 &c,
                 "debug_start",
@@ -107,7 +107,7 @@ async fn a_program_outside_the_workspace_needs_the_opt_in_flag() {
     assert_eq!(code, "E_LAUNCH_REFUSED", "{e}");
     assert_eq!(e["details"]["path"], prog.display().to_string(), "{e}");
     assert!(
-        e.to_string().contains("--allow-launch-anywhere"),
+        e.to_string().contains("--debug-allow-launch-anywhere"),
         "the refusal names the flag: {e}"
     );
     let (code, _) = support::code(

@@ -482,9 +482,13 @@ async fn the_process_backend_needs_its_unsafe_flag_and_then_works() {
     let refused =
         bridge_sandbox::start(support::args(&["--sandbox-backend", "process"]), &env).await;
     let msg = refused.err().unwrap().to_string();
-    assert!(msg.contains("--unsafe-no-isolation"), "{msg}");
+    assert!(msg.contains("--sandbox-unsafe-no-isolation"), "{msg}");
     let h = start_era(
-        &["--sandbox-backend", "process", "--unsafe-no-isolation"],
+        &[
+            "--sandbox-backend",
+            "process",
+            "--sandbox-unsafe-no-isolation",
+        ],
         Era::Legacy,
     )
     .await;

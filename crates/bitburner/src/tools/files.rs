@@ -228,7 +228,7 @@ impl Ctx {
             e.with_hint(
                 "the game replaces the whole file on every write, so it cannot be written in pieces: make it \
                  smaller (split it into modules that import each other), or ask the user to raise the limit \
-                 (--file-write-max-bytes)",
+                 (--bitburner-file-write-max-bytes)",
             )
         })?;
         let bytes = args.content.len();

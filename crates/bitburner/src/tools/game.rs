@@ -187,7 +187,7 @@ impl Ctx {
     pub async fn get_save_file(&self, args: SaveArgs) -> Result<SavedGame, ToolError> {
         let Some(dir) = self.limits.save_dir.clone() else {
             return Err(ToolError::unsupported("saving the game to disk is turned off").with_hint(
-                "ask the user to restart the bridge with --save-dir DIR (or BITBURNER_SAVE_DIR) naming a \
+                "ask the user to restart the bridge with --bitburner-save-dir DIR (or BITBURNER_SAVE_DIR) naming a \
                  directory saves may be written to",
             ));
         };
@@ -395,7 +395,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
 
     let save = ToolSpec::new(
         "get_save_file",
-        "Write the game's save to the save directory the user allowed (--save-dir), never into this reply \
+        "Write the game's save to the save directory the user allowed (--bitburner-save-dir), never into this reply \
          (game method getSaveFile, v2.8.1+). Returns where it was written.",
     )
     .title("Save the Game")

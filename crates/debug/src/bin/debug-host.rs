@@ -1,4 +1,4 @@
-//! `debug-host --workspace W`: the same host as `mcp-bridges debug host`, as its own small program, so the
+//! `debug-host --debug-workspace W`: the same host as `mcp-bridges debug host`, as its own small program, so the
 //! file-protocol tests can kill it like a crashed VS Code.
 
 use bridge_debug::{DebugArgs, HostArgs};

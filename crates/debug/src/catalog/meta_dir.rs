@@ -1,5 +1,5 @@
 //! Reads a folder of `*.meta.yaml` files into a VSC-Bridge `manifest.json` (version 2). Shared by `build.rs`
-//! (the built-in catalog) and the run time (`--manifest DIR`), so both read metadata the same way.
+//! (the built-in catalog) and the run time (`--debug-manifest DIR`), so both read metadata the same way.
 
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};

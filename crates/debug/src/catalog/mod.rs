@@ -1,5 +1,5 @@
 //! The tool catalog: VSC-Bridge script metadata (`*.meta.yaml`, gathered into a `manifest.json` v2) turned into
-//! MCP tools. Built in at compile time (`build.rs`), or loaded at run time from `--manifest`.
+//! MCP tools. Built in at compile time (`build.rs`), or loaded at run time from `--debug-manifest`.
 
 pub mod meta_dir;
 mod schema;

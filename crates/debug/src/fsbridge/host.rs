@@ -51,7 +51,7 @@ pub struct HostOptions {
     pub default_timeout: Duration,
     /// The bridge directory; the workspace's own `.vsc-bridge/` when `None`.
     pub bridge_dir: Option<PathBuf>,
-    /// Debug sessions live at once (`--max-sessions`).
+    /// Debug sessions live at once (`--debug-max-sessions`).
     pub max_sessions: usize,
 }
 

@@ -18,7 +18,7 @@ use std::os::unix::fs::OpenOptionsExt;
 pub const SMALL_FILE_BYTES: u64 = 64 << 10;
 /// `command.json`: a script name and its parameters.
 pub const COMMAND_BYTES: u64 = 1 << 20;
-/// `data.json` (and `response.json` / `error.json`) by default; `--max-data-bytes` changes it.
+/// `data.json` (and `response.json` / `error.json`) by default; `--debug-max-data-bytes` changes it.
 pub const DEFAULT_DATA_BYTES: u64 = 16 << 20;
 
 /// Never through a symlink; never blocking on a FIFO someone planted (its type is refused after the open).

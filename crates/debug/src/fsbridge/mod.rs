@@ -26,7 +26,7 @@ pub const DONE: &str = "done";
 pub const DLQ: &str = "dlq";
 pub const KEEP: &str = "keep";
 
-/// The bridge directory: the one given (`--bridge-dir`), else the workspace's own `.vsc-bridge/`. Never a
+/// The bridge directory: the one given (`--debug-bridge-dir`), else the workspace's own `.vsc-bridge/`. Never a
 /// parent's: a `.vsc-bridge/` planted in `/tmp` would otherwise answer for every workspace under it.
 pub fn bridge_root(workspace: &Path, explicit: Option<&Path>) -> PathBuf {
     match explicit {

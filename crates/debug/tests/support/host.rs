@@ -12,11 +12,11 @@ pub struct HostProc {
 impl HostProc {
     pub fn start(ws: &Path) -> Self {
         let child = Command::new(env!("CARGO_BIN_EXE_debug-host"))
-            .arg("--workspace")
+            .arg("--debug-workspace")
             .arg(ws)
-            .arg("--python")
+            .arg("--debug-python")
             .arg(python())
-            .arg("--lldb-dap")
+            .arg("--debug-lldb-dap")
             .arg(lldb_dap())
             .arg("--heartbeat")
             .arg("1000")

@@ -29,7 +29,7 @@ pub enum BackendChoice {
     Microvm,
     /// microvm when its boot self-test passes in time, else namespace.
     Auto,
-    /// No isolation at all: the agent runs as a plain child. Needs --unsafe-no-isolation.
+    /// No isolation at all: the agent runs as a plain child. Needs --sandbox-unsafe-no-isolation.
     Process,
 }
 
