@@ -160,7 +160,10 @@ fn incomplete_tail(bytes: &[u8]) -> usize {
         Err(_) => {
             let start = bytes.len().saturating_sub(3);
             (start..bytes.len())
-                .find(|&i| std::str::from_utf8(&bytes[i..]).is_err_and(|e| e.error_len().is_none()))
+                .find(|&i| {
+                    std::str::from_utf8(&bytes[i..])
+                        .is_err_and(|e| e.valid_up_to() == 0 && e.error_len().is_none())
+                })
                 .map_or(0, |i| bytes.len() - i)
         }
     }
