@@ -300,11 +300,38 @@ async fn events_of_games_on_two_relays_reach_a_client_of_one() {
     assert_eq!(order["survival"], (1..=50).collect::<Vec<u64>>());
     assert_eq!(mcp.lost(), 0);
     assert_eq!(mcp.duplicates(), 0);
+    // Tools: a command for the game on this relay, and one for the game on the other, answered through NATS.
     let answer = mcp
         .command("c1", "lobby", "get_online_players", json!({}))
         .await;
     assert_eq!(answer["payload"]["success"], true, "{answer}");
     assert_eq!(answer["game"], "lobby");
+    let answer = mcp
+        .command(
+            "c2",
+            "survival",
+            "execute_command",
+            json!({"command": "say hello from the other relay"}),
+        )
+        .await;
+    assert_eq!(answer["payload"]["success"], true, "{answer}");
+    assert_eq!(answer["game"], "survival");
+    assert_eq!(answer["id"], "c2");
+    assert_eq!(survival.executed(), ["say hello from the other relay"]);
+    assert!(lobby.executed().is_empty());
+    // A game no relay holds is refused by the relay itself, naming the games there are.
+    let answer = mcp
+        .command("c3", "nether", "get_online_players", json!({}))
+        .await;
+    assert_eq!(
+        answer["payload"]["error"]["code"], "CONNECTION_ERROR",
+        "{answer}"
+    );
+    assert_eq!(
+        answer["payload"]["error"]["details"]["games"],
+        json!(["lobby", "survival"]),
+        "{answer}"
+    );
 }
 
 /// A client that leaves one relay and says `hello` to the other gets exactly what it had not acknowledged:

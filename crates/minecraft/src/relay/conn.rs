@@ -304,6 +304,7 @@ async fn serve_game(
     notice_clients(&relay, "game_connected", &name);
     if let Some(bus) = relay.bus() {
         bus.forward_acks(&name, &instance, sender.clone(), last_seq);
+        bus.serve_commands(&relay, &name, sender.clone());
     }
     let mut bucket = Bucket::new(relay.settings().game_rate);
     let mut acked = last_seq;

@@ -247,6 +247,9 @@ pub async fn start(
         "minecraft relay listening on {scheme}://{addr} (health: {http}://{addr}/health)"
     );
     let background = spawn_background(relay.clone(), closing.clone());
+    if let Some(bus) = relay.bus() {
+        bus.run_presence(&relay, closing.clone());
+    }
     let drain = {
         let relay = relay.clone();
         let closing = closing.clone();

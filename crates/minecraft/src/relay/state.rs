@@ -17,6 +17,10 @@ use tokio::sync::Notify;
 /// An MCP client's queue is known by its token and the `clientId` it says in `hello`.
 pub type ClientKey = (usize, String);
 
+/// The token index of a command another relay forwarded through the bus (bus/nats.rs): its client is the
+/// NATS reply subject, and its answer goes there instead of to a queue.
+pub const REMOTE: usize = usize::MAX;
+
 /// The relay's settings, resolved from its flags.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -538,16 +542,23 @@ impl Relay {
                 json!({"commands": crate::wire::COMMANDS}),
             );
         }
+        // Through the bus, the games of every relay are addressable.
+        let remote = self.bus().map(|b| b.remote_games()).unwrap_or_default();
         let mut state = self.lock();
         let target = select_game(
             command.game.as_deref(),
-            state.games.keys().map(String::as_str),
+            state
+                .games
+                .keys()
+                .map(String::as_str)
+                .chain(remote.iter().map(String::as_str)),
         );
         let game = match target {
             Target::Game(game) => game,
             Target::Refused(code, message) => {
-                let mut games: Vec<&String> = state.games.keys().collect();
+                let mut games: Vec<&String> = state.games.keys().chain(remote.iter()).collect();
                 games.sort();
+                games.dedup();
                 let details = json!({"games": games});
                 Self::enqueue(&mut state, client, |seq| {
                     respond_error(&command.id, None, seq, code, &message, details).to_text()
@@ -580,7 +591,13 @@ impl Relay {
             });
             return None;
         }
-        let conn = state.games.get(&game)?;
+        let Some(conn) = state.games.get(&game) else {
+            drop(state);
+            if let Some(bus) = self.bus() {
+                bus.forward_command(self, client, command, &game, &name);
+            }
+            return None;
+        };
         let sender = conn.sender.clone();
         let game_link = conn.link_id;
         let relay_id = format!(
@@ -627,6 +644,16 @@ impl Relay {
             return false;
         };
         self.inner.stats.responses.fetch_add(1, Ordering::Relaxed);
+        if pending.client.0 == REMOTE {
+            drop(state);
+            let mut out = response.clone();
+            out.id = pending.original_id.clone();
+            out.game = Some(game.to_owned());
+            if let Some(bus) = self.bus() {
+                bus.reply(&pending.client.1, out.to_text());
+            }
+            return true;
+        }
         let dest = format!("mcp:{}/{}", pending.client.0, pending.client.1);
         Self::enqueue(&mut state, &pending.client, |seq| {
             let mut out = response.clone();
@@ -654,6 +681,21 @@ impl Relay {
             self.inner.stats.timeouts.fetch_add(1, Ordering::Relaxed);
         }
         let details = json!({"game": pending.game, "command": pending.command});
+        if pending.client.0 == REMOTE {
+            drop(state);
+            let out = respond_error(
+                &pending.original_id,
+                Some(&pending.game),
+                0,
+                code,
+                message,
+                details,
+            );
+            if let Some(bus) = self.bus() {
+                bus.reply(&pending.client.1, out.to_text());
+            }
+            return true;
+        }
         Self::enqueue(&mut state, &pending.client, |seq| {
             respond_error(
                 &pending.original_id,
@@ -666,6 +708,53 @@ impl Relay {
             .to_text()
         });
         true
+    }
+
+    /// Queues `response` (an answer that came through the bus) for `client` under its next `seq`.
+    pub fn queue_response(&self, client: &ClientKey, response: &Envelope) -> bool {
+        let mut state = self.lock();
+        Self::enqueue(&mut state, client, |seq| {
+            let mut out = response.clone();
+            out.seq = Some(seq);
+            out.to_text()
+        })
+    }
+
+    /// A command another relay forwarded through the bus for `game`, connected here: registered like a
+    /// local one (permission and rate were checked by that relay), its answer to go to `reply`.
+    pub fn route_remote(
+        &self,
+        reply: String,
+        game: &str,
+        command: &Envelope,
+    ) -> Result<(LinkSender, Envelope), String> {
+        let mut state = self.lock();
+        let Some(conn) = state.games.get(game) else {
+            return Err(format!("game `{game}` is not connected to this relay"));
+        };
+        let sender = conn.sender.clone();
+        let game_link = conn.link_id;
+        let relay_id = format!(
+            "r{}",
+            self.inner.next_command.fetch_add(1, Ordering::Relaxed)
+        );
+        state.pending.insert(
+            relay_id.clone(),
+            Pending {
+                client: (REMOTE, reply),
+                original_id: command.id.clone(),
+                game: game.to_owned(),
+                game_link,
+                command: command.str_field("command").unwrap_or_default().to_owned(),
+            },
+        );
+        drop(state);
+        let mut out = command.clone();
+        out.kind = Kind::Command;
+        out.id = relay_id;
+        out.game = None;
+        out.seq = None;
+        Ok((sender, out))
     }
 
     /// A game's link ended: its commands in flight fail with CONNECTION_ERROR.

@@ -33,6 +33,14 @@ const TYPE_HEADER: &str = "Mc-Type";
 const IN_FLIGHT: usize = 1024;
 /// How long a delivered event may stay unacknowledged before JetStream delivers it again.
 const ACK_WAIT: Duration = Duration::from_secs(30);
+/// Commands for a game go to `mc.cmd.<game>`, answered by the relay holding its link (core NATS
+/// request/reply: a command is not replayed, so it needs no stream).
+const COMMANDS: &str = "mc.cmd";
+/// Every relay says which games it holds here, every [`PRESENCE_EVERY`] and whenever one connects.
+const PRESENCE: &str = "mc.relays.games";
+const PRESENCE_EVERY: Duration = Duration::from_secs(1);
+/// A relay not heard from for this long holds no game any more (it died).
+const PRESENCE_EXPIRES: Duration = Duration::from_secs(4);
 
 #[derive(Debug, thiserror::Error)]
 pub enum BusError {
@@ -62,6 +70,10 @@ struct Inner {
     pumps: Mutex<HashMap<ClientKey, Arc<Pump>>>,
     /// JetStream acknowledgements (reply subjects), published in order by one task.
     acks: mpsc::UnboundedSender<Subject>,
+    /// The games of the other relays, by relay epoch, with when that relay last said so.
+    remote: Mutex<HashMap<String, (Vec<String>, std::time::Instant)>>,
+    /// Asks for a presence message now (a game connected here).
+    presence_now: tokio::sync::Notify,
     pub stats: BusStats,
 }
 
@@ -200,6 +212,8 @@ impl NatsBus {
                 publishers: Mutex::new(HashMap::new()),
                 pumps: Mutex::new(HashMap::new()),
                 acks,
+                remote: Mutex::new(HashMap::new()),
+                presence_now: tokio::sync::Notify::new(),
                 stats: BusStats::default(),
             }),
         })
@@ -320,6 +334,221 @@ impl NatsBus {
                 let _ = self.inner.acks.send(reply);
             }
         }
+    }
+
+    /// The games connected to the other relays now, sorted.
+    pub fn remote_games(&self) -> Vec<String> {
+        let remote = lock(&self.inner.remote);
+        let mut games: Vec<String> = remote
+            .values()
+            .filter(|(_, at)| at.elapsed() < PRESENCE_EXPIRES)
+            .flat_map(|(g, _)| g.iter().cloned())
+            .collect();
+        games.sort();
+        games.dedup();
+        games
+    }
+
+    /// Says which games this relay holds, and hears the others', until the relay stops.
+    pub fn run_presence(&self, relay: &Relay, stop: CancellationToken) {
+        let inner = Arc::clone(&self.inner);
+        let relay = relay.clone();
+        tokio::spawn(async move {
+            let mut heard = match inner.client.subscribe(PRESENCE).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "relay bus: cannot hear the other relays' games");
+                    return;
+                }
+            };
+            let mut tick = tokio::time::interval(PRESENCE_EVERY);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                    () = inner.presence_now.notified() => {}
+                    Some(m) = heard.next() => {
+                        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&m.payload) else { continue };
+                        let Some(epoch) = v["relay"].as_str() else { continue };
+                        if epoch == inner.epoch {
+                            continue;
+                        }
+                        let games: Vec<String> = v["games"].as_array().map(|a| {
+                            a.iter().filter_map(|g| g.as_str().map(str::to_owned)).collect()
+                        }).unwrap_or_default();
+                        lock(&inner.remote).insert(epoch.to_owned(), (games, std::time::Instant::now()));
+                        continue;
+                    }
+                }
+                let games = relay.lock().games_now().0;
+                let text = serde_json::json!({"relay": inner.epoch, "games": games}).to_string();
+                let _ = inner.client.publish(PRESENCE, Bytes::from(text)).await;
+                lock(&inner.remote).retain(|_, (_, at)| at.elapsed() < PRESENCE_EXPIRES * 4);
+            }
+        });
+    }
+
+    /// Serves the commands other relays send `game` while its link (`sender`) is here.
+    pub fn serve_commands(&self, relay: &Relay, game: &str, sender: LinkSender) {
+        let inner = Arc::clone(&self.inner);
+        let relay = relay.clone();
+        let game = game.to_owned();
+        inner.presence_now.notify_one();
+        tokio::spawn(async move {
+            // One queue group: a game's newer link here, subscribed before the older one's task ends, does
+            // not make it hear a command twice.
+            let mut commands = match inner
+                .client
+                .queue_subscribe(format!("{COMMANDS}.{game}"), "holders".to_owned())
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(game, error = %e, "relay bus: cannot take commands for this game");
+                    return;
+                }
+            };
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                let m = tokio::select! {
+                    _ = tick.tick() => {
+                        if sender.is_closed() {
+                            let _ = commands.unsubscribe().await;
+                            inner.presence_now.notify_one();
+                            return;
+                        }
+                        continue;
+                    }
+                    m = commands.next() => match m {
+                        Some(m) => m,
+                        None => return,
+                    },
+                };
+                let Some(reply) = m.reply.clone() else {
+                    continue;
+                };
+                let Ok(text) = std::str::from_utf8(&m.payload) else {
+                    continue;
+                };
+                let Ok(parsed) = crate::wire::parse(text, crate::wire::MAX_ASSEMBLED_BYTES) else {
+                    continue;
+                };
+                match relay.route_remote(reply.to_string(), &game, &parsed.envelope) {
+                    Ok((to_game, out)) => {
+                        let relay_id = out.id.clone();
+                        if to_game.send_text(out.to_text()).await.is_err() {
+                            relay.fail_pending(
+                                &relay_id,
+                                crate::wire::Code::ConnectionError,
+                                "the game's link dropped",
+                            );
+                            continue;
+                        }
+                        let timeout = relay.settings().command_timeout;
+                        let relay = relay.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(timeout).await;
+                            relay.fail_pending(
+                                &relay_id,
+                                crate::wire::Code::Timeout,
+                                &format!(
+                                    "the game did not answer within {} ms",
+                                    timeout.as_millis()
+                                ),
+                            );
+                        });
+                    }
+                    Err(why) => {
+                        let out = crate::relay::state::respond_error(
+                            &parsed.envelope.id,
+                            Some(&game),
+                            0,
+                            crate::wire::Code::ConnectionError,
+                            &why,
+                            serde_json::json!({"game": game}),
+                        );
+                        let _ = inner
+                            .client
+                            .publish(reply, Bytes::from(out.to_text()))
+                            .await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// The answer to a command another relay forwarded: back to the asker's reply subject.
+    pub fn reply(&self, subject: &str, text: String) {
+        let client = self.inner.client.clone();
+        let subject = subject.to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = client.publish(subject, Bytes::from(text)).await {
+                tracing::warn!(error = %e, "relay bus: an answer could not be sent back");
+            }
+        });
+    }
+
+    /// Sends a command for a game held by another relay and queues its answer (or the relay's own error:
+    /// nobody holds the game, it did not answer in time) for `client`.
+    pub fn forward_command(
+        &self,
+        relay: &Relay,
+        client: &ClientKey,
+        command: &crate::wire::Envelope,
+        game: &str,
+        name: &str,
+    ) {
+        use crate::wire::Code;
+        let nats = self.inner.client.clone();
+        let relay = relay.clone();
+        let client = client.clone();
+        let mut out = command.clone();
+        out.game = Some(game.to_owned());
+        out.seq = None;
+        let original = command.id.clone();
+        let game = game.to_owned();
+        let name = name.to_owned();
+        let timeout = relay.settings().command_timeout + Duration::from_secs(2);
+        tokio::spawn(async move {
+            let request = async_nats::Request::new()
+                .payload(Bytes::from(out.to_text()))
+                .timeout(Some(timeout));
+            let answer = nats
+                .send_request(format!("{COMMANDS}.{game}"), request)
+                .await;
+            let fail = |code: Code, message: String| {
+                crate::relay::state::respond_error(
+                    &original,
+                    Some(&game),
+                    0,
+                    code,
+                    &message,
+                    serde_json::json!({"game": game, "command": name}),
+                )
+            };
+            let response = match answer {
+                Ok(m) => match std::str::from_utf8(&m.payload)
+                    .ok()
+                    .and_then(|t| crate::wire::parse(t, crate::wire::MAX_ASSEMBLED_BYTES).ok())
+                {
+                    Some(p) => p.envelope,
+                    None => fail(
+                        Code::ServerError,
+                        "the relay holding the game answered something unreadable".to_owned(),
+                    ),
+                },
+                Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => fail(
+                    Code::ConnectionError,
+                    format!("game `{game}` is not connected to any relay"),
+                ),
+                Err(e) if e.kind() == async_nats::client::RequestErrorKind::TimedOut => fail(
+                    Code::Timeout,
+                    format!("the game did not answer within {} ms", timeout.as_millis()),
+                ),
+                Err(e) => fail(Code::ConnectionError, format!("the bus failed: {e}")),
+            };
+            relay.queue_response(&client, &response);
+        });
     }
 
     /// Stops reading every consumer (the relay is stopping; what was not acknowledged stays in JetStream).
