@@ -13,9 +13,9 @@ const COMPUTERCRAFT: [&str; 7] = [
     "computercraft",
     "--mcp-port",
     "0",
-    "--link-host",
+    "--computercraft-link-host",
     "127.0.0.1",
-    "--link-port",
+    "--computercraft-link-port",
     "0",
 ];
 

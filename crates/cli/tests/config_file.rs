@@ -67,7 +67,7 @@ fn a_bad_value_in_the_file_names_its_key_variable_and_range() {
         "bridges = [\"bitburner\"]\n[bitburner]\ngame-port = 70000\n",
     );
     for expected in [
-        "--game-port",
+        "--bitburner-game-port",
         "BITBURNER_GAME_PORT",
         "0 to 65535",
         "bad.toml",

@@ -17,11 +17,11 @@ const BOTH: [&str; 10] = [
     "bitburner",
     "--bridge",
     "computercraft",
-    "--game-port",
+    "--bitburner-game-port",
     "0",
-    "--link-host",
+    "--computercraft-link-host",
     "127.0.0.1",
-    "--link-port=0",
+    "--computercraft-link-port=0",
 ];
 
 /// The two live systems, connected to `server`.
@@ -228,8 +228,8 @@ fn help_states_the_naming_rule_and_every_bridge_s_flags() {
     let help = String::from_utf8_lossy(&out.stdout);
     for expected in [
         "`<bridge>_<tool>`",
-        "--game-port",
-        "--link-port",
+        "--bitburner-game-port",
+        "--computercraft-link-port",
         "--bridge <NAME>",
         "--config <FILE>",
     ] {

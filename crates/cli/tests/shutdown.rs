@@ -31,7 +31,7 @@ async fn a_call_in_flight_survives_sigterm(transport: &str, era: Era) {
         transport,
         "--mcp-port",
         "0",
-        "--game-port",
+        "--bitburner-game-port",
         "0",
         "--shutdown-grace-ms",
         "30000",

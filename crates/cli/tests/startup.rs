@@ -92,7 +92,7 @@ fn listening_beyond_loopback_needs_a_token_and_sigterm_exits_cleanly() {
         "0.0.0.0",
         "--mcp-port",
         "0",
-        "--game-port",
+        "--bitburner-game-port",
         "0",
     ];
     let out = bin().args(beyond).stdin(Stdio::null()).output().unwrap();
@@ -153,7 +153,14 @@ fn terminate(child: &mut Child) -> Option<i32> {
 fn an_empty_or_blank_token_is_refused_at_start() {
     for value in ["", "   "] {
         let (mut child, mut stderr) = serve_http(
-            &["bitburner", "--http", "--mcp-port", "0", "--game-port", "0"],
+            &[
+                "bitburner",
+                "--http",
+                "--mcp-port",
+                "0",
+                "--bitburner-game-port",
+                "0",
+            ],
             &[("MCP_TOKEN", value)],
         );
         // Read on a thread: a bridge that wrongly starts keeps stderr open, and must fail the test, not hang it.
@@ -202,7 +209,14 @@ fn post_mcp(addr: SocketAddr, headers: &[(&str, &str)], body: &str) -> String {
 fn logs_stay_small_under_many_calls_and_a_huge_client_name() {
     const CALLS: usize = 200;
     let (mut child, stderr) = serve_http(
-        &["bitburner", "--http", "--mcp-port", "0", "--game-port", "0"],
+        &[
+            "bitburner",
+            "--http",
+            "--mcp-port",
+            "0",
+            "--bitburner-game-port",
+            "0",
+        ],
         &[],
     );
     let mut stderr = BufReader::new(stderr);
@@ -266,8 +280,8 @@ fn no_bridge_schema_uses_a_format_json_schema_does_not_define() {
         "int8", "int16", "int64", "uint", "uint16", "uint32", "uint64",
     ];
     for (bridge, port_flag) in [
-        ("bitburner", "--game-port"),
-        ("computercraft", "--link-port"),
+        ("bitburner", "--bitburner-game-port"),
+        ("computercraft", "--computercraft-link-port"),
     ] {
         let child = bin()
             .args([bridge, "--stdio", port_flag, "0"])

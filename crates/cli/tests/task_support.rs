@@ -94,12 +94,12 @@ fn long_running_tools_of_every_bridge_are_listed_as_task_capable() {
             ],
         ),
         (
-            &["bitburner", "--stdio", "--game-port", "0"],
+            &["bitburner", "--stdio", "--bitburner-game-port", "0"],
             &[],
             &["read_file", "write_file"],
         ),
         (
-            &["computercraft", "--stdio", "--link-port", "0"],
+            &["computercraft", "--stdio", "--computercraft-link-port", "0"],
             &[],
             &["fs_read", "fs_write"],
         ),

@@ -56,7 +56,13 @@ fn assert_initialized(answer: &str) {
 
 #[test]
 fn computercraft_with_no_transport_flag_answers_on_stdio() {
-    let mut child = launched_by_a_host(&["computercraft", "--mcp-port", "0", "--link-port", "0"]);
+    let mut child = launched_by_a_host(&[
+        "computercraft",
+        "--mcp-port",
+        "0",
+        "--computercraft-link-port",
+        "0",
+    ]);
     assert_initialized(&initialize_over_stdio(&mut child));
 }
 
@@ -64,7 +70,13 @@ fn computercraft_with_no_transport_flag_answers_on_stdio() {
 fn computercraft_answers_on_stdio_when_its_http_port_is_busy() {
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port().to_string();
-    let mut child = launched_by_a_host(&["computercraft", "--mcp-port", &port, "--link-port", "0"]);
+    let mut child = launched_by_a_host(&[
+        "computercraft",
+        "--mcp-port",
+        &port,
+        "--computercraft-link-port",
+        "0",
+    ]);
     assert_initialized(&initialize_over_stdio(&mut child));
 }
 
@@ -72,8 +84,8 @@ fn computercraft_answers_on_stdio_when_its_http_port_is_busy() {
 fn every_bridge_with_no_transport_flag_answers_on_stdio() {
     // Only what a bridge refuses to start without, and free ports for its own listeners.
     let bridges: [&[&str]; 5] = [
-        &["bitburner", "--game-port", "0"],
-        &["computercraft", "--link-port", "0"],
+        &["bitburner", "--bitburner-game-port", "0"],
+        &["computercraft", "--computercraft-link-port", "0"],
         &["minecraft", "--minecraft-auth-token", "t"],
         &["sandbox"],
         &["debug"],
