@@ -1,13 +1,17 @@
 //! Value parsers for command-line flags, and the one naming rule every bridge's flags follow.
 //!
-//! **The rule.** A flag is `--kebab-case`; its environment variable is the flag's name in SCREAMING_SNAKE_CASE
-//! after a prefix: `MCP_` for the shared MCP flags ([`crate::serve::McpArgs`]), the bridge's name for its own
-//! (`BITBURNER_`, `COMPUTERCRAFT_`, `DEBUG_`, `MINECRAFT_`, `SANDBOX_`, the relay's flags included), the prefix
-//! not repeated when the flag already starts with it (`--mcp-port` is `MCP_PORT`, `--sandbox-vcpus`
-//! `SANDBOX_VCPUS`). A repeatable flag's variable, a comma-separated list, may take a plural `S`
-//! (`--mcp-allowed-origin`, `MCP_ALLOWED_ORIGINS`). [`env_name`] computes it; the contract test
-//! (`crates/cli/tests/contract.rs`) checks every flag of every bridge against it, so a name is typed once, in
-//! the flag's `env = "..."`, and the parsers here read it from the flag rather than repeating it.
+//! **The rule.** A flag is `--kebab-case`; a bridge's own flag starts with the bridge's name,
+//! `--<bridge>-<name>` (`--bitburner-game-port`, `--sandbox-vcpus`, the in-process relay's flags included), so
+//! bridges mounted together in `serve` can never claim one flag; its environment variable is the flag's name in
+//! SCREAMING_SNAKE_CASE (`BITBURNER_GAME_PORT`). The shared MCP flags ([`crate::serve::McpArgs`]) take `MCP_`
+//! in front unless they start with it (`--mcp-port` is `MCP_PORT`, `--shutdown-grace` `MCP_SHUTDOWN_GRACE`).
+//! Commands that are not MCP servers and are never mounted together (`minecraft-relay`, `debug host`) keep short
+//! flags, their variables under the bridge's prefix. A repeatable flag's variable, a comma-separated list, may
+//! take a plural `S` (`--mcp-allowed-origin`, `MCP_ALLOWED_ORIGINS`). [`env_name`] computes it; the contract
+//! test (`crates/cli/tests/contract.rs`) checks every flag of every bridge against it (prefix included), so a
+//! name is typed once, in the flag's `env = "..."`, and the parsers here read it from the flag rather than
+//! repeating it. A flag's name from before the prefix is a hidden alias: it still works and
+//! [`warn_older_flags`] says once which name to use.
 //!
 //! **Units.** A duration is a string with its unit, `5s`, `500ms`, `2m`, `1h30m` ([`duration`], parsed by
 //! humantime); sizes say theirs in the name (`-bytes`, `-mib`). Flags that took a bare number of milliseconds or
