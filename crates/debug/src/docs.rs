@@ -1,6 +1,7 @@
 //! The pages `docs_list` and `docs_get` serve (VSC-Bridge's server-local docs tools), each with a category and
 //! tags, which `docs_list` filters on as upstream's does.
 
+use bridge_core::ToolError;
 use serde_json::{Map, Value, json};
 
 pub struct Page {
@@ -56,14 +57,31 @@ pub const PAGES: &[Page] = &[
 ];
 
 /// `docs_list {category?, tags?}`: the pages in that category carrying any of the tags (all when no filter),
-/// and every category and tag there is, for the next filter.
-pub fn list(p: &Map<String, Value>) -> Value {
+/// and every category and tag there is, for the next filter. A tag that is not a string is refused, naming
+/// it: dropped, it would widen the filter (`tags: [1]` listed every page).
+pub fn list(p: &Map<String, Value>) -> Result<Value, ToolError> {
     let category = p.get("category").and_then(Value::as_str);
-    let tags: Vec<&str> = p
-        .get("tags")
-        .and_then(Value::as_array)
-        .map(|t| t.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let tags: Vec<&str> = match p.get("tags") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                t.as_str().ok_or_else(|| {
+                    ToolError::invalid_argument(
+                        "tags",
+                        format!("tags[{i}] must be a string (a tag), got {t}"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(ToolError::invalid_argument(
+                "tags",
+                format!("tags must be an array of strings, got {other}"),
+            ));
+        }
+    };
     let docs: Vec<Value> = PAGES
         .iter()
         .filter(|page| category.is_none_or(|c| page.category == c))
@@ -79,7 +97,7 @@ pub fn list(p: &Map<String, Value>) -> Value {
     let mut all_tags: Vec<&str> = PAGES.iter().flat_map(|p| p.tags.iter().copied()).collect();
     all_tags.sort_unstable();
     all_tags.dedup();
-    json!({"docs": docs, "total": docs.len(), "categories": categories, "tags": all_tags})
+    Ok(json!({"docs": docs, "total": docs.len(), "categories": categories, "tags": all_tags}))
 }
 
 /// Why a tool of the VSC-Bridge extension has no `dap` counterpart: what it needs that only a running VS Code
@@ -117,7 +135,7 @@ mod tests {
 
     #[test]
     fn filters_by_category_and_any_tag() {
-        let all = list(&Map::new());
+        let all = list(&Map::new()).unwrap();
         assert_eq!(all["total"], PAGES.len());
         assert!(
             all["categories"]
@@ -126,8 +144,19 @@ mod tests {
                 .contains(&json!("setup"))
         );
         let p = json!({"category": "reference", "tags": ["exceptions"]});
-        let some = list(p.as_object().unwrap());
+        let some = list(p.as_object().unwrap()).unwrap();
         assert_eq!(some["docs"][0]["id"], "breakpoints", "{some}");
         assert_eq!(some["total"], 1);
+    }
+
+    /// A tag that is not a string was dropped, and `tags: [1]` listed every page as if there were no filter.
+    #[test]
+    fn a_tag_that_is_not_a_string_is_refused() {
+        for (tags, bad) in [(json!(["install", 1]), "tags[1]"), (json!([1]), "tags[0]")] {
+            let p = json!({ "tags": tags });
+            let e = list(p.as_object().unwrap()).unwrap_err();
+            assert_eq!(e.details()["field"], "tags", "{e:?}");
+            assert!(e.message().contains(bad), "{e:?}");
+        }
     }
 }

@@ -160,7 +160,7 @@ fn output(data: Value, envelope: Value) -> ToolOutput {
 fn local(def: &ToolDef, shared: &Shared, p: &Map<String, Value>) -> Result<Value, ToolError> {
     match def.alias.as_str() {
         "bridge.status" => Ok(bridge_status(shared)),
-        "docs.list" => Ok(crate::docs::list(p)),
+        "docs.list" => crate::docs::list(p),
         "docs.get" => {
             let id = p.get("id").and_then(Value::as_str).unwrap_or_default();
             PAGES

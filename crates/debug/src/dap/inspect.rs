@@ -422,7 +422,7 @@ impl DapBackend {
     ) -> Result<Value, ScriptError> {
         let s = self.session(p)?;
         s.paused_thread()?;
-        let target = self.cfg.policy.output_path(
+        let output = self.cfg.policy.output_path(
             str_param(p, "outputPath").unwrap_or_default(),
             &self.cfg.workspace,
         )?;
@@ -525,8 +525,8 @@ impl DapBackend {
         })?;
         // Up to MAX_SAVE_BYTES written with std::fs: off the runtime's threads.
         let len = bytes.len();
-        let path = target.clone();
-        tokio::task::spawn_blocking(move || crate::fsbridge::io::write_atomic(&path, &bytes))
+        let target = output.path().to_path_buf();
+        tokio::task::spawn_blocking(move || output.write(&bytes))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
             .map_err(|e| {

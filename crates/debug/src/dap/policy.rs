@@ -4,7 +4,14 @@
 //! `${env:NAME}` in a launch configuration reads only allow-listed names.
 
 use crate::envelope::ScriptError;
+use nix::fcntl::{AtFlags, OFlag, openat, renameat};
+use nix::sys::stat::{Mode, SFlag, fstatat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
 use serde_json::{Value, json};
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The environment every adapter (and so every debuggee) gets from the bridge's own, when set; a launch
@@ -47,7 +54,10 @@ impl LaunchPolicy {
 
     /// Refuses a configuration that would run something outside the workspace and the allow-list, unless the
     /// policy allows anywhere. `program`, and the interpreters a configuration may name (`python`,
-    /// `runtimeExecutable`), are checked after symlinks are resolved; `attach` needs the opt-in too.
+    /// `runtimeExecutable`), are checked after symlinks are resolved; `attach` needs the opt-in too. An
+    /// interpreter given as a bare name (`node`) is what the adapter finds on PATH: it is judged where the
+    /// bridge's PATH (which the adapter gets) and the configuration's `env.PATH`, if any, find it, and refused
+    /// when neither does.
     pub fn check(&self, config: &Value, workspace: &Path) -> Result<(), ScriptError> {
         if self.anywhere {
             return Ok(());
@@ -63,7 +73,7 @@ impl LaunchPolicy {
         // The adapters resolve a relative `program` (and delve its build) against `cwd`, so `cwd` is judged
         // first and is the base of the others.
         let base = match config.get("cwd").and_then(Value::as_str) {
-            Some(cwd) => inside(&roots, "cwd", cwd, workspace, workspace)?,
+            Some(cwd) => inside(&roots, "cwd", Path::new(cwd), workspace, workspace)?,
             None => workspace.to_path_buf(),
         };
         for key in ["program", "python", "runtimeExecutable"] {
@@ -73,53 +83,81 @@ impl LaunchPolicy {
                 _ => vec![],
             };
             for raw in paths {
-                inside(&roots, key, raw, &base, workspace)?;
+                if key == "program" || raw.contains('/') {
+                    inside(&roots, key, Path::new(raw), &base, workspace)?;
+                    continue;
+                }
+                let mut searched = vec![std::env::var_os("PATH").unwrap_or_default()];
+                if let Some(own) = config.pointer("/env/PATH").and_then(Value::as_str) {
+                    searched.push(own.into());
+                }
+                for path_var in searched {
+                    let Some(found) = on_path(raw, &path_var, &base) else {
+                        return Err(refused(
+                            format!(
+                                "`{key}` `{raw}` is a bare name that PATH ({}) does not find; the adapter would look it up there",
+                                path_var.to_string_lossy()
+                            ),
+                            json!({"field": key, "name": raw}),
+                        ));
+                    };
+                    inside(&roots, key, &found, &base, workspace)?;
+                }
             }
         }
         Ok(())
     }
 
     /// Where a tool may write a file (`debug_save_variable`): inside the workspace (anywhere with
-    /// [`ANYWHERE_FLAG`]), in a directory that exists, judged after its symlinks are resolved; the file's own
-    /// name must not be a symlink. The file is then written beside itself and renamed in
-    /// ([`write_atomic`](crate::fsbridge::io::write_atomic), `O_NOFOLLOW`), so a link planted at its name
-    /// between this check and the write is replaced, never followed.
-    pub fn output_path(&self, raw: &str, workspace: &Path) -> Result<PathBuf, ScriptError> {
+    /// [`ANYWHERE_FLAG`]), in a directory that exists; the file's own name must not be a symlink or anything but
+    /// a regular file. The directory is opened (`O_DIRECTORY|O_NOFOLLOW`) and judged by where that handle really
+    /// is (`/proc/self/fd`), and [`OutputFile::write`] writes through the handle, never by path again: a
+    /// directory on the way swapped for a link after the check cannot send the file elsewhere.
+    pub fn output_path(&self, raw: &str, workspace: &Path) -> Result<OutputFile, ScriptError> {
         let p = Path::new(raw);
         let abs = if p.is_absolute() {
             p.to_path_buf()
         } else {
             workspace.join(p)
         };
-        let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
-            return Err(ScriptError::new(
+        let no_file = || {
+            ScriptError::new(
                 "E_INVALID_PARAMS",
                 format!("outputPath `{raw}` names no file"),
             )
-            .details(json!({"field": "outputPath"})));
+            .details(json!({"field": "outputPath"}))
         };
-        if name == ".." {
-            return Err(ScriptError::new(
-                "E_INVALID_PARAMS",
-                format!("outputPath `{raw}` names no file"),
-            )
-            .details(json!({"field": "outputPath"})));
+        let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
+            return Err(no_file());
+        };
+        if name == ".." || name == "." {
+            return Err(no_file());
         }
-        let dir = parent.canonicalize().map_err(|e| {
+        let not_found = |e: &dyn std::fmt::Display| {
             ScriptError::new(
                 "E_FILE_NOT_FOUND",
                 format!("outputPath's directory {}: {e}", parent.display()),
             )
             .hint("Write into an existing directory of the workspace")
             .details(json!({"field": "outputPath"}))
-        })?;
+        };
+        let dir_path = parent.canonicalize().map_err(|e| not_found(&e))?;
+        let dir = nix::fcntl::open(
+            &dir_path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| not_found(&e))?;
+        // Where the handle is, whatever the path says now.
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+            .map_err(|e| not_found(&e))?;
         let root = canonical(workspace);
-        if !self.anywhere && !dir.starts_with(&root) {
+        if !self.anywhere && !real.starts_with(&root) {
             return Err(ScriptError::new(
                 "E_PATH_REFUSED",
                 format!(
                     "outputPath {} is outside the workspace {}",
-                    dir.join(name).display(),
+                    real.join(name).display(),
                     root.display()
                 ),
             )
@@ -127,12 +165,14 @@ impl LaunchPolicy {
                 "Write inside the workspace, or start the bridge with {ANYWHERE_FLAG}"
             ))
             .details(
-                json!({"field": "outputPath", "path": dir.join(name).display().to_string(),
+                json!({"field": "outputPath", "path": real.join(name).display().to_string(),
                 "workspace": root.display().to_string()}),
             ));
         }
-        let target = dir.join(name);
-        if std::fs::symlink_metadata(&target).is_ok_and(|m| !m.file_type().is_file()) {
+        let target = real.join(name);
+        if let Ok(st) = fstatat(&dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+            && SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG
+        {
             return Err(ScriptError::new(
                 "E_PATH_REFUSED",
                 format!(
@@ -143,8 +183,67 @@ impl LaunchPolicy {
             .hint("Remove it, or write to another name")
             .details(json!({"field": "outputPath", "path": target.display().to_string()})));
         }
-        Ok(target)
+        Ok(OutputFile {
+            dir,
+            name: name.to_owned(),
+            path: target,
+        })
     }
+}
+
+/// A file [`LaunchPolicy::output_path`] allowed: its directory's open handle and its name there.
+#[derive(Debug)]
+pub struct OutputFile {
+    dir: OwnedFd,
+    name: OsString,
+    path: PathBuf,
+}
+
+impl OutputFile {
+    /// Where the file is, as judged (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `bytes` whole or not at all: a new file beside the name in the judged directory
+    /// (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), renamed over the name (`renameat`: a link planted at the name
+    /// is replaced, never followed).
+    pub fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let tmp = format!(
+            ".{}.{}.{}.tmp",
+            self.name.to_string_lossy(),
+            std::process::id(),
+            crate::envelope::now_ms()
+        );
+        let fd = openat(
+            &self.dir,
+            tmp.as_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )?;
+        let result = std::fs::File::from(fd).write_all(bytes).and_then(|()| {
+            Ok(renameat(
+                &self.dir,
+                tmp.as_str(),
+                &self.dir,
+                self.name.as_os_str(),
+            )?)
+        });
+        if result.is_err() {
+            let _ = unlinkat(&self.dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+        }
+        result
+    }
+}
+
+/// The first executable `name` in a PATH value's directories (an empty entry, or a relative one, is `base`'s,
+/// as for a process started there).
+fn on_path(name: &str, path_var: &OsStr, base: &Path) -> Option<PathBuf> {
+    std::env::split_paths(path_var)
+        .map(|dir| base.join(dir).join(name))
+        .find(|c| {
+            std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 fn canonical(p: &Path) -> PathBuf {
@@ -155,7 +254,7 @@ fn canonical(p: &Path) -> PathBuf {
 fn inside(
     roots: &[PathBuf],
     key: &str,
-    raw: &str,
+    raw: &Path,
     base: &Path,
     workspace: &Path,
 ) -> Result<PathBuf, ScriptError> {
@@ -303,7 +402,7 @@ mod tests {
         std::fs::create_dir_all(&outside).unwrap();
         let p = LaunchPolicy::default();
         let ok = p.output_path("sub/v.json", &ws).unwrap();
-        assert!(ok.starts_with(ws.canonicalize().unwrap()));
+        assert!(ok.path().starts_with(ws.canonicalize().unwrap()));
         assert_eq!(
             p.output_path("../x.json", &ws).unwrap_err().code,
             "E_PATH_REFUSED"
@@ -338,7 +437,7 @@ mod tests {
         let out = p.output_path("sub/v.json", &ws).unwrap();
         std::fs::rename(ws.join("sub"), ws.join("judged")).unwrap();
         std::os::unix::fs::symlink(&outside, ws.join("sub")).unwrap();
-        crate::fsbridge::io::write_atomic(&out, b"{}").unwrap();
+        out.write(b"{}").unwrap();
         assert!(
             !outside.join("v.json").exists(),
             "written through the link swapped in after the check"
@@ -356,7 +455,10 @@ mod tests {
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::write(ws.join("sh"), "").unwrap();
         let p = LaunchPolicy::default();
-        for (key, value) in [("runtimeExecutable", json!("sh")), ("python", json!(["sh", "-E"]))] {
+        for (key, value) in [
+            ("runtimeExecutable", json!("sh")),
+            ("python", json!(["sh", "-E"])),
+        ] {
             let mut config = json!({"program": "a.js"});
             config[key] = value;
             let e = p.check(&config, &ws).unwrap_err();
@@ -366,6 +468,17 @@ mod tests {
                 "{e:?}"
             );
         }
+        // Where PATH finds it, allowed: it passes.
+        let found = on_path("sh", &std::env::var_os("PATH").unwrap(), &ws).unwrap();
+        let allowed = LaunchPolicy {
+            allow_dirs: vec![found.parent().unwrap().to_path_buf()],
+            ..LaunchPolicy::default()
+        };
+        let config = json!({"program": "a.js", "runtimeExecutable": "sh"});
+        assert!(allowed.check(&config, &ws).is_ok());
+        let missing = json!({"program": "a.js", "runtimeExecutable": "no-such-interpreter-here"});
+        let e = allowed.check(&missing, &ws).unwrap_err();
+        assert_eq!(e.details["field"], "runtimeExecutable", "{e:?}");
         let _ = std::fs::remove_dir_all(&ws);
     }
 }
