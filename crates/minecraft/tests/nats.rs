@@ -444,3 +444,48 @@ async fn a_relay_and_a_nats_node_killed_during_a_burst_lose_nothing() {
     );
     drop(restarted);
 }
+
+/// Events the stream dropped for its limits before a client came back for them are reported: a `lost`
+/// notice with their count (reason `stream_limits`), then what the stream still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_aged_out_of_the_stream_are_reported_lost_to_the_client_that_missed_them() {
+    let cluster = Cluster::start().await;
+    let a = ProcessRelay::start(bus_args(&cluster, &["--bus-max-age", "1s"])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &["--bus-max-age", "1s"])).await;
+    let game = FakeGame::start(&a.url(), "lobby");
+    game.wait_connected(1).await;
+    let mcp = McpSide::start(vec![a.url(), b.url()], "desk-4");
+    mcp.wait_welcomes(1).await;
+    game.emit("player_chat", event_data("player_chat", 0));
+    mcp.wait_unique(1, "the first event").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Away: 20 events come and age out of the stream before the client is back (at the other relay).
+    mcp.inner.stop.cancel();
+    mcp.move_to(1);
+    for n in 1..=20 {
+        game.emit("player_chat", event_data("player_chat", n));
+    }
+    game.wait_acked().await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let back = McpSide {
+        inner: Arc::clone(&mcp.inner),
+    };
+    back.inner.current.store(1, Ordering::SeqCst);
+    let link = raw_connect(&b.url(), Some(MCP_TOKEN)).await.unwrap();
+    let session = tokio::spawn({
+        let back = back.clone();
+        async move { back.session(link).await }
+    });
+    within("the lost notice", async {
+        while back.lost() < 20 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(back.lost(), 20, "exactly the aged-out events");
+    game.emit("player_chat", event_data("player_chat", 21));
+    back.wait_unique(2, "the event after").await;
+    let order = back.inner.order.lock().unwrap().clone();
+    assert_eq!(order["lobby"], [1, 22]);
+    session.abort();
+}

@@ -27,6 +27,11 @@ use tokio_util::sync::CancellationToken;
 pub const STREAM: &str = "MC_EVENTS";
 /// Subjects of that stream: `mc.events.<game>`.
 pub const EVENTS: &str = "mc.events";
+/// The stream holding (one message a subject `mc.floors.<consumer>`, the latest), per client consumer, the stream sequence below which the client has had
+/// and acknowledged everything: JetStream moves a consumer's own ack floor past events that aged out unread,
+/// so that floor cannot tell what a client missed; this one can.
+const FLOORS: &str = "MC_CLIENT_FLOORS";
+const FLOOR_SUBJECTS: &str = "mc.floors";
 /// The header carrying an event's type, so a consumer filters by subscription without parsing the body.
 const TYPE_HEADER: &str = "Mc-Type";
 /// Publishes awaiting JetStream's answer per game instance.
@@ -70,6 +75,9 @@ struct Inner {
     pumps: Mutex<HashMap<ClientKey, Arc<Pump>>>,
     /// JetStream acknowledgements (reply subjects), published in order by one task.
     acks: mpsc::UnboundedSender<Subject>,
+    floors: stream::Stream,
+    /// Floors to write to [`FLOORS`], by consumer name (one writer task, the latest value per key).
+    floor_tx: mpsc::UnboundedSender<(String, u64)>,
     /// The games of the other relays, by relay epoch, with when that relay last said so.
     remote: Mutex<HashMap<String, (Vec<String>, std::time::Instant)>>,
     /// Asks for a presence message now (a game connected here).
@@ -115,6 +123,10 @@ struct Tracker {
     held: VecDeque<(u64, u64, Subject)>,
     /// The client's cumulative ack.
     acked: u64,
+    /// The next stream sequence the pump will read.
+    next: u64,
+    /// The floor last written to [`FLOORS`].
+    stored: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -176,7 +188,8 @@ impl NatsBus {
             max_bytes: i64::try_from(config.max_bytes).unwrap_or(i64::MAX),
             num_replicas: config.replicas,
             storage: stream::StorageType::File,
-            duplicate_window: Duration::from_secs(120),
+            // Resends within this window are stored once; JetStream wants it within the age limit.
+            duplicate_window: config.max_age.min(Duration::from_secs(120)),
             ..Default::default()
         };
         // A cluster electing its first leaders answers "no responders" or times out for a moment.
@@ -192,6 +205,46 @@ impl NatsBus {
                 Err(e) => return Err(BusError::Stream(e.to_string())),
             }
         };
+        let floors = loop {
+            let made = js
+                .get_or_create_stream(stream::Config {
+                    name: FLOORS.to_owned(),
+                    subjects: vec![format!("{FLOOR_SUBJECTS}.>")],
+                    max_messages_per_subject: 1,
+                    num_replicas: config.replicas,
+                    storage: stream::StorageType::File,
+                    ..Default::default()
+                })
+                .await;
+            match made {
+                Ok(kv) => break kv,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    tracing::debug!(error = %e, "JetStream not ready yet");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(BusError::Stream(e.to_string())),
+            }
+        };
+        let (floor_tx, mut floor_rx) = mpsc::unbounded_channel::<(String, u64)>();
+        {
+            let js = js.clone();
+            tokio::spawn(async move {
+                let mut latest = HashMap::new();
+                while let Some((k, v)) = floor_rx.recv().await {
+                    latest.insert(k, v);
+                    while let Ok((k, v)) = floor_rx.try_recv() {
+                        latest.insert(k, v);
+                    }
+                    for (k, v) in latest.drain() {
+                        let subject = format!("{FLOOR_SUBJECTS}.{k}");
+                        if let Ok(ack) = js.publish(subject, Bytes::from(v.to_string())).await {
+                            let _ = ack.await;
+                        }
+                    }
+                }
+            });
+        }
         let (acks, mut ack_rx) = mpsc::unbounded_channel::<Subject>();
         {
             let client = client.clone();
@@ -212,6 +265,8 @@ impl NatsBus {
                 publishers: Mutex::new(HashMap::new()),
                 pumps: Mutex::new(HashMap::new()),
                 acks,
+                floors,
+                floor_tx,
                 remote: Mutex::new(HashMap::new()),
                 presence_now: tokio::sync::Notify::new(),
                 stats: BusStats::default(),
@@ -333,6 +388,15 @@ impl NatsBus {
             if let Some((_, _, reply)) = t.held.pop_front() {
                 let _ = self.inner.acks.send(reply);
             }
+        }
+        // Everything below the oldest event still held (or below the next to read) the client has had.
+        let floor = t
+            .held
+            .front()
+            .map_or(t.next.saturating_sub(1), |h| h.1.saturating_sub(1));
+        if floor > t.stored {
+            t.stored = floor;
+            let _ = self.inner.floor_tx.send((consumer_name(key), floor));
         }
     }
 
@@ -673,7 +737,17 @@ async fn run_pump(inner: Arc<Inner>, relay: Relay, key: ClientKey, pump: Arc<Pum
     // The first consumer: from the ack floor of the one found (taking it over), or live events.
     let mut start = loop {
         match take_over(&inner, &name, resume).await {
-            Ok(start) => break start,
+            Ok((start, lost)) => {
+                if lost > 0 {
+                    inner.stats.lost.fetch_add(lost, Ordering::Relaxed);
+                    tracing::warn!(consumer = %name, lost, "events aged out of the stream before this client read them");
+                    if let Some(c) = relay.lock().clients.get_mut(&key) {
+                        c.queue.note_lost("stream_limits", lost);
+                        c.wake.notify_one();
+                    }
+                }
+                break start;
+            }
             Err(e) => {
                 tracing::warn!(consumer = %name, error = %e, "could not take the client's consumer yet");
                 if wait_or_stop(&pump, Duration::from_millis(200)).await {
@@ -683,6 +757,11 @@ async fn run_pump(inner: Arc<Inner>, relay: Relay, key: ClientKey, pump: Arc<Pum
         }
     };
     inner.stats.takeovers.fetch_add(1, Ordering::Relaxed);
+    {
+        let mut t = lock(&pump.tracker);
+        t.next = start;
+        t.stored = start.saturating_sub(1);
+    }
     // The next stream sequence this client has not had.
     let mut next = start;
     let mut fresh = true;
@@ -766,19 +845,39 @@ async fn owned(inner: &Inner, name: &str) -> Result<bool, String> {
 
 /// Makes the client's consumer this relay's: from the ack floor of the existing one when resuming, else from
 /// the next event stored. Returns the first stream sequence to expect.
-async fn take_over(inner: &Inner, name: &str, resume: bool) -> Result<u64, String> {
-    let existing = match inner.stream.consumer_info(name).await {
-        Ok(info) => Some(info.ack_floor.stream_sequence),
-        Err(e) if e.to_string().contains("not found") => None,
+async fn take_over(inner: &Inner, name: &str, resume: bool) -> Result<(u64, u64), String> {
+    // The client's own floor; a consumer's ack floor only where none was written yet.
+    let stored = match inner
+        .floors
+        .get_last_raw_message_by_subject(&format!("{FLOOR_SUBJECTS}.{name}"))
+        .await
+    {
+        Ok(m) => std::str::from_utf8(&m.payload)
+            .ok()
+            .and_then(|t| t.parse::<u64>().ok()),
+        Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => None,
         Err(e) => return Err(e.to_string()),
     };
-    let start = match existing {
-        Some(floor) if resume => floor + 1,
-        _ => {
-            let mut stream = inner.stream.clone();
-            let info = stream.info().await.map_err(|e| e.to_string())?;
-            info.state.last_sequence + 1
+    let existing = match (stored, inner.stream.consumer_info(name).await) {
+        (Some(floor), _) => Some(floor),
+        (None, Ok(info)) => Some(info.ack_floor.stream_sequence),
+        (None, Err(e)) if e.to_string().contains("not found") => None,
+        (None, Err(e)) => return Err(e.to_string()),
+    };
+    let mut stream = inner.stream.clone();
+    let state = stream
+        .info()
+        .await
+        .map_err(|e| e.to_string())?
+        .state
+        .clone();
+    let (start, lost) = match existing {
+        // Events past the floor the stream no longer holds (its age or byte limit) are lost.
+        Some(floor) if resume && state.first_sequence > floor + 1 => {
+            (state.first_sequence, state.first_sequence - floor - 1)
         }
+        Some(floor) if resume => (floor + 1, 0),
+        _ => (state.last_sequence + 1, 0),
     };
     recreate(
         inner,
@@ -788,7 +887,7 @@ async fn take_over(inner: &Inner, name: &str, resume: bool) -> Result<u64, Strin
         },
     )
     .await?;
-    Ok(start)
+    Ok((start, lost))
 }
 
 async fn recreate(
@@ -899,6 +998,7 @@ async fn read(
             }
         }
         *next = seq + 1;
+        lock(&pump.tracker).next = seq + 1;
         *fresh = false;
         let ty = message
             .message
