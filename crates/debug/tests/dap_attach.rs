@@ -147,9 +147,25 @@ async fn detach_and_run_on(c: &mcp_testkit::Client, id: &str, ws: &Path, mut pro
 /// before stops it, an expression is evaluated there, and after the detach the loop runs on to exit 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attach_by_pid_to_python_break_evaluate_detach() {
-    let ws = workspace("attach-py-pid");
+    python_by_pid("attach-py-pid", &python()).await;
+}
+
+/// The same with Debian's /usr/bin/python3, which has no debug information: lldb knows CPython's functions
+/// there by their symbols only, without their types, which the injection's casts give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_by_pid_to_a_python_without_debug_symbols() {
+    let system = Path::new("/usr/bin/python3");
+    assert!(
+        system.is_file(),
+        "Debian's python3 is missing (scripts/install-peers --print-apt)"
+    );
+    python_by_pid("attach-py-sys", system).await;
+}
+
+async fn python_by_pid(tag: &str, interpreter: &Path) {
+    let ws = workspace(tag);
     std::fs::write(ws.join("loop.py"), PY_LOOP).unwrap();
-    let program = spawn(python(), &["loop.py"], &ws);
+    let program = spawn(interpreter, &["loop.py"], &ws);
     let pid = program.id().unwrap();
     let c = client(anywhere(&ws)).await;
     data(
