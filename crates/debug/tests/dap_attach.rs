@@ -306,3 +306,40 @@ async fn attach_refusals_name_why_and_what_to_do() {
     assert_eq!(e["details"]["field"], "language", "{e}");
     drop(mine);
 }
+
+/// `language: python` on a process that is no Python: the injection fails (lldb finds no CPython there), the
+/// waiting session is ended, the answer says what lldb said, and the process is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_attach_to_a_process_without_python_fails_and_leaves_it_running() {
+    let ws = workspace("attach-not-py");
+    let mut sleeper = spawn("sleep", &["120"], &ws);
+    let pid = sleeper.id().unwrap();
+    let c = client(anywhere(&ws)).await;
+    let (code, e) = support::code(
+        &c,
+        "debug_attach",
+        json!({"pid": pid, "language": "python"}),
+    )
+    .await;
+    assert_eq!(code, "E_LAUNCH_FAILED", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("lldb could not inject"),
+        "{e}"
+    );
+    let sessions = data(&c, "debug_list_sessions", json!({})).await;
+    assert_eq!(
+        sessions["live"], 0,
+        "the waiting session was ended: {sessions}"
+    );
+    assert!(
+        sleeper.try_wait().unwrap().is_none(),
+        "the process was harmed"
+    );
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let state = stat.rsplit(')').next().unwrap().split_whitespace().next();
+    assert_eq!(state, Some("S"), "left stopped or traced: {stat}");
+    sleeper.kill().await.unwrap();
+}
