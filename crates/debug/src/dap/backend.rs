@@ -528,9 +528,7 @@ impl DapBackend {
             );
         }
         let id = format!("dap-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
-        if self.live_sessions().is_empty() {
-            lock(&self.breakpoints).unbind_all();
-        }
+        self.settle_queue();
         if kind == AdapterKind::JsDebug {
             return self.launch_js(id, command, config, deadline).await;
         }

@@ -1,7 +1,8 @@
 //! Breakpoints kept per file, because DAP's `setBreakpoints` replaces a file's whole list: every change resends
 //! the file's full list. Each session has its own [`Store`], so sessions of one program stop independently; the
-//! bridge's own store is the queue, changed while no session is live, which every session started later begins
-//! with (a copy). A tool acts on `sessionId`'s session, else the most recent live one, else the queue. Each knows
+//! bridge's own store is the queue, which every session started later begins with (a copy): once no session is
+//! live it holds the most recent session's breakpoints, and tools change it until a session starts. A tool acts
+//! on `sessionId`'s session, else the most recent live one, else the queue. Each knows
 //! whether the debugger bound it, and to which line. Function breakpoints, the exception filters chosen and
 //! data breakpoints (watchpoints) are kept here too: each kind is one DAP request that replaces the whole set.
 
@@ -208,6 +209,8 @@ pub struct Store {
     /// `None`: the filters the adapter marks `default`.
     pub exceptions: Option<Vec<ExceptionFilter>>,
     pub data: Vec<DataBreakpoint>,
+    /// The queue only: the session whose breakpoints it last took (see [`DapBackend::settle_queue`]).
+    pub seeded_by: Option<String>,
 }
 
 impl Store {
@@ -537,6 +540,27 @@ impl Target {
 }
 
 impl DapBackend {
+    /// With no session live, the queue takes the most recent session's breakpoints, once: the next session
+    /// starts with what the last one had (as an editor keeps them), and changes made to the queue afterwards
+    /// stand. Called before the queue is read or changed: by a breakpoint tool with no session live, and
+    /// before a session starts.
+    pub(super) fn settle_queue(&self) {
+        let all = lock(&self.sessions).clone();
+        if all.iter().any(|s| !s.is_terminated()) {
+            return;
+        }
+        let Some(last) = all.last() else {
+            return;
+        };
+        if lock(&self.breakpoints).seeded_by.as_deref() == Some(last.id.as_str()) {
+            return;
+        }
+        // The session's lock is let go before the queue's is taken: restart takes them the other way round.
+        let mut fresh = lock(&last.breakpoints).fresh_copy();
+        fresh.seeded_by = Some(last.id.clone());
+        *lock(&self.breakpoints) = fresh;
+    }
+
     /// The session `sessionId` names (live, else `E_NO_SESSION`), else the most recent live one, else the queue.
     pub(super) fn target(&self, p: &Params) -> Result<Target, ScriptError> {
         let session = if str_param(p, "sessionId").is_some() {
@@ -544,6 +568,9 @@ impl DapBackend {
         } else {
             self.session(p).ok()
         };
+        if session.is_none() {
+            self.settle_queue();
+        }
         let store = session.as_ref().map_or_else(
             || Arc::clone(&self.breakpoints),
             |s| Arc::clone(&s.breakpoints),
