@@ -52,6 +52,9 @@ struct McpInner {
     commands: Mutex<Option<mpsc::UnboundedSender<Value>>>,
     drop_link: Notify,
     stop: CancellationToken,
+    /// Microseconds from a game's send (`data.sentUs`) to arrival here, and when the last event arrived.
+    latencies: Mutex<Vec<u64>>,
+    last_arrival_us: AtomicU64,
 }
 
 impl McpSide {
@@ -72,6 +75,8 @@ impl McpSide {
                 commands: Mutex::new(None),
                 drop_link: Notify::new(),
                 stop: CancellationToken::new(),
+                latencies: Mutex::new(Vec::new()),
+                last_arrival_us: AtomicU64::new(0),
             }),
         };
         let s = side.clone();
@@ -247,6 +252,15 @@ impl McpSide {
                 self.inner.welcomes.fetch_add(1, Ordering::SeqCst);
             }
             Some("event") => {
+                if let Some(sent) = v["payload"]["data"]["sentUs"].as_u64() {
+                    let now = now_us();
+                    self.inner
+                        .latencies
+                        .lock()
+                        .unwrap()
+                        .push(now.saturating_sub(sent));
+                    self.inner.last_arrival_us.store(now, Ordering::SeqCst);
+                }
                 let game = v["game"].as_str().unwrap_or_default().to_owned();
                 let id = v["id"].as_str().unwrap_or_default().to_owned();
                 let mut seen = self.inner.seen.lock().unwrap();
@@ -488,4 +502,149 @@ async fn events_aged_out_of_the_stream_are_reported_lost_to_the_client_that_miss
     let order = back.inner.order.lock().unwrap().clone();
     assert_eq!(order["lobby"], [1, 22]);
     session.abort();
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// A game adapter that sends `n` chat events in batches of `batch` (protocol 1.2, as the project's
+/// adapters batch a tick's events), pausing `pause` between batches; each event carries its send time.
+async fn send_burst(url: &str, name: &str, n: u64, batch: u64, pause: Duration) -> u64 {
+    let mut link = raw_connect(url, Some(GAME_TOKEN)).await.unwrap();
+    let mut hello = envelope(
+        "hello",
+        "h",
+        "minecraft",
+        json!({"name": name, "instance": format!("m{}", now_us()), "adapter": "measure"}),
+    );
+    hello["version"] = json!("1.2");
+    link.send(&hello).await;
+    link.recv_kind("welcome").await;
+    let (mut tx, mut rx) = (link.tx, link.rx);
+    let acked = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let acked = Arc::clone(&acked);
+        tokio::spawn(async move {
+            while let Some(Ok(m)) = rx.next().await {
+                let Message::Text(t) = m else { continue };
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == "ack" {
+                    acked.fetch_max(v["payload"]["seq"].as_u64().unwrap(), Ordering::SeqCst);
+                }
+            }
+        })
+    };
+    let start = now_us();
+    let mut seq = 0;
+    while seq < n {
+        let mut messages = Vec::new();
+        for _ in 0..batch.min(n - seq) {
+            seq += 1;
+            messages.push(json!({"version": "1.2", "type": "event", "id": format!("{name}-{seq}"),
+                "timestamp": 1, "source": "minecraft", "seq": seq,
+                "payload": {"eventType": "player_chat", "timestamp": 1,
+                            "data": {"player": "Steve", "message": format!("m{seq}"), "sentUs": now_us()}}}));
+        }
+        let frame = json!({"version": "1.2", "type": "batch", "id": format!("b{seq}"), "timestamp": 1,
+            "source": "minecraft", "payload": {"messages": messages}});
+        tx.send(Message::text(frame.to_string())).await.unwrap();
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
+    }
+    within("the relay to acknowledge the burst", async {
+        while acked.load(Ordering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    reader.abort();
+    start
+}
+
+/// One measured run: events/s from the first send to the last arrival, and the latency percentiles.
+async fn measure(label: &str, game_url: &str, client: &McpSide, n: u64, pause: Duration) {
+    client.inner.latencies.lock().unwrap().clear();
+    client.inner.seen.lock().unwrap().clear();
+    let name: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let start = send_burst(game_url, &name, n, 100, pause).await;
+    client.wait_unique(n as usize, label).await;
+    let end = client.inner.last_arrival_us.load(Ordering::SeqCst);
+    let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+    for l in client.inner.latencies.lock().unwrap().iter() {
+        h.record(*l).unwrap();
+    }
+    let secs = (end - start) as f64 / 1e6;
+    eprintln!(
+        "{label}: {n} events in {secs:.2} s = {:.0} events/s; latency p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        n as f64 / secs,
+        h.value_at_quantile(0.5) as f64 / 1000.0,
+        h.value_at_quantile(0.99) as f64 / 1000.0,
+        h.max() as f64 / 1000.0
+    );
+}
+
+/// Figures for docs/minecraft/nats.md (not a check: no timed asserts). Run with
+/// `cargo nextest run -p bridge-minecraft --test nats --run-ignored only --no-capture measure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn measure_events_per_second_and_p99_memory_vs_nats() {
+    const N: u64 = 20_000;
+    let paced = Duration::from_millis(20); // batches of 100: about 5000 events/s offered
+    let memory = start_relay(relay_args(&["--mcp-rate", "100000"])).await;
+    let client = McpSide::start(vec![memory.url()], "m-mem");
+    client.wait_welcomes(1).await;
+    measure("memory, paced", &memory.url(), &client, N, paced).await;
+    measure(
+        "memory, flat out",
+        &memory.url(),
+        &client,
+        N,
+        Duration::ZERO,
+    )
+    .await;
+    client.inner.stop.cancel();
+    client.move_to(0);
+
+    let cluster = Cluster::start().await;
+    let a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let one = McpSide::start(vec![a.url()], "m-one");
+    one.wait_welcomes(1).await;
+    measure("NATS, one relay, paced", &a.url(), &one, N, paced).await;
+    measure(
+        "NATS, one relay, flat out",
+        &a.url(),
+        &one,
+        N,
+        Duration::ZERO,
+    )
+    .await;
+    one.inner.stop.cancel();
+    one.move_to(0);
+    let two = McpSide::start(vec![b.url()], "m-two");
+    two.wait_welcomes(1).await;
+    measure(
+        "NATS, game on A, client on B, paced",
+        &a.url(),
+        &two,
+        N,
+        paced,
+    )
+    .await;
+    measure(
+        "NATS, game on A, client on B, flat out",
+        &a.url(),
+        &two,
+        N,
+        Duration::ZERO,
+    )
+    .await;
 }
