@@ -1,6 +1,6 @@
 """Processes for the Minecraft end-to-end tests: the Rust relay (`mcp-bridges minecraft-relay`), the flying-squid
 game with the bridge plugin (`scripts/minecraft-server`), mineflayer bots (`minecraft_bots.cjs`) and the MCP
-server (`mcp-bridges minecraft --relay-url ...`). Every port comes from the kernel (port 0) or from a socket
+server (`mcp-bridges minecraft --minecraft-relay-url ...`). Every port comes from the kernel (port 0) or from a socket
 bound to port 0 just before (the relay's port must survive a restart). A missing peer fails the test."""
 
 from __future__ import annotations
@@ -246,12 +246,12 @@ class Bots:
 
 
 def mcp_server(relay_url: str, *, token: str = MCP_TOKEN, client_id: str = "e2e", events: str = "*") -> HttpServer:
-    """`mcp-bridges minecraft --relay-url ...` serving MCP over HTTP on a kernel-chosen port."""
+    """`mcp-bridges minecraft --minecraft-relay-url ...` serving MCP over HTTP on a kernel-chosen port."""
     env = {
         "MINECRAFT_RELAY_TOKEN": token,
         "MINECRAFT_CLIENT_ID": client_id,
         "MINECRAFT_EVENTS": events,
-        "MINECRAFT_RECONNECT_BASE_MS": "50",
-        "MINECRAFT_RECONNECT_MAX_MS": "200",
+        "MINECRAFT_RECONNECT_BASE": "50ms",
+        "MINECRAFT_RECONNECT_MAX": "200ms",
     }
-    return HttpServer.start([str(cargo_bin("mcp-bridges")), "minecraft", "--relay-url", relay_url], env=env)
+    return HttpServer.start([str(cargo_bin("mcp-bridges")), "minecraft", "--minecraft-relay-url", relay_url], env=env)

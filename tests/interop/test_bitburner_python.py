@@ -91,7 +91,7 @@ def save_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def bridge_http(bridge_bin: Path, save_dir: Path) -> Iterator[HttpServer]:
-    argv = [str(bridge_bin), "bitburner", "--game-port", "0", "--save-dir", str(save_dir)]
+    argv = [str(bridge_bin), "bitburner", "--bitburner-game-port", "0", "--bitburner-save-dir", str(save_dir)]
     with HttpServer.start(argv) as server:
         yield server
 
@@ -105,7 +105,7 @@ def connect(bridge_bin: Path, save_dir: Path, request: pytest.FixtureRequest):
         if transport == "stdio":
             target: object = StdioServerParameters(
                 command=str(bridge_bin),
-                args=["bitburner", "--stdio", "--game-port", "0"],
+                args=["bitburner", "--stdio", "--bitburner-game-port", "0"],
                 env={"NO_COLOR": "1", "BITBURNER_SAVE_DIR": str(save_dir)},
             )
         else:
@@ -261,7 +261,7 @@ def test_port_in_use_says_so(bridge_bin: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         proc = subprocess.run(
-            [str(bridge_bin), "bitburner", "--game-port", str(port)],
+            [str(bridge_bin), "bitburner", "--bitburner-game-port", str(port)],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -269,4 +269,4 @@ def test_port_in_use_says_so(bridge_bin: Path) -> None:
         )
     assert proc.returncode != 0
     assert re.search(rf"port {port} .*already in use", proc.stderr), proc.stderr
-    assert "--game-port / BITBURNER_GAME_PORT" in proc.stderr and "bitburner-filesync" in proc.stderr
+    assert "--bitburner-game-port / BITBURNER_GAME_PORT" in proc.stderr and "bitburner-filesync" in proc.stderr

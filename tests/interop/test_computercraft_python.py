@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters
 
 ERAS = ["legacy", "2026-07-28"]
 TRANSPORTS = ["stdio", "http"]
-LINK_ARGS = ["--link-host", "127.0.0.1", "--link-port", "0"]
+LINK_ARGS = ["--computercraft-link-host", "127.0.0.1", "--computercraft-link-port", "0"]
 
 pytestmark = [pytest.mark.anyio]
 

@@ -1,4 +1,4 @@
-"""The debug bridge (`mcp-bridges debug --backend dap`) through the official Python MCP client (PyPI `mcp`) over
+"""The debug bridge (`mcp-bridges debug --debug-backend dap`) through the official Python MCP client (PyPI `mcp`) over
 stdio, in both protocol eras, on a real debugger: debugpy from scripts/install-peers debugging a Python target
 the test writes. Breakpoint → start → wait → variables → evaluate → set → continue → output."""
 
@@ -25,7 +25,7 @@ async def test_python_session_on_debugpy(era: str) -> None:
         Path(ws, "app.py").write_text(TARGET)
         params = StdioServerParameters(
             command=str(cargo_bin("mcp-bridges")),
-            args=["debug", "--workspace", ws, "--backend", "dap", "--python", str(python)],
+            args=["debug", "--debug-workspace", ws, "--debug-backend", "dap", "--debug-python", str(python)],
             env={"NO_COLOR": "1"},
         )
         async with Client(params, mode=era, cache=None, read_timeout_seconds=60) as client:

@@ -39,10 +39,10 @@ def bridge_args(name: str, workspace: Path) -> list[str]:
     """The arguments that start `name` with nothing else running: every port the kernel's choice, links on
     loopback, the debug bridge confined to a scratch workspace, Minecraft's embedded relay given its token."""
     own = {
-        "bitburner": ["--game-port", "0"],
-        "computercraft": ["--link-host", "127.0.0.1", "--link-port", "0"],
-        "debug": ["--workspace", str(workspace)],
-        "minecraft": ["--relay-host", "127.0.0.1", "--relay-port", "0", "--minecraft-auth-token", "inspector-game"],
+        "bitburner": ["--bitburner-game-port", "0"],
+        "computercraft": ["--computercraft-link-host", "127.0.0.1", "--computercraft-link-port", "0"],
+        "debug": ["--debug-workspace", str(workspace)],
+        "minecraft": ["--minecraft-relay-host", "127.0.0.1", "--minecraft-relay-port", "0", "--minecraft-auth-token", "inspector-game"],
         "sandbox": [],
     }
     if name == "serve":
@@ -148,7 +148,7 @@ def test_serve_names_a_tool_the_same_whatever_else_is_mounted(binary: Path, work
         assert proc.returncode == 0, proc.stderr
         return sorted(t["name"] for t in out["result"]["tools"] if t["name"].startswith("bitburner_"))
 
-    alone = bitburner_names(["serve", "--bridge", "bitburner", "--game-port", "0"])
+    alone = bitburner_names(["serve", "--bridge", "bitburner", "--bitburner-game-port", "0"])
     with_all = bitburner_names(bridge_args("serve", workspace))
     assert "bitburner_status" in alone and "bitburner_read_file" in alone, alone
     assert alone == with_all
@@ -162,7 +162,7 @@ def token_server(binary: Path) -> Iterator[str]:
     """Bitburner over HTTP with a bearer token; yields its base URL. (HttpServer.start probes /health without
     the token, so this one is started by hand.)"""
     proc = subprocess.Popen(
-        [str(binary), "bitburner", "--game-port", "0", "--http", "--mcp-host", "127.0.0.1", "--mcp-port", "0"]
+        [str(binary), "bitburner", "--bitburner-game-port", "0", "--http", "--mcp-host", "127.0.0.1", "--mcp-port", "0"]
         + ["--mcp-token", "s3cret"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -240,7 +240,7 @@ def test_resources_read_on_a_disconnected_game_is_not_not_found(binary: Path) ->
         "--",
         str(binary),
         "bitburner",
-        "--game-port",
+        "--bitburner-game-port",
         "0",
         "--stdio",
         timeout=INSPECTOR_TIMEOUT_S,
@@ -263,7 +263,7 @@ def test_resources_read_on_a_disconnected_game_is_not_not_found(binary: Path) ->
         {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": uri}},
     ]
     server = subprocess.Popen(
-        [str(binary), "bitburner", "--game-port", "0", "--stdio"],
+        [str(binary), "bitburner", "--bitburner-game-port", "0", "--stdio"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -434,11 +434,11 @@ async def test_two_games_are_addressed_by_name() -> None:
 
 
 async def test_embedded_relay_serves_a_game_on_one_machine() -> None:
-    """Without --relay-url the MCP server runs the relay in-process on RELAY_HOST:RELAY_PORT."""
+    """Without --minecraft-relay-url the MCP server runs the relay in-process on MINECRAFT_RELAY_HOST:MINECRAFT_RELAY_PORT."""
     port = Relay().port
     server = HttpServer.start(
         [str(cargo_bin("mcp-bridges")), "minecraft"],
-        env={"RELAY_HOST": "127.0.0.1", "RELAY_PORT": str(port), "MINECRAFT_AUTH_TOKEN": GAME_TOKEN},
+        env={"MINECRAFT_RELAY_HOST": "127.0.0.1", "MINECRAFT_RELAY_PORT": str(port), "MINECRAFT_AUTH_TOKEN": GAME_TOKEN},
     )
     game = Game(f"ws://127.0.0.1:{port}", name="embedded")
     bots = Bots(game.port)

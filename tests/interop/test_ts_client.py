@@ -69,7 +69,7 @@ def attach_game(client: TsClient) -> FakeGame:
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_bitburner(transport: str) -> None:
     with tempfile.TemporaryDirectory(prefix="bitburner-saves-") as saves:
-        argv = [str(cargo_bin("mcp-bridges")), "bitburner", "--game-port", "0", "--save-dir", saves]
+        argv = [str(cargo_bin("mcp-bridges")), "bitburner", "--bitburner-game-port", "0", "--bitburner-save-dir", saves]
         with ts_client(argv, transport) as client:
             has_output_schema(client, "list_files")
             has_output_schema(client, "read_file")
@@ -95,7 +95,7 @@ def test_bitburner(transport: str) -> None:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_computercraft(transport: str) -> None:
-    argv = [str(cargo_bin("mcp-bridges")), "computercraft", "--link-host", "127.0.0.1", "--link-port", "0"]
+    argv = [str(cargo_bin("mcp-bridges")), "computercraft", "--computercraft-link-host", "127.0.0.1", "--computercraft-link-port", "0"]
     with ts_client(argv, transport) as client:
         has_output_schema(client, "run_lua")
         listing: dict[str, Any] = client.ok("list_computers", {})
@@ -112,7 +112,7 @@ def test_computercraft(transport: str) -> None:
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_debug(transport: str) -> None:
     with tempfile.TemporaryDirectory(prefix="debug-ts-") as ws:
-        argv = [str(cargo_bin("mcp-bridges")), "debug", "--workspace", ws, "--backend", "dap"]
+        argv = [str(cargo_bin("mcp-bridges")), "debug", "--debug-workspace", ws, "--debug-backend", "dap"]
         with ts_client(argv, transport) as client:
             assert {"breakpoint_set", "debug_start", "debug_wait_for_hit", "bridge_status"} <= set(client.tools())
             assert client.ok("bridge_status", {})["data"]["backend"] == "dap"
@@ -127,7 +127,7 @@ def test_debug(transport: str) -> None:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_minecraft(transport: str) -> None:
-    argv = [str(cargo_bin("mcp-bridges")), "minecraft", "--relay-host", "127.0.0.1", "--relay-port", "0"]
+    argv = [str(cargo_bin("mcp-bridges")), "minecraft", "--minecraft-relay-host", "127.0.0.1", "--minecraft-relay-port", "0"]
     with ts_client(argv, transport, env={"MINECRAFT_AUTH_TOKEN": "ts-game-token"}) as client:
         has_output_schema(client, "status")
         has_output_schema(client, "get_online_players")

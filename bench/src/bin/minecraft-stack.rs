@@ -1,7 +1,7 @@
 //! Minecraft real-stack bench (issue 22 item 9). Not a test: it asserts nothing and prints numbers.
 //!
 //! Every piece is its own process, as deployed: the relay (`mcp-bridges minecraft-relay`), MCP servers
-//! (`mcp-bridges minecraft --relay-url`, stdio, each read by an rmcp client in this process calling
+//! (`mcp-bridges minecraft --minecraft-relay-url`, stdio, each read by an rmcp client in this process calling
 //! `poll_events` with `wait_ms`), and game adapters: flying-squid with the project's plugin
 //! (`bench/minecraft/squid-driver.js`) and the plain-JDK core (`bench/minecraft/JdkDriver.java`), each emitting
 //! chat events through the adapter's own send path at the rate asked.
@@ -62,7 +62,7 @@ struct Args {
     /// Extra flag for the relay (repeat), e.g. --relay-arg=--message-queue-size=100000.
     #[arg(long, allow_hyphen_values = true)]
     relay_arg: Vec<String>,
-    /// Extra flag for each MCP server (repeat), e.g. --mcp-arg=--event-buffer=100000.
+    /// Extra flag for each MCP server (repeat), e.g. --mcp-arg=--minecraft-event-buffer=100000.
     #[arg(long, allow_hyphen_values = true)]
     mcp_arg: Vec<String>,
     /// poll_events `limit` per call (1-10000).
@@ -172,10 +172,16 @@ struct Mcp {
 
 async fn start_mcp(bin: &Path, url: &str, id: usize, extra: &[String]) -> Result<Mcp> {
     let mut cmd = Command::new(bin);
-    cmd.args(["minecraft", "--relay-url", url, "--relay-token", MCP_TOKEN])
-        .args(["--client-id", &format!("bench-mcp-{id}")])
-        .args(extra)
-        .env("RUST_LOG", "warn");
+    cmd.args([
+        "minecraft",
+        "--minecraft-relay-url",
+        url,
+        "--minecraft-relay-token",
+        MCP_TOKEN,
+    ])
+    .args(["--minecraft-client-id", &format!("bench-mcp-{id}")])
+    .args(extra)
+    .env("RUST_LOG", "warn");
     let transport = TokioChildProcess::new(cmd).context("starting an MCP server")?;
     let pid = transport.id();
     let client = ().serve(transport).await.context("MCP handshake")?;
@@ -308,6 +314,12 @@ struct Read {
     received: u64,
     loss_records: u64,
     reported_lost: u64,
+    /// The part of `reported_lost` the MCP server's own stream buffer dropped (a page's `dropped`); the rest
+    /// came as `events_lost` records (the relay's queue, rate limits, gaps).
+    buffer_dropped: u64,
+    /// poll_events calls, and the time spent in them (the client waiting on the MCP server).
+    polls: u64,
+    poll_time: Duration,
     hist: Histogram<u64>,
 }
 
@@ -323,6 +335,9 @@ async fn reader(
         received: 0,
         loss_records: 0,
         reported_lost: 0,
+        buffer_dropped: 0,
+        polls: 0,
+        poll_time: Duration::ZERO,
         hist: Histogram::new(3)?,
     };
     let mut last = Instant::now();
@@ -333,6 +348,7 @@ async fn reader(
         {
             break;
         }
+        let called = Instant::now();
         let page = call_capped(
             &client,
             "poll_events",
@@ -340,6 +356,8 @@ async fn reader(
             Some(bytes),
         )
         .await?;
+        r.polls += 1;
+        r.poll_time += called.elapsed();
         since = page["next_since"].as_u64().unwrap_or(since);
         let now = now_us();
         for e in page["events"].as_array().into_iter().flatten() {
@@ -360,6 +378,7 @@ async fn reader(
         if dropped > 0 {
             r.loss_records += 1;
             r.reported_lost += dropped;
+            r.buffer_dropped += dropped;
         }
     }
     Ok((r, since))
@@ -479,9 +498,13 @@ async fn run_case(
     exp_tx.send_replace(Some(sent));
     let mut hist = Histogram::<u64>::new(3)?;
     let (mut received, mut lost, mut records, mut reported) = (0u64, 0u64, 0u64, 0u64);
+    let (mut buffer_dropped, mut polls, mut poll_time) = (0u64, 0u64, Duration::ZERO);
     for (i, r) in readers.into_iter().enumerate() {
         let (r, since) = r.await??;
         hist.add(&r.hist)?;
+        buffer_dropped += r.buffer_dropped;
+        polls += r.polls;
+        poll_time += r.poll_time;
         received += r.received;
         lost += sent.saturating_sub(r.received);
         records += r.loss_records;
@@ -518,6 +541,23 @@ async fn run_case(
         cpu(before.2, after.2),
         cpu(before.3, after.3),
         loadavg()
+    );
+    // Where the time and the losses went: told by the relay (events_lost records) or by the MCP server's
+    // stream buffer (the poller fell behind it); the poll loop's share of the case; the MCP servers' CPU per
+    // event delivered (less dependent on how busy the machine is than latency).
+    let mcp_cpu_s = after.1.saturating_sub(before.1) as f64 / hz;
+    println!(
+        "{:<34} told by the relay {}, by the MCP server's buffer {}; {} polls, {:.0} events/poll, {:.1} ms/poll \
+         ({:.1} s of {:.1} s in calls); MCP server CPU {:.1} us/event",
+        "",
+        reported.saturating_sub(buffer_dropped),
+        buffer_dropped,
+        polls,
+        received as f64 / polls.max(1) as f64,
+        poll_time.as_secs_f64() * 1000.0 / polls.max(1) as f64,
+        poll_time.as_secs_f64(),
+        took,
+        mcp_cpu_s * 1e6 / received.max(1) as f64,
     );
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Minecraft relay bench (issue 9, "Prove it"). Not a test: it asserts nothing and prints numbers.
 //!
-//! In one process, on loopback: the relay, the MCP server (`mcp-bridges minecraft --relay-url`) dialling it,
+//! In one process, on loopback: the relay, the MCP server (`mcp-bridges minecraft --minecraft-relay-url`) dialling it,
 //! an MCP client (rmcp) on the MCP server's stdio framing over an in-memory pipe, and a simulated game adapter
 //! speaking PROTOCOL.md over a real WebSocket.
 //!
@@ -187,14 +187,14 @@ async fn main() -> Result<()> {
 
     let mc = McCli::parse_from([
         "mc",
-        "--relay-url",
+        "--minecraft-relay-url",
         &url,
-        "--relay-token",
+        "--minecraft-relay-token",
         MCP_TOKEN,
-        "--event-buffer",
+        "--minecraft-event-buffer",
         "200000",
-        "--reconnect-base-ms",
-        "50",
+        "--minecraft-reconnect-base",
+        "50ms",
     ])
     .mc;
     let env = BridgeEnv::new();

@@ -515,16 +515,16 @@ async fn main() -> Result<()> {
     };
     let (mcp_port, link_port) = (free_port()?, free_port()?);
     println!(
-        "soak: {} computercraft --http --mcp-port {mcp_port} --link-host 127.0.0.1 --link-port {link_port}",
+        "soak: {} computercraft --http --mcp-port {mcp_port} --computercraft-link-host 127.0.0.1 --computercraft-link-port {link_port}",
         bridge.display()
     );
     let mut child = tokio::process::Command::new(&bridge)
         .args(["computercraft", "--http", "--mcp-host", "127.0.0.1"])
         .args(["--mcp-port", &mcp_port.to_string()])
         .args([
-            "--link-host",
+            "--computercraft-link-host",
             "127.0.0.1",
-            "--link-port",
+            "--computercraft-link-port",
             &link_port.to_string(),
         ])
         .env("RUST_LOG", "error")

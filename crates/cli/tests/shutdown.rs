@@ -33,8 +33,8 @@ async fn a_call_in_flight_survives_sigterm(transport: &str, era: Era) {
         "0",
         "--bitburner-game-port",
         "0",
-        "--shutdown-grace-ms",
-        "30000",
+        "--shutdown-grace",
+        "30s",
     ]);
     let game_url = format!(
         "ws://{}",

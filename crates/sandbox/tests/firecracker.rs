@@ -65,7 +65,7 @@ impl Fixture {
             ("--sandbox-initrd", self.path("initrd.cpio")),
             ("--sandbox-rootfs", self.path("usr.ext4")),
             // Generous: this host is shared and busy.
-            ("--sandbox-microvm-boot-timeout-secs", "20".into()),
+            ("--sandbox-microvm-boot-timeout", "20s".into()),
         ];
         let mut f = Vec::new();
         for (flag, value) in defaults {
@@ -343,7 +343,7 @@ fn the_fake_checks_requests_as_firecracker_does() {
 async fn a_guest_that_never_answers_connect_fails_the_handshake_in_time() {
     let err = start_error(
         &[("FAKE_FC_NO_CONNECT", "1")],
-        &["--sandbox-microvm-boot-timeout-secs", "3"],
+        &["--sandbox-microvm-boot-timeout", "3s"],
     )
     .await;
     // The boot timeout ended the retries (a handshake retried forever would hang the test instead).
@@ -362,7 +362,7 @@ async fn a_guest_that_never_answers_connect_fails_the_handshake_in_time() {
 async fn a_wrong_or_overlong_acknowledgement_is_refused() {
     let err = start_error(
         &[("FAKE_FC_ACK", "BUSY")],
-        &["--sandbox-microvm-boot-timeout-secs", "3"],
+        &["--sandbox-microvm-boot-timeout", "3s"],
     )
     .await;
     assert!(
@@ -373,7 +373,7 @@ async fn a_wrong_or_overlong_acknowledgement_is_refused() {
     let long = "OK ".to_string() + &"1".repeat(40);
     let err = start_error(
         &[("FAKE_FC_ACK", &long)],
-        &["--sandbox-microvm-boot-timeout-secs", "3"],
+        &["--sandbox-microvm-boot-timeout", "3s"],
     )
     .await;
     assert!(err.contains("an answer longer than 32 bytes"), "{err}");

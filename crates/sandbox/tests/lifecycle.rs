@@ -42,7 +42,7 @@ async fn the_pool_serves_warm_sandboxes_per_spec_and_refills() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sandboxes_expire_and_keepalive_renews() {
-    let h = start(&["--sandbox-idle-timeout-secs", "2"]).await;
+    let h = start(&["--sandbox-idle-timeout", "2s"]).await;
     let kept = h.create().await;
     let idle = h.create().await;
     let idle_launcher = h.launcher_pid(&idle);
@@ -67,7 +67,7 @@ async fn idle_sandboxes_expire_and_keepalive_renews() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_maximum_lifetime_holds_despite_keepalive() {
-    let h = start(&["--sandbox-max-lifetime-secs", "2"]).await;
+    let h = start(&["--sandbox-max-lifetime", "2s"]).await;
     let id = h.create().await;
     // A keepalive that renewed the lifetime would keep it alive for the whole hang guard, 30 lifetimes.
     let until = Instant::now() + HANG_GUARD;

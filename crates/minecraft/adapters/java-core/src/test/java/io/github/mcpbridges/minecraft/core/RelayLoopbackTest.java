@@ -59,7 +59,7 @@ class RelayLoopbackTest {
         String bin = System.getenv("MC_RELAY_BIN");
         if (bin == null || bin.isEmpty()) fail("MC_RELAY_BIN is not set: run this through crates/minecraft/adapters/java-core/test.sh");
         ProcessBuilder pb = new ProcessBuilder(bin, "minecraft-relay", "--relay-host", "127.0.0.1", "--relay-port", String.valueOf(port),
-                "--heartbeat-interval-ms", "1000");
+                "--heartbeat-interval", "1s");
         pb.environment().put("MINECRAFT_AUTH_TOKEN", GAME_TOKEN);
         pb.environment().put("MCP_AUTH_TOKENS", MCP_TOKEN);
         pb.environment().put("RUST_LOG", "info");
