@@ -204,6 +204,25 @@ impl DapBackend {
             },
         };
         let mut result = result.map_err(|e| ptrace_failure(e, Some(pid)))?;
+        // The adapter takes whichever debug server connects first, and any local process can connect to a
+        // loopback port: the session is kept only if every connection to the adapter came from `pid`.
+        let foreign = foreign_clients(port, pid);
+        if !foreign.is_empty() {
+            let id = result.get("sessionId").and_then(Value::as_str);
+            for s in self.live_sessions() {
+                if Some(s.id.as_str()) == id {
+                    s.terminate().await;
+                }
+            }
+            return Err(ScriptError::new(
+                "E_LAUNCH_FAILED",
+                format!(
+                    "another process connected to debugpy's port 127.0.0.1:{port} while attaching to process {pid} (socket inodes {foreign:?}): the session was ended"
+                ),
+            )
+            .hint("Call again; if it keeps happening, something on this machine is racing for debugger ports")
+            .details(json!({"pid": pid, "port": port})));
+        }
         result["attached"] = json!({"pid": pid});
         result["language"] = json!(Lang::Python.name());
         Ok(result)
@@ -274,6 +293,38 @@ fn listening(port: u16) -> bool {
             cols.get(1) == Some(&want.as_str()) && cols.get(3) == Some(&"0A")
         })
     })
+}
+
+/// The client ends of the connections to 127.0.0.1:`port` that are not `pid`'s sockets (their inodes).
+fn foreign_clients(port: u16, pid: u32) -> Vec<u64> {
+    let want = format!("0100007F:{port:04X}");
+    let clients: Vec<u64> = std::fs::read_to_string("/proc/net/tcp")
+        .map(|t| {
+            t.lines()
+                .skip(1)
+                .filter_map(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    (cols.get(2) == Some(&want.as_str()) && cols.get(3) == Some(&"01"))
+                        .then(|| cols.get(9).and_then(|i| i.parse().ok()))
+                        .flatten()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let own: std::collections::HashSet<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    l.to_str()?
+                        .strip_prefix("socket:[")?
+                        .strip_suffix(']')?
+                        .parse()
+                        .ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    clients.into_iter().filter(|i| !own.contains(i)).collect()
 }
 
 /// The Python the injected call runs: a thread that starts debugpy's server and connects it to the adapter.
@@ -705,6 +756,27 @@ mod tests {
             "a port alone opens nothing"
         );
         assert_eq!(inspector(&["--max-old-space-size=100"]), None);
+    }
+
+    /// A connection to the adapter's port is the attached process's own only if its client socket is among
+    /// that process's file descriptors.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_connection_from_another_process_is_foreign() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(listening(port));
+        let _client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _accepted = listener.accept().unwrap();
+        assert_eq!(foreign_clients(port, std::process::id()), Vec::<u64>::new());
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let foreign = foreign_clients(port, other.id());
+        let _ = other.kill();
+        let _ = other.wait();
+        assert_eq!(foreign.len(), 1, "{foreign:?}");
     }
 
     #[test]
