@@ -13,7 +13,7 @@ pub(crate) async fn caught<F: Future>(fut: F) -> Result<F::Output, String> {
     AssertUnwindSafe(fut).catch_unwind().await.map_err(message)
 }
 
-fn message(payload: Box<dyn Any + Send>) -> String {
+pub(crate) fn message(payload: Box<dyn Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
