@@ -97,6 +97,10 @@ fn category(code: &str) -> ErrorCode {
         "E_ADAPTER_NOT_FOUND" | "E_UNSUPPORTED_BACKEND" | "E_UNSUPPORTED_LANGUAGE" => {
             ErrorCode::Unsupported
         }
+        "E_UNSUPPORTED_BY_ADAPTER" => ErrorCode::Unsupported,
+        "E_TOO_MANY_SESSIONS" => ErrorCode::Busy,
+        "E_PTRACE_REFUSED" | "E_LAUNCH_REFUSED" => ErrorCode::Conflict,
+        "E_DATA_TOO_LARGE" | "E_PAYLOAD_TOO_LARGE" => ErrorCode::TooLarge,
         "E_INTERNAL" => ErrorCode::Internal,
         _ => ErrorCode::Remote,
     }
@@ -135,6 +139,9 @@ pub const OUR_CODES: &[&str] = &[
     "E_LAUNCH_REFUSED",
     "E_DATA_TOO_LARGE",
     "E_PAYLOAD_TOO_LARGE",
+    "E_UNSUPPORTED_BY_ADAPTER",
+    "E_TOO_MANY_SESSIONS",
+    "E_PTRACE_REFUSED",
 ];
 
 fn default_hint(code: &str) -> Option<&'static str> {
@@ -203,6 +210,15 @@ fn default_hint(code: &str) -> Option<&'static str> {
             "Ask for less (a narrower expression, fewer variables), or raise --debug-max-data-bytes"
         }
         "E_PAYLOAD_TOO_LARGE" => "Send smaller parameters",
+        "E_UNSUPPORTED_BY_ADAPTER" => {
+            "This debugger does not offer that; debug_status lists what each adapter supports"
+        }
+        "E_TOO_MANY_SESSIONS" => {
+            "End a session you no longer need (debug_stop with its sessionId; debug_list_sessions lists them), or raise --debug-max-sessions"
+        }
+        "E_PTRACE_REFUSED" => {
+            "Run the program under the debugger with debug_start instead, or allow tracing (kernel.yama.ptrace_scope, CAP_SYS_PTRACE)"
+        }
         "E_ADAPTER_NOT_FOUND" => {
             "Install the debugger the message names, or point to it with --debug-python / --debug-lldb-dap / --debug-js-debug"
         }
