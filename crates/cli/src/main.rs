@@ -237,10 +237,15 @@ mod tests {
     fn a_shorthand_expands_only_in_the_command_position() {
         let argv = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
         assert_eq!(
-            expand_shorthands(argv(&["mcp-bridges", "debug-host", "--workspace", "w"])),
-            argv(&["mcp-bridges", "debug", "host", "--workspace", "w"])
+            expand_shorthands(argv(&[
+                "mcp-bridges",
+                "debug-host",
+                "--debug-workspace",
+                "w"
+            ])),
+            argv(&["mcp-bridges", "debug", "host", "--debug-workspace", "w"])
         );
-        let untouched = argv(&["mcp-bridges", "debug", "--workspace", "debug-host"]);
+        let untouched = argv(&["mcp-bridges", "debug", "--debug-workspace", "debug-host"]);
         assert_eq!(expand_shorthands(untouched.clone()), untouched);
         for (short, expansion) in SHORTHANDS {
             let mut args = vec![OsString::from("mcp-bridges")];

@@ -761,7 +761,9 @@ fn an_older_duration_flag_works_and_warns_once() {
 /// parses and says once on stderr which flag to use instead.
 #[test]
 fn older_flag_names_work_and_warn_once_each() {
-    let cases: &[(&str, &[&str], &[(&str, &str)])] = &[
+    /// A bridge, the command line with older names, and each older name with the one it now has.
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+    let cases: &[Case] = &[
         (
             "bitburner",
             &[
