@@ -254,7 +254,7 @@ async fn attach_to_node_by_pid() {
     node_attach("attach-node-pid", true).await;
 }
 
-/// What is refused before any debugger runs: without --allow-launch-anywhere any attach; a process of
+/// What is refused before any debugger runs: without --debug-allow-launch-anywhere any attach; a process of
 /// another user (the trust policy: only the bridge's own user's); a pid that does not exist; address and pid
 /// together; an unknown language.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
