@@ -527,11 +527,13 @@ impl Host {
             {
                 host.record_failure();
             }
-            finish(&dir, &id, result, started);
+            // The slot goes back before the answer is visible: a client that calls again the moment it reads
+            // `done` must find room, not E_CAPACITY.
             host.running
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .remove(&id);
+            finish(&dir, &id, result, started);
         });
     }
 
@@ -798,6 +800,85 @@ mod claim_tests {
             !there(&dir.join(CLAIMED_JSON)) && !there(&dir.join(DONE)),
             "the finished job was claimed again"
         );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The flake in `capacity_refuses_and_a_long_job_renews_its_lease_instead_of_being_rerun`: the slot was given
+    /// back after `done`, so a client calling again the moment it read its answer was refused with E_CAPACITY.
+    /// The test holds the slot table's lock across the end of a job: `done` must not appear while the job still
+    /// holds its slot.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_jobs_slot_is_free_before_its_answer_is_visible() {
+        let root = std::env::temp_dir().join(format!("slot-first-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join(EXECUTE_DIR)).unwrap();
+        let host = Arc::new(Host {
+            root: root.clone(),
+            bridge_id: "extHost-00000000".into(),
+            opts: HostOptions {
+                capacity: 1,
+                ..HostOptions::default()
+            },
+            dap: Arc::new(DapBackend::new(DapConfig {
+                workspace: root.clone(),
+                python: None,
+                lldb_dap: None,
+                js_debug: None,
+                policy: Default::default(),
+            })),
+            catalog: Catalog::builtin().unwrap(),
+            running: Mutex::new(HashSet::new()),
+            hub: Hub::new(),
+            polling: true,
+            claimed: Mutex::new(HashSet::new()),
+            failures: Mutex::new(VecDeque::new()),
+        });
+        let id = "20260101T000000000Z-0002-bbbb";
+        let dir = root.join(EXECUTE_DIR).join(id);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            dir.join(COMMAND_JSON),
+            json!({"version": 1, "id": id, "scriptName": "debug.status", "params": {}, "timeout": 5000})
+                .to_string(),
+        )
+        .unwrap();
+        host.scan();
+        let (visible, held) = {
+            let slots = host.running.lock().unwrap();
+            assert!(slots.contains(id), "the job took the one slot");
+            // The job's last progress line is written when it has run; from there only its answer and its slot remain.
+            let ran = || {
+                std::fs::read_to_string(dir.join(EVENTS_NDJSON))
+                    .is_ok_and(|t| t.lines().any(|l| l.contains("\"pct\":100.0")))
+            };
+            let t = StdInstant::now();
+            while !ran() {
+                // A hang guard for loaded machines, not a claim about speed.
+                assert!(t.elapsed() < Duration::from_secs(60), "the job runs");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            // Time for an answer written before the slot is given back to appear; with the slot given back first, the
+            // job waits on this lock and `done` cannot appear until it is released.
+            let t = StdInstant::now();
+            while t.elapsed() < Duration::from_millis(500) && !there(&dir.join(DONE)) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            (there(&dir.join(DONE)), slots.contains(id))
+        };
+        assert!(
+            !(visible && held),
+            "`done` was visible while the job still held its slot: a client calling again at once gets E_CAPACITY"
+        );
+        let t = StdInstant::now();
+        while !there(&dir.join(DONE)) {
+            assert!(t.elapsed() < Duration::from_secs(60), "the job is answered");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            !host.running.lock().unwrap().contains(id),
+            "the slot is free once answered"
+        );
+        assert!(there(&dir.join(RESPONSE_JSON)));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
