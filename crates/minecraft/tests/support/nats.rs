@@ -130,6 +130,25 @@ impl Cluster {
         }
     }
 
+    /// The index of the node leading `stream`'s replicas.
+    pub async fn leader_of(&self, stream: &str) -> usize {
+        let client = async_nats::connect(format!("127.0.0.1:{}", self.nodes[0].port))
+            .await
+            .unwrap();
+        let js = async_nats::jetstream::new(client);
+        let mut s = js.get_stream(stream).await.unwrap();
+        let info = s.info().await.unwrap();
+        let leader = info
+            .cluster
+            .as_ref()
+            .and_then(|c| c.leader.clone())
+            .expect("a stream leader");
+        self.nodes
+            .iter()
+            .position(|n| n.name == leader)
+            .expect("the leader is one of the nodes")
+    }
+
     /// Kills node `i` (SIGKILL: no goodbye to its peers).
     pub fn kill(&mut self, i: usize) {
         if let Some(mut c) = self.nodes[i].child.take() {
