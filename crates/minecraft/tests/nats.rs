@@ -55,6 +55,8 @@ struct McpInner {
     /// Microseconds from a game's send (`data.sentUs`) to arrival here, and when the last event arrived.
     latencies: Mutex<Vec<u64>>,
     last_arrival_us: AtomicU64,
+    /// Every event as it arrived (first copies only).
+    events: Mutex<Vec<Value>>,
 }
 
 impl McpSide {
@@ -77,6 +79,7 @@ impl McpSide {
                 stop: CancellationToken::new(),
                 latencies: Mutex::new(Vec::new()),
                 last_arrival_us: AtomicU64::new(0),
+                events: Mutex::new(Vec::new()),
             }),
         };
         let s = side.clone();
@@ -267,6 +270,7 @@ impl McpSide {
                 let n = seen.entry((game.clone(), id)).or_default();
                 *n += 1;
                 if *n == 1 {
+                    self.inner.events.lock().unwrap().push(v.clone());
                     self.inner
                         .order
                         .lock()
@@ -650,4 +654,143 @@ async fn measure_events_per_second_and_p99_memory_vs_nats() {
         Duration::ZERO,
     )
     .await;
+}
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The real `node` binary (the peers' launcher resolved, as scripts/minecraft-server does).
+fn real_node() -> String {
+    let launcher = repo_root().join(".peers/venv/bin/node");
+    let node = if launcher.exists() {
+        launcher.to_string_lossy().into_owned()
+    } else {
+        "node".to_owned()
+    };
+    let out = std::process::Command::new(&node)
+        .args(["-e", "process.stdout.write(process.execPath)"])
+        .output()
+        .expect("node (run scripts/install-peers)");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `scripts/minecraft-server` (flying-squid 1.21.4 with the bridge plugin) linked to `relay` as `name`; its
+/// game port once it says `linked`.
+async fn flying_squid(relay: &str, name: &str) -> (tokio::process::Child, u16) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(repo_root().join("scripts/minecraft-server"))
+        .args([
+            "--port", "0", "--relay", relay, "--token", GAME_TOKEN, "--name", name,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("scripts/minecraft-server");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut port = 0;
+    tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(p) = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("port="))
+            {
+                port = p.parse().unwrap();
+            }
+            if line.starts_with("linked") {
+                return;
+            }
+        }
+        panic!("{name}: the server ended before linking");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{name}: not linked within 120 s"));
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, port)
+}
+
+/// A mineflayer bot (tests/interop/minecraft_bots.cjs) joins `port` as `bot` and says `text`.
+async fn bot_chats(port: u16, bot: &str, text: &str) -> tokio::process::Child {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut child = tokio::process::Command::new(real_node())
+        .arg(repo_root().join("tests/interop/minecraft_bots.cjs"))
+        .arg(port.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node minecraft_bots.cjs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let join = json!({"id": 1, "op": "join", "name": bot}).to_string() + "\n";
+    stdin.write_all(join.as_bytes()).await.unwrap();
+    within("the bot to join", async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == 1 {
+                assert_eq!(v["ok"], true, "{v}");
+                return;
+            }
+        }
+    })
+    .await;
+    let chat = json!({"id": 2, "op": "chat", "name": bot, "text": text}).to_string() + "\n";
+    stdin.write_all(chat.as_bytes()).await.unwrap();
+    tokio::spawn(async move {
+        let _stdin = stdin;
+        while let Ok(Some(_)) = lines.next_line().await {}
+    });
+    child
+}
+
+/// Two real flying-squid servers with the plugin, on two relays; one MCP-side client on the first relay:
+/// tools answer for both games and both games' events (a bot joining and chatting on each) reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_flying_squid_servers_on_two_relays_reach_one_client() {
+    let cluster = Cluster::start().await;
+    let a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let (_lobby, lobby_port) = flying_squid(&a.url(), "lobby").await;
+    let (_survival, survival_port) = flying_squid(&b.url(), "survival").await;
+    let mcp = McpSide::start(vec![a.url()], "desk-fs");
+    mcp.wait_welcomes(1).await;
+    for (i, game) in ["lobby", "survival"].into_iter().enumerate() {
+        let answer = mcp
+            .command(&format!("info-{i}"), game, "get_server_info", json!({}))
+            .await;
+        assert_eq!(answer["payload"]["success"], true, "{answer}");
+        assert_eq!(answer["payload"]["data"]["version"], "1.21.4", "{answer}");
+        assert_eq!(answer["game"], game);
+    }
+    let _alice = bot_chats(lobby_port, "alice", "hello lobby").await;
+    let _bob = bot_chats(survival_port, "bob", "hello survival").await;
+    within("both chats through the relays", async {
+        loop {
+            let events = mcp.inner.events.lock().unwrap().clone();
+            let chat = |game: &str, text: &str| {
+                events.iter().any(|e| {
+                    e["game"] == game
+                        && e["payload"]["eventType"] == "player_chat"
+                        && e["payload"]["data"]["message"] == text
+                })
+            };
+            if chat("lobby", "hello lobby") && chat("survival", "hello survival") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let events = mcp.inner.events.lock().unwrap().clone();
+    for (game, player) in [("lobby", "alice"), ("survival", "bob")] {
+        assert!(
+            events.iter().any(|e| e["game"] == game
+                && e["payload"]["eventType"] == "player_join"
+                && e["payload"]["data"]["player"] == player),
+            "{game}: no player_join of {player}: {events:?}"
+        );
+    }
+    assert_eq!(mcp.lost(), 0);
 }
