@@ -136,7 +136,11 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    stdio::serve(shared, read, write, shutdown, grace).await
+    // On a task of the runtime, not in the caller's future: under `#[tokio::main]` that future runs on the
+    // main thread, and every line the I/O driver (on a worker) saw ready cost a wake-up of that thread.
+    tokio::spawn(stdio::serve(shared, read, write, shutdown, grace))
+        .await
+        .map_err(|e| ServeError::Session(format!("the stdio session ended abnormally: {e}")))?
 }
 
 /// Serves MCP over HTTP on an already-bound listener (tests bind `127.0.0.1:0`).

@@ -323,8 +323,14 @@ where
         }
     }
 
-    async fn flush(&self) {
-        if let Err(e) = self.out.flush().await {
+    // Not an `async fn` of `&self`: the session (its reader) need not be `Sync` to be held across the write.
+    fn flush(&self) -> impl Future<Output = ()> + Send + 'static {
+        let out = self.out.clone();
+        async move { Self::flushed(out.flush().await) }
+    }
+
+    fn flushed(written: std::io::Result<()>) {
+        if let Err(e) = written {
             // The client stopped reading; rmcp's transport logged and carried on the same way.
             tracing::debug!("answers not written: {e}");
         }
