@@ -204,7 +204,19 @@ fn table() -> Vec<Row> {
             "a progress token",
             echo(),
             call_body(json!(11), "echo", json!({"text": "hi"}), &meta_with(r#""progressToken":"p""#)),
-            false,
+            true,
+        ),
+        row(
+            "progress reported: SSE",
+            modern_headers("tools/call", Some("steps")),
+            call_body(json!(15), "steps", json!({}), &meta_with(r#""progressToken":0"#)),
+            true,
+        ),
+        row(
+            "progress reported without a token: JSON",
+            modern_headers("tools/call", Some("steps")),
+            call_body(json!(16), "steps", json!({}), META),
+            true,
         ),
         row(
             "a log level",
@@ -304,6 +316,18 @@ fn bridge() -> Bridge {
         ),
     );
     b.tool(
+        ToolSpec::new("steps", "Reports progress twice, then answers.").handler(
+            |_: NoArgs, ctx: ToolCtx| async move {
+                for step in 1..=2 {
+                    tokio::task::yield_now().await;
+                    ctx.progress(f64::from(step), Some(2.0), format!("step {step}"))
+                        .await;
+                }
+                Ok(json!({ "steps": 2 }))
+            },
+        ),
+    );
+    b.tool(
         ToolSpec::new("boom", "Cuts a reply inside an `é`.").handler(
             |_: NoArgs, _: ToolCtx| async move {
                 let mut reply = "é".repeat(150);
@@ -319,15 +343,17 @@ async fn fast_answered(addr: SocketAddr) -> u64 {
     fast_answered_with(addr, &[]).await
 }
 
+/// Status, content type, and the body: its JSON, every SSE event's data, or its text.
 fn normalised(reply: &RawReply) -> (u16, Option<String>, Value) {
+    let events: Vec<Value> = reply
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect();
     let body = serde_json::from_str::<Value>(reply.body.trim())
         .ok()
-        .or_else(|| {
-            reply.body.lines().find_map(|l| {
-                l.strip_prefix("data:")
-                    .and_then(|d| serde_json::from_str(d.trim()).ok())
-            })
-        })
+        .or_else(|| (!events.is_empty()).then_some(Value::Array(events)))
         .unwrap_or_else(|| Value::String(reply.body.clone()));
     (
         reply.status,
@@ -370,6 +396,25 @@ async fn the_fast_path_answers_and_refuses_as_rmcp_does() {
             "{}: taken by the fast path",
             row.what
         );
+        if row.what.ends_with(": SSE") {
+            let (_, content_type, events) = normalised(&got);
+            assert_eq!(
+                content_type.as_deref(),
+                Some("text/event-stream"),
+                "{}",
+                row.what
+            );
+            assert_eq!(
+                events.as_array().map(Vec::len),
+                Some(3),
+                "{}: {events}",
+                row.what
+            );
+            assert_eq!(
+                events[0]["params"]["progressToken"], 0,
+                "the client's token: {events}"
+            );
+        }
     }
     assert_eq!(fast_answered(rmcp_only.addr).await, 0);
 }

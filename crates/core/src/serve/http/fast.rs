@@ -12,9 +12,14 @@
 //! untouched: legacy sessions (`Mcp-Session-Id`, or no 2026-07-28 version), notifications, batches, other
 //! methods, a `_meta` without the era's required keys, headers rmcp would refuse or decode (duplicates,
 //! Base64-wrapped names, `Accept` parameters), tools whose schema promotes arguments to `Mcp-Param-*` headers,
-//! and requests whose answer could be more than one message (a progress token or a log level in `_meta`,
-//! which rmcp answers with an SSE stream). Server-to-client requests are refused in this era by rmcp's peer
-//! itself (its peer info names 2026-07-28), as on rmcp's path.
+//! requests with a log level in `_meta` (log messages would need the request's own peer), and task-capable
+//! tools called with a progress token (a task's progress outlives the request). Server-to-client requests are
+//! refused in this era by rmcp's peer itself (its peer info names 2026-07-28), as on rmcp's path.
+//!
+//! Progress: the request's progress token is swapped for one of ours, unique in this process (clients number
+//! theirs from 0), and the peer's transport hands each progress notification back to its request with the
+//! client's token. As rmcp does with JSON replies on, a call whose first message is its answer is answered
+//! with JSON, and one that reports progress first with an SSE stream of its notifications and then the answer.
 
 use super::super::edges::declares_json;
 use super::super::handler::{McpHandler, Shared};
@@ -25,16 +30,18 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use rmcp::model::{
     ClientCapabilities, ClientRequest, ErrorCode, ErrorData, GetExtensions, GetMeta,
-    Implementation, InitializeRequestParams, JsonRpcMessage, JsonRpcRequest, ProtocolVersion,
-    RequestId,
+    Implementation, InitializeRequestParams, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest,
+    NumberOrString, ProgressToken, ProtocolVersion, RequestId, ServerNotification,
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
 use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, Service};
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -55,6 +62,35 @@ pub(crate) struct FastPath {
     param_headers: Vec<bool>,
     /// Requests answered here, for /metrics.
     answered: Arc<AtomicU64>,
+    /// Where the peer's progress notifications go, by our progress token.
+    routes: Arc<Routes>,
+    next_token: AtomicU64,
+}
+
+type Message = TxJsonRpcMessage<RoleServer>;
+type RouteMap = HashMap<Arc<str>, (ProgressToken, mpsc::UnboundedSender<Message>)>;
+
+/// The progress notifications of calls in flight, by the token we gave them: the client's token and the
+/// call's channel.
+#[derive(Default)]
+struct Routes(Mutex<RouteMap>);
+
+impl Routes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RouteMap> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A call's place in [`Routes`], removed when the call's answer has gone.
+struct Route {
+    routes: Arc<Routes>,
+    token: Arc<str>,
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        self.routes.lock().remove(&self.token);
+    }
 }
 
 impl FastPath {
@@ -72,8 +108,15 @@ impl FastPath {
         let info =
             InitializeRequestParams::new(ClientCapabilities::default(), Implementation::default())
                 .with_protocol_version(ProtocolVersion::V_2026_07_28);
-        let running =
-            serve_directly_with_ct(handler.clone(), Detached, Some(info), service_token.clone());
+        let routes = Arc::new(Routes::default());
+        let running = serve_directly_with_ct(
+            handler.clone(),
+            Detached {
+                routes: routes.clone(),
+            },
+            Some(info),
+            service_token.clone(),
+        );
         let peer = running.peer().clone();
         // The service loop ends with `service_token`.
         tokio::spawn(async move {
@@ -86,6 +129,8 @@ impl FastPath {
             service_token,
             param_headers,
             answered: Arc::default(),
+            routes,
+            next_token: AtomicU64::new(0),
         }
     }
 
@@ -96,13 +141,17 @@ impl FastPath {
 
     /// The answer to a request this path takes; `None` hands it to rmcp unchanged.
     pub(crate) async fn answer(&self, parts: &Parts, body: &Bytes) -> Option<Response> {
-        let (id, request) = self.accept(&parts.headers, body)?;
+        let (id, request, progress) = self.accept(&parts.headers, body)?;
         self.answered.fetch_add(1, Ordering::Relaxed);
-        Some(self.dispatch(id, request).await)
+        Some(self.dispatch(id, request, progress).await)
     }
 
     /// The request, when rmcp would dispatch it to the handler and answer it with one JSON message.
-    fn accept(&self, headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, ClientRequest)> {
+    fn accept(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Option<(RequestId, ClientRequest, Option<ProgressToken>)> {
         if headers.contains_key("mcp-session-id")
             || !accepts_json_and_sse(headers)
             || !declares_json(headers)
@@ -137,13 +186,17 @@ impl FastPath {
                 return None;
             }
         }
+        let meta = request.get_meta();
+        let progress = meta.get_progress_token();
         if let ClientRequest::CallToolRequest(call) = &request
             && let Some(position) = self.shared.mount.tool_position(&call.params.name)
-            && self.param_headers.get(position).copied().unwrap_or(true)
+            && (self.param_headers.get(position).copied().unwrap_or(true)
+                || (progress.is_some()
+                    && self.shared.mount.tools()[position].spec.task_support
+                        != crate::tool::TaskSupport::Never))
         {
             return None;
         }
-        let meta = request.get_meta();
         if meta
             .protocol_version()
             .as_ref()
@@ -152,45 +205,166 @@ impl FastPath {
             || !meta
                 .missing_required_keys(&ProtocolVersion::V_2026_07_28)
                 .is_empty()
-            || meta.get_progress_token().is_some()
             || meta.log_level().is_some()
         {
             return None;
         }
-        Some((id, request))
+        Some((id, request, progress))
     }
 
     /// Runs the request inline until it first waits; then in a task of its own, cancelled when the client
-    /// goes away (this future is dropped), as rmcp cancels a stateless request.
-    async fn dispatch(&self, id: RequestId, mut request: ClientRequest) -> Response {
+    /// goes away (the response is dropped), as rmcp cancels a stateless request.
+    async fn dispatch(
+        &self,
+        id: RequestId,
+        mut request: ClientRequest,
+        progress: Option<ProgressToken>,
+    ) -> Response {
         let mut context = RequestContext::new(id.clone(), self.peer.clone());
         context.ct = self.service_token.child_token();
         // The meta first: it is kept in the extensions, which would otherwise take it along.
         context.meta = std::mem::take(request.get_meta_mut());
         context.extensions = std::mem::take(request.extensions_mut());
+        let notes = progress.map(|theirs| {
+            let n = self.next_token.fetch_add(1, Ordering::Relaxed);
+            let ours: Arc<str> = Arc::from(format!("http-fast-{n}"));
+            let (tx, rx) = mpsc::unbounded_channel();
+            self.routes.lock().insert(ours.clone(), (theirs, tx));
+            context
+                .meta
+                .set_progress_token(ProgressToken(NumberOrString::String(ours.clone())));
+            let route = Route {
+                routes: self.routes.clone(),
+                token: ours,
+            };
+            (route, rx)
+        });
         let ct = context.ct.clone();
         let handler = self.handler.clone();
         let mut call = Box::pin(async move { answer(&handler, request, context, id).await });
         let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
-        let message = match first {
-            Poll::Ready(message) => message,
-            Poll::Pending => {
+        let (route, mut rx) = match (first, notes) {
+            (Poll::Ready(message), notes) => {
+                // As rmcp does once the answer is sent: whatever the call left running stops.
+                ct.cancel();
+                let queued = notes.map(|(_, mut rx)| drain(&mut rx)).unwrap_or_default();
+                return answered(queued, Ok(message));
+            }
+            (Poll::Pending, None) => {
                 let guard = ct.clone().drop_guard();
                 let joined = tokio::spawn(call).await;
                 guard.disarm();
-                match joined {
-                    Ok(message) => message,
-                    Err(e) => {
-                        tracing::error!("a call's task failed outside its handler: {e}");
-                        return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+                ct.cancel();
+                return answered(Vec::new(), joined);
+            }
+            (Poll::Pending, Some(notes)) => notes,
+        };
+        let guard = ct.clone().drop_guard();
+        let mut task = tokio::spawn(call);
+        // rmcp's choice: JSON when the first message is the answer, SSE when it is a notification.
+        let first_note = tokio::select! {
+            biased;
+            joined = &mut task => {
+                guard.disarm();
+                ct.cancel();
+                return answered(drain(&mut rx), joined);
+            }
+            Some(note) = rx.recv() => note,
+        };
+        sse(
+            vec![first_note],
+            Some(Streaming {
+                rx,
+                task,
+                guard: Some(guard),
+                ct,
+                _route: route,
+            }),
+        )
+    }
+}
+
+/// The reply to a call that has answered: JSON, or SSE when notifications came first.
+fn answered(queued: Vec<Message>, joined: Result<Message, tokio::task::JoinError>) -> Response {
+    match joined {
+        Ok(message) if queued.is_empty() => json_message(&message),
+        Ok(message) => sse(queued.into_iter().chain([message]).collect(), None),
+        Err(e) => {
+            tracing::error!("a call's task failed outside its handler: {e}");
+            plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        }
+    }
+}
+
+/// What is left of a call answered with SSE: its further notifications, then its answer.
+struct Streaming {
+    rx: mpsc::UnboundedReceiver<Message>,
+    task: tokio::task::JoinHandle<Message>,
+    /// Cancels the call if the client goes away (the body is dropped) before its answer.
+    guard: Option<tokio_util::sync::DropGuard>,
+    ct: CancellationToken,
+    _route: Route,
+}
+
+fn drain(rx: &mut mpsc::UnboundedReceiver<Message>) -> Vec<Message> {
+    let mut queued = Vec::new();
+    while let Ok(message) = rx.try_recv() {
+        queued.push(message);
+    }
+    queued
+}
+
+/// An SSE answer framed as rmcp frames its stateless one: one `data:` event per message, the answer last.
+fn sse(ready: Vec<Message>, rest: Option<Streaming>) -> Response {
+    let events = futures::stream::unfold(
+        (std::collections::VecDeque::from(ready), rest),
+        |(mut pending, mut rest)| async move {
+            loop {
+                if let Some(message) = pending.pop_front() {
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(event(&message)),
+                        (pending, rest),
+                    ));
+                }
+                let streaming = rest.as_mut()?;
+                tokio::select! {
+                    biased;
+                    joined = &mut streaming.task => {
+                        if let Some(guard) = streaming.guard.take() {
+                            guard.disarm();
+                        }
+                        streaming.ct.cancel();
+                        pending.extend(drain(&mut streaming.rx));
+                        match joined {
+                            Ok(message) => pending.push_back(message),
+                            Err(e) => tracing::error!("a call's task failed outside its handler: {e}"),
+                        }
+                        rest = None;
                     }
+                    Some(note) = streaming.rx.recv() => pending.push_back(note),
                 }
             }
-        };
-        // As rmcp does once the one message is sent: whatever the call left running stops.
-        ct.cancel();
-        json_message(&message)
+        },
+    );
+    let mut response = Response::new(Body::from_stream(events));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn event(message: &Message) -> Bytes {
+    let mut bytes = b"data: ".to_vec();
+    if let Err(e) = serde_json::to_writer(&mut bytes, message) {
+        tracing::error!("a message could not be serialised: {e}");
+        return Bytes::new();
     }
+    bytes.extend_from_slice(b"\n\n");
+    Bytes::from(bytes)
 }
 
 async fn answer(
@@ -284,20 +458,46 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
     json && sse
 }
 
-/// The transport of the fast path's peer: it receives nothing, and what the peer would send fails.
-struct Detached;
+/// The transport of the fast path's peer: it receives nothing; a progress notification goes to its call,
+/// with the client's token back in place; anything else the peer would send fails.
+struct Detached {
+    routes: Arc<Routes>,
+}
 
 impl Transport<RoleServer> for Detached {
     type Error = std::io::Error;
 
     fn send(
         &mut self,
-        _item: TxJsonRpcMessage<RoleServer>,
+        item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        std::future::ready(Err(std::io::Error::new(
-            std::io::ErrorKind::NotConnected,
-            "a stateless request's peer sends nothing",
-        )))
+        let mut item = item;
+        let routed = match &mut item {
+            JsonRpcMessage::Notification(JsonRpcNotification {
+                notification: ServerNotification::ProgressNotification(progress),
+                ..
+            }) => match &progress.params.progress_token.0 {
+                NumberOrString::String(ours) => {
+                    let routes = self.routes.lock();
+                    routes.get(ours).map(|(theirs, tx)| {
+                        progress.params.progress_token = theirs.clone();
+                        tx.clone()
+                    })
+                }
+                NumberOrString::Number(_) => None,
+            },
+            _ => None,
+        };
+        let sent = match routed {
+            Some(tx) => tx.send(item).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::NotConnected, "the call has answered")
+            }),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "a stateless request's peer sends nothing but its progress",
+            )),
+        };
+        std::future::ready(sent)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
