@@ -794,3 +794,30 @@ async fn two_flying_squid_servers_on_two_relays_reach_one_client() {
     }
     assert_eq!(mcp.lost(), 0);
 }
+
+/// A command for a game whose relay died is refused at once with CONNECTION_ERROR, not left to time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_for_a_game_whose_relay_died_is_refused_with_connection_error() {
+    let cluster = Cluster::start().await;
+    let mut a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &["--command-timeout", "30s"])).await;
+    let lobby = FakeGame::start(&a.url(), "lobby");
+    lobby.wait_connected(1).await;
+    let mcp = McpSide::start(vec![b.url()], "desk-5");
+    mcp.wait_welcomes(1).await;
+    let answer = mcp
+        .command("before", "lobby", "get_online_players", json!({}))
+        .await;
+    assert_eq!(answer["payload"]["success"], true, "{answer}");
+    a.kill();
+    lobby.stop();
+    let started = std::time::Instant::now();
+    let answer = mcp
+        .command("after", "lobby", "get_online_players", json!({}))
+        .await;
+    assert_eq!(
+        answer["payload"]["error"]["code"], "CONNECTION_ERROR",
+        "{answer}"
+    );
+    eprintln!("refused after {:?}", started.elapsed());
+}
