@@ -79,7 +79,9 @@ async fn minecraft_relay(
     use bridge_minecraft::relay;
     let settings = relay::settings(&command.relay, Vec::new())?;
     if settings.mcp_tokens.is_empty() {
-        tracing::warn!("MCP_AUTH_TOKENS is empty: no MCP server can connect to this relay");
+        tracing::warn!(
+            "MINECRAFT_MCP_AUTH_TOKENS is empty: no MCP server can connect to this relay"
+        );
     }
     let handle = relay::start(&command.relay, settings, shutdown).await?;
     handle

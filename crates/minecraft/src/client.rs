@@ -653,7 +653,9 @@ fn dial_error(e: &LinkError) -> String {
     if text.contains("TLS handshake failed") && text.contains("certificate") {
         format!(
             "{text}; the relay's certificate is not trusted: pass the CA that signed it (or the \
-             self-signed certificate itself) with --minecraft-relay-ca (MINECRAFT_RELAY_CA)"
+             self-signed certificate itself) with --minecraft-relay-ca (MINECRAFT_RELAY_CA); a \
+             self-signed certificate must be made with basicConstraints=CA:FALSE (openssl's default marks it \
+             a CA, which is refused as CaUsedAsEndEntity)"
         )
     } else {
         text
@@ -741,11 +743,11 @@ pub fn remote_error(error: Option<&Value>, game: Option<&str>) -> ToolError {
     let (base, hint) = match code {
         Code::AuthFailed => (
             ToolError::disconnected(message),
-            "the relay refused the token: check MINECRAFT_RELAY_TOKEN against the relay's MCP_AUTH_TOKENS",
+            "the relay refused the token: check MINECRAFT_RELAY_TOKEN against the relay's MINECRAFT_MCP_AUTH_TOKENS",
         ),
         Code::PermissionDenied => (
             ToolError::unsupported(message),
-            "this MCP server's token may not use this command; ask the relay's operator to allow it in MCP_AUTH_TOKENS",
+            "this MCP server's token may not use this command; ask the relay's operator to allow it in MINECRAFT_MCP_AUTH_TOKENS",
         ),
         Code::InvalidCommand => (
             ToolError::new(bridge_core::ErrorCode::InvalidArgument, message),

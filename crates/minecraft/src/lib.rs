@@ -126,7 +126,7 @@ impl BridgeEntry for Minecraft {
             Some(url) => {
                 let Some(token) = args.relay_token.clone() else {
                     return Err("--minecraft-relay-url needs --minecraft-relay-token (MINECRAFT_RELAY_TOKEN): one of the relay's \
-                                MCP_AUTH_TOKENS"
+                                MINECRAFT_MCP_AUTH_TOKENS"
                         .into());
                 };
                 let url = normalize_url(url);
@@ -229,7 +229,9 @@ impl BridgeEntry for MinecraftRelay {
         let stop = shutdown_on_signals();
         let settings = relay::settings(&command.relay, Vec::new())?;
         if settings.mcp_tokens.is_empty() {
-            tracing::warn!("MCP_AUTH_TOKENS is empty: no MCP server can connect to this relay");
+            tracing::warn!(
+                "MINECRAFT_MCP_AUTH_TOKENS is empty: no MCP server can connect to this relay"
+            );
         }
         let handle = relay::start(&command.relay, settings, stop).await?;
         handle

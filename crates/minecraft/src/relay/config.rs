@@ -130,7 +130,7 @@ pub struct RelayArgs {
     pub idle_timeout: Duration,
 
     /// PEM certificate chain (leaf first): with --tls-key the relay serves wss:// (TLS, rustls) instead of
-    /// ws://, for a relay that crosses machines. Clients trust it by its CA (`--relay-ca` on the MCP side).
+    /// ws://, for a relay that crosses machines. Clients trust it by its CA (`--minecraft-relay-ca` on the MCP side).
     #[arg(
         id = "mc_tls_cert",
         long = "tls-cert",

@@ -95,7 +95,7 @@ pub fn settings(args: &RelayArgs, extra: Vec<McpToken>) -> Result<Settings, Rela
     mcp_tokens.extend(extra);
     if mcp_tokens.iter().any(|t| t.token == game_token) {
         return Err(RelayError::Config(
-            "MINECRAFT_AUTH_TOKEN is also in MCP_AUTH_TOKENS: the token decides the role, so they must differ"
+            "MINECRAFT_AUTH_TOKEN is also in MINECRAFT_MCP_AUTH_TOKENS: the token decides the role, so they must differ"
                 .to_owned(),
         ));
     }

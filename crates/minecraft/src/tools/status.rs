@@ -18,7 +18,7 @@ fn advice(s: &LinkStatus) -> String {
     if !s.connected {
         return format!(
             "Not connected to the relay at {} (attempts: {}, last error: {}). Check the relay runs and \
-             MINECRAFT_RELAY_TOKEN is one of its MCP_AUTH_TOKENS; this bridge keeps retrying.",
+             MINECRAFT_RELAY_TOKEN is one of its MINECRAFT_MCP_AUTH_TOKENS; this bridge keeps retrying.",
             s.relay_url,
             s.reconnect_attempts,
             s.last_error.as_deref().unwrap_or("none")
