@@ -18,6 +18,7 @@ pub use mcp_testkit::{error_of, ok_of};
 /// hung: generous, for loaded CI machines and slow debuggers; never a claim about speed.
 pub const HANG_GUARD: Duration = Duration::from_secs(60);
 pub mod host;
+pub mod procs;
 pub mod scenarios;
 
 pub fn repo_root() -> PathBuf {
