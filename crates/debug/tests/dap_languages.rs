@@ -50,9 +50,9 @@ fn go_workspace(tag: &str) -> std::path::PathBuf {
     ws
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn go_on_delve_line_and_function_breakpoints_inspect_set_continue() {
-    let ws = go_workspace("go");
+/// A Go workspace and a bridge client on the `dap` backend with a line breakpoint at `GO_LINE` of its main.
+async fn go_client_with_line_breakpoint(tag: &str) -> (std::path::PathBuf, mcp_testkit::Client) {
+    let ws = go_workspace(tag);
     let c = client(args(&ws, BackendChoice::Dap)).await;
     data(
         &c,
@@ -60,11 +60,14 @@ async fn go_on_delve_line_and_function_breakpoints_inspect_set_continue() {
         json!({"path": "gomain/main.go", "line": GO_LINE}),
     )
     .await;
+    (ws, c)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_on_delve_line_and_function_breakpoints_inspect_set_continue() {
+    let (ws, c) = go_client_with_line_breakpoint("go").await;
     data(&c, "breakpoint_set_function", json!({"name": "main.main"})).await;
-    let dir = ws.join("gomain").display().to_string();
-    let config = json!({"type": "go", "request": "launch", "name": "go", "mode": "debug",
-        "program": dir, "cwd": dir});
-    let started = data(&c, "debug_start", json!({"config": config})).await;
+    let started = data(&c, "debug_start", json!({"config": go_config(&ws)})).await;
     assert_eq!(started["adapter"], "go", "{started}");
     let line_bp = started["breakpoints"]
         .as_array()
@@ -137,14 +140,7 @@ fn dlv_servers() -> Vec<(u32, Vec<String>)> {
 /// only (`--only-same-user`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delve_binds_its_own_loopback_port_none_is_chosen_for_it() {
-    let ws = go_workspace("go-listen");
-    let c = client(args(&ws, BackendChoice::Dap)).await;
-    data(
-        &c,
-        "breakpoint_set",
-        json!({"path": "gomain/main.go", "line": GO_LINE}),
-    )
-    .await;
+    let (ws, c) = go_client_with_line_breakpoint("go-listen").await;
     data(&c, "debug_start", json!({"config": go_config(&ws)})).await;
     let hit = data(&c, "debug_wait_for_hit", json!({"timeoutMs": 60000})).await;
     assert_eq!(hit["line"], GO_LINE, "{hit}");
