@@ -9,7 +9,7 @@
 mod support;
 
 use bridge_debug::config::BackendChoice;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
@@ -74,31 +74,6 @@ fn spawn(program: impl AsRef<std::ffi::OsStr>, args: &[&str], ws: &Path) -> Chil
         .kill_on_drop(true)
         .spawn()
         .unwrap()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Calls `debug_attach` until it succeeds (the program may not be listening yet), for at most the hang guard.
-async fn attach(c: &mcp_testkit::Client, args: Value) -> Value {
-    let begun = std::time::Instant::now();
-    loop {
-        let r = call(c, "debug_attach", args.clone()).await;
-        if r.is_error != Some(true) {
-            return ok_of(&r)["data"].clone();
-        }
-        assert!(
-            begun.elapsed() < HANG_GUARD,
-            "never attached: {:?}",
-            error_of(&r)
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
 }
 
 /// Detaches, checks the program still runs, lets it end (the `stop` file) and checks it ends by itself with
@@ -174,7 +149,7 @@ async fn python_by_pid(tag: &str, interpreter: &Path) {
         json!({"path": "loop.py", "line": PY_LOOP_LINE}),
     )
     .await;
-    let attached = attach(&c, json!({"pid": pid, "wait": true})).await;
+    let attached = attach_when_listening(&c, json!({"pid": pid, "wait": true})).await;
     assert_eq!(attached["adapter"], "debugpy", "{attached}");
     assert_eq!(attached["attached"], json!({"pid": pid}), "{attached}");
     assert_eq!(attached["stop"]["line"], PY_LOOP_LINE, "{attached}");
@@ -205,7 +180,7 @@ async fn attach_by_pid_to_c_break_evaluate_detach() {
         json!({"path": "loop.c", "line": C_LOOP_LINE}),
     )
     .await;
-    let attached = attach(&c, json!({"pid": pid, "wait": true})).await;
+    let attached = attach_when_listening(&c, json!({"pid": pid, "wait": true})).await;
     assert_eq!(attached["adapter"], "lldb-dap", "{attached}");
     assert_eq!(attached["stop"]["line"], C_LOOP_LINE, "{attached}");
     let v = data(&c, "debug_evaluate", json!({"expression": "beat >= 0"})).await;
@@ -233,7 +208,7 @@ async fn node_attach(tag: &str, by_pid: bool) {
     } else {
         json!({"address": format!("127.0.0.1:{port}"), "language": "node", "wait": true})
     };
-    let attached = attach(&c, how).await;
+    let attached = attach_when_listening(&c, how).await;
     assert_eq!(attached["adapter"], "pwa-node", "{attached}");
     assert_eq!(attached["stop"]["line"], JS_LOOP_LINE, "{attached}");
     let v = data(&c, "debug_evaluate", json!({"expression": "beat >= 0"})).await;

@@ -160,15 +160,6 @@ async fn starts_beyond_the_maximum_are_refused() {
     data(&c, "debug_start", slow()).await;
 }
 
-/// A free loopback port (bound then released: debugpy listens on it next).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Attach to a program under `python -m debugpy --listen`, stop at a breakpoint in it, inspect, then detach:
 /// the program runs on to its end (exit 0, its last line printed), the session is over. Without
 /// --debug-allow-launch-anywhere the attach is refused.
@@ -213,24 +204,7 @@ async fn attach_to_a_debugpy_listener_and_detach_leaving_it_running() {
     )
     .await;
     // The listener may not be up yet: an attach that finds nobody fails and is tried again.
-    let begun = std::time::Instant::now();
-    let attached = loop {
-        let r = call(
-            &c,
-            "debug_attach",
-            json!({"address": address, "wait": true}),
-        )
-        .await;
-        if r.is_error != Some(true) {
-            break ok_of(&r)["data"].clone();
-        }
-        assert!(
-            begun.elapsed() < HANG_GUARD,
-            "never attached: {:?}",
-            error_of(&r)
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    };
+    let attached = attach_when_listening(&c, json!({"address": address, "wait": true})).await;
     assert_eq!(attached["stop"]["line"], 4, "{attached}");
     let id = attached["sessionId"].as_str().unwrap().to_owned();
     let v = data(&c, "debug_evaluate", json!({"expression": "i"})).await;

@@ -207,3 +207,30 @@ pub async fn tool_names(c: &Client) -> Vec<String> {
 pub fn empty() -> Value {
     json!({})
 }
+
+/// A free loopback port (bound then released: the debuggee listens on it next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Calls `debug_attach` until it succeeds (the program may not be listening yet), for at most the hang guard,
+/// and returns its data.
+pub async fn attach_when_listening(c: &Client, args: Value) -> Value {
+    let begun = std::time::Instant::now();
+    loop {
+        let r = call(c, "debug_attach", args.clone()).await;
+        if r.is_error != Some(true) {
+            return ok_of(&r)["data"].clone();
+        }
+        assert!(
+            begun.elapsed() < HANG_GUARD,
+            "never attached: {:?}",
+            error_of(&r)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
