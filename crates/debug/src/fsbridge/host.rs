@@ -747,20 +747,16 @@ mod claim_tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// The race behind "finished jobs are claimed again": a client removing its finished job may unlink
-    /// `claimed.json` and `done` before `command.json`; a scan then must not see a new job.
-    #[tokio::test]
-    async fn a_finished_job_half_removed_by_its_client_is_not_claimed_again() {
-        let root = std::env::temp_dir().join(format!("claim-once-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+    /// A host on a fresh, empty `root` (its execute directory made), on the `dap` backend, polling.
+    fn host_in(root: &Path, opts: HostOptions) -> Arc<Host> {
+        let _ = std::fs::remove_dir_all(root);
         std::fs::create_dir_all(root.join(EXECUTE_DIR)).unwrap();
-        let hub = Hub::new();
-        let host = Arc::new(Host {
-            root: root.clone(),
+        Arc::new(Host {
+            root: root.to_path_buf(),
             bridge_id: "extHost-00000000".into(),
-            opts: HostOptions::default(),
+            opts,
             dap: Arc::new(DapBackend::new(DapConfig {
-                workspace: root.clone(),
+                workspace: root.to_path_buf(),
                 python: None,
                 lldb_dap: None,
                 js_debug: None,
@@ -768,12 +764,15 @@ mod claim_tests {
             })),
             catalog: Catalog::builtin().unwrap(),
             running: Mutex::new(HashSet::new()),
-            hub,
+            hub: Hub::new(),
             polling: true,
             claimed: Mutex::new(HashSet::new()),
             failures: Mutex::new(VecDeque::new()),
-        });
-        let id = "20260101T000000000Z-0001-aaaa";
+        })
+    }
+
+    /// Writes job `id` (a `debug.status` call) as a client would, and returns its directory.
+    fn queue_status_job(root: &Path, id: &str) -> PathBuf {
         let dir = root.join(EXECUTE_DIR).join(id);
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(
@@ -782,6 +781,16 @@ mod claim_tests {
                 .to_string(),
         )
         .unwrap();
+        dir
+    }
+
+    /// The race behind "finished jobs are claimed again": a client removing its finished job may unlink
+    /// `claimed.json` and `done` before `command.json`; a scan then must not see a new job.
+    #[tokio::test]
+    async fn a_finished_job_half_removed_by_its_client_is_not_claimed_again() {
+        let root = std::env::temp_dir().join(format!("claim-once-{}", std::process::id()));
+        let host = host_in(&root, HostOptions::default());
+        let dir = queue_status_job(&root, "20260101T000000000Z-0001-aaaa");
         host.scan();
         let t = StdInstant::now();
         while !there(&dir.join(DONE)) {
@@ -810,38 +819,15 @@ mod claim_tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_jobs_slot_is_free_before_its_answer_is_visible() {
         let root = std::env::temp_dir().join(format!("slot-first-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(root.join(EXECUTE_DIR)).unwrap();
-        let host = Arc::new(Host {
-            root: root.clone(),
-            bridge_id: "extHost-00000000".into(),
-            opts: HostOptions {
+        let host = host_in(
+            &root,
+            HostOptions {
                 capacity: 1,
                 ..HostOptions::default()
             },
-            dap: Arc::new(DapBackend::new(DapConfig {
-                workspace: root.clone(),
-                python: None,
-                lldb_dap: None,
-                js_debug: None,
-                policy: Default::default(),
-            })),
-            catalog: Catalog::builtin().unwrap(),
-            running: Mutex::new(HashSet::new()),
-            hub: Hub::new(),
-            polling: true,
-            claimed: Mutex::new(HashSet::new()),
-            failures: Mutex::new(VecDeque::new()),
-        });
+        );
         let id = "20260101T000000000Z-0002-bbbb";
-        let dir = root.join(EXECUTE_DIR).join(id);
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::write(
-            dir.join(COMMAND_JSON),
-            json!({"version": 1, "id": id, "scriptName": "debug.status", "params": {}, "timeout": 5000})
-                .to_string(),
-        )
-        .unwrap();
+        let dir = queue_status_job(&root, id);
         host.scan();
         let (visible, held) = {
             let slots = host.running.lock().unwrap();
