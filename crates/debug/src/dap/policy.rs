@@ -394,12 +394,19 @@ mod tests {
         let _ = std::fs::remove_dir_all(&ws);
     }
 
-    #[test]
-    fn an_output_path_stays_in_the_workspace_and_never_through_a_link() {
-        let ws = std::env::temp_dir().join(format!("policy-out-{}", std::process::id()));
-        let outside = std::env::temp_dir().join(format!("policy-outside-{}", std::process::id()));
+    /// A workspace with a `sub` directory, and a directory outside it, both made fresh for this process.
+    fn workspace_and_outside(tag: &str) -> (PathBuf, PathBuf) {
+        let ws = std::env::temp_dir().join(format!("policy-{tag}-{}", std::process::id()));
+        let outside =
+            std::env::temp_dir().join(format!("policy-{tag}-outside-{}", std::process::id()));
         std::fs::create_dir_all(ws.join("sub")).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
+        (ws, outside)
+    }
+
+    #[test]
+    fn an_output_path_stays_in_the_workspace_and_never_through_a_link() {
+        let (ws, outside) = workspace_and_outside("out");
         let p = LaunchPolicy::default();
         let ok = p.output_path("sub/v.json", &ws).unwrap();
         assert!(ok.path().starts_with(ws.canonicalize().unwrap()));
@@ -429,10 +436,7 @@ mod tests {
     /// file went through the link, outside the workspace.
     #[test]
     fn a_directory_swapped_for_a_link_after_the_check_is_not_followed() {
-        let ws = std::env::temp_dir().join(format!("policy-swap-{}", std::process::id()));
-        let outside = std::env::temp_dir().join(format!("policy-swap-out-{}", std::process::id()));
-        std::fs::create_dir_all(ws.join("sub")).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
+        let (ws, outside) = workspace_and_outside("swap");
         let p = LaunchPolicy::default();
         let out = p.output_path("sub/v.json", &ws).unwrap();
         std::fs::rename(ws.join("sub"), ws.join("judged")).unwrap();
