@@ -7,7 +7,7 @@
 mod support;
 
 use bridge_core::serve::HttpOptions;
-use bridge_core::{Bridge, NoArgs, ToolCtx, ToolError, ToolSpec};
+use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use support::*;
@@ -294,27 +294,7 @@ fn table() -> Vec<Row> {
 fn bridge() -> Bridge {
     let mut b = Bridge::builder("test", "1.2.3");
     let _chat = b.events().stream("chat", "chat lines", 4);
-    b.tool(
-        ToolSpec::new("echo", "Echo text back.")
-            .read_only()
-            .handler(|args: EchoArgs, _: ToolCtx| async move { Ok(EchoOut { text: args.text }) }),
-    );
-    b.tool(
-        ToolSpec::new("add", "Add two integers.")
-            .read_only()
-            .handler(|args: AddArgs, _: ToolCtx| async move {
-                Ok(Sum {
-                    sum: args.a + args.b,
-                })
-            }),
-    );
-    b.tool(
-        ToolSpec::new("fail", "Always fails like a live system would.").handler(
-            |_: NoArgs, _: ToolCtx| async move {
-                Err::<Done, _>(ToolError::remote("game said no").with_hint("ask the game nicely"))
-            },
-        ),
-    );
+    b.tool(echo_tool()).tool(add_tool()).tool(fail_tool());
     b.tool(
         ToolSpec::new("steps", "Reports progress twice, then answers.").handler(
             |_: NoArgs, ctx: ToolCtx| async move {
@@ -327,15 +307,7 @@ fn bridge() -> Bridge {
             },
         ),
     );
-    b.tool(
-        ToolSpec::new("boom", "Cuts a reply inside an `é`.").handler(
-            |_: NoArgs, _: ToolCtx| async move {
-                let mut reply = "é".repeat(150);
-                reply.truncate(201);
-                Ok(json!({ "reply": reply }))
-            },
-        ),
-    );
+    b.tool(boom_tool());
     b.build().unwrap()
 }
 

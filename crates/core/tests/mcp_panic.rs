@@ -9,18 +9,10 @@ use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};
 use serde_json::json;
 use support::*;
 
-/// The bug issue 8 found: `String::truncate` at a byte inside a multi-byte character panics.
+/// `boom` panics (the bug issue 8 found); `fine` answers.
 fn panicking_bridge() -> Bridge {
     let mut b = Bridge::builder("test", "1.2.3");
-    b.tool(
-        ToolSpec::new("boom", "Cuts a reply at byte 201, inside an `é`.").handler(
-            |_: NoArgs, _: ToolCtx| async move {
-                let mut reply = "é".repeat(150);
-                reply.truncate(201);
-                Ok(json!({ "reply": reply }))
-            },
-        ),
-    );
+    b.tool(boom_tool());
     b.tool(
         ToolSpec::new("fine", "Answers.")
             .handler(|_: NoArgs, _: ToolCtx| async move { Ok(json!({ "ok": true })) }),

@@ -80,6 +80,44 @@ pub struct TestBridge {
     pub cancelled: mpsc::UnboundedReceiver<()>,
 }
 
+/// `echo`: answers its `text`.
+pub fn echo_tool() -> ToolSpec {
+    ToolSpec::new("echo", "Echo text back.")
+        .read_only()
+        .handler(|args: EchoArgs, _: ToolCtx| async move { Ok(EchoOut { text: args.text }) })
+}
+
+/// `add`: answers the sum of `a` and `b`.
+pub fn add_tool() -> ToolSpec {
+    ToolSpec::new("add", "Add two integers.")
+        .read_only()
+        .handler(|args: AddArgs, _: ToolCtx| async move {
+            Ok(Sum {
+                sum: args.a + args.b,
+            })
+        })
+}
+
+/// `fail`: always a remote error with a hint.
+pub fn fail_tool() -> ToolSpec {
+    ToolSpec::new("fail", "Always fails like a live system would.").handler(
+        |_: NoArgs, _: ToolCtx| async move {
+            Err::<Done, _>(ToolError::remote("game said no").with_hint("ask the game nicely"))
+        },
+    )
+}
+
+/// `boom`: panics, as the bug issue 8 found: `String::truncate` at byte 201, inside an `é`.
+pub fn boom_tool() -> ToolSpec {
+    ToolSpec::new("boom", "Cuts a reply at byte 201, inside an `é`.").handler(
+        |_: NoArgs, _: ToolCtx| async move {
+            let mut reply = "é".repeat(150);
+            reply.truncate(201);
+            Ok(json!({ "reply": reply }))
+        },
+    )
+}
+
 pub fn test_bridge() -> TestBridge {
     let (puts_tx, puts) = mpsc::unbounded_channel();
     let (cancelled_tx, cancelled) = mpsc::unbounded_channel();
@@ -89,20 +127,8 @@ pub fn test_bridge() -> TestBridge {
     };
     let mut b = Bridge::builder("test", "1.2.3");
     let chat = b.events().stream("chat", "chat lines", 4);
-    b.tool(
-        ToolSpec::new("echo", "Echo text back.")
-            .read_only()
-            .handler(|args: EchoArgs, _: ToolCtx| async move { Ok(EchoOut { text: args.text }) }),
-    );
-    b.tool(
-        ToolSpec::new("add", "Add two integers.")
-            .read_only()
-            .handler(|args: AddArgs, _: ToolCtx| async move {
-                Ok(Sum {
-                    sum: args.a + args.b,
-                })
-            }),
-    );
+    b.tool(echo_tool());
+    b.tool(add_tool());
     let p = probe.clone();
     b.tool(
         ToolSpec::new("put", "Store content under a name.")
@@ -115,13 +141,7 @@ pub fn test_bridge() -> TestBridge {
                 }
             }),
     );
-    b.tool(
-        ToolSpec::new("fail", "Always fails like a live system would.").handler(
-            |_: NoArgs, _: ToolCtx| async move {
-                Err::<Done, _>(ToolError::remote("game said no").with_hint("ask the game nicely"))
-            },
-        ),
-    );
+    b.tool(fail_tool());
     let p = probe.clone();
     b.tool(
         ToolSpec::new("sleep", "Sleep, reporting progress every 50 ms.")
