@@ -7,6 +7,7 @@ mod drain;
 mod edges;
 mod handler;
 mod http;
+mod inline;
 mod logging;
 mod metrics;
 mod panic;

@@ -22,12 +22,10 @@
 
 use super::handler::{McpHandler, Shared};
 use super::wire::{Incoming, LineReader, Out, invalid_request};
-use super::{ServeError, panic};
-use futures::FutureExt;
+use super::{ServeError, inline};
 use rmcp::model::{
-    CallToolRequestParams, ClientNotification, ClientRequest, ErrorCode, ErrorData, GetExtensions,
-    GetMeta, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ProtocolVersion, RequestId,
-    ServerResult,
+    CallToolRequestParams, ClientNotification, ClientRequest, ErrorCode, ErrorData, JsonRpcMessage,
+    JsonRpcNotification, JsonRpcRequest, ProtocolVersion, RequestId, ServerResult,
 };
 use rmcp::service::{
     RequestContext, RunningService, RxJsonRpcMessage, ServerInitializeError, TxJsonRpcMessage,
@@ -36,7 +34,6 @@ use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, ServerHandler, Service, ServiceExt};
 use std::collections::HashMap;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -276,10 +273,7 @@ where
         peer: &Peer<RoleServer>,
         cx: &mut Context<'_>,
     ) {
-        let mut context = RequestContext::new(id.clone(), peer.clone());
-        // The meta first: it is kept in the extensions, which would otherwise take it along.
-        context.meta = std::mem::take(request.get_meta_mut());
-        context.extensions = std::mem::take(request.extensions_mut());
+        let context = inline::context(id.clone(), &mut request, peer.clone());
         self.live.lock().insert(id.clone(), context.ct.clone());
         let reply = Reply {
             id,
@@ -400,27 +394,10 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Reply<W> {
             tracing::debug!(id = %self.id, "dropping response for cancelled request");
             return;
         }
-        let answer = match result {
-            Ok(result) => JsonRpcMessage::response(result, self.id),
-            Err(error) => {
-                tracing::debug!(id = %self.id, code = error.code.0, "answered with an error: {}", error.message);
-                JsonRpcMessage::error(error, Some(self.id))
-            }
-        };
-        if let Err(e) = self.out.queue(&answer) {
+        if let Err(e) = self.out.queue(&inline::message(self.id, result)) {
             tracing::error!("an answer could not be serialised: {e}");
         }
     }
-}
-
-/// A panic outside a tool handler's own guard (which answers it as a tool error): still answered.
-fn panicked(payload: Box<dyn std::any::Any + Send>) -> ErrorData {
-    let panic = panic::message(payload);
-    tracing::error!(panic = %panic, "a request panicked; answered as an internal error");
-    ErrorData::internal_error(
-        format!("internal error (a bug in the bridge): {panic}"),
-        None,
-    )
 }
 
 /// `tools/call`, with what rmcp's `handle_request` checks and shapes around `call_tool`, without going
@@ -467,11 +444,9 @@ async fn tool_call<W: AsyncWrite + Send + Unpin + 'static>(
             .protocol_version()
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str()),
     };
-    let called = AssertUnwindSafe(ServerHandler::call_tool(&*handler, params, context))
-        .catch_unwind()
-        .await;
+    let called = inline::guarded(ServerHandler::call_tool(&*handler, params, context)).await;
     let result = match called {
-        Ok(Ok(response)) => {
+        Ok(response) => {
             let mut result = ServerResult::from(response);
             if matches!(result, ServerResult::InputRequiredResult(_)) && !modern {
                 Err(ErrorData::invalid_request(
@@ -487,13 +462,12 @@ async fn tool_call<W: AsyncWrite + Send + Unpin + 'static>(
                 Ok(result)
             }
         }
-        Ok(Err(mut error)) => {
+        Err(mut error) => {
             if modern && error.code == ErrorCode::RESOURCE_NOT_FOUND {
                 error.code = ErrorCode::INVALID_PARAMS;
             }
             Err(error)
         }
-        Err(payload) => Err(panicked(payload)),
     };
     reply.send(result);
 }
@@ -505,10 +479,7 @@ async fn other<W: AsyncWrite + Send + Unpin + 'static>(
     context: RequestContext<RoleServer>,
     reply: Reply<W>,
 ) {
-    let handled = AssertUnwindSafe(Service::handle_request(&*handler, request, context))
-        .catch_unwind()
-        .await;
-    reply.send(handled.unwrap_or_else(|payload| Err(panicked(payload))));
+    reply.send(inline::guarded(Service::handle_request(&*handler, request, context)).await);
 }
 
 /// rmcp's service, fed by the loop and writing through the same [`Out`].

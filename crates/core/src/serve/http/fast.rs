@@ -23,15 +23,15 @@
 
 use super::super::edges::declares_json;
 use super::super::handler::{McpHandler, Shared};
-use super::super::{panic, wire};
+use super::super::{inline, wire};
 use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use rmcp::model::{
-    ClientCapabilities, ClientRequest, ErrorCode, ErrorData, GetExtensions, GetMeta,
-    Implementation, InitializeRequestParams, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest,
-    NumberOrString, ProgressToken, ProtocolVersion, RequestId, ServerNotification,
+    ClientCapabilities, ClientRequest, ErrorCode, GetMeta, Implementation, InitializeRequestParams,
+    JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, NumberOrString, ProgressToken,
+    ProtocolVersion, RequestId, ServerNotification,
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
 use rmcp::transport::Transport;
@@ -220,11 +220,8 @@ impl FastPath {
         mut request: ClientRequest,
         progress: Option<ProgressToken>,
     ) -> Response {
-        let mut context = RequestContext::new(id.clone(), self.peer.clone());
+        let mut context = inline::context(id.clone(), &mut request, self.peer.clone());
         context.ct = self.service_token.child_token();
-        // The meta first: it is kept in the extensions, which would otherwise take it along.
-        context.meta = std::mem::take(request.get_meta_mut());
-        context.extensions = std::mem::take(request.extensions_mut());
         let notes = progress.map(|theirs| {
             let n = self.next_token.fetch_add(1, Ordering::Relaxed);
             let ours: Arc<str> = Arc::from(format!("http-fast-{n}"));
@@ -373,24 +370,10 @@ async fn answer(
     context: RequestContext<RoleServer>,
     id: RequestId,
 ) -> TxJsonRpcMessage<RoleServer> {
-    match panic::caught(Service::handle_request(handler, request, context)).await {
-        Ok(Ok(result)) => JsonRpcMessage::response(result, id),
-        Ok(Err(error)) => {
-            tracing::debug!(%id, code = error.code.0, "answered with an error: {}", error.message);
-            JsonRpcMessage::error(error, Some(id))
-        }
-        // Tool handlers' panics are answered as a tool error in the handler; this is the rest.
-        Err(panic) => {
-            tracing::error!(%id, panic = %panic, "a request panicked; answered as an internal error");
-            JsonRpcMessage::error(
-                ErrorData::internal_error(
-                    format!("internal error (a bug in the bridge): {panic}"),
-                    None,
-                ),
-                Some(id),
-            )
-        }
-    }
+    inline::message(
+        id,
+        inline::guarded(Service::handle_request(handler, request, context)).await,
+    )
 }
 
 /// rmcp's answer to a stateless request: its HTTP status by error code (`jsonrpc_http_status`, with well-formed
