@@ -155,14 +155,7 @@ async fn every_command_stops_on_sigterm_and_sigint() {
         sync_arg,
     ];
     // A bridge served over MCP takes the same path, through the core's serving loop.
-    let mcp: &[&str] = &[
-        "bitburner",
-        "--http",
-        "--mcp-port",
-        "0",
-        "--bitburner-game-port",
-        "0",
-    ];
+    let mcp = support::BITBURNER_OVER_HTTP;
     let commands = [
         Case {
             args: relay,

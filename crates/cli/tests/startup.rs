@@ -152,17 +152,8 @@ fn terminate(child: &mut Child) -> Option<i32> {
 #[test]
 fn an_empty_or_blank_token_is_refused_at_start() {
     for value in ["", "   "] {
-        let (mut child, mut stderr) = serve_http(
-            &[
-                "bitburner",
-                "--http",
-                "--mcp-port",
-                "0",
-                "--bitburner-game-port",
-                "0",
-            ],
-            &[("MCP_TOKEN", value)],
-        );
+        let (mut child, mut stderr) =
+            serve_http(support::BITBURNER_OVER_HTTP, &[("MCP_TOKEN", value)]);
         // Read on a thread: a bridge that wrongly starts keeps stderr open, and must fail the test, not hang it.
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -208,17 +199,7 @@ fn post_mcp(addr: SocketAddr, headers: &[(&str, &str)], body: &str) -> String {
 #[test]
 fn logs_stay_small_under_many_calls_and_a_huge_client_name() {
     const CALLS: usize = 200;
-    let (mut child, stderr) = serve_http(
-        &[
-            "bitburner",
-            "--http",
-            "--mcp-port",
-            "0",
-            "--bitburner-game-port",
-            "0",
-        ],
-        &[],
-    );
+    let (mut child, stderr) = serve_http(support::BITBURNER_OVER_HTTP, &[]);
     let mut stderr = BufReader::new(stderr);
     let line = wait_for_line(&mut stderr, "serving MCP at http://").expect("it starts serving");
     let addr: SocketAddr = line

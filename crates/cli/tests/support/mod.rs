@@ -15,6 +15,16 @@ use tokio_tungstenite::tungstenite::Message;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-bridges");
 
+/// The Bitburner bridge served over HTTP, MCP and game ports both chosen by the system.
+pub const BITBURNER_OVER_HTTP: &[&str] = &[
+    "bitburner",
+    "--http",
+    "--mcp-port",
+    "0",
+    "--bitburner-game-port",
+    "0",
+];
+
 /// What a host sends first over stdio, one message a line: initialize (id 1), initialized, tools/list (id 2).
 pub const INIT_AND_LIST_TOOLS: &str = concat!(
     r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
