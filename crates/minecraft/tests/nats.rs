@@ -821,3 +821,127 @@ async fn a_command_for_a_game_whose_relay_died_is_refused_with_connection_error(
     );
     eprintln!("refused after {:?}", started.elapsed());
 }
+
+/// A raw game adapter's `hello` as `name`/`instance` at `url`, and the relay's first answer.
+async fn game_hello(url: &str, name: &str, instance: &str) -> (RawLink, Value) {
+    let mut link = raw_connect(url, Some(GAME_TOKEN)).await.unwrap();
+    link.send(&envelope(
+        "hello",
+        "h",
+        "minecraft",
+        json!({"name": name, "instance": instance}),
+    ))
+    .await;
+    let first = link.recv().await;
+    (link, first)
+}
+
+/// A game name is the cluster's, not one relay's: a second server under a name a game holds on another
+/// relay is refused with the error the in-memory relay gives (PERMISSION_DENIED, `name_in_use`); once the
+/// holder's relay died and its claim expired, the name can be taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_game_name_held_on_one_relay_is_refused_on_another_until_its_claim_expires() {
+    let cluster = Cluster::start().await;
+    let mut a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let (_first, w) = game_hello(&a.url(), "lobby", "i1").await;
+    assert_eq!(w["type"], "welcome", "{w}");
+    let (_second, refused) = game_hello(&b.url(), "lobby", "i2").await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(refused["payload"]["code"], "PERMISSION_DENIED", "{refused}");
+    assert_eq!(refused["payload"]["details"]["reason"], "name_in_use");
+    assert_eq!(refused["payload"]["details"]["holder"], "i1");
+    let message = refused["payload"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("server_name"),
+        "tells how to fix it: {message}"
+    );
+    // The holder's relay dies without a word: its claim is no longer refreshed, and once it expired the
+    // other server gets the name.
+    a.kill();
+    let mut refusals = 0;
+    within(
+        "the name to be free once the dead relay's claim expired",
+        async {
+            loop {
+                let (link, answer) = game_hello(&b.url(), "lobby", "i2").await;
+                if answer["type"] == "welcome" {
+                    return link;
+                }
+                assert_eq!(
+                    answer["payload"]["details"]["reason"], "name_in_use",
+                    "{answer}"
+                );
+                refusals += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        },
+    )
+    .await;
+    eprintln!("refused {refusals} times after the holder's relay died");
+}
+
+/// `--game-command-rate` is the game's, not each relay's: commands that reach the game through other relays
+/// are counted by the relay holding it, with the ones its own clients send, and one over the limit gets the
+/// refusal the local path gives (SERVER_ERROR, reason `rate_limited`, scope `game`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_game_command_rate_counts_commands_from_every_relay_together() {
+    let cluster = Cluster::start().await;
+    let limit = ["--game-command-rate", "1"];
+    let a = ProcessRelay::start(bus_args(&cluster, &limit)).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &limit)).await;
+    let lobby = FakeGame::start(&a.url(), "lobby");
+    lobby.wait_connected(1).await;
+    let on_a = McpSide::start(vec![a.url()], "desk-rate-a");
+    let on_b = McpSide::start(vec![b.url()], "desk-rate-b");
+    on_a.wait_welcomes(1).await;
+    on_b.wait_welcomes(1).await;
+    // Each relay alone would let a burst of 2 through (rate 1, bursts of twice that): together, too.
+    let started = std::time::Instant::now();
+    let mut asks = Vec::new();
+    for n in 0..6 {
+        for (side, who) in [(&on_a, "a"), (&on_b, "b")] {
+            let side = side.clone();
+            asks.push(tokio::spawn(async move {
+                side.command(
+                    &format!("{who}{n}"),
+                    "lobby",
+                    "execute_command",
+                    json!({"command": format!("say {who}{n}")}),
+                )
+                .await
+            }));
+        }
+    }
+    let mut answers = Vec::new();
+    for ask in asks {
+        answers.push(ask.await.unwrap());
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let passed = answers
+        .iter()
+        .filter(|a| a["payload"]["success"] == true)
+        .count();
+    // The burst, and what the bucket refilled at 1 a second meanwhile.
+    let allowed = 2 + elapsed.ceil() as usize;
+    assert!(
+        passed <= allowed,
+        "{passed} commands reached the game in {elapsed:.2} s at --game-command-rate 1 (at most {allowed})"
+    );
+    assert_eq!(lobby.executed().len(), passed);
+    for refused in answers.iter().filter(|a| a["payload"]["success"] != true) {
+        let error = &refused["payload"]["error"];
+        assert_eq!(error["code"], "SERVER_ERROR", "{refused}");
+        assert_eq!(error["details"]["reason"], "rate_limited", "{refused}");
+        assert_eq!(error["details"]["scope"], "game", "{refused}");
+        assert_eq!(error["details"]["game"], "lobby", "{refused}");
+        assert_eq!(refused["game"], "lobby", "{refused}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("--game-command-rate"),
+            "{refused}"
+        );
+    }
+}

@@ -227,6 +227,22 @@ async fn serve_game(
             .take(200)
             .collect::<String>()
     };
+    // Through the bus the name is the cluster's: claimed in JetStream first (bus/nats.rs).
+    let claimed = match relay.bus() {
+        Some(bus) => bus.claim_name(&relay, &name, &instance, &sender).await,
+        None => Ok(()),
+    };
+    if let Err(super::bus::ClaimError::Unavailable(why)) = &claimed {
+        let reply = Envelope::error(
+            &hello.id,
+            Code::ServerError,
+            format!("the game name `{name}` could not be claimed: {why}; retry"),
+            json!({"reason": "name_claim_failed", "name": name}),
+        );
+        let _ = sender.send_text(reply.to_text()).await;
+        sender.close("game name not claimed");
+        return;
+    }
     // The welcome is queued under the same lock that makes the game routable, so it is the first frame
     // the adapter gets, and the game is reachable as soon as the adapter hears it.
     let admitted = {
@@ -234,7 +250,9 @@ async fn serve_game(
         // The name stays with the live adapter holding it: another instance under it is refused, not swapped
         // in (two servers named alike used to kick each other off forever). The same instance takes its own
         // place back (a reconnect whose old link is not yet known dead).
-        if let Some(holder) = state
+        if let Err(super::bus::ClaimError::InUse(holder)) = claimed {
+            Err(holder)
+        } else if let Some(holder) = state
             .games
             .get(&name)
             .filter(|g| g.instance != instance && !g.sender.is_closed())

@@ -569,15 +569,7 @@ impl Relay {
         // Every MCP server together may send one game at most --game-command-rate commands a second.
         let limited = self.rates().take_game(&game);
         if let Err(retry) = limited {
-            self.count_rate_limited(Scope::Game);
-            let limit = settings.game_command_rate;
-            let message = format!(
-                "rate limited: game `{game}` was sent more than {limit} commands a second by every MCP server \
-                 together ({}); retry in {retry} ms",
-                Scope::Game.flag(false)
-            );
-            let details = json!({"reason": "rate_limited", "scope": Scope::Game.as_str(),
-                                 "limit": limit, "retryAfterMs": retry, "game": game});
+            let (message, details) = self.game_rate_limited(&game, retry);
             Self::enqueue(&mut state, client, |seq| {
                 respond_error(
                     &command.id,
@@ -683,7 +675,7 @@ impl Relay {
         let details = json!({"game": pending.game, "command": pending.command});
         if pending.client.0 == REMOTE {
             drop(state);
-            let out = respond_error(
+            let mut out = respond_error(
                 &pending.original_id,
                 Some(&pending.game),
                 0,
@@ -691,6 +683,8 @@ impl Relay {
                 message,
                 details,
             );
+            // No `seq` through the bus (0 is not one): the asking relay numbers it for its client.
+            out.seq = None;
             if let Some(bus) = self.bus() {
                 bus.reply(&pending.client.1, out.to_text());
             }
@@ -720,17 +714,62 @@ impl Relay {
         })
     }
 
+    /// Counts a command refused at `game`'s command rate, and says so (message, details) as every path does.
+    fn game_rate_limited(&self, game: &str, retry: u64) -> (String, Value) {
+        self.count_rate_limited(Scope::Game);
+        let limit = self.inner.settings.game_command_rate;
+        let message = format!(
+            "rate limited: game `{game}` was sent more than {limit} commands a second by every MCP server \
+             together ({}); retry in {retry} ms",
+            Scope::Game.flag(false)
+        );
+        let details = json!({"reason": "rate_limited", "scope": Scope::Game.as_str(),
+                             "limit": limit, "retryAfterMs": retry, "game": game});
+        (message, details)
+    }
+
     /// A command another relay forwarded through the bus for `game`, connected here: registered like a
-    /// local one (permission and rate were checked by that relay), its answer to go to `reply`.
+    /// local one, its answer to go to `reply`. Permission was checked by that relay; the game's command rate
+    /// is counted here, where every relay's commands for the game meet. Refused: the answer for the asker.
     pub fn route_remote(
         &self,
         reply: String,
         game: &str,
         command: &Envelope,
-    ) -> Result<(LinkSender, Envelope), String> {
+    ) -> Result<(LinkSender, Envelope), Box<Envelope>> {
+        let name = command.str_field("command").unwrap_or_default().to_owned();
+        if !self.lock().games.contains_key(game) {
+            return Err(Box::new(respond_error(
+                &command.id,
+                Some(game),
+                0,
+                Code::ConnectionError,
+                &format!("game `{game}` is not connected to this relay"),
+                json!({"game": game, "command": name}),
+            )));
+        }
+        let limited = self.rates().take_game(game);
+        if let Err(retry) = limited {
+            let (message, details) = self.game_rate_limited(game, retry);
+            return Err(Box::new(respond_error(
+                &command.id,
+                Some(game),
+                0,
+                Code::ServerError,
+                &message,
+                details,
+            )));
+        }
         let mut state = self.lock();
         let Some(conn) = state.games.get(game) else {
-            return Err(format!("game `{game}` is not connected to this relay"));
+            return Err(Box::new(respond_error(
+                &command.id,
+                Some(game),
+                0,
+                Code::ConnectionError,
+                &format!("game `{game}` is not connected to this relay"),
+                json!({"game": game, "command": name}),
+            )));
         };
         let sender = conn.sender.clone();
         let game_link = conn.link_id;
@@ -745,7 +784,7 @@ impl Relay {
                 original_id: command.id.clone(),
                 game: game.to_owned(),
                 game_link,
-                command: command.str_field("command").unwrap_or_default().to_owned(),
+                command: name,
             },
         );
         drop(state);

@@ -7,7 +7,7 @@
 
 pub mod nats;
 
-pub use nats::{BusError, NatsBus};
+pub use nats::{BusError, ClaimError, NatsBus};
 
 use std::time::Duration;
 
@@ -25,6 +25,8 @@ pub struct BusConfig {
     pub max_ack_pending: i64,
     /// A client gone this long loses its consumer (the queue retention of the memory relay).
     pub retention: Duration,
+    /// A digest of the game token (never the token): game-name claims say which token took them.
+    pub token_hash: String,
 }
 
 impl BusConfig {
@@ -38,6 +40,19 @@ impl BusConfig {
             max_bytes: args.bus_max_bytes,
             max_ack_pending: i64::try_from(args.queue_size.min(20_000)).unwrap_or(20_000),
             retention: args.retention,
+            token_hash: token_hash(args.minecraft_token.as_deref().unwrap_or_default()),
         })
     }
+}
+
+/// The first 16 bytes of the token's SHA-256, in hex.
+fn token_hash(token: &str) -> String {
+    use sha2::Digest;
+    use std::fmt::Write;
+    let digest = sha2::Sha256::digest(token.as_bytes());
+    let mut out = String::new();
+    for b in digest.iter().take(16) {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }

@@ -5,7 +5,9 @@
 //! `mcp-<token>-<clientId>`; what the client acknowledges (its relay `seq`) is acknowledged to JetStream, and a
 //! relay taking the client over recreates that consumer from its ack floor, so nothing acknowledged comes back
 //! and nothing unacknowledged is skipped. Events the stream no longer holds are reported (`lost`, reason
-//! `stream_limits`).
+//! `stream_limits`). A game's name is the cluster's: claimed in the stream `MC_GAME_NAMES` before the game is
+//! welcomed, so two servers named alike on two relays cannot both publish to `mc.events.<game>` (see
+//! [`NatsBus::claim_name`]).
 
 use super::BusConfig;
 use crate::relay::state::{ClientKey, Relay};
@@ -46,6 +48,18 @@ const PRESENCE: &str = "mc.relays.games";
 const PRESENCE_EVERY: Duration = Duration::from_secs(1);
 /// A relay not heard from for this long holds no game any more (it died).
 const PRESENCE_EXPIRES: Duration = Duration::from_secs(4);
+/// The stream of game-name claims: one message a subject `mc.names.<game>`, the latest claim. A claim is
+/// published with `Nats-Expected-Last-Subject-Sequence` (0 for a name never claimed, else the sequence of the
+/// claim it replaces), so of two relays claiming at once only one succeeds.
+const NAMES: &str = "MC_GAME_NAMES";
+const NAME_SUBJECTS: &str = "mc.names";
+/// The relay holding a name writes its claim again this often...
+const CLAIM_REFRESH: Duration = Duration::from_secs(1);
+/// ...and a claim not written for this long (by JetStream's clock) is a dead relay's: another may take it.
+const CLAIM_EXPIRES: Duration = Duration::from_secs(5);
+/// How long a game's `hello` waits for JetStream to take its claim (a NATS node died, a leader is being
+/// elected) before it is refused.
+const CLAIM_PATIENCE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum BusError {
@@ -55,6 +69,45 @@ pub enum BusError {
     Connect { urls: String, reason: String },
     #[error("--bus (MINECRAFT_BUS): JetStream refused the stream {STREAM}: {0}")]
     Stream(String),
+}
+
+/// Why a game may not have its name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClaimError {
+    /// Another live server holds it (on this relay or another): its instance.
+    #[error("the name is held by instance {0}")]
+    InUse(String),
+    /// JetStream did not take the claim within [`CLAIM_PATIENCE`].
+    #[error("the NATS cluster did not take the game name's claim: {0}")]
+    Unavailable(String),
+}
+
+/// A name claim as stored in [`NAMES`].
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ClaimRecord {
+    relay: String,
+    instance: String,
+    /// A digest of the game token the relay admits games with: a name claimed under one token is not
+    /// another token's while its claim lives.
+    token: String,
+    #[serde(default)]
+    released: bool,
+}
+
+/// A name this relay holds: the claim's id here, its stream sequence, and the link it is for.
+#[derive(Debug)]
+struct Claim {
+    id: u64,
+    seq: u64,
+    instance: String,
+}
+
+/// One attempt at a claim.
+enum Attempt {
+    InUse(String),
+    /// Another relay wrote the claim between our read and our write: read again.
+    Raced,
+    Bus(String),
 }
 
 /// A relay's link to the NATS cluster.
@@ -80,6 +133,10 @@ struct Inner {
     floor_tx: mpsc::UnboundedSender<(String, u64)>,
     /// The games of the other relays, by relay epoch, with when that relay last said so.
     remote: Mutex<HashMap<String, (Vec<String>, std::time::Instant)>>,
+    names: stream::Stream,
+    /// The names this relay holds, by name.
+    claims: Mutex<HashMap<String, Claim>>,
+    next_claim: AtomicU64,
     /// Asks for a presence message now (a game connected here).
     presence_now: tokio::sync::Notify,
     pub stats: BusStats,
@@ -137,14 +194,35 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// neither `.` nor the ambiguity).
 pub fn consumer_name(key: &ClientKey) -> String {
     let mut out = format!("mcp-{}-", key.0);
-    for c in key.1.chars() {
+    escape_into(&mut out, &key.1);
+    out
+}
+
+/// `.` and `_` escaped, so a name is one subject token and two names never escape alike.
+fn escape_into(out: &mut String, name: &str) {
+    for c in name.chars() {
         match c {
             '_' => out.push_str("__"),
             '.' => out.push_str("_d"),
             c => out.push(c),
         }
     }
+}
+
+/// The subject of a game name's claim.
+fn name_subject(name: &str) -> String {
+    let mut out = format!("{NAME_SUBJECTS}.");
+    escape_into(&mut out, name);
     out
+}
+
+/// How long ago JetStream stored `message` (zero if its clock is ahead of ours).
+fn age(message: &jetstream::message::StreamMessage) -> Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let then = u128::try_from(message.time.unix_timestamp_nanos()).unwrap_or(0);
+    Duration::from_nanos(u64::try_from(now.saturating_sub(then)).unwrap_or(u64::MAX))
 }
 
 impl NatsBus {
@@ -226,6 +304,27 @@ impl NatsBus {
                 Err(e) => return Err(BusError::Stream(e.to_string())),
             }
         };
+        let names = loop {
+            let made = js
+                .get_or_create_stream(stream::Config {
+                    name: NAMES.to_owned(),
+                    subjects: vec![format!("{NAME_SUBJECTS}.>")],
+                    max_messages_per_subject: 1,
+                    num_replicas: config.replicas,
+                    storage: stream::StorageType::File,
+                    ..Default::default()
+                })
+                .await;
+            match made {
+                Ok(s) => break s,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    tracing::debug!(error = %e, "JetStream not ready yet");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(BusError::Stream(e.to_string())),
+            }
+        };
         let (floor_tx, mut floor_rx) = mpsc::unbounded_channel::<(String, u64)>();
         {
             let js = js.clone();
@@ -268,6 +367,9 @@ impl NatsBus {
                 floors,
                 floor_tx,
                 remote: Mutex::new(HashMap::new()),
+                names,
+                claims: Mutex::new(HashMap::new()),
+                next_claim: AtomicU64::new(1),
                 presence_now: tokio::sync::Notify::new(),
                 stats: BusStats::default(),
             }),
@@ -400,6 +502,94 @@ impl NatsBus {
         }
     }
 
+    /// Claims `name` for the game `instance` linking through `sender`, cluster-wide, before it is welcomed.
+    /// The name is free when no claim exists, when its claim was released or expired (its relay died), or
+    /// when it is held by the same instance under the same game token (the game reconnected, here or at
+    /// another relay). A name this relay holds is judged by its own table, as without the bus. Once claimed,
+    /// the claim is refreshed while the link lives and released when it ends; a claim another relay took
+    /// over (ours expired while NATS was out of reach) closes the link here.
+    pub async fn claim_name(
+        &self,
+        relay: &Relay,
+        name: &str,
+        instance: &str,
+        sender: &LinkSender,
+    ) -> Result<(), ClaimError> {
+        let subject = name_subject(name);
+        let deadline = tokio::time::Instant::now() + CLAIM_PATIENCE;
+        let seq = loop {
+            match self.try_claim(relay, name, &subject, instance).await {
+                Ok(seq) => break seq,
+                Err(Attempt::InUse(holder)) => return Err(ClaimError::InUse(holder)),
+                Err(Attempt::Raced) => continue,
+                Err(Attempt::Bus(e)) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(game = name, error = %e, "claiming the game name");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(Attempt::Bus(e)) => return Err(ClaimError::Unavailable(e)),
+            }
+        };
+        let id = self.inner.next_claim.fetch_add(1, Ordering::Relaxed);
+        lock(&self.inner.claims).insert(
+            name.to_owned(),
+            Claim {
+                id,
+                seq,
+                instance: instance.to_owned(),
+            },
+        );
+        tokio::spawn(hold_claim(
+            Arc::clone(&self.inner),
+            name.to_owned(),
+            subject,
+            id,
+            sender.clone(),
+        ));
+        Ok(())
+    }
+
+    /// One read-then-write of a claim: the sequence of ours, or why not.
+    async fn try_claim(
+        &self,
+        relay: &Relay,
+        name: &str,
+        subject: &str,
+        instance: &str,
+    ) -> Result<u64, Attempt> {
+        let inner = &self.inner;
+        let last = match inner.names.get_last_raw_message_by_subject(subject).await {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => None,
+            Err(e) => return Err(Attempt::Bus(e.to_string())),
+        };
+        let expected = match last {
+            None => 0,
+            Some(m) => {
+                let record = serde_json::from_slice::<ClaimRecord>(&m.payload).ok();
+                let held_by = match record {
+                    None => None,
+                    Some(r) if r.released || age(&m) > CLAIM_EXPIRES => None,
+                    Some(r) if r.instance == instance && r.token == inner.config.token_hash => None,
+                    Some(r) if r.relay == inner.epoch => {
+                        // Ours: held while a live link here has it, as without the bus.
+                        let state = relay.lock();
+                        state
+                            .games
+                            .get(name)
+                            .filter(|g| g.instance != instance && !g.sender.is_closed())
+                            .map(|g| g.instance.clone())
+                    }
+                    Some(r) => Some(r.instance),
+                };
+                if let Some(holder) = held_by {
+                    return Err(Attempt::InUse(holder));
+                }
+                m.sequence
+            }
+        };
+        publish_claim(inner, subject, instance, false, expected).await
+    }
+
     /// The games connected to the other relays now, sorted.
     pub fn remote_games(&self) -> Vec<String> {
         let remote = lock(&self.inner.remote);
@@ -522,15 +712,9 @@ impl NatsBus {
                             );
                         });
                     }
-                    Err(why) => {
-                        let out = crate::relay::state::respond_error(
-                            &parsed.envelope.id,
-                            Some(&game),
-                            0,
-                            crate::wire::Code::ConnectionError,
-                            &why,
-                            serde_json::json!({"game": game}),
-                        );
+                    Err(mut out) => {
+                        // No `seq` (0 is not one): the asking relay numbers it for its client.
+                        out.seq = None;
                         let _ = inner
                             .client
                             .publish(reply, Bytes::from(out.to_text()))
@@ -642,6 +826,94 @@ impl NatsBus {
             let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
         }
         out
+    }
+}
+
+/// Writes a claim of `subject` for `instance` (or its release) over the claim at stream sequence `expected`.
+async fn publish_claim(
+    inner: &Inner,
+    subject: &str,
+    instance: &str,
+    released: bool,
+    expected: u64,
+) -> Result<u64, Attempt> {
+    let record = ClaimRecord {
+        relay: inner.epoch.clone(),
+        instance: instance.to_owned(),
+        token: inner.config.token_hash.clone(),
+        released,
+    };
+    let body = serde_json::to_vec(&record).map_err(|e| Attempt::Bus(e.to_string()))?;
+    let message = jetstream::message::PublishMessage::build()
+        .payload(Bytes::from(body))
+        .expected_last_subject_sequence(expected);
+    let acked = match inner.js.send_publish(subject.to_owned(), message).await {
+        Ok(ack) => ack.await,
+        Err(e) => Err(e),
+    };
+    match acked {
+        Ok(ack) => Ok(ack.sequence),
+        Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
+            Err(Attempt::Raced)
+        }
+        Err(e) => Err(Attempt::Bus(e.to_string())),
+    }
+}
+
+/// Keeps a name's claim alive while its game's link lives, and releases it when the link ends. Ends early
+/// when a newer claim of this relay replaced it, or when another relay took the name (then the link here is
+/// closed: the name is served there now).
+async fn hold_claim(inner: Arc<Inner>, name: String, subject: String, id: u64, sender: LinkSender) {
+    let mut tick = tokio::time::interval(CLAIM_REFRESH);
+    tick.tick().await;
+    loop {
+        let closed = tokio::select! {
+            () = sender.closed() => true,
+            _ = tick.tick() => sender.is_closed(),
+        };
+        let (seq, instance) = match lock(&inner.claims).get(&name) {
+            Some(c) if c.id == id => (c.seq, c.instance.clone()),
+            _ => return,
+        };
+        match publish_claim(&inner, &subject, &instance, closed, seq).await {
+            Ok(next) => {
+                let mut claims = lock(&inner.claims);
+                if closed {
+                    if claims.get(&name).is_some_and(|c| c.id == id) {
+                        claims.remove(&name);
+                    }
+                    tracing::debug!(game = %name, "game name released");
+                    return;
+                }
+                if let Some(c) = claims.get_mut(&name).filter(|c| c.id == id) {
+                    c.seq = next;
+                }
+            }
+            Err(Attempt::Raced) => {
+                {
+                    let mut claims = lock(&inner.claims);
+                    if claims.get(&name).is_some_and(|c| c.id == id) {
+                        claims.remove(&name);
+                    }
+                }
+                if !closed {
+                    tracing::warn!(game = %name, "another relay took this game's name (its claim here expired): closing the link");
+                    sender.close("the game name was claimed through another relay");
+                }
+                return;
+            }
+            // NATS out of reach for a moment: the next tick tries again (a release, then, is left to expire).
+            Err(Attempt::Bus(e)) | Err(Attempt::InUse(e)) => {
+                tracing::debug!(game = %name, error = %e, "refreshing the game name's claim");
+                if closed {
+                    let mut claims = lock(&inner.claims);
+                    if claims.get(&name).is_some_and(|c| c.id == id) {
+                        claims.remove(&name);
+                    }
+                    return;
+                }
+            }
+        }
     }
 }
 
