@@ -748,6 +748,7 @@ impl NatsBus {
     ) {
         use crate::wire::Code;
         let nats = self.inner.client.clone();
+        let bus = self.clone();
         let relay = relay.clone();
         let client = client.clone();
         let mut out = command.clone();
@@ -761,9 +762,23 @@ impl NatsBus {
             let request = async_nats::Request::new()
                 .payload(Bytes::from(out.to_text()))
                 .timeout(Some(timeout));
-            let answer = nats
-                .send_request(format!("{COMMANDS}.{game}"), request)
-                .await;
+            let asked = nats.send_request(format!("{COMMANDS}.{game}"), request);
+            // A relay that died with the request on its way may leave NATS routing it to nobody for a while
+            // (no "no responders" then): once no relay announces the game any more, nothing will answer.
+            let gone = async {
+                loop {
+                    tokio::time::sleep(PRESENCE_EVERY).await;
+                    if !bus.remote_games().contains(&game)
+                        && !relay.lock().games.contains_key(&game)
+                    {
+                        return;
+                    }
+                }
+            };
+            let answer = tokio::select! {
+                answer = asked => Some(answer),
+                () = gone => None,
+            };
             let fail = |code: Code, message: String| {
                 crate::relay::state::respond_error(
                     &original,
@@ -773,6 +788,14 @@ impl NatsBus {
                     &message,
                     serde_json::json!({"game": game, "command": name}),
                 )
+            };
+            let Some(answer) = answer else {
+                let response = fail(
+                    Code::ConnectionError,
+                    format!("game `{game}` is no longer connected to any relay"),
+                );
+                relay.queue_response(&client, &response);
+                return;
             };
             let response = match answer {
                 Ok(m) => match std::str::from_utf8(&m.payload)
