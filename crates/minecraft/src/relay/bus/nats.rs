@@ -270,61 +270,20 @@ impl NatsBus {
             duplicate_window: config.max_age.min(Duration::from_secs(120)),
             ..Default::default()
         };
-        // A cluster electing its first leaders answers "no responders" or times out for a moment.
+        // A cluster electing its first leaders answers "no responders" or times out for a moment; the three
+        // streams share one budget of tries.
         let mut tries = 0;
-        let stream = loop {
-            match js.get_or_create_stream(wanted.clone()).await {
-                Ok(s) => break s,
-                Err(e) if tries < 50 => {
-                    tries += 1;
-                    tracing::debug!(error = %e, "JetStream not ready yet");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => return Err(BusError::Stream(e.to_string())),
-            }
+        let stream = ensure_stream(&js, wanted, &mut tries).await?;
+        let small = |name: &str, subjects: &str| stream::Config {
+            name: name.to_owned(),
+            subjects: vec![format!("{subjects}.>")],
+            max_messages_per_subject: 1,
+            num_replicas: config.replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
         };
-        let floors = loop {
-            let made = js
-                .get_or_create_stream(stream::Config {
-                    name: FLOORS.to_owned(),
-                    subjects: vec![format!("{FLOOR_SUBJECTS}.>")],
-                    max_messages_per_subject: 1,
-                    num_replicas: config.replicas,
-                    storage: stream::StorageType::File,
-                    ..Default::default()
-                })
-                .await;
-            match made {
-                Ok(kv) => break kv,
-                Err(e) if tries < 50 => {
-                    tries += 1;
-                    tracing::debug!(error = %e, "JetStream not ready yet");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => return Err(BusError::Stream(e.to_string())),
-            }
-        };
-        let names = loop {
-            let made = js
-                .get_or_create_stream(stream::Config {
-                    name: NAMES.to_owned(),
-                    subjects: vec![format!("{NAME_SUBJECTS}.>")],
-                    max_messages_per_subject: 1,
-                    num_replicas: config.replicas,
-                    storage: stream::StorageType::File,
-                    ..Default::default()
-                })
-                .await;
-            match made {
-                Ok(s) => break s,
-                Err(e) if tries < 50 => {
-                    tries += 1;
-                    tracing::debug!(error = %e, "JetStream not ready yet");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => return Err(BusError::Stream(e.to_string())),
-            }
-        };
+        let floors = ensure_stream(&js, small(FLOORS, FLOOR_SUBJECTS), &mut tries).await?;
+        let names = ensure_stream(&js, small(NAMES, NAME_SUBJECTS), &mut tries).await?;
         let (floor_tx, mut floor_rx) = mpsc::unbounded_channel::<(String, u64)>();
         {
             let js = js.clone();
@@ -1334,6 +1293,26 @@ async fn read(
             None => {
                 let _ = inner.acks.send(reply);
             }
+        }
+    }
+}
+
+/// `config`'s stream, made if missing, retried while the cluster elects its first leaders (up to 50 tries of
+/// 200 ms over all the calls sharing `tries`).
+async fn ensure_stream(
+    js: &jetstream::Context,
+    config: stream::Config,
+    tries: &mut u32,
+) -> Result<stream::Stream, BusError> {
+    loop {
+        match js.get_or_create_stream(config.clone()).await {
+            Ok(s) => return Ok(s),
+            Err(e) if *tries < 50 => {
+                *tries += 1;
+                tracing::debug!(error = %e, "JetStream not ready yet");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(BusError::Stream(e.to_string())),
         }
     }
 }
