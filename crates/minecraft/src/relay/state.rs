@@ -592,12 +592,9 @@ impl Relay {
         };
         let sender = conn.sender.clone();
         let game_link = conn.link_id;
-        let relay_id = format!(
-            "r{}",
-            self.inner.next_command.fetch_add(1, Ordering::Relaxed)
-        );
-        state.pending.insert(
-            relay_id.clone(),
+        let out = self.pend(
+            &mut state,
+            command,
             Pending {
                 client: client.clone(),
                 original_id: command.id.clone(),
@@ -607,11 +604,6 @@ impl Relay {
             },
         );
         drop(state);
-        let mut out = command.clone();
-        out.kind = Kind::Command;
-        out.id = relay_id;
-        out.game = None;
-        out.seq = None;
         audit::forwarded(
             "command",
             &format!("mcp:{}/{}", client.0, client.1),
@@ -773,12 +765,9 @@ impl Relay {
         };
         let sender = conn.sender.clone();
         let game_link = conn.link_id;
-        let relay_id = format!(
-            "r{}",
-            self.inner.next_command.fetch_add(1, Ordering::Relaxed)
-        );
-        state.pending.insert(
-            relay_id.clone(),
+        let out = self.pend(
+            &mut state,
+            command,
             Pending {
                 client: (REMOTE, reply),
                 original_id: command.id.clone(),
@@ -787,13 +776,23 @@ impl Relay {
                 command: name,
             },
         );
-        drop(state);
+        Ok((sender, out))
+    }
+
+    /// Registers `pending` under a fresh relay id and gives the command as the game is to see it: that id,
+    /// no game name, no sequence number.
+    fn pend(&self, state: &mut State, command: &Envelope, pending: Pending) -> Envelope {
+        let relay_id = format!(
+            "r{}",
+            self.inner.next_command.fetch_add(1, Ordering::Relaxed)
+        );
+        state.pending.insert(relay_id.clone(), pending);
         let mut out = command.clone();
         out.kind = Kind::Command;
         out.id = relay_id;
         out.game = None;
         out.seq = None;
-        Ok((sender, out))
+        out
     }
 
     /// A game's link ended: its commands in flight fail with CONNECTION_ERROR.
