@@ -776,6 +776,13 @@ async fn forward_command(relay: &Relay, key: &ClientKey, env: &Envelope) {
     let Some((game, out)) = relay.route_command(key, env) else {
         return;
     };
+    send_to_game(relay, &game, out).await;
+}
+
+/// Sends a routed command to its game, and fails it as the game's answer would if the link drops or the game
+/// does not answer within `--command-timeout`. Commands from a client here and from another relay over the bus
+/// go the same way.
+pub(crate) async fn send_to_game(relay: &Relay, game: &LinkSender, out: Envelope) {
     let relay_id = out.id.clone();
     if game.send_text(out.to_text()).await.is_err() {
         relay.fail_pending(&relay_id, Code::ConnectionError, "the game's link dropped");

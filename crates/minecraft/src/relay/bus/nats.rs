@@ -648,28 +648,7 @@ impl NatsBus {
                 };
                 match relay.route_remote(reply.to_string(), &game, &parsed.envelope) {
                     Ok((to_game, out)) => {
-                        let relay_id = out.id.clone();
-                        if to_game.send_text(out.to_text()).await.is_err() {
-                            relay.fail_pending(
-                                &relay_id,
-                                crate::wire::Code::ConnectionError,
-                                "the game's link dropped",
-                            );
-                            continue;
-                        }
-                        let timeout = relay.settings().command_timeout;
-                        let relay = relay.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep(timeout).await;
-                            relay.fail_pending(
-                                &relay_id,
-                                crate::wire::Code::Timeout,
-                                &format!(
-                                    "the game did not answer within {} ms",
-                                    timeout.as_millis()
-                                ),
-                            );
-                        });
+                        crate::relay::conn::send_to_game(&relay, &to_game, out).await;
                     }
                     Err(mut out) => {
                         // No `seq` (0 is not one): the asking relay numbers it for its client.
