@@ -730,15 +730,20 @@ impl Relay {
         command: &Envelope,
     ) -> Result<(LinkSender, Envelope), Box<Envelope>> {
         let name = command.str_field("command").unwrap_or_default().to_owned();
-        if !self.lock().games.contains_key(game) {
-            return Err(Box::new(respond_error(
+        let not_here = || {
+            Box::new(respond_error(
                 &command.id,
                 Some(game),
                 0,
                 Code::ConnectionError,
                 &format!("game `{game}` is not connected to this relay"),
                 json!({"game": game, "command": name}),
-            )));
+            ))
+        };
+        // Checked before the rate is counted, so a command for a game gone from here costs it nothing; and
+        // again under the lock below, since the game may go in between.
+        if !self.lock().games.contains_key(game) {
+            return Err(not_here());
         }
         let limited = self.rates().take_game(game);
         if let Err(retry) = limited {
@@ -754,14 +759,7 @@ impl Relay {
         }
         let mut state = self.lock();
         let Some(conn) = state.games.get(game) else {
-            return Err(Box::new(respond_error(
-                &command.id,
-                Some(game),
-                0,
-                Code::ConnectionError,
-                &format!("game `{game}` is not connected to this relay"),
-                json!({"game": game, "command": name}),
-            )));
+            return Err(not_here());
         };
         let sender = conn.sender.clone();
         let game_link = conn.link_id;
