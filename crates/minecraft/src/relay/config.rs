@@ -174,6 +174,13 @@ pub struct RelayArgs {
     #[arg(id = "mc_bus_max_bytes", long = "bus-max-bytes", env = "MINECRAFT_BUS_MAX_BYTES", default_value = "1073741824",
           value_parser = config::ranged(1_048_576u64, 1 << 44))]
     pub bus_max_bytes: u64,
+
+    /// Bytes each queue towards NATS may hold: JetStream acks and client floors waiting to be sent (past it
+    /// they are dropped and counted, costing a redelivery, never an event), and each game's events waiting
+    /// for JetStream (past it the relay stops reading the game until JetStream catches up).
+    #[arg(id = "mc_bus_buffer_bytes", long = "bus-buffer-bytes", env = "MINECRAFT_BUS_BUFFER_BYTES",
+          default_value = "8388608", value_parser = config::ranged(1024usize, 1 << 32))]
+    pub bus_buffer_bytes: usize,
 }
 
 /// One MCP token and the command types it may send (`None` = all).

@@ -379,6 +379,10 @@ async fn serve_game(
                 Kind::Event => {
                     let ty = wire::validate_game_event(&env.payload);
                     if let Ok(ty) = ty {
+                        if let Some(bus) = relay.bus() {
+                            // JetStream slower than the game: stop reading it (bounded, bus/bounded.rs).
+                            bus.publish_room(&name, &instance).await;
+                        }
                         relay.accept_event(&name, &instance, ty, &env);
                         to_ack = to_ack.max(env.seq.unwrap_or(0));
                     }

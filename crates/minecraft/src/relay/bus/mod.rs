@@ -5,6 +5,7 @@
 //! through a durable consumer named after it, so it resumes at any relay where it left off.
 //! docs/minecraft/nats.md is the deployment page; docs/protocols/minecraft.md (NATS) the facts relied on.
 
+mod bounded;
 pub mod nats;
 
 pub use nats::{BusError, ClaimError, NatsBus};
@@ -27,6 +28,8 @@ pub struct BusConfig {
     pub retention: Duration,
     /// A digest of the game token (never the token): game-name claims say which token took them.
     pub token_hash: String,
+    /// Bytes each of the relay's queues towards NATS may hold (`--bus-buffer-bytes`; bounded.rs).
+    pub buffer_bytes: usize,
 }
 
 impl BusConfig {
@@ -41,6 +44,7 @@ impl BusConfig {
             max_ack_pending: i64::try_from(args.queue_size.min(20_000)).unwrap_or(20_000),
             retention: args.retention,
             token_hash: token_hash(args.minecraft_token.as_deref().unwrap_or_default()),
+            buffer_bytes: args.bus_buffer_bytes,
         })
     }
 }

@@ -10,6 +10,7 @@
 //! [`NatsBus::claim_name`]).
 
 use super::BusConfig;
+use super::bounded::{Bounded, Budget, Latest};
 use crate::relay::state::{ClientKey, Relay};
 use crate::wire::EventType;
 use async_nats::jetstream::{self, consumer, stream};
@@ -126,11 +127,19 @@ struct Inner {
     config: BusConfig,
     publishers: Mutex<HashMap<(String, String), Publisher>>,
     pumps: Mutex<HashMap<ClientKey, Arc<Pump>>>,
-    /// JetStream acknowledgements (reply subjects), published in order by one task.
-    acks: mpsc::UnboundedSender<Subject>,
+    /// JetStream acknowledgements (reply subjects), published in order by one task; bounded in bytes. The
+    /// pump's own acks wait for room; one that a client's ack releases and does not fit is dropped (counted;
+    /// the client's reader cannot wait for NATS), and JetStream then delivers its event again after
+    /// [`ACK_WAIT`], to the pump of this relay (which finds it behind what it read and acknowledges it
+    /// again, the client never seeing it twice) or, after a takeover, to a relay that starts from the
+    /// client's floor in [`FLOORS`], not from JetStream's acks. A lost ack costs a redelivery, never an event.
+    acks: Arc<Bounded<Subject>>,
     floors: stream::Stream,
-    /// Floors to write to [`FLOORS`], by consumer name (one writer task, the latest value per key).
-    floor_tx: mpsc::UnboundedSender<(String, u64)>,
+    /// Floors to write to [`FLOORS`]: the newest per consumer name, written by one task. A floor that does
+    /// not fit (more consumers moved than the bound holds) is dropped, counted: a relay taking that client
+    /// over starts from the older floor written before, so what it had acknowledged since comes again (the
+    /// client drops it by `(game, id)`, PROTOCOL.md §5); nothing is skipped.
+    floor_queue: Arc<Latest>,
     /// The games of the other relays, by relay epoch, with when that relay last said so.
     remote: Mutex<HashMap<String, (Vec<String>, std::time::Instant)>>,
     names: stream::Stream,
@@ -151,12 +160,19 @@ pub struct BusStats {
     pub redelivered: AtomicU64,
     pub lost: AtomicU64,
     pub takeovers: AtomicU64,
+    /// A pump whose client is connected here took its consumer back from a relay that recreated it late.
+    pub retakes: AtomicU64,
 }
 
-#[derive(Debug)]
+/// One game instance's way to JetStream. Its channel carries no bound of its own: every byte in it (and in
+/// flight to JetStream) is counted in `budget`, which the game's reader waits on before it accepts an event
+/// ([`NatsBus::publish_room`]), so a game faster than NATS is slowed at its socket instead of growing this.
+/// Events are never dropped here: the game's cumulative `ack` follows them, so a gap would lose one.
+#[derive(Debug, Clone)]
 struct Publisher {
     tx: mpsc::UnboundedSender<Outgoing>,
     persisted: watch::Receiver<u64>,
+    budget: Arc<Budget>,
 }
 
 #[derive(Debug)]
@@ -284,34 +300,14 @@ impl NatsBus {
         };
         let floors = ensure_stream(&js, small(FLOORS, FLOOR_SUBJECTS), &mut tries).await?;
         let names = ensure_stream(&js, small(NAMES, NAME_SUBJECTS), &mut tries).await?;
-        let (floor_tx, mut floor_rx) = mpsc::unbounded_channel::<(String, u64)>();
-        {
-            let js = js.clone();
-            tokio::spawn(async move {
-                let mut latest = HashMap::new();
-                while let Some((k, v)) = floor_rx.recv().await {
-                    latest.insert(k, v);
-                    while let Ok((k, v)) = floor_rx.try_recv() {
-                        latest.insert(k, v);
-                    }
-                    for (k, v) in latest.drain() {
-                        let subject = format!("{FLOOR_SUBJECTS}.{k}");
-                        if let Ok(ack) = js.publish(subject, Bytes::from(v.to_string())).await {
-                            let _ = ack.await;
-                        }
-                    }
-                }
-            });
-        }
-        let (acks, mut ack_rx) = mpsc::unbounded_channel::<Subject>();
-        {
-            let client = client.clone();
-            tokio::spawn(async move {
-                while let Some(reply) = ack_rx.recv().await {
-                    let _ = client.publish(reply, Bytes::from_static(b"+ACK")).await;
-                }
-            });
-        }
+        let floor_queue = Arc::new(Latest::new(config.buffer_bytes));
+        tokio::spawn(write_floors(
+            client.clone(),
+            js.clone(),
+            Arc::clone(&floor_queue),
+        ));
+        let acks = Arc::new(Bounded::new(config.buffer_bytes));
+        tokio::spawn(send_acks(client.clone(), Arc::clone(&acks)));
         tracing::info!(urls = %config.urls, replicas = config.replicas, "relay bus: NATS JetStream stream {STREAM}");
         Ok(Self {
             inner: Arc::new(Inner {
@@ -324,7 +320,7 @@ impl NatsBus {
                 pumps: Mutex::new(HashMap::new()),
                 acks,
                 floors,
-                floor_tx,
+                floor_queue,
                 remote: Mutex::new(HashMap::new()),
                 names,
                 claims: Mutex::new(HashMap::new()),
@@ -343,45 +339,51 @@ impl NatsBus {
         &self.inner.client
     }
 
-    fn publisher(
-        &self,
-        game: &str,
-        instance: &str,
-    ) -> (mpsc::UnboundedSender<Outgoing>, watch::Receiver<u64>) {
+    fn publisher(&self, game: &str, instance: &str) -> Publisher {
         let mut map = lock(&self.inner.publishers);
         let key = (game.to_owned(), instance.to_owned());
         if let Some(p) = map.get(&key).filter(|p| !p.tx.is_closed()) {
-            return (p.tx.clone(), p.persisted.clone());
+            return p.clone();
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let (done, persisted) = watch::channel(0);
+        let budget = Arc::new(Budget::new(self.inner.config.buffer_bytes));
         tokio::spawn(publish_loop(
             Arc::clone(&self.inner),
             game.to_owned(),
             instance.to_owned(),
             rx,
             done,
+            Arc::clone(&budget),
         ));
-        map.insert(
-            key,
-            Publisher {
-                tx: tx.clone(),
-                persisted: persisted.clone(),
-            },
-        );
-        (tx, persisted)
+        let publisher = Publisher {
+            tx,
+            persisted,
+            budget,
+        };
+        map.insert(key, publisher.clone());
+        publisher
     }
 
     /// The highest `seq` of this game instance that JetStream holds (0 if none this relay published).
     pub fn persisted(&self, game: &str, instance: &str) -> u64 {
-        *self.publisher(game, instance).1.borrow()
+        *self.publisher(game, instance).persisted.borrow()
+    }
+
+    /// Waits until this game instance has less than `--bus-buffer-bytes` of events on their way to
+    /// JetStream. The game's reader calls it before accepting an event, so a game faster than NATS waits at
+    /// its socket (its adapter keeps the events in its outbox) rather than growing this relay.
+    pub async fn publish_room(&self, game: &str, instance: &str) {
+        let budget = Arc::clone(&self.publisher(game, instance).budget);
+        budget.room().await;
     }
 
     /// Publishes a game's event (the text MCP clients get, without its `seq`); the game's `ack` waits for
-    /// JetStream's (see [`NatsBus::forward_acks`]).
+    /// JetStream's (see [`NatsBus::forward_acks`]). Counted in the instance's budget until JetStream holds it.
     pub fn publish_event(&self, game: &str, instance: &str, seq: u64, ty: EventType, body: String) {
-        let (tx, _) = self.publisher(game, instance);
-        let _ = tx.send(Outgoing {
+        let publisher = self.publisher(game, instance);
+        publisher.budget.add(body.len());
+        let _ = publisher.tx.send(Outgoing {
             seq,
             ty: ty.as_str(),
             body: Bytes::from(body),
@@ -391,7 +393,7 @@ impl NatsBus {
     /// Acknowledges to a game link every event of its instance that JetStream holds, as it comes to hold
     /// them; ends with the link.
     pub fn forward_acks(&self, game: &str, instance: &str, sender: LinkSender, from: u64) {
-        let (_, mut persisted) = self.publisher(game, instance);
+        let mut persisted = self.publisher(game, instance).persisted;
         tokio::spawn(async move {
             let mut acked = from;
             loop {
@@ -447,7 +449,7 @@ impl NatsBus {
         t.acked = t.acked.max(seq);
         while t.held.front().is_some_and(|h| h.0 <= seq) {
             if let Some((_, _, reply)) = t.held.pop_front() {
-                let _ = self.inner.acks.send(reply);
+                ack(&self.inner, reply);
             }
         }
         // Everything below the oldest event still held (or below the next to read) the client has had.
@@ -457,7 +459,7 @@ impl NatsBus {
             .map_or(t.next.saturating_sub(1), |h| h.1.saturating_sub(1));
         if floor > t.stored {
             t.stored = floor;
-            let _ = self.inner.floor_tx.send((consumer_name(key), floor));
+            self.inner.floor_queue.put(&consumer_name(key), floor);
         }
     }
 
@@ -782,9 +784,58 @@ impl NatsBus {
             ("minecraft_relay_bus_redelivered_total", &s.redelivered),
             ("minecraft_relay_bus_lost_total", &s.lost),
             ("minecraft_relay_bus_takeovers_total", &s.takeovers),
+            ("minecraft_relay_bus_retakes_total", &s.retakes),
         ] {
             let _ = writeln!(out, "# TYPE {name} counter");
             let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
+        }
+        // The bounded queues (bounded.rs): bytes held now and at most, against `--bus-buffer-bytes`, and what
+        // each dropped (acks and floors) or how often a game waited (events).
+        let inner = &self.inner;
+        let (mut publish_held, mut publish_peak, mut publish_waits) = (0, 0, 0);
+        for p in lock(&inner.publishers).values() {
+            publish_held += p.budget.gauge.held();
+            publish_peak = publish_peak.max(p.budget.gauge.peak());
+            publish_waits += p.budget.waits.load(Ordering::Relaxed);
+        }
+        let gauges = [
+            (
+                "ack_queue",
+                inner.acks.gauge.held(),
+                inner.acks.gauge.peak(),
+            ),
+            (
+                "floor_queue",
+                inner.floor_queue.gauge.held(),
+                inner.floor_queue.gauge.peak(),
+            ),
+            ("publish_queue", publish_held, publish_peak),
+        ];
+        for (name, held, peak) in gauges {
+            let _ = writeln!(out, "# TYPE minecraft_relay_bus_{name}_bytes gauge");
+            let _ = writeln!(out, "minecraft_relay_bus_{name}_bytes {held}");
+            let _ = writeln!(out, "# TYPE minecraft_relay_bus_{name}_peak_bytes gauge");
+            let _ = writeln!(out, "minecraft_relay_bus_{name}_peak_bytes {peak}");
+        }
+        let _ = writeln!(out, "# TYPE minecraft_relay_bus_buffer_limit_bytes gauge");
+        let _ = writeln!(
+            out,
+            "minecraft_relay_bus_buffer_limit_bytes {}",
+            inner.config.buffer_bytes
+        );
+        for (name, v) in [
+            (
+                "minecraft_relay_bus_acks_dropped_total",
+                inner.acks.gauge.dropped(),
+            ),
+            (
+                "minecraft_relay_bus_floors_dropped_total",
+                inner.floor_queue.gauge.dropped(),
+            ),
+            ("minecraft_relay_bus_publish_waits_total", publish_waits),
+        ] {
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {v}");
         }
         out
     }
@@ -887,6 +938,7 @@ async fn publish_loop(
     instance: String,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     persisted: watch::Sender<u64>,
+    budget: Arc<Budget>,
 ) {
     let subject = format!("{EVENTS}.{game}");
     let mut in_flight = FuturesOrdered::new();
@@ -912,6 +964,7 @@ async fn publish_loop(
                     resend(&inner, &subject, &game, &instance, &out).await;
                 }
                 inner.stats.published.fetch_add(1, Ordering::Relaxed);
+                budget.release(out.body.len());
                 persisted.send_if_modified(|s| {
                     let raised = out.seq > *s;
                     *s = (*s).max(out.seq);
@@ -952,6 +1005,63 @@ async fn resend(inner: &Inner, subject: &str, game: &str, instance: &str, out: &
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Queues a JetStream ack for a client's own ack (see [`Inner::acks`] for why one that does not fit may be
+/// dropped): the client's reader cannot wait for NATS.
+fn ack(inner: &Inner, reply: Subject) {
+    let bytes = reply.len();
+    inner.acks.push(reply, bytes);
+}
+
+/// Queues a JetStream ack the pump makes (an event this client does not take, or one delivered again):
+/// the pump waits for room, reading JetStream no faster than its acks leave, and drops none.
+async fn ack_wait(inner: &Inner, reply: Subject) {
+    let bytes = reply.len();
+    inner.acks.push_wait(reply, bytes).await;
+}
+
+/// Sends the queued JetStream acks while NATS is reachable. While it is not they wait in the bounded
+/// queue, where they are counted, rather than in the NATS client's own buffer.
+async fn send_acks(client: async_nats::Client, acks: Arc<Bounded<Subject>>) {
+    loop {
+        while client.connection_state() != async_nats::connection::State::Connected {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for reply in acks.pop(256).await {
+            let _ = client.publish(reply, Bytes::from_static(b"+ACK")).await;
+        }
+    }
+}
+
+/// Writes the queued client floors to [`FLOORS`]. One that JetStream did not take goes back to the queue
+/// (unless a newer floor of its consumer came meanwhile) and is tried again.
+async fn write_floors(client: async_nats::Client, js: jetstream::Context, floors: Arc<Latest>) {
+    loop {
+        let mut failed = false;
+        for (name, floor) in floors.take().await {
+            if !failed {
+                let written =
+                    if client.connection_state() == async_nats::connection::State::Connected {
+                        let subject = format!("{FLOOR_SUBJECTS}.{name}");
+                        match js.publish(subject, Bytes::from(floor.to_string())).await {
+                            Ok(ack) => ack.await.is_ok(),
+                            Err(_) => false,
+                        }
+                    } else {
+                        false
+                    };
+                if written {
+                    continue;
+                }
+                failed = true;
+            }
+            floors.put(&name, floor);
+        }
+        if failed {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 }
 
@@ -1013,7 +1123,25 @@ async fn run_pump(inner: Arc<Inner>, relay: Relay, key: ClientKey, pump: Arc<Pum
                 t.held.front().map(|h| h.1)
             };
             let from = from.map_or(start, |held| held.min(start));
-            match owned(&inner, &name).await {
+            // Not ours any more: another relay took the client over, so this pump ends, unless the client is
+            // connected here. Then the other relay's pump is the stale one: its resynchronisation read our
+            // consumer as its own just before we took it over, and recreated it after (a check and a write
+            // JetStream cannot make one); left so, nobody would read for the client here. We take it back
+            // from where this relay stands; the other pump finds it gone and ends, its client not there.
+            let owner = match owned(&inner, &name).await {
+                Ok(false) if live_here(&relay, &key) => {
+                    // Not at once: one client id connected to two relays (a misconfiguration) makes them
+                    // take turns, and this keeps that to a few takes a second.
+                    if wait_or_stop(&pump, Duration::from_millis(200)).await {
+                        return finish(&inner, &relay, &key, &pump);
+                    }
+                    inner.stats.retakes.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(consumer = %name, "another relay recreated this client's consumer while the client is here: taking it back");
+                    Ok(true)
+                }
+                other => other,
+            };
+            match owner {
                 Ok(false) => return finish(&inner, &relay, &key, &pump),
                 Ok(true) => match recreate(
                     &inner,
@@ -1065,6 +1193,15 @@ fn finish(inner: &Inner, relay: &Relay, key: &ClientKey, pump: &Arc<Pump>) {
     if state.clients.get(key).is_some_and(|c| c.live.is_none()) {
         state.clients.remove(key);
     }
+}
+
+/// Whether the client has a live link to this relay.
+fn live_here(relay: &Relay, key: &ClientKey) -> bool {
+    relay
+        .lock()
+        .clients
+        .get(key)
+        .is_some_and(|c| c.live.is_some())
 }
 
 /// Whether the consumer is this relay's (its description is our epoch).
@@ -1206,12 +1343,18 @@ async fn read(
                 // Delivered again (ack wait, or our consumer recreated behind events still held): the held
                 // one takes its new ack subject; one already acknowledged or filtered out is acknowledged.
                 inner.stats.redelivered.fetch_add(1, Ordering::Relaxed);
-                let mut t = lock(&pump.tracker);
-                match t.held.binary_search_by_key(&seq, |h| h.1) {
-                    Ok(i) => t.held[i].2 = reply,
-                    Err(_) => {
-                        let _ = inner.acks.send(reply);
+                let done = {
+                    let mut t = lock(&pump.tracker);
+                    match t.held.binary_search_by_key(&seq, |h| h.1) {
+                        Ok(i) => {
+                            t.held[i].2 = reply;
+                            None
+                        }
+                        Err(_) => Some(reply),
                     }
+                };
+                if let Some(reply) = done {
+                    ack_wait(inner, reply).await;
                 }
                 continue;
             }
@@ -1231,7 +1374,6 @@ async fn read(
             }
         }
         *next = seq + 1;
-        lock(&pump.tracker).next = seq + 1;
         *fresh = false;
         let ty = message
             .message
@@ -1254,24 +1396,32 @@ async fn read(
                 _ => None,
             }
         };
-        match pushed {
-            Some(local) => {
-                inner.stats.delivered.fetch_add(1, Ordering::Relaxed);
-                relay
-                    .stats()
-                    .events_forwarded
-                    .fetch_add(1, Ordering::Relaxed);
-                let mut t = lock(&pump.tracker);
-                if local <= t.acked {
-                    let _ = inner.acks.send(reply);
-                } else {
-                    t.held.push_back((local, seq, reply));
+        // The tracker's `next` moves only now, with the event held (or acknowledged) in the same step: a
+        // client ack computing the floor in between would otherwise write a floor past an event still on its
+        // way to the client's queue, and a relay taking the client over would skip it.
+        let done = {
+            let mut t = lock(&pump.tracker);
+            t.next = seq + 1;
+            match pushed {
+                Some(local) => {
+                    inner.stats.delivered.fetch_add(1, Ordering::Relaxed);
+                    relay
+                        .stats()
+                        .events_forwarded
+                        .fetch_add(1, Ordering::Relaxed);
+                    if local <= t.acked {
+                        Some(reply)
+                    } else {
+                        t.held.push_back((local, seq, reply));
+                        None
+                    }
                 }
+                // Not a type this client takes.
+                None => Some(reply),
             }
-            // Not a type this client takes.
-            None => {
-                let _ = inner.acks.send(reply);
-            }
+        };
+        if let Some(reply) = done {
+            ack_wait(inner, reply).await;
         }
     }
 }
