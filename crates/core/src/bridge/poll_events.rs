@@ -2,8 +2,8 @@
 //! the streams of every mounted bridge.
 
 use crate::error::ToolError;
-use crate::events::{EventHub, EventPage, EventStream};
-use crate::tool::{ToolCtx, ToolSpec, Validate, check};
+use crate::events::{EventHub, EventPage, EventStream, JsonPage};
+use crate::tool::{Content, ToolCtx, ToolOutput, ToolSpec, Validate, check};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -120,25 +120,37 @@ pub(crate) fn tool(hubs: Hubs) -> ToolSpec {
              by its resource URI; a bare name works when only one bridge has that stream.",
         );
     }
-    ToolSpec::new("poll_events", description)
+    let spec = ToolSpec::new("poll_events", description)
         .title("Poll Events")
         .read_only()
-        .timeout(Duration::from_millis(MAX_WAIT_MS + 10_000))
-        // The text is the page's JSON without indentation: a page holds up to thousands of events, and
-        // the indented copy (about 1.4 times as long) cost a serialisation pass and its escaping on the wire for
-        // nothing a reader needs (issue 22, the real-stack bench at 50 000 events/s).
-        .handler_with_text(move |args: PollArgs, ctx: ToolCtx| {
-            let hubs = hubs.clone();
-            async move {
-                let value = poll(&hubs, args, &ctx).await?;
-                let text = serde_json::to_string(&value)
-                    .map_err(|e| ToolError::internal(format!("output not serialisable: {e}")))?;
-                Ok(crate::tool::Rendered { value, text })
-            }
-        })
+        .timeout(Duration::from_millis(MAX_WAIT_MS + 10_000));
+    let input_schema = crate::schema::input_schema::<PollArgs>();
+    let coercion = Arc::new(Value::Object(input_schema.clone()));
+    // A page is answered from the events' stored JSON: the text is the page's JSON without indentation (the
+    // indented copy, about 1.4 times as long, cost a serialisation pass and its escaping for nothing a reader
+    // needs), and `structuredContent` is that text parsed once, instead of cloning every event's tree into a
+    // page, converting the page to a value and serialising it again for the text (issue 22, the real-stack
+    // bench at 50 000 events/s).
+    let mut spec = spec.raw_handler(input_schema, move |raw: Value, ctx: ToolCtx| {
+        let hubs = hubs.clone();
+        let coercion = coercion.clone();
+        async move {
+            let args: PollArgs = crate::tool::parse_args(raw, Some(&coercion))?;
+            args.validate()?;
+            let page = poll(&hubs, args, &ctx).await?.into_json();
+            let structured: Value = serde_json::from_str(&page)
+                .map_err(|e| ToolError::internal(format!("page not parseable: {e}")))?;
+            Ok(ToolOutput {
+                structured: Some(structured),
+                content: vec![Content::Text(page)],
+            })
+        }
+    });
+    spec.output_schema = Some(crate::schema::output_schema::<EventPage>());
+    spec
 }
 
-async fn poll(hubs: &Hubs, args: PollArgs, ctx: &ToolCtx) -> Result<EventPage, ToolError> {
+async fn poll(hubs: &Hubs, args: PollArgs, ctx: &ToolCtx) -> Result<JsonPage, ToolError> {
     let stream = hubs.resolve(&args.stream)?;
     let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LIMIT)).unwrap_or(usize::MAX);
     // A page stays under the call's result cap: one the core shortened would lose the events cut from it
@@ -152,8 +164,8 @@ async fn poll(hubs: &Hubs, args: PollArgs, ctx: &ToolCtx) -> Result<EventPage, T
     loop {
         // Register interest before reading, so an event published in between still wakes us.
         let grew = stream.grew();
-        let page = stream.read_page(args.since, limit, page_bytes, args.filter.as_ref());
-        if !page.events.is_empty() || page.more || tokio::time::Instant::now() >= deadline {
+        let page = stream.read_page_json(args.since, limit, page_bytes, args.filter.as_ref());
+        if !page.is_empty() || page.more() || tokio::time::Instant::now() >= deadline {
             return Ok(page);
         }
         tokio::select! {
