@@ -409,7 +409,10 @@ fn admits_scalars_from_strings(schema: &Map<String, Value>) -> bool {
 
 /// Deserialises arguments strictly, after turning numeric strings into numbers where the schema wants a number
 /// (models often send `"5"` for `5`).
-pub(crate) fn parse_args<A: DeserializeOwned>(raw: Value, coercion: Option<&Value>) -> Result<A, ToolError> {
+pub(crate) fn parse_args<A: DeserializeOwned>(
+    raw: Value,
+    coercion: Option<&Value>,
+) -> Result<A, ToolError> {
     let mut raw = match raw {
         Value::Null => Value::Object(Map::new()),
         other => other,
