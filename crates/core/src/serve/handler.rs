@@ -5,7 +5,7 @@ use super::client_link::{
     PeerClient, SessionLogLevel, StateSeal, from_rmcp_level, missing_capability,
 };
 use super::convert;
-use super::drain::Drain;
+use super::drain::{Drain, InFlight};
 use super::metrics::Metrics;
 use super::sessions::{self, SessionLimit, SessionSlot};
 use crate::bridge::PromptOutcome;
@@ -103,12 +103,30 @@ impl McpHandler {
         &self.shared.mount
     }
 
+    /// `tools/call`: [`begin_tool`](Self::begin_tool), then the handler awaited under its timeout, its
+    /// cancellation and progress heartbeats.
     async fn run_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.to_string();
+        match self.begin_tool(request, &context)? {
+            Begun::Answered(answer) => answer,
+            Begun::Task(task) => task.await,
+            Begun::Running(running) => running.run(&context.ct).await,
+        }
+    }
+
+    /// Everything `tools/call` does before its handler first has to wait: the tool looked up, the call
+    /// counted in, its limits and context made and the handler called. Synchronous, so a caller that polls
+    /// the handler once itself ([`Running::poll_first`]) answers a call that finishes at once without a
+    /// timer, a heartbeat or a future of its own.
+    pub(crate) fn begin_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Begun, McpError> {
+        let name = request.name;
         let Some(position) = self.mount().tool_position(&name) else {
             return Err(McpError::invalid_params(
                 format!("tool not found: {name}"),
@@ -123,7 +141,9 @@ impl McpHandler {
             ));
         };
         let Some(in_flight) = self.shared.drain.enter() else {
-            return Ok(convert::failure(&shutting_down(&name)).into());
+            return Ok(Begun::Answered(Ok(
+                convert::failure(&shutting_down(&name)).into()
+            )));
         };
         let timeout = self
             .shared
@@ -131,9 +151,8 @@ impl McpHandler {
             .get(&position)
             .copied()
             .unwrap_or(tool.spec.timeout);
-        let as_task = super::tasks::runs_as_task(tool.spec.task_support, &context)?;
+        let as_task = super::tasks::runs_as_task(tool.spec.task_support, context)?;
         let cap = super::results::requested_cap(&context.meta)?;
-        let cancel = context.ct.child_token();
         let progress = context.meta.get_progress_token().map(|token| {
             Arc::new(PeerProgress {
                 peer: context.peer.clone(),
@@ -148,7 +167,7 @@ impl McpHandler {
         if as_task {
             // A task outlives its request: its cancellation is tasks/cancel, not the request's.
             let cancel = tokio_util::sync::CancellationToken::new();
-            let client = self.client_link(&context);
+            let client = self.client_link(context);
             let round_cancel = cancel.clone();
             let watched = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let round_watch = watched.clone();
@@ -164,77 +183,49 @@ impl McpHandler {
                 token: cancel,
                 watched,
             };
-            return super::tasks::call(shared, name, timeout, cap, task, round, inputs).await;
+            return Ok(Begun::Task(Box::pin(async move {
+                // Counted in until the task is made and answered, as the call it stands for.
+                let _in_flight = in_flight;
+                super::tasks::call(shared, name.into_owned(), timeout, cap, task, round, inputs)
+                    .await
+            })));
         }
+        let cancel = context.ct.child_token();
         let ctx = ToolCtx::new(progress, cancel.clone())
-            .with_client(self.client_link(&context), inputs)
+            .with_client(self.client_link(context), inputs)
             .with_result_cap(cap);
         let watched = ctx.watch();
         let beat = ctx.clone();
+        let begun = tokio::time::Instant::now();
         let started = Instant::now();
-        let cancelled = || ToolError::cancelled(format!("`{name}` was cancelled by the client"));
-        // The handler is called inside the guarded future, so a panic while it builds its future is caught too.
-        let guarded = super::panic::caught(async move { handler(args, ctx).await });
-        let timed = tokio::time::timeout(timeout, with_heartbeat(guarded, beat));
-        tokio::pin!(timed);
-        let mut panicked = false;
-        let outcome = if context.ct.is_cancelled() {
+        let call = if context.ct.is_cancelled() {
             // Cancelled before it started: nothing was started, so nothing needs stopping.
-            Err(cancelled())
+            Call::Settled(Err(cancelled(&name)), false)
         } else {
-            // Biased: when the cancel and the handler's progress are both ready, the handler is polled first, so it
-            // can see its cancellation before the choice below is made.
-            tokio::select! {
-                biased;
-                result = &mut timed => match result {
-                    Ok(Ok(outcome)) => outcome,
-                    Ok(Err(panic)) => {
-                        panicked = true;
-                        Err(internal_panic(&name, &panic))
-                    }
-                    Err(_) => Err(timed_out(&name, timeout)),
-                },
-                () = context.ct.cancelled() => {
-                    // Dropping the future here would cut a handler's clean-up short (a kill it is sending to a
-                    // live system); one that watches its cancellation gets CANCEL_GRACE to finish. The answer is
-                    // `cancelled` whatever it returns: the client has given up on the call.
-                    if watched.load(std::sync::atomic::Ordering::Acquire) {
-                        cancel.cancel();
-                        if let Ok(Ok(Err(panic))) =
-                            tokio::time::timeout(crate::tool::CANCEL_GRACE, &mut timed).await
-                        {
-                            panicked = true;
-                            // Logged as any panic is; the client still hears `cancelled`.
-                            let _ = internal_panic(&name, &panic);
-                        }
-                    }
-                    Err(cancelled())
+            // A panic while the handler builds its future is answered like one while it runs.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(args, ctx))) {
+                Ok(future) => Call::Running(future),
+                Err(panic) => {
+                    let panic = super::panic::message(panic);
+                    Call::Settled(Err(internal_panic(&name, &panic)), true)
                 }
             }
         };
-        // Whatever the handler left running (a link request, a wait) learns it is no longer wanted.
-        cancel.cancel();
-        self.shared.drain.answered(in_flight);
-        self.shared.metrics.record_call(
-            self.mount().bridge_label(tool),
-            &name,
-            outcome.as_ref().err().map(ToolError::code),
-            panicked,
-            started.elapsed(),
-        );
-        match outcome {
-            Ok(Outcome::Done(output)) => {
-                Ok(super::results::cap(&self.shared.results, convert::success(output), cap).into())
-            }
-            Ok(Outcome::InputRequired(input)) => Ok(self.shared.seal.input_required(input)?.into()),
-            Err(error) if error.code() == ErrorCode::MissingClientCapability => {
-                Err(missing_capability(&error))
-            }
-            Err(error) => {
-                tracing::debug!(tool = %name, code = %error.code(), "tool call failed: {error}");
-                Ok(convert::failure(&error).into())
-            }
-        }
+        Ok(Begun::Running(Running {
+            shared: self.shared.clone(),
+            name,
+            position,
+            timeout,
+            deadline: begun + timeout,
+            begun,
+            started,
+            cap,
+            cancel,
+            watched,
+            beat,
+            in_flight,
+            call,
+        }))
     }
 
     /// The answers and verified state of a retried request (SEP-2322).
@@ -323,6 +314,180 @@ impl McpHandler {
     }
 }
 
+/// What [`McpHandler::begin_tool`] came to.
+pub(crate) enum Begun {
+    /// Answered without running the handler (the server is shutting down).
+    Answered(Result<CallToolResponse, McpError>),
+    /// A call made a task: answered once the task is made.
+    Task(BoxFuture<'static, Result<CallToolResponse, McpError>>),
+    /// The handler was called; its future has not been polled yet.
+    Running(Running),
+}
+
+enum Call {
+    Running(BoxFuture<'static, Result<Outcome, ToolError>>),
+    /// Its outcome, and whether the handler panicked.
+    Settled(Result<Outcome, ToolError>, bool),
+    /// Taken: being polled, or already answered.
+    Finished,
+}
+
+/// What [`Running::poll_first`] came to.
+// Moved once, into its match: boxing the waiting call would cost an allocation on the path that needs none.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum FirstPoll {
+    Answered(Result<CallToolResponse, McpError>),
+    /// The handler waits: the call, to be [`run`](Running::run).
+    Waiting(Running),
+}
+
+/// A plain tool call whose handler was called: polled once by the caller ([`poll_first`](Self::poll_first))
+/// and finished at once when ready, else awaited under its timeout and cancellation ([`run`](Self::run)).
+pub(crate) struct Running {
+    shared: Arc<Shared>,
+    name: Cow<'static, str>,
+    position: usize,
+    timeout: Duration,
+    /// The timeout counts from the call's start, not from when it was first found waiting.
+    deadline: tokio::time::Instant,
+    begun: tokio::time::Instant,
+    started: Instant,
+    cap: usize,
+    cancel: tokio_util::sync::CancellationToken,
+    watched: Arc<std::sync::atomic::AtomicBool>,
+    beat: ToolCtx,
+    in_flight: InFlight,
+    call: Call,
+}
+
+impl Running {
+    /// Polls the handler once with the caller's context: its answer when it finished (or had finished before
+    /// it started: cancelled, or panicked while called), else the call back, to be [`run`](Self::run).
+    pub(crate) fn poll_first(mut self, cx: &mut std::task::Context<'_>) -> FirstPoll {
+        use std::task::Poll;
+        let (outcome, panicked) = match std::mem::replace(&mut self.call, Call::Finished) {
+            Call::Settled(outcome, panicked) => (outcome, panicked),
+            Call::Finished => return FirstPoll::Waiting(self),
+            Call::Running(mut future) => {
+                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    future.as_mut().poll(cx)
+                }));
+                match polled {
+                    Ok(Poll::Ready(outcome)) => (outcome, false),
+                    Ok(Poll::Pending) => {
+                        self.call = Call::Running(future);
+                        return FirstPoll::Waiting(self);
+                    }
+                    Err(panic) => {
+                        let panic = super::panic::message(panic);
+                        (Err(internal_panic(&self.name, &panic)), true)
+                    }
+                }
+            }
+        };
+        FirstPoll::Answered(self.finish(outcome, panicked))
+    }
+
+    /// Awaits the handler under its timeout, the request's cancellation `ct` and progress heartbeats.
+    pub(crate) async fn run(
+        mut self,
+        ct: &tokio_util::sync::CancellationToken,
+    ) -> Result<CallToolResponse, McpError> {
+        let future = match std::mem::replace(&mut self.call, Call::Finished) {
+            Call::Running(future) => future,
+            Call::Settled(outcome, panicked) => return self.finish(outcome, panicked),
+            // Not reached: a call is run only while its handler has not finished.
+            Call::Finished => {
+                let error = cancelled(&self.name);
+                return self.finish(Err(error), false);
+            }
+        };
+        let name = &self.name;
+        let guarded = super::panic::caught(future);
+        let timed = tokio::time::timeout_at(
+            self.deadline,
+            with_heartbeat(guarded, self.beat.clone(), self.begun),
+        );
+        tokio::pin!(timed);
+        let mut panicked = false;
+        // Biased: when the cancel and the handler's progress are both ready, the handler is polled first, so it
+        // can see its cancellation before the choice below is made.
+        let outcome = tokio::select! {
+            biased;
+            result = &mut timed => match result {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(panic)) => {
+                    panicked = true;
+                    Err(internal_panic(name, &panic))
+                }
+                Err(_) => Err(timed_out(name, self.timeout)),
+            },
+            () = ct.cancelled() => {
+                // Dropping the future here would cut a handler's clean-up short (a kill it is sending to a
+                // live system); one that watches its cancellation gets CANCEL_GRACE to finish. The answer is
+                // `cancelled` whatever it returns: the client has given up on the call.
+                if self.watched.load(std::sync::atomic::Ordering::Acquire) {
+                    self.cancel.cancel();
+                    if let Ok(Ok(Err(panic))) =
+                        tokio::time::timeout(crate::tool::CANCEL_GRACE, &mut timed).await
+                    {
+                        panicked = true;
+                        // Logged as any panic is; the client still hears `cancelled`.
+                        let _ = internal_panic(name, &panic);
+                    }
+                }
+                Err(cancelled(name))
+            }
+        };
+        self.finish(outcome, panicked)
+    }
+
+    /// The handler settled: counted out, metered, and its outcome shaped as the answer.
+    fn finish(
+        self,
+        outcome: Result<Outcome, ToolError>,
+        panicked: bool,
+    ) -> Result<CallToolResponse, McpError> {
+        let Running {
+            shared,
+            name,
+            position,
+            cap,
+            cancel,
+            in_flight,
+            started,
+            ..
+        } = self;
+        // Whatever the handler left running (a link request, a wait) learns it is no longer wanted.
+        cancel.cancel();
+        shared.drain.answered(in_flight);
+        shared.metrics.record_call(
+            shared.mount.bridge_label(&shared.mount.tools()[position]),
+            &name,
+            outcome.as_ref().err().map(ToolError::code),
+            panicked,
+            started.elapsed(),
+        );
+        match outcome {
+            Ok(Outcome::Done(output)) => {
+                Ok(super::results::cap(&shared.results, convert::success(output), cap).into())
+            }
+            Ok(Outcome::InputRequired(input)) => Ok(shared.seal.input_required(input)?.into()),
+            Err(error) if error.code() == ErrorCode::MissingClientCapability => {
+                Err(missing_capability(&error))
+            }
+            Err(error) => {
+                tracing::debug!(tool = %name, code = %error.code(), "tool call failed: {error}");
+                Ok(convert::failure(&error).into())
+            }
+        }
+    }
+}
+
+fn cancelled(name: &str) -> ToolError {
+    ToolError::cancelled(format!("`{name}` was cancelled by the client"))
+}
+
 /// Whether a request belongs to protocol 2026-07-28 or later, which removed sessions, `logging/setLevel`,
 /// `ping` and `resources/subscribe`.
 fn stateless_era(context: &RequestContext<RoleServer>) -> bool {
@@ -364,8 +529,11 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> ToolError {
 /// Runs `call`, and while it runs sends progress whenever [`PROGRESS_HEARTBEAT`](crate::tool::PROGRESS_HEARTBEAT)
 /// passes without any (when the request carries a progress token): hosts give up on a call that reports nothing
 /// for 60 s. Ends with the call, so no timer outlives it.
-async fn with_heartbeat<F: std::future::Future>(call: F, ctx: ToolCtx) -> F::Output {
-    let started = tokio::time::Instant::now();
+async fn with_heartbeat<F: std::future::Future>(
+    call: F,
+    ctx: ToolCtx,
+    started: tokio::time::Instant,
+) -> F::Output {
     tokio::pin!(call);
     loop {
         let Some(sent_at) = ctx.progress_sent_at() else {

@@ -20,8 +20,8 @@ struct ToolStats {
 
 pub(crate) struct Metrics {
     started: Instant,
-    /// Keyed by (bridge, tool).
-    tools: Mutex<BTreeMap<(String, String), ToolStats>>,
+    /// Keyed by bridge, then tool: looked up by `&str`, so a call allocates no key once its tool was counted.
+    tools: Mutex<BTreeMap<String, BTreeMap<String, ToolStats>>>,
 }
 
 impl Metrics {
@@ -44,9 +44,14 @@ impl Metrics {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let stats = tools
-            .entry((bridge.to_owned(), tool.to_owned()))
-            .or_default();
+        let by_tool = match tools.get_mut(bridge) {
+            Some(by_tool) => by_tool,
+            None => tools.entry(bridge.to_owned()).or_default(),
+        };
+        let stats = match by_tool.get_mut(tool) {
+            Some(stats) => stats,
+            None => by_tool.entry(tool.to_owned()).or_default(),
+        };
         stats.panics += u64::from(panicked);
         *stats
             .outcomes
@@ -82,7 +87,12 @@ impl Metrics {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        for ((bridge, tool), stats) in tools.iter() {
+        let series = || {
+            tools.iter().flat_map(|(bridge, by_tool)| {
+                by_tool.iter().map(move |(tool, s)| (bridge, tool, s))
+            })
+        };
+        for (bridge, tool, stats) in series() {
             for (outcome, n) in &stats.outcomes {
                 let _ = writeln!(
                     out,
@@ -95,7 +105,7 @@ impl Metrics {
             "# HELP mcp_tool_panics_total Tool calls whose handler panicked (answered E_INTERNAL)."
         );
         let _ = writeln!(out, "# TYPE mcp_tool_panics_total counter");
-        for ((bridge, tool), stats) in tools.iter().filter(|(_, s)| s.panics > 0) {
+        for (bridge, tool, stats) in series().filter(|(_, _, s)| s.panics > 0) {
             let _ = writeln!(
                 out,
                 "mcp_tool_panics_total{{bridge=\"{bridge}\",tool=\"{tool}\"}} {}",
@@ -107,7 +117,7 @@ impl Metrics {
             "# HELP mcp_tool_call_seconds Time spent in tool calls."
         );
         let _ = writeln!(out, "# TYPE mcp_tool_call_seconds summary");
-        for ((bridge, tool), stats) in tools.iter() {
+        for (bridge, tool, stats) in series() {
             let _ = writeln!(
                 out,
                 "mcp_tool_call_seconds_sum{{bridge=\"{bridge}\",tool=\"{tool}\"}} {:.6}",

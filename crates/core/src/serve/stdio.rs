@@ -20,18 +20,20 @@
 //! token and its answer is dropped; at the end of the stream calls get 5 s to answer (2 s on shutdown) before
 //! their tokens are cancelled; a panic anywhere in the request is answered as an internal error.
 
-use super::handler::{McpHandler, Shared};
+use super::handler::{Begun, FirstPoll, McpHandler, Running, Shared};
 use super::wire::{Incoming, LineReader, Out, invalid_request};
 use super::{ServeError, inline};
+use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, ClientNotification, ClientRequest, ErrorCode, ErrorData, JsonRpcMessage,
-    JsonRpcNotification, JsonRpcRequest, ProtocolVersion, RequestId, ServerResult,
+    CallToolRequestParams, CallToolResponse, ClientNotification, ClientRequest, ErrorCode,
+    ErrorData, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ProtocolVersion, RequestId,
+    ServerResult,
 };
 use rmcp::service::{
     RequestContext, RunningService, RxJsonRpcMessage, ServerInitializeError, TxJsonRpcMessage,
 };
 use rmcp::transport::Transport;
-use rmcp::{Peer, RoleServer, ServerHandler, Service, ServiceExt};
+use rmcp::{Peer, RoleServer, Service, ServiceExt};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -183,6 +185,15 @@ impl Live {
         token.map(|token| token.cancel()).is_some()
     }
 
+    /// A call answered where it started, never entered here, under `id`: an earlier call under the same id
+    /// is no longer the one its answer would be for.
+    fn forget(&self, id: &RequestId) {
+        let mut live = self.lock();
+        if !live.is_empty() {
+            live.remove(id);
+        }
+    }
+
     fn cancel_all(&self) {
         for (_, token) in self.lock().drain() {
             token.cancel();
@@ -274,33 +285,100 @@ where
         cx: &mut Context<'_>,
     ) {
         let context = inline::context(id.clone(), &mut request, peer.clone());
-        self.live.lock().insert(id.clone(), context.ct.clone());
-        let reply = Reply {
+        match request {
+            ClientRequest::CallToolRequest(call) => self.tool_call(id, call.params, context, cx),
+            request => {
+                let reply = self.reply(id, &context.ct);
+                let handler = self.handler.clone();
+                let mut call: Call = Box::pin(other(handler, request, context, reply));
+                if call.as_mut().poll(cx).is_pending() {
+                    self.spawn(call);
+                }
+            }
+        }
+    }
+
+    /// `tools/call`: rmcp's checks, the tool begun and its handler polled once, all in this frame, so a call
+    /// that finishes at once is answered with no future, timer or task of its own; one that waits is awaited
+    /// on a task of its own under its timeout and cancellation.
+    fn tool_call(
+        &mut self,
+        id: RequestId,
+        params: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        cx: &mut Context<'_>,
+    ) {
+        let modern_session = self.modern_session;
+        let handler = &*self.handler;
+        let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let modern = checks(handler, &context, modern_session)?;
+            let step = match handler.begin_tool(params, &context) {
+                Err(error) => Step::Answer(Err(error)),
+                Ok(Begun::Answered(answer)) => Step::Answer(answer),
+                Ok(Begun::Task(task)) => Step::Task(task),
+                Ok(Begun::Running(running)) => match running.poll_first(cx) {
+                    FirstPoll::Answered(answer) => Step::Answer(answer),
+                    FirstPoll::Waiting(running) => Step::Running(running),
+                },
+            };
+            Ok((step, modern))
+        }));
+        let (step, modern) = match begun {
+            Ok(Ok(begun)) => begun,
+            Ok(Err(refused)) => return self.answer(id, Err(refused)),
+            Err(panic) => {
+                let panic = super::panic::message(panic);
+                return self.answer(id, Err(inline::panicked(&panic)));
+            }
+        };
+        match step {
+            Step::Answer(answer) => self.answer(id, shape(answer, modern)),
+            Step::Task(task) => {
+                let reply = self.reply(id, &context.ct);
+                let mut call: Call = Box::pin(async move {
+                    reply.send(shape(inline::guarded(task).await, modern));
+                });
+                if call.as_mut().poll(cx).is_pending() {
+                    self.spawn(call);
+                }
+            }
+            Step::Running(running) => {
+                let ct = context.ct.clone();
+                let reply = self.reply(id, &ct);
+                drop(context);
+                self.spawn(Box::pin(async move {
+                    reply.send(shape(inline::guarded(running.run(&ct)).await, modern));
+                }));
+            }
+        }
+    }
+
+    /// The answer to a call that finished where it started: no cancellation can have come meanwhile.
+    fn answer(&self, id: RequestId, result: Result<ServerResult, ErrorData>) {
+        // An earlier call still waiting under the same id loses its answer, as it did when this one took its
+        // place among the calls in flight.
+        self.live.forget(&id);
+        self.queue(&inline::message(id, result));
+    }
+
+    /// Where the answer of a call that may wait goes; the call counts as in flight (cancellable) until then.
+    fn reply(&self, id: RequestId, ct: &CancellationToken) -> Reply<W> {
+        self.live.lock().insert(id.clone(), ct.clone());
+        Reply {
             id,
             live: self.live.clone(),
             out: self.out.clone(),
-        };
-        let handler = self.handler.clone();
-        // Each future is built straight into its box: a call's state is kilobytes, and every move of it a memcpy.
-        let mut call: Call = match request {
-            ClientRequest::CallToolRequest(call) => Box::pin(tool_call(
-                handler,
-                call.params,
-                context,
-                self.modern_session,
-                reply,
-            )),
-            request => Box::pin(other(handler, request, context, reply)),
-        };
-        if call.as_mut().poll(cx).is_pending() {
-            let out = self.out.clone();
-            self.pending.spawn(async move {
-                call.await;
-                if let Err(e) = out.flush().await {
-                    tracing::debug!("an answer was not written: {e}");
-                }
-            });
         }
+    }
+
+    fn spawn(&mut self, call: Call) {
+        let out = self.out.clone();
+        self.pending.spawn(async move {
+            call.await;
+            if let Err(e) = out.flush().await {
+                tracing::debug!("an answer was not written: {e}");
+            }
+        });
     }
 
     fn to_rmcp(&self, message: RxJsonRpcMessage<RoleServer>) {
@@ -400,24 +478,31 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Reply<W> {
     }
 }
 
-/// `tools/call`, with what rmcp's `handle_request` checks and shapes around `call_tool`, without going
-/// through it: its future holds the state of every request's handler (4.6 kB against 2.6 kB for a call), and
-/// every move of it is a memcpy. The checks are rmcp 3.9.0's (`handler/server.rs`), in its order. rmcp's guard
-/// against a task result for a client that did not declare tasks is not repeated: our handler makes a task only
-/// when the client declared them (`tasks::runs_as_task`).
-async fn tool_call<W: AsyncWrite + Send + Unpin + 'static>(
-    handler: Arc<McpHandler>,
-    params: CallToolRequestParams,
-    context: RequestContext<RoleServer>,
+/// What became of a `tools/call` once its handler was polled once.
+enum Step {
+    Answer(Result<CallToolResponse, ErrorData>),
+    Task(BoxFuture<'static, Result<CallToolResponse, ErrorData>>),
+    Running(Running),
+}
+
+/// What rmcp's `handle_request` checks before `call_tool`, without going through it: its future holds the
+/// state of every request's handler, and every move of it is a memcpy. The checks are rmcp 3.9.0's
+/// (`handler/server.rs`), in its order; `Ok` says whether the call speaks 2026-07-28 or later. rmcp's guard
+/// against a task result for a client that did not declare tasks is not repeated: our handler makes a task
+/// only when the client declared them (`tasks::runs_as_task`).
+fn checks(
+    handler: &McpHandler,
+    context: &RequestContext<RoleServer>,
     modern_session: bool,
-    reply: Reply<W>,
-) {
+) -> Result<bool, ErrorData> {
     let requested = context.meta.protocol_version();
     if let Some(requested) = &requested {
-        let supported = Service::supported_protocol_versions(&*handler);
+        let supported = Service::supported_protocol_versions(handler);
         if !supported.contains(requested) {
-            let error = ErrorData::unsupported_protocol_version(requested.clone(), &supported);
-            return reply.send(Err(error));
+            return Err(ErrorData::unsupported_protocol_version(
+                requested.clone(),
+                &supported,
+            ));
         }
     }
     let modern_request = requested
@@ -428,24 +513,30 @@ async fn tool_call<W: AsyncWrite + Send + Unpin + 'static>(
             .meta
             .missing_required_keys(&ProtocolVersion::V_2026_07_28);
         if !missing.is_empty() {
-            return reply.send(Err(ErrorData::invalid_params(
+            return Err(ErrorData::invalid_params(
                 format!(
                     "request _meta is missing or has malformed required fields: {}",
                     missing.join(", ")
                 ),
                 None,
-            )));
+            ));
         }
     }
     // `context.protocol_version()`: the request's own, else the one `initialize` negotiated.
-    let modern = match &requested {
+    Ok(match &requested {
         Some(_) => modern_request,
         None => context
             .protocol_version()
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str()),
-    };
-    let called = inline::guarded(ServerHandler::call_tool(&*handler, params, context)).await;
-    let result = match called {
+    })
+}
+
+/// What rmcp's `handle_request` makes of `call_tool`'s answer (rmcp 3.9.0, `handler/server.rs`).
+fn shape(
+    called: Result<CallToolResponse, ErrorData>,
+    modern: bool,
+) -> Result<ServerResult, ErrorData> {
+    match called {
         Ok(response) => {
             let mut result = ServerResult::from(response);
             if matches!(result, ServerResult::InputRequiredResult(_)) && !modern {
@@ -468,8 +559,7 @@ async fn tool_call<W: AsyncWrite + Send + Unpin + 'static>(
             }
             Err(error)
         }
-    };
-    reply.send(result);
+    }
 }
 
 /// The other inline requests (`tools/list`, `resources/read`, `ping`), through rmcp's `handle_request`.
