@@ -6,28 +6,14 @@
 
 mod support;
 
-use serde_json::json;
 use support::*;
-
-async fn game(relay: &TestRelay, name: &str, instance: &str) -> (RawLink, serde_json::Value) {
-    let mut link = raw_connect(&relay.url(), Some(GAME_TOKEN)).await.unwrap();
-    link.send(&envelope(
-        "hello",
-        "h",
-        "minecraft",
-        json!({"name": name, "instance": instance}),
-    ))
-    .await;
-    let first = link.recv().await;
-    (link, first)
-}
 
 #[tokio::test]
 async fn a_second_game_under_a_taken_name_is_refused_not_swapped_in() {
     let relay = start_relay(relay_args(&[])).await;
-    let (_first, w) = game(&relay, "default", "i1").await;
+    let (_first, w) = game_hello(&relay.url(), "default", "i1").await;
     assert_eq!(w["type"], "welcome");
-    let (_second, refused) = game(&relay, "default", "i2").await;
+    let (_second, refused) = game_hello(&relay.url(), "default", "i2").await;
     assert_eq!(refused["type"], "error", "{refused}");
     assert_eq!(refused["payload"]["code"], "PERMISSION_DENIED");
     assert_eq!(refused["payload"]["details"]["reason"], "name_in_use");
@@ -43,7 +29,7 @@ async fn a_second_game_under_a_taken_name_is_refused_not_swapped_in() {
     .unwrap();
     assert_eq!(health["games"][0]["instance"], "i1");
     // The same instance reconnecting takes its own place back.
-    let (_again, w) = game(&relay, "default", "i1").await;
+    let (_again, w) = game_hello(&relay.url(), "default", "i1").await;
     assert_eq!(w["type"], "welcome");
     relay.stop().await;
 }

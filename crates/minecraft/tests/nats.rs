@@ -1081,20 +1081,6 @@ async fn a_command_for_a_game_whose_relay_died_is_refused_with_connection_error(
     eprintln!("refused after {:?}", started.elapsed());
 }
 
-/// A raw game adapter's `hello` as `name`/`instance` at `url`, and the relay's first answer.
-async fn game_hello(url: &str, name: &str, instance: &str) -> (RawLink, Value) {
-    let mut link = raw_connect(url, Some(GAME_TOKEN)).await.unwrap();
-    link.send(&envelope(
-        "hello",
-        "h",
-        "minecraft",
-        json!({"name": name, "instance": instance}),
-    ))
-    .await;
-    let first = link.recv().await;
-    (link, first)
-}
-
 /// A game name is the cluster's, not one relay's: a second server under a name a game holds on another
 /// relay is refused with the error the in-memory relay gives (PERMISSION_DENIED, `name_in_use`); once the
 /// holder's relay died and its claim expired, the name can be taken.

@@ -252,12 +252,8 @@ async fn serve_game(
         // place back (a reconnect whose old link is not yet known dead).
         if let Err(super::bus::ClaimError::InUse(holder)) = claimed {
             Err(holder)
-        } else if let Some(holder) = state
-            .games
-            .get(&name)
-            .filter(|g| g.instance != instance && !g.sender.is_closed())
-        {
-            Err(holder.instance.clone())
+        } else if let Some(holder) = state.name_held_by(&name, &instance) {
+            Err(holder)
         } else {
             // Through JetStream, what it holds: an event accepted but not yet stored stays in the outbox.
             let last = match relay.bus() {

@@ -167,6 +167,15 @@ impl State {
 }
 
 impl State {
+    /// The instance of another live adapter holding game `name` here, which `instance` may not take it from
+    /// (a link already closed holds nothing: the same or a new instance takes its place).
+    pub fn name_held_by(&self, name: &str, instance: &str) -> Option<String> {
+        self.games
+            .get(name)
+            .filter(|g| g.instance != instance && !g.sender.is_closed())
+            .map(|g| g.instance.clone())
+    }
+
     /// The names of the games connected now, sorted, and the version of that list.
     pub fn games_now(&self) -> (Vec<String>, u64) {
         let mut games: Vec<String> = self.games.keys().cloned().collect();

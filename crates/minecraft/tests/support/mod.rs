@@ -293,6 +293,21 @@ impl RawLink {
     }
 }
 
+/// A raw game link to `url` that said `hello` as game `name`, instance `instance`, and the relay's first
+/// answer (a `welcome`, or the refusal).
+pub async fn game_hello(url: &str, name: &str, instance: &str) -> (RawLink, Value) {
+    let mut link = raw_connect(url, Some(GAME_TOKEN)).await.unwrap();
+    link.send(&envelope(
+        "hello",
+        "h",
+        "minecraft",
+        json!({"name": name, "instance": instance}),
+    ))
+    .await;
+    let first = link.recv().await;
+    (link, first)
+}
+
 /// A game adapter written from PROTOCOL.md alone: hello with a fresh instance, events numbered and kept in
 /// an outbox until acknowledged, resent after every reconnect; commands answered one at a time from a small
 /// pretend world.

@@ -533,12 +533,7 @@ impl NatsBus {
                     Some(r) if r.instance == instance && r.token == inner.config.token_hash => None,
                     Some(r) if r.relay == inner.epoch => {
                         // Ours: held while a live link here has it, as without the bus.
-                        let state = relay.lock();
-                        state
-                            .games
-                            .get(name)
-                            .filter(|g| g.instance != instance && !g.sender.is_closed())
-                            .map(|g| g.instance.clone())
+                        relay.lock().name_held_by(name, instance)
                     }
                     Some(r) => Some(r.instance),
                 };
