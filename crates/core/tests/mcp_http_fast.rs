@@ -7,6 +7,7 @@
 mod support;
 
 use bridge_core::serve::HttpOptions;
+use bridge_core::tool::TaskSupport;
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -219,6 +220,18 @@ fn table() -> Vec<Row> {
             true,
         ),
         row(
+            "a task-capable tool, tasks not declared: answered in the request",
+            modern_headers("tools/call", Some("later")),
+            call_body(json!(17), "later", json!({}), META),
+            true,
+        ),
+        row(
+            "a task-only tool, tasks not declared: refused",
+            modern_headers("tools/call", Some("only_task")),
+            call_body(json!(18), "only_task", json!({}), META),
+            true,
+        ),
+        row(
             "a log level",
             echo(),
             call_body(
@@ -308,6 +321,16 @@ fn bridge() -> Bridge {
         ),
     );
     b.tool(boom_tool());
+    for (name, support) in [
+        ("later", TaskSupport::Optional),
+        ("only_task", TaskSupport::Required),
+    ] {
+        b.tool(
+            ToolSpec::new(name, "Runs as a task for clients that declare tasks.")
+                .task_support(support)
+                .handler(|_: NoArgs, _: ToolCtx| async move { Ok(json!({ "done": true })) }),
+        );
+    }
     b.build().unwrap()
 }
 

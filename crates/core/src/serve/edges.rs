@@ -7,7 +7,7 @@ use super::sessions::SessionLimit;
 use crate::auth::Access;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData as McpError;
@@ -224,11 +224,14 @@ pub(crate) fn declares_json(headers: &HeaderMap) -> bool {
 /// `resources/subscribe` sent in the stateless era: rmcp would demand an `Mcp-Name` header no client sends
 /// for a method that era removed.
 fn removed_in_stateless_era(headers: &HeaderMap) -> Option<&'static str> {
-    let version = headers.get("mcp-protocol-version")?.to_str().ok()?;
+    // By `HeaderName`: a `&str` name is parsed again on every lookup.
+    static PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+    static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+    let version = headers.get(&PROTOCOL_VERSION)?.to_str().ok()?;
     if version < STATELESS_ERA {
         return None;
     }
-    match headers.get("mcp-method")?.to_str().ok()? {
+    match headers.get(&MCP_METHOD)?.to_str().ok()? {
         "resources/subscribe" => Some("resources/subscribe"),
         "resources/unsubscribe" => Some("resources/unsubscribe"),
         _ => None,

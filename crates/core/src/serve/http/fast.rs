@@ -6,7 +6,8 @@
 //! the whole message to a `Value` to check the SEP-2243 headers, and builds a server (`serve_directly`: a peer,
 //! channels, a service task) for every request. Here the body is decoded by its method name
 //! ([`wire::decode`]), the headers are compared with the decoded request, and the handler runs inline with a
-//! peer made once.
+//! peer made once. A `tools/call` skips rmcp's `handle_request` too ([`tool_call`] does what it does around
+//! `call_tool` for this era): its future holds every request handler's state and is copied whole at each move.
 //!
 //! Only what rmcp would answer the same way takes this path; anything else gets `None` and goes to rmcp
 //! untouched: legacy sessions (`Mcp-Session-Id`, or no 2026-07-28 version), notifications, batches, other
@@ -16,9 +17,9 @@
 //! tools called with a progress token (a task's progress outlives the request). Server-to-client requests are
 //! refused in this era by rmcp's peer itself (its peer info names 2026-07-28), as on rmcp's path.
 //!
-//! Progress: the request's progress token is swapped for one of ours, unique in this process (clients number
-//! theirs from 0), and the peer's transport hands each progress notification back to its request with the
-//! client's token. As rmcp does with JSON replies on, a call whose first message is its answer is answered
+//! Progress: the request's progress token is swapped for one of ours, a number unique in this process (clients
+//! number theirs from 0), and the peer's transport queues each progress notification in its request's slot
+//! of [`Routes`] with the client's token back in place. As rmcp does with JSON replies on, a call whose first message is its answer is answered
 //! with JSON, and one that reports progress first with an SSE stream of its notifications and then the answer.
 
 use super::super::edges::declares_json;
@@ -26,27 +27,33 @@ use super::super::handler::{McpHandler, Shared};
 use super::super::{inline, wire};
 use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use rmcp::model::{
-    ClientCapabilities, ClientRequest, ErrorCode, GetMeta, Implementation, InitializeRequestParams,
-    JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, NumberOrString, ProgressToken,
-    ProtocolVersion, RequestId, ServerNotification,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest, ErrorCode,
+    ErrorData, GetMeta, Implementation, InitializeRequestParams, JsonRpcMessage,
+    JsonRpcNotification, JsonRpcRequest, NumberOrString, ProgressToken, ProtocolVersion, RequestId,
+    ServerNotification, ServerResult,
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
 use rmcp::transport::Transport;
-use rmcp::{Peer, RoleServer, Service};
+use rmcp::{Peer, RoleServer, ServerHandler, Service};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::Poll;
-use tokio::sync::mpsc;
+use std::task::{Context, Poll, Waker};
 use tokio_util::sync::CancellationToken;
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 /// rmcp's marker of a Base64-wrapped header value (`=?base64?...?=`).
 const BASE64_PREFIX: &str = "=?base64?";
+// Looked up by `HeaderName`, not by `&str`: a `&str` name is parsed and validated again on every lookup.
+static SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+static PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// The fast path of one HTTP server.
 pub(crate) struct FastPath {
@@ -64,14 +71,25 @@ pub(crate) struct FastPath {
     answered: Arc<AtomicU64>,
     /// Where the peer's progress notifications go, by our progress token.
     routes: Arc<Routes>,
-    next_token: AtomicU64,
+    /// The next progress token of ours: a number, so making one allocates nothing.
+    next_token: AtomicI64,
+    /// The handler supports 2026-07-28: rmcp's version check on a request of that era passes.
+    modern_supported: bool,
 }
 
 type Message = TxJsonRpcMessage<RoleServer>;
-type RouteMap = HashMap<Arc<str>, (ProgressToken, mpsc::UnboundedSender<Message>)>;
+type RouteMap = HashMap<i64, Slot>;
 
-/// The progress notifications of calls in flight, by the token we gave them: the client's token and the
-/// call's channel.
+/// A call's progress notifications not yet sent, with the client's token and who waits for them. In the map
+/// itself, not behind a channel of its own: most calls that carry a token (rmcp's client puts one on every
+/// request) report nothing, and a channel costs an allocation of 32 message slots.
+struct Slot {
+    theirs: ProgressToken,
+    queue: Vec<Message>,
+    waker: Option<Waker>,
+}
+
+/// The progress notifications of calls in flight, by the token we gave them.
 #[derive(Default)]
 struct Routes(Mutex<RouteMap>);
 
@@ -84,7 +102,35 @@ impl Routes {
 /// A call's place in [`Routes`], removed when the call's answer has gone.
 struct Route {
     routes: Arc<Routes>,
-    token: Arc<str>,
+    token: i64,
+}
+
+impl Route {
+    /// The notifications queued so far.
+    fn take(&self) -> Vec<Message> {
+        self.routes
+            .lock()
+            .get_mut(&self.token)
+            .map(|slot| std::mem::take(&mut slot.queue))
+            .unwrap_or_default()
+    }
+
+    /// Ready with the notifications queued, once there is at least one.
+    fn poll_notes(&self, cx: &mut Context<'_>) -> Poll<Vec<Message>> {
+        let mut routes = self.routes.lock();
+        let Some(slot) = routes.get_mut(&self.token) else {
+            return Poll::Pending;
+        };
+        if slot.queue.is_empty() {
+            slot.waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        Poll::Ready(std::mem::take(&mut slot.queue))
+    }
+
+    async fn notes(&self) -> Vec<Message> {
+        std::future::poll_fn(|cx| self.poll_notes(cx)).await
+    }
 }
 
 impl Drop for Route {
@@ -96,6 +142,8 @@ impl Drop for Route {
 impl FastPath {
     pub(crate) fn start(shared: Arc<Shared>, service_token: CancellationToken) -> Self {
         let handler = McpHandler::new(shared.clone());
+        let modern_supported =
+            Service::supported_protocol_versions(&handler).contains(&ProtocolVersion::V_2026_07_28);
         let param_headers = shared
             .tools
             .iter()
@@ -130,7 +178,8 @@ impl FastPath {
             param_headers,
             answered: Arc::default(),
             routes,
-            next_token: AtomicU64::new(0),
+            next_token: AtomicI64::new(0),
+            modern_supported,
         }
     }
 
@@ -141,18 +190,15 @@ impl FastPath {
 
     /// The answer to a request this path takes; `None` hands it to rmcp unchanged.
     pub(crate) async fn answer(&self, parts: &Parts, body: &Bytes) -> Option<Response> {
-        let (id, request, progress) = self.accept(&parts.headers, body)?;
+        let accepted = self.accept(&parts.headers, body)?;
         self.answered.fetch_add(1, Ordering::Relaxed);
-        Some(self.dispatch(id, request, progress).await)
+        Some(self.dispatch(accepted).await)
     }
 
     /// The request, when rmcp would dispatch it to the handler and answer it with one JSON message.
-    fn accept(
-        &self,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> Option<(RequestId, ClientRequest, Option<ProgressToken>)> {
-        if headers.contains_key("mcp-session-id")
+    fn accept(&self, headers: &HeaderMap, body: &[u8]) -> Option<Accepted> {
+        if !self.modern_supported
+            || headers.contains_key(&SESSION_ID)
             || !accepts_json_and_sse(headers)
             || !declares_json(headers)
             // rmcp's HTTP decoding does not skip a BOM.
@@ -160,7 +206,7 @@ impl FastPath {
         {
             return None;
         }
-        let version = single(headers, "mcp-protocol-version")?;
+        let version = single(headers, &PROTOCOL_VERSION)?;
         if version != ProtocolVersion::V_2026_07_28.as_str() {
             return None;
         }
@@ -177,25 +223,28 @@ impl FastPath {
             }
             _ => return None,
         };
-        if single(headers, "mcp-method")? != method {
+        if single(headers, &MCP_METHOD)? != method {
             return None;
         }
         if let Some(name) = name {
-            let header = single(headers, "mcp-name")?;
+            let header = single(headers, &MCP_NAME)?;
             if header.starts_with(BASE64_PREFIX) || header != name {
                 return None;
             }
         }
         let meta = request.get_meta();
         let progress = meta.get_progress_token();
+        let mut task_capable = false;
         if let ClientRequest::CallToolRequest(call) = &request
             && let Some(position) = self.shared.mount.tool_position(&call.params.name)
-            && (self.param_headers.get(position).copied().unwrap_or(true)
-                || (progress.is_some()
-                    && self.shared.mount.tools()[position].spec.task_support
-                        != crate::tool::TaskSupport::Never))
         {
-            return None;
+            task_capable = self.shared.mount.tools()[position].spec.task_support
+                != crate::tool::TaskSupport::Never;
+            if self.param_headers.get(position).copied().unwrap_or(true)
+                || (progress.is_some() && task_capable)
+            {
+                return None;
+            }
         }
         if meta
             .protocol_version()
@@ -209,42 +258,56 @@ impl FastPath {
         {
             return None;
         }
-        Some((id, request, progress))
+        Some(Accepted {
+            id,
+            request,
+            progress,
+            task_capable,
+        })
     }
 
     /// Runs the request inline until it first waits; then in a task of its own, cancelled when the client
     /// goes away (the response is dropped), as rmcp cancels a stateless request.
-    async fn dispatch(
-        &self,
-        id: RequestId,
-        mut request: ClientRequest,
-        progress: Option<ProgressToken>,
-    ) -> Response {
+    async fn dispatch(&self, accepted: Accepted) -> Response {
+        let Accepted {
+            id,
+            mut request,
+            progress,
+            task_capable,
+        } = accepted;
         let mut context = inline::context(id.clone(), &mut request, self.peer.clone());
         context.ct = self.service_token.child_token();
-        let notes = progress.map(|theirs| {
-            let n = self.next_token.fetch_add(1, Ordering::Relaxed);
-            let ours: Arc<str> = Arc::from(format!("http-fast-{n}"));
-            let (tx, rx) = mpsc::unbounded_channel();
-            self.routes.lock().insert(ours.clone(), (theirs, tx));
+        let route = progress.map(|theirs| {
+            let ours = self.next_token.fetch_add(1, Ordering::Relaxed);
+            let slot = Slot {
+                theirs,
+                queue: Vec::new(),
+                waker: None,
+            };
+            self.routes.lock().insert(ours, slot);
             context
                 .meta
-                .set_progress_token(ProgressToken(NumberOrString::String(ours.clone())));
-            let route = Route {
+                .set_progress_token(ProgressToken(NumberOrString::Number(ours)));
+            Route {
                 routes: self.routes.clone(),
                 token: ours,
-            };
-            (route, rx)
+            }
         });
         let ct = context.ct.clone();
         let handler = self.handler.clone();
-        let mut call = Box::pin(async move { answer(&handler, request, context, id).await });
+        // Boxed here, once: the futures above it stay small, so moving them costs no large copies.
+        let mut call: Pin<Box<dyn Future<Output = Message> + Send>> = match request {
+            ClientRequest::CallToolRequest(call) => {
+                Box::pin(tool_call(handler, call.params, context, id, task_capable))
+            }
+            request => Box::pin(answer(handler, request, context, id)),
+        };
         let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
-        let (route, mut rx) = match (first, notes) {
-            (Poll::Ready(message), notes) => {
+        let route = match (first, route) {
+            (Poll::Ready(message), route) => {
                 // As rmcp does once the answer is sent: whatever the call left running stops.
                 ct.cancel();
-                let queued = notes.map(|(_, mut rx)| drain(&mut rx)).unwrap_or_default();
+                let queued = route.map(|route| route.take()).unwrap_or_default();
                 return answered(queued, Ok(message));
             }
             (Poll::Pending, None) => {
@@ -254,31 +317,39 @@ impl FastPath {
                 ct.cancel();
                 return answered(Vec::new(), joined);
             }
-            (Poll::Pending, Some(notes)) => notes,
+            (Poll::Pending, Some(route)) => route,
         };
         let guard = ct.clone().drop_guard();
         let mut task = tokio::spawn(call);
         // rmcp's choice: JSON when the first message is the answer, SSE when it is a notification.
-        let first_note = tokio::select! {
+        let first_notes = tokio::select! {
             biased;
             joined = &mut task => {
                 guard.disarm();
                 ct.cancel();
-                return answered(drain(&mut rx), joined);
+                return answered(route.take(), joined);
             }
-            Some(note) = rx.recv() => note,
+            notes = route.notes() => notes,
         };
         sse(
-            vec![first_note],
+            first_notes,
             Some(Streaming {
-                rx,
                 task,
                 guard: Some(guard),
                 ct,
-                _route: route,
+                route,
             }),
         )
     }
+}
+
+/// A request this path takes.
+struct Accepted {
+    id: RequestId,
+    request: ClientRequest,
+    progress: Option<ProgressToken>,
+    /// A `tools/call` of a tool that can run as a task.
+    task_capable: bool,
 }
 
 /// The reply to a call that has answered: JSON, or SSE when notifications came first.
@@ -295,20 +366,11 @@ fn answered(queued: Vec<Message>, joined: Result<Message, tokio::task::JoinError
 
 /// What is left of a call answered with SSE: its further notifications, then its answer.
 struct Streaming {
-    rx: mpsc::UnboundedReceiver<Message>,
     task: tokio::task::JoinHandle<Message>,
     /// Cancels the call if the client goes away (the body is dropped) before its answer.
     guard: Option<tokio_util::sync::DropGuard>,
     ct: CancellationToken,
-    _route: Route,
-}
-
-fn drain(rx: &mut mpsc::UnboundedReceiver<Message>) -> Vec<Message> {
-    let mut queued = Vec::new();
-    while let Ok(message) = rx.try_recv() {
-        queued.push(message);
-    }
-    queued
+    route: Route,
 }
 
 /// An SSE answer framed as rmcp frames its stateless one: one `data:` event per message, the answer last.
@@ -331,14 +393,14 @@ fn sse(ready: Vec<Message>, rest: Option<Streaming>) -> Response {
                             guard.disarm();
                         }
                         streaming.ct.cancel();
-                        pending.extend(drain(&mut streaming.rx));
+                        pending.extend(streaming.route.take());
                         match joined {
                             Ok(message) => pending.push_back(message),
                             Err(e) => tracing::error!("a call's task failed outside its handler: {e}"),
                         }
                         rest = None;
                     }
-                    Some(note) = streaming.rx.recv() => pending.push_back(note),
+                    notes = streaming.route.notes() => pending.extend(notes),
                 }
             }
         },
@@ -364,16 +426,58 @@ fn event(message: &Message) -> Bytes {
     Bytes::from(bytes)
 }
 
+/// `tools/list` and `resources/read`, through rmcp's `handle_request`.
 async fn answer(
-    handler: &McpHandler,
+    handler: Arc<McpHandler>,
     request: ClientRequest,
     context: RequestContext<RoleServer>,
     id: RequestId,
-) -> TxJsonRpcMessage<RoleServer> {
+) -> Message {
     inline::message(
         id,
-        inline::guarded(Service::handle_request(handler, request, context)).await,
+        inline::guarded(Service::handle_request(&*handler, request, context)).await,
     )
+}
+
+/// `tools/call`, with what rmcp 3.9.0's `handle_request` (`handler/server.rs`) does around `call_tool` for a
+/// request this path takes, without going through it: its future holds the state of every request's handler,
+/// and is copied whole at each move. Before the call, rmcp checks the `_meta` version against the supported
+/// ones and the era's required keys: [`FastPath::accept`] took only requests that pass both. After it, for a
+/// 2026-07-28 request: a task handle for a client that did not declare tasks is refused, cache hints are
+/// filled in, and "resource not found" becomes "invalid params".
+async fn tool_call(
+    handler: Arc<McpHandler>,
+    params: CallToolRequestParams,
+    context: RequestContext<RoleServer>,
+    id: RequestId,
+    task_capable: bool,
+) -> Message {
+    // Only a tool that can run as a task can answer with a task handle; reading the capabilities out of
+    // `_meta` costs a decode, so the others skip it.
+    let client_declared_tasks = task_capable
+        && context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+    let called = inline::guarded(ServerHandler::call_tool(&*handler, params, context)).await;
+    let result = match called {
+        Ok(CallToolResponse::Task(_)) if !client_declared_tasks => {
+            Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ))
+        }
+        Ok(response) => {
+            let mut result = ServerResult::from(response);
+            result.fill_missing_cache_hints();
+            Ok(result)
+        }
+        Err(mut error) => {
+            if error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                error.code = ErrorCode::INVALID_PARAMS;
+            }
+            Err(error)
+        }
+    };
+    inline::message(id, result)
 }
 
 /// rmcp's answer to a stateless request: its HTTP status by error code (`jsonrpc_http_status`, with well-formed
@@ -413,7 +517,7 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
 }
 
 /// The one value of a header, as text; `None` when absent, repeated or not visible ASCII.
-fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     if values.next().is_some() {
@@ -455,31 +559,47 @@ impl Transport<RoleServer> for Detached {
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let mut item = item;
-        let routed = match &mut item {
+        let ours = match &item {
             JsonRpcMessage::Notification(JsonRpcNotification {
                 notification: ServerNotification::ProgressNotification(progress),
                 ..
-            }) => match &progress.params.progress_token.0 {
-                NumberOrString::String(ours) => {
-                    let routes = self.routes.lock();
-                    routes.get(ours).map(|(theirs, tx)| {
-                        progress.params.progress_token = theirs.clone();
-                        tx.clone()
-                    })
-                }
-                NumberOrString::Number(_) => None,
+            }) => match progress.params.progress_token.0 {
+                NumberOrString::Number(ours) => Some(ours),
+                NumberOrString::String(_) => None,
             },
             _ => None,
         };
-        let sent = match routed {
-            Some(tx) => tx.send(item).map_err(|_| {
-                std::io::Error::new(std::io::ErrorKind::NotConnected, "the call has answered")
-            }),
+        let mut waker = None;
+        let sent = match ours {
+            Some(ours) => {
+                let mut routes = self.routes.lock();
+                match routes.get_mut(&ours) {
+                    Some(slot) => {
+                        if let JsonRpcMessage::Notification(JsonRpcNotification {
+                            notification: ServerNotification::ProgressNotification(progress),
+                            ..
+                        }) = &mut item
+                        {
+                            progress.params.progress_token = slot.theirs.clone();
+                        }
+                        slot.queue.push(item);
+                        waker = slot.waker.take();
+                        Ok(())
+                    }
+                    None => Err(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        "the call has answered",
+                    )),
+                }
+            }
             None => Err(std::io::Error::new(
                 std::io::ErrorKind::NotConnected,
                 "a stateless request's peer sends nothing but its progress",
             )),
         };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
         std::future::ready(sent)
     }
 
