@@ -6,18 +6,23 @@ use super::http::FastPath;
 use super::sessions::SessionLimit;
 use crate::auth::Access;
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequestParams, CustomRequest, ErrorCode, GetPromptRequestParams,
     InitializeRequestParams, ReadResourceRequestParams, SubscribeRequestParams,
 };
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// The default limit on a request body, rmcp's own (`StreamableHttpServerConfig::max_request_body_bytes`).
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
@@ -99,91 +104,147 @@ pub(crate) struct Front {
     pub fast: Option<FastPath>,
 }
 
-/// The one axum middleware in front of rmcp's `/mcp` service: Host, Origin and token; a POST counts as in
-/// flight until its response body has been sent (shutdown waits for it); JSON-RPC errors where rmcp would
-/// answer with a bare status; and the hot stateless requests answered by [`FastPath`] without rmcp. One
-/// layer instead of three: each costs a boxed future and a clone of the service stack per request.
-pub(crate) async fn mcp_front(
-    State(front): State<Arc<Front>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if let Err(refusal) = front.access.check(request.uri(), request.headers(), None) {
-        tracing::warn!(path = %request.uri().path(), status = %refusal.status, reason = %refusal.reason, "HTTP request refused");
-        return refusal.into_response();
-    }
-    match *request.method() {
-        Method::POST => {
-            let call = front.drain.track();
-            let response = post(&front, request, next).await;
-            super::drain::hold(call, response)
-        }
-        Method::DELETE => {
-            let response = next.run(request).await;
-            // rmcp answers 202, which the Python SDK logs as a failed termination; it expects 200 or 204.
-            if response.status() == StatusCode::ACCEPTED {
-                return StatusCode::NO_CONTENT.into_response();
-            }
-            response
-        }
-        _ => next.run(request).await,
+/// rmcp's HTTP service, as `/mcp` serves it.
+pub(crate) type Rmcp = StreamableHttpService<super::handler::McpHandler, LocalSessionManager>;
+
+/// The `/mcp` service: Host, Origin and token; a POST counts as in flight until its response body has been
+/// sent (shutdown waits for it); JSON-RPC errors where rmcp would answer with a bare status; the hot
+/// stateless requests answered by [`FastPath`]; everything else handed to rmcp's service. A service of its
+/// own rather than an axum middleware around rmcp's: `from_fn` clones and boxes the inner service and boxes
+/// its own future on every request, which the fast path's requests never use. A clone is one `Arc`.
+#[derive(Clone)]
+pub(crate) struct McpService(Arc<McpInner>);
+
+struct McpInner {
+    front: Front,
+    rmcp: Rmcp,
+}
+
+impl McpService {
+    pub(crate) fn new(front: Front, rmcp: Rmcp) -> Self {
+        Self(Arc::new(McpInner { front, rmcp }))
     }
 }
 
-async fn post(front: &Front, request: Request, next: Next) -> Response {
-    let max_body = front.max_body;
-    let sessions = &front.sessions;
-    let (parts, body) = request.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, max_body).await else {
-        return (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "request body over {max_body} bytes (MCP_MAX_REQUEST_BYTES / --mcp-max-request-bytes)\n"
-            ),
+impl tower::Service<Request> for McpService {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let inner = self.0.clone();
+        Box::pin(async move { Ok(inner.serve(request).await) })
+    }
+}
+
+impl McpInner {
+    async fn serve(&self, request: Request) -> Response {
+        let front = &self.front;
+        if let Err(refusal) = front.access.check(request.uri(), request.headers(), None) {
+            tracing::warn!(path = %original_path(&request), status = %refusal.status, reason = %refusal.reason, "HTTP request refused");
+            return refusal.into_response();
+        }
+        match *request.method() {
+            Method::POST => {
+                let call = front.drain.track();
+                let response = self.post(request).await;
+                super::drain::hold(call, response)
+            }
+            Method::DELETE => {
+                let response = self.rmcp(request).await;
+                // rmcp answers 202, which the Python SDK logs as a failed termination; it expects 200 or 204.
+                if response.status() == StatusCode::ACCEPTED {
+                    return StatusCode::NO_CONTENT.into_response();
+                }
+                response
+            }
+            _ => self.rmcp(request).await,
+        }
+    }
+
+    async fn rmcp(&self, request: Request) -> Response {
+        self.rmcp.handle(request).await.map(Body::new)
+    }
+
+    async fn post(&self, request: Request) -> Response {
+        let front = &self.front;
+        let max_body = front.max_body;
+        let sessions = &front.sessions;
+        let (parts, body) = request.into_parts();
+        let Ok(body) = axum::body::to_bytes(body, max_body).await else {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "request body over {max_body} bytes (MCP_MAX_REQUEST_BYTES / --mcp-max-request-bytes)\n"
+                ),
+            )
+                .into_response();
+        };
+        if let Some(method) = removed_in_stateless_era(&parts.headers) {
+            return removed_method(method, &body);
+        }
+        if let Some(fast) = &front.fast
+            && let Some(response) = fast.answer(&parts, &body).await
+        {
+            return response;
+        }
+        // The handler refuses a session past the limit too; refusing here first spares rmcp creating one
+        // only to tear it down, and logging an error each time.
+        if sessions.live() >= sessions.max()
+            && !parts.headers.contains_key("mcp-session-id")
+            && let Some(id) = initialize_id(&body)
+        {
+            return session_refusal(sessions, id);
+        }
+        let declared_json = declares_json(&parts.headers);
+        // `Bytes` clones share the buffer: the body is not copied.
+        let response = self
+            .rmcp(Request::from_parts(parts, Body::from(body.clone())))
+            .await;
+        unparsed_body(response, declared_json, &body)
+    }
+}
+
+/// The path the client asked for: `/mcp` is stripped off the request's own URI before it gets here.
+fn original_path(request: &Request) -> String {
+    request
+        .extensions()
+        .get::<axum::extract::OriginalUri>()
+        .map_or_else(
+            || request.uri().path().to_owned(),
+            |uri| uri.path().to_owned(),
         )
-            .into_response();
-    };
-    if let Some(method) = removed_in_stateless_era(&parts.headers) {
-        return removed_method(method, &body);
-    }
-    if let Some(fast) = &front.fast
-        && let Some(response) = fast.answer(&parts, &body).await
-    {
-        return response;
-    }
-    // The handler refuses a session past the limit too; refusing here first spares rmcp creating one only to
-    // tear it down, and logging an error each time.
-    if sessions.live() >= sessions.max()
-        && !parts.headers.contains_key("mcp-session-id")
-        && let Some(id) = initialize_id(&body)
-    {
-        let error = sessions.refusal();
-        let body = json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "error": { "code": error.code.0, "message": error.message, "data": error.data },
-        });
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [
-                (header::CONTENT_TYPE, "application/json"),
-                (header::RETRY_AFTER, "10"),
-            ],
-            body.to_string(),
-        )
-            .into_response();
-    }
-    let declared_json = declares_json(&parts.headers);
-    // `Bytes` clones share the buffer: the body is not copied.
-    let response = next
-        .run(Request::from_parts(parts, Body::from(body.clone())))
-        .await;
-    // rmcp answers a body it cannot parse with 415, whatever the content type; the client sent JSON-RPC and
-    // should get a JSON-RPC error.
+}
+
+fn session_refusal(sessions: &SessionLimit, id: Value) -> Response {
+    let error = sessions.refusal();
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": error.code.0, "message": error.message, "data": error.data },
+    });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::RETRY_AFTER, "10"),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// rmcp answers a body it cannot parse with 415, whatever the content type; the client sent JSON-RPC and
+/// should get a JSON-RPC error.
+fn unparsed_body(response: Response, declared_json: bool, body: &Bytes) -> Response {
     if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE || !declared_json {
         return response;
     }
-    match serde_json::from_slice::<IgnoredAny>(&body) {
+    match serde_json::from_slice::<IgnoredAny>(body) {
         Err(e) => rpc_error(
             StatusCode::BAD_REQUEST,
             Value::Null,

@@ -153,21 +153,16 @@ pub(crate) async fn serve(
         max_body,
         fast_answered: fast.as_ref().map(FastPath::answered),
     };
-    // `/mcp` has one layer of ours (access, drain, JSON-RPC edges, fast path); the pages and anything else
-    // (the fallback's 404 included) are behind the same access check.
-    let front = Arc::new(super::edges::Front {
+    // `/mcp` is our service (access, drain, JSON-RPC edges, fast path) with rmcp's behind it; the pages and
+    // anything else (the fallback's 404 included) are behind the same access check.
+    let front = super::edges::Front {
         access,
         sessions,
         max_body,
         drain: drain.clone(),
         fast,
-    });
-    let mcp_routes = Router::new()
-        .nest_service("/mcp", mcp)
-        .layer(middleware::from_fn_with_state(
-            front,
-            super::edges::mcp_front,
-        ));
+    };
+    let mcp_routes = Router::new().nest_service("/mcp", super::edges::McpService::new(front, mcp));
     let pages = Router::new()
         .route("/", get(index))
         .route("/health", get(health))
