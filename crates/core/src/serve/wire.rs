@@ -40,41 +40,109 @@ pub(crate) fn decode(
     rmcp_decode(line)
 }
 
-/// True when the key is present, whatever its value (`null` included), as rmcp's shape check counts it.
-#[derive(Default)]
-struct Present(bool);
+/// The methods answered from the envelope's pass (`tools/call`'s params decoded in it) or with one more.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Method {
+    ToolsCall,
+    ToolsList,
+    ResourcesRead,
+    Ping,
+    Other,
+}
 
-impl<'de> Deserialize<'de> for Present {
+/// One pass over a line: the JSON-RPC envelope, and `tools/call`'s params decoded into their type where
+/// they stand when `method` came before them (as every client writes it). Anything unusual (a duplicate or
+/// missing key, a bad `jsonrpc` or id) fails it, and the line takes rmcp's decoding.
+#[derive(Default)]
+struct Envelope {
+    jsonrpc: bool,
+    id: Option<RequestId>,
+    method: Option<Method>,
+    params: bool,
+    call: Option<CallParams>,
+    /// `result` or `error` present: not a request.
+    answer: bool,
+}
+
+impl<'de> Deserialize<'de> for Envelope {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        serde::de::IgnoredAny::deserialize(d).map(|_| Self(true))
+        d.deserialize_map(EnvelopeVisitor)
     }
 }
 
-#[derive(Deserialize)]
-struct Peek<'a> {
-    #[serde(borrow, default)]
-    method: Option<Cow<'a, str>>,
-    #[serde(default)]
-    id: Present,
-    #[serde(default)]
-    result: Present,
-    #[serde(default)]
-    error: Present,
+struct EnvelopeVisitor;
+
+impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
+    type Value = Envelope;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+        use serde::de::{Error, IgnoredAny};
+        let mut e = Envelope::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match &*key {
+                "jsonrpc" if !e.jsonrpc => {
+                    map.next_value::<JsonRpcVersion2_0>()?;
+                    e.jsonrpc = true;
+                }
+                "id" if e.id.is_none() => e.id = Some(map.next_value()?),
+                "method" if e.method.is_none() => {
+                    let method = map.next_value::<Cow<'de, str>>()?;
+                    e.method = Some(match &*method {
+                        "tools/call" => Method::ToolsCall,
+                        "tools/list" => Method::ToolsList,
+                        "resources/read" => Method::ResourcesRead,
+                        "ping" => Method::Ping,
+                        _ => Method::Other,
+                    });
+                }
+                "params" if !e.params => {
+                    e.params = true;
+                    if e.method == Some(Method::ToolsCall) {
+                        e.call = Some(map.next_value()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                "jsonrpc" | "id" | "method" | "params" => {
+                    return Err(A::Error::custom("duplicate field"));
+                }
+                "result" | "error" => {
+                    e.answer = true;
+                    map.next_value::<IgnoredAny>()?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(e)
+    }
 }
 
 /// The request, decoded straight into the type its method names; `None` sends the line down rmcp's path.
 fn pre_dispatch(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-    let peek = serde_json::from_slice::<Peek<'_>>(line).ok()?;
+    let envelope = serde_json::from_slice::<Envelope>(line).ok()?;
     // Only rmcp's request shape: `method` and `id`, no `result` or `error`.
-    if !peek.id.0 || peek.result.0 || peek.error.0 {
+    if !envelope.jsonrpc || envelope.answer {
         return None;
     }
-    match peek.method.as_deref()? {
-        "tools/call" => tool_call(line),
-        "tools/list" => direct::<ListToolsRequest>(line, ClientRequest::ListToolsRequest),
-        "resources/read" => direct::<ReadResourceRequest>(line, ClientRequest::ReadResourceRequest),
-        "ping" => direct::<PingRequest>(line, ClientRequest::PingRequest),
-        _ => None,
+    let id = envelope.id?;
+    match envelope.method? {
+        Method::ToolsCall => match envelope.call {
+            Some(params) => Some(call_message(id, params)),
+            // `params` before `method`, or none: the line again, as a whole.
+            None => tool_call(line),
+        },
+        Method::ToolsList => direct::<ListToolsRequest>(line, ClientRequest::ListToolsRequest),
+        Method::ResourcesRead => {
+            direct::<ReadResourceRequest>(line, ClientRequest::ReadResourceRequest)
+        }
+        Method::Ping => direct::<PingRequest>(line, ClientRequest::PingRequest),
+        Method::Other => None,
     }
 }
 
@@ -89,44 +157,50 @@ fn direct<R: DeserializeOwned>(
     )))
 }
 
-/// `tools/call`, the one request of every call, without serde's `flatten`: `JsonRpcRequest` flattens the request
-/// and the request flattens its params beside `_meta`, so serde buffers the line twice before the params are
-/// read. The fields are `CallToolRequestParams`' own; `_meta` goes where rmcp puts it (the request's
-/// extensions, not the params).
+/// `tools/call`'s params: `CallToolRequestParams`' own fields, read without serde's `flatten` (`JsonRpcRequest`
+/// flattens the request and the request flattens its params beside `_meta`, so serde would buffer the line
+/// twice before the params are read).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CallParams {
+    #[serde(rename = "_meta", default)]
+    meta: Option<JsonObject>,
+    name: Cow<'static, str>,
+    #[serde(default)]
+    arguments: Option<JsonObject>,
+    #[serde(default)]
+    input_responses: Option<InputResponses>,
+    #[serde(default)]
+    request_state: Option<String>,
+}
+
+/// `tools/call` as a whole line, when its params could not be read in the envelope's pass.
 fn tool_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
     #[derive(Deserialize)]
     struct Line {
         #[allow(dead_code)]
         jsonrpc: JsonRpcVersion2_0,
         id: RequestId,
-        params: Params,
-    }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Params {
-        #[serde(rename = "_meta", default)]
-        meta: Option<JsonObject>,
-        name: Cow<'static, str>,
-        #[serde(default)]
-        arguments: Option<JsonObject>,
-        #[serde(default)]
-        input_responses: Option<InputResponses>,
-        #[serde(default)]
-        request_state: Option<String>,
+        params: CallParams,
     }
     let decoded: Line = serde_json::from_slice(line).ok()?;
-    let mut params = CallToolRequestParams::new(decoded.params.name);
-    params.arguments = decoded.params.arguments;
-    params.input_responses = decoded.params.input_responses;
-    params.request_state = decoded.params.request_state;
+    Some(call_message(decoded.id, decoded.params))
+}
+
+/// The request rmcp would have decoded: `_meta` where rmcp puts it (the request's extensions, not the params).
+fn call_message(id: RequestId, decoded: CallParams) -> RxJsonRpcMessage<RoleServer> {
+    let mut params = CallToolRequestParams::new(decoded.name);
+    params.arguments = decoded.arguments;
+    params.input_responses = decoded.input_responses;
+    params.request_state = decoded.request_state;
     let mut request = CallToolRequest::new(params);
-    if let Some(meta) = decoded.params.meta {
+    if let Some(meta) = decoded.meta {
         request.extensions.insert(RequestMetaObject::from(meta));
     }
-    Some(JsonRpcMessage::Request(JsonRpcRequest::new(
-        decoded.id,
+    JsonRpcMessage::Request(JsonRpcRequest::new(
+        id,
         ClientRequest::CallToolRequest(request),
-    )))
+    ))
 }
 
 /// rmcp's `try_parse_with_compatibility`: its decoding, and notifications outside MCP ignored.
@@ -426,6 +500,9 @@ mod tests {
             b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/list\"}",
             br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             br#"{"jsonrpc":"2.0","id":9,"result":{}}"#,
+            // Read in the envelope's pass: escaped keys, an id in float form, fields after the params.
+            br#"{"jsonrpc":"2.0","id":1e2,"method":"tools/call","p\u0061rams":{"n\u0061me":"x","arguments":{"a":"\n"}},"extra":{"result":1}}"#,
+            br#"{"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"t"}},"id":"\u00e9","jsonrpc":"2.0"}"#,
         ];
         for line in lines {
             let expected = rmcp_way(line);
@@ -454,6 +531,10 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"x"}}"#,
             br#"{"jsonrpc":"2.0","method":"$/lsp"}"#,
             br#"{"jsonrpc":"2.0","method":"notifications/custom"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"},"params":{"name":"y"}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"},"error":{}}"#,
+            br#"{"id":1,"method":"tools/call","params":{"name":"x"}}"#,
         ];
         for line in refused {
             let ours = decode(line).map(|m| m.map(|m| serde_json::to_value(m).unwrap()));
