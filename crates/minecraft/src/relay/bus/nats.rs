@@ -1011,10 +1011,14 @@ fn ack(inner: &Inner, reply: Subject) {
 }
 
 /// Queues a JetStream ack the pump makes (an event this client does not take, or one delivered again):
-/// the pump waits for room, reading JetStream no faster than its acks leave, and drops none.
-async fn ack_wait(inner: &Inner, reply: Subject) {
+/// the pump waits for room, reading JetStream no faster than its acks leave, and drops none. False when
+/// the pump was stopped meanwhile (the ack is left to JetStream's redelivery).
+async fn ack_or_stop(inner: &Inner, pump: &Pump, reply: Subject) -> bool {
     let bytes = reply.len();
-    inner.acks.push_wait(reply, bytes).await;
+    tokio::select! {
+        () = pump.stop.cancelled() => false,
+        () = inner.acks.push_wait(reply, bytes) => true,
+    }
 }
 
 /// Sends the queued JetStream acks while NATS is reachable. While it is not they wait in the bounded
@@ -1348,8 +1352,10 @@ async fn read(
                         Err(_) => Some(reply),
                     }
                 };
-                if let Some(reply) = done {
-                    ack_wait(inner, reply).await;
+                if let Some(reply) = done
+                    && !ack_or_stop(inner, pump, reply).await
+                {
+                    return None;
                 }
                 continue;
             }
@@ -1415,8 +1421,10 @@ async fn read(
                 None => Some(reply),
             }
         };
-        if let Some(reply) = done {
-            ack_wait(inner, reply).await;
+        if let Some(reply) = done
+            && !ack_or_stop(inner, pump, reply).await
+        {
+            return None;
         }
     }
 }
