@@ -275,8 +275,12 @@ fn initialize_id(body: &Bytes) -> Option<Value> {
 /// rmcp's 415 means a wrong content type only when the request did not declare JSON; otherwise it means the
 /// body did not parse.
 pub(crate) fn declares_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
+    let value = headers.get(header::CONTENT_TYPE);
+    // What clients send, compared whole before any parsing.
+    if value.is_some_and(|v| v.as_bytes() == b"application/json") {
+        return true;
+    }
+    value
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))

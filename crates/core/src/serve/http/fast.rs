@@ -493,8 +493,10 @@ fn json_message(message: &TxJsonRpcMessage<RoleServer>) -> Response {
         },
         _ => StatusCode::OK,
     };
-    match serde_json::to_vec(message) {
-        Ok(body) => {
+    // Room for a small answer at once: `to_vec` starts at 128 bytes and grows by doubling.
+    let mut body = Vec::with_capacity(512);
+    match serde_json::to_writer(&mut body, message) {
+        Ok(()) => {
             let mut response = Response::new(Body::from(body));
             *response.status_mut() = status;
             response.headers_mut().insert(
@@ -528,6 +530,17 @@ fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
 
 /// `Accept` names both media types rmcp requires, with no parameters (a quality of 0 is rmcp's to read).
 fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+    // What clients send (rmcp's, the TS and Python SDKs'): one value, compared whole before any splitting.
+    const USUAL: [&[u8]; 2] = [
+        b"application/json, text/event-stream",
+        b"text/event-stream, application/json",
+    ];
+    let mut values = headers.get_all(header::ACCEPT).iter();
+    if let (Some(only), None) = (values.next(), values.next())
+        && USUAL.contains(&only.as_bytes())
+    {
+        return true;
+    }
     let (mut json, mut sse) = (false, false);
     for value in headers.get_all(header::ACCEPT) {
         let Ok(value) = value.to_str() else {
