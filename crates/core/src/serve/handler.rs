@@ -191,11 +191,13 @@ impl McpHandler {
             })));
         }
         let cancel = context.ct.child_token();
+        let has_progress = progress.is_some();
         let ctx = ToolCtx::new(progress, cancel.clone())
             .with_client(self.client_link(context), inputs)
             .with_result_cap(cap);
         let watched = ctx.watch();
-        let beat = ctx.clone();
+        // Only a call whose request carries a progress token gets heartbeats.
+        let beat = has_progress.then(|| ctx.clone());
         let begun = tokio::time::Instant::now();
         let started = Instant::now();
         let call = if context.ct.is_cancelled() {
@@ -355,7 +357,7 @@ pub(crate) struct Running {
     cap: usize,
     cancel: tokio_util::sync::CancellationToken,
     watched: Arc<std::sync::atomic::AtomicBool>,
-    beat: ToolCtx,
+    beat: Option<ToolCtx>,
     in_flight: InFlight,
     call: Call,
 }
@@ -406,7 +408,7 @@ impl Running {
         let guarded = super::panic::caught(future);
         let timed = tokio::time::timeout_at(
             self.deadline,
-            with_heartbeat(guarded, self.beat.clone(), self.begun),
+            with_heartbeat(guarded, self.beat.take(), self.begun),
         );
         tokio::pin!(timed);
         let mut panicked = false;
@@ -531,9 +533,12 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> ToolError {
 /// for 60 s. Ends with the call, so no timer outlives it.
 async fn with_heartbeat<F: std::future::Future>(
     call: F,
-    ctx: ToolCtx,
+    ctx: Option<ToolCtx>,
     started: tokio::time::Instant,
 ) -> F::Output {
+    let Some(ctx) = ctx else {
+        return call.await;
+    };
     tokio::pin!(call);
     loop {
         let Some(sent_at) = ctx.progress_sent_at() else {

@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientNotification, ClientRequest, ErrorCode,
     ErrorData, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ProtocolVersion, RequestId,
-    ServerResult,
+    RequestMetaObject, ServerResult,
 };
 use rmcp::service::{
     RequestContext, RunningService, RxJsonRpcMessage, ServerInitializeError, TxJsonRpcMessage,
@@ -284,17 +284,24 @@ where
         peer: &Peer<RoleServer>,
         cx: &mut Context<'_>,
     ) {
+        if let ClientRequest::CallToolRequest(call) = &mut request {
+            // As `inline::context`, without first putting an empty `_meta` into the extensions of a call that
+            // has none (an allocation a call): nothing reads it from a tools/call context's extensions.
+            let mut context = RequestContext::new(id.clone(), peer.clone());
+            context.meta = call
+                .extensions
+                .remove::<RequestMetaObject>()
+                .unwrap_or_default();
+            context.extensions = std::mem::take(&mut call.extensions);
+            let params = std::mem::replace(&mut call.params, CallToolRequestParams::new(""));
+            return self.tool_call(id, params, context, cx);
+        }
         let context = inline::context(id.clone(), &mut request, peer.clone());
-        match request {
-            ClientRequest::CallToolRequest(call) => self.tool_call(id, call.params, context, cx),
-            request => {
-                let reply = self.reply(id, &context.ct);
-                let handler = self.handler.clone();
-                let mut call: Call = Box::pin(other(handler, request, context, reply));
-                if call.as_mut().poll(cx).is_pending() {
-                    self.spawn(call);
-                }
-            }
+        let reply = self.reply(id, &context.ct);
+        let handler = self.handler.clone();
+        let mut call: Call = Box::pin(other(handler, request, context, reply));
+        if call.as_mut().poll(cx).is_pending() {
+            self.spawn(call);
         }
     }
 
