@@ -298,9 +298,9 @@ impl FastPath {
         // Boxed here, once: the futures above it stay small, so moving them costs no large copies.
         let mut call: Pin<Box<dyn Future<Output = Message> + Send>> = match request {
             ClientRequest::CallToolRequest(call) => {
-                Box::pin(tool_call(handler, call.params, context, id, task_capable))
+                boxed(|| tool_call(handler, call.params, context, id, task_capable))
             }
-            request => Box::pin(answer(handler, request, context, id)),
+            request => boxed(|| answer(handler, request, context, id)),
         };
         let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
         let route = match (first, route) {
@@ -341,6 +341,17 @@ impl FastPath {
             }),
         )
     }
+}
+
+/// The future `make` returns, made in its heap slot: allocated first, so the compiler can write the future
+/// straight into it, where `Box::pin(future)` makes it on the stack and then copies all of it (the handler's
+/// state included: several kB) into the box.
+fn boxed<F: Future<Output = Message> + Send + 'static>(
+    make: impl FnOnce() -> F,
+) -> Pin<Box<dyn Future<Output = Message> + Send>> {
+    let slot = Box::<F>::new_uninit();
+    let future: Box<F> = Box::write(slot, make());
+    Box::into_pin(future)
 }
 
 /// A request this path takes.
