@@ -609,3 +609,186 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Transport<RoleServer> for RmcpSide<
         Ok(())
     }
 }
+
+/// Our loop against rmcp's own service loop serving the same handler: one table of lines, each row's answers
+/// read from both and compared byte for byte (results, tool errors, bad arguments, unknown tools and methods,
+/// unparsable params, bad JSON, panics, progress, a cancelled call).
+#[cfg(test)]
+mod same_bytes {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::tool::{Content, ToolOutput};
+    use crate::{Bridge, ToolCtx, ToolError, ToolSpec};
+    use serde_json::{Map, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    fn out(text: &str) -> ToolOutput {
+        ToolOutput {
+            content: vec![Content::Text(text.to_owned())],
+            structured: Some(json!({ "text": text })),
+        }
+    }
+
+    fn bridge() -> Bridge {
+        let mut b = Bridge::builder("same", "0");
+        b.tool(
+            ToolSpec::new("noop", "Returns at once.")
+                .raw_handler(Map::new(), |_, _: ToolCtx| async { Ok(out("{}")) }),
+        );
+        b.tool(
+            ToolSpec::new("echo", "Echoes a string.").raw_handler(
+                serde_json::from_value(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}))
+                    .unwrap(),
+                |args: Value, _: ToolCtx| async move {
+                    match args["text"].as_str() {
+                        Some(text) => Ok(out(text)),
+                        None => Err(ToolError::invalid_argument("text", "not a string")),
+                    }
+                },
+            ),
+        );
+        b.tool(
+            ToolSpec::new("fail", "Fails.").raw_handler(Map::new(), |_, _: ToolCtx| async {
+                Err::<ToolOutput, _>(ToolError::not_found("nothing here"))
+            }),
+        );
+        b.tool(
+            ToolSpec::new("boom", "Panics.").raw_handler(Map::new(), |_, _: ToolCtx| async {
+                panic!("boom") as Result<ToolOutput, ToolError>
+            }),
+        );
+        b.tool(
+            ToolSpec::new("steps", "Reports progress, then answers.").raw_handler(
+                Map::new(),
+                |_, ctx: ToolCtx| async move {
+                    for i in 1..=3 {
+                        ctx.progress(f64::from(i), Some(3.0), format!("step {i}"))
+                            .await;
+                    }
+                    Ok(out("done"))
+                },
+            ),
+        );
+        b.tool(ToolSpec::new("wait", "Waits until cancelled.").raw_handler(
+            Map::new(),
+            |_, ctx: ToolCtx| async move {
+                ctx.cancellation().cancelled().await;
+                Ok(out("cancelled"))
+            },
+        ));
+        b.build().unwrap()
+    }
+
+    use serde_json::Value;
+
+    /// Each row: its lines, then how many lines come back.
+    fn table(meta: &str) -> Vec<(Vec<String>, usize)> {
+        let call = |id: u64, name: &str, args: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{args}{meta}}}}}"#
+            )
+        };
+        let ping = |id: u64| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        vec![
+            (vec![call(1, "noop", "{}")], 1),
+            (vec![call(2, "echo", r#"{"text":"h\u00e9\n"}"#)], 1),
+            (vec![call(3, "echo", r#"{"text":5}"#)], 1),
+            (vec![call(4, "fail", "{}")], 1),
+            (vec![call(5, "nope", "{}")], 1),
+            (vec![call(6, "boom", "{}")], 1),
+            (vec![format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"arguments":{{}}{meta}}}}}"#)], 1),
+            (vec![r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"noop","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01"}}}"#.to_owned()], 1),
+            (vec![format!(r#"{{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{{{}}}}}"#, meta.trim_start_matches(','))], 1),
+            (vec![format!(r#"{{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{{"uri":"nope://x"{meta}}}}}"#)], 1),
+            (vec![r#"{"jsonrpc":"2.0","id":10,"method":"no/such/method"}"#.to_owned()], 1),
+            (vec!["{not json".to_owned(), ping(11)], 1),
+            (vec!["[1,2]".to_owned(), ping(12)], 2),
+            (vec![call(13, "noop", "null")], 1),
+            (vec![format!(r#"{{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{{"name":"steps","arguments":{{}},"_meta":{{"progressToken":"p"{}}}}}}}"#,
+                meta.strip_prefix(r#","_meta":{"#).and_then(|m| m.strip_suffix('}')).map(|m| format!(",{m}")).unwrap_or_default())], 4),
+            (
+                vec![
+                    call(15, "wait", "{}"),
+                    r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":15}}"#.to_owned(),
+                    ping(16),
+                ],
+                1,
+            ),
+        ]
+    }
+
+    async fn answers(ours: bool, modern: bool) -> Vec<Vec<String>> {
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server);
+        let shared = super::super::shared(bridge().into(), &[]);
+        let stop = CancellationToken::new();
+        if ours {
+            tokio::spawn(serve(shared, read, write, stop.clone(), Duration::ZERO));
+        } else {
+            let handler = McpHandler::new(shared);
+            tokio::spawn(async move {
+                if let Ok(running) = handler.serve((read, write)).await {
+                    let _ = running.waiting().await;
+                }
+            });
+        }
+        let (read, mut write) = tokio::io::split(client);
+        let mut lines = BufReader::new(read).lines();
+        let meta = if modern {
+            r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"}}"#
+        } else {
+            ""
+        };
+        let mut send = async |line: &str| {
+            write
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
+        };
+        let mut got = Vec::new();
+        if modern {
+            send(&format!(
+                r#"{{"jsonrpc":"2.0","id":0,"method":"tools/list","params":{{{}}}}}"#,
+                meta.trim_start_matches(',')
+            ))
+            .await;
+        } else {
+            send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#).await;
+        }
+        got.push(vec![lines.next_line().await.unwrap().unwrap()]);
+        if !modern {
+            send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+        }
+        for (i, (sent, expected)) in table(meta).into_iter().enumerate() {
+            for line in &sent {
+                send(line).await;
+            }
+            let mut row = Vec::new();
+            for _ in 0..expected {
+                let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!("ours={ours} modern={modern} row {i}: no answer after {row:?}")
+                    })
+                    .unwrap()
+                    .unwrap();
+                row.push(line);
+            }
+            got.push(row);
+        }
+        stop.cancel();
+        got
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn our_loop_answers_every_row_with_rmcps_bytes() {
+        for modern in [false, true] {
+            let ours = answers(true, modern).await;
+            let theirs = answers(false, modern).await;
+            for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                assert_eq!(a, b, "modern={modern} row {i}");
+            }
+            assert_eq!(ours.len(), theirs.len());
+        }
+    }
+}
