@@ -34,7 +34,11 @@ pub(crate) fn decode(
     line: &[u8],
 ) -> Result<Option<RxJsonRpcMessage<RoleServer>>, serde_json::Error> {
     let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
-    if let Some(message) = pre_dispatch(line) {
+    // Read as text, checked once: read as bytes, serde_json checks each string it meets again (9 a call). A
+    // line that is not UTF-8 takes rmcp's decoding, which says so as it did.
+    if let Ok(text) = std::str::from_utf8(line)
+        && let Some(message) = pre_dispatch(text)
+    {
         return Ok(Some(message));
     }
     rmcp_decode(line)
@@ -124,8 +128,8 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
 }
 
 /// The request, decoded straight into the type its method names; `None` sends the line down rmcp's path.
-fn pre_dispatch(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-    let envelope = serde_json::from_slice::<Envelope>(line).ok()?;
+fn pre_dispatch(line: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
+    let envelope = serde_json::from_str::<Envelope>(line).ok()?;
     // Only rmcp's request shape: `method` and `id`, no `result` or `error`.
     if !envelope.jsonrpc || envelope.answer {
         return None;
@@ -147,10 +151,10 @@ fn pre_dispatch(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
 }
 
 fn direct<R: DeserializeOwned>(
-    line: &[u8],
+    line: &str,
     wrap: fn(R) -> ClientRequest,
 ) -> Option<RxJsonRpcMessage<RoleServer>> {
-    let request: JsonRpcRequest<R> = serde_json::from_slice(line).ok()?;
+    let request: JsonRpcRequest<R> = serde_json::from_str(line).ok()?;
     Some(JsonRpcMessage::Request(JsonRpcRequest::new(
         request.id,
         wrap(request.request),
@@ -175,7 +179,7 @@ struct CallParams {
 }
 
 /// `tools/call` as a whole line, when its params could not be read in the envelope's pass.
-fn tool_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+fn tool_call(line: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
     #[derive(Deserialize)]
     struct Line {
         #[allow(dead_code)]
@@ -183,7 +187,7 @@ fn tool_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
         id: RequestId,
         params: CallParams,
     }
-    let decoded: Line = serde_json::from_slice(line).ok()?;
+    let decoded: Line = serde_json::from_str(line).ok()?;
     Some(call_message(decoded.id, decoded.params))
 }
 
@@ -417,7 +421,7 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
             if available.is_empty() {
                 return None;
             }
-            let newline = available.iter().position(|b| *b == b'\n');
+            let newline = find_newline(available);
             let take = newline.map_or(available.len(), |i| i + 1);
             let mut end = None;
             if self.discarding {
@@ -440,6 +444,29 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
             }
         }
     }
+}
+
+/// The first `\n` in `bytes`, eight bytes a step: a byte-by-byte search was a tenth of the loop's own
+/// instructions.
+fn find_newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let word = u64::from_ne_bytes(word) ^ NEWLINES;
+        // Some byte of `word` is zero (a newline in `chunk`): the classic has-zero-byte test.
+        if word.wrapping_sub(ONES) & !word & HIGHS != 0 {
+            return chunk.iter().position(|b| *b == b'\n').map(|i| offset + i);
+        }
+        offset += 8;
+    }
+    let rest = &bytes[offset..];
+    rest.iter().position(|b| *b == b'\n').map(|i| offset + i)
 }
 
 enum LineEnd {
@@ -481,6 +508,22 @@ mod tests {
             .ok()
             .flatten()
             .map(|m| serde_json::to_value(m).unwrap())
+    }
+
+    #[test]
+    fn the_newline_search_finds_the_first_newline_wherever_it_is() {
+        for len in 0..40 {
+            for at in 0..=len {
+                let mut bytes: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+                bytes.extend([0x80, 0xff, 0x0b, 0x09]);
+                let expected = (at < len).then_some(at);
+                if at < len {
+                    bytes[at] = b'\n';
+                    bytes[len..].fill(b'\n');
+                }
+                assert_eq!(find_newline(&bytes), expected, "len {len} at {at}");
+            }
+        }
     }
 
     #[test]
