@@ -365,7 +365,9 @@ where
         // An earlier call still waiting under the same id loses its answer, as it did when this one took its
         // place among the calls in flight.
         self.live.forget(&id);
-        self.queue(&inline::message(id, result));
+        if let Err(e) = self.out.queue_answer(id, result) {
+            tracing::error!("an answer could not be serialised: {e}");
+        }
     }
 
     /// Where the answer of a call that may wait goes; the call counts as in flight (cancellable) until then.
@@ -479,7 +481,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Reply<W> {
             tracing::debug!(id = %self.id, "dropping response for cancelled request");
             return;
         }
-        if let Err(e) = self.out.queue(&inline::message(self.id, result)) {
+        if let Err(e) = self.out.queue_answer(self.id, result) {
             tracing::error!("an answer could not be serialised: {e}");
         }
     }

@@ -15,7 +15,7 @@ use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, ErrorData, InputResponses, JsonObject,
     JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, ListToolsRequest, PingRequest,
-    ReadResourceRequest, RequestId, RequestMetaObject,
+    ReadResourceRequest, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use serde::Deserialize;
@@ -292,6 +292,37 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Out<W> {
         match serde_json::to_writer(&mut *queued, message) {
             Ok(()) => {
                 queued.push(b'\n');
+                Ok(())
+            }
+            Err(e) => {
+                queued.truncate(start);
+                Err(std::io::Error::from(e))
+            }
+        }
+    }
+
+    /// The answer to request `id`, queued as [`queue`](Self::queue) would queue `inline::message(id, result)`:
+    /// a result is written straight into the buffer, without being moved into a JSON-RPC message first.
+    pub(crate) fn queue_answer(
+        &self,
+        id: RequestId,
+        result: Result<ServerResult, ErrorData>,
+    ) -> std::io::Result<()> {
+        let result = match result {
+            Ok(result) => result,
+            error => return self.queue(&super::inline::message(id, error)),
+        };
+        let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
+        let start = queued.len();
+        // The fields of rmcp's `JsonRpcResponse`, in its order.
+        queued.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        let written = serde_json::to_writer(&mut *queued, &id).and_then(|()| {
+            queued.extend_from_slice(br#","result":"#);
+            serde_json::to_writer(&mut *queued, &result)
+        });
+        match written {
+            Ok(()) => {
+                queued.extend_from_slice(b"}\n");
                 Ok(())
             }
             Err(e) => {
