@@ -258,11 +258,7 @@ async fn serve_game(
             // Through JetStream, what it holds: an event accepted but not yet stored stays in the outbox.
             let last = match relay.bus() {
                 Some(bus) => bus.persisted(&name, &instance),
-                None => state
-                    .game_seqs
-                    .get(&(name.clone(), instance.clone()))
-                    .copied()
-                    .unwrap_or(0),
+                None => state.instances.last(&name, &instance),
             };
             let (mut games, version) = state.games_now();
             if !games.contains(&name) {
@@ -286,6 +282,7 @@ async fn serve_game(
                             since_ms: wire::now_ms(),
                         },
                     );
+                    relay.instance_seen(&mut state, &name, &instance, 0);
                     (last, replaced)
                 })
                 .ok_or_else(String::new)

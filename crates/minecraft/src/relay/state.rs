@@ -91,8 +91,8 @@ pub struct State {
     pub games: HashMap<String, GameConn>,
     /// Counts changes to `games`, so a client told the list twice keeps the newer (PROTOCOL.md §4.6).
     pub games_version: u64,
-    /// Highest event seq accepted per `(name, instance)`.
-    pub game_seqs: HashMap<(String, String), u64>,
+    /// Highest event seq accepted per `(name, instance)`, bounded ([`Instances`]).
+    pub instances: Instances,
     pub clients: HashMap<ClientKey, Client>,
     pub pending: HashMap<String, Pending>,
     /// The latest events of this epoch, for clients resuming from an earlier relay (PROTOCOL.md §5).
@@ -100,6 +100,141 @@ pub struct State {
     /// Queues dropped to keep a token within its bounds, and how many messages each held: told to the client
     /// (a `lost` notice, reason `evicted`) if it comes back.
     pub evicted: HashMap<ClientKey, u64>,
+}
+
+/// Most dead instances of one game name remembered for their `lastSeq`, so a game restarted a few times in a row
+/// still resumes; the live instance is never dropped.
+pub const DEAD_INSTANCES_PER_NAME: usize = 4;
+/// Most bytes the remembered instances of every game take together. A live instance is never dropped (live
+/// ones are bounded by the game connections); dead ones go, least recently seen first.
+pub const INSTANCES_BYTES: usize = 256 * 1024;
+/// What one remembered instance costs beyond its name and instance id: its slot and the maps' own.
+const INSTANCE_OVERHEAD: usize = 64;
+
+/// The highest event `seq` accepted from each game instance (a game's `lastSeq`, PROTOCOL.md §3), by name
+/// then instance. A game that reconnects under a fresh instance id each time (a crash loop, or a hostile
+/// holder of the game token) would grow it by one entry a connection: so each name keeps its live instance
+/// and its [`DEAD_INSTANCES_PER_NAME`] most recently seen dead ones, all within [`INSTANCES_BYTES`]. An
+/// instance dropped that comes back is an unknown one: `lastSeq` 0, it resends what it holds unacknowledged,
+/// and what the relay had already accepted of that comes again (clients drop repeats by `(game, id)`,
+/// PROTOCOL.md §5; through the bus, JetStream's duplicate window drops them first). Nothing is lost.
+#[derive(Debug, Default)]
+pub struct Instances {
+    by_name: HashMap<String, HashMap<String, Slot>>,
+    len: usize,
+    bytes: usize,
+    /// Raised at every touch: the order instances were last seen in.
+    tick: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    seq: u64,
+    seen: u64,
+}
+
+fn instance_cost(name: &str, instance: &str) -> usize {
+    name.len() + instance.len() + INSTANCE_OVERHEAD
+}
+
+impl Instances {
+    /// The highest `seq` accepted from `instance` of `name` (0 if none or forgotten).
+    pub fn last(&self, name: &str, instance: &str) -> u64 {
+        self.by_name
+            .get(name)
+            .and_then(|m| m.get(instance))
+            .map_or(0, |s| s.seq)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Records `instance` of `name` as seen now (connected, or accepted `seq` from it), raising its `seq`.
+    /// A new entry may push out dead ones (`live` says which instances are connected, never dropped; nor is
+    /// the one touched): those are returned.
+    pub fn touch(
+        &mut self,
+        name: &str,
+        instance: &str,
+        seq: u64,
+        live: impl Fn(&str, &str) -> bool,
+    ) -> Vec<(String, String)> {
+        self.tick += 1;
+        let tick = self.tick;
+        // The usual case, an event from a known instance: no allocation.
+        if let Some(slot) = self.by_name.get_mut(name).and_then(|m| m.get_mut(instance)) {
+            slot.seq = slot.seq.max(seq);
+            slot.seen = tick;
+            return Vec::new();
+        }
+        self.by_name
+            .entry(name.to_owned())
+            .or_default()
+            .insert(instance.to_owned(), Slot { seq, seen: tick });
+        self.len += 1;
+        self.bytes += instance_cost(name, instance);
+        let droppable = |n: &str, i: &str| !((n == name && i == instance) || live(n, i));
+        let mut evicted = Vec::new();
+        // This name's dead instances: its few most recent stay.
+        while let Some(of_name) = self.by_name.get(name) {
+            let mut dead = 0;
+            let mut oldest: Option<(&String, u64)> = None;
+            for (i, slot) in of_name {
+                if droppable(name, i) {
+                    dead += 1;
+                    if oldest.is_none_or(|(_, seen)| slot.seen < seen) {
+                        oldest = Some((i, slot.seen));
+                    }
+                }
+            }
+            match oldest {
+                Some((i, _)) if dead > DEAD_INSTANCES_PER_NAME => {
+                    let key = (name.to_owned(), i.clone());
+                    self.remove(&key);
+                    evicted.push(key);
+                }
+                _ => break,
+            }
+        }
+        // Every name together: the least recently seen dead instance goes first.
+        while self.bytes > INSTANCES_BYTES {
+            let oldest = self
+                .by_name
+                .iter()
+                .flat_map(|(n, m)| m.iter().map(move |(i, s)| (n, i, s.seen)))
+                .filter(|(n, i, _)| droppable(n, i))
+                .min_by_key(|(_, _, seen)| *seen)
+                .map(|(n, i, _)| (n.clone(), i.clone()));
+            let Some(key) = oldest else {
+                break;
+            };
+            self.remove(&key);
+            evicted.push(key);
+        }
+        evicted
+    }
+
+    fn remove(&mut self, (name, instance): &(String, String)) {
+        let Some(of_name) = self.by_name.get_mut(name) else {
+            return;
+        };
+        if of_name.remove(instance).is_some() {
+            self.len -= 1;
+            self.bytes -= instance_cost(name, instance);
+        }
+        if of_name.is_empty() {
+            self.by_name.remove(name);
+        }
+    }
 }
 
 /// Most evicted queues remembered for their `lost` notice.
@@ -252,6 +387,8 @@ pub struct Stats {
     pub clients_refused: AtomicU64,
     /// Game events refused at a game's rate limit (each also reported to the clients that missed it).
     pub events_rate_limited: AtomicU64,
+    /// Dead game instances forgotten to keep [`Instances`] within its bounds.
+    pub instances_evicted: AtomicU64,
     pub permission_denied: AtomicU64,
     pub timeouts: AtomicU64,
     pub version_warnings: AtomicU64,
@@ -396,6 +533,26 @@ impl Relay {
         }
     }
 
+    /// Records that `instance` of `name` connected (seq 0) or sent `seq`; instances it pushes out of
+    /// [`Instances`]' bounds are counted and go from the bus too (their publishers, keyed alike), so a
+    /// returning one is unknown to both: `lastSeq` 0, and its resent events taken again (see [`Instances`]).
+    pub fn instance_seen(&self, state: &mut State, name: &str, instance: &str, seq: u64) {
+        let games = &state.games;
+        let evicted = state.instances.touch(name, instance, seq, |n, i| {
+            games.get(n).is_some_and(|g| g.instance == i)
+        });
+        for (n, i) in evicted {
+            tracing::warn!(game = %n, instance = %i, "forgot a dead game instance to keep within the bounds (least recently seen); if it comes back it resends what it holds unacknowledged");
+            self.inner
+                .stats
+                .instances_evicted
+                .fetch_add(1, Ordering::Relaxed);
+            if let Some(bus) = self.bus() {
+                bus.forget(&n, &i);
+            }
+        }
+    }
+
     /// A game's event: queued for every client whose subscription has its type (Property 17). Returns
     /// false for a duplicate (already accepted from this `(name, instance)`).
     pub fn accept_event(
@@ -407,8 +564,7 @@ impl Relay {
     ) -> bool {
         let seq = event.seq.unwrap_or(0);
         let mut state = self.lock();
-        let key = (game.to_owned(), instance.to_owned());
-        let last = state.game_seqs.get(&key).copied().unwrap_or(0);
+        let last = state.instances.last(game, instance);
         if seq <= last {
             self.inner
                 .stats
@@ -416,7 +572,7 @@ impl Relay {
                 .fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        state.game_seqs.insert(key, seq);
+        self.instance_seen(&mut state, game, instance, seq);
         self.inner.stats.events_in.fetch_add(1, Ordering::Relaxed);
         if let Some(bus) = self.bus() {
             // Through JetStream: every relay's clients read it from there (bus/nats.rs).
@@ -925,6 +1081,18 @@ impl Relay {
                 c.queue.bytes()
             );
         }
+        let _ = writeln!(out, "# TYPE minecraft_relay_game_instances gauge");
+        let _ = writeln!(
+            out,
+            "minecraft_relay_game_instances {}",
+            state.instances.len()
+        );
+        let _ = writeln!(out, "# TYPE minecraft_relay_game_instances_bytes gauge");
+        let _ = writeln!(
+            out,
+            "minecraft_relay_game_instances_bytes {}",
+            state.instances.bytes()
+        );
         let settings = &self.inner.settings;
         let _ = writeln!(out, "# TYPE minecraft_relay_token_clients gauge");
         let _ = writeln!(out, "# TYPE minecraft_relay_token_queue_bytes gauge");
@@ -946,6 +1114,8 @@ impl Relay {
             ("queue_bytes", settings.queue_bytes),
             ("clients_per_token", settings.clients_per_token),
             ("token_queue_bytes", settings.token_queue_bytes),
+            ("game_instances_bytes", INSTANCES_BYTES),
+            ("dead_instances_per_name", DEAD_INSTANCES_PER_NAME),
             ("max_message_bytes", settings.max_message_bytes),
             ("max_assembled_bytes", crate::wire::MAX_ASSEMBLED_BYTES),
             ("link_outgoing_bytes", bridge_core::link::OUTGOING_BYTES),
@@ -965,6 +1135,10 @@ impl Relay {
                 &s.evicted_messages,
             ),
             ("minecraft_relay_clients_refused_total", &s.clients_refused),
+            (
+                "minecraft_relay_game_instances_evicted_total",
+                &s.instances_evicted,
+            ),
             ("minecraft_relay_events_received_total", &s.events_in),
             (
                 "minecraft_relay_events_duplicate_total",
@@ -1036,4 +1210,74 @@ pub fn respond_error(
     out.seq = Some(seq);
     out.game = game.map(str::to_owned);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn none_live(_: &str, _: &str) -> bool {
+        false
+    }
+
+    #[test]
+    fn a_name_keeps_its_live_instance_and_its_latest_dead_ones() {
+        let mut m = Instances::default();
+        let mut evicted = Vec::new();
+        m.touch("g", "live", 7, none_live);
+        for i in 0..100 {
+            evicted.extend(m.touch("g", &format!("d{i}"), 1, |_, i| i == "live"));
+        }
+        // The one touched last is never dropped either (in the relay it is the one connecting).
+        assert_eq!(m.len(), 2 + DEAD_INSTANCES_PER_NAME);
+        assert_eq!(
+            m.last("g", "live"),
+            7,
+            "the live one stays, though seen first"
+        );
+        // The most recent dead ones stay; the oldest went, in order.
+        assert_eq!(m.last("g", "d99"), 1);
+        assert_eq!(m.last("g", "d0"), 0);
+        assert_eq!(evicted.len(), 100 - 1 - DEAD_INSTANCES_PER_NAME);
+        assert_eq!(evicted[0], ("g".to_owned(), "d0".to_owned()));
+    }
+
+    #[test]
+    fn seeing_a_dead_instance_again_keeps_it() {
+        let mut m = Instances::default();
+        m.touch("g", "old", 5, none_live);
+        for i in 0..DEAD_INSTANCES_PER_NAME * 3 {
+            m.touch("g", &format!("n{i}"), 1, none_live);
+            // It reconnects now and then (touched at each welcome): never the least recently seen.
+            m.touch("g", "old", 0, none_live);
+        }
+        assert_eq!(m.last("g", "old"), 5, "a seq never goes down");
+    }
+
+    #[test]
+    fn every_name_together_stays_within_the_bytes() {
+        let mut m = Instances::default();
+        let long = "x".repeat(64);
+        for i in 0..10_000 {
+            m.touch(&format!("{i:0>64}"), &long, 1, none_live);
+            assert!(m.bytes() <= INSTANCES_BYTES);
+        }
+        assert_eq!(m.len(), INSTANCES_BYTES / (128 + INSTANCE_OVERHEAD));
+        // The bytes counted are the entries held.
+        let counted: usize = m
+            .by_name
+            .iter()
+            .flat_map(|(n, is)| is.keys().map(move |i| instance_cost(n, i)))
+            .sum();
+        assert_eq!(counted, m.bytes());
+    }
+
+    #[test]
+    fn live_instances_are_never_dropped() {
+        let mut m = Instances::default();
+        for i in 0..5_000 {
+            m.touch(&format!("{i:0>64}"), "i", 1, |_, _| true);
+        }
+        assert_eq!(m.len(), 5_000, "only dead instances are dropped");
+    }
 }

@@ -365,6 +365,14 @@ impl NatsBus {
         publisher
     }
 
+    /// Drops this game instance's publisher: the relay forgot the instance (a dead one, pushed out of its
+    /// bounds, state.rs `Instances`). Events still on their way to JetStream go on (the loop drains what it
+    /// was given, then ends); an instance that comes back starts from `persisted` 0 and resends, which the
+    /// message ids (`<game>/<instance>/<seq>`) make harmless within JetStream's duplicate window.
+    pub fn forget(&self, game: &str, instance: &str) {
+        lock(&self.inner.publishers).remove(&(game.to_owned(), instance.to_owned()));
+    }
+
     /// The highest `seq` of this game instance that JetStream holds (0 if none this relay published).
     pub fn persisted(&self, game: &str, instance: &str) -> u64 {
         *self.publisher(game, instance).persisted.borrow()
@@ -793,6 +801,9 @@ impl NatsBus {
             publish_peak = publish_peak.max(p.budget.gauge.peak());
             publish_waits += p.budget.waits.load(Ordering::Relaxed);
         }
+        let publishers = lock(&inner.publishers).len();
+        let _ = writeln!(out, "# TYPE minecraft_relay_bus_publishers gauge");
+        let _ = writeln!(out, "minecraft_relay_bus_publishers {publishers}");
         let gauges = [
             (
                 "ack_queue",
