@@ -1190,3 +1190,76 @@ async fn the_game_command_rate_counts_commands_from_every_relay_together() {
         );
     }
 }
+
+/// One game session over the bus: hello as `name`/`instance` (retrying while the name's claim is still held
+/// by the previous instance), events `from..=to`, until JetStream's ack for `to` reached the game; then a clean
+/// close. The welcome's `lastSeq`.
+async fn bus_session(relay: &ProcessRelay, name: &str, instance: &str, from: u64, to: u64) -> u64 {
+    let mut tries = 0;
+    let (mut link, welcome) = loop {
+        let (link, first) = game_hello(&relay.url(), name, instance).await;
+        if first["type"] == "welcome" {
+            break (link, first);
+        }
+        tries += 1;
+        assert!(tries < 500, "the name stayed held: {first}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    for seq in from..=to {
+        let mut ev = envelope(
+            "event",
+            &format!("{instance}-{seq}"),
+            "minecraft",
+            json!({"eventType": "player_chat", "timestamp": now(), "data": event_data("player_chat", seq)}),
+        );
+        ev["seq"] = json!(seq);
+        link.send(&ev).await;
+    }
+    while to >= from {
+        let ack = link.recv_kind("ack").await;
+        if ack["payload"]["seq"].as_u64() >= Some(to) {
+            break;
+        }
+    }
+    link.tx.close().await.unwrap();
+    within("the relay to close the link", async {
+        while let Some(Ok(_)) = link.rx.next().await {}
+    })
+    .await;
+    welcome["payload"]["lastSeq"].as_u64().unwrap()
+}
+
+/// A game reconnecting under a fresh instance id each time used to leave a publisher behind at the relay for
+/// every one. Now the bus forgets an instance together with the relay's `lastSeq` for it: a crash loop keeps
+/// the live one and a few dead ones; a recently dead instance still resumes from what JetStream holds; and
+/// one forgotten that comes back resending what it had is acknowledged again (JetStream drops the copies by
+/// message id), not left unacknowledged behind a stale `lastSeq`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_looping_game_leaves_few_publishers_and_a_forgotten_one_is_acked_again() {
+    let cluster = Cluster::start().await;
+    let a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let per_name = bridge_minecraft::relay::state::DEAD_INSTANCES_PER_NAME as u64;
+    assert_eq!(bus_session(&a, "loop", "old", 1, 3).await, 0);
+    bus_session(&a, "loop", "n0", 1, 1).await;
+    assert_eq!(
+        bus_session(&a, "loop", "old", 4, 4).await,
+        3,
+        "a recently dead instance resumes after what JetStream holds"
+    );
+    for i in 0..30 {
+        bus_session(&a, "loop", &format!("c{i}"), 1, 1).await;
+    }
+    let publishers = metric(&a, "minecraft_relay_bus_publishers");
+    assert!(
+        publishers <= per_name + 1,
+        "{publishers} publishers after 30 instances (bound {per_name} dead + the live one)"
+    );
+    // 32 instances in all: the last and the `per_name` before it stay.
+    assert_eq!(
+        metric(&a, "minecraft_relay_game_instances_evicted_total"),
+        32 - per_name - 1
+    );
+    // Forgotten: it starts over from 0, resends all it had, and hears JetStream's ack for the last of it.
+    assert_eq!(bus_session(&a, "loop", "old", 1, 4).await, 0);
+    drop(a);
+}
