@@ -1215,10 +1215,12 @@ async fn bus_session(relay: &ProcessRelay, name: &str, instance: &str, from: u64
         ev["seq"] = json!(seq);
         link.send(&ev).await;
     }
-    while to >= from {
-        let ack = link.recv_kind("ack").await;
-        if ack["payload"]["seq"].as_u64() >= Some(to) {
-            break;
+    if to >= from {
+        loop {
+            let ack = link.recv_kind("ack").await;
+            if ack["payload"]["seq"].as_u64() >= Some(to) {
+                break;
+            }
         }
     }
     link.tx.close().await.unwrap();
