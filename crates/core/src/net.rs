@@ -29,26 +29,27 @@
 //!   when the server first reads, not in the accept loop, so one slow client delays no other; it counts
 //!   against the handshake deadline like the request head it carries.
 //!
-//! The deadlines live in the connection's I/O object ([`GuardedIo`]); a middleware added by [`serve`]
-//! tells it when a request starts and when its response is done. [`ListenStats`] counts every connection
+//! The deadlines live in the connection's I/O object ([`GuardedIo`]); the service [`serve`] wraps around
+//! the router ([`Track`], one per connection) tells it when a request starts and when its response is done. [`ListenStats`] counts every connection
 //! closed and why, and [`ListenStats::render`] writes the counts and the limits for `/metrics`.
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{ConnectInfo, Request, connect_info::Connected};
-use axum::middleware::{self, Next};
 use axum::response::Response;
+use axum::routing::future::RouteFuture;
 use axum::serve::{IncomingStream, Listener};
 use futures::task::AtomicWaker;
 use http::{HeaderValue, StatusCode, Version, header};
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -57,6 +58,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
+use tower::Service;
 
 /// Connection limits of one listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -383,10 +385,12 @@ impl Listener for GuardedListener {
         let open = self.stats.open.fetch_add(1, Ordering::SeqCst) + 1;
         self.stats.peak.fetch_max(open, Ordering::SeqCst);
         let state = Arc::new(ConnState {
+            peer: addr,
             phase: Mutex::new(Phase::Handshake),
             accepted: Instant::now(),
             limits: self.limits,
             waker: AtomicWaker::new(),
+            stats: Arc::clone(&self.stats),
         });
         let inner = match &self.tls {
             Some(acceptor) => Stream::Handshaking(Box::new(acceptor.accept(tcp))),
@@ -394,14 +398,10 @@ impl Listener for GuardedListener {
         };
         let io = GuardedIo {
             inner,
-            conn: Conn {
-                peer: addr,
-                state: Arc::clone(&state),
-                stats: Arc::clone(&self.stats),
-            },
             sleep: Box::pin(tokio::time::sleep_until(
                 state.accepted + self.limits.handshake_timeout,
             )),
+            conn: Conn { state },
             stats: Arc::clone(&self.stats),
             expired: false,
             _peer_slot: peer_slot,
@@ -479,11 +479,13 @@ enum Phase {
 
 #[derive(Debug)]
 struct ConnState {
+    peer: SocketAddr,
     phase: Mutex<Phase>,
     accepted: Instant,
     limits: ListenLimits,
     /// The reader of this connection, woken when the phase changes its deadline.
     waker: AtomicWaker,
+    stats: Arc<ListenStats>,
 }
 
 impl ConnState {
@@ -502,17 +504,16 @@ impl ConnState {
     }
 }
 
-/// One accepted connection, as seen by handlers: read it with `ConnectInfo<Conn>`.
+/// One accepted connection, as seen by handlers: read it with `ConnectInfo<Conn>`. One `Arc`: it is cloned
+/// into every request's extensions.
 #[derive(Debug, Clone)]
 pub struct Conn {
-    peer: SocketAddr,
     state: Arc<ConnState>,
-    stats: Arc<ListenStats>,
 }
 
 impl Conn {
     pub fn peer(&self) -> SocketAddr {
-        self.peer
+        self.state.peer
     }
 
     /// The connection becomes a WebSocket: no more handshake or idle deadline.
@@ -594,32 +595,93 @@ fn is_refusal(status: StatusCode) -> bool {
     )
 }
 
-async fn track(request: Request, next: Next) -> Response {
-    let conn = request
-        .extensions()
-        .get::<ConnectInfo<Conn>>()
-        .map(|c| c.0.clone());
-    let in_flight = conn.as_ref().map(Conn::begin);
-    // HTTP/2 has no `Connection` header (a refused stream does not end the connection; the idle deadline
-    // does); HTTP/1 ends the connection after a response that says `Connection: close`.
-    let http1 = request.version() < Version::HTTP_2;
-    let mut response = next.run(request).await;
-    if http1 && is_refusal(response.status()) {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        if let Some(conn) = &conn {
-            conn.stats.count(CloseReason::Refused);
+/// Makes the [`Track`] service of each accepted connection around the router.
+#[derive(Clone)]
+struct MakeTrack(Router);
+
+impl Service<IncomingStream<'_, GuardedListener>> for MakeTrack {
+    type Response = Track;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Track, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, stream: IncomingStream<'_, GuardedListener>) -> Self::Future {
+        std::future::ready(Ok(Track {
+            router: self.0.clone(),
+            conn: stream.io().conn.clone(),
+        }))
+    }
+}
+
+/// The router as served on one connection: each request marks the connection busy until its response body
+/// is done (the idle deadline starts then), gets the connection as `ConnectInfo<Conn>`, and a refusal over
+/// HTTP/1 closes the connection. Cloned by hyper for every request, so it holds two `Arc`s and nothing is
+/// boxed per request but the response body (to carry [`InFlight`]).
+#[derive(Clone)]
+struct Track {
+    router: Router,
+    conn: Conn,
+}
+
+impl Service<Request> for Track {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = TrackFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: Request) -> TrackFuture {
+        let in_flight = self.conn.begin();
+        // HTTP/2 has no `Connection` header (a refused stream does not end the connection; the idle deadline
+        // does); HTTP/1 ends the connection after a response that says `Connection: close`.
+        let http1 = request.version() < Version::HTTP_2;
+        request
+            .extensions_mut()
+            .insert(ConnectInfo(self.conn.clone()));
+        TrackFuture {
+            inner: self.router.call(request),
+            in_flight: Some(in_flight),
+            http1,
         }
     }
-    match in_flight {
-        Some(in_flight) => response.map(|body| {
-            Body::new(Tracked {
-                body,
-                _in_flight: in_flight,
-            })
-        }),
-        None => response,
+}
+
+/// The router's response future; on completion, wraps the body in [`Tracked`].
+struct TrackFuture {
+    inner: RouteFuture<Infallible>,
+    /// Taken when the response is ready.
+    in_flight: Option<InFlight>,
+    http1: bool,
+}
+
+impl Future for TrackFuture {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Ok(mut response) = ready!(Pin::new(&mut this.inner).poll(cx));
+        if this.http1 && is_refusal(response.status()) {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            if let Some(in_flight) = &this.in_flight {
+                in_flight.0.stats.count(CloseReason::Refused);
+            }
+        }
+        Poll::Ready(Ok(match this.in_flight.take() {
+            Some(in_flight) => response.map(|body| {
+                Body::new(Tracked {
+                    body,
+                    _in_flight: in_flight,
+                })
+            }),
+            None => response,
+        }))
     }
 }
 
@@ -729,7 +791,7 @@ impl GuardedIo {
             } else {
                 CloseReason::IdleTimeout
             });
-            tracing::debug!(peer = %self.conn.peer, "connection closed: no request in time");
+            tracing::debug!(peer = %self.conn.peer(), "connection closed: no request in time");
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "no request within the connection's deadline",
@@ -804,13 +866,9 @@ pub async fn serve(
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let router = router.layer(middleware::from_fn(track));
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<Conn>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    axum::serve(listener, MakeTrack(router))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// [`serve`] with a cancellation token.
