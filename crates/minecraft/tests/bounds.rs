@@ -21,16 +21,6 @@ async fn raw_mcp(url: &str, token: &str, client_id: &str) -> (RawLink, Value) {
     (link, first)
 }
 
-async fn metric(relay: &TestRelay, name: &str) -> u64 {
-    let metrics = mcp_testkit::http_get(&format!("http://{}/metrics", relay.addr)).await;
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
-        .parse()
-        .unwrap()
-}
-
 async fn wait_queued(relay: &TestRelay, client: &str, n: usize) {
     within("events queued", async {
         loop {
@@ -81,11 +71,13 @@ async fn a_flood_of_client_ids_holds_at_most_the_cap_and_an_evicted_client_is_to
         .count();
     assert_eq!(held, 4, "at most --clients-per-token queues");
     assert_eq!(
-        metric(&relay, "minecraft_relay_queues_evicted_total").await,
+        relay.metric("minecraft_relay_queues_evicted_total").await,
         96
     );
     assert_eq!(
-        metric(&relay, "minecraft_relay_queue_evicted_messages_total").await,
+        relay
+            .metric("minecraft_relay_queue_evicted_messages_total")
+            .await,
         3
     );
     // c0 (the least recently used, dropped first) comes back: it hears it lost 3.
@@ -197,7 +189,7 @@ async fn a_tokens_queues_together_stay_within_its_byte_bound_lru_first() {
     assert!(bytes <= 30000, "{bytes} bytes held for the token");
     // The three disconnected queues went first (oldest gone first), the live one was kept.
     assert_eq!(
-        metric(&relay, "minecraft_relay_queues_evicted_total").await,
+        relay.metric("minecraft_relay_queues_evicted_total").await,
         3
     );
     let ids: Vec<String> = relay

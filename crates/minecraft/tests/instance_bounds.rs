@@ -7,26 +7,14 @@
 
 mod support;
 
-use futures::{SinkExt, StreamExt};
-use serde_json::json;
 use std::time::Duration;
 use support::*;
-
-async fn metric(relay: &TestRelay, name: &str) -> u64 {
-    let metrics = mcp_testkit::http_get(&format!("http://{}/metrics", relay.addr)).await;
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
-        .parse()
-        .unwrap()
-}
 
 /// Connects `name`/`instance`, sends events `from..=to`, waits for their ack, closes cleanly (waiting until the
 /// relay let the link go, so the next instance under the name is not refused). The welcome's `lastSeq`.
 async fn session(relay: &TestRelay, name: &str, instance: &str, from: u64, to: u64) -> u64 {
     let mut tries = 0;
-    let (mut link, welcome) = loop {
+    let (link, welcome) = loop {
         let (link, first) = game_hello(&relay.url(), name, instance).await;
         if first["type"] == "welcome" {
             break (link, first);
@@ -40,36 +28,18 @@ async fn session(relay: &TestRelay, name: &str, instance: &str, from: u64, to: u
         assert!(tries < 200, "the name stayed held: {first}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    for seq in from..=to {
-        let mut ev = envelope(
-            "event",
-            &format!("e{seq}"),
-            "minecraft",
-            json!({"eventType": "player_chat", "timestamp": now(), "data": event_data("player_chat", seq)}),
-        );
-        ev["seq"] = json!(seq);
-        link.send(&ev).await;
-    }
-    if to >= from {
-        loop {
-            let ack = link.recv_kind("ack").await;
-            if ack["payload"]["seq"].as_u64() >= Some(to) {
-                break;
-            }
-        }
-    }
-    link.tx.close().await.unwrap();
-    within("the relay to close the link", async {
-        while let Some(Ok(_)) = link.rx.next().await {}
-    })
-    .await;
+    send_events_and_close(link, "e", from, to).await;
     welcome["payload"]["lastSeq"].as_u64().unwrap()
 }
 
 /// Waits until the relay has taken `name` off its live games (the link's end is seen asynchronously).
 async fn wait_gone(relay: &TestRelay) {
     within("the game to be gone", async {
-        while metric(relay, "minecraft_relay_connections{role=\"minecraft\"}").await != 0 {
+        while relay
+            .metric("minecraft_relay_connections{role=\"minecraft\"}")
+            .await
+            != 0
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -84,18 +54,18 @@ async fn a_crash_looping_game_keeps_few_instances() {
         assert_eq!(last, 0, "instance i{i} is new");
     }
     wait_gone(&relay).await;
-    let kept = metric(&relay, "minecraft_relay_game_instances").await;
-    let per_name = metric(
-        &relay,
-        "minecraft_relay_limit{bound=\"dead_instances_per_name\"}",
-    )
-    .await;
+    let kept = relay.metric("minecraft_relay_game_instances").await;
+    let per_name = relay
+        .metric("minecraft_relay_limit{bound=\"dead_instances_per_name\"}")
+        .await;
     assert!(
         kept <= per_name + 1,
         "2000 instances of one name left {kept} remembered (bound {per_name} dead + the live one)"
     );
     assert_eq!(
-        metric(&relay, "minecraft_relay_game_instances_evicted_total").await,
+        relay
+            .metric("minecraft_relay_game_instances_evicted_total")
+            .await,
         2000 - kept,
         "every instance dropped is counted"
     );
@@ -112,23 +82,23 @@ async fn many_game_names_stay_within_the_byte_bound() {
         session(&relay, &name, &instance, 1, 1).await;
     }
     wait_gone(&relay).await;
-    let bytes = metric(&relay, "minecraft_relay_game_instances_bytes").await;
-    let limit = metric(
-        &relay,
-        "minecraft_relay_limit{bound=\"game_instances_bytes\"}",
-    )
-    .await;
+    let bytes = relay.metric("minecraft_relay_game_instances_bytes").await;
+    let limit = relay
+        .metric("minecraft_relay_limit{bound=\"game_instances_bytes\"}")
+        .await;
     assert!(
         bytes <= limit,
         "2000 names left {bytes} bytes of instances (bound {limit})"
     );
-    let kept = metric(&relay, "minecraft_relay_game_instances").await;
+    let kept = relay.metric("minecraft_relay_game_instances").await;
     assert!(
         kept < 2000,
         "some instances were dropped to keep the bound ({kept})"
     );
     assert_eq!(
-        metric(&relay, "minecraft_relay_game_instances_evicted_total").await,
+        relay
+            .metric("minecraft_relay_game_instances_evicted_total")
+            .await,
         2000 - kept
     );
     relay.stop().await;
@@ -138,11 +108,9 @@ async fn many_game_names_stay_within_the_byte_bound() {
 async fn a_recently_dead_instance_resumes_and_an_evicted_one_starts_over() {
     let relay = start_relay(relay_args(&[])).await;
     assert_eq!(session(&relay, "g", "old", 1, 5).await, 0);
-    let per_name = metric(
-        &relay,
-        "minecraft_relay_limit{bound=\"dead_instances_per_name\"}",
-    )
-    .await;
+    let per_name = relay
+        .metric("minecraft_relay_limit{bound=\"dead_instances_per_name\"}")
+        .await;
     // Fewer restarts than the bound: the first instance is still remembered.
     for i in 1..per_name {
         session(&relay, "g", &format!("n{i}"), 1, 1).await;
@@ -157,16 +125,21 @@ async fn a_recently_dead_instance_resumes_and_an_evicted_one_starts_over() {
     for i in 0..=per_name {
         session(&relay, "g", &format!("m{i}"), 1, 1).await;
     }
-    assert!(metric(&relay, "minecraft_relay_game_instances_evicted_total").await >= 1);
-    let duplicates = metric(&relay, "minecraft_relay_events_duplicate_total").await;
-    let received = metric(&relay, "minecraft_relay_events_received_total").await;
+    assert!(
+        relay
+            .metric("minecraft_relay_game_instances_evicted_total")
+            .await
+            >= 1
+    );
+    let duplicates = relay.metric("minecraft_relay_events_duplicate_total").await;
+    let received = relay.metric("minecraft_relay_events_received_total").await;
     assert_eq!(session(&relay, "g", "old", 7, 8).await, 0);
     assert_eq!(
-        metric(&relay, "minecraft_relay_events_duplicate_total").await,
+        relay.metric("minecraft_relay_events_duplicate_total").await,
         duplicates
     );
     assert_eq!(
-        metric(&relay, "minecraft_relay_events_received_total").await,
+        relay.metric("minecraft_relay_events_received_total").await,
         received + 2
     );
     relay.stop().await;

@@ -380,14 +380,6 @@ async fn wait_acknowledged_in_jetstream(cluster: &Cluster, client_id: &str, what
     assert!(waited.is_ok(), "{what}: JetStream holds {seen:?}");
 }
 
-/// A counter or gauge of a relay's `/metrics`.
-fn metric(relay: &ProcessRelay, name: &str) -> u64 {
-    let text = relay.relay.metrics();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} is not in /metrics:\n{text}"))
-}
-
 /// Every game's events reach one MCP client through either relay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_of_games_on_two_relays_reach_a_client_of_one() {
@@ -546,7 +538,7 @@ async fn a_consumer_recreated_by_a_stale_relay_is_taken_back_by_the_relay_the_cl
     assert_eq!(order["lobby"], (1..=100).collect::<Vec<u64>>());
     assert_eq!(mcp.duplicates(), 0);
     assert_eq!(mcp.lost(), 0);
-    assert!(metric(&b, "minecraft_relay_bus_retakes_total") >= 1);
+    assert!(b.metric("minecraft_relay_bus_retakes_total") >= 1);
 }
 
 /// Issue 23 follow-up: every queue between a relay's peers and NATS has a bound in bytes
@@ -592,9 +584,9 @@ async fn queues_towards_nats_stay_within_their_bound_while_it_is_down_and_lose_n
     within(
         "the acks, the floor and the game to reach their bounds",
         async {
-            while metric(&a, "minecraft_relay_bus_acks_dropped_total") == 0
-                || metric(&a, "minecraft_relay_bus_floor_queue_bytes") == 0
-                || metric(&a, "minecraft_relay_bus_publish_waits_total") == 0
+            while a.metric("minecraft_relay_bus_acks_dropped_total") == 0
+                || a.metric("minecraft_relay_bus_floor_queue_bytes") == 0
+                || a.metric("minecraft_relay_bus_publish_waits_total") == 0
             {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -604,10 +596,10 @@ async fn queues_towards_nats_stay_within_their_bound_while_it_is_down_and_lose_n
     // A while longer down, the client acknowledging what it has and the game sending: nothing grows.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let report = a.relay.metrics();
-    let ack_peak = metric(&a, "minecraft_relay_bus_ack_queue_peak_bytes");
-    let dropped = metric(&a, "minecraft_relay_bus_acks_dropped_total");
-    let floor_peak = metric(&a, "minecraft_relay_bus_floor_queue_peak_bytes");
-    let publish_peak = metric(&a, "minecraft_relay_bus_publish_queue_peak_bytes");
+    let ack_peak = a.metric("minecraft_relay_bus_ack_queue_peak_bytes");
+    let dropped = a.metric("minecraft_relay_bus_acks_dropped_total");
+    let floor_peak = a.metric("minecraft_relay_bus_floor_queue_peak_bytes");
+    let publish_peak = a.metric("minecraft_relay_bus_publish_queue_peak_bytes");
     eprintln!(
         "NATS down: acks held at most {ack_peak} bytes and {dropped} dropped; floors at most {floor_peak} \
          bytes; a game's events at most {publish_peak} bytes (limit {LIMIT})"
@@ -616,7 +608,7 @@ async fn queues_towards_nats_stay_within_their_bound_while_it_is_down_and_lose_n
     assert!(dropped > 0, "{report}");
     // One consumer: one floor, its newest (`mcp-0-desk-5` and eight bytes), whatever the number of acks.
     assert_eq!(floor_peak, "mcp-0-desk-5".len() as u64 + 8, "{report}");
-    assert_eq!(metric(&a, "minecraft_relay_bus_floors_dropped_total"), 0);
+    assert_eq!(a.metric("minecraft_relay_bus_floors_dropped_total"), 0);
     // Waiting before each event, the game's reader passes the limit by one event at most (each under 1 KiB).
     assert!(publish_peak <= LIMIT + 1024, "{report}");
     assert!(
@@ -637,14 +629,14 @@ async fn queues_towards_nats_stay_within_their_bound_while_it_is_down_and_lose_n
     assert_eq!(got, (1..=800).collect::<Vec<u64>>());
     assert_eq!(mcp.duplicates(), 0);
     assert_eq!(mcp.lost(), 0);
-    assert_eq!(metric(&a, "minecraft_relay_bus_lost_total"), 0);
+    assert_eq!(a.metric("minecraft_relay_bus_lost_total"), 0);
     wait_acknowledged_in_jetstream(&cluster, "desk-5", "every event acknowledged, NATS back").await;
     eprintln!(
         "NATS back: JetStream holds every ack and the floor after {:?}; {} redelivered",
         back.elapsed(),
-        metric(&a, "minecraft_relay_bus_redelivered_total")
+        a.metric("minecraft_relay_bus_redelivered_total")
     );
-    assert!(metric(&a, "minecraft_relay_bus_ack_queue_peak_bytes") <= LIMIT);
+    assert!(a.metric("minecraft_relay_bus_ack_queue_peak_bytes") <= LIMIT);
 }
 
 /// A burst from two games on two relays while one relay and the NATS node leading the event stream are
@@ -1196,7 +1188,7 @@ async fn the_game_command_rate_counts_commands_from_every_relay_together() {
 /// close. The welcome's `lastSeq`.
 async fn bus_session(relay: &ProcessRelay, name: &str, instance: &str, from: u64, to: u64) -> u64 {
     let mut tries = 0;
-    let (mut link, welcome) = loop {
+    let (link, welcome) = loop {
         let (link, first) = game_hello(&relay.url(), name, instance).await;
         if first["type"] == "welcome" {
             break (link, first);
@@ -1205,29 +1197,7 @@ async fn bus_session(relay: &ProcessRelay, name: &str, instance: &str, from: u64
         assert!(tries < 500, "the name stayed held: {first}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    for seq in from..=to {
-        let mut ev = envelope(
-            "event",
-            &format!("{instance}-{seq}"),
-            "minecraft",
-            json!({"eventType": "player_chat", "timestamp": now(), "data": event_data("player_chat", seq)}),
-        );
-        ev["seq"] = json!(seq);
-        link.send(&ev).await;
-    }
-    if to >= from {
-        loop {
-            let ack = link.recv_kind("ack").await;
-            if ack["payload"]["seq"].as_u64() >= Some(to) {
-                break;
-            }
-        }
-    }
-    link.tx.close().await.unwrap();
-    within("the relay to close the link", async {
-        while let Some(Ok(_)) = link.rx.next().await {}
-    })
-    .await;
+    send_events_and_close(link, &format!("{instance}-"), from, to).await;
     welcome["payload"]["lastSeq"].as_u64().unwrap()
 }
 
@@ -1251,14 +1221,14 @@ async fn a_crash_looping_game_leaves_few_publishers_and_a_forgotten_one_is_acked
     for i in 0..30 {
         bus_session(&a, "loop", &format!("c{i}"), 1, 1).await;
     }
-    let publishers = metric(&a, "minecraft_relay_bus_publishers");
+    let publishers = a.metric("minecraft_relay_bus_publishers");
     assert!(
         publishers <= per_name + 1,
         "{publishers} publishers after 30 instances (bound {per_name} dead + the live one)"
     );
     // 32 instances in all: the last and the `per_name` before it stay.
     assert_eq!(
-        metric(&a, "minecraft_relay_game_instances_evicted_total"),
+        a.metric("minecraft_relay_game_instances_evicted_total"),
         32 - per_name - 1
     );
     // Forgotten: it starts over from 0, resends all it had, and hears JetStream's ack for the last of it.

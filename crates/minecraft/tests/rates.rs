@@ -67,17 +67,6 @@ fn split(rs: &[Value], scope: &str, limit: u64, flag: &str) -> (usize, usize) {
     (ok, refused)
 }
 
-async fn metric(relay: &TestRelay, line_prefix: &str) -> u64 {
-    let metrics = mcp_testkit::http_get(&format!("http://{}/metrics", relay.addr)).await;
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(line_prefix))
-        .unwrap_or_else(|| panic!("no `{line_prefix}` in {metrics}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn every_link_of_a_token_together_stays_within_the_token_rate() {
     // Each link may send 1000/s; the token together 5/s (bursts of 10).
@@ -116,23 +105,21 @@ async fn every_link_of_a_token_together_stays_within_the_token_rate() {
     let rs = responses(&mut other, 5).await;
     assert_eq!(split(&rs, "token", 5, "--mcp-token-rate"), (5, 0));
     assert_eq!(
-        metric(
-            &relay,
-            "minecraft_relay_rate_limited_by_scope_total{scope=\"token\"} "
-        )
-        .await,
+        relay
+            .metric("minecraft_relay_rate_limited_by_scope_total{scope=\"token\"} ")
+            .await,
         refused as u64
     );
     assert_eq!(
-        metric(
-            &relay,
-            "minecraft_relay_rate_limited_by_scope_total{scope=\"connection\"} "
-        )
-        .await,
+        relay
+            .metric("minecraft_relay_rate_limited_by_scope_total{scope=\"connection\"} ")
+            .await,
         0
     );
     assert_eq!(
-        metric(&relay, "minecraft_relay_limit{bound=\"mcp_token_rate\"} ").await,
+        relay
+            .metric("minecraft_relay_limit{bound=\"mcp_token_rate\"} ")
+            .await,
         5
     );
     game.stop();
@@ -186,11 +173,9 @@ async fn every_mcp_server_together_stays_within_one_games_command_rate() {
     assert_eq!(split(&rs, "game", 5, "--game-command-rate"), (5, 0));
     assert_eq!(beta.commands().len(), 5);
     assert_eq!(
-        metric(
-            &relay,
-            "minecraft_relay_rate_limited_by_scope_total{scope=\"game\"} "
-        )
-        .await,
+        relay
+            .metric("minecraft_relay_rate_limited_by_scope_total{scope=\"game\"} ")
+            .await,
         refused as u64
     );
     alpha.stop();
@@ -226,12 +211,12 @@ async fn every_game_together_stays_within_the_games_event_rate_and_the_loss_is_r
             let got = s["events_received"].as_u64().unwrap();
             let lost = s["lost_total"].as_u64().unwrap();
             if got + lost >= n {
-                let refused = metric(&relay, "minecraft_relay_events_rate_limited_total ").await;
-                let by_games = metric(
-                    &relay,
-                    "minecraft_relay_rate_limited_by_scope_total{scope=\"games\"} ",
-                )
-                .await;
+                let refused = relay
+                    .metric("minecraft_relay_events_rate_limited_total ")
+                    .await;
+                let by_games = relay
+                    .metric("minecraft_relay_rate_limited_by_scope_total{scope=\"games\"} ")
+                    .await;
                 assert!(refused > 0, "two games together went over 50/s");
                 assert_eq!(by_games, refused, "all refused at the games' limit");
                 assert_eq!(lost, refused, "told exactly how many it missed: {s}");
@@ -266,7 +251,10 @@ async fn a_games_answers_are_never_refused_at_its_rate_limit() {
         assert_eq!(r["payload"]["success"], true, "round {round}: {r}");
     }
     assert!(
-        metric(&relay, "minecraft_relay_events_rate_limited_total ").await > 0,
+        relay
+            .metric("minecraft_relay_events_rate_limited_total ")
+            .await
+            > 0,
         "the events did go over the limit"
     );
     game.stop();

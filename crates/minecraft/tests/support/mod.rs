@@ -72,6 +72,12 @@ impl TestRelay {
         format!("ws://{}/", self.addr)
     }
 
+    /// The value of `/metrics`' line `name` (labels included, as [`metric_in`]).
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = mcp_testkit::http_get(&format!("http://{}/metrics", self.addr)).await;
+        metric_in(&text, name)
+    }
+
     /// Stops it the way SIGTERM does (drain, then close) and waits until it is gone.
     pub async fn stop(self) {
         self.stop.cancel();
@@ -205,6 +211,42 @@ impl McpServer {
             }
         }
     }
+}
+
+/// The number on the first line of a `/metrics` text that starts with `name` (a metric with its labels, if
+/// any) followed by spaces; a panic naming it, with the whole text, when no line does.
+pub fn metric_in(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} is not in /metrics:\n{text}"))
+}
+
+/// Sends a welcomed game's events `from..=to` (event ids `<id_prefix><seq>`), waits for the relay's ack of
+/// `to`, then closes the link and waits until the relay has closed its side.
+pub async fn send_events_and_close(mut link: RawLink, id_prefix: &str, from: u64, to: u64) {
+    for seq in from..=to {
+        let mut ev = envelope(
+            "event",
+            &format!("{id_prefix}{seq}"),
+            "minecraft",
+            json!({"eventType": "player_chat", "timestamp": now(), "data": event_data("player_chat", seq)}),
+        );
+        ev["seq"] = json!(seq);
+        link.send(&ev).await;
+    }
+    if to >= from {
+        loop {
+            let ack = link.recv_kind("ack").await;
+            if ack["payload"]["seq"].as_u64() >= Some(to) {
+                break;
+            }
+        }
+    }
+    link.tx.close().await.unwrap();
+    within("the relay to close the link", async {
+        while let Some(Ok(_)) = link.rx.next().await {}
+    })
+    .await;
 }
 
 /// A raw WebSocket to the relay with a bearer token (or none).

@@ -210,6 +210,11 @@ pub struct ProcessRelay {
 }
 
 impl ProcessRelay {
+    /// The value of `/metrics`' line `name` (labels included, as [`super::metric_in`]).
+    pub fn metric(&self, name: &str) -> u64 {
+        super::metric_in(&self.relay.metrics(), name)
+    }
+
     pub async fn start(args: RelayArgs) -> ProcessRelay {
         Self::try_start(args).await.unwrap()
     }
