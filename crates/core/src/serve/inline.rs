@@ -5,7 +5,8 @@
 
 use super::panic;
 use rmcp::model::{
-    ClientRequest, ErrorData, GetExtensions, GetMeta, JsonRpcMessage, RequestId, ServerResult,
+    CallToolResponse, ClientRequest, ErrorCode, ErrorData, GetExtensions, GetMeta, JsonRpcMessage,
+    RequestId, ServerResult,
 };
 use rmcp::service::{RequestContext, TxJsonRpcMessage};
 use rmcp::{Peer, RoleServer};
@@ -53,6 +54,38 @@ pub(crate) fn message(
         Err(error) => {
             tracing::debug!(%id, code = error.code.0, "answered with an error: {}", error.message);
             JsonRpcMessage::error(error, Some(id))
+        }
+    }
+}
+
+/// What rmcp's `handle_request` makes of `call_tool`'s answer (rmcp 3.9.0, `handler/server.rs`), for a
+/// request of protocol 2026-07-28 or newer (`modern`) or an older one.
+pub(crate) fn shape(
+    called: Result<CallToolResponse, ErrorData>,
+    modern: bool,
+) -> Result<ServerResult, ErrorData> {
+    match called {
+        Ok(response) => {
+            let mut result = ServerResult::from(response);
+            if matches!(result, ServerResult::InputRequiredResult(_)) && !modern {
+                Err(ErrorData::invalid_request(
+                    "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+                    None,
+                ))
+            } else {
+                if modern {
+                    result.fill_missing_cache_hints();
+                } else {
+                    result.strip_result_type_for_legacy_peer();
+                }
+                Ok(result)
+            }
+        }
+        Err(mut error) => {
+            if modern && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                error.code = ErrorCode::INVALID_PARAMS;
+            }
+            Err(error)
         }
     }
 }

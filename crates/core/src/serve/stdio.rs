@@ -25,8 +25,8 @@ use super::wire::{Incoming, LineReader, Out, invalid_request};
 use super::{ServeError, inline};
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientNotification, ClientRequest, ErrorCode,
-    ErrorData, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ProtocolVersion, RequestId,
+    CallToolRequestParams, CallToolResponse, ClientNotification, ClientRequest, ErrorData,
+    JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ProtocolVersion, RequestId,
     RequestMetaObject, ServerResult,
 };
 use rmcp::service::{
@@ -339,11 +339,11 @@ where
             }
         };
         match step {
-            Step::Answer(answer) => self.answer(id, shape(answer, modern)),
+            Step::Answer(answer) => self.answer(id, inline::shape(answer, modern)),
             Step::Task(task) => {
                 let reply = self.reply(id, &context.ct);
                 let mut call: Call = Box::pin(async move {
-                    reply.send(shape(inline::guarded(task).await, modern));
+                    reply.send(inline::shape(inline::guarded(task).await, modern));
                 });
                 if call.as_mut().poll(cx).is_pending() {
                     self.spawn(call);
@@ -354,7 +354,10 @@ where
                 let reply = self.reply(id, &ct);
                 drop(context);
                 self.spawn(Box::pin(async move {
-                    reply.send(shape(inline::guarded(running.run(&ct)).await, modern));
+                    reply.send(inline::shape(
+                        inline::guarded(running.run(&ct)).await,
+                        modern,
+                    ));
                 }));
             }
         }
@@ -538,37 +541,6 @@ fn checks(
             .protocol_version()
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str()),
     })
-}
-
-/// What rmcp's `handle_request` makes of `call_tool`'s answer (rmcp 3.9.0, `handler/server.rs`).
-fn shape(
-    called: Result<CallToolResponse, ErrorData>,
-    modern: bool,
-) -> Result<ServerResult, ErrorData> {
-    match called {
-        Ok(response) => {
-            let mut result = ServerResult::from(response);
-            if matches!(result, ServerResult::InputRequiredResult(_)) && !modern {
-                Err(ErrorData::invalid_request(
-                    "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
-                    None,
-                ))
-            } else {
-                if modern {
-                    result.fill_missing_cache_hints();
-                } else {
-                    result.strip_result_type_for_legacy_peer();
-                }
-                Ok(result)
-            }
-        }
-        Err(mut error) => {
-            if modern && error.code == ErrorCode::RESOURCE_NOT_FOUND {
-                error.code = ErrorCode::INVALID_PARAMS;
-            }
-            Err(error)
-        }
-    }
 }
 
 /// The other inline requests (`tools/list`, `resources/read`, `ping`), through rmcp's `handle_request`.

@@ -33,7 +33,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest, ErrorCode,
     ErrorData, GetMeta, Implementation, InitializeRequestParams, JsonRpcMessage,
     JsonRpcNotification, JsonRpcRequest, NumberOrString, ProgressToken, ProtocolVersion, RequestId,
-    ServerNotification, ServerResult,
+    ServerNotification,
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
 use rmcp::transport::Transport;
@@ -476,17 +476,8 @@ async fn tool_call(
                 ClientCapabilities::builder().enable_tasks().build(),
             ))
         }
-        Ok(response) => {
-            let mut result = ServerResult::from(response);
-            result.fill_missing_cache_hints();
-            Ok(result)
-        }
-        Err(mut error) => {
-            if error.code == ErrorCode::RESOURCE_NOT_FOUND {
-                error.code = ErrorCode::INVALID_PARAMS;
-            }
-            Err(error)
-        }
+        // The fast path serves 2026-07-28 requests only.
+        called => inline::shape(called, true),
     };
     inline::message(id, result)
 }
