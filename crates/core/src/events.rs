@@ -335,6 +335,21 @@ impl EventStream {
     /// tells subscribers. Returns its sequence number.
     pub fn publish(&self, data: Value) -> u64 {
         let (data, size) = data_json(&data, MAX_EVENT_BYTES.min(self.inner.max_bytes));
+        self.publish_text(data, size)
+    }
+
+    /// [`EventStream::publish`] of the value `json` is the text of, for a caller that has the text and no tree
+    /// (the Minecraft bridge passes its relay's events on so). The caller vouches that `json` is one compact JSON
+    /// value; one over the size limit is parsed and stubbed as `publish` stubs it.
+    pub fn publish_json(&self, json: String) -> u64 {
+        if json.len() > MAX_EVENT_BYTES.min(self.inner.max_bytes) {
+            return self.publish(serde_json::from_str(&json).unwrap_or(Value::Null));
+        }
+        let size = json.len();
+        self.publish_text(json, size)
+    }
+
+    fn publish_text(&self, data: String, size: usize) -> u64 {
         let bytes = size + EVENT_OVERHEAD;
         let time_ms = now_ms();
         let seq = {
