@@ -18,6 +18,11 @@ use axum::serve::ListenerExt;
 use clap::Parser;
 use std::net::{Ipv4Addr, SocketAddr};
 
+// The same allocator as the shipped `mcp-bridges` (crates/cli), so the core's figures are what users run and
+// the comparison with the baselines is not one of allocators.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "baseline-axum")]
 struct Cli {

@@ -7,6 +7,11 @@ mod reply;
 
 use std::io::{BufRead, Write};
 
+// The same allocator as the shipped `mcp-bridges` (crates/cli), so the core's figures are what users run and
+// the comparison with the baselines is not one of allocators.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::io::Result<()> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();

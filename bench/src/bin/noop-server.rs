@@ -9,6 +9,11 @@ use bridge_core::{Bridge, NoArgs, ToolCtx, ToolError, ToolSpec};
 use clap::Parser;
 use std::process::ExitCode;
 
+// The same allocator as the shipped `mcp-bridges` (crates/cli), so the core's figures are what users run and
+// the comparison with the baselines is not one of allocators.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A no-op MCP server for benchmarks.
 #[derive(Debug, Parser)]
 #[command(name = "noop-server", version)]
