@@ -2,6 +2,7 @@
 //! with the queue position it holds, events published on the core's streams and acknowledged, commands
 //! correlated with their responses (PROTOCOL.md §3–§5, the MCP side).
 
+use crate::wire::fast::FastEvent;
 use crate::wire::{self, Code, Envelope, EventType, Kind, Source};
 use bridge_core::ToolError;
 use bridge_core::events::EventHub;
@@ -315,42 +316,50 @@ impl RelayLink {
         let mut acked_sent = acked;
         let mut chunks = wire::Assembler::default();
         while let Some(text) = incoming.recv().await {
-            let parsed = wire::parse(&text, wire::HARD_MAX_FRAME_BYTES).and_then(|p| {
-                if p.envelope.kind != Kind::Chunk {
-                    return Ok(Some(p));
+            // Events, alone or batched, the way nearly every frame of the relay comes: read and published without a
+            // JSON tree. Anything else, or anything the full path would refuse or warn about, takes the full path.
+            if let Some(events) = wire::fast::events(&text, wire::HARD_MAX_FRAME_BYTES) {
+                for ev in events {
+                    self.handle_fast(ev, &mut last_seq);
                 }
-                // A big answer comes in chunks (PROTOCOL.md §2.1): handled once whole.
-                match chunks.push(&p.envelope)? {
-                    Some(whole) => wire::parse(&whole, wire::MAX_ASSEMBLED_BYTES).map(Some),
-                    None => Ok(None),
-                }
-            });
-            match parsed {
-                Ok(None) => continue,
-                Ok(Some(parsed)) => {
-                    if let Some(v) = &parsed.unsupported_version {
-                        tracing::warn!(version = %v, "relay message of an unsupported version, read as 1.0");
+            } else {
+                let parsed = wire::parse(&text, wire::HARD_MAX_FRAME_BYTES).and_then(|p| {
+                    if p.envelope.kind != Kind::Chunk {
+                        return Ok(Some(p));
                     }
-                    let mut env = parsed.envelope;
-                    if env.kind != Kind::Batch {
-                        self.handle(env, &mut last_seq);
-                    } else {
-                        // Many messages a frame (PROTOCOL.md §2.2), each handled as if it had come alone.
-                        for one in wire::unbatch(&mut env) {
-                            match one {
-                                Ok(p) => self.handle(p.envelope, &mut last_seq),
-                                Err(e) => {
-                                    tracing::warn!(error = %e, "relay message in a batch refused");
-                                    let reply = e.reply_from(Source::Mcp).to_text();
-                                    let _ = sender.send_text(reply).await;
+                    // A big answer comes in chunks (PROTOCOL.md §2.1): handled once whole.
+                    match chunks.push(&p.envelope)? {
+                        Some(whole) => wire::parse(&whole, wire::MAX_ASSEMBLED_BYTES).map(Some),
+                        None => Ok(None),
+                    }
+                });
+                match parsed {
+                    Ok(None) => continue,
+                    Ok(Some(parsed)) => {
+                        if let Some(v) = &parsed.unsupported_version {
+                            tracing::warn!(version = %v, "relay message of an unsupported version, read as 1.0");
+                        }
+                        let mut env = parsed.envelope;
+                        if env.kind != Kind::Batch {
+                            self.handle(env, &mut last_seq);
+                        } else {
+                            // Many messages a frame (PROTOCOL.md §2.2), each handled as if it had come alone.
+                            for one in wire::unbatch(&mut env) {
+                                match one {
+                                    Ok(p) => self.handle(p.envelope, &mut last_seq),
+                                    Err(e) => {
+                                        tracing::warn!(error = %e, "relay message in a batch refused");
+                                        let reply = e.reply_from(Source::Mcp).to_text();
+                                        let _ = sender.send_text(reply).await;
+                                    }
                                 }
                             }
                         }
                     }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "relay message refused");
-                    let _ = sender.send_text(e.reply_from(Source::Mcp).to_text()).await;
+                    Err(e) => {
+                        tracing::warn!(error = %e, "relay message refused");
+                        let _ = sender.send_text(e.reply_from(Source::Mcp).to_text()).await;
+                    }
                 }
             }
             if last_seq > acked_sent
@@ -416,24 +425,59 @@ impl RelayLink {
         }
     }
 
+    /// [`Self::handle`] of an event read by the fast path.
+    fn handle_fast(&self, ev: FastEvent<'_>, last_seq: &mut u64) {
+        if let Some(seq) = ev.seq {
+            if seq <= *last_seq {
+                return;
+            }
+            *last_seq = seq;
+        }
+        if ev.reserved_keys {
+            // Its payload has a key the published event sets: the full path's map overwrites it.
+            if let Some(env) = ev.envelope() {
+                self.publish(env);
+            }
+            return;
+        }
+        let game = ev.game.as_deref().unwrap_or("default");
+        if !self.count_new(game, &ev.id) {
+            return;
+        }
+        self.find_gap(
+            game,
+            ev.ty,
+            ev.instance.as_deref(),
+            ev.game_seq,
+            ev.type_seq,
+        );
+        if let Some(stream) = self.inner.hub.get(ev.ty.as_str()) {
+            stream.publish_json(published_text(&ev, game));
+        }
+    }
+
+    /// Whether the event `id` of `game` is new here (else a duplicate): counted either way.
+    fn count_new(&self, game: &str, id: &str) -> bool {
+        let new = lock(&self.inner.seen).insert(game, id);
+        let mut st = lock(&self.inner.status);
+        if new {
+            st.events_received += 1;
+        } else {
+            st.duplicates_dropped += 1;
+        }
+        new
+    }
+
     fn publish(&self, mut env: Envelope) {
         let Ok(ty) = wire::validate_game_event(&env.payload) else {
             return;
         };
         let game = env.game.take().unwrap_or_else(|| "default".to_owned());
-        let new = lock(&self.inner.seen).insert(&game, &env.id);
-        {
-            let mut st = lock(&self.inner.status);
-            if new {
-                st.events_received += 1;
-            } else {
-                st.duplicates_dropped += 1;
-            }
-        }
-        if !new {
+        if !self.count_new(&game, &env.id) {
             return;
         }
-        self.find_gap(&game, ty, &env);
+        let type_seq = env.payload.get("typeSeq").and_then(Value::as_u64);
+        self.find_gap(&game, ty, env.instance.as_deref(), env.game_seq, type_seq);
         // Taken, not cloned: at tens of thousands of events a second each copy counts.
         let mut data = env.payload;
         data.insert("game".to_owned(), Value::String(game));
@@ -448,15 +492,21 @@ impl RelayLink {
     /// restarted with them queued): counted, and reported as a loss record. A client taking every event type
     /// follows the game's numbering (`gameSeq`); one taking some types follows each type's own (`typeSeq`, from
     /// adapters that send it), since in the game's numbering the types it does not take would look like gaps.
-    fn find_gap(&self, game: &str, ty: EventType, env: &Envelope) {
-        let Some(instance) = env.instance.as_ref() else {
+    fn find_gap(
+        &self,
+        game: &str,
+        ty: EventType,
+        instance: Option<&str>,
+        game_seq: Option<u64>,
+        type_seq: Option<u64>,
+    ) {
+        let Some(instance) = instance else {
             return;
         };
         let every_type = self.inner.every_type;
         let (slot, n, field) = if every_type {
-            (0, env.game_seq, "GameSeq")
+            (0, game_seq, "GameSeq")
         } else {
-            let type_seq = env.payload.get("typeSeq").and_then(Value::as_u64);
             let index = EventType::ALL.iter().position(|t| *t == ty).unwrap_or(0);
             (1 + index, type_seq, "TypeSeq")
         };
@@ -467,7 +517,7 @@ impl RelayLink {
             let mut seqs = lock(&self.inner.game_seqs);
             let known = seqs
                 .get(game)
-                .is_some_and(|instances| instances.contains_key(instance.as_str()));
+                .is_some_and(|instances| instances.contains_key(instance));
             if !known && seqs.values().map(HashMap::len).sum::<usize>() >= GAME_INSTANCES {
                 seqs.clear();
             }
@@ -479,11 +529,11 @@ impl RelayLink {
             let Some(instances) = instances else {
                 return;
             };
-            if !instances.contains_key(instance.as_str()) {
-                instances.insert(instance.clone(), Default::default());
+            if !instances.contains_key(instance) {
+                instances.insert(instance.to_owned(), Default::default());
             }
             let Some(last) = instances
-                .get_mut(instance.as_str())
+                .get_mut(instance)
                 .and_then(|slots| slots.get_mut(slot))
             else {
                 return;
@@ -681,21 +731,35 @@ pub(crate) fn mark_untrusted(event: &mut Map<String, Value>) {
     let Some(Value::Object(data)) = event.get("data") else {
         return;
     };
+    let Some((fields, text)) = untrusted(|field| data.get(field).and_then(Value::as_str)) else {
+        return;
+    };
+    let fields = fields
+        .into_iter()
+        .map(|f| Value::String(f.to_owned()))
+        .collect();
+    event.insert("untrusted".to_owned(), Value::Array(fields));
+    event.insert("untrusted_text".to_owned(), Value::String(text));
+}
+
+/// The paths of the player fields `data` (a lookup of string fields) has, and their fenced, labelled text;
+/// `None` when it has none.
+fn untrusted<'a>(data: impl Fn(&str) -> Option<&'a str>) -> Option<(Vec<&'static str>, String)> {
     let mut fields = Vec::new();
     let mut body = String::new();
     for (field, path) in PLAYER_FIELDS {
-        if let Some(v) = data.get(field).and_then(Value::as_str) {
+        if let Some(v) = data(field) {
             if !body.is_empty() {
                 body.push('\n');
             }
             body.push_str(field);
             body.push_str(": ");
             body.push_str(v);
-            fields.push(Value::String(path.to_owned()));
+            fields.push(path);
         }
     }
     if fields.is_empty() {
-        return;
+        return None;
     }
     // A fence longer than any run of backticks in the content, so the content cannot close it.
     let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
@@ -707,8 +771,39 @@ pub(crate) fn mark_untrusted(event: &mut Map<String, Value>) {
     text.push_str(&body);
     text.push('\n');
     text.extend(std::iter::repeat_n('`', fence));
-    event.insert("untrusted".to_owned(), Value::Array(fields));
-    event.insert("untrusted_text".to_owned(), Value::String(text));
+    Some((fields, text))
+}
+
+/// The JSON text of the event the full path publishes for `ev` (its payload with `game`, `id` and the untrusted
+/// marks: [`mark_untrusted`]), written around the payload's own text instead of through a tree. The same value;
+/// the keys in another order.
+fn published_text(ev: &FastEvent<'_>, game: &str) -> String {
+    let members = ev.payload_members();
+    let mut out = Vec::with_capacity(members.len() + game.len() + ev.id.len() + 320);
+    // Writing JSON into a Vec cannot fail.
+    out.extend_from_slice(b"{\"game\":");
+    let _ = serde_json::to_writer(&mut out, game);
+    out.extend_from_slice(b",\"id\":");
+    let _ = serde_json::to_writer(&mut out, ev.id.as_ref());
+    if !members.is_empty() {
+        out.push(b',');
+        out.extend_from_slice(members.as_bytes());
+    }
+    let marks = untrusted(|field| match field {
+        "player" => ev.player.as_deref(),
+        "message" => ev.message.as_deref(),
+        "killer" => ev.killer.as_deref(),
+        _ => None,
+    });
+    if let Some((fields, text)) = marks {
+        out.extend_from_slice(b",\"untrusted\":");
+        let _ = serde_json::to_writer(&mut out, &fields);
+        out.extend_from_slice(b",\"untrusted_text\":");
+        let _ = serde_json::to_writer(&mut out, &text);
+    }
+    out.push(b'}');
+    // Every piece was UTF-8: JSON serde wrote, and the payload's own text.
+    String::from_utf8(out).unwrap_or_else(|_| "null".to_owned())
 }
 
 /// A game's or relay's error (`{code, message, details}`, PROTOCOL.md §7) as the agent sees it: the core's code,
@@ -787,5 +882,46 @@ impl crate::wire::SchemaError {
         let mut e = self.reply();
         e.source = source;
         e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::fast::{self, tests::full_path};
+
+    /// The value the full path publishes for an event (`Link::publish`).
+    fn published_by_the_full_path(env: &Envelope) -> Value {
+        let mut data = env.payload.clone();
+        let game = env.game.clone().unwrap_or_else(|| "default".to_owned());
+        data.insert("game".to_owned(), Value::String(game));
+        data.insert("id".to_owned(), Value::String(env.id.clone()));
+        mark_untrusted(&mut data);
+        Value::Object(data)
+    }
+
+    #[test]
+    fn an_event_published_from_its_text_is_the_value_the_full_path_publishes() {
+        let mut checked = 0;
+        for (name, text, _) in fast::tests::table() {
+            let Some(events) = fast::events(&text, wire::HARD_MAX_FRAME_BYTES) else {
+                continue;
+            };
+            let full = full_path(&text, wire::HARD_MAX_FRAME_BYTES)
+                .unwrap_or_else(|| panic!("{name}: full path refused"));
+            for (ev, env) in events.iter().zip(&full) {
+                if ev.reserved_keys {
+                    // Published through the full path's own map.
+                    continue;
+                }
+                let game = ev.game.as_deref().unwrap_or("default");
+                let text = published_text(ev, game);
+                let got: Value = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {text}"));
+                assert_eq!(got, published_by_the_full_path(env), "{name}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 15, "only {checked} events checked");
     }
 }

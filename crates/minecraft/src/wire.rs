@@ -1,6 +1,8 @@
 //! The wire format of `PROTOCOL.md`: the envelope, its validation (every refusal names the field), and the
 //! payloads both the relay and the MCP server read. Nothing here does I/O.
 
+pub mod fast;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::fmt;
@@ -778,7 +780,20 @@ pub fn pack(texts: Vec<String>, source: Source, max_bytes: usize) -> Vec<String>
 /// A `batch` message holding `texts` (each a whole message's JSON object), written without re-encoding them.
 pub fn batch_text(source: Source, texts: &[String]) -> String {
     let body: usize = texts.iter().map(|t| t.len() + 1).sum();
-    let mut out = String::with_capacity(body + BATCH_OVERHEAD);
+    batch_with(source, body + BATCH_OVERHEAD, |out| {
+        for (i, t) in texts.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(t);
+        }
+    })
+}
+
+/// A `batch` message whose messages `write` appends (whole JSON objects, comma-separated), in a buffer of
+/// `capacity` bytes: a writer with its messages in other shapes than strings writes them in place.
+pub fn batch_with(source: Source, capacity: usize, write: impl FnOnce(&mut String)) -> String {
+    let mut out = String::with_capacity(capacity);
     out.push_str("{\"version\":\"");
     out.push_str(VERSION);
     out.push_str("\",\"type\":\"batch\",\"id\":\"b-");
@@ -788,12 +803,7 @@ pub fn batch_text(source: Source, texts: &[String]) -> String {
     out.push_str(",\"source\":\"");
     out.push_str(source.as_str());
     out.push_str("\",\"payload\":{\"messages\":[");
-    for (i, t) in texts.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(t);
-    }
+    write(&mut out);
     out.push_str("]}}");
     out
 }

@@ -8,9 +8,14 @@ pub fn line(kind: &str, source: &str, destination: &str, id: &str) -> String {
     format!("forwarded type={kind} source={source} destination={destination} id={id}")
 }
 
+/// Whether audit lines are written: a caller that formats its names per message asks first.
+pub fn enabled() -> bool {
+    tracing::enabled!(target: TARGET, tracing::Level::INFO)
+}
+
 /// Logs one forwarded message.
 pub fn forwarded(kind: &str, source: &str, destination: &str, id: &str) {
-    if tracing::enabled!(target: TARGET, tracing::Level::INFO) {
+    if enabled() {
         tracing::info!(target: TARGET, "{}", line(kind, source, destination, id));
     }
 }

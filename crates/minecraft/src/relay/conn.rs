@@ -1,6 +1,6 @@
 //! One relay link, from `hello` to close: a game adapter's or an MCP server's (PROTOCOL.md §3–§5).
 
-use super::queue::Queue;
+use super::queue::{Item, Queue};
 use super::rate::{Bucket, Scope};
 use super::state::{Client, ClientKey, GameConn, Relay};
 use crate::wire::{self, Code, Envelope, Kind, Parsed, SchemaError, Source};
@@ -322,17 +322,43 @@ async fn serve_game(
     let mut to_ack = last_seq;
     let mut chunks = wire::Assembler::default();
     while let Some(text) = incoming.recv().await {
-        let env = match check(&relay, &sender, &text).await {
-            Some(env) if env.kind == Kind::Chunk => {
-                match assemble(&relay, &sender, &mut chunks, &env).await {
-                    Some(whole) => Some(whole),
-                    None => continue,
+        // Events, alone or batched, the way nearly every frame of a game comes: read without a JSON tree. Anything
+        // else, or anything the full path would refuse or warn about, takes the full path below.
+        let fast = wire::fast::events(&text, relay.settings().max_message_bytes);
+        let env = if let Some(events) = fast {
+            for ev in events {
+                let limited = bucket
+                    .take()
+                    .map_err(|retry| (Scope::Connection, retry))
+                    .and_then(|()| relay.rates().take_games().map_err(|r| (Scope::Games, r)));
+                if let Err((scope, retry)) = limited {
+                    relay.count_rate_limited(scope);
+                    relay.event_rate_limited(&name, Some(ev.ty));
+                    let (message, details) = rate_refusal(&relay, scope, retry, true);
+                    let reply = Envelope::error(&ev.id, Code::ServerError, message, details);
+                    let _ = sender.send_text(reply.to_text()).await;
+                    continue;
                 }
+                if let Some(bus) = relay.bus() {
+                    bus.publish_room(&name, &instance).await;
+                }
+                relay.accept_fast_event(&name, &instance, &ev);
+                to_ack = to_ack.max(ev.seq.unwrap_or(0));
             }
-            Some(env) => Some(env),
-            None => {
-                oversize_answer(&relay, &name, &text);
-                None
+            None
+        } else {
+            match check(&relay, &sender, &text).await {
+                Some(env) if env.kind == Kind::Chunk => {
+                    match assemble(&relay, &sender, &mut chunks, &env).await {
+                        Some(whole) => Some(whole),
+                        None => continue,
+                    }
+                }
+                Some(env) => Some(env),
+                None => {
+                    oversize_answer(&relay, &name, &text);
+                    None
+                }
             }
         };
         // A batch (PROTOCOL.md §2.2) is its messages one by one, each as if it had come alone: counted against
@@ -870,20 +896,8 @@ async fn write_queue(
             };
             let out = if batches {
                 // Many messages a frame (PROTOCOL.md §2.2): one frame per event through every hop was where
-                // 50 000 events/s backed up. One too big to share a frame goes alone, chunked if need be.
-                let mut out = Vec::new();
-                let mut group = Vec::new();
-                for item in &batch {
-                    let text = item.text();
-                    if text.len() + wire::BATCH_OVERHEAD + 1 > limit {
-                        out.extend(wire::pack(std::mem::take(&mut group), Source::Relay, limit));
-                        out.extend(frames(&text, item.seq, limit, chunks));
-                    } else {
-                        group.push(text);
-                    }
-                }
-                out.extend(wire::pack(group, Source::Relay, limit));
-                out
+                // 50 000 events/s backed up.
+                batch_frames(&batch, limit, chunks)
             } else {
                 batch
                     .iter()
@@ -907,6 +921,49 @@ async fn write_queue(
             () = closed.cancelled() => return,
         }
     }
+}
+
+/// The frames queued messages go out as to a client that reads batches: grouped as [`wire::pack`] groups them,
+/// each message written straight into its frame; one too big to share a frame goes alone, chunked if need be.
+fn batch_frames(batch: &[Item], limit: usize, chunks: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut group: Vec<&Item> = Vec::new();
+    let mut bytes = wire::BATCH_OVERHEAD;
+    for item in batch {
+        let len = item.wire_len();
+        if len + wire::BATCH_OVERHEAD + 1 > limit {
+            pack_items(&mut group, bytes, &mut out);
+            bytes = wire::BATCH_OVERHEAD;
+            out.extend(frames(&item.text(), item.seq, limit, chunks));
+            continue;
+        }
+        if group.len() >= wire::MAX_BATCH || bytes + len + 1 > limit {
+            pack_items(&mut group, bytes, &mut out);
+            bytes = wire::BATCH_OVERHEAD;
+        }
+        bytes += len + 1;
+        group.push(item);
+    }
+    pack_items(&mut group, bytes, &mut out);
+    out
+}
+
+/// One frame of the queued messages in `group` (which it empties): a `batch` of `bytes` for two or more, the
+/// message itself for one.
+fn pack_items(group: &mut Vec<&Item>, bytes: usize, out: &mut Vec<String>) {
+    match group.as_slice() {
+        [] => {}
+        [one] => out.push(one.text()),
+        items => out.push(wire::batch_with(Source::Relay, bytes, |s| {
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                item.write_to(s);
+            }
+        })),
+    }
+    group.clear();
 }
 
 /// The frames one queued message goes out as: itself when it fits, else its chunks to a 1.1 client; a 1.0
@@ -943,4 +1000,84 @@ fn frames(text: &str, seq: u64, limit: usize, chunks: bool) -> Vec<String> {
         ));
     }
     wire::split(text, &id, Source::Relay, limit).unwrap_or_else(refuse)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// A frame with the clock (of a batch or chunk) and a batch's random id taken out.
+    fn comparable(frame: &str) -> Value {
+        let mut v: Value = serde_json::from_str(frame).unwrap();
+        if v["type"] == "batch" {
+            v["id"] = Value::Null;
+        }
+        if v["type"] == "batch" || v["type"] == "chunk" {
+            v["timestamp"] = Value::Null;
+        }
+        v
+    }
+
+    /// The frames as they were written before: each message's text made, then packed by `wire::pack`.
+    fn old_frames(batch: &[Item], limit: usize, chunks: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut group = Vec::new();
+        for item in batch {
+            let text = item.text();
+            if text.len() + wire::BATCH_OVERHEAD + 1 > limit {
+                out.extend(wire::pack(std::mem::take(&mut group), Source::Relay, limit));
+                out.extend(frames(&text, item.seq, limit, chunks));
+            } else {
+                group.push(text);
+            }
+        }
+        out.extend(wire::pack(group, Source::Relay, limit));
+        out
+    }
+
+    #[test]
+    fn queued_messages_are_framed_as_wire_pack_frames_them() {
+        let mut queue = Queue::new(100_000, usize::MAX);
+        let mut n = 0;
+        for i in 0..3000usize {
+            let pad = "x".repeat((i * 37) % 900);
+            let body: Arc<str> = Arc::from(format!(
+                r#"{{"version":"1.2","type":"event","id":"e{i}","timestamp":1,"source":"minecraft","payload":{{"p":"{pad}"}}}}"#
+            ));
+            queue.push_shared(Arc::clone(&body));
+            if i % 500 == 7 {
+                // An answer queued with its own seq, and one too big to share a frame.
+                queue.push(|seq| {
+                    format!(
+                        r#"{{"seq":{seq},"type":"response","id":"r{i}","big":"{}"}}"#,
+                        "y".repeat(70_000)
+                    )
+                });
+                queue.push(|seq| format!(r#"{{"seq":{seq},"type":"response","id":"s{i}"}}"#));
+            }
+            n += 1;
+        }
+        let items = queue.after(0, usize::MAX);
+        assert!(items.len() > n);
+        for item in &items {
+            assert_eq!(item.wire_len(), item.text().len());
+        }
+        for limit in [wire::DEFAULT_MAX_MESSAGE_BYTES, 4096, 2048] {
+            for chunks in [true, false] {
+                for slice in [&items[..], &items[..1], &items[5..1029], &items[..0]] {
+                    let new: Vec<Value> = batch_frames(slice, limit, chunks)
+                        .iter()
+                        .map(|f| comparable(f))
+                        .collect();
+                    let old: Vec<Value> = old_frames(slice, limit, chunks)
+                        .iter()
+                        .map(|f| comparable(f))
+                        .collect();
+                    assert_eq!(new.len(), old.len(), "limit {limit}");
+                    assert!(new == old, "limit {limit}, chunks {chunks}: frames differ");
+                }
+            }
+        }
+    }
 }

@@ -9,7 +9,12 @@
 //! dropped after that point is gone.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::sync::Arc;
+
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
 
 /// A queued message. An event is queued once for every client that takes it, as one shared text without a
 /// `seq` (its body, an `Arc`): the client's number is spliced in when it is written, so 200 clients hold one
@@ -24,9 +29,31 @@ pub struct Item {
 impl Item {
     /// The message as it goes on the wire, with its `seq`.
     pub fn text(&self) -> String {
+        let mut out = String::with_capacity(self.wire_len());
+        self.write_to(&mut out);
+        out
+    }
+
+    /// Appends [`Item::text`] to `out`, without a text of its own in between.
+    pub fn write_to(&self, out: &mut String) {
         match (self.spliced, self.body.strip_prefix('{')) {
-            (true, Some(rest)) => format!("{{\"seq\":{},{rest}", self.seq),
-            _ => self.body.to_string(),
+            (true, Some(rest)) => {
+                out.push_str("{\"seq\":");
+                // Writing to a String cannot fail.
+                let _ = fmt::Write::write_fmt(out, format_args!("{}", self.seq));
+                out.push(',');
+                out.push_str(rest);
+            }
+            _ => out.push_str(&self.body),
+        }
+    }
+
+    /// The length of [`Item::text`].
+    pub fn wire_len(&self) -> usize {
+        match (self.spliced, self.body.starts_with('{')) {
+            // `{"seq":` and the comma, less the brace the body gives up.
+            (true, true) => self.body.len() + 7 + decimal_digits(self.seq),
+            _ => self.body.len(),
         }
     }
 

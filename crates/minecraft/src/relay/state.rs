@@ -5,6 +5,7 @@ use super::audit;
 use super::config::McpToken;
 use super::queue::Queue;
 use super::rate::{self, Scope};
+use crate::wire::fast::FastEvent;
 use crate::wire::{Code, Envelope, EventType, Kind, Source};
 use bridge_core::link::LinkSender;
 use serde_json::{Value, json};
@@ -327,33 +328,21 @@ impl State {
     }
 }
 
-/// The latest events, bounded like a client queue, with the game each came from.
+/// The latest events, bounded like a client queue, with the game each came from: each as the text every client
+/// queue shares (a resuming client's queue takes the same one).
 #[derive(Debug, Default)]
 pub struct Backlog {
-    items: std::collections::VecDeque<(String, EventType, Envelope, usize)>,
+    items: std::collections::VecDeque<(EventType, Arc<str>)>,
     bytes: usize,
 }
 
 impl Backlog {
-    fn push(
-        &mut self,
-        game: &str,
-        ty: EventType,
-        event: &Envelope,
-        max_items: usize,
-        max_bytes: usize,
-    ) {
-        let size = event.payload.len() * 16
-            + event.id.len()
-            + game.len()
-            + 64
-            + serde_json::to_string(&event.payload).map_or(0, |s| s.len());
-        self.bytes += size;
-        self.items
-            .push_back((game.to_owned(), ty, event.clone(), size));
+    fn push(&mut self, ty: EventType, body: &Arc<str>, max_items: usize, max_bytes: usize) {
+        self.bytes += body.len();
+        self.items.push_back((ty, Arc::clone(body)));
         while self.items.len() > max_items || self.bytes > max_bytes {
             match self.items.pop_front() {
-                Some(old) => self.bytes -= old.3,
+                Some(old) => self.bytes -= old.1.len(),
                 None => break,
             }
         }
@@ -562,7 +551,45 @@ impl Relay {
         ty: EventType,
         event: &Envelope,
     ) -> bool {
-        let seq = event.seq.unwrap_or(0);
+        let body = || {
+            crate::wire::fast::forward_text(
+                &event.version,
+                &event.id,
+                event.timestamp,
+                event.source,
+                game,
+                event.seq,
+                instance,
+                &event.payload,
+            )
+        };
+        self.accept(game, instance, ty, event.seq.unwrap_or(0), &event.id, body)
+    }
+
+    /// [`Relay::accept_event`] for an event read by the fast path: its payload is written out as it came.
+    pub fn accept_fast_event(&self, game: &str, instance: &str, event: &FastEvent<'_>) -> bool {
+        let body = || event.forward_text(game, instance);
+        self.accept(
+            game,
+            instance,
+            event.ty,
+            event.seq.unwrap_or(0),
+            &event.id,
+            body,
+        )
+    }
+
+    /// An event numbered `seq` by its game: dropped as a duplicate, or its text (`body`, written once) put on the
+    /// bus or shared by the backlog and the queue of every client subscribed to its type.
+    fn accept(
+        &self,
+        game: &str,
+        instance: &str,
+        ty: EventType,
+        seq: u64,
+        id: &str,
+        body: impl FnOnce() -> String,
+    ) -> bool {
         let mut state = self.lock();
         let last = state.instances.last(game, instance);
         if seq <= last {
@@ -577,31 +604,17 @@ impl Relay {
         if let Some(bus) = self.bus() {
             // Through JetStream: every relay's clients read it from there (bus/nats.rs).
             drop(state);
-            let mut out = event.clone();
-            out.seq = None;
-            out.game = Some(game.to_owned());
-            out.game_seq = event.seq;
-            out.instance = Some(instance.to_owned());
-            bus.publish_event(game, instance, seq, ty, out.to_text());
+            bus.publish_event(game, instance, seq, ty, body());
             return true;
         }
         let state = &mut *state;
         let settings = &self.inner.settings;
-        let mut kept = event.clone();
-        kept.game_seq = event.seq;
-        kept.instance = Some(instance.to_owned());
+        // One text for the backlog and every client: each queue splices its own seq in when writing.
+        let body: Arc<str> = Arc::from(body());
         state
             .backlog
-            .push(game, ty, &kept, settings.queue_size, settings.queue_bytes);
-        // One text for every client: each queue splices its own seq in when writing.
-        let body: Arc<str> = {
-            let mut out = event.clone();
-            out.seq = None;
-            out.game = Some(game.to_owned());
-            out.game_seq = event.seq;
-            out.instance = Some(instance.to_owned());
-            Arc::from(out.to_text())
-        };
+            .push(ty, &body, settings.queue_size, settings.queue_bytes);
+        let audit = audit::enabled();
         let mut tokens: Vec<usize> = Vec::new();
         for ((token, client_id), client) in state.clients.iter_mut() {
             if !client.subscriptions.contains(&ty) {
@@ -616,12 +629,14 @@ impl Relay {
                 .stats
                 .events_forwarded
                 .fetch_add(1, Ordering::Relaxed);
-            audit::forwarded(
-                "event",
-                &format!("minecraft:{game}"),
-                &format!("mcp:{token}/{client_id}"),
-                &event.id,
-            );
+            if audit {
+                audit::forwarded(
+                    "event",
+                    &format!("minecraft:{game}"),
+                    &format!("mcp:{token}/{client_id}"),
+                    id,
+                );
+            }
         }
         for token in tokens {
             state.enforce_token_bytes(token, settings.token_queue_bytes, &self.inner.stats);
@@ -655,16 +670,11 @@ impl Relay {
             return 0;
         };
         let mut n = 0;
-        for (game, ty, event, _) in &state.backlog.items {
+        for (ty, body) in &state.backlog.items {
             if !client.subscriptions.contains(ty) {
                 continue;
             }
-            client.queue.push(|seq| {
-                let mut out = event.clone();
-                out.seq = Some(seq);
-                out.game = Some(game.clone());
-                out.to_text()
-            });
+            client.queue.push_shared(Arc::clone(body));
             n += 1;
         }
         client.wake.notify_one();
