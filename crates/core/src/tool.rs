@@ -135,12 +135,43 @@ pub enum Content {
         description: Option<String>,
         size: Option<u64>,
     },
+    /// JSON that is both a text block (its text, byte for byte) and, when [`ToolOutput::structured`] is
+    /// `None`, the result's `structuredContent`. Where the core writes the answer itself (the stdio loop, the
+    /// HTTP fast path) the text goes out as `structuredContent` as it is, with no tree built, serialised or
+    /// freed; elsewhere it is parsed once. For large results made of stored JSON (an event page).
+    Json(JsonText),
+}
+
+/// Text checked to be one JSON value.
+#[derive(Debug, Clone)]
+pub struct JsonText(Box<serde_json::value::RawValue>);
+
+impl JsonText {
+    /// `json` once checked to be one JSON value (a scan that builds nothing).
+    pub fn new(json: String) -> Result<Self, serde_json::Error> {
+        serde_json::value::RawValue::from_string(json).map(Self)
+    }
+
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    pub(crate) fn into_raw(self) -> Box<serde_json::value::RawValue> {
+        self.0
+    }
+}
+
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
 }
 
 /// What a handler produced, already in wire shape.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
-    /// `structuredContent`; present whenever the tool declares an output schema.
+    /// `structuredContent`; present whenever the tool declares an output schema, unless a [`Content::Json`]
+    /// block stands for it.
     pub structured: Option<Value>,
     pub content: Vec<Content>,
 }

@@ -3,7 +3,7 @@
 
 use crate::error::ToolError;
 use crate::events::{EventHub, EventPage, EventStream, JsonPage};
-use crate::tool::{Content, ToolCtx, ToolOutput, ToolSpec, Validate, check};
+use crate::tool::{Content, JsonText, ToolCtx, ToolOutput, ToolSpec, Validate, check};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -128,9 +128,9 @@ pub(crate) fn tool(hubs: Hubs) -> ToolSpec {
     let coercion = Arc::new(Value::Object(input_schema.clone()));
     // A page is answered from the events' stored JSON: the text is the page's JSON without indentation (the
     // indented copy, about 1.4 times as long, cost a serialisation pass and its escaping for nothing a reader
-    // needs), and `structuredContent` is that text parsed once, instead of cloning every event's tree into a
-    // page, converting the page to a value and serialising it again for the text (issue 22, the real-stack
-    // bench at 50 000 events/s).
+    // needs), and `structuredContent` is that same text (`Content::Json`): where the core writes the answer
+    // (stdio, the HTTP fast path) it goes out as it is, so no tree is built, measured, serialised or freed per
+    // page; elsewhere it is parsed once (issue 22, the real-stack bench at 50 000 events/s).
     let mut spec = spec.raw_handler(input_schema, move |raw: Value, ctx: ToolCtx| {
         let hubs = hubs.clone();
         let coercion = coercion.clone();
@@ -138,11 +138,11 @@ pub(crate) fn tool(hubs: Hubs) -> ToolSpec {
             let args: PollArgs = crate::tool::parse_args(raw, Some(&coercion))?;
             args.validate()?;
             let page = poll(&hubs, args, &ctx).await?.into_json();
-            let structured: Value = serde_json::from_str(&page)
+            let page = JsonText::new(page)
                 .map_err(|e| ToolError::internal(format!("page not parseable: {e}")))?;
             Ok(ToolOutput {
-                structured: Some(structured),
-                content: vec![Content::Text(page)],
+                structured: None,
+                content: vec![Content::Json(page)],
             })
         }
     });
@@ -254,11 +254,12 @@ mod tests {
             }
         };
         let first = call(serde_json::json!({"stream": "chat", "limit": "2"})).await;
-        let structured = first.structured.unwrap();
-        let [Content::Text(text)] = first.content.as_slice() else {
-            panic!("one text block: {:?}", first.content)
+        assert_eq!(first.structured, None, "the JSON block stands for it");
+        let [Content::Json(text)] = first.content.as_slice() else {
+            panic!("one JSON block: {:?}", first.content)
         };
-        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), structured);
+        let text = text.get();
+        let structured: Value = serde_json::from_str(text).unwrap();
         assert_eq!(
             text,
             &serde_json::to_string(&chat.read_since(0, 2, None)).unwrap(),
@@ -272,7 +273,10 @@ mod tests {
         assert_eq!(structured["events"][1]["data"]["data"]["message"], lines[1]);
         let rest =
             call(serde_json::json!({"stream": "chat", "since": structured["next_since"]})).await;
-        let rest = rest.structured.unwrap();
+        let [Content::Json(rest)] = rest.content.as_slice() else {
+            panic!("one JSON block: {:?}", rest.content)
+        };
+        let rest: Value = serde_json::from_str(rest.get()).unwrap();
         assert_eq!(rest["events"][0]["seq"], 3);
         assert_eq!(rest["events"][0]["data"]["data"]["message"], lines[2]);
         assert_eq!(rest["more"], false);

@@ -8,6 +8,7 @@ use rmcp::model::{
     CallToolResult, ContentBlock, MetaObject, Prompt, PromptArgument, Resource, ResourceContents,
     ResourceTemplate, Role, TASKS_EXTENSION_ID, Tool, ToolAnnotations,
 };
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 pub(crate) fn tool(spec: &ToolSpec) -> Tool {
@@ -63,6 +64,7 @@ pub(crate) fn content(c: &Content) -> ContentBlock {
 fn owned_content(c: Content) -> ContentBlock {
     match c {
         Content::Text(text) => ContentBlock::text(text),
+        Content::Json(json) => ContentBlock::text(json.get()),
         Content::Image { base64, mime_type } => ContentBlock::image(base64, mime_type),
         Content::Audio { base64, mime_type } => ContentBlock::audio(base64, mime_type),
         Content::Resource {
@@ -91,11 +93,51 @@ fn owned_content(c: Content) -> ContentBlock {
     }
 }
 
+/// The result of a finished call, in rmcp's form: a [`Content::Json`] block's text parsed into
+/// `structuredContent`, for paths where rmcp writes the answer.
 pub(crate) fn success(output: ToolOutput) -> CallToolResult {
-    let mut result =
-        CallToolResult::success(output.content.into_iter().map(owned_content).collect());
+    let (result, structured) = success_raw(output);
+    with_structured(result, structured)
+}
+
+/// [`success`], with the `structuredContent` a [`Content::Json`] block stands for kept beside the result as
+/// its text, for a writer that puts it into the answer as it is ([`super::inline::write_result`]).
+pub(crate) fn success_raw(output: ToolOutput) -> (CallToolResult, Option<Box<RawValue>>) {
+    let mut structured = None;
+    let mut content = Vec::with_capacity(output.content.len());
+    for block in output.content {
+        match block {
+            Content::Json(json) if output.structured.is_none() && structured.is_none() => {
+                content.push(ContentBlock::text(json.get()));
+                structured = Some(json.into_raw());
+            }
+            block => content.push(owned_content(block)),
+        }
+    }
+    let mut result = CallToolResult::success(content);
     result.structured_content = output.structured;
-    result
+    (result, structured)
+}
+
+/// `result` with `structured` (JSON text) parsed into its `structuredContent`. Text that is valid JSON
+/// still fails to parse when a number is out of a double's range: then the call fails, as a result the
+/// client could not read would.
+pub(crate) fn with_structured(
+    mut result: CallToolResult,
+    structured: Option<Box<RawValue>>,
+) -> CallToolResult {
+    let Some(structured) = structured else {
+        return result;
+    };
+    match serde_json::from_str(structured.get()) {
+        Ok(value) => {
+            result.structured_content = Some(value);
+            result
+        }
+        Err(e) => failure(&ToolError::internal(format!(
+            "the result's structuredContent is not readable JSON: {e}"
+        ))),
+    }
 }
 
 /// An error result every client delivers intact: no `structuredContent` (the TypeScript SDK validates it against

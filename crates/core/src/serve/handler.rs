@@ -6,6 +6,7 @@ use super::client_link::{
 };
 use super::convert;
 use super::drain::{Drain, InFlight};
+use super::inline::Called;
 use super::metrics::Metrics;
 use super::sessions::{self, SessionLimit, SessionSlot};
 use crate::bridge::PromptOutcome;
@@ -113,7 +114,22 @@ impl McpHandler {
         match self.begin_tool(request, &context)? {
             Begun::Answered(answer) => answer,
             Begun::Task(task) => task.await,
-            Begun::Running(running) => running.run(&context.ct).await,
+            Begun::Running(running) => running.run(&context.ct).await.into_response(),
+        }
+    }
+
+    /// [`run_tool`](Self::run_tool) for a caller that writes the answer itself: a result's structured text
+    /// stays text ([`Called`]).
+    pub(crate) async fn run_tool_raw(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Called {
+        match self.begin_tool(request, &context) {
+            Err(error) => Err(error).into(),
+            Ok(Begun::Answered(answer)) => answer.into(),
+            Ok(Begun::Task(task)) => task.await.into(),
+            Ok(Begun::Running(running)) => running.run(&context.ct).await,
         }
     }
 
@@ -338,7 +354,7 @@ enum Call {
 // Moved once, into its match: boxing the waiting call would cost an allocation on the path that needs none.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum FirstPoll {
-    Answered(Result<CallToolResponse, McpError>),
+    Answered(Called),
     /// The handler waits: the call, to be [`run`](Running::run).
     Waiting(Running),
 }
@@ -391,10 +407,7 @@ impl Running {
     }
 
     /// Awaits the handler under its timeout, the request's cancellation `ct` and progress heartbeats.
-    pub(crate) async fn run(
-        mut self,
-        ct: &tokio_util::sync::CancellationToken,
-    ) -> Result<CallToolResponse, McpError> {
+    pub(crate) async fn run(mut self, ct: &tokio_util::sync::CancellationToken) -> Called {
         let future = match std::mem::replace(&mut self.call, Call::Finished) {
             Call::Running(future) => future,
             Call::Settled(outcome, panicked) => return self.finish(outcome, panicked),
@@ -445,11 +458,7 @@ impl Running {
     }
 
     /// The handler settled: counted out, metered, and its outcome shaped as the answer.
-    fn finish(
-        self,
-        outcome: Result<Outcome, ToolError>,
-        panicked: bool,
-    ) -> Result<CallToolResponse, McpError> {
+    fn finish(self, outcome: Result<Outcome, ToolError>, panicked: bool) -> Called {
         let Running {
             shared,
             name,
@@ -470,11 +479,17 @@ impl Running {
             panicked,
             started.elapsed(),
         );
-        match outcome {
+        let response = match outcome {
             Ok(Outcome::Done(output)) => {
-                Ok(super::results::cap(&shared.results, convert::success(output), cap).into())
+                let (result, structured) = convert::success_raw(output);
+                let (result, structured) =
+                    super::results::cap_raw(&shared.results, result, structured, cap);
+                return Called {
+                    response: Ok(result.into()),
+                    structured,
+                };
             }
-            Ok(Outcome::InputRequired(input)) => Ok(shared.seal.input_required(input)?.into()),
+            Ok(Outcome::InputRequired(input)) => shared.seal.input_required(input).map(Into::into),
             Err(error) if error.code() == ErrorCode::MissingClientCapability => {
                 Err(missing_capability(&error))
             }
@@ -482,7 +497,8 @@ impl Running {
                 tracing::debug!(tool = %name, code = %error.code(), "tool call failed: {error}");
                 Ok(convert::failure(&error).into())
             }
-        }
+        };
+        response.into()
     }
 }
 

@@ -5,12 +5,46 @@
 
 use super::panic;
 use rmcp::model::{
-    CallToolResponse, ClientRequest, ErrorCode, ErrorData, GetExtensions, GetMeta, JsonRpcMessage,
-    RequestId, ServerResult,
+    CallToolResponse, CallToolResult, ClientRequest, ContentBlock, ErrorCode, ErrorData,
+    GetExtensions, GetMeta, JsonRpcMessage, JsonRpcResponse, MetaObject, RequestId, ResultType,
+    ServerResult,
 };
 use rmcp::service::{RequestContext, TxJsonRpcMessage};
 use rmcp::{Peer, RoleServer};
+use serde::Serialize;
+use serde_json::value::RawValue;
 use std::future::Future;
+
+/// A `tools/call` answer before it is shaped for its era: rmcp's response, and beside it the result's
+/// `structuredContent` as JSON text when a [`Content::Json`](crate::tool::Content::Json) block gave it
+/// (the result itself then has none). The writers of the paths that answer requests themselves put that
+/// text into the answer as it is ([`write_result`]); anything that hands the answer to rmcp takes
+/// [`into_response`](Self::into_response), the text parsed into the result.
+pub(crate) struct Called {
+    pub(crate) response: Result<CallToolResponse, ErrorData>,
+    pub(crate) structured: Option<Box<RawValue>>,
+}
+
+impl From<Result<CallToolResponse, ErrorData>> for Called {
+    fn from(response: Result<CallToolResponse, ErrorData>) -> Self {
+        Self {
+            response,
+            structured: None,
+        }
+    }
+}
+
+impl Called {
+    /// rmcp's form of the answer: the structured text parsed into the result.
+    pub(crate) fn into_response(self) -> Result<CallToolResponse, ErrorData> {
+        match (self.response, self.structured) {
+            (Ok(CallToolResponse::Complete(result)), structured @ Some(_)) => {
+                Ok(super::convert::with_structured(result, structured).into())
+            }
+            (response, _) => response,
+        }
+    }
+}
 
 /// The request's context, with its `_meta` and extensions taken out of it as rmcp's loop does.
 pub(crate) fn context(
@@ -86,6 +120,98 @@ pub(crate) fn shape(
                 error.code = ErrorCode::INVALID_PARAMS;
             }
             Err(error)
+        }
+    }
+}
+
+/// Writes the JSON-RPC answer to `id` into `buf`, as serde writes [`message`]`(id, Ok(result))` but for
+/// `structured`: when it is given and `result` is a tool result without `structuredContent` of its own,
+/// that JSON text is its `structuredContent`, copied as it is (no tree parsed, serialised or freed). The
+/// stdio loop and the HTTP fast path both write through here.
+pub(crate) fn write_result(
+    buf: &mut Vec<u8>,
+    id: &RequestId,
+    result: &ServerResult,
+    structured: Option<&RawValue>,
+) -> serde_json::Result<()> {
+    // The fields of rmcp's `JsonRpcResponse`, in its order.
+    buf.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut *buf, id)?;
+    buf.extend_from_slice(br#","result":"#);
+    match (result, structured) {
+        (ServerResult::CallToolResult(result), Some(structured))
+            if result.structured_content.is_none() =>
+        {
+            serde_json::to_writer(&mut *buf, &WithStructured::of(result, structured))?;
+        }
+        (result, _) => serde_json::to_writer(&mut *buf, result)?,
+    }
+    buf.push(b'}');
+    Ok(())
+}
+
+/// A message to the client, with a tool result's `structuredContent` as JSON text beside it ([`Called`]).
+pub(crate) struct Answer {
+    pub(crate) message: TxJsonRpcMessage<RoleServer>,
+    pub(crate) structured: Option<Box<RawValue>>,
+}
+
+impl From<TxJsonRpcMessage<RoleServer>> for Answer {
+    fn from(message: TxJsonRpcMessage<RoleServer>) -> Self {
+        Self {
+            message,
+            structured: None,
+        }
+    }
+}
+
+impl Answer {
+    /// Writes the message into `buf`: a response through [`write_result`], anything else as serde writes it.
+    pub(crate) fn write(&self, buf: &mut Vec<u8>) -> serde_json::Result<()> {
+        match &self.message {
+            JsonRpcMessage::Response(JsonRpcResponse { id, result, .. }) => {
+                write_result(buf, id, result, self.structured.as_deref())
+            }
+            message => serde_json::to_writer(buf, message),
+        }
+    }
+}
+
+/// [`guarded`] for a call that answers with a [`Called`].
+pub(crate) async fn guarded_call(called: impl Future<Output = Called>) -> Called {
+    match guarded(async { Ok(called.await) }).await {
+        Ok(called) => called,
+        Err(panicked) => Err(panicked).into(),
+    }
+}
+
+/// A [`CallToolResult`] as rmcp serialises it (rmcp 3.9.0, `model.rs`: the same fields, names, order and
+/// omissions), with `structuredContent` taken from JSON text.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WithStructured<'a> {
+    #[serde(skip_serializing_if = "absent")]
+    result_type: &'a Option<ResultType>,
+    content: &'a [ContentBlock],
+    structured_content: &'a RawValue,
+    #[serde(skip_serializing_if = "absent")]
+    is_error: &'a Option<bool>,
+    #[serde(rename = "_meta", skip_serializing_if = "absent")]
+    meta: &'a Option<MetaObject>,
+}
+
+fn absent<T>(field: &&Option<T>) -> bool {
+    field.is_none()
+}
+
+impl<'a> WithStructured<'a> {
+    fn of(result: &'a CallToolResult, structured: &'a RawValue) -> Self {
+        Self {
+            result_type: &result.result_type,
+            content: &result.content,
+            structured_content: structured,
+            is_error: &result.is_error,
+            meta: &result.meta,
         }
     }
 }

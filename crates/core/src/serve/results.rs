@@ -13,6 +13,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolResult, ContentBlock, MetaObject, RequestMetaObject, Resource, ResourceContents,
 };
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -258,6 +259,29 @@ fn ceil_boundary(s: &str, i: usize) -> usize {
     i
 }
 
+/// [`cap`] for a result whose `structuredContent` is `structured`, JSON text kept beside it
+/// ([`convert::success_raw`](super::convert::success_raw)): its length is known, so a result that fits is
+/// held to the cap as it is; one that does not is parsed into the result and shortened as [`cap`] shortens
+/// any.
+pub(crate) fn cap_raw(
+    store: &ResultStore,
+    result: CallToolResult,
+    structured: Option<Box<RawValue>>,
+    cap_bytes: usize,
+) -> (CallToolResult, Option<Box<RawValue>>) {
+    match structured {
+        Some(raw) if raw.get().len() > cap_bytes => (
+            cap(
+                store,
+                super::convert::with_structured(result, Some(raw)),
+                cap_bytes,
+            ),
+            None,
+        ),
+        structured => (cap(store, result, cap_bytes), structured),
+    }
+}
+
 /// Holds `result` to `cap`: a longer text is cut and kept in `store`, a larger `structuredContent` has its
 /// longest strings and arrays shortened (so it still fits the tool's output schema in all but length).
 pub(crate) fn cap(store: &ResultStore, mut result: CallToolResult, cap: usize) -> CallToolResult {
@@ -336,8 +360,20 @@ pub(crate) fn cap(store: &ResultStore, mut result: CallToolResult, cap: usize) -
     result
 }
 
+/// The length of `value`'s JSON, counted as it is written: nothing is kept.
 fn json_len(value: &Value) -> usize {
-    serde_json::to_vec(value).map_or(0, |v| v.len())
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_or(0, |()| count.0)
 }
 
 /// Shortens the longest strings, then the longest arrays, halving the allowed length until `value` fits in

@@ -21,6 +21,7 @@
 //! their tokens are cancelled; a panic anywhere in the request is answered as an internal error.
 
 use super::handler::{Begun, FirstPoll, McpHandler, Running, Shared};
+use super::inline::Called;
 use super::wire::{Incoming, LineReader, Out, invalid_request};
 use super::{ServeError, inline};
 use futures::future::BoxFuture;
@@ -34,6 +35,7 @@ use rmcp::service::{
 };
 use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, Service, ServiceExt};
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -320,8 +322,8 @@ where
         let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let modern = checks(handler, &context, modern_session)?;
             let step = match handler.begin_tool(params, &context) {
-                Err(error) => Step::Answer(Err(error)),
-                Ok(Begun::Answered(answer)) => Step::Answer(answer),
+                Err(error) => Step::Answer(Err(error).into()),
+                Ok(Begun::Answered(answer)) => Step::Answer(answer.into()),
                 Ok(Begun::Task(task)) => Step::Task(task),
                 Ok(Begun::Running(running)) => match running.poll_first(cx) {
                     FirstPoll::Answered(answer) => Step::Answer(answer),
@@ -332,18 +334,21 @@ where
         }));
         let (step, modern) = match begun {
             Ok(Ok(begun)) => begun,
-            Ok(Err(refused)) => return self.answer(id, Err(refused)),
+            Ok(Err(refused)) => return self.answer(id, Err(refused), None),
             Err(panic) => {
                 let panic = super::panic::message(panic);
-                return self.answer(id, Err(inline::panicked(&panic)));
+                return self.answer(id, Err(inline::panicked(&panic)), None);
             }
         };
         match step {
-            Step::Answer(answer) => self.answer(id, inline::shape(answer, modern)),
+            Step::Answer(Called {
+                response,
+                structured,
+            }) => self.answer(id, inline::shape(response, modern), structured.as_deref()),
             Step::Task(task) => {
                 let reply = self.reply(id, &context.ct);
                 let mut call: Call = Box::pin(async move {
-                    reply.send(inline::shape(inline::guarded(task).await, modern));
+                    reply.send(inline::shape(inline::guarded(task).await, modern), None);
                 });
                 if call.as_mut().poll(cx).is_pending() {
                     self.spawn(call);
@@ -354,21 +359,27 @@ where
                 let reply = self.reply(id, &ct);
                 drop(context);
                 self.spawn(Box::pin(async move {
-                    reply.send(inline::shape(
-                        inline::guarded(running.run(&ct)).await,
-                        modern,
-                    ));
+                    let Called {
+                        response,
+                        structured,
+                    } = inline::guarded_call(running.run(&ct)).await;
+                    reply.send(inline::shape(response, modern), structured.as_deref());
                 }));
             }
         }
     }
 
     /// The answer to a call that finished where it started: no cancellation can have come meanwhile.
-    fn answer(&self, id: RequestId, result: Result<ServerResult, ErrorData>) {
+    fn answer(
+        &self,
+        id: RequestId,
+        result: Result<ServerResult, ErrorData>,
+        structured: Option<&RawValue>,
+    ) {
         // An earlier call still waiting under the same id loses its answer, as it did when this one took its
         // place among the calls in flight.
         self.live.forget(&id);
-        if let Err(e) = self.out.queue_answer(id, result) {
+        if let Err(e) = self.out.queue_answer(id, result, structured) {
             tracing::error!("an answer could not be serialised: {e}");
         }
     }
@@ -479,12 +490,12 @@ struct Reply<W> {
 }
 
 impl<W: AsyncWrite + Send + Unpin + 'static> Reply<W> {
-    fn send(self, result: Result<ServerResult, ErrorData>) {
+    fn send(self, result: Result<ServerResult, ErrorData>, structured: Option<&RawValue>) {
         if !self.live.answered(&self.id) {
             tracing::debug!(id = %self.id, "dropping response for cancelled request");
             return;
         }
-        if let Err(e) = self.out.queue_answer(self.id, result) {
+        if let Err(e) = self.out.queue_answer(self.id, result, structured) {
             tracing::error!("an answer could not be serialised: {e}");
         }
     }
@@ -492,7 +503,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Reply<W> {
 
 /// What became of a `tools/call` once its handler was polled once.
 enum Step {
-    Answer(Result<CallToolResponse, ErrorData>),
+    Answer(Called),
     Task(BoxFuture<'static, Result<CallToolResponse, ErrorData>>),
     Running(Running),
 }
@@ -550,7 +561,10 @@ async fn other<W: AsyncWrite + Send + Unpin + 'static>(
     context: RequestContext<RoleServer>,
     reply: Reply<W>,
 ) {
-    reply.send(inline::guarded(Service::handle_request(&*handler, request, context)).await);
+    reply.send(
+        inline::guarded(Service::handle_request(&*handler, request, context)).await,
+        None,
+    );
 }
 
 /// rmcp's service, fed by the loop and writing through the same [`Out`].

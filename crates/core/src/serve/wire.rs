@@ -20,6 +20,7 @@ use rmcp::model::{
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::sync::{Mutex, PoisonError};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -302,11 +303,13 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Out<W> {
     }
 
     /// The answer to request `id`, queued as [`queue`](Self::queue) would queue `inline::message(id, result)`:
-    /// a result is written straight into the buffer, without being moved into a JSON-RPC message first.
+    /// a result is written straight into the buffer, without being moved into a JSON-RPC message first, with
+    /// `structured` as a tool result's `structuredContent` ([`inline::write_result`](super::inline::write_result)).
     pub(crate) fn queue_answer(
         &self,
         id: RequestId,
         result: Result<ServerResult, ErrorData>,
+        structured: Option<&RawValue>,
     ) -> std::io::Result<()> {
         let result = match result {
             Ok(result) => result,
@@ -314,15 +317,9 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Out<W> {
         };
         let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
         let start = queued.len();
-        // The fields of rmcp's `JsonRpcResponse`, in its order.
-        queued.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-        let written = serde_json::to_writer(&mut *queued, &id).and_then(|()| {
-            queued.extend_from_slice(br#","result":"#);
-            serde_json::to_writer(&mut *queued, &result)
-        });
-        match written {
+        match super::inline::write_result(&mut queued, &id, &result, structured) {
             Ok(()) => {
-                queued.extend_from_slice(b"}\n");
+                queued.push(b'\n');
                 Ok(())
             }
             Err(e) => {

@@ -37,7 +37,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
 use rmcp::transport::Transport;
-use rmcp::{Peer, RoleServer, ServerHandler, Service};
+use rmcp::{Peer, RoleServer, Service};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -296,7 +296,7 @@ impl FastPath {
         let ct = context.ct.clone();
         let handler = self.handler.clone();
         // Boxed here, once: the futures above it stay small, so moving them costs no large copies.
-        let mut call: Pin<Box<dyn Future<Output = Message> + Send>> = match request {
+        let mut call: Pin<Box<dyn Future<Output = inline::Answer> + Send>> = match request {
             ClientRequest::CallToolRequest(call) => {
                 boxed(|| tool_call(handler, call.params, context, id, task_capable))
             }
@@ -332,7 +332,7 @@ impl FastPath {
             notes = route.notes() => notes,
         };
         sse(
-            first_notes,
+            first_notes.into_iter().map(Into::into).collect(),
             Some(Streaming {
                 task,
                 guard: Some(guard),
@@ -346,9 +346,9 @@ impl FastPath {
 /// The future `make` returns, made in its heap slot: allocated first, so the compiler can write the future
 /// straight into it, where `Box::pin(future)` makes it on the stack and then copies all of it (the handler's
 /// state included: several kB) into the box.
-fn boxed<F: Future<Output = Message> + Send + 'static>(
+fn boxed<F: Future<Output = inline::Answer> + Send + 'static>(
     make: impl FnOnce() -> F,
-) -> Pin<Box<dyn Future<Output = Message> + Send>> {
+) -> Pin<Box<dyn Future<Output = inline::Answer> + Send>> {
     let slot = Box::<F>::new_uninit();
     let future: Box<F> = Box::write(slot, make());
     Box::into_pin(future)
@@ -364,10 +364,20 @@ struct Accepted {
 }
 
 /// The reply to a call that has answered: JSON, or SSE when notifications came first.
-fn answered(queued: Vec<Message>, joined: Result<Message, tokio::task::JoinError>) -> Response {
+fn answered(
+    queued: Vec<Message>,
+    joined: Result<inline::Answer, tokio::task::JoinError>,
+) -> Response {
     match joined {
         Ok(message) if queued.is_empty() => json_message(&message),
-        Ok(message) => sse(queued.into_iter().chain([message]).collect(), None),
+        Ok(message) => sse(
+            queued
+                .into_iter()
+                .map(Into::into)
+                .chain([message])
+                .collect(),
+            None,
+        ),
         Err(e) => {
             tracing::error!("a call's task failed outside its handler: {e}");
             plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
@@ -377,7 +387,7 @@ fn answered(queued: Vec<Message>, joined: Result<Message, tokio::task::JoinError
 
 /// What is left of a call answered with SSE: its further notifications, then its answer.
 struct Streaming {
-    task: tokio::task::JoinHandle<Message>,
+    task: tokio::task::JoinHandle<inline::Answer>,
     /// Cancels the call if the client goes away (the body is dropped) before its answer.
     guard: Option<tokio_util::sync::DropGuard>,
     ct: CancellationToken,
@@ -385,7 +395,7 @@ struct Streaming {
 }
 
 /// An SSE answer framed as rmcp frames its stateless one: one `data:` event per message, the answer last.
-fn sse(ready: Vec<Message>, rest: Option<Streaming>) -> Response {
+fn sse(ready: Vec<inline::Answer>, rest: Option<Streaming>) -> Response {
     let events = futures::stream::unfold(
         (std::collections::VecDeque::from(ready), rest),
         |(mut pending, mut rest)| async move {
@@ -404,14 +414,14 @@ fn sse(ready: Vec<Message>, rest: Option<Streaming>) -> Response {
                             guard.disarm();
                         }
                         streaming.ct.cancel();
-                        pending.extend(streaming.route.take());
+                        pending.extend(streaming.route.take().into_iter().map(Into::into));
                         match joined {
                             Ok(message) => pending.push_back(message),
                             Err(e) => tracing::error!("a call's task failed outside its handler: {e}"),
                         }
                         rest = None;
                     }
-                    notes = streaming.route.notes() => pending.extend(notes),
+                    notes = streaming.route.notes() => pending.extend(notes.into_iter().map(Into::into)),
                 }
             }
         },
@@ -427,9 +437,9 @@ fn sse(ready: Vec<Message>, rest: Option<Streaming>) -> Response {
     response
 }
 
-fn event(message: &Message) -> Bytes {
+fn event(message: &inline::Answer) -> Bytes {
     let mut bytes = b"data: ".to_vec();
-    if let Err(e) = serde_json::to_writer(&mut bytes, message) {
+    if let Err(e) = message.write(&mut bytes) {
         tracing::error!("a message could not be serialised: {e}");
         return Bytes::new();
     }
@@ -443,11 +453,12 @@ async fn answer(
     request: ClientRequest,
     context: RequestContext<RoleServer>,
     id: RequestId,
-) -> Message {
+) -> inline::Answer {
     inline::message(
         id,
         inline::guarded(Service::handle_request(&*handler, request, context)).await,
     )
+    .into()
 }
 
 /// `tools/call`, with what rmcp 3.9.0's `handle_request` (`handler/server.rs`) does around `call_tool` for a
@@ -462,14 +473,17 @@ async fn tool_call(
     context: RequestContext<RoleServer>,
     id: RequestId,
     task_capable: bool,
-) -> Message {
+) -> inline::Answer {
     // Only a tool that can run as a task can answer with a task handle; reading the capabilities out of
     // `_meta` costs a decode, so the others skip it.
     let client_declared_tasks = task_capable
         && context
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
-    let called = inline::guarded(ServerHandler::call_tool(&*handler, params, context)).await;
+    let inline::Called {
+        response: called,
+        structured,
+    } = inline::guarded_call(handler.run_tool_raw(params, context)).await;
     let result = match called {
         Ok(CallToolResponse::Task(_)) if !client_declared_tasks => {
             Err(ErrorData::missing_required_client_capability(
@@ -479,13 +493,16 @@ async fn tool_call(
         // The fast path serves 2026-07-28 requests only.
         called => inline::shape(called, true),
     };
-    inline::message(id, result)
+    inline::Answer {
+        message: inline::message(id, result),
+        structured,
+    }
 }
 
 /// rmcp's answer to a stateless request: its HTTP status by error code (`jsonrpc_http_status`, with well-formed
 /// `_meta`), and the message as JSON.
-fn json_message(message: &TxJsonRpcMessage<RoleServer>) -> Response {
-    let status = match message {
+fn json_message(answer: &inline::Answer) -> Response {
+    let status = match &answer.message {
         JsonRpcMessage::Error(error) => match error.error.code {
             ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
             | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -497,7 +514,7 @@ fn json_message(message: &TxJsonRpcMessage<RoleServer>) -> Response {
     };
     // Room for a small answer at once: `to_vec` starts at 128 bytes and grows by doubling.
     let mut body = Vec::with_capacity(512);
-    match serde_json::to_writer(&mut body, message) {
+    match answer.write(&mut body) {
         Ok(()) => {
             let mut response = Response::new(Body::from(body));
             *response.status_mut() = status;
