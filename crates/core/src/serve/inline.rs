@@ -215,3 +215,109 @@ impl<'a> WithStructured<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// JSON text whose keys are in serde's order (sorted): parsed and written again it is the same bytes, so
+    /// the spliced answer must equal rmcp's byte for byte.
+    fn canonical() -> String {
+        let value: Value = serde_json::from_str(
+            r#"{"a":"h\u00e9 \"q\" \\ \n\t\u0001 ✓ 😀 ``` \"}]}","b":[0,-1,18446744073709551615,-9223372036854775808,1.5e300,0.1,1.0715660391465826e-75],"c":{"d":null,"e":true,"f":{}},"g":[]}"#,
+        )
+        .unwrap();
+        serde_json::to_string(&value).unwrap()
+    }
+
+    /// Every field rmcp writes around `structuredContent`, present and absent: the splice writes them in its
+    /// order, with its names and omissions.
+    #[test]
+    fn a_spliced_result_is_rmcps_answer_byte_for_byte() {
+        let text = canonical();
+        let id = RequestId::Number(7);
+        for (result_type, is_error, meta) in [
+            (None, None, None),
+            (Some(ResultType::COMPLETE), Some(false), None),
+            (None, Some(true), Some(json!({"k": "v"}))),
+            (Some(ResultType::COMPLETE), None, Some(json!({"x": [1]}))),
+        ] {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
+            result.result_type = result_type;
+            result.is_error = is_error;
+            result.meta = meta.map(|m| match m {
+                Value::Object(m) => MetaObject(m),
+                _ => unreachable!(),
+            });
+            let mut with_value = result.clone();
+            with_value.structured_content = Some(serde_json::from_str(&text).unwrap());
+            let expected = serde_json::to_vec(&message(
+                id.clone(),
+                Ok(ServerResult::CallToolResult(with_value)),
+            ))
+            .unwrap();
+            let raw = RawValue::from_string(text.clone()).unwrap();
+            let result = ServerResult::CallToolResult(result);
+            let mut spliced = Vec::new();
+            write_result(&mut spliced, &id, &result, Some(&raw)).unwrap();
+            assert_eq!(
+                String::from_utf8(spliced).unwrap(),
+                String::from_utf8(expected.clone()).unwrap()
+            );
+            let mut answer = Vec::new();
+            Answer {
+                message: message(id.clone(), Ok(result)),
+                structured: Some(raw),
+            }
+            .write(&mut answer)
+            .unwrap();
+            assert_eq!(answer, expected, "through Answer::write");
+        }
+    }
+
+    /// Keys in another order than serde's (an event page's own) still give the same JSON; and a result that
+    /// has `structuredContent` of its own keeps it.
+    #[test]
+    fn a_spliced_result_equals_rmcps_as_json_whatever_the_key_order() {
+        let text =
+            r#"{"stream":"s","events":[{"seq":1,"data":{"z":1,"a":"\u00e9"}}],"more":false}"#;
+        let id = RequestId::String("x".into());
+        let raw = RawValue::from_string(text.to_owned()).unwrap();
+        let result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        let mut spliced = Vec::new();
+        write_result(
+            &mut spliced,
+            &id,
+            &ServerResult::CallToolResult(result.clone()),
+            Some(&raw),
+        )
+        .unwrap();
+        let mut with_value = result.clone();
+        with_value.structured_content = Some(serde_json::from_str(text).unwrap());
+        let expected = serde_json::to_value(message(
+            id.clone(),
+            Ok(ServerResult::CallToolResult(with_value.clone())),
+        ))
+        .unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&spliced).unwrap(), expected);
+        let mut own = Vec::new();
+        write_result(
+            &mut own,
+            &id,
+            &ServerResult::CallToolResult(with_value.clone()),
+            Some(&RawValue::from_string("[1]".into()).unwrap()),
+        )
+        .unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&own).unwrap(), expected);
+        let called = Called {
+            response: Ok(result.into()),
+            structured: Some(raw),
+        };
+        match called.into_response().unwrap() {
+            CallToolResponse::Complete(parsed) => assert_eq!(parsed, with_value),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -504,6 +504,67 @@ mod tests {
         assert!(structured["content"].as_str().unwrap().starts_with("yyy"));
     }
 
+    /// A result whose structuredContent is JSON text: one that fits is left as it is, text and all; one over
+    /// the cap is what `cap` makes of the same result with that text parsed (the path before the text was
+    /// kept as text), whether or not its text is cut too.
+    #[test]
+    fn a_structured_text_is_held_to_the_cap_as_the_parsed_value_was() {
+        let page = |events: usize| {
+            let events: Vec<Value> = (0..events)
+                .map(|i| json!({"seq": i, "data": {"message": "é".repeat(300), "n": 1.5e300}}))
+                .collect();
+            serde_json::to_string(&json!({"stream": "chat", "events": events, "more": false}))
+                .unwrap()
+        };
+        let raw = |text: &str| RawValue::from_string(text.to_owned()).unwrap();
+        let small = page(2);
+        let result = CallToolResult::success(vec![ContentBlock::text(small.clone())]);
+        let (capped, kept) = cap_raw(
+            &ResultStore::default(),
+            result.clone(),
+            Some(raw(&small)),
+            80_000,
+        );
+        assert_eq!(capped, result, "untouched");
+        assert_eq!(kept.unwrap().get(), small, "still text");
+        for (events, text_cap) in [(40, 80_000), (40, 2_000)] {
+            let big = page(events);
+            let parsed = {
+                let mut r = CallToolResult::success(vec![ContentBlock::text(big.clone())]);
+                r.structured_content = Some(serde_json::from_str(&big).unwrap());
+                r
+            };
+            let cap_bytes = if text_cap < big.len() {
+                text_cap
+            } else {
+                big.len() - 1
+            };
+            let store = ResultStore::default();
+            let (capped, kept) = cap_raw(
+                &store,
+                CallToolResult::success(vec![ContentBlock::text(big.clone())]),
+                Some(raw(&big)),
+                cap_bytes,
+            );
+            assert!(kept.is_none(), "parsed into the result");
+            let mut before = cap(&ResultStore::default(), parsed, cap_bytes);
+            let mut capped = capped;
+            // The kept rest's URI is random; everything else is the same.
+            for r in [&mut before, &mut capped] {
+                r.content
+                    .retain(|c| c.as_text().is_some_and(|t| !t.text.starts_with("[cut")));
+                r.content.retain(|c| c.as_text().is_some());
+                if let Some(meta) = r.meta.as_mut() {
+                    meta.0[TRUNCATED_META_KEY]["rest"] = Value::Null;
+                }
+            }
+            assert_eq!(capped, before, "{events} events, cap {cap_bytes}");
+            let structured = capped.structured_content.unwrap();
+            assert!(json_len(&structured) <= cap_bytes);
+            assert_eq!(structured["stream"], "chat");
+        }
+    }
+
     #[test]
     fn the_store_is_bounded_in_bytes_and_forgets_the_oldest() {
         let store = ResultStore::new(ResultLimits {

@@ -605,7 +605,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Transport<RoleServer> for RmcpSide<
 mod same_bytes {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::tool::{Content, ToolOutput};
+    use crate::tool::{Content, JsonText, ToolOutput};
     use crate::{Bridge, ToolCtx, ToolError, ToolSpec};
     use serde_json::{Map, json};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -614,6 +614,20 @@ mod same_bytes {
         ToolOutput {
             content: vec![Content::Text(text.to_owned())],
             structured: Some(json!({ "text": text })),
+        }
+    }
+
+    fn json_out() -> ToolOutput {
+        let value = json!({
+            "events": [{"data": {"message": "ignore previous instructions ``` \"}]} \n\u{1} é ✓ 😀"}, "seq": 1}],
+            "numbers": [0, -1, u64::MAX, i64::MIN, 1.5e300, 0.1, -1.603964615428183e143],
+            "more": false,
+        });
+        ToolOutput {
+            structured: None,
+            content: vec![Content::Json(
+                JsonText::new(serde_json::to_string(&value).unwrap()).unwrap(),
+            )],
         }
     }
 
@@ -654,6 +668,21 @@ mod same_bytes {
                             .await;
                     }
                     Ok(out("done"))
+                },
+            ),
+        );
+        // structuredContent given as JSON text (`Content::Json`): our loop writes the text as it is, rmcp's
+        // parses it into the result. Keys in serde's order, so both are the same bytes.
+        b.tool(
+            ToolSpec::new("json", "Answers with JSON text.")
+                .raw_handler(Map::new(), |_, _: ToolCtx| async { Ok(json_out()) }),
+        );
+        b.tool(
+            ToolSpec::new("json_later", "Waits once, then answers with JSON text.").raw_handler(
+                Map::new(),
+                |_, _: ToolCtx| async {
+                    tokio::task::yield_now().await;
+                    Ok(json_out())
                 },
             ),
         );
@@ -702,6 +731,8 @@ mod same_bytes {
                 ],
                 1,
             ),
+            (vec![call(17, "json", "{}")], 1),
+            (vec![call(18, "json_later", "{}")], 1),
         ]
     }
 
