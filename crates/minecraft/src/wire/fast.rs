@@ -133,30 +133,56 @@ pub fn events(text: &str, max_bytes: usize) -> Option<Vec<FastEvent<'_>>> {
     if text.len() > max_bytes {
         return None;
     }
-    let head: Head<'_> = serde_json::from_str(text).ok()?;
+    // A batch read in one pass, its messages' envelopes with it, when it says so near its start (as every writer
+    // of this crate's and the adapters' puts it); else, or if that fails, the envelope first.
+    if looks_like_batch(text)
+        && let Ok(mut batch) = serde_json::from_str::<Head<'_, BatchPayload<'_>>>(text)
+    {
+        let messages = std::mem::take(&mut batch.payload.messages);
+        return (batch.kind == Kind::Batch)
+            .then_some(())
+            .and_then(|()| batch_events(&batch, messages));
+    }
+    let head: Head<'_, &RawValue> = serde_json::from_str(text).ok()?;
     match head.kind {
         Kind::Event => Some(vec![event(head)?]),
         Kind::Batch => {
-            check_head(&head)?;
             let Batch { messages } = serde_json::from_str(head.payload.get()).ok()?;
-            if !(1..=MAX_BATCH).contains(&messages.len()) {
-                return None;
-            }
-            messages
+            let messages = messages
                 .into_iter()
-                .map(|m| {
-                    let head: Head<'_> = serde_json::from_str(m.get()).ok()?;
-                    (head.kind == Kind::Event).then_some(())?;
-                    event(head)
-                })
-                .collect()
+                .map(|m| serde_json::from_str(m.get()).ok())
+                .collect::<Option<Vec<_>>>()?;
+            batch_events(&head, messages)
         }
         _ => None,
     }
 }
 
+fn looks_like_batch(text: &str) -> bool {
+    let start = &text.as_bytes()[..text.len().min(96)];
+    start.windows(15).any(|w| w == b"\"type\":\"batch\"")
+}
+
+/// The events of a batch whose envelope is `head`, when its every message is one.
+fn batch_events<'a, P>(
+    head: &Head<'_, P>,
+    messages: Vec<Head<'a, &'a RawValue>>,
+) -> Option<Vec<FastEvent<'a>>> {
+    check_head(head)?;
+    if !(1..=MAX_BATCH).contains(&messages.len()) {
+        return None;
+    }
+    messages
+        .into_iter()
+        .map(|m| {
+            (m.kind == Kind::Event).then_some(())?;
+            event(m)
+        })
+        .collect()
+}
+
 /// The envelope's checks of the full path, for a message of a supported version.
-fn check_head(head: &Head<'_>) -> Option<()> {
+fn check_head<P>(head: &Head<'_, P>) -> Option<()> {
     check_version(&head.version).ok()?.is_none().then_some(())?;
     let id_ok = !head.id.is_empty() && head.id.chars().count() <= MAX_ID_CHARS;
     let seq_ok = head.seq.is_none_or(|s| s >= 1);
@@ -164,7 +190,7 @@ fn check_head(head: &Head<'_>) -> Option<()> {
     (id_ok && seq_ok && game_ok).then_some(())
 }
 
-fn event(head: Head<'_>) -> Option<FastEvent<'_>> {
+fn event<'a>(head: Head<'a, &'a RawValue>) -> Option<FastEvent<'a>> {
     check_head(&head)?;
     if head.source == Source::Minecraft && head.seq.is_none() {
         return None;
@@ -213,7 +239,7 @@ fn lenient_u64(raw: &RawValue) -> Option<u64> {
 /// The envelope. Unknown fields are ignored, as the full path ignores them; a duplicate field is an error here
 /// (the full path keeps the last), which only sends the message down the full path.
 #[derive(Deserialize)]
-struct Head<'a> {
+struct Head<'a, P> {
     #[serde(borrow)]
     version: Cow<'a, str>,
     #[serde(rename = "type")]
@@ -231,14 +257,20 @@ struct Head<'a> {
     // Dropped when malformed, as the full path does; a non-string one is an error here (full path).
     #[serde(default, borrow)]
     instance: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    payload: &'a RawValue,
+    payload: P,
 }
 
 #[derive(Deserialize)]
 struct Batch<'a> {
     #[serde(borrow)]
     messages: Vec<&'a RawValue>,
+}
+
+/// A batch's payload read with its messages' envelopes.
+#[derive(Deserialize)]
+struct BatchPayload<'a> {
+    #[serde(borrow)]
+    messages: Vec<Head<'a, &'a RawValue>>,
 }
 
 /// A `GameEvent` payload: what [`super::validate_game_event`] checks, and what the MCP server reads.
@@ -460,7 +492,45 @@ pub(crate) mod tests {
                 ),
                 true,
             ),
+            (
+                "batch with its type last",
+                format!(
+                    r#"{{"version":"1.2","id":"b-1","timestamp":9,"source":"relay","payload":{{"messages":[{},{}]}},"type":"batch"}}"#,
+                    event("relay", relayed, &join("")),
+                    event("relay", &relayed.replace("7", "8"), &chat(r#""x""#)),
+                ),
+                true,
+            ),
+            (
+                "an event that mentions a batch first",
+                event("minecraft", game, &join("")).replacen('{', r#"{"x":{"type":"batch"},"#, 1),
+                true,
+            ),
             // The full path's: refusals, warnings, other types, and what the fast path is too strict for.
+            (
+                "batch with a message that is not an object",
+                format!(
+                    r#"{{"version":"1.2","type":"batch","id":"b-1","timestamp":9,"source":"relay","payload":{{"messages":[{},5]}}}}"#,
+                    event("relay", relayed, &join("")),
+                ),
+                false,
+            ),
+            (
+                "batch with a bad envelope",
+                format!(
+                    r#"{{"version":"1.2","type":"batch","id":"","timestamp":9,"source":"relay","payload":{{"messages":[{}]}}}}"#,
+                    event("relay", relayed, &join("")),
+                ),
+                false,
+            ),
+            (
+                "batch of 1025",
+                format!(
+                    r#"{{"version":"1.2","type":"batch","id":"b","timestamp":9,"source":"relay","payload":{{"messages":[{}]}}}}"#,
+                    vec![event("relay", relayed, &join("")); MAX_BATCH + 1].join(",")
+                ),
+                false,
+            ),
             (
                 "batch with a heartbeat",
                 format!(
@@ -577,6 +647,26 @@ pub(crate) mod tests {
             .into_iter()
             .map(|p| p.ok().map(|p| p.envelope))
             .collect()
+    }
+
+    #[test]
+    fn a_batch_holds_1_to_1024_messages() {
+        let one = event("relay", r#","seq":7"#, &join(""));
+        let batch = |n: usize| {
+            format!(
+                r#"{{"version":"1.2","type":"batch","id":"b","timestamp":9,"source":"relay","payload":{{"messages":[{}]}}}}"#,
+                vec![one.as_str(); n].join(",")
+            )
+        };
+        let max = wire::HARD_MAX_FRAME_BYTES;
+        assert_eq!(
+            events(&batch(MAX_BATCH), max).map(|e| e.len()),
+            Some(MAX_BATCH)
+        );
+        assert!(full_path(&batch(MAX_BATCH), max).is_some());
+        assert!(events(&batch(MAX_BATCH + 1), max).is_none());
+        assert!(full_path(&batch(MAX_BATCH + 1), max).is_none());
+        assert!(events(&batch(0), max).is_none());
     }
 
     #[test]
