@@ -232,6 +232,30 @@ fn table() -> Vec<Row> {
             true,
         ),
         row(
+            "a task-capable tool, tasks declared: a task",
+            modern_headers("tools/call", Some("later")),
+            call_body(json!(19), "later", json!({}), &tasks_meta()),
+            true,
+        ),
+        row(
+            "a task-only tool, tasks declared: a task",
+            modern_headers("tools/call", Some("only_task")),
+            call_body(json!(20), "only_task", json!({}), &tasks_meta()),
+            true,
+        ),
+        row(
+            "a tool that waits, then answers",
+            modern_headers("tools/call", Some("nap")),
+            call_body(json!(21), "nap", json!({}), META),
+            true,
+        ),
+        row(
+            "a tool that waits, then panics",
+            modern_headers("tools/call", Some("late_boom")),
+            call_body(json!(22), "late_boom", json!({}), META),
+            true,
+        ),
+        row(
             "a log level",
             echo(),
             call_body(
@@ -303,6 +327,14 @@ fn table() -> Vec<Row> {
     ]
 }
 
+/// `_meta` of a client that declares the tasks extension.
+fn tasks_meta() -> String {
+    META.replace(
+        r#"clientCapabilities":{}"#,
+        r#"clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}"#,
+    )
+}
+
 /// The test bridge's calls, a tool that panics, and an event stream.
 fn bridge() -> Bridge {
     let mut b = Bridge::builder("test", "1.2.3");
@@ -321,6 +353,26 @@ fn bridge() -> Bridge {
         ),
     );
     b.tool(boom_tool());
+    // Both wait on a timer first, so neither is answered on its first poll.
+    b.tool(
+        ToolSpec::new("nap", "Sleeps a moment, then answers.").handler(
+            |_: NoArgs, _: ToolCtx| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                Ok(json!({ "slept": true }))
+            },
+        ),
+    );
+    b.tool(
+        ToolSpec::new("late_boom", "Sleeps a moment, then panics.").handler(
+            |_: NoArgs, _: ToolCtx| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                if std::hint::black_box(true) {
+                    panic!("late boom");
+                }
+                Ok(json!({}))
+            },
+        ),
+    );
     for (name, support) in [
         ("later", TaskSupport::Optional),
         ("only_task", TaskSupport::Required),

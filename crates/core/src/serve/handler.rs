@@ -118,21 +118,6 @@ impl McpHandler {
         }
     }
 
-    /// [`run_tool`](Self::run_tool) for a caller that writes the answer itself: a result's structured text
-    /// stays text ([`Called`]).
-    pub(crate) async fn run_tool_raw(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Called {
-        match self.begin_tool(request, &context) {
-            Err(error) => Err(error).into(),
-            Ok(Begun::Answered(answer)) => answer.into(),
-            Ok(Begun::Task(task)) => task.await.into(),
-            Ok(Begun::Running(running)) => running.run(&context.ct).await,
-        }
-    }
-
     /// Everything `tools/call` does before its handler first has to wait: the tool looked up, the call
     /// counted in, its limits and context made and the handler called. Synchronous, so a caller that polls
     /// the handler once itself ([`Running::poll_first`]) answers a call that finishes at once without a

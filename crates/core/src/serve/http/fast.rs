@@ -6,8 +6,10 @@
 //! the whole message to a `Value` to check the SEP-2243 headers, and builds a server (`serve_directly`: a peer,
 //! channels, a service task) for every request. Here the body is decoded by its method name
 //! ([`wire::decode`]), the headers are compared with the decoded request, and the handler runs inline with a
-//! peer made once. A `tools/call` skips rmcp's `handle_request` too ([`tool_call`] does what it does around
+//! peer made once. A `tools/call` skips rmcp's `handle_request` too ([`tool_answer`] does what it does after
 //! `call_tool` for this era): its future holds every request handler's state and is copied whole at each move.
+//! It is begun and polled once in the request's own frame ([`begin`]), as the stdio loop does: a call that
+//! finishes at once builds no future, timer or heartbeat.
 //!
 //! Only what rmcp would answer the same way takes this path; anything else gets `None` and goes to rmcp
 //! untouched: legacy sessions (`Mcp-Session-Id`, or no 2026-07-28 version), notifications, batches, other
@@ -23,12 +25,13 @@
 //! with JSON, and one that reports progress first with an SSE stream of its notifications and then the answer.
 
 use super::super::edges::declares_json;
-use super::super::handler::{McpHandler, Shared};
+use super::super::handler::{Begun, FirstPoll, McpHandler, Running, Shared};
 use super::super::{inline, wire};
 use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
+use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest, ErrorCode,
     ErrorData, GetMeta, Implementation, InitializeRequestParams, JsonRpcMessage,
@@ -298,7 +301,39 @@ impl FastPath {
         // Boxed here, once: the futures above it stay small, so moving them costs no large copies.
         let mut call: Pin<Box<dyn Future<Output = inline::Answer> + Send>> = match request {
             ClientRequest::CallToolRequest(call) => {
-                boxed(|| tool_call(handler, call.params, context, id, task_capable))
+                // Only a tool that can run as a task can answer with a task handle; reading the capabilities
+                // out of `_meta` costs a decode, so the others skip it.
+                let tasks_declared = task_capable
+                    && context
+                        .client_capabilities()
+                        .is_some_and(|caps| caps.supports_tasks());
+                let mut params = call.params;
+                // Begun and polled once in this frame, as the stdio loop does: a call that finishes at once
+                // builds no future, timer or heartbeat.
+                let step = std::future::poll_fn(|cx| {
+                    let params = std::mem::replace(&mut params, CallToolRequestParams::new(""));
+                    Poll::Ready(begin(&handler, params, &context, cx))
+                })
+                .await;
+                match step {
+                    Step::Answered(called) => {
+                        // As rmcp does once the answer is sent: whatever the call left running stops.
+                        ct.cancel();
+                        let queued = route.map(|route| route.take()).unwrap_or_default();
+                        return answered(queued, Ok(tool_answer(id, called, tasks_declared)));
+                    }
+                    Step::Task(task) => boxed(|| async move {
+                        tool_answer(id, inline::guarded(task).await.into(), tasks_declared)
+                    }),
+                    Step::Waiting(running) => {
+                        drop(context);
+                        let ct = ct.clone();
+                        boxed(|| async move {
+                            let called = inline::guarded_call(running.run(&ct)).await;
+                            tool_answer(id, called, tasks_declared)
+                        })
+                    }
+                }
             }
             request => boxed(|| answer(handler, request, context, id)),
         };
@@ -461,37 +496,62 @@ async fn answer(
     .into()
 }
 
-/// `tools/call`, with what rmcp 3.9.0's `handle_request` (`handler/server.rs`) does around `call_tool` for a
-/// request this path takes, without going through it: its future holds the state of every request's handler,
-/// and is copied whole at each move. Before the call, rmcp checks the `_meta` version against the supported
-/// ones and the era's required keys: [`FastPath::accept`] took only requests that pass both. After it, for a
-/// 2026-07-28 request: a task handle for a client that did not declare tasks is refused, cache hints are
-/// filled in, and "resource not found" becomes "invalid params".
-async fn tool_call(
-    handler: Arc<McpHandler>,
+/// What became of a `tools/call` begun in the request's frame ([`begin`]).
+// Moved once, into its match: boxing the waiting call would cost an allocation on the path that needs none.
+#[allow(clippy::large_enum_variant)]
+enum Step {
+    /// Answered at once: refused, finished on its first poll, or panicked.
+    Answered(inline::Called),
+    /// Made a task: answered once the task is made.
+    Task(BoxFuture<'static, Result<CallToolResponse, ErrorData>>),
+    /// The handler waits.
+    Waiting(Running),
+}
+
+/// `tools/call` begun ([`McpHandler::begin_tool`]) and its handler polled once with the request's own
+/// context `cx` ([`Running::poll_first`]); a panic in either is answered as an internal error, as
+/// [`inline::guarded`] answers one on rmcp's path.
+fn begin(
+    handler: &McpHandler,
     params: CallToolRequestParams,
-    context: RequestContext<RoleServer>,
-    id: RequestId,
-    task_capable: bool,
-) -> inline::Answer {
-    // Only a tool that can run as a task can answer with a task handle; reading the capabilities out of
-    // `_meta` costs a decode, so the others skip it.
-    let client_declared_tasks = task_capable
-        && context
-            .client_capabilities()
-            .is_some_and(|caps| caps.supports_tasks());
+    context: &RequestContext<RoleServer>,
+    cx: &mut Context<'_>,
+) -> Step {
+    let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        match handler.begin_tool(params, context) {
+            Err(error) => Step::Answered(Err(error).into()),
+            Ok(Begun::Answered(answer)) => Step::Answered(answer.into()),
+            Ok(Begun::Task(task)) => Step::Task(task),
+            Ok(Begun::Running(running)) => match running.poll_first(cx) {
+                FirstPoll::Answered(called) => Step::Answered(called),
+                FirstPoll::Waiting(running) => Step::Waiting(running),
+            },
+        }
+    }));
+    begun.unwrap_or_else(|panic| {
+        let panic = super::super::panic::message(panic);
+        Step::Answered(Err(inline::panicked(&panic)).into())
+    })
+}
+
+/// A `tools/call` answer, with what rmcp 3.9.0's `handle_request` (`handler/server.rs`) does after
+/// `call_tool` for a request this path takes (2026-07-28): a task handle for a client that did not declare
+/// tasks is refused, then the result shaped for the era ([`inline::shape`]). Before the call, rmcp checks
+/// the `_meta` version against the supported ones and the era's required keys: [`FastPath::accept`] took
+/// only requests that pass both.
+fn tool_answer(id: RequestId, called: inline::Called, tasks_declared: bool) -> inline::Answer {
     let inline::Called {
-        response: called,
+        response,
         structured,
-    } = inline::guarded_call(handler.run_tool_raw(params, context)).await;
-    let result = match called {
-        Ok(CallToolResponse::Task(_)) if !client_declared_tasks => {
+    } = called;
+    let result = match response {
+        Ok(CallToolResponse::Task(_)) if !tasks_declared => {
             Err(ErrorData::missing_required_client_capability(
                 ClientCapabilities::builder().enable_tasks().build(),
             ))
         }
         // The fast path serves 2026-07-28 requests only.
-        called => inline::shape(called, true),
+        response => inline::shape(response, true),
     };
     inline::Answer {
         message: inline::message(id, result),
