@@ -447,9 +447,7 @@ pub(crate) mod tests {
             ("block, nested unknowns", event("relay", relayed, block), true),
             (
                 "unknown fields everywhere",
-                format!(
-                    r#"{{"zz":1,"version":"1.2","type":"event","id":"e-1","timestamp":5,"source":"minecraft","seq":3,"later":{{"x":[1,2]}},"payload":{{"eventType":"player_join","timestamp":5,"a":"b","data":{{"player":"Steve","uuid":"u","extra":1,"extra":2}},"z":true}}}}"#
-                ),
+r#"{"zz":1,"version":"1.2","type":"event","id":"e-1","timestamp":5,"source":"minecraft","seq":3,"later":{"x":[1,2]},"payload":{"eventType":"player_join","timestamp":5,"a":"b","data":{"player":"Steve","uuid":"u","extra":1,"extra":2},"z":true}}"#.to_owned(),
                 true,
             ),
             (
