@@ -548,7 +548,7 @@ async fn run_case(
     let mcp_cpu_s = after.1.saturating_sub(before.1) as f64 / hz;
     println!(
         "{:<34} told by the relay {}, by the MCP server's buffer {}; {} polls, {:.0} events/poll, {:.1} ms/poll \
-         ({:.1} s of {:.1} s in calls); MCP server CPU {:.1} us/event",
+         ({:.1} s of {:.1} s in calls); MCP server CPU {:.1} us/event; relay CPU {:.1} us/event sent",
         "",
         reported.saturating_sub(buffer_dropped),
         buffer_dropped,
@@ -558,6 +558,7 @@ async fn run_case(
         poll_time.as_secs_f64(),
         took,
         mcp_cpu_s * 1e6 / received.max(1) as f64,
+        after.0.saturating_sub(before.0) as f64 / hz * 1e6 / sent.max(1) as f64,
     );
     Ok(())
 }
