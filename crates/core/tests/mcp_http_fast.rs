@@ -506,3 +506,48 @@ async fn fast_answered_with(addr: SocketAddr, headers: &[(&str, &str)]) -> u64 {
         .find_map(|l| l.strip_prefix("mcp_http_fast_path_answered_total "))
         .map_or(0, |n| n.trim().parse().unwrap())
 }
+
+/// A call on the fast path that is still waiting when shutdown's grace ends is cancelled, as rmcp cancels
+/// its requests then: the call's token is tied to the server's only once it waits.
+#[tokio::test]
+async fn a_waiting_call_is_cancelled_when_the_grace_ends() {
+    let (events, mut heard) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
+    let mut b = Bridge::builder("test", "1.2.3");
+    b.tool(
+        ToolSpec::new("hang", "Waits for its cancellation.").handler(
+            move |_: NoArgs, ctx: ToolCtx| {
+                let events = events.clone();
+                async move {
+                    let _ = events.send("started");
+                    ctx.cancellation().cancelled().await;
+                    let _ = events.send("cancelled");
+                    Ok(json!({}))
+                }
+            },
+        ),
+    );
+    HttpOptions::set_fast_path(true);
+    let options = HttpOptions {
+        shutdown_grace: std::time::Duration::from_millis(100),
+        ..HttpOptions::default()
+    };
+    let server = start_http(b.build().unwrap(), options, vec![]).await;
+    let addr = server.addr;
+    let call = tokio::spawn(async move {
+        let headers = modern_headers("tools/call", Some("hang"));
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let body = call_body(json!(1), "hang", json!({}), META);
+        raw_exchange(addr, "POST", "/mcp", &headers, &body).await
+    });
+    assert_eq!(
+        within("the call to start", heard.recv()).await,
+        Some("started")
+    );
+    assert_eq!(fast_answered(addr).await, 1, "taken by the fast path");
+    server.shutdown.cancel();
+    assert_eq!(
+        within("the call's cancellation", heard.recv()).await,
+        Some("cancelled")
+    );
+    call.abort();
+}

@@ -279,7 +279,12 @@ impl FastPath {
             task_capable,
         } = accepted;
         let mut context = inline::context(id.clone(), &mut request, self.peer.clone());
-        context.ct = self.service_token.child_token();
+        // The request's own token, not yet a child of the service token: making a child locks the parent and
+        // adds a node to its tree, and dropping it does both again, for a call that mostly answers at once. A
+        // call that waits is tied to the service token when it is spawned ([`linked`]).
+        if self.service_token.is_cancelled() {
+            context.ct.cancel();
+        }
         let route = progress.map(|theirs| {
             let ours = self.next_token.fetch_add(1, Ordering::Relaxed);
             let slot = Slot {
@@ -347,7 +352,8 @@ impl FastPath {
             }
             (Poll::Pending, None) => {
                 let guard = ct.clone().drop_guard();
-                let joined = tokio::spawn(call).await;
+                let joined =
+                    tokio::spawn(linked(call, self.service_token.clone(), ct.clone())).await;
                 guard.disarm();
                 ct.cancel();
                 return answered(Vec::new(), joined);
@@ -355,7 +361,7 @@ impl FastPath {
             (Poll::Pending, Some(route)) => route,
         };
         let guard = ct.clone().drop_guard();
-        let mut task = tokio::spawn(call);
+        let mut task = tokio::spawn(linked(call, self.service_token.clone(), ct.clone()));
         // rmcp's choice: JSON when the first message is the answer, SSE when it is a notification.
         let first_notes = tokio::select! {
             biased;
@@ -376,6 +382,20 @@ impl FastPath {
             }),
         )
     }
+}
+
+/// `call`, cancelled through its request's token `ct` when the service token is, as a child token would be.
+async fn linked<T>(
+    mut call: Pin<Box<dyn Future<Output = T> + Send>>,
+    service: CancellationToken,
+    ct: CancellationToken,
+) -> T {
+    tokio::select! {
+        biased;
+        answer = call.as_mut() => return answer,
+        () = service.cancelled() => ct.cancel(),
+    }
+    call.await
 }
 
 /// The future `make` returns, made in its heap slot: allocated first, so the compiler can write the future
