@@ -142,7 +142,7 @@ function resolve (parsed) {
       reconnect_delay: want(parsed, 'bridge', 'reconnect_delay', 'number', d.bridge.reconnect_delay),
       reconnect_max_delay: want(parsed, 'bridge', 'reconnect_max_delay', 'number', d.bridge.reconnect_max_delay),
       server_name: want(parsed, 'bridge', 'server_name', 'string', d.bridge.server_name),
-      outbox_size: want(parsed, 'bridge', 'outbox_size', 'number', 1000)
+      outbox_size: want(parsed, 'bridge', 'outbox_size', 'number', 10000)
     },
     events: { enabled: want(parsed, 'events', 'enabled', 'array', d.events.enabled) },
     commands: { allowed_patterns: want(parsed, 'commands', 'allowed_patterns', 'array', d.commands.allowed_patterns) },

@@ -63,6 +63,14 @@ test('the default file (adapters/README.md) parses to its values, and equals the
   assert.deepStrictEqual(d.events.enabled, c.events.enabled)
 })
 
+// Issue 22 item 9: a batch in flight holds up to MAX_BATCH events until the relay's ack; an outbox smaller than
+// that dropped events already sent (not lost unless the link drops, but then unresendable) at 50 000 events/s.
+test('the default outbox holds several full batches awaiting their ack', () => {
+  const { MAX_BATCH } = require('../link')
+  const d = loadConfig(null)
+  assert.ok(d.bridge.outbox_size >= 4 * MAX_BATCH, `outbox_size ${d.bridge.outbox_size} vs MAX_BATCH ${MAX_BATCH}`)
+})
+
 test('bad files are refused naming the key', () => {
   const cases = {
     '[security]\nmax_command_length = "long"\n': 'security.max_command_length',

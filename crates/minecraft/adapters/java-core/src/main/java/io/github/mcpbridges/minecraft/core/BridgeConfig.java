@@ -96,7 +96,7 @@ public record BridgeConfig(
                 (int) bridge.integer("reconnect_attempts", 5, 0, 1_000_000),
                 bridge.integer("reconnect_delay", 5000, 1, 3_600_000),
                 bridge.integer("reconnect_max_delay", Backoff.MAX_DELAY_MS, 1, 3_600_000),
-                (int) bridge.integer("outbox_size", 1000, 1, 100_000),
+                (int) bridge.integer("outbox_size", 10_000, 1, 100_000),
                 bridge.integer("outbox_bytes", 4L * 1024 * 1024, 1024, 256L * 1024 * 1024),
                 Set.copyOf(new LinkedHashSet<>(enabled)),
                 List.copyOf(patterns),
