@@ -21,9 +21,14 @@ if (!nodeModules) {
   process.exit(2);
 }
 const sdk = (p) => require(path.join(nodeModules, "@modelcontextprotocol/sdk/dist/cjs", p));
-const { Client } = sdk("client/index.js");
-const { StdioClientTransport } = sdk("client/stdio.js");
-const { StreamableHTTPClientTransport } = sdk("client/streamableHttp.js");
+// `"sdk": "v2"` in the target: the SDK's v2 client (@modelcontextprotocol/client, installed with the Inspector),
+// the one that speaks both eras; `"era"` is "legacy" or a version it pins (e.g. "2026-07-28").
+const target0 = JSON.parse(process.argv[2] || "{}");
+const v2 = target0.sdk === "v2";
+const v2mod = (p) => require(path.join(nodeModules, "@modelcontextprotocol/client", p));
+const { Client } = v2 ? v2mod("dist/index.cjs") : sdk("client/index.js");
+const { StdioClientTransport } = v2 ? v2mod("dist/stdio.cjs") : sdk("client/stdio.js");
+const { StreamableHTTPClientTransport } = v2 ? v2mod("dist/index.cjs") : sdk("client/streamableHttp.js");
 
 function thrown(e) {
   return { thrown: { code: e && e.code, message: String(e && e.message ? e.message : e) } };
@@ -39,11 +44,16 @@ async function main() {
         stderr: "inherit",
       })
     : new StreamableHTTPClientTransport(new URL(target.http));
-  const client = new Client({ name: "mcp-bridges-interop", version: "1.0.0" });
+  const era = target.era && target.era !== "legacy" ? { mode: { pin: target.era } } : undefined;
+  const client = new Client({ name: "mcp-bridges-interop", version: "1.0.0" }, era ? { versionNegotiation: era } : undefined);
   await client.connect(transport);
   let tools = (await client.listTools()).tools;
   const out = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
-  out({ ready: true, server: client.getServerVersion() });
+  out({
+    ready: true,
+    server: client.getServerVersion(),
+    protocol: client.getNegotiatedProtocolVersion ? client.getNegotiatedProtocolVersion() : undefined,
+  });
 
   const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
   for await (const line of lines) {

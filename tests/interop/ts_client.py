@@ -35,6 +35,8 @@ class TsClient:
         threading.Thread(target=self._pump, daemon=True).start()
         ready = self._next()
         assert ready.get("ready") is True, f"the TypeScript client did not connect: {ready}"
+        # The negotiated protocol version (v2 client only; None for v1).
+        self.protocol: str | None = ready.get("protocol")
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
