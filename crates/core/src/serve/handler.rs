@@ -18,14 +18,14 @@ use crate::tool::{Inputs, Outcome, ToolCtx};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, CustomRequest,
+    CustomResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams,
+    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, PromptsCapability, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, RequestMetaObject,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -111,7 +111,7 @@ impl McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        match self.begin_tool(request, &context)? {
+        match self.begin_tool(request, &context, &CallMeta::from_map(&context.meta))? {
             Begun::Answered(answer) => answer,
             Begun::Task(task) => task.await,
             Begun::Running(running) => running.run(&context.ct).await.into_response(),
@@ -122,10 +122,13 @@ impl McpHandler {
     /// counted in, its limits and context made and the handler called. Synchronous, so a caller that polls
     /// the handler once itself ([`Running::poll_first`]) answers a call that finishes at once without a
     /// timer, a heartbeat or a future of its own.
+    ///
+    /// `meta` is the call's `_meta` as read once ([`CallMeta`]); `context.meta` is not read again.
     pub(crate) fn begin_tool(
         &self,
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
+        meta: &CallMeta,
     ) -> Result<Begun, McpError> {
         let name = request.name;
         let Some(position) = self.mount().tool_position(&name) else {
@@ -152,9 +155,12 @@ impl McpHandler {
             .get(&position)
             .copied()
             .unwrap_or(tool.spec.timeout);
-        let as_task = super::tasks::runs_as_task(tool.spec.task_support, context)?;
-        let cap = super::results::requested_cap(&context.meta)?;
-        let progress = context.meta.get_progress_token().map(|token| {
+        let as_task = super::tasks::runs_as_task(tool.spec.task_support, || {
+            meta.client_capabilities(&context.peer)
+                .is_some_and(|caps| caps.supports_tasks())
+        })?;
+        let cap = meta.cap.clone()?;
+        let progress = meta.progress.clone().map(|token| {
             Arc::new(PeerProgress {
                 peer: context.peer.clone(),
                 token,
@@ -168,7 +174,7 @@ impl McpHandler {
         if as_task {
             // A task outlives its request: its cancellation is tasks/cancel, not the request's.
             let cancel = tokio_util::sync::CancellationToken::new();
-            let client = self.client_link(context);
+            let client = self.client_link(context, meta);
             let round_cancel = cancel.clone();
             let watched = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let round_watch = watched.clone();
@@ -194,7 +200,7 @@ impl McpHandler {
         let cancel = context.ct.child_token();
         let has_progress = progress.is_some();
         let ctx = ToolCtx::new(progress, cancel.clone())
-            .with_client(self.client_link(context), inputs)
+            .with_client(self.client_link(context, meta), inputs)
             .with_result_cap(cap);
         let watched = ctx.watch();
         // Only a call whose request carries a progress token gets heartbeats.
@@ -244,16 +250,19 @@ impl McpHandler {
         })
     }
 
-    fn client_link(&self, context: &RequestContext<RoleServer>) -> Arc<PeerClient> {
+    fn client_link(
+        &self,
+        context: &RequestContext<RoleServer>,
+        meta: &CallMeta,
+    ) -> Arc<PeerClient> {
         // Stateless requests carry their log level; legacy sessions set it once with logging/setLevel.
-        let log_threshold = context
-            .meta
-            .log_level()
+        let log_threshold = meta
+            .log_level
             .map(from_rmcp_level)
             .or_else(|| self.log_level.lock().ok().and_then(|level| *level));
         Arc::new(PeerClient {
             peer: context.peer.clone(),
-            capabilities: context.client_capabilities(),
+            capabilities: meta.client_capabilities(&context.peer),
             log_threshold,
         })
     }
@@ -484,6 +493,71 @@ impl Running {
             }
         };
         response.into()
+    }
+}
+
+/// What a `tools/call` reads from its `_meta`, each field decoded once: rmcp's accessors decode from the map
+/// on every call (the protocol version three times and the client's capabilities twice a call). Built from
+/// rmcp's map ([`from_map`](Self::from_map)) with rmcp's accessors, so a malformed field reads as absent as
+/// it does there, or straight from the request's text by the stdio wire when `_meta` holds only what a
+/// client usually sends, each well formed (`wire::lean_meta`).
+// Logging is deprecated by SEP-2577 but part of both eras we serve (client_link.rs).
+#[allow(deprecated)]
+#[derive(Debug, Clone)]
+pub(crate) struct CallMeta {
+    pub progress: Option<ProgressToken>,
+    pub version: Option<ProtocolVersion>,
+    pub capabilities: Option<ClientCapabilities>,
+    pub log_level: Option<rmcp::model::LoggingLevel>,
+    /// `requested_cap`'s answer: its error is returned where `begin_tool` asked for it before.
+    pub cap: Result<usize, McpError>,
+}
+
+#[allow(deprecated)]
+impl Default for CallMeta {
+    fn default() -> Self {
+        Self {
+            progress: None,
+            version: None,
+            capabilities: None,
+            log_level: None,
+            cap: Ok(crate::tool::RESULT_CAP_BYTES),
+        }
+    }
+}
+
+#[allow(deprecated)]
+impl CallMeta {
+    pub(crate) fn from_map(meta: &RequestMetaObject) -> Self {
+        if meta.is_empty() {
+            return Self::default();
+        }
+        Self {
+            progress: meta.get_progress_token(),
+            version: meta.protocol_version(),
+            capabilities: meta.client_capabilities(),
+            log_level: meta.log_level(),
+            cap: super::results::requested_cap(meta),
+        }
+    }
+
+    /// `RequestContext::client_capabilities` with this `_meta`: a legacy session's from `initialize` when
+    /// the request carries none (a session opened by a 2026-07-28 request has no peer info, rmcp's
+    /// `request_metadata_required`, so nothing to fall back on).
+    pub(crate) fn client_capabilities(
+        &self,
+        peer: &Peer<RoleServer>,
+    ) -> Option<ClientCapabilities> {
+        self.capabilities
+            .clone()
+            .or_else(|| peer.peer_info().map(|info| info.capabilities.clone()))
+    }
+
+    /// `RequestContext::protocol_version` with this `_meta`.
+    pub(crate) fn protocol_version(&self, peer: &Peer<RoleServer>) -> Option<ProtocolVersion> {
+        self.version
+            .clone()
+            .or_else(|| peer.peer_info().map(|info| info.protocol_version.clone()))
     }
 }
 

@@ -20,9 +20,9 @@
 //! token and its answer is dropped; at the end of the stream calls get 5 s to answer (2 s on shutdown) before
 //! their tokens are cancelled; a panic anywhere in the request is answered as an internal error.
 
-use super::handler::{Begun, FirstPoll, McpHandler, Running, Shared};
+use super::handler::{Begun, CallMeta, FirstPoll, McpHandler, Running, Shared};
 use super::inline::Called;
-use super::wire::{Incoming, LineReader, Out, invalid_request};
+use super::wire::{self, Incoming, LineReader, Out, invalid_request};
 use super::{ServeError, inline};
 use futures::future::BoxFuture;
 use rmcp::model::{
@@ -131,6 +131,8 @@ where
     let peer = running.peer().clone();
     // `initialize` leaves the client's parameters with the peer; a session opened inline does not.
     session.modern_session = peer.peer_info().is_none();
+    // Every tools/call is the loop's from now on: its `_meta` need not be rmcp's map.
+    session.reader.lean_calls();
 
     let draining = async {
         shutdown.cancelled().await;
@@ -229,6 +231,8 @@ where
     async fn forward(&mut self, incoming: Incoming) {
         match incoming {
             Incoming::Message(message) => self.to_rmcp(message),
+            // Not read apart before rmcp has its session (`lean_calls`): `map` is the whole `_meta`.
+            Incoming::Call(call) => self.to_rmcp(call.into_message()),
             Incoming::Invalid => {
                 self.queue(&invalid_request());
                 self.flush().await;
@@ -271,6 +275,18 @@ where
                     "cancelled"
                 );
             }
+            Incoming::Call(wire::Call {
+                id,
+                params,
+                meta,
+                map,
+            }) => {
+                let mut context = RequestContext::new(id.clone(), peer.clone());
+                if let Some(map) = map {
+                    context.meta = map;
+                }
+                self.tool_call(id, params, context, &meta, cx);
+            }
             Incoming::Message(message) => self.to_rmcp(message),
             Incoming::Invalid => self.queue(&invalid_request()),
             Incoming::End => self.end(),
@@ -296,7 +312,8 @@ where
                 .unwrap_or_default();
             context.extensions = std::mem::take(&mut call.extensions);
             let params = std::mem::replace(&mut call.params, CallToolRequestParams::new(""));
-            return self.tool_call(id, params, context, cx);
+            let meta = CallMeta::from_map(&context.meta);
+            return self.tool_call(id, params, context, &meta, cx);
         }
         let context = inline::context(id.clone(), &mut request, peer.clone());
         let reply = self.reply(id, &context.ct);
@@ -315,13 +332,14 @@ where
         id: RequestId,
         params: CallToolRequestParams,
         context: RequestContext<RoleServer>,
+        meta: &CallMeta,
         cx: &mut Context<'_>,
     ) {
         let modern_session = self.modern_session;
         let handler = &*self.handler;
         let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let modern = checks(handler, &context, modern_session)?;
-            let step = match handler.begin_tool(params, &context) {
+            let modern = checks(handler, &context, meta, modern_session)?;
+            let step = match handler.begin_tool(params, &context, meta) {
                 Err(error) => Step::Answer(Err(error).into()),
                 Ok(Begun::Answered(answer)) => Step::Answer(answer.into()),
                 Ok(Begun::Task(task)) => Step::Task(task),
@@ -512,14 +530,16 @@ enum Step {
 /// state of every request's handler, and every move of it is a memcpy. The checks are rmcp 3.9.0's
 /// (`handler/server.rs`), in its order; `Ok` says whether the call speaks 2026-07-28 or later. rmcp's guard
 /// against a task result for a client that did not declare tasks is not repeated: our handler makes a task
-/// only when the client declared them (`tasks::runs_as_task`).
+/// only when the client declared them (`tasks::runs_as_task`). `meta` is the call's `_meta`, each field
+/// decoded once: rmcp's accessors decode the version three times and the capabilities twice a call.
 fn checks(
     handler: &McpHandler,
     context: &RequestContext<RoleServer>,
+    meta: &CallMeta,
     modern_session: bool,
 ) -> Result<bool, ErrorData> {
-    let requested = context.meta.protocol_version();
-    if let Some(requested) = &requested {
+    let requested = &meta.version;
+    if let Some(requested) = requested {
         let supported = Service::supported_protocol_versions(handler);
         if !supported.contains(requested) {
             return Err(ErrorData::unsupported_protocol_version(
@@ -532,9 +552,15 @@ fn checks(
         .as_ref()
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
     if modern_session || modern_request {
-        let missing = context
-            .meta
-            .missing_required_keys(&ProtocolVersion::V_2026_07_28);
+        // `RequestMetaObject::missing_required_keys` for 2026-07-28: a key absent or malformed, in its order.
+        let [version_key, capabilities_key] = RequestMetaObject::DRAFT_REQUIRED_KEYS;
+        let mut missing = Vec::new();
+        if meta.version.is_none() {
+            missing.push(version_key);
+        }
+        if meta.capabilities.is_none() {
+            missing.push(capabilities_key);
+        }
         if !missing.is_empty() {
             return Err(ErrorData::invalid_params(
                 format!(
@@ -546,10 +572,10 @@ fn checks(
         }
     }
     // `context.protocol_version()`: the request's own, else the one `initialize` negotiated.
-    Ok(match &requested {
+    Ok(match requested {
         Some(_) => modern_request,
-        None => context
-            .protocol_version()
+        None => meta
+            .protocol_version(&context.peer)
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str()),
     })
 }
@@ -706,7 +732,52 @@ mod same_bytes {
             )
         };
         let ping = |id: u64| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        // `_meta` with `extra` first, then the era's keys (none in the legacy era).
+        let era = meta
+            .strip_prefix(r#","_meta":{"#)
+            .and_then(|m| m.strip_suffix('}'))
+            .map(|m| format!(",{m}"))
+            .unwrap_or_default();
+        let with = |id: u64, name: &str, extra: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{{}},"_meta":{{{extra}{era}}}}}}}"#
+            )
+        };
+        // `_meta` as given, whatever the era.
+        let bare = |id: u64, name: &str, meta: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{{}},"_meta":{meta}}}}}"#
+            )
+        };
+        const VERSION: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#;
+        const CAPS: &str = r#""io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}"#;
+        const INFO: &str = r#""io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"}"#;
         vec![
+            // `_meta` shapes: read lean (what clients send), or into rmcp's map (anything unusual).
+            (vec![with(30, "steps", r#""progressToken":7,"io.modelcontextprotocol/logLevel":"debug""#)], 4),
+            (vec![with(31, "steps", r#""progress\u0054oken":"e""#)], 4),
+            (vec![with(32, "steps", r#""progressToken":1,"progressToken":2"#)], 4),
+            (vec![with(33, "steps", r#""progressToken":null"#)], 1),
+            (vec![with(34, "steps", r#""progressToken":1.5"#)], 1),
+            (vec![with(35, "noop", r#""io.github.mcp-bridges/maxResultBytes":100000"#)], 1),
+            (vec![with(36, "noop", r#""io.github.mcp-bridges/maxResultBytes":"big""#)], 1),
+            (vec![with(37, "noop", r#""x-unknown":{"a":[1,null]}"#)], 1),
+            (vec![with(38, "noop", r#""io.modelcontextprotocol/logLevel":"loud""#)], 1),
+            (vec![bare(39, "noop", "{}")], 1),
+            (vec![bare(40, "noop", "null")], 1),
+            (vec![bare(41, "noop", &format!("{{{VERSION},{CAPS},{INFO}}}"))], 1),
+            (vec![bare(42, "noop", &format!("{{{CAPS},{INFO}}}"))], 1),
+            (vec![bare(43, "noop", &format!("{{{VERSION},{INFO}}}"))], 1),
+            (vec![bare(44, "noop", &format!("{{{VERSION}}}"))], 1),
+            (vec![bare(45, "noop", &format!(r#"{{"io.modelcontextprotocol/protocolVersion":5,{CAPS},{INFO}}}"#))], 1),
+            (vec![bare(46, "noop", &format!(r#"{{"io.modelcontextprotocol/protocolVersion":"1999-01-01",{CAPS}}}"#))], 1),
+            (vec![bare(47, "noop", &format!(r#"{{{VERSION},"io.modelcontextprotocol/clientCapabilities":null,{INFO}}}"#))], 1),
+            (vec![bare(48, "noop", &format!(r#"{{{VERSION},"io.modelcontextprotocol/clientCapabilities":[],{INFO}}}"#))], 1),
+            (vec![bare(49, "noop", &format!(r#"{{{VERSION},{CAPS},"io.modelcontextprotocol/clientInfo":7}}"#))], 1),
+            (vec![bare(50, "noop", &format!(r#"{{{VERSION},{CAPS},{VERSION}}}"#))], 1),
+            (vec![bare(51, "steps", &format!(r#"{{"progressToken":"v",{VERSION},{CAPS},"io.modelcontextprotocol/clientCapabilities":{{}}}}"#))], 4),
+            (vec![bare(52, "noop", "[]")], 1),
+            (vec![bare(53, "noop", &format!(r#"{{{VERSION},"io.modelcontextprotocol/clientCapabilities":{{"tasks":{{"requests":{{"tools":{{"call":{{}}}}}}}},"x":1}},{INFO}}}"#))], 1),
             (vec![call(1, "noop", "{}")], 1),
             (vec![call(2, "echo", r#"{"text":"h\u00e9\n"}"#)], 1),
             (vec![call(3, "echo", r#"{"text":5}"#)], 1),

@@ -13,13 +13,12 @@ use super::handler::Shared;
 use crate::error::{ErrorCode, ToolError};
 use crate::tool::{InputRequired, Inputs, Outcome, TaskSupport, ToolSpec};
 use futures::future::BoxFuture;
+use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolResponse, CallToolResult, ClientCapabilities, CreateTaskResult, DetailedTask,
     InputRequests, JsonObject, ServerCapabilities, TASKS_EXTENSION_ID, Task, TaskPayload,
     TaskStatus,
 };
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -54,15 +53,13 @@ pub(crate) fn advertise<'a>(
 /// declared the extension. A tool that requires tasks refuses other clients with -32021, naming the extension.
 pub(crate) fn runs_as_task(
     support: TaskSupport,
-    context: &RequestContext<RoleServer>,
+    declared: impl FnOnce() -> bool,
 ) -> Result<bool, McpError> {
     if support == TaskSupport::Never {
         // Most calls: no look at the client's capabilities, which rmcp clones on every access.
         return Ok(false);
     }
-    let declared = context
-        .client_capabilities()
-        .is_some_and(|caps| caps.supports_tasks());
+    let declared = declared();
     match (support, declared) {
         (TaskSupport::Required, false) => Err(McpError::missing_required_client_capability(
             ClientCapabilities::builder().enable_tasks().build(),

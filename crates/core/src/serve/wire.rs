@@ -11,6 +11,7 @@
 //!   writes everything queued with one write and one flush: answers leave in the order they were queued, and
 //!   under concurrency several go out per system call.
 
+use super::handler::CallMeta;
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, ErrorData, InputResponses, JsonObject,
@@ -34,15 +35,66 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 pub(crate) fn decode(
     line: &[u8],
 ) -> Result<Option<RxJsonRpcMessage<RoleServer>>, serde_json::Error> {
+    Ok(decode_line(line, false)?.map(Decoded::into_message))
+}
+
+/// A line as [`decode`] reads it; with `lean`, a `tools/call` whose params were read in the envelope's pass
+/// comes as [`Decoded::Call`], its `_meta` read straight into the [`CallMeta`] the loop's checks and
+/// `begin_tool` read, without rmcp's map (built, read five times and dropped: about a third of a 2026-07-28
+/// no-op call's instructions) unless `_meta` holds something unusual ([`lean_meta`]).
+fn decode_line(line: &[u8], lean: bool) -> Result<Option<Decoded>, serde_json::Error> {
     let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
     // Read as text, checked once: read as bytes, serde_json checks each string it meets again (9 a call). A
     // line that is not UTF-8 takes rmcp's decoding, which says so as it did.
     if let Ok(text) = std::str::from_utf8(line)
-        && let Some(message) = pre_dispatch(text)
+        && let Some(decoded) = pre_dispatch(text, lean)
     {
-        return Ok(Some(message));
+        return Ok(Some(decoded));
     }
-    rmcp_decode(line)
+    Ok(rmcp_decode(line)?.map(Decoded::Message))
+}
+
+/// A decoded line: a message as rmcp decodes it, or a `tools/call` taken apart for the stdio loop.
+// One per line, moved straight into its handling: boxing would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Decoded {
+    Message(RxJsonRpcMessage<RoleServer>),
+    Call(Call),
+}
+
+/// A `tools/call` as the stdio loop runs it: `map` is rmcp's `_meta` (what the request's context holds),
+/// `None` when there was none or `meta` was read without it.
+pub(crate) struct Call {
+    pub id: RequestId,
+    pub params: CallToolRequestParams,
+    pub meta: CallMeta,
+    pub map: Option<RequestMetaObject>,
+}
+
+impl Decoded {
+    /// The message rmcp would have decoded. Only for a `Call` read with its map (`lean` off): a lean
+    /// one's `_meta` was not kept.
+    fn into_message(self) -> RxJsonRpcMessage<RoleServer> {
+        match self {
+            Decoded::Message(message) => message,
+            Decoded::Call(call) => call.into_message(),
+        }
+    }
+}
+
+impl Call {
+    /// The request rmcp would have decoded: `_meta` where rmcp puts it (the request's extensions, not the
+    /// params).
+    pub(crate) fn into_message(self) -> RxJsonRpcMessage<RoleServer> {
+        let mut request = CallToolRequest::new(self.params);
+        if let Some(map) = self.map {
+            request.extensions.insert(map);
+        }
+        JsonRpcMessage::Request(JsonRpcRequest::new(
+            self.id,
+            ClientRequest::CallToolRequest(request),
+        ))
+    }
 }
 
 /// The methods answered from the envelope's pass (`tools/call`'s params decoded in it) or with one more.
@@ -59,17 +111,17 @@ enum Method {
 /// they stand when `method` came before them (as every client writes it). Anything unusual (a duplicate or
 /// missing key, a bad `jsonrpc` or id) fails it, and the line takes rmcp's decoding.
 #[derive(Default)]
-struct Envelope {
+struct Envelope<'de> {
     jsonrpc: bool,
     id: Option<RequestId>,
     method: Option<Method>,
     params: bool,
-    call: Option<CallParams>,
+    call: Option<CallParams<'de>>,
     /// `result` or `error` present: not a request.
     answer: bool,
 }
 
-impl<'de> Deserialize<'de> for Envelope {
+impl<'de> Deserialize<'de> for Envelope<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(EnvelopeVisitor)
     }
@@ -78,13 +130,16 @@ impl<'de> Deserialize<'de> for Envelope {
 struct EnvelopeVisitor;
 
 impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
-    type Value = Envelope;
+    type Value = Envelope<'de>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a JSON-RPC message")
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<Envelope<'de>, A::Error> {
         use serde::de::{Error, IgnoredAny};
         let mut e = Envelope::default();
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
@@ -129,7 +184,7 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
 }
 
 /// The request, decoded straight into the type its method names; `None` sends the line down rmcp's path.
-fn pre_dispatch(line: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
+fn pre_dispatch(line: &str, lean: bool) -> Option<Decoded> {
     let envelope = serde_json::from_str::<Envelope>(line).ok()?;
     // Only rmcp's request shape: `method` and `id`, no `result` or `error`.
     if !envelope.jsonrpc || envelope.answer {
@@ -138,9 +193,9 @@ fn pre_dispatch(line: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
     let id = envelope.id?;
     match envelope.method? {
         Method::ToolsCall => match envelope.call {
-            Some(params) => Some(call_message(id, params)),
+            Some(params) => call(id, params, lean),
             // `params` before `method`, or none: the line again, as a whole.
-            None => tool_call(line),
+            None => tool_call(line, lean),
         },
         Method::ToolsList => direct::<ListToolsRequest>(line, ClientRequest::ListToolsRequest),
         Method::ResourcesRead => {
@@ -149,27 +204,29 @@ fn pre_dispatch(line: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
         Method::Ping => direct::<PingRequest>(line, ClientRequest::PingRequest),
         Method::Other => None,
     }
+    .map(|decoded| match decoded {
+        // Lean or not, a call is the same message to rmcp: only the loop reads it apart.
+        Decoded::Call(call) if !lean => Decoded::Message(call.into_message()),
+        decoded => decoded,
+    })
 }
 
-fn direct<R: DeserializeOwned>(
-    line: &str,
-    wrap: fn(R) -> ClientRequest,
-) -> Option<RxJsonRpcMessage<RoleServer>> {
+fn direct<R: DeserializeOwned>(line: &str, wrap: fn(R) -> ClientRequest) -> Option<Decoded> {
     let request: JsonRpcRequest<R> = serde_json::from_str(line).ok()?;
-    Some(JsonRpcMessage::Request(JsonRpcRequest::new(
-        request.id,
-        wrap(request.request),
+    Some(Decoded::Message(JsonRpcMessage::Request(
+        JsonRpcRequest::new(request.id, wrap(request.request)),
     )))
 }
 
 /// `tools/call`'s params: `CallToolRequestParams`' own fields, read without serde's `flatten` (`JsonRpcRequest`
 /// flattens the request and the request flattens its params beside `_meta`, so serde would buffer the line
 /// twice before the params are read).
+/// `_meta` is kept as its text, read by [`call`] either into the lean [`CallMeta`] or into rmcp's map.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct CallParams {
-    #[serde(rename = "_meta", default)]
-    meta: Option<JsonObject>,
+struct CallParams<'a> {
+    #[serde(rename = "_meta", default, borrow)]
+    meta: Option<&'a RawValue>,
     name: Cow<'static, str>,
     #[serde(default)]
     arguments: Option<JsonObject>,
@@ -180,32 +237,100 @@ struct CallParams {
 }
 
 /// `tools/call` as a whole line, when its params could not be read in the envelope's pass.
-fn tool_call(line: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
+fn tool_call(line: &str, lean: bool) -> Option<Decoded> {
     #[derive(Deserialize)]
-    struct Line {
+    struct Line<'a> {
         #[allow(dead_code)]
         jsonrpc: JsonRpcVersion2_0,
         id: RequestId,
-        params: CallParams,
+        #[serde(borrow)]
+        params: CallParams<'a>,
     }
     let decoded: Line = serde_json::from_str(line).ok()?;
-    Some(call_message(decoded.id, decoded.params))
+    call(decoded.id, decoded.params, lean)
 }
 
-/// The request rmcp would have decoded: `_meta` where rmcp puts it (the request's extensions, not the params).
-fn call_message(id: RequestId, decoded: CallParams) -> RxJsonRpcMessage<RoleServer> {
+/// The call: `_meta` read lean when asked and it can be, else into rmcp's map (`None` when that fails: the
+/// line takes rmcp's decoding, which refuses it).
+fn call(id: RequestId, decoded: CallParams<'_>, lean: bool) -> Option<Decoded> {
     let mut params = CallToolRequestParams::new(decoded.name);
     params.arguments = decoded.arguments;
     params.input_responses = decoded.input_responses;
     params.request_state = decoded.request_state;
-    let mut request = CallToolRequest::new(params);
-    if let Some(meta) = decoded.meta {
-        request.extensions.insert(RequestMetaObject::from(meta));
-    }
-    JsonRpcMessage::Request(JsonRpcRequest::new(
+    let (meta, map) = match decoded.meta {
+        None => (CallMeta::default(), None),
+        Some(raw) => match lean.then(|| lean_meta(raw.get())).flatten() {
+            Some(meta) => (meta, None),
+            None => {
+                let map =
+                    RequestMetaObject::from(serde_json::from_str::<JsonObject>(raw.get()).ok()?);
+                // Read only by the loop; rmcp reads the map itself.
+                let meta = if lean {
+                    CallMeta::from_map(&map)
+                } else {
+                    CallMeta::default()
+                };
+                (meta, Some(map))
+            }
+        },
+    };
+    Some(Decoded::Call(Call {
         id,
-        ClientRequest::CallToolRequest(request),
-    ))
+        params,
+        meta,
+        map,
+    }))
+}
+
+/// `_meta` read straight into its typed view, when it holds only the keys a client usually sends (the
+/// progress token, the 2026-07-28 protocol version, client capabilities and info, log level), each once and
+/// well formed: then every accessor of rmcp's map would return what is read here. Anything else (an unknown
+/// or repeated key, `null`, a value of the wrong shape, our result cap) is `None`, and the map is built.
+pub(crate) fn lean_meta(text: &str) -> Option<CallMeta> {
+    struct Lean(CallMeta);
+    impl<'de> Deserialize<'de> for Lean {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_map(LeanVisitor)
+        }
+    }
+    struct LeanVisitor;
+    impl<'de> serde::de::Visitor<'de> for LeanVisitor {
+        type Value = Lean;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a request's _meta")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Lean, A::Error> {
+            use serde::de::{Error, IgnoredAny};
+            let mut meta = CallMeta::default();
+            let mut info = false;
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                match &*key {
+                    "progressToken" if meta.progress.is_none() => {
+                        meta.progress = Some(map.next_value()?);
+                    }
+                    "io.modelcontextprotocol/protocolVersion" if meta.version.is_none() => {
+                        meta.version = Some(map.next_value()?);
+                    }
+                    "io.modelcontextprotocol/clientCapabilities" if meta.capabilities.is_none() => {
+                        meta.capabilities = Some(map.next_value()?);
+                    }
+                    "io.modelcontextprotocol/logLevel" if meta.log_level.is_none() => {
+                        meta.log_level = Some(map.next_value()?);
+                    }
+                    // Read by nothing on a call's path; rmcp's map would hold it unread.
+                    "io.modelcontextprotocol/clientInfo" if !info => {
+                        map.next_value::<IgnoredAny>()?;
+                        info = true;
+                    }
+                    _ => return Err(A::Error::custom("not a lean _meta")),
+                }
+            }
+            Ok(Lean(meta))
+        }
+    }
+    serde_json::from_str::<Lean>(text).ok().map(|lean| lean.0)
 }
 
 /// rmcp's `try_parse_with_compatibility`: its decoding, and notifications outside MCP ignored.
@@ -366,6 +491,8 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Out<W> {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Incoming {
     Message(RxJsonRpcMessage<RoleServer>),
+    /// A `tools/call` read apart ([`LineReader::lean_calls`]).
+    Call(Call),
     /// JSON, but no JSON-RPC message: answered `Invalid Request` (no id to answer with).
     Invalid,
     /// The end of the stream, or a read error.
@@ -378,6 +505,8 @@ pub(crate) struct LineReader<R> {
     line: Vec<u8>,
     /// Dropping the rest of an oversize line, until its newline.
     discarding: bool,
+    /// `tools/call` comes as [`Incoming::Call`].
+    lean: bool,
 }
 
 impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
@@ -386,7 +515,14 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
             read: BufReader::new(read),
             line: Vec::new(),
             discarding: false,
+            lean: false,
         }
+    }
+
+    /// From now on a `tools/call` read in the envelope's pass comes as [`Incoming::Call`], its `_meta` read
+    /// lean where it can be: for the loop once rmcp has its session, when every call is the loop's.
+    pub(crate) fn lean_calls(&mut self) {
+        self.lean = true;
     }
 
     /// True when a whole line is already buffered, so the next [`next`](Self::next) needs no system call.
@@ -414,13 +550,14 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
                 if line.is_empty() {
                     None
                 } else {
-                    Some(decode(line))
+                    Some(decode_line(line, self.lean))
                 }
             };
             self.line.clear();
             match decoded {
                 None | Some(Ok(None)) => {}
-                Some(Ok(Some(message))) => return Incoming::Message(message),
+                Some(Ok(Some(Decoded::Message(message)))) => return Incoming::Message(message),
+                Some(Ok(Some(Decoded::Call(call)))) => return Incoming::Call(call),
                 Some(Err(e)) => match e.classify() {
                     // Not JSON: no id to answer, and answering garbage can start an error storm (rmcp #938).
                     serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
@@ -586,6 +723,81 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(line)
             );
+        }
+    }
+
+    /// `_meta` read lean is what rmcp's accessors read from its map, field by field; anything unusual is
+    /// left to the map.
+    #[test]
+    fn a_lean_meta_reads_what_rmcps_map_reads_and_the_unusual_takes_the_map() {
+        let v = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#;
+        let c = r#""io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"tasks":{"requests":{"tools":{"call":{}}}}}"#;
+        let i = r#""io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"}"#;
+        let rows: &[(String, bool)] = &[
+            ("{}".into(), true),
+            (format!("{{{v},{c},{i}}}"), true),
+            (
+                format!(
+                    r#"{{"progressToken":7,{v},{c},{i},"io.modelcontextprotocol/logLevel":"debug"}}"#
+                ),
+                true,
+            ),
+            (
+                r#"{"progressToken":"p","progress\u0054oken2":1}"#.into(),
+                false,
+            ),
+            (r#"{"progress\u0054oken":"p"}"#.into(), true),
+            (format!("{{{c}}}"), true),
+            (format!("{{{v}}}"), true),
+            (
+                format!(r#"{{"io.modelcontextprotocol/clientInfo":"not an object",{v},{c}}}"#),
+                true,
+            ),
+            (r#"{"progressToken":1,"progressToken":2}"#.into(), false),
+            (r#"{"progressToken":null}"#.into(), false),
+            (r#"{"progressToken":1.5}"#.into(), false),
+            (r#"{"progressToken":[]}"#.into(), false),
+            (
+                r#"{"io.modelcontextprotocol/protocolVersion":5}"#.into(),
+                false,
+            ),
+            (
+                r#"{"io.modelcontextprotocol/protocolVersion":null}"#.into(),
+                false,
+            ),
+            (
+                r#"{"io.modelcontextprotocol/clientCapabilities":null}"#.into(),
+                false,
+            ),
+            (
+                r#"{"io.modelcontextprotocol/clientCapabilities":[]}"#.into(),
+                false,
+            ),
+            (
+                r#"{"io.modelcontextprotocol/logLevel":"loud"}"#.into(),
+                false,
+            ),
+            (
+                r#"{"io.github.mcp-bridges/maxResultBytes":100000}"#.into(),
+                false,
+            ),
+            (
+                r#"{"io.github.mcp-bridges/maxResultBytes":"big"}"#.into(),
+                false,
+            ),
+            (r#"{"x-unknown":1}"#.into(), false),
+            (format!("{{{v},{v}}}"), false),
+        ];
+        for (text, lean) in rows {
+            let map = RequestMetaObject::from(serde_json::from_str::<JsonObject>(text).unwrap());
+            let from_map = format!("{:?}", CallMeta::from_map(&map));
+            match lean_meta(text) {
+                Some(meta) => {
+                    assert!(lean, "read lean: {text}");
+                    assert_eq!(format!("{meta:?}"), from_map, "{text}");
+                }
+                None => assert!(!lean, "not read lean: {text}"),
+            }
         }
     }
 

@@ -25,7 +25,7 @@
 //! with JSON, and one that reports progress first with an SSE stream of its notifications and then the answer.
 
 use super::super::edges::declares_json;
-use super::super::handler::{Begun, FirstPoll, McpHandler, Running, Shared};
+use super::super::handler::{Begun, CallMeta, FirstPoll, McpHandler, Running, Shared};
 use super::super::{inline, wire};
 use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
@@ -538,7 +538,7 @@ fn begin(
     cx: &mut Context<'_>,
 ) -> Step {
     let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        match handler.begin_tool(params, context) {
+        match handler.begin_tool(params, context, &CallMeta::from_map(&context.meta)) {
             Err(error) => Step::Answered(Err(error).into()),
             Ok(Begun::Answered(answer)) => Step::Answered(answer.into()),
             Ok(Begun::Task(task)) => Step::Task(task),
