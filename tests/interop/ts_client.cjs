@@ -64,7 +64,19 @@ async function main() {
         tools = (await client.listTools()).tools;
         out({ tools });
       } else if (req.op === "call") {
-        out({ result: await client.callTool({ name: req.tool, arguments: req.arguments || {} }) });
+        // Optional: `timeout_ms` (the SDK's own request timeout), `progress: true` (sends a progress token;
+        // the answer then says how many progress notifications arrived before the result).
+        let progress = 0;
+        const options = {};
+        if (req.timeout_ms) options.timeout = req.timeout_ms;
+        if (req.progress) {
+          options.onprogress = () => progress++;
+          options.resetTimeoutOnProgress = true;
+        }
+        const params = { name: req.tool, arguments: req.arguments || {} };
+        // v1 takes a result schema before the options; undefined keeps its default.
+        const result = await (v2 ? client.callTool(params, options) : client.callTool(params, undefined, options));
+        out(req.progress ? { result, progress } : { result });
       } else {
         out({ thrown: { code: null, message: `unknown op ${req.op}` } });
       }

@@ -61,9 +61,13 @@ class TsClient:
     def tools(self) -> dict[str, dict[str, Any]]:
         return {t["name"]: t for t in self._ask({"op": "list"})["tools"]}
 
-    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The CallToolResult as the SDK returned it to its host; fails the test if the SDK threw."""
-        return self._ask({"op": "call", "tool": tool, "arguments": arguments})["result"]
+    def call(self, tool: str, arguments: dict[str, Any], **options: Any) -> dict[str, Any]:
+        """The CallToolResult as the SDK returned it to its host; fails the test if the SDK threw. `options`:
+        `timeout_ms` (the SDK's request timeout), `progress=True` (a progress token; then `self.progress` is how
+        many progress notifications came before the result)."""
+        answer = self._ask({"op": "call", "tool": tool, "arguments": arguments, **options})
+        self.progress: int | None = answer.get("progress")
+        return answer["result"]
 
     def ok(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = self.call(tool, arguments)
