@@ -147,9 +147,20 @@ pub enum Content {
 pub struct JsonText(Box<serde_json::value::RawValue>);
 
 impl JsonText {
-    /// `json` once checked to be one JSON value (a scan that builds nothing).
+    /// `json` once checked to be one JSON value (a scan that builds nothing), on one line: it goes out as it is
+    /// inside one line of stdio's JSON-RPC or one SSE `data:` line, which a raw CR or LF would end early. Valid
+    /// JSON has none inside a string, so any is whitespace between tokens, and removing it keeps the value.
     pub fn new(json: String) -> Result<Self, serde_json::Error> {
-        serde_json::value::RawValue::from_string(json).map(Self)
+        let raw = serde_json::value::RawValue::from_string(json)?;
+        if !raw.get().contains(['\n', '\r']) {
+            return Ok(Self(raw));
+        }
+        let one_line: String = raw
+            .get()
+            .chars()
+            .filter(|c| !matches!(c, '\n' | '\r'))
+            .collect();
+        serde_json::value::RawValue::from_string(one_line).map(Self)
     }
 
     pub fn get(&self) -> &str {
@@ -477,6 +488,20 @@ mod tests {
             Value::Object(m) => m,
             _ => Map::new(),
         }
+    }
+
+    #[test]
+    fn json_text_is_one_line_with_the_same_value() {
+        let pretty = "{\r\n  \"a\": \"x\\ny\",\n\t\"b\": [1,\n 2.5e3]\n}\n";
+        let text = JsonText::new(pretty.to_owned()).unwrap();
+        assert!(!text.get().contains(['\n', '\r']), "{}", text.get());
+        let before: Value = serde_json::from_str(pretty).unwrap();
+        let after: Value = serde_json::from_str(text.get()).unwrap();
+        assert_eq!(after, before);
+        assert_eq!(after["a"], "x\ny");
+        let compact = r#"{"a":"x\ny"}"#;
+        assert_eq!(JsonText::new(compact.to_owned()).unwrap().get(), compact);
+        assert!(JsonText::new("{\"a\":\n".to_owned()).is_err());
     }
 
     #[derive(Debug, serde::Deserialize)]
