@@ -195,6 +195,9 @@ fn event<'a>(head: Head<'a, &'a RawValue>) -> Option<FastEvent<'a>> {
     if head.source == Source::Minecraft && head.seq.is_none() {
         return None;
     }
+    if needs_the_full_path(head.payload.get()) {
+        return None;
+    }
     let p: Payload<'_> = serde_json::from_str(head.payload.get()).ok()?;
     let d = &p.data;
     let required = match p.event_type {
@@ -229,6 +232,60 @@ fn event<'a>(head: Head<'a, &'a RawValue>) -> Option<FastEvent<'a>> {
         killer,
         reserved_keys: p.game.0 || p.id.0 || p.untrusted.0 || p.untrusted_text.0,
     })
+}
+
+/// Whether a payload's text must go the full way, though valid JSON:
+/// - a raw CR or LF (a pretty-printing game): the text is written out as it came, into one line of stdio's
+///   JSON-RPC or one SSE `data:` line, which it would end early; the full path writes it compact;
+/// - a number f64 cannot hold (`1e400`, 310 digits): serde's tree refuses it ("number out of range"), so the
+///   full path refuses the message, and a page holding it could not be parsed where a result is (rmcp's paths).
+///
+/// Only numbers with a 3-digit exponent or over 300 digits are read; the same shapes inside strings are read
+/// too, and at worst send the message the full way.
+fn needs_the_full_path(payload: &str) -> bool {
+    let bytes = payload.as_bytes();
+    let mut digits = 0usize;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b.is_ascii_digit() {
+            digits += 1;
+            if digits == 301 && beyond_f64(bytes, i) {
+                return true;
+            }
+            continue;
+        }
+        if b == b'\n' || b == b'\r' {
+            return true;
+        }
+        if (b == b'e' || b == b'E') && digits > 0 {
+            let rest = &bytes[i + 1..];
+            let rest = rest
+                .strip_prefix(b"+")
+                .or_else(|| rest.strip_prefix(b"-"))
+                .unwrap_or(rest);
+            if rest.iter().take_while(|d| d.is_ascii_digit()).count() >= 3 && beyond_f64(bytes, i) {
+                return true;
+            }
+        }
+        digits = 0;
+    }
+    false
+}
+
+/// Whether the number-like run of characters around `bytes[at]` is beyond f64 (or not a number at all).
+fn beyond_f64(bytes: &[u8], at: usize) -> bool {
+    let numeric = |b: &u8| b.is_ascii_digit() || matches!(b, b'.' | b'+' | b'-' | b'e' | b'E');
+    let start = bytes[..at]
+        .iter()
+        .rposition(|b| !numeric(b))
+        .map_or(0, |p| p + 1);
+    let end = bytes[at..]
+        .iter()
+        .position(|b| !numeric(b))
+        .map_or(bytes.len(), |p| at + p);
+    std::str::from_utf8(&bytes[start..end])
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+        .is_none_or(|v| !v.is_finite())
 }
 
 /// `Value::as_u64` of a value without building it.
@@ -446,6 +503,33 @@ pub(crate) mod tests {
             ),
             ("block, nested unknowns", event("relay", relayed, block), true),
             (
+                "chat, pretty-printed (LF and CRLF between members)",
+                event(
+                    "minecraft",
+                    game,
+                    "{\n  \"eventType\": \"player_chat\",\r\n  \"timestamp\": 1,\n  \"data\": {\"player\": \"Alex\", \"message\": \"m\"}\n}",
+                ),
+                false,
+            ),
+            (
+                "chat with a number beyond f64",
+                event(
+                    "relay",
+                    relayed,
+                    r#"{"eventType":"player_chat","timestamp":1,"data":{"player":"Alex","message":"m","n":1e400}}"#,
+                ),
+                false,
+            ),
+            (
+                "chat with 310 digits",
+                event(
+                    "relay",
+                    relayed,
+                    &chat(&format!("\"ok\",\"n\":{}", "9".repeat(310))),
+                ),
+                false,
+            ),
+            (
                 "unknown fields everywhere",
 r#"{"zz":1,"version":"1.2","type":"event","id":"e-1","timestamp":5,"source":"minecraft","seq":3,"later":{"x":[1,2]},"payload":{"eventType":"player_join","timestamp":5,"a":"b","data":{"player":"Steve","uuid":"u","extra":1,"extra":2},"z":true}}"#.to_owned(),
                 true,
@@ -458,6 +542,12 @@ r#"{"zz":1,"version":"1.2","type":"event","id":"e-1","timestamp":5,"source":"min
             (
                 "pretty printed",
                 "{\n  \"version\": \"1.2\",\n  \"type\": \"event\",\n  \"id\": \"e-1\",\n  \"timestamp\": 5,\n  \"source\": \"minecraft\",\n  \"seq\": 3,\n  \"payload\": {\n    \"eventType\": \"player_quit\",\n    \"timestamp\": 5,\n    \"data\": { \"player\": \"Steve\", \"uuid\": \"u\" }\n  }\n}\n".to_owned(),
+                // Its payload holds newlines, which its text would carry into a line-framed answer.
+                false,
+            ),
+            (
+                "pretty printed, the payload compact",
+                "{\n  \"version\": \"1.2\",\n  \"type\": \"event\",\n  \"id\": \"e-1\",\n  \"timestamp\": 5,\n  \"source\": \"minecraft\",\n  \"seq\": 3,\n  \"payload\": {\"eventType\": \"player_quit\", \"timestamp\": 5, \"data\": { \"player\": \"Steve\", \"uuid\": \"u\" }}\n}\n".to_owned(),
                 true,
             ),
             (
@@ -645,6 +735,37 @@ r#"{"zz":1,"version":"1.2","type":"event","id":"e-1","timestamp":5,"source":"min
             .into_iter()
             .map(|p| p.ok().map(|p| p.envelope))
             .collect()
+    }
+
+    /// The rows the fast path leaves for these reasons are answered by the full path as before this path
+    /// existed: a pretty-printed payload taken (and written compact from its tree), a number beyond f64 refused.
+    #[test]
+    fn what_the_fast_path_leaves_for_newlines_or_huge_numbers_the_full_path_answers() {
+        let rows = table();
+        let row = |prefix: &str| {
+            rows.iter()
+                .find(|(name, _, _)| name.starts_with(prefix))
+                .map(|(_, text, _)| text.clone())
+                .unwrap()
+        };
+        let max = wire::DEFAULT_MAX_MESSAGE_BYTES;
+        let pretty = full_path(&row("chat, pretty-printed"), max).unwrap();
+        assert!(
+            !serde_json::to_string(&pretty[0].payload)
+                .unwrap()
+                .contains('\n')
+        );
+        assert!(full_path(&row("chat with a number beyond f64"), max).is_none());
+        assert!(full_path(&row("chat with 310 digits"), max).is_none());
+        assert!(needs_the_full_path("{\"a\":1.5E+309}"));
+        assert!(needs_the_full_path("{\"a\":[1,-2e400]}"));
+        assert!(!needs_the_full_path(
+            "{\"a\":1.5E+308,\"b\":-1.6e+143,\"c\":\"e123\",\"d\":1e-400}"
+        ));
+        assert!(!needs_the_full_path(&format!(
+            "{{\"a\":0.{}1}}",
+            "0".repeat(400)
+        )));
     }
 
     #[test]
