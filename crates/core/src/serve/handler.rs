@@ -500,7 +500,7 @@ impl Running {
 /// on every call (the protocol version three times and the client's capabilities twice a call). Built from
 /// rmcp's map ([`from_map`](Self::from_map)) with rmcp's accessors, so a malformed field reads as absent as
 /// it does there, or straight from the request's text by the stdio wire when `_meta` holds only what a
-/// client usually sends, each well formed (`wire::lean_meta`).
+/// client usually sends, each well formed (`wire::Lean`).
 // Logging is deprecated by SEP-2577 but part of both eras we serve (client_link.rs).
 #[allow(deprecated)]
 #[derive(Debug, Clone)]

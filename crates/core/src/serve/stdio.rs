@@ -285,7 +285,15 @@ where
                 if let Some(map) = map {
                     context.meta = map;
                 }
-                self.tool_call(id, params, context, &meta, cx);
+                let none;
+                let meta = match &meta {
+                    Some(meta) => &**meta,
+                    None => {
+                        none = CallMeta::default();
+                        &none
+                    }
+                };
+                self.tool_call(id, params, context, meta, cx);
             }
             Incoming::Message(message) => self.to_rmcp(message),
             Incoming::Invalid => self.queue(&invalid_request()),

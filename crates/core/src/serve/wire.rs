@@ -41,7 +41,7 @@ pub(crate) fn decode(
 /// A line as [`decode`] reads it; with `lean`, a `tools/call` whose params were read in the envelope's pass
 /// comes as [`Decoded::Call`], its `_meta` read straight into the [`CallMeta`] the loop's checks and
 /// `begin_tool` read, without rmcp's map (built, read five times and dropped: about a third of a 2026-07-28
-/// no-op call's instructions) unless `_meta` holds something unusual ([`lean_meta`]).
+/// no-op call's instructions) unless `_meta` holds something unusual ([`Lean`]).
 fn decode_line(line: &[u8], lean: bool) -> Result<Option<Decoded>, serde_json::Error> {
     let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
     // Read as text, checked once: read as bytes, serde_json checks each string it meets again (9 a call). A
@@ -67,7 +67,9 @@ pub(crate) enum Decoded {
 pub(crate) struct Call {
     pub id: RequestId,
     pub params: CallToolRequestParams,
-    pub meta: CallMeta,
+    /// `None`: no `_meta`. Boxed: it is moved with the line's envelope and message several times, each a
+    /// copy of its capabilities.
+    pub meta: Option<Box<CallMeta>>,
     pub map: Option<RequestMetaObject>,
 }
 
@@ -110,38 +112,44 @@ enum Method {
 /// One pass over a line: the JSON-RPC envelope, and `tools/call`'s params decoded into their type where
 /// they stand when `method` came before them (as every client writes it). Anything unusual (a duplicate or
 /// missing key, a bad `jsonrpc` or id) fails it, and the line takes rmcp's decoding.
-#[derive(Default)]
-struct Envelope<'de> {
+///
+/// `M` reads `_meta`: rmcp's map ([`JsonObject`]), or the lean view ([`Lean`]), which fails on anything
+/// unusual so the line is read again with the map.
+struct Envelope<M> {
     jsonrpc: bool,
     id: Option<RequestId>,
     method: Option<Method>,
     params: bool,
-    call: Option<CallParams<'de>>,
+    call: Option<CallParams<M>>,
     /// `result` or `error` present: not a request.
     answer: bool,
 }
 
-impl<'de> Deserialize<'de> for Envelope<'de> {
+impl<'de, M: Deserialize<'de>> Deserialize<'de> for Envelope<M> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EnvelopeVisitor)
+        d.deserialize_map(EnvelopeVisitor(std::marker::PhantomData))
     }
 }
 
-struct EnvelopeVisitor;
+struct EnvelopeVisitor<M>(std::marker::PhantomData<M>);
 
-impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
-    type Value = Envelope<'de>;
+impl<'de, M: Deserialize<'de>> serde::de::Visitor<'de> for EnvelopeVisitor<M> {
+    type Value = Envelope<M>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a JSON-RPC message")
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
-        mut map: A,
-    ) -> Result<Envelope<'de>, A::Error> {
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Envelope<M>, A::Error> {
         use serde::de::{Error, IgnoredAny};
-        let mut e = Envelope::default();
+        let mut e = Envelope {
+            jsonrpc: false,
+            id: None,
+            method: None,
+            params: false,
+            call: None,
+            answer: false,
+        };
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             match &*key {
                 "jsonrpc" if !e.jsonrpc => {
@@ -185,7 +193,20 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
 
 /// The request, decoded straight into the type its method names; `None` sends the line down rmcp's path.
 fn pre_dispatch(line: &str, lean: bool) -> Option<Decoded> {
-    let envelope = serde_json::from_str::<Envelope>(line).ok()?;
+    if lean {
+        // A line the lean view cannot read (an unusual `_meta`, or one rmcp refuses) is read again.
+        if let Ok(envelope) = serde_json::from_str::<Envelope<Lean>>(line) {
+            return dispatch(line, envelope, true);
+        }
+    }
+    dispatch(
+        line,
+        serde_json::from_str::<Envelope<JsonObject>>(line).ok()?,
+        lean,
+    )
+}
+
+fn dispatch<M: MetaRead>(line: &str, envelope: Envelope<M>, lean: bool) -> Option<Decoded> {
     // Only rmcp's request shape: `method` and `id`, no `result` or `error`.
     if !envelope.jsonrpc || envelope.answer {
         return None;
@@ -193,9 +214,9 @@ fn pre_dispatch(line: &str, lean: bool) -> Option<Decoded> {
     let id = envelope.id?;
     match envelope.method? {
         Method::ToolsCall => match envelope.call {
-            Some(params) => call(id, params, lean),
+            Some(params) => Some(call(id, params, lean)),
             // `params` before `method`, or none: the line again, as a whole.
-            None => tool_call(line, lean),
+            None => tool_call::<M>(line, lean),
         },
         Method::ToolsList => direct::<ListToolsRequest>(line, ClientRequest::ListToolsRequest),
         Method::ResourcesRead => {
@@ -221,12 +242,11 @@ fn direct<R: DeserializeOwned>(line: &str, wrap: fn(R) -> ClientRequest) -> Opti
 /// `tools/call`'s params: `CallToolRequestParams`' own fields, read without serde's `flatten` (`JsonRpcRequest`
 /// flattens the request and the request flattens its params beside `_meta`, so serde would buffer the line
 /// twice before the params are read).
-/// `_meta` is kept as its text, read by [`call`] either into the lean [`CallMeta`] or into rmcp's map.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct CallParams<'a> {
-    #[serde(rename = "_meta", default, borrow)]
-    meta: Option<&'a RawValue>,
+struct CallParams<M> {
+    #[serde(rename = "_meta", default = "none")]
+    meta: Option<M>,
     name: Cow<'static, str>,
     #[serde(default)]
     arguments: Option<JsonObject>,
@@ -237,100 +257,114 @@ struct CallParams<'a> {
 }
 
 /// `tools/call` as a whole line, when its params could not be read in the envelope's pass.
-fn tool_call(line: &str, lean: bool) -> Option<Decoded> {
+fn none<M>() -> Option<M> {
+    None
+}
+
+fn tool_call<M: MetaRead>(line: &str, lean: bool) -> Option<Decoded> {
     #[derive(Deserialize)]
-    struct Line<'a> {
+    struct Line<M> {
         #[allow(dead_code)]
         jsonrpc: JsonRpcVersion2_0,
         id: RequestId,
-        #[serde(borrow)]
-        params: CallParams<'a>,
+        params: CallParams<M>,
     }
-    let decoded: Line = serde_json::from_str(line).ok()?;
-    call(decoded.id, decoded.params, lean)
+    let decoded: Line<M> = serde_json::from_str(line).ok()?;
+    Some(call(decoded.id, decoded.params, lean))
 }
 
-/// The call: `_meta` read lean when asked and it can be, else into rmcp's map (`None` when that fails: the
-/// line takes rmcp's decoding, which refuses it).
-fn call(id: RequestId, decoded: CallParams<'_>, lean: bool) -> Option<Decoded> {
+/// The call, with `_meta` as `M` read it.
+fn call<M: MetaRead>(id: RequestId, decoded: CallParams<M>, lean: bool) -> Decoded {
     let mut params = CallToolRequestParams::new(decoded.name);
     params.arguments = decoded.arguments;
     params.input_responses = decoded.input_responses;
     params.request_state = decoded.request_state;
-    let (meta, map) = match decoded.meta {
-        None => (CallMeta::default(), None),
-        Some(raw) => match lean.then(|| lean_meta(raw.get())).flatten() {
-            Some(meta) => (meta, None),
-            None => {
-                let map =
-                    RequestMetaObject::from(serde_json::from_str::<JsonObject>(raw.get()).ok()?);
-                // Read only by the loop; rmcp reads the map itself.
-                let meta = if lean {
-                    CallMeta::from_map(&map)
-                } else {
-                    CallMeta::default()
-                };
-                (meta, Some(map))
-            }
-        },
-    };
-    Some(Decoded::Call(Call {
+    let (meta, map) = M::split(decoded.meta, lean);
+    Decoded::Call(Call {
         id,
         params,
         meta,
         map,
-    }))
+    })
+}
+
+/// What reads `_meta` in the envelope's pass.
+trait MetaRead: for<'de> Deserialize<'de> {
+    /// The view the loop reads and rmcp's map, from `_meta` as read (`None`: absent or `null`). The view
+    /// is only read (and so only made) when `lean`.
+    fn split(meta: Option<Self>, lean: bool) -> (Option<Box<CallMeta>>, Option<RequestMetaObject>);
+}
+
+impl MetaRead for JsonObject {
+    fn split(meta: Option<Self>, lean: bool) -> (Option<Box<CallMeta>>, Option<RequestMetaObject>) {
+        let map = meta.map(RequestMetaObject::from);
+        let view = match &map {
+            Some(map) if lean => Some(Box::new(CallMeta::from_map(map))),
+            _ => None,
+        };
+        (view, map)
+    }
+}
+
+impl MetaRead for Lean {
+    fn split(
+        meta: Option<Self>,
+        _lean: bool,
+    ) -> (Option<Box<CallMeta>>, Option<RequestMetaObject>) {
+        (meta.map(|lean| lean.0), None)
+    }
 }
 
 /// `_meta` read straight into its typed view, when it holds only the keys a client usually sends (the
 /// progress token, the 2026-07-28 protocol version, client capabilities and info, log level), each once and
 /// well formed: then every accessor of rmcp's map would return what is read here. Anything else (an unknown
-/// or repeated key, `null`, a value of the wrong shape, our result cap) is `None`, and the map is built.
-pub(crate) fn lean_meta(text: &str) -> Option<CallMeta> {
-    struct Lean(CallMeta);
-    impl<'de> Deserialize<'de> for Lean {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_map(LeanVisitor)
-        }
+/// or repeated key, `null`, a value of the wrong shape, our result cap) fails, and the line is read with
+/// the map.
+struct Lean(Box<CallMeta>);
+
+impl<'de> Deserialize<'de> for Lean {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(LeanVisitor)
     }
-    struct LeanVisitor;
-    impl<'de> serde::de::Visitor<'de> for LeanVisitor {
-        type Value = Lean;
+}
 
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a request's _meta")
-        }
+struct LeanVisitor;
 
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Lean, A::Error> {
-            use serde::de::{Error, IgnoredAny};
-            let mut meta = CallMeta::default();
-            let mut info = false;
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                match &*key {
-                    "progressToken" if meta.progress.is_none() => {
-                        meta.progress = Some(map.next_value()?);
-                    }
-                    "io.modelcontextprotocol/protocolVersion" if meta.version.is_none() => {
-                        meta.version = Some(map.next_value()?);
-                    }
-                    "io.modelcontextprotocol/clientCapabilities" if meta.capabilities.is_none() => {
-                        meta.capabilities = Some(map.next_value()?);
-                    }
-                    "io.modelcontextprotocol/logLevel" if meta.log_level.is_none() => {
-                        meta.log_level = Some(map.next_value()?);
-                    }
-                    // Read by nothing on a call's path; rmcp's map would hold it unread.
-                    "io.modelcontextprotocol/clientInfo" if !info => {
-                        map.next_value::<IgnoredAny>()?;
-                        info = true;
-                    }
-                    _ => return Err(A::Error::custom("not a lean _meta")),
+impl<'de> serde::de::Visitor<'de> for LeanVisitor {
+    type Value = Lean;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a request's _meta")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Lean, A::Error> {
+        use serde::de::{Error, IgnoredAny};
+        let mut meta = Box::<CallMeta>::default();
+        let mut info = false;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match &*key {
+                "progressToken" if meta.progress.is_none() => {
+                    meta.progress = Some(map.next_value()?);
                 }
+                "io.modelcontextprotocol/protocolVersion" if meta.version.is_none() => {
+                    meta.version = Some(map.next_value()?);
+                }
+                "io.modelcontextprotocol/clientCapabilities" if meta.capabilities.is_none() => {
+                    meta.capabilities = Some(map.next_value()?);
+                }
+                "io.modelcontextprotocol/logLevel" if meta.log_level.is_none() => {
+                    meta.log_level = Some(map.next_value()?);
+                }
+                // Read by nothing on a call's path; rmcp's map would hold it unread.
+                "io.modelcontextprotocol/clientInfo" if !info => {
+                    map.next_value::<IgnoredAny>()?;
+                    info = true;
+                }
+                _ => return Err(A::Error::custom("not a lean _meta")),
             }
-            Ok(Lean(meta))
         }
+        Ok(Lean(meta))
     }
-    serde_json::from_str::<Lean>(text).ok().map(|lean| lean.0)
 }
 
 /// rmcp's `try_parse_with_compatibility`: its decoding, and notifications outside MCP ignored.
@@ -691,6 +725,37 @@ mod tests {
         }
     }
 
+    /// A `tools/call` read apart for the loop (`lean`): its params are rmcp's, and its view of `_meta` is
+    /// what rmcp's accessors read from rmcp's map.
+    fn lean_call_is_rmcps(line: &[u8]) {
+        let Ok(Some(Decoded::Call(call))) = decode_line(line, true) else {
+            return;
+        };
+        let unbommed = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+        let Some(JsonRpcMessage::Request(mut request)) = rmcp_decode(unbommed).unwrap() else {
+            panic!("{}", String::from_utf8_lossy(line));
+        };
+        assert_eq!(call.id, request.id);
+        let ClientRequest::CallToolRequest(theirs) = &mut request.request else {
+            panic!("{}", String::from_utf8_lossy(line));
+        };
+        assert_eq!(format!("{:?}", call.params), format!("{:?}", theirs.params));
+        let map = theirs
+            .extensions
+            .remove::<RequestMetaObject>()
+            .unwrap_or_default();
+        let view = call.meta.map(|m| *m).unwrap_or_default();
+        assert_eq!(
+            format!("{view:?}"),
+            format!("{:?}", CallMeta::from_map(&map)),
+            "{}",
+            String::from_utf8_lossy(line)
+        );
+        if let Some(ours) = call.map {
+            assert_eq!(ours, map);
+        }
+    }
+
     #[test]
     fn the_pre_dispatch_decodes_what_rmcp_decodes() {
         let lines: &[&[u8]] = &[
@@ -711,8 +776,16 @@ mod tests {
             // Read in the envelope's pass: escaped keys, an id in float form, fields after the params.
             br#"{"jsonrpc":"2.0","id":1e2,"method":"tools/call","p\u0061rams":{"n\u0061me":"x","arguments":{"a":"\n"}},"extra":{"result":1}}"#,
             br#"{"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"t"}},"id":"\u00e9","jsonrpc":"2.0"}"#,
+            // `_meta` read lean, and unusual ones read into the map on a second pass.
+            br#"{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"_meta":{"progr\u0065ssToken":2,"io.modelcontextprotocol/logLevel":"info"},"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":2,"other":{"a":1}}}}"#,
+            br#"{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/clientCapabilities":null,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+            br#"{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"x","_meta":{"io.github.mcp-bridges/maxResultBytes":2048}}}"#,
+            br#"{"params":{"name":"x","_meta":{"progressToken":3}},"jsonrpc":"2.0","id":24,"method":"tools/call"}"#,
+            br#"{"params":{"name":"x","_meta":{"progressToken":3,"x":0}},"jsonrpc":"2.0","id":25,"method":"tools/call"}"#,
         ];
         for line in lines {
+            lean_call_is_rmcps(line);
             let expected = rmcp_way(line);
             assert!(expected.is_some(), "{}", String::from_utf8_lossy(line));
             assert_eq!(ours(line), expected, "{}", String::from_utf8_lossy(line));
@@ -791,7 +864,7 @@ mod tests {
         for (text, lean) in rows {
             let map = RequestMetaObject::from(serde_json::from_str::<JsonObject>(text).unwrap());
             let from_map = format!("{:?}", CallMeta::from_map(&map));
-            match lean_meta(text) {
+            match serde_json::from_str::<Lean>(text).ok().map(|lean| *lean.0) {
                 Some(meta) => {
                     assert!(lean, "read lean: {text}");
                     assert_eq!(format!("{meta:?}"), from_map, "{text}");
