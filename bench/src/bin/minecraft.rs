@@ -173,6 +173,14 @@ async fn main() -> Result<()> {
         "1000000",
         "--game-rate",
         "10000000",
+        // The command round trips go as fast as they answer, far past the defaults (200 commands a second per
+        // game, 400 messages per MCP token); the events, past the games' combined default.
+        "--game-command-rate",
+        "1000000",
+        "--mcp-token-rate",
+        "1000000",
+        "--games-event-rate",
+        "10000000",
     ])
     .relay;
     let settings = relay::settings(&relay_args, Vec::new()).map_err(|e| anyhow!("{e}"))?;
