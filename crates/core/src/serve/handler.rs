@@ -353,6 +353,41 @@ pub(crate) enum FirstPoll {
     Waiting(Running),
 }
 
+/// What [`McpHandler::start_tool`] came to.
+// Moved once, into its match: boxing the waiting call would cost an allocation on the path that needs none.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Started {
+    /// Answered at once: refused, answered without running the handler, or finished on its first poll.
+    Answered(Called),
+    /// Made a task: answered once the task is made.
+    Task(BoxFuture<'static, Result<CallToolResponse, McpError>>),
+    /// The handler waits: the call, to be [`run`](Running::run).
+    Waiting(Running),
+}
+
+impl McpHandler {
+    /// `tools/call` begun ([`begin_tool`](Self::begin_tool)) and its handler polled once with the caller's
+    /// context `cx` ([`Running::poll_first`]): what the stdio loop and the HTTP fast path do in the request's
+    /// own frame, so a call that finishes at once builds no future, timer or heartbeat.
+    pub(crate) fn start_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        meta: &CallMeta,
+        cx: &mut std::task::Context<'_>,
+    ) -> Started {
+        match self.begin_tool(request, context, meta) {
+            Err(error) => Started::Answered(Err(error).into()),
+            Ok(Begun::Answered(answer)) => Started::Answered(answer.into()),
+            Ok(Begun::Task(task)) => Started::Task(task),
+            Ok(Begun::Running(running)) => match running.poll_first(cx) {
+                FirstPoll::Answered(called) => Started::Answered(called),
+                FirstPoll::Waiting(running) => Started::Waiting(running),
+            },
+        }
+    }
+}
+
 /// A plain tool call whose handler was called: polled once by the caller ([`poll_first`](Self::poll_first))
 /// and finished at once when ready, else awaited under its timeout and cancellation ([`run`](Self::run)).
 pub(crate) struct Running {

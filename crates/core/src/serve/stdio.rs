@@ -20,15 +20,14 @@
 //! token and its answer is dropped; at the end of the stream calls get 5 s to answer (2 s on shutdown) before
 //! their tokens are cancelled; a panic anywhere in the request is answered as an internal error.
 
-use super::handler::{Begun, CallMeta, FirstPoll, McpHandler, Running, Shared};
+use super::handler::{CallMeta, McpHandler, Shared, Started};
 use super::inline::Called;
 use super::wire::{self, Incoming, LineReader, Out, invalid_request};
 use super::{ServeError, inline};
-use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientNotification, ClientRequest, ErrorData,
-    JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ProtocolVersion, RequestId,
-    RequestMetaObject, ServerResult,
+    CallToolRequestParams, ClientNotification, ClientRequest, ErrorData, JsonRpcMessage,
+    JsonRpcNotification, JsonRpcRequest, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerResult,
 };
 use rmcp::service::{
     RequestContext, RunningService, RxJsonRpcMessage, ServerInitializeError, TxJsonRpcMessage,
@@ -347,15 +346,7 @@ where
         let handler = &*self.handler;
         let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let modern = checks(handler, &context, meta, modern_session)?;
-            let step = match handler.begin_tool(params, &context, meta) {
-                Err(error) => Step::Answer(Err(error).into()),
-                Ok(Begun::Answered(answer)) => Step::Answer(answer.into()),
-                Ok(Begun::Task(task)) => Step::Task(task),
-                Ok(Begun::Running(running)) => match running.poll_first(cx) {
-                    FirstPoll::Answered(answer) => Step::Answer(answer),
-                    FirstPoll::Waiting(running) => Step::Running(running),
-                },
-            };
+            let step = handler.start_tool(params, &context, meta, cx);
             Ok((step, modern))
         }));
         let (step, modern) = match begun {
@@ -367,11 +358,11 @@ where
             }
         };
         match step {
-            Step::Answer(Called {
+            Started::Answered(Called {
                 response,
                 structured,
             }) => self.answer(id, inline::shape(response, modern), structured.as_deref()),
-            Step::Task(task) => {
+            Started::Task(task) => {
                 let reply = self.reply(id, &context.ct);
                 let mut call: Call = Box::pin(async move {
                     reply.send(inline::shape(inline::guarded(task).await, modern), None);
@@ -380,7 +371,7 @@ where
                     self.spawn(call);
                 }
             }
-            Step::Running(running) => {
+            Started::Waiting(running) => {
                 let ct = context.ct.clone();
                 let reply = self.reply(id, &ct);
                 drop(context);
@@ -528,12 +519,6 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Reply<W> {
 }
 
 /// What became of a `tools/call` once its handler was polled once.
-enum Step {
-    Answer(Called),
-    Task(BoxFuture<'static, Result<CallToolResponse, ErrorData>>),
-    Running(Running),
-}
-
 /// What rmcp's `handle_request` checks before `call_tool`, without going through it: its future holds the
 /// state of every request's handler, and every move of it is a memcpy. The checks are rmcp 3.9.0's
 /// (`handler/server.rs`), in its order; `Ok` says whether the call speaks 2026-07-28 or later. rmcp's guard

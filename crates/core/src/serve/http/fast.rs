@@ -25,13 +25,12 @@
 //! with JSON, and one that reports progress first with an SSE stream of its notifications and then the answer.
 
 use super::super::edges::declares_json;
-use super::super::handler::{Begun, CallMeta, FirstPoll, McpHandler, Running, Shared};
+use super::super::handler::{CallMeta, McpHandler, Shared, Started};
 use super::super::{inline, wire};
 use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest, ErrorCode,
     ErrorData, GetMeta, Implementation, InitializeRequestParams, JsonRpcMessage,
@@ -321,16 +320,16 @@ impl FastPath {
                 })
                 .await;
                 match step {
-                    Step::Answered(called) => {
+                    Started::Answered(called) => {
                         // As rmcp does once the answer is sent: whatever the call left running stops.
                         ct.cancel();
                         let queued = route.map(|route| route.take()).unwrap_or_default();
                         return answered(queued, Ok(tool_answer(id, called, tasks_declared)));
                     }
-                    Step::Task(task) => boxed(|| async move {
+                    Started::Task(task) => boxed(|| async move {
                         tool_answer(id, inline::guarded(task).await.into(), tasks_declared)
                     }),
-                    Step::Waiting(running) => {
+                    Started::Waiting(running) => {
                         drop(context);
                         let ct = ct.clone();
                         boxed(|| async move {
@@ -516,41 +515,20 @@ async fn answer(
     .into()
 }
 
-/// What became of a `tools/call` begun in the request's frame ([`begin`]).
-// Moved once, into its match: boxing the waiting call would cost an allocation on the path that needs none.
-#[allow(clippy::large_enum_variant)]
-enum Step {
-    /// Answered at once: refused, finished on its first poll, or panicked.
-    Answered(inline::Called),
-    /// Made a task: answered once the task is made.
-    Task(BoxFuture<'static, Result<CallToolResponse, ErrorData>>),
-    /// The handler waits.
-    Waiting(Running),
-}
-
-/// `tools/call` begun ([`McpHandler::begin_tool`]) and its handler polled once with the request's own
-/// context `cx` ([`Running::poll_first`]); a panic in either is answered as an internal error, as
-/// [`inline::guarded`] answers one on rmcp's path.
+/// [`McpHandler::start_tool`] with the request's own context `cx`; a panic in it is answered as an internal
+/// error, as [`inline::guarded`] answers one on rmcp's path.
 fn begin(
     handler: &McpHandler,
     params: CallToolRequestParams,
     context: &RequestContext<RoleServer>,
     cx: &mut Context<'_>,
-) -> Step {
+) -> Started {
     let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        match handler.begin_tool(params, context, &CallMeta::from_map(&context.meta)) {
-            Err(error) => Step::Answered(Err(error).into()),
-            Ok(Begun::Answered(answer)) => Step::Answered(answer.into()),
-            Ok(Begun::Task(task)) => Step::Task(task),
-            Ok(Begun::Running(running)) => match running.poll_first(cx) {
-                FirstPoll::Answered(called) => Step::Answered(called),
-                FirstPoll::Waiting(running) => Step::Waiting(running),
-            },
-        }
+        handler.start_tool(params, context, &CallMeta::from_map(&context.meta), cx)
     }));
     begun.unwrap_or_else(|panic| {
         let panic = super::super::panic::message(panic);
-        Step::Answered(Err(inline::panicked(&panic)).into())
+        Started::Answered(Err(inline::panicked(&panic)).into())
     })
 }
 
