@@ -11,7 +11,8 @@ use mcp_testkit::Era;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use support::{
-    Harness, agent_bin, assert_no_vm_left, dead, descendants, eventually, refs, start_era,
+    Harness, agent_bin, assert_no_vm_left, dead, descendants, eventually, plant_vm_dir, refs,
+    start_era,
 };
 
 /// A directory holding a `firecracker` that runs the fake with `env`, and stand-in guest files (the fake
@@ -440,14 +441,13 @@ async fn a_crashed_runs_firecracker_is_killed_at_start() {
     gone.wait().unwrap();
     let crashed = Path::new("/tmp/mcp-bridges-sandbox")
         .join(format!("vm-{dead_owner}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&crashed).unwrap();
     // A stand-in for Firecracker: its command line names its VM directory, as `--api-sock` does.
     let mut stand_in = std::process::Command::new("python3")
         .args(["-c", "import time; time.sleep(120)"])
         .arg(crashed.join("api.sock"))
         .spawn()
         .unwrap();
-    std::fs::write(crashed.join("vmm.pid"), stand_in.id().to_string()).unwrap();
+    plant_vm_dir(&crashed, "vmm.pid", stand_in.id());
     let _h = start_era(&[], Era::Legacy).await;
     let status = stand_in.wait().unwrap();
     assert!(

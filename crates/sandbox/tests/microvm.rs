@@ -9,7 +9,9 @@ mod support;
 use mcp_testkit::Era;
 use serde_json::json;
 use std::path::Path;
-use support::{Harness, assert_no_vm_left, dead, guest, refs, start_era, start_http, tcg_flags};
+use support::{
+    Harness, assert_no_vm_left, dead, guest, plant_vm_dir, refs, start_era, start_http, tcg_flags,
+};
 
 fn flags(extra: &[&str]) -> Vec<String> {
     let mut f = tcg_flags();
@@ -383,25 +385,23 @@ async fn a_crashed_runs_qemu_is_killed_at_start_and_a_live_neighbours_is_not() {
     let live = Path::new("/tmp/mcp-bridges-sandbox").join(format!("vm-1-{}", uuid::Uuid::new_v4()));
     let mut stand_ins = Vec::new();
     for dir in [&crashed, &live] {
-        std::fs::create_dir_all(dir).unwrap();
         // A stand-in for QEMU: its command line names its VM directory, as QEMU's does.
         let p = std::process::Command::new("python3")
             .args(["-c", "import time; time.sleep(120)"])
             .arg(dir)
             .spawn()
             .unwrap();
-        std::fs::write(dir.join("qemu.pid"), p.id().to_string()).unwrap();
+        plant_vm_dir(dir, "qemu.pid", p.id());
         stand_ins.push(p);
     }
     // A crashed run whose pid file names a pid reused since by an unrelated process: that one is spared.
     let reused = Path::new("/tmp/mcp-bridges-sandbox")
         .join(format!("vm-{dead_owner}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&reused).unwrap();
     let mut bystander = std::process::Command::new("sleep")
         .arg("120")
         .spawn()
         .unwrap();
-    std::fs::write(reused.join("qemu.pid"), bystander.id().to_string()).unwrap();
+    plant_vm_dir(&reused, "qemu.pid", bystander.id());
     let h = start_era(&[], Era::Legacy).await;
     let listed = h.ok("list_sandboxes", json!({})).await;
     assert_eq!(listed["backend"], "namespace");

@@ -248,6 +248,16 @@ pub fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// Plants a crashed run's VM directory at `dir` holding `pid_file` with `pid` in it. The directory appears
+/// whole (built under another name, then renamed): other tests' servers sweep the same state dir, and one that
+/// found the directory before its pid file was written removed it with no pid to kill.
+pub fn plant_vm_dir(dir: &std::path::Path, pid_file: &str, pid: u32) {
+    let building = dir.with_file_name(format!("building-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&building).unwrap();
+    std::fs::write(building.join(pid_file), pid.to_string()).unwrap();
+    std::fs::rename(&building, dir).unwrap();
+}
+
 /// This process's VM directories and VMMs: none may outlive their sandbox.
 pub fn our_vms() -> (Vec<String>, Vec<u32>) {
     let prefix = format!("vm-{}-", std::process::id());
