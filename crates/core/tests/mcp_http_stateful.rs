@@ -1,0 +1,684 @@
+//! The legacy era over HTTP (protocol versions before 2026-07-28: `initialize`, `Mcp-Session-Id`, SSE replies)
+//! answers byte for byte as rmcp's `StreamableHttpService` with its `LocalSessionManager` answers: one table of
+//! requests, each sent in a session of a server with our front (fast path on, the default) and in a session of
+//! a server with every request going to rmcp's service, status, content type and the de-chunked body compared
+//! byte for byte, SSE event ids (`<index>/<request number>`), the `retry:` priming event and progress
+//! notifications on the request's own stream included. The front must leave this era to rmcp until it answers
+//! it itself; whatever answers it then (a session manager of ours, a front path) must pass this table
+//! unchanged. Issue 25 item 4.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use bridge_core::serve::HttpOptions;
+use bridge_core::tool::TaskSupport;
+use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use support::*;
+use tokio::sync::{Semaphore, mpsc};
+
+const VERSION: &str = "2025-11-25";
+
+fn init_body(capabilities: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{VERSION}","capabilities":{capabilities},"clientInfo":{{"name":"stateful","version":"1"}}}}}}"#
+    )
+}
+
+fn call(id: Value, name: &str, arguments: Value) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{arguments}}}}}"#
+    )
+}
+
+fn call_with_meta(id: Value, name: &str, arguments: Value, meta: Value) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{arguments},"_meta":{meta}}}}}"#
+    )
+}
+
+fn request(id: Value, method: &str, params: Option<Value>) -> String {
+    match params {
+        Some(params) => {
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#)
+        }
+        None => format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#),
+    }
+}
+
+/// What a row changes in the session's usual headers.
+#[derive(Clone, Copy)]
+enum Headers {
+    Session,
+    /// No `MCP-Protocol-Version` (a legacy client may leave it out).
+    NoVersion,
+    /// A version other than the session's.
+    OtherVersion,
+    /// An `Mcp-Session-Id` no server gave.
+    UnknownSession,
+    /// No `Mcp-Session-Id` at all.
+    NoSession,
+    /// `Accept` without `text/event-stream`.
+    JsonOnly,
+    /// A `Mcp-Method` header that contradicts the body.
+    WrongMethodHeader,
+}
+
+struct Row {
+    what: &'static str,
+    headers: Headers,
+    body: String,
+}
+
+fn row(what: &'static str, body: String) -> Row {
+    Row {
+        what,
+        headers: Headers::Session,
+        body,
+    }
+}
+
+fn with(what: &'static str, headers: Headers, body: String) -> Row {
+    Row {
+        what,
+        headers,
+        body,
+    }
+}
+
+fn table() -> Vec<Row> {
+    let echo = || json!({"text": "hi"});
+    vec![
+        row("tools/list", request(json!(1), "tools/list", None)),
+        row("tools/call echo", call(json!(2), "echo", echo())),
+        row("tools/call, string id", call(json!("two"), "echo", echo())),
+        row(
+            "tools/call with a progress token (rmcp's client sends one on every request)",
+            call_with_meta(json!(3), "echo", echo(), json!({"progressToken": 3})),
+        ),
+        row(
+            "tools/call, string progress token",
+            call_with_meta(
+                json!(4),
+                "add",
+                json!({"a": 2, "b": 3}),
+                json!({"progressToken": "p-4"}),
+            ),
+        ),
+        row(
+            "tools/call add",
+            call(json!(5), "add", json!({"a": 2, "b": 3})),
+        ),
+        row(
+            "tools/call, a tool error",
+            call(json!(6), "fail", json!({})),
+        ),
+        row(
+            "tools/call, a tool that panics",
+            call(json!(7), "boom", json!({})),
+        ),
+        row(
+            "tools/call reporting progress, on the request's stream",
+            call_with_meta(json!(8), "steps", json!({}), json!({"progressToken": 8})),
+        ),
+        row(
+            "tools/call reporting progress without a token",
+            call(json!(9), "steps", json!({})),
+        ),
+        row(
+            "tools/call that waits, then answers",
+            call(json!(10), "nap", json!({})),
+        ),
+        row(
+            "tools/call that waits, with a token",
+            call_with_meta(json!(11), "nap", json!({}), json!({"progressToken": 11})),
+        ),
+        row(
+            "tools/call that waits, then panics",
+            call(json!(12), "late_boom", json!({})),
+        ),
+        row(
+            "tools/call, unknown tool",
+            call(json!(13), "nope", json!({})),
+        ),
+        row(
+            "tools/call, missing argument",
+            call(json!(14), "echo", json!({})),
+        ),
+        row(
+            "tools/call, wrong argument type",
+            call(json!(15), "echo", json!({"text": 5})),
+        ),
+        row(
+            "tools/call, task-capable tool without tasks declared",
+            call(json!(16), "later", json!({})),
+        ),
+        row(
+            "tools/call, task-only tool without tasks declared",
+            call(json!(17), "only_task", json!({})),
+        ),
+        row(
+            "tools/call, log level in _meta",
+            call_with_meta(
+                json!(18),
+                "echo",
+                echo(),
+                json!({"io.modelcontextprotocol/logLevel": "debug"}),
+            ),
+        ),
+        row(
+            "tools/call, unknown _meta key",
+            call_with_meta(
+                json!(19),
+                "echo",
+                echo(),
+                json!({"x.example/other": [1, 2]}),
+            ),
+        ),
+        row("resources/list", request(json!(20), "resources/list", None)),
+        row(
+            "resources/templates/list",
+            request(json!(21), "resources/templates/list", None),
+        ),
+        row(
+            "resources/read, unknown uri",
+            request(
+                json!(22),
+                "resources/read",
+                Some(json!({"uri": "test://nope"})),
+            ),
+        ),
+        row("prompts/list", request(json!(23), "prompts/list", None)),
+        row("ping", request(json!(24), "ping", None)),
+        row(
+            "logging/setLevel",
+            request(
+                json!(25),
+                "logging/setLevel",
+                Some(json!({"level": "debug"})),
+            ),
+        ),
+        row(
+            "tools/call after logging/setLevel",
+            call(json!(26), "echo", echo()),
+        ),
+        row("unknown method", request(json!(27), "nope/nope", None)),
+        row(
+            "a notification",
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":999}}"#
+                .to_owned(),
+        ),
+        row(
+            "malformed JSON",
+            r#"{"jsonrpc":"2.0","id":28,"method":"#.to_owned(),
+        ),
+        row("a batch", format!("[{}]", request(json!(29), "ping", None))),
+        row(
+            "a body with a BOM",
+            format!("\u{feff}{}", call(json!(30), "echo", echo())),
+        ),
+        row(
+            "params not an object",
+            r#"{"jsonrpc":"2.0","id":31,"method":"tools/call","params":[1]}"#.to_owned(),
+        ),
+        with(
+            "no MCP-Protocol-Version header",
+            Headers::NoVersion,
+            call(json!(32), "echo", echo()),
+        ),
+        with(
+            "another MCP-Protocol-Version than the session's",
+            Headers::OtherVersion,
+            call(json!(33), "echo", echo()),
+        ),
+        with(
+            "Accept without text/event-stream",
+            Headers::JsonOnly,
+            call(json!(34), "echo", echo()),
+        ),
+        with(
+            "an Mcp-Method header that contradicts the body",
+            Headers::WrongMethodHeader,
+            call(json!(35), "echo", echo()),
+        ),
+        with(
+            "an unknown session",
+            Headers::UnknownSession,
+            call(json!(36), "echo", echo()),
+        ),
+        with(
+            "no session",
+            Headers::NoSession,
+            call(json!(37), "echo", echo()),
+        ),
+        row("the call after them all", call(json!(38), "echo", echo())),
+    ]
+}
+
+/// The test bridge's tools: answered at once, failing, panicking, reporting progress, waiting, task-capable.
+fn bridge() -> Bridge {
+    held_bridge().0
+}
+
+/// What the `hold` tool of one server reports, and the gate that lets it answer.
+struct Hold {
+    heard: mpsc::UnboundedReceiver<&'static str>,
+    gate: Arc<Semaphore>,
+}
+
+/// [`bridge`], and a handle on its `hold` tool: it reports progress once, then waits for a permit of the gate
+/// (then answers) or for its cancellation (then reports it).
+fn held_bridge() -> (Bridge, Hold) {
+    let (events, heard) = mpsc::unbounded_channel::<&'static str>();
+    let gate = Arc::new(Semaphore::new(0));
+    let mut b = Bridge::builder("test", "1.2.3");
+    let tool_gate = gate.clone();
+    b.tool(
+        ToolSpec::new("hold", "Reports progress, then waits for the test's gate.").handler(
+            move |_: NoArgs, ctx: ToolCtx| {
+                let events = events.clone();
+                let gate = tool_gate.clone();
+                async move {
+                    ctx.progress(1.0, Some(2.0), "held").await;
+                    let _ = events.send("started");
+                    let cancelled = ctx.cancellation();
+                    tokio::select! {
+                        permit = gate.acquire() => {
+                            permit.unwrap().forget();
+                            Ok(json!({ "released": true }))
+                        }
+                        () = cancelled.cancelled() => {
+                            let _ = events.send("cancelled");
+                            Ok(json!({ "released": false }))
+                        }
+                    }
+                }
+            },
+        ),
+    );
+    let _chat = b.events().stream("chat", "chat lines", 4);
+    b.tool(echo_tool())
+        .tool(add_tool())
+        .tool(fail_tool())
+        .tool(boom_tool());
+    b.tool(
+        ToolSpec::new("steps", "Reports progress twice, then answers.").handler(
+            |_: NoArgs, ctx: ToolCtx| async move {
+                for step in 1..=2 {
+                    tokio::task::yield_now().await;
+                    ctx.progress(f64::from(step), Some(2.0), format!("step {step}"))
+                        .await;
+                }
+                Ok(json!({ "steps": 2 }))
+            },
+        ),
+    );
+    b.tool(
+        ToolSpec::new("nap", "Sleeps a moment, then answers.").handler(
+            |_: NoArgs, _: ToolCtx| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                Ok(json!({ "slept": true }))
+            },
+        ),
+    );
+    b.tool(
+        ToolSpec::new("late_boom", "Sleeps a moment, then panics.").handler(
+            |_: NoArgs, _: ToolCtx| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                if std::hint::black_box(true) {
+                    panic!("late boom");
+                }
+                Ok(json!({}))
+            },
+        ),
+    );
+    for (name, support) in [
+        ("later", TaskSupport::Optional),
+        ("only_task", TaskSupport::Required),
+    ] {
+        b.tool(
+            ToolSpec::new(name, "Runs as a task for clients that declare tasks.")
+                .task_support(support)
+                .handler(|_: NoArgs, _: ToolCtx| async move { Ok(json!({ "done": true })) }),
+        );
+    }
+    (b.build().unwrap(), Hold { heard, gate })
+}
+
+/// A body sent with `Transfer-Encoding: chunked` put back together: where the chunks fall depends on when
+/// the server flushed, not on what it said.
+fn dechunked(reply: &RawReply) -> String {
+    let chunked = reply
+        .header("transfer-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    if !chunked {
+        return reply.body.clone();
+    }
+    let mut rest = reply.body.as_str();
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    body
+}
+
+/// Status, content type and the body exactly as sent.
+fn exact(reply: &RawReply) -> (u16, Option<String>, String) {
+    (
+        reply.status,
+        reply.header("content-type").map(str::to_owned),
+        dechunked(reply),
+    )
+}
+
+/// One legacy session on a server.
+struct Session {
+    addr: SocketAddr,
+    id: String,
+}
+
+impl Session {
+    async fn open(addr: SocketAddr, capabilities: &str) -> (Self, RawReply) {
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        let reply = raw_exchange(addr, "POST", "/mcp", &headers, &init_body(capabilities)).await;
+        assert_eq!(reply.status, 200, "initialize: {}", reply.body);
+        let id = reply.header("mcp-session-id").unwrap().to_owned();
+        let session = Self { addr, id };
+        let initialized = session
+            .send(
+                Headers::Session,
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            )
+            .await;
+        assert_eq!(initialized.status, 202, "{}", initialized.body);
+        (session, reply)
+    }
+
+    async fn send(&self, headers: Headers, body: &str) -> RawReply {
+        let mut list = vec![("Content-Type", "application/json")];
+        list.push(match headers {
+            Headers::JsonOnly => ("Accept", "application/json"),
+            _ => ("Accept", "application/json, text/event-stream"),
+        });
+        match headers {
+            Headers::NoVersion => {}
+            Headers::OtherVersion => list.push(("MCP-Protocol-Version", "2025-06-18")),
+            _ => list.push(("MCP-Protocol-Version", VERSION)),
+        }
+        match headers {
+            Headers::NoSession => {}
+            Headers::UnknownSession => list.push(("Mcp-Session-Id", "no-such-session")),
+            _ => list.push(("Mcp-Session-Id", self.id.as_str())),
+        }
+        if let Headers::WrongMethodHeader = headers {
+            list.push(("Mcp-Method", "tools/list"));
+        }
+        raw_exchange(self.addr, "POST", "/mcp", &list, body).await
+    }
+
+    async fn get(&self, last_event_id: &str) -> RawReply {
+        let headers = [
+            ("Accept", "text/event-stream"),
+            ("MCP-Protocol-Version", VERSION),
+            ("Mcp-Session-Id", self.id.as_str()),
+            ("Last-Event-ID", last_event_id),
+        ];
+        raw_exchange(self.addr, "GET", "/mcp", &headers, "").await
+    }
+
+    async fn delete(&self) -> RawReply {
+        let headers = [
+            ("MCP-Protocol-Version", VERSION),
+            ("Mcp-Session-Id", self.id.as_str()),
+        ];
+        raw_exchange(self.addr, "DELETE", "/mcp", &headers, "").await
+    }
+}
+
+/// A POST whose reply is read as it comes.
+struct Streaming {
+    stream: tokio::net::TcpStream,
+    read: Vec<u8>,
+}
+
+impl Streaming {
+    async fn post(session: &Session, body: &str) -> Self {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(session.addr).await.unwrap();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\n\
+             Mcp-Session-Id: {}\r\nContent-Length: {}\r\n\r\n{body}",
+            session.addr,
+            session.id,
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        Self {
+            stream,
+            read: Vec::new(),
+        }
+    }
+
+    /// Reads until `needle` has arrived.
+    async fn read_until(&mut self, needle: &str) {
+        use tokio::io::AsyncReadExt;
+        within(needle, async {
+            while !String::from_utf8_lossy(&self.read).contains(needle) {
+                let mut chunk = [0u8; 4096];
+                let n = self.stream.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "the stream ended before {needle}");
+                self.read.extend_from_slice(&chunk[..n]);
+            }
+        })
+        .await;
+    }
+
+    /// The rest, to the end of the reply.
+    async fn finish(mut self) -> RawReply {
+        use tokio::io::AsyncReadExt;
+        self.stream.read_to_end(&mut self.read).await.unwrap();
+        let text = String::from_utf8_lossy(&self.read).to_string();
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        RawReply {
+            status,
+            head: head.to_owned(),
+            body: body.to_owned(),
+        }
+    }
+}
+
+async fn fast_answered(addr: SocketAddr) -> u64 {
+    let (status, body) = raw(addr, "GET", "/metrics", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .find_map(|l| l.strip_prefix("mcp_http_fast_path_answered_total "))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// A server with every request going to rmcp's service, and one with our front.
+async fn start_pair() -> (HttpServer, HttpServer) {
+    HttpOptions::set_fast_path(false);
+    let rmcp_only = start_http(bridge(), HttpOptions::default(), vec![]).await;
+    // Answered: the server has read the switch.
+    assert_eq!(fast_answered(rmcp_only.addr).await, 0);
+    HttpOptions::set_fast_path(true);
+    let ours = start_http(bridge(), HttpOptions::default(), vec![]).await;
+    (rmcp_only, ours)
+}
+
+async fn same_answers(capabilities: &str) {
+    let (rmcp_only, ours) = start_pair().await;
+    let (expected_session, expected) = Session::open(rmcp_only.addr, capabilities).await;
+    let (got_session, got) = Session::open(ours.addr, capabilities).await;
+    assert_eq!(exact(&got), exact(&expected), "initialize");
+    let before = fast_answered(ours.addr).await;
+    for row in table() {
+        let expected = expected_session.send(row.headers, &row.body).await;
+        let got = got_session.send(row.headers, &row.body).await;
+        assert_eq!(
+            exact(&got),
+            exact(&expected),
+            "{}: ours vs rmcp's\n{}\n{}",
+            row.what,
+            got.body,
+            expected.body
+        );
+        if row.what.ends_with("on the request's stream") {
+            let body = dechunked(&got);
+            let events: Vec<Value> = body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str(d.trim()).ok())
+                .collect();
+            assert_eq!(events.len(), 3, "two progress notes and the answer: {body}");
+            assert_eq!(events[0]["params"]["progressToken"], 8, "{body}");
+            assert!(body.contains("retry:"), "the priming event: {body}");
+        }
+    }
+    // Resuming a request that has answered: rmcp keeps no cache of it.
+    for last in ["1/1", "0/0", "1/999", "x"] {
+        let expected = expected_session.get(last).await;
+        let got = got_session.get(last).await;
+        assert_eq!(
+            exact(&got),
+            exact(&expected),
+            "GET with Last-Event-ID {last}"
+        );
+    }
+    // Closed, the session answers nothing more.
+    assert_eq!(
+        exact(&got_session.delete().await),
+        exact(&expected_session.delete().await)
+    );
+    let after = call(json!(40), "echo", json!({"text": "hi"}));
+    assert_eq!(
+        exact(&got_session.send(Headers::Session, &after).await),
+        exact(&expected_session.send(Headers::Session, &after).await),
+        "a request in a deleted session"
+    );
+    assert_eq!(
+        fast_answered(ours.addr).await,
+        before,
+        "the stateless fast path leaves legacy sessions to rmcp"
+    );
+}
+
+#[tokio::test]
+async fn a_legacy_session_answers_as_rmcps_does() {
+    same_answers("{}").await;
+}
+
+#[tokio::test]
+async fn a_legacy_session_that_declared_tasks_answers_as_rmcps_does() {
+    same_answers(r#"{"extensions":{"io.modelcontextprotocol/tasks":{}}}"#).await;
+}
+
+/// On one server: a `hold` call in flight is resumed with `Last-Event-ID` (its answer then arrives on the new
+/// stream, the old one ends), and a second is cancelled by `notifications/cancelled` (its stream ends with no
+/// answer). Returns every reply, in order.
+async fn in_flight(server: &HttpServer, hold: &mut Hold) -> Vec<(u16, Option<String>, String)> {
+    let (session, _) = Session::open(server.addr, "{}").await;
+    let session = Arc::new(session);
+    let mut replies = Vec::new();
+    // Request number 0 of the session, read as it comes: the client loses it once the progress note is in.
+    let body = call_with_meta(json!(1), "hold", json!({}), json!({"progressToken": "h"}));
+    let mut first = Streaming::post(&session, &body).await;
+    first.read_until(r#""progressToken":"h""#).await;
+    assert_eq!(
+        within("hold to start", hold.heard.recv()).await,
+        Some("started")
+    );
+    // The client lost the stream after the progress note: the priming event, the note and the answer come
+    // again.
+    let resumed = {
+        let session = session.clone();
+        tokio::spawn(async move { session.get("0/0").await })
+    };
+    let first = within("the first stream to end", first.finish()).await;
+    replies.push(exact(&first));
+    hold.gate.add_permits(1);
+    replies.push(exact(&within("the resumed stream", resumed).await.unwrap()));
+    // Request number 1: cancelled by the client.
+    let body = call(json!(2), "hold", json!({}));
+    let second = {
+        let session = session.clone();
+        tokio::spawn(async move { session.send(Headers::Session, &body).await })
+    };
+    assert_eq!(
+        within("hold to start", hold.heard.recv()).await,
+        Some("started")
+    );
+    let cancel = session
+        .send(
+            Headers::Session,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"no longer needed"}}"#,
+        )
+        .await;
+    replies.push(exact(&cancel));
+    assert_eq!(
+        within("hold to be cancelled", hold.heard.recv()).await,
+        Some("cancelled")
+    );
+    replies.push(exact(
+        &within("the cancelled stream", second).await.unwrap(),
+    ));
+    // The session goes on.
+    replies.push(exact(
+        &session
+            .send(
+                Headers::Session,
+                &call(json!(3), "echo", json!({"text": "after"})),
+            )
+            .await,
+    ));
+    replies
+}
+
+#[tokio::test]
+async fn a_call_in_flight_resumes_and_cancels_as_rmcps_does() {
+    HttpOptions::set_fast_path(false);
+    let (bridge, mut rmcp_hold) = held_bridge();
+    let rmcp_only = start_http(bridge, HttpOptions::default(), vec![]).await;
+    assert_eq!(fast_answered(rmcp_only.addr).await, 0);
+    HttpOptions::set_fast_path(true);
+    let (bridge, mut our_hold) = held_bridge();
+    let ours = start_http(bridge, HttpOptions::default(), vec![]).await;
+    let expected = in_flight(&rmcp_only, &mut rmcp_hold).await;
+    let got = in_flight(&ours, &mut our_hold).await;
+    for (step, (got, expected)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(got, expected, "step {step}: ours vs rmcp's");
+    }
+    assert_eq!(got.len(), expected.len());
+    // What rmcp does, and what any other answer to this era must keep doing.
+    let resumed = &got[1].2;
+    assert!(
+        resumed.contains(r#""progressToken":"h""#) && resumed.contains(r#""released":true"#),
+        "the resumed stream replays the progress note and carries the answer: {resumed}"
+    );
+    assert!(
+        !got[0].2.contains("released"),
+        "the first stream ended: {}",
+        got[0].2
+    );
+    assert!(
+        !got[3].2.contains("released"),
+        "a cancelled call is not answered: {}",
+        got[3].2
+    );
+}
