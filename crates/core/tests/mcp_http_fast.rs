@@ -316,6 +316,78 @@ fn table() -> Vec<Row> {
             echo_body(),
             false,
         ),
+        // `_meta` shapes: read lean as the stdio loop reads them (what clients send), or into rmcp's map
+        // (anything unusual); either way the fast path answers what rmcp answers, or leaves it to rmcp.
+        meta_row("a numeric progress token", &meta_with(r#""progressToken":7"#), true),
+        meta_row("a negative progress token", &meta_with(r#""progressToken":-3"#), true),
+        meta_row("a progress token with an escaped key", &meta_with(r#""progr\u0065ssToken":"e""#), true),
+        meta_row("a progress token twice", &meta_with(r#""progressToken":1,"progressToken":"two""#), true),
+        meta_row("a null progress token", &meta_with(r#""progressToken":null"#), true),
+        meta_row("a float progress token", &meta_with(r#""progressToken":1.5"#), true),
+        meta_row("an array progress token", &meta_with(r#""progressToken":[1]"#), true),
+        row(
+            "_meta before the name",
+            echo(),
+            format!(r#"{{"jsonrpc":"2.0","id":36,"method":"tools/call","params":{{"_meta":{META},"name":"echo","arguments":{{"text":"hi"}}}}}}"#),
+            true,
+        ),
+        meta_row("a numeric protocol version", &format!(r#"{{"io.modelcontextprotocol/protocolVersion":5,{CAPS}}}"#), false),
+        meta_row("a null protocol version", &format!(r#"{{"io.modelcontextprotocol/protocolVersion":null,{CAPS}}}"#), false),
+        meta_row("the protocol version twice, the same", &meta_with(VERSION), true),
+        meta_row("the protocol version twice, an older one first", &meta_with(r#""io.modelcontextprotocol/protocolVersion":"2025-11-25""#), true),
+        meta_row("the protocol version twice, an older one last", &format!(r#"{{{VERSION},{CAPS},"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}"#), false),
+        meta_row("the protocol version with an escaped key", &format!(r#"{{"io.modelcontextprotocol/protocol\u0056ersion":"2026-07-28",{CAPS}}}"#), true),
+        meta_row("null capabilities", &format!(r#"{{{VERSION},"io.modelcontextprotocol/clientCapabilities":null}}"#), false),
+        meta_row("array capabilities", &format!(r#"{{{VERSION},"io.modelcontextprotocol/clientCapabilities":[]}}"#), false),
+        meta_row("capabilities twice", &meta_with(r#""io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}"#), true),
+        meta_row("capabilities with unknown fields", &format!(r#"{{{VERSION},"io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}},"x-future":{{"a":[1]}},"extensions":{{"x.y/z":{{}}}}}}}}"#), true),
+        meta_row("a result cap", &meta_with(r#""io.github.mcp-bridges/maxResultBytes":2048"#), true),
+        meta_row("a result cap too large", &meta_with(r#""io.github.mcp-bridges/maxResultBytes":100000000000"#), true),
+        meta_row("a result cap that is text", &meta_with(r#""io.github.mcp-bridges/maxResultBytes":"big""#), true),
+        meta_row("a negative result cap", &meta_with(r#""io.github.mcp-bridges/maxResultBytes":-1"#), true),
+        meta_row("an unknown key", &meta_with(r#""x-unknown":{"deep":[1,2]}"#), true),
+        meta_row("client info that is not an object", &format!(r#"{{{VERSION},{CAPS},"io.modelcontextprotocol/clientInfo":"not an object"}}"#), true),
+        meta_row("client info twice", &meta_with(r#""io.modelcontextprotocol/clientInfo":{"name":"u","version":"1"}"#), true),
+        meta_row("no client info", &format!("{{{VERSION},{CAPS}}}"), true),
+        meta_row("a log level that is not one", &meta_with(r#""io.modelcontextprotocol/logLevel":"loud""#), true),
+        meta_row("an empty _meta", "{}", false),
+        meta_row("a null _meta", "null", false),
+        row(
+            "params before the method",
+            echo(),
+            format!(r#"{{"params":{{"_meta":{META},"name":"echo","arguments":{{"text":"hi"}}}},"jsonrpc":"2.0","id":30,"method":"tools/call"}}"#),
+            true,
+        ),
+        row(
+            "params before the method, an unknown _meta key",
+            echo(),
+            format!(r#"{{"params":{{"_meta":{},"name":"echo","arguments":{{"text":"hi"}}}},"jsonrpc":"2.0","id":31,"method":"tools/call"}}"#, meta_with(r#""x":0"#)),
+            true,
+        ),
+        row(
+            "progress reported, a string token with escapes",
+            modern_headers("tools/call", Some("steps")),
+            call_body(json!(32), "steps", json!({}), &meta_with(r#""progressToken":"p\"q\u00e9""#)),
+            true,
+        ),
+        row(
+            "progress reported, a token given twice",
+            modern_headers("tools/call", Some("steps")),
+            call_body(json!(33), "steps", json!({}), &meta_with(r#""progressToken":"first","progressToken":-9"#)),
+            true,
+        ),
+        row(
+            "progress reported, an unknown _meta key",
+            modern_headers("tools/call", Some("steps")),
+            call_body(json!(34), "steps", json!({}), &meta_with(r#""progressToken":5,"x":{}"#)),
+            true,
+        ),
+        row(
+            "a task-capable tool with a progress token",
+            modern_headers("tools/call", Some("later")),
+            call_body(json!(35), "later", json!({}), &meta_with(r#""progressToken":5"#)),
+            false,
+        ),
         row(
             "subscribe, removed in 2026-07-28",
             modern_headers("resources/subscribe", Some("events://test/chat")),
@@ -325,6 +397,19 @@ fn table() -> Vec<Row> {
             false,
         ),
     ]
+}
+
+const VERSION: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#;
+const CAPS: &str = r#""io.modelcontextprotocol/clientCapabilities":{}"#;
+
+/// A call of `echo` with `meta` as its `_meta`.
+fn meta_row(what: &'static str, meta: &str, fast: bool) -> Row {
+    row(
+        what,
+        modern_headers("tools/call", Some("echo")),
+        call_body(json!(40), "echo", json!({"text": "hi"}), meta),
+        fast,
+    )
 }
 
 /// `_meta` of a client that declares the tasks extension.

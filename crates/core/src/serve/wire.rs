@@ -32,10 +32,17 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Decodes one line (without its newline) as rmcp's stdio transport would: `Ok(None)` for a message rmcp
 /// ignores (a notification outside MCP), `Err` for one it rejects.
+#[cfg(test)]
 pub(crate) fn decode(
     line: &[u8],
 ) -> Result<Option<RxJsonRpcMessage<RoleServer>>, serde_json::Error> {
     Ok(decode_line(line, false)?.map(Decoded::into_message))
+}
+
+/// One message as [`decode`] reads it, a `tools/call` read apart with its `_meta` read lean where it can be
+/// ([`Decoded::Call`]): for the HTTP fast path, whose `tools/call` never reaches rmcp's dispatch.
+pub(crate) fn decode_calls(body: &[u8]) -> Result<Option<Decoded>, serde_json::Error> {
+    decode_line(body, true)
 }
 
 /// A line as [`decode`] reads it; with `lean`, a `tools/call` whose params were read in the envelope's pass
@@ -76,6 +83,7 @@ pub(crate) struct Call {
 impl Decoded {
     /// The message rmcp would have decoded. Only for a `Call` read with its map (`lean` off): a lean
     /// one's `_meta` was not kept.
+    #[cfg(test)]
     fn into_message(self) -> RxJsonRpcMessage<RoleServer> {
         match self {
             Decoded::Message(message) => message,

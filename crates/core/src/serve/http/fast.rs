@@ -4,9 +4,9 @@
 //! rmcp's `StreamableHttpService` spends about 105 k instructions on such a request before and after our
 //! handler (bench/README.md): it decodes the body by trying `ClientRequest`'s variants in turn, re-serialises
 //! the whole message to a `Value` to check the SEP-2243 headers, and builds a server (`serve_directly`: a peer,
-//! channels, a service task) for every request. Here the body is decoded by its method name
-//! ([`wire::decode`]), the headers are compared with the decoded request, and the handler runs inline with a
-//! peer made once. A `tools/call` skips rmcp's `handle_request` too ([`tool_answer`] does what it does after
+//! channels, a service task) for every request. Here the body is decoded by its method name, a `tools/call`'s
+//! `_meta` read lean as the stdio loop reads it ([`wire::decode_calls`]), the headers are compared with the
+//! decoded request, and the handler runs inline with a peer made once. A `tools/call` skips rmcp's `handle_request` too ([`tool_answer`] does what it does after
 //! `call_tool` for this era): its future holds every request handler's state and is copied whole at each move.
 //! It is begun and polled once in the request's own frame ([`begin`]), as the stdio loop does: a call that
 //! finishes at once builds no future, timer or heartbeat.
@@ -26,7 +26,8 @@
 
 use super::super::edges::declares_json;
 use super::super::handler::{CallMeta, McpHandler, Shared, Started};
-use super::super::{inline, wire};
+use super::super::inline;
+use super::super::wire::{self, Decoded};
 use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
@@ -35,7 +36,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest, ErrorCode,
     ErrorData, GetMeta, Implementation, InitializeRequestParams, JsonRpcMessage,
     JsonRpcNotification, JsonRpcRequest, NumberOrString, ProgressToken, ProtocolVersion, RequestId,
-    ServerNotification,
+    RequestMetaObject, ServerNotification,
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
 use rmcp::transport::Transport;
@@ -212,18 +213,45 @@ impl FastPath {
         if version != ProtocolVersion::V_2026_07_28.as_str() {
             return None;
         }
-        let Ok(Some(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }))) =
-            wire::decode(body)
-        else {
-            return None;
+        let (id, request) = match wire::decode_calls(body) {
+            Ok(Some(Decoded::Call(wire::Call {
+                id,
+                params,
+                meta,
+                map,
+            }))) => (id, Request::Call { params, meta, map }),
+            Ok(Some(Decoded::Message(JsonRpcMessage::Request(JsonRpcRequest {
+                id,
+                request: ClientRequest::CallToolRequest(mut call),
+                ..
+            })))) => {
+                // Not read apart in the envelope's pass: `_meta` is rmcp's map, read as the stdio loop
+                // reads it then.
+                let map = call.extensions.remove::<RequestMetaObject>();
+                let meta = map.as_ref().map(|map| Box::new(CallMeta::from_map(map)));
+                (
+                    id,
+                    Request::Call {
+                        params: call.params,
+                        meta,
+                        map,
+                    },
+                )
+            }
+            Ok(Some(Decoded::Message(JsonRpcMessage::Request(JsonRpcRequest {
+                id,
+                request,
+                ..
+            })))) => (id, Request::Other(request)),
+            _ => return None,
         };
         let (method, name) = match &request {
-            ClientRequest::CallToolRequest(call) => ("tools/call", Some(call.params.name.as_ref())),
-            ClientRequest::ListToolsRequest(_) => ("tools/list", None),
-            ClientRequest::ReadResourceRequest(read) => {
+            Request::Call { params, .. } => ("tools/call", Some(params.name.as_ref())),
+            Request::Other(ClientRequest::ListToolsRequest(_)) => ("tools/list", None),
+            Request::Other(ClientRequest::ReadResourceRequest(read)) => {
                 ("resources/read", Some(read.params.uri.as_str()))
             }
-            _ => return None,
+            Request::Other(_) => return None,
         };
         if single(headers, &MCP_METHOD)? != method {
             return None;
@@ -234,36 +262,47 @@ impl FastPath {
                 return None;
             }
         }
-        let meta = request.get_meta();
-        let progress = meta.get_progress_token();
         let mut task_capable = false;
-        if let ClientRequest::CallToolRequest(call) = &request
-            && let Some(position) = self.shared.mount.tool_position(&call.params.name)
-        {
-            task_capable = self.shared.mount.tools()[position].spec.task_support
-                != crate::tool::TaskSupport::Never;
-            if self.param_headers.get(position).copied().unwrap_or(true)
-                || (progress.is_some() && task_capable)
-            {
-                return None;
+        match &request {
+            Request::Call { params, meta, .. } => {
+                // rmcp's checks before dispatch (the version against the header and the era's required keys:
+                // `missing_required_keys` is the version and the capabilities), on `_meta` as read once.
+                let meta = meta.as_deref()?;
+                if meta.version.as_ref().map(ProtocolVersion::as_str) != Some(version)
+                    || meta.capabilities.is_none()
+                    || meta.log_level.is_some()
+                {
+                    return None;
+                }
+                if let Some(position) = self.shared.mount.tool_position(&params.name) {
+                    task_capable = self.shared.mount.tools()[position].spec.task_support
+                        != crate::tool::TaskSupport::Never;
+                    if self.param_headers.get(position).copied().unwrap_or(true)
+                        || (meta.progress.is_some() && task_capable)
+                    {
+                        return None;
+                    }
+                }
             }
-        }
-        if meta
-            .protocol_version()
-            .as_ref()
-            .map(ProtocolVersion::as_str)
-            != Some(version)
-            || !meta
-                .missing_required_keys(&ProtocolVersion::V_2026_07_28)
-                .is_empty()
-            || meta.log_level().is_some()
-        {
-            return None;
+            Request::Other(request) => {
+                let meta = request.get_meta();
+                if meta
+                    .protocol_version()
+                    .as_ref()
+                    .map(ProtocolVersion::as_str)
+                    != Some(version)
+                    || !meta
+                        .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                        .is_empty()
+                    || meta.log_level().is_some()
+                {
+                    return None;
+                }
+            }
         }
         Some(Accepted {
             id,
             request,
-            progress,
             task_capable,
         })
     }
@@ -273,53 +312,43 @@ impl FastPath {
     async fn dispatch(&self, accepted: Accepted) -> Response {
         let Accepted {
             id,
-            mut request,
-            progress,
+            request,
             task_capable,
         } = accepted;
-        let mut context = inline::context(id.clone(), &mut request, self.peer.clone());
-        // The request's own token, not yet a child of the service token: making a child locks the parent and
-        // adds a node to its tree, and dropping it does both again, for a call that mostly answers at once. A
-        // call that waits is tied to the service token when it is spawned ([`linked`]).
-        if self.service_token.is_cancelled() {
-            context.ct.cancel();
-        }
-        let route = progress.map(|theirs| {
-            let ours = self.next_token.fetch_add(1, Ordering::Relaxed);
-            let slot = Slot {
-                theirs,
-                queue: Vec::new(),
-                waker: None,
-            };
-            self.routes.lock().insert(ours, slot);
-            context
-                .meta
-                .set_progress_token(ProgressToken(NumberOrString::Number(ours)));
-            Route {
-                routes: self.routes.clone(),
-                token: ours,
-            }
-        });
-        let ct = context.ct.clone();
         let handler = self.handler.clone();
-        // Boxed here, once: the futures above it stay small, so moving them costs no large copies.
-        let mut call: Pin<Box<dyn Future<Output = inline::Answer> + Send>> = match request {
-            ClientRequest::CallToolRequest(call) => {
-                // Only a tool that can run as a task can answer with a task handle; reading the capabilities
-                // out of `_meta` costs a decode, so the others skip it.
+        let (ct, route, mut call) = match request {
+            Request::Call { params, meta, map } => {
+                let mut meta = meta.unwrap_or_default();
+                // As the stdio loop makes it: `_meta` read lean is not put back into a map nothing reads.
+                let mut context = RequestContext::new(id.clone(), self.peer.clone());
+                if let Some(map) = map {
+                    context.meta = map;
+                }
+                self.cancelled_with_service(&context.ct);
+                let route = meta.progress.take().map(|theirs| {
+                    let (route, ours) = self.route(theirs);
+                    if !context.meta.is_empty() {
+                        context.meta.set_progress_token(ours.clone());
+                    }
+                    meta.progress = Some(ours);
+                    route
+                });
+                let ct = context.ct.clone();
+                // Only a tool that can run as a task can answer with a task handle.
                 let tasks_declared = task_capable
-                    && context
-                        .client_capabilities()
+                    && meta
+                        .client_capabilities(&context.peer)
                         .is_some_and(|caps| caps.supports_tasks());
-                let mut params = call.params;
+                let mut params = params;
                 // Begun and polled once in this frame, as the stdio loop does: a call that finishes at once
                 // builds no future, timer or heartbeat.
                 let step = std::future::poll_fn(|cx| {
                     let params = std::mem::replace(&mut params, CallToolRequestParams::new(""));
-                    Poll::Ready(begin(&handler, params, &context, cx))
+                    Poll::Ready(begin(&handler, params, &context, &meta, cx))
                 })
                 .await;
-                match step {
+                // Boxed here, once: the futures above it stay small, so moving them costs no large copies.
+                let call = match step {
                     Started::Answered(called) => {
                         // As rmcp does once the answer is sent: whatever the call left running stops.
                         ct.cancel();
@@ -337,9 +366,20 @@ impl FastPath {
                             tool_answer(id, called, tasks_declared)
                         })
                     }
-                }
+                };
+                (ct, route, call)
             }
-            request => boxed(|| answer(handler, request, context, id)),
+            Request::Other(mut request) => {
+                let mut context = inline::context(id.clone(), &mut request, self.peer.clone());
+                self.cancelled_with_service(&context.ct);
+                let route = context.meta.get_progress_token().map(|theirs| {
+                    let (route, ours) = self.route(theirs);
+                    context.meta.set_progress_token(ours);
+                    route
+                });
+                let ct = context.ct.clone();
+                (ct, route, boxed(|| answer(handler, request, context, id)))
+            }
         };
         let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
         let route = match (first, route) {
@@ -381,6 +421,33 @@ impl FastPath {
             }),
         )
     }
+
+    /// A request's own token, not a child of the service token: making a child locks the parent and adds a
+    /// node to its tree, and dropping it does both again, for a call that mostly answers at once. A call
+    /// that waits is tied to the service token when it is spawned ([`linked`]); one begun after the service
+    /// token was cancelled starts cancelled, as a child would.
+    fn cancelled_with_service(&self, ct: &CancellationToken) {
+        if self.service_token.is_cancelled() {
+            ct.cancel();
+        }
+    }
+
+    /// A place in [`Routes`] for the progress of a call whose client token is `theirs`, and the token of ours
+    /// the call reports with instead.
+    fn route(&self, theirs: ProgressToken) -> (Route, ProgressToken) {
+        let ours = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let slot = Slot {
+            theirs,
+            queue: Vec::new(),
+            waker: None,
+        };
+        self.routes.lock().insert(ours, slot);
+        let route = Route {
+            routes: self.routes.clone(),
+            token: ours,
+        };
+        (route, ProgressToken(NumberOrString::Number(ours)))
+    }
 }
 
 /// `call`, cancelled through its request's token `ct` when the service token is, as a child token would be.
@@ -411,10 +478,23 @@ fn boxed<F: Future<Output = inline::Answer> + Send + 'static>(
 /// A request this path takes.
 struct Accepted {
     id: RequestId,
-    request: ClientRequest,
-    progress: Option<ProgressToken>,
+    request: Request,
     /// A `tools/call` of a tool that can run as a task.
     task_capable: bool,
+}
+
+/// A request taken: a `tools/call` read apart as the stdio loop reads it, or one rmcp's handler answers.
+// One per request, moved straight into its dispatch: boxing would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
+enum Request {
+    Call {
+        params: CallToolRequestParams,
+        /// `_meta` as read once: lean, or from `map` when it held anything unusual; `None` without one.
+        meta: Option<Box<CallMeta>>,
+        /// rmcp's map of `_meta`, only when it was read into one.
+        map: Option<RequestMetaObject>,
+    },
+    Other(ClientRequest),
 }
 
 /// The reply to a call that has answered: JSON, or SSE when notifications came first.
@@ -515,16 +595,17 @@ async fn answer(
     .into()
 }
 
-/// [`McpHandler::start_tool`] with the request's own context `cx`; a panic in it is answered as an internal
+/// [`McpHandler::start_tool`] with the request's own context `cx` and its `_meta` as read once; a panic in it is answered as an internal
 /// error, as [`inline::guarded`] answers one on rmcp's path.
 fn begin(
     handler: &McpHandler,
     params: CallToolRequestParams,
     context: &RequestContext<RoleServer>,
+    meta: &CallMeta,
     cx: &mut Context<'_>,
 ) -> Started {
     let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        handler.start_tool(params, context, &CallMeta::from_map(&context.meta), cx)
+        handler.start_tool(params, context, meta, cx)
     }));
     begun.unwrap_or_else(|panic| {
         let panic = super::super::panic::message(panic);
