@@ -38,6 +38,18 @@ serv.on('error', (e) => process.stderr.write(`server error: ${e.stack || e}\n`))
 
 const nowUs = () => Math.round((performance.timeOrigin + performance.now()) * 1000)
 
+// Diagnostics (stderr, one line per emit): how late the 1 ms timer ran, the event loop's delay, GC pauses, and
+// how long an event waited between its timestamp and its frame's send (the adapter's own share of the latency).
+const { monitorEventLoopDelay, PerformanceObserver } = require('perf_hooks')
+const gcs = []
+new PerformanceObserver((list) => { for (const e of list.getEntries()) gcs.push(e.duration) }).observe({ entryTypes: ['gc'] })
+function quantiles (xs) {
+  if (xs.length === 0) return 'none'
+  const s = Float64Array.from(xs).sort()
+  const q = (f) => s[Math.min(s.length - 1, Math.floor(f * s.length))].toFixed(2)
+  return `n ${s.length} p50 ${q(0.5)} p99 ${q(0.99)} max ${s[s.length - 1].toFixed(2)}`
+}
+
 // Emits `rate` chat events per second for `secs` seconds on a 1 ms timer (each tick sends what is due), as the
 // game's event loop would between ticks; reports how many were accepted.
 function emit (rate, secs) {
@@ -46,7 +58,25 @@ function emit (rate, secs) {
   const total = Math.round(rate * secs)
   let sent = 0
   let accepted = 0
+  const loop = monitorEventLoopDelay({ resolution: 1 })
+  loop.enable()
+  gcs.length = 0
+  const gaps = []
+  const flushLag = []
+  let lastTick = performance.now()
+  const origFlush = link.flush
+  link.flush = function () {
+    const t = nowUs()
+    for (const text of this.pending) {
+      const m = /"sentUs":(\d+)/.exec(text)
+      if (m) flushLag.push((t - Number(m[1])) / 1000)
+    }
+    return origFlush.call(this)
+  }
   const timer = setInterval(() => {
+    const t = performance.now()
+    gaps.push(t - lastTick)
+    lastTick = t
     const due = Math.min(total, Math.floor((performance.now() - start) * rate / 1000))
     while (sent < due) {
       sent++
@@ -54,6 +84,11 @@ function emit (rate, secs) {
     }
     if (sent >= total) {
       clearInterval(timer)
+      loop.disable()
+      link.flush = origFlush
+      process.stderr.write(`squid-driver: timer gaps ms ${quantiles(gaps)}; event-loop delay ms p50 ${(loop.percentile(50) / 1e6).toFixed(2)} ` +
+        `p99 ${(loop.percentile(99) / 1e6).toFixed(2)} max ${(loop.max / 1e6).toFixed(2)}; gc ms ${quantiles(gcs)} total ${gcs.reduce((a, b) => a + b, 0).toFixed(1)}; ` +
+        `emit-to-send ms ${quantiles(flushLag)}\n`)
       out(`sent ${accepted}\n`)
     }
   }, 1)

@@ -85,6 +85,34 @@ struct Args {
     node: String,
 }
 
+/// `MC_STACK_TRACE=DIR`: the relay and the MCP servers log when each frame passed them (the `mc_latency` trace,
+/// crates/minecraft/src/latency.rs) into DIR/relay.log and DIR/mcp-N.log, and the clients write every event
+/// they read (its game seq, sent and read times, and when the poll that read it began) into DIR/client-N.tsv;
+/// bench/minecraft/hops.py then splits each event's latency by hop. Off by default.
+fn trace_dir() -> Option<PathBuf> {
+    std::env::var_os("MC_STACK_TRACE").map(PathBuf::from)
+}
+
+/// RUST_LOG for the relay and the MCP servers.
+fn rust_log() -> &'static str {
+    if trace_dir().is_some() {
+        "warn,mc_latency=trace"
+    } else {
+        "warn"
+    }
+}
+
+/// Where a traced process's stderr goes.
+fn trace_file(name: &str) -> Result<Stdio> {
+    Ok(match trace_dir() {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)?;
+            Stdio::from(std::fs::File::create(dir.join(name))?)
+        }
+        None => Stdio::inherit(),
+    })
+}
+
 fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -143,9 +171,10 @@ async fn start_relay(bin: &Path, extra: &[String]) -> Result<Relay> {
         .args(extra)
         .env("MINECRAFT_AUTH_TOKEN", GAME_TOKEN)
         .env("MCP_AUTH_TOKENS", MCP_TOKEN)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", rust_log())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
+        .stderr(trace_file("relay.log")?)
         .kill_on_drop(true)
         .spawn()
         .context("starting the relay")?;
@@ -181,8 +210,11 @@ async fn start_mcp(bin: &Path, url: &str, id: usize, extra: &[String]) -> Result
     ])
     .args(["--minecraft-client-id", &format!("bench-mcp-{id}")])
     .args(extra)
-    .env("RUST_LOG", "warn");
-    let transport = TokioChildProcess::new(cmd).context("starting an MCP server")?;
+    .env("RUST_LOG", rust_log());
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(trace_file(&format!("mcp-{id}.log"))?)
+        .spawn()
+        .context("starting an MCP server")?;
     let pid = transport.id();
     let client = ().serve(transport).await.context("MCP handshake")?;
     Ok(Mcp { client, pid })
@@ -330,7 +362,12 @@ async fn reader(
     mut since: u64,
     (limit, bytes): (u32, usize),
     mut expected: tokio::sync::watch::Receiver<Option<u64>>,
+    trace: Option<PathBuf>,
 ) -> Result<(Read, u64)> {
+    let mut trace = match trace {
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p)?)),
+        None => None,
+    };
     let mut r = Read {
         received: 0,
         loss_records: 0,
@@ -349,6 +386,7 @@ async fn reader(
             break;
         }
         let called = Instant::now();
+        let called_us = now_us();
         let page = call_capped(
             &client,
             "poll_events",
@@ -371,6 +409,15 @@ async fn reader(
                 continue;
             };
             r.hist.record(now.saturating_sub(sent).max(1))?;
+            if let Some(t) = trace.as_mut() {
+                use std::io::Write;
+                // The game's seq ends the event's id (`name-instance-seq` in both drivers).
+                let seq = d["id"]
+                    .as_str()
+                    .and_then(|id| id.rsplit('-').next())
+                    .unwrap_or("");
+                writeln!(t, "{seq}\t{sent}\t{now}\t{called_us}")?;
+            }
             r.received += 1;
             last = Instant::now();
         }
@@ -380,6 +427,10 @@ async fn reader(
             r.reported_lost += dropped;
             r.buffer_dropped += dropped;
         }
+    }
+    if let Some(t) = trace.as_mut() {
+        use std::io::Write;
+        t.flush()?;
     }
     Ok((r, since))
 }
@@ -471,12 +522,16 @@ async fn run_case(
     let before = ticks(s);
     let t0 = Instant::now();
     let mut readers = Vec::new();
-    for (m, since) in s.mcps.iter().zip(&s.cursors) {
+    for (i, (m, since)) in s.mcps.iter().zip(&s.cursors).enumerate() {
+        let trace = trace_dir()
+            .filter(|_| print)
+            .map(|d| d.join(format!("client-{i}.tsv")));
         readers.push(tokio::spawn(reader(
             m.clone(),
             *since,
             limit,
             exp_rx.clone(),
+            trace,
         )));
     }
     for g in &mut s.games {

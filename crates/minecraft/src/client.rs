@@ -337,11 +337,16 @@ impl RelayLink {
         let mut acked_sent = acked;
         let mut chunks = wire::Assembler::default();
         while let Some(text) = incoming.recv().await {
+            let read_us = crate::latency::start();
             // Events, alone or batched, the way nearly every frame of the relay comes: read and published without a
             // JSON tree. Anything else, or anything the full path would refuse or warn about, takes the full path.
             if let Some(events) = wire::fast::events(&text, wire::HARD_MAX_FRAME_BYTES) {
+                let game_seq = events.last().and_then(|ev| ev.game_seq);
                 for ev in events {
                     self.handle_fast(ev, &mut last_seq);
+                }
+                if let Some(read_us) = read_us {
+                    tracing::trace!(target: crate::latency::TARGET, hop = "mcp_in", read_us, done_us = crate::latency::now_us(), seq = last_seq, game_seq);
                 }
             } else {
                 let parsed = wire::parse(&text, wire::HARD_MAX_FRAME_BYTES).and_then(|p| {

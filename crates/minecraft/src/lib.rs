@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod config;
+mod latency;
 pub mod models;
 pub mod relay;
 pub mod tools;

@@ -322,6 +322,7 @@ async fn serve_game(
     let mut to_ack = last_seq;
     let mut chunks = wire::Assembler::default();
     while let Some(text) = incoming.recv().await {
+        let read_us = crate::latency::start();
         // Events, alone or batched, the way nearly every frame of a game comes: read without a JSON tree. Anything
         // else, or anything the full path would refuse or warn about, takes the full path below.
         let fast = wire::fast::events(&text, relay.settings().max_message_bytes);
@@ -433,6 +434,9 @@ async fn serve_game(
                     reply_schema(&relay, &sender, &e).await;
                 }
             }
+        }
+        if let Some(read_us) = read_us {
+            tracing::trace!(target: crate::latency::TARGET, hop = "relay_in", read_us, done_us = crate::latency::now_us(), game_seq = to_ack);
         }
         // Acknowledge in batches, and whenever the game has nothing more queued (so it hears soon).
         if to_ack > acked
@@ -904,10 +908,14 @@ async fn write_queue(
                     .flat_map(|item| frames(&item.text(), item.seq, limit, chunks))
                     .collect()
             };
+            let read_us = crate::latency::start();
             for frame in out {
                 if sender.send_text(frame).await.is_err() {
                     return;
                 }
+            }
+            if let Some(read_us) = read_us {
+                tracing::trace!(target: crate::latency::TARGET, hop = "relay_out", read_us, done_us = crate::latency::now_us(), seq = last, items = batch.len());
             }
             // Only while this is still the live link: a newer one starts again from what was acknowledged.
             if let Some(c) = relay.lock().clients.get_mut(&key)
