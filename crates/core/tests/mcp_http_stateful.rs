@@ -682,3 +682,38 @@ async fn a_call_in_flight_resumes_and_cancels_as_rmcps_does() {
         got[3].2
     );
 }
+
+/// At shutdown a session's call in flight may finish within the grace; one still waiting when the grace ends
+/// is cancelled, its stream ends, and the server stops: what rmcp's session does, and what any other answer
+/// to this era must do.
+#[tokio::test]
+async fn a_legacy_call_still_waiting_when_the_grace_ends_is_cancelled() {
+    let (bridge, mut hold) = held_bridge();
+    let options = HttpOptions {
+        shutdown_grace: std::time::Duration::from_millis(200),
+        ..HttpOptions::default()
+    };
+    let server = start_http(bridge, options, vec![]).await;
+    let (session, _) = Session::open(server.addr, "{}").await;
+    let mut waiting = Streaming::post(&session, &call(json!(1), "hold", json!({}))).await;
+    waiting.read_until("retry:").await;
+    assert_eq!(
+        within("hold to start", hold.heard.recv()).await,
+        Some("started")
+    );
+    server.shutdown.cancel();
+    assert_eq!(
+        within("hold to be cancelled", hold.heard.recv()).await,
+        Some("cancelled")
+    );
+    let reply = within("the stream to end", waiting.finish()).await;
+    assert!(
+        !dechunked(&reply).contains("released"),
+        "no answer after the grace: {}",
+        reply.body
+    );
+    within("the server to stop", server.task)
+        .await
+        .unwrap()
+        .unwrap();
+}
