@@ -636,3 +636,44 @@ async fn a_waiting_call_is_cancelled_when_the_grace_ends() {
     );
     call.abort();
 }
+
+/// `/mcp` and the paths below it are all the MCP endpoint, as when it was nested at `/mcp`; the paths below
+/// see themselves without the prefix (the OAuth discovery path is refused as such); a path that only
+/// begins with `mcp` is not it.
+#[tokio::test]
+async fn the_paths_below_mcp_are_served_as_mcp_is() {
+    HttpOptions::set_fast_path(true);
+    let options = HttpOptions {
+        token: Some("s3cret".into()),
+        ..HttpOptions::default()
+    };
+    let server = start_http(bridge(), options, vec![]).await;
+    let auth = ("Authorization", "Bearer s3cret");
+    let mut headers = modern_headers("tools/call", Some("echo"));
+    headers.push(("Authorization", "Bearer s3cret".to_owned()));
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let body = call_body(json!(1), "echo", json!({"text": "hi"}), META);
+    let at_mcp = raw_exchange(server.addr, "POST", "/mcp", &headers, &body).await;
+    assert_eq!(at_mcp.status, 200, "{}", at_mcp.body);
+    for path in ["/mcp/", "/mcp/sub", "/mcp/sub/?q=1", "/mcp?q=1"] {
+        let got = raw_exchange(server.addr, "POST", path, &headers, &body).await;
+        assert_eq!(normalised(&got), normalised(&at_mcp), "{path}");
+    }
+    assert_eq!(fast_answered_with(server.addr, &[auth]).await, 5);
+    for path in ["/mcpx", "/mcp2/x"] {
+        let got = raw_exchange(server.addr, "POST", path, &headers, &body).await;
+        assert_eq!(got.status, 404, "{path}: {}", got.body);
+    }
+    // Below `/mcp` the request's path is what follows it: the OAuth discovery path is refused with 404.
+    let got = raw_exchange(
+        server.addr,
+        "GET",
+        "/mcp/.well-known/oauth-authorization-server",
+        &[auth],
+        "",
+    )
+    .await;
+    assert_eq!(got.status, 404, "{}", got.body);
+    let got = raw_exchange(server.addr, "GET", "/mcp/.well-known/other", &[], "").await;
+    assert_eq!(got.status, 401, "{}", got.body);
+}

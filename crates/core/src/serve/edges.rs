@@ -113,7 +113,13 @@ pub(crate) type Rmcp = StreamableHttpService<super::handler::McpHandler, LocalSe
 /// own rather than an axum middleware around rmcp's: `from_fn` clones and boxes the inner service and boxes
 /// its own future on every request, which the fast path's requests never use. A clone is one `Arc`.
 #[derive(Clone)]
-pub(crate) struct McpService(Arc<McpInner>);
+pub(crate) struct McpService {
+    inner: Arc<McpInner>,
+    /// Serves the paths below `/mcp` (`/mcp/`, `/mcp/...`): `/mcp` is taken off the path first, as axum's
+    /// `nest_service` did for every path. `/mcp` itself is routed to a service without it: the prefix
+    /// stripping cost more than a tenth of a request's own instructions.
+    nested: bool,
+}
 
 struct McpInner {
     front: Front,
@@ -122,8 +128,36 @@ struct McpInner {
 
 impl McpService {
     pub(crate) fn new(front: Front, rmcp: Rmcp) -> Self {
-        Self(Arc::new(McpInner { front, rmcp }))
+        Self {
+            inner: Arc::new(McpInner { front, rmcp }),
+            nested: false,
+        }
     }
+
+    /// The same service for the paths below `/mcp`, which it sees without the `/mcp` prefix.
+    pub(crate) fn nested(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            nested: true,
+        }
+    }
+}
+
+/// `uri` without its leading `/mcp`, as axum's `StripPrefix` gives it to a service nested at `/mcp`: the
+/// rest of the path (`/` when nothing is left), the query kept. `None` when the path is not below `/mcp`.
+fn below_mcp(uri: &axum::http::Uri) -> Option<axum::http::Uri> {
+    let rest = uri.path().strip_prefix("/mcp")?;
+    if !rest.is_empty() && !rest.starts_with('/') {
+        return None;
+    }
+    let rest = if rest.is_empty() { "/" } else { rest };
+    let path_and_query = match uri.query() {
+        None => rest.parse().ok()?,
+        Some(query) => format!("{rest}?{query}").parse().ok()?,
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(path_and_query);
+    axum::http::Uri::from_parts(parts).ok()
 }
 
 impl tower::Service<Request> for McpService {
@@ -135,9 +169,17 @@ impl tower::Service<Request> for McpService {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
-        let inner = self.0.clone();
-        Box::pin(async move { Ok(inner.serve(request).await) })
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        if self.nested
+            && let Some(uri) = below_mcp(request.uri())
+        {
+            *request.uri_mut() = uri;
+        }
+        let inner = self.inner.clone();
+        // Made in its heap slot: `Box::pin(future)` makes it on the stack and copies all of it into the box.
+        let slot = Box::new_uninit();
+        let future = Box::write(slot, async move { Ok(inner.serve(request).await) });
+        Box::into_pin(future)
     }
 }
 
@@ -166,8 +208,10 @@ impl McpInner {
         }
     }
 
+    /// Boxed: rmcp's future is large, and every request's future (the fast path's too) would carry room
+    /// for it, copied whole each time it moves.
     async fn rmcp(&self, request: Request) -> Response {
-        self.rmcp.handle(request).await.map(Body::new)
+        Box::pin(self.rmcp.handle(request)).await.map(Body::new)
     }
 
     async fn post(&self, request: Request) -> Response {
@@ -184,13 +228,15 @@ impl McpInner {
             )
                 .into_response();
         };
-        if let Some(method) = removed_in_stateless_era(&parts.headers) {
-            return removed_method(method, &body);
-        }
+        // The fast path takes none of the methods 2026-07-28 removed (its `Mcp-Method` must name what it
+        // takes), so they are looked for only in what it leaves.
         if let Some(fast) = &front.fast
             && let Some(response) = fast.answer(&parts, &body).await
         {
             return response;
+        }
+        if let Some(method) = removed_in_stateless_era(&parts.headers) {
+            return removed_method(method, &body);
         }
         // The handler refuses a session past the limit too; refusing here first spares rmcp creating one
         // only to tear it down, and logging an error each time.
@@ -209,7 +255,7 @@ impl McpInner {
     }
 }
 
-/// The path the client asked for: `/mcp` is stripped off the request's own URI before it gets here.
+/// The path the client asked for: below `/mcp`, `/mcp` is stripped off the request's own URI before it gets here.
 fn original_path(request: &Request) -> String {
     request
         .extensions()

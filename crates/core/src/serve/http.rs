@@ -162,7 +162,13 @@ pub(crate) async fn serve(
         drain: drain.clone(),
         fast,
     };
-    let mcp_routes = Router::new().nest_service("/mcp", super::edges::McpService::new(front, mcp));
+    // `/mcp` and the paths below it, as `nest_service("/mcp", ..)` routed them, without its prefix
+    // stripping on `/mcp` itself.
+    let service = super::edges::McpService::new(front, mcp);
+    let mcp_routes = Router::new()
+        .route_service("/mcp", service.clone())
+        .route_service("/mcp/", service.nested())
+        .route_service("/mcp/{*rest}", service.nested());
     let pages = Router::new()
         .route("/", get(index))
         .route("/health", get(health))
