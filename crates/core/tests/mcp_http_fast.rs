@@ -141,6 +141,42 @@ fn table() -> Vec<Row> {
             echo_body(),
             false,
         ),
+        row("Accept in two headers", {
+            let mut h = with(echo(), "Accept", "application/json");
+            h.push(("Accept", "text/event-stream".to_owned()));
+            h
+        }, echo_body(), true),
+        row("Content-Type twice, JSON first", {
+            let mut h = echo();
+            h.push(("Content-Type", "text/plain".to_owned()));
+            h
+        }, echo_body(), true),
+        row("Content-Type twice, JSON last", {
+            let mut h = with(echo(), "Content-Type", "text/plain");
+            h.push(("Content-Type", "application/json".to_owned()));
+            h
+        }, echo_body(), false),
+        row("Mcp-Name twice", {
+            let mut h = echo();
+            h.push(("Mcp-Name", "echo".to_owned()));
+            h
+        }, echo_body(), false),
+        row("MCP-Protocol-Version twice", {
+            let mut h = echo();
+            h.push(("MCP-Protocol-Version", "2026-07-28".to_owned()));
+            h
+        }, echo_body(), false),
+        row(
+            "tools/list with an Mcp-Name, twice",
+            {
+                let mut h = modern_headers("tools/list", Some("x"));
+                h.push(("Mcp-Name", "y".to_owned()));
+                h
+            },
+            format!(r#"{{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{{"_meta":{META}}}}}"#),
+            true,
+        ),
+        row("an empty session id", with(echo(), "Mcp-Session-Id", ""), echo_body(), false),
         row(
             "_meta without client capabilities",
             echo(),

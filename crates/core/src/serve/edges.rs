@@ -7,7 +7,7 @@ use super::sessions::SessionLimit;
 use crate::auth::Access;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -321,7 +321,11 @@ fn initialize_id(body: &Bytes) -> Option<Value> {
 /// rmcp's 415 means a wrong content type only when the request did not declare JSON; otherwise it means the
 /// body did not parse.
 pub(crate) fn declares_json(headers: &HeaderMap) -> bool {
-    let value = headers.get(header::CONTENT_TYPE);
+    is_json(headers.get(header::CONTENT_TYPE))
+}
+
+/// A `Content-Type` value (the first, as `HeaderMap::get` gives it) declares JSON.
+pub(crate) fn is_json(value: Option<&HeaderValue>) -> bool {
     // What clients send, compared whole before any parsing.
     if value.is_some_and(|v| v.as_bytes() == b"application/json") {
         return true;

@@ -24,7 +24,7 @@
 //! of [`Routes`] with the client's token back in place. As rmcp does with JSON replies on, a call whose first message is its answer is answered
 //! with JSON, and one that reports progress first with an SSE stream of its notifications and then the answer.
 
-use super::super::edges::declares_json;
+use super::super::edges::is_json;
 use super::super::handler::{CallMeta, McpHandler, Shared, Started};
 use super::super::inline;
 use super::super::wire::{self, Decoded};
@@ -43,6 +43,7 @@ use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, Service};
 use std::collections::HashMap;
 use std::future::Future;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -81,7 +82,31 @@ pub(crate) struct FastPath {
 }
 
 type Message = TxJsonRpcMessage<RoleServer>;
-type RouteMap = HashMap<i64, Slot>;
+type RouteMap = HashMap<i64, Slot, BuildHasherDefault<TokenHasher>>;
+
+/// Hashes our progress tokens, consecutive numbers made in this process (never the client's): one multiply
+/// spreads them over the table, where SipHash cost about 140 instructions a lookup, three a call.
+#[derive(Default)]
+struct TokenHasher(u64);
+
+impl Hasher for TokenHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*byte)).wrapping_mul(FIBONACCI);
+        }
+    }
+
+    fn write_i64(&mut self, n: i64) {
+        self.0 = u64::from_ne_bytes(n.to_ne_bytes()).wrapping_mul(FIBONACCI);
+    }
+}
+
+/// 2^64 divided by the golden ratio: multiplying by it mixes consecutive numbers into the high bits too.
+const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// A call's progress notifications not yet sent, with the client's token and who waits for them. In the map
 /// itself, not behind a channel of its own: most calls that carry a token (rmcp's client puts one on every
@@ -106,6 +131,8 @@ impl Routes {
 struct Route {
     routes: Arc<Routes>,
     token: i64,
+    /// Removed already ([`finish`](Self::finish)).
+    finished: bool,
 }
 
 impl Route {
@@ -115,6 +142,17 @@ impl Route {
             .lock()
             .get_mut(&self.token)
             .map(|slot| std::mem::take(&mut slot.queue))
+            .unwrap_or_default()
+    }
+
+    /// The notifications queued, and the place given up: the call's answer goes now. One lookup where
+    /// [`take`](Self::take) and the drop make two.
+    fn finish(mut self) -> Vec<Message> {
+        self.finished = true;
+        self.routes
+            .lock()
+            .remove(&self.token)
+            .map(|slot| slot.queue)
             .unwrap_or_default()
     }
 
@@ -138,7 +176,9 @@ impl Route {
 
 impl Drop for Route {
     fn drop(&mut self) {
-        self.routes.lock().remove(&self.token);
+        if !self.finished {
+            self.routes.lock().remove(&self.token);
+        }
     }
 }
 
@@ -200,16 +240,19 @@ impl FastPath {
 
     /// The request, when rmcp would dispatch it to the handler and answer it with one JSON message.
     fn accept(&self, headers: &HeaderMap, body: &[u8]) -> Option<Accepted> {
-        if !self.modern_supported
-            || headers.contains_key(&SESSION_ID)
-            || !accepts_json_and_sse(headers)
-            || !declares_json(headers)
+        if !self.modern_supported {
+            return None;
+        }
+        let seen = Seen::read(headers);
+        if seen.session
+            || !seen.accepts_json_and_sse(headers)
+            || !is_json(seen.content_type)
             // rmcp's HTTP decoding does not skip a BOM.
             || body.starts_with(UTF8_BOM)
         {
             return None;
         }
-        let version = single(headers, &PROTOCOL_VERSION)?;
+        let version = seen.version.single()?;
         if version != ProtocolVersion::V_2026_07_28.as_str() {
             return None;
         }
@@ -253,11 +296,11 @@ impl FastPath {
             }
             Request::Other(_) => return None,
         };
-        if single(headers, &MCP_METHOD)? != method {
+        if seen.method.single()? != method {
             return None;
         }
         if let Some(name) = name {
-            let header = single(headers, &MCP_NAME)?;
+            let header = seen.name.single()?;
             if header.starts_with(BASE64_PREFIX) || header != name {
                 return None;
             }
@@ -352,7 +395,7 @@ impl FastPath {
                     Started::Answered(called) => {
                         // As rmcp does once the answer is sent: whatever the call left running stops.
                         ct.cancel();
-                        let queued = route.map(|route| route.take()).unwrap_or_default();
+                        let queued = route.map(Route::finish).unwrap_or_default();
                         return answered(queued, Ok(tool_answer(id, called, tasks_declared)));
                     }
                     Started::Task(task) => boxed(|| async move {
@@ -386,7 +429,7 @@ impl FastPath {
             (Poll::Ready(message), route) => {
                 // As rmcp does once the answer is sent: whatever the call left running stops.
                 ct.cancel();
-                let queued = route.map(|route| route.take()).unwrap_or_default();
+                let queued = route.map(Route::finish).unwrap_or_default();
                 return answered(queued, Ok(message));
             }
             (Poll::Pending, None) => {
@@ -445,6 +488,7 @@ impl FastPath {
         let route = Route {
             routes: self.routes.clone(),
             token: ours,
+            finished: false,
         };
         (route, ProgressToken(NumberOrString::Number(ours)))
     }
@@ -676,29 +720,86 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
     response
 }
 
-/// The one value of a header, as text; `None` when absent, repeated or not visible ASCII.
-fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
-    let mut values = headers.get_all(name).iter();
-    let value = values.next()?;
-    if values.next().is_some() {
-        return None;
-    }
-    value.to_str().ok()
+/// The headers [`FastPath::accept`] reads, found in one pass over the map: a lookup by name hashes the name
+/// and probes the table, six times a request.
+#[derive(Default)]
+struct Seen<'a> {
+    session: bool,
+    accept: Values<'a>,
+    /// The first value, as `HeaderMap::get` gives it.
+    content_type: Option<&'a HeaderValue>,
+    version: Values<'a>,
+    method: Values<'a>,
+    name: Values<'a>,
 }
 
-/// `Accept` names both media types rmcp requires, with no parameters (a quality of 0 is rmcp's to read).
-fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
-    // What clients send (rmcp's, the TS and Python SDKs'): one value, compared whole before any splitting.
-    const USUAL: [&[u8]; 2] = [
-        b"application/json, text/event-stream",
-        b"text/event-stream, application/json",
-    ];
-    let mut values = headers.get_all(header::ACCEPT).iter();
-    if let (Some(only), None) = (values.next(), values.next())
-        && USUAL.contains(&only.as_bytes())
-    {
-        return true;
+impl<'a> Seen<'a> {
+    fn read(headers: &'a HeaderMap) -> Self {
+        let mut seen = Self::default();
+        for (name, value) in headers {
+            if *name == header::ACCEPT {
+                seen.accept.add(value);
+            } else if *name == header::CONTENT_TYPE {
+                seen.content_type.get_or_insert(value);
+            } else if *name == PROTOCOL_VERSION {
+                seen.version.add(value);
+            } else if *name == MCP_METHOD {
+                seen.method.add(value);
+            } else if *name == MCP_NAME {
+                seen.name.add(value);
+            } else if *name == SESSION_ID {
+                seen.session = true;
+            }
+        }
+        seen
     }
+
+    /// `Accept` names both media types rmcp requires, with no parameters (a quality of 0 is rmcp's to read).
+    fn accepts_json_and_sse(&self, headers: &HeaderMap) -> bool {
+        // What clients send (rmcp's, the TS and Python SDKs'): one value, compared whole before any splitting.
+        const USUAL: [&[u8]; 2] = [
+            b"application/json, text/event-stream",
+            b"text/event-stream, application/json",
+        ];
+        if let Values {
+            first: Some(only),
+            more: false,
+        } = self.accept
+            && USUAL.contains(&only.as_bytes())
+        {
+            return true;
+        }
+        accepts_json_and_sse(headers)
+    }
+}
+
+/// The values of one header.
+#[derive(Default)]
+struct Values<'a> {
+    first: Option<&'a HeaderValue>,
+    more: bool,
+}
+
+impl<'a> Values<'a> {
+    fn add(&mut self, value: &'a HeaderValue) {
+        if self.first.is_some() {
+            self.more = true;
+        } else {
+            self.first = Some(value);
+        }
+    }
+
+    /// The one value, as text; `None` when absent, repeated or not visible ASCII.
+    fn single(&self) -> Option<&'a str> {
+        if self.more {
+            return None;
+        }
+        self.first?.to_str().ok()
+    }
+}
+
+/// `Accept` names both media types rmcp requires, with no parameters: each value split into its items.
+fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
     let (mut json, mut sse) = (false, false);
     for value in headers.get_all(header::ACCEPT) {
         let Ok(value) = value.to_str() else {
