@@ -2,6 +2,7 @@
 //! with the queue position it holds, events published on the core's streams and acknowledged, commands
 //! correlated with their responses (PROTOCOL.md §3–§5, the MCP side).
 
+use crate::acks::{Acks, Step};
 use crate::wire::fast::FastEvent;
 use crate::wire::{self, Code, Envelope, EventType, Kind, Source};
 use bridge_core::ToolError;
@@ -18,8 +19,6 @@ use tokio_util::sync::CancellationToken;
 
 /// Event ids remembered to drop duplicates after a relay restart (the game resends what was unacknowledged).
 const SEEN_IDS: usize = 8192;
-/// Events acknowledged at least this often.
-const ACK_EVERY: u64 = 64;
 /// How long the relay has to send `welcome`.
 const WELCOME_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -334,9 +333,23 @@ impl RelayLink {
         self.inner.connected.send_replace(true);
         tracing::info!(url = %s.url, "connected to the minecraft relay");
         let mut last_seq = acked;
-        let mut acked_sent = acked;
+        let mut acks = Acks::new(acked);
+        let ack_timer = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(ack_timer);
         let mut chunks = wire::Assembler::default();
-        while let Some(text) = incoming.recv().await {
+        loop {
+            let text = tokio::select! {
+                biased;
+                text = incoming.recv() => text,
+                () = &mut ack_timer, if acks.armed() => {
+                    if !self.send_ack(&sender, last_seq).await {
+                        break;
+                    }
+                    acks.sent(last_seq);
+                    continue;
+                }
+            };
+            let Some(text) = text else { break };
             let read_us = crate::latency::start();
             // Events, alone or batched, the way nearly every frame of the relay comes: read and published without a
             // JSON tree. Anything else, or anything the full path would refuse or warn about, takes the full path.
@@ -388,25 +401,22 @@ impl RelayLink {
                     }
                 }
             }
-            if last_seq > acked_sent
-                && (last_seq - acked_sent >= ACK_EVERY || incoming.queued_bytes() == 0)
-            {
-                let ack = Envelope::new(
-                    Kind::Ack,
-                    format!("a{last_seq}"),
-                    Source::Mcp,
-                    json!({"seq": last_seq}),
-                );
-                if sender.send_text(ack.to_text()).await.is_err() {
-                    break;
+            // Acknowledged every ACK_EVERY messages, else ACK_DELAY after the first not yet acknowledged
+            // (acks.rs).
+            match acks.read(last_seq) {
+                Step::Wait => {}
+                Step::Arm(due) => ack_timer.as_mut().reset(due),
+                Step::Now(seq) => {
+                    if !self.send_ack(&sender, seq).await {
+                        break;
+                    }
+                    acks.sent(seq);
                 }
-                acked_sent = last_seq;
-                lock(&self.inner.status).last_seq = last_seq;
             }
         }
         // Everything handled was published: the next hello says so, or the relay would count what it wrote
         // since the last ack, and has since dropped, as lost (its queue keeps messages until acknowledged).
-        if last_seq > acked_sent {
+        if last_seq > acks.acked() {
             lock(&self.inner.status).last_seq = last_seq;
         }
         let reason = sender
@@ -430,6 +440,21 @@ impl RelayLink {
             .correlator
             .fail_all(LinkError::disconnected(reason));
         tracing::warn!(url = %s.url, "lost the minecraft relay; reconnecting");
+    }
+
+    /// Acknowledges the relay's messages up to `seq`; false when the link is gone.
+    async fn send_ack(&self, sender: &LinkSender, seq: u64) -> bool {
+        let ack = Envelope::new(
+            Kind::Ack,
+            format!("a{seq}"),
+            Source::Mcp,
+            json!({"seq": seq}),
+        );
+        if sender.send_text(ack.to_text()).await.is_err() {
+            return false;
+        }
+        lock(&self.inner.status).last_seq = seq;
+        true
     }
 
     fn handle(&self, env: Envelope, last_seq: &mut u64) {

@@ -2,6 +2,7 @@
 //! relay game adapters and MCP servers dial). `PROTOCOL.md` is the wire contract with the game side under
 //! `adapters/`.
 
+mod acks;
 pub mod client;
 pub mod config;
 mod latency;

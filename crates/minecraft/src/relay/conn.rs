@@ -3,6 +3,7 @@
 use super::queue::{Item, Queue};
 use super::rate::{Bucket, Scope};
 use super::state::{Client, ClientKey, GameConn, Relay};
+use crate::acks::{Acks, Step};
 use crate::wire::{self, Code, Envelope, Kind, Parsed, SchemaError, Source};
 use bridge_core::link::{Incoming, LinkSender, WsConnection};
 use serde_json::{Value, json};
@@ -18,8 +19,6 @@ pub const ROLE_HEADER: &str = "x-minecraft-relay-role";
 const HELLO_DEADLINE: Duration = Duration::from_secs(10);
 /// Queued messages written to a client per batch.
 const WRITE_BATCH: usize = 1024;
-/// A game's events acknowledged at least this often.
-const ACK_EVERY: u64 = 64;
 
 /// Who a link is, decided by its token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,10 +317,24 @@ async fn serve_game(
         bus.serve_commands(&relay, &name, sender.clone());
     }
     let mut bucket = Bucket::new(relay.settings().game_rate);
-    let mut acked = last_seq;
+    let mut acks = Acks::new(last_seq);
+    let ack_timer = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(ack_timer);
     let mut to_ack = last_seq;
     let mut chunks = wire::Assembler::default();
-    while let Some(text) = incoming.recv().await {
+    loop {
+        let text = tokio::select! {
+            biased;
+            text = incoming.recv() => text,
+            () = &mut ack_timer, if acks.armed() => {
+                if !send_ack(&sender, to_ack).await {
+                    break;
+                }
+                acks.sent(to_ack);
+                continue;
+            }
+        };
+        let Some(text) = text else { break };
         let read_us = crate::latency::start();
         // Events, alone or batched, the way nearly every frame of a game comes: read without a JSON tree. Anything
         // else, or anything the full path would refuse or warn about, takes the full path below.
@@ -438,25 +451,34 @@ async fn serve_game(
         if let Some(read_us) = read_us {
             tracing::trace!(target: crate::latency::TARGET, hop = "relay_in", read_us, done_us = crate::latency::now_us(), game_seq = to_ack);
         }
-        // Acknowledge in batches, and whenever the game has nothing more queued (so it hears soon).
-        if to_ack > acked
-            && relay.bus().is_none()
-            && (to_ack - acked >= ACK_EVERY || incoming.queued_bytes() == 0)
-        {
-            let ack = Envelope::new(
-                Kind::Ack,
-                format!("a-{to_ack}"),
-                Source::Relay,
-                json!({"seq": to_ack}),
-            );
-            if sender.send_text(ack.to_text()).await.is_err() {
-                break;
+        // Acknowledged every ACK_EVERY events, else ACK_DELAY after the first not yet acknowledged (acks.rs);
+        // through the bus, JetStream's acknowledgements are forwarded instead.
+        if relay.bus().is_none() {
+            match acks.read(to_ack) {
+                Step::Wait => {}
+                Step::Arm(due) => ack_timer.as_mut().reset(due),
+                Step::Now(seq) => {
+                    if !send_ack(&sender, seq).await {
+                        break;
+                    }
+                    acks.sent(seq);
+                }
             }
-            acked = to_ack;
         }
     }
     tracing::info!(game = %name, reason = ?sender.close_reason(), "game adapter disconnected");
     game_left(&relay, &name, link);
+}
+
+/// Acknowledges a game's events up to `seq`; false when its link is gone.
+async fn send_ack(sender: &LinkSender, seq: u64) -> bool {
+    let ack = Envelope::new(
+        Kind::Ack,
+        format!("a-{seq}"),
+        Source::Relay,
+        json!({"seq": seq}),
+    );
+    sender.send_text(ack.to_text()).await.is_ok()
 }
 
 /// A game's link ended; its MCP servers hear of it unless a newer link took the name over.
