@@ -197,7 +197,11 @@ impl McpHandler {
                     .await
             })));
         }
-        let cancel = context.ct.child_token();
+        // The call's own token, not a child of the request's: making and dropping a child locks the request's
+        // token and edits its tree twice, for a call that mostly answers on its first poll. The request's
+        // cancellation reaches it in `run`, where a waiting call waits for it, and a call dropped unanswered
+        // cancels it ([`CallCancel`]).
+        let cancel = tokio_util::sync::CancellationToken::new();
         let has_progress = progress.is_some();
         let ctx = ToolCtx::new(progress, cancel.clone())
             .with_client(self.client_link(context, meta), inputs)
@@ -229,7 +233,7 @@ impl McpHandler {
             begun,
             started,
             cap,
-            cancel,
+            cancel: CallCancel(cancel),
             watched,
             beat,
             in_flight,
@@ -400,11 +404,21 @@ pub(crate) struct Running {
     begun: tokio::time::Instant,
     started: Instant,
     cap: usize,
-    cancel: tokio_util::sync::CancellationToken,
+    cancel: CallCancel,
     watched: Arc<std::sync::atomic::AtomicBool>,
     beat: Option<ToolCtx>,
     in_flight: InFlight,
     call: Call,
+}
+
+/// A call's own cancellation token ([`McpHandler::begin_tool`]), cancelled when the call is answered or
+/// dropped unanswered (its request gone), as a child of the request's token was when the request's was.
+struct CallCancel(tokio_util::sync::CancellationToken);
+
+impl Drop for CallCancel {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
 }
 
 impl Running {
@@ -454,33 +468,39 @@ impl Running {
         );
         tokio::pin!(timed);
         let mut panicked = false;
-        // Biased: when the cancel and the handler's progress are both ready, the handler is polled first, so it
-        // can see its cancellation before the choice below is made.
-        let outcome = tokio::select! {
-            biased;
-            result = &mut timed => match result {
-                Ok(Ok(outcome)) => outcome,
-                Ok(Err(panic)) => {
-                    panicked = true;
-                    Err(internal_panic(name, &panic))
+        // The request's cancellation is passed on to the call's own token first; then the handler is polled
+        // once more (biased: it comes first) and can see its cancellation before the choice below is made, as
+        // it could when its token was a child of `ct`, cancelled with it.
+        let mut passed_on = false;
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                result = &mut timed => break match result {
+                    Ok(Ok(outcome)) => outcome,
+                    Ok(Err(panic)) => {
+                        panicked = true;
+                        Err(internal_panic(name, &panic))
+                    }
+                    Err(_) => Err(timed_out(name, self.timeout)),
+                },
+                () = ct.cancelled(), if !passed_on => {
+                    passed_on = true;
+                    self.cancel.0.cancel();
                 }
-                Err(_) => Err(timed_out(name, self.timeout)),
-            },
-            () = ct.cancelled() => {
-                // Dropping the future here would cut a handler's clean-up short (a kill it is sending to a
-                // live system); one that watches its cancellation gets CANCEL_GRACE to finish. The answer is
-                // `cancelled` whatever it returns: the client has given up on the call.
-                if self.watched.load(std::sync::atomic::Ordering::Acquire) {
-                    self.cancel.cancel();
-                    if let Ok(Ok(Err(panic))) =
-                        tokio::time::timeout(crate::tool::CANCEL_GRACE, &mut timed).await
+                () = std::future::ready(()), if passed_on => {
+                    // Dropping the future here would cut a handler's clean-up short (a kill it is sending to
+                    // a live system); one that watches its cancellation gets CANCEL_GRACE to finish. The
+                    // answer is `cancelled` whatever it returns: the client has given up on the call.
+                    if self.watched.load(std::sync::atomic::Ordering::Acquire)
+                        && let Ok(Ok(Err(panic))) =
+                            tokio::time::timeout(crate::tool::CANCEL_GRACE, &mut timed).await
                     {
                         panicked = true;
                         // Logged as any panic is; the client still hears `cancelled`.
                         let _ = internal_panic(name, &panic);
                     }
+                    break Err(cancelled(name));
                 }
-                Err(cancelled(name))
             }
         };
         self.finish(outcome, panicked)
@@ -499,7 +519,7 @@ impl Running {
             ..
         } = self;
         // Whatever the handler left running (a link request, a wait) learns it is no longer wanted.
-        cancel.cancel();
+        drop(cancel);
         shared.drain.answered(in_flight);
         shared.metrics.record_call(
             shared.mount.bridge_label(&shared.mount.tools()[position]),
