@@ -147,6 +147,24 @@ fn cpu_ticks(pid: Option<u32>) -> u64 {
     get(11) + get(12)
 }
 
+/// Nanoseconds `pid`'s threads have spent runnable but waiting for a CPU (the second field of each thread's
+/// /proc schedstat): where latency goes when other work holds the cores. Threads that ended are not counted.
+fn runq_wait_ns(pid: Option<u32>) -> u64 {
+    let Some(pid) = pid else { return 0 };
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .sum()
+}
+
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -519,7 +537,19 @@ async fn run_case(
             cpu_ticks(Some(std::process::id())),
         )
     };
+    let waits = |s: &Setup| {
+        (
+            runq_wait_ns(s.relay.child.id()),
+            s.mcp_pids.iter().map(|p| runq_wait_ns(*p)).sum::<u64>(),
+            s.games
+                .iter()
+                .map(|g| runq_wait_ns(g.child.id()))
+                .sum::<u64>(),
+            runq_wait_ns(Some(std::process::id())),
+        )
+    };
     let before = ticks(s);
+    let waited = waits(s);
     let t0 = Instant::now();
     let mut readers = Vec::new();
     for (i, (m, since)) in s.mcps.iter().zip(&s.cursors).enumerate() {
@@ -568,6 +598,15 @@ async fn run_case(
     }
     let took = t0.elapsed().as_secs_f64();
     let after = ticks(s);
+    let waited = {
+        let now = waits(s);
+        (
+            now.0.saturating_sub(waited.0),
+            now.1.saturating_sub(waited.1),
+            now.2.saturating_sub(waited.2),
+            now.3.saturating_sub(waited.3),
+        )
+    };
     if !print {
         return Ok(());
     }
@@ -614,6 +653,17 @@ async fn run_case(
         took,
         mcp_cpu_s * 1e6 / received.max(1) as f64,
         after.0.saturating_sub(before.0) as f64 / hz * 1e6 / sent.max(1) as f64,
+    );
+    // Time runnable but without a CPU: other work on the machine (or the stack's own threads) holding the
+    // cores. Each hop pays its process's share of it in latency.
+    let per_s = |ns: u64| ns as f64 / 1e6 / took;
+    println!(
+        "{:<34} waited for a CPU (ms per s of the case): relay {:.1}, mcp {:.1}, games {:.1}, clients {:.1}",
+        "",
+        per_s(waited.0),
+        per_s(waited.1),
+        per_s(waited.2),
+        per_s(waited.3),
     );
     Ok(())
 }
