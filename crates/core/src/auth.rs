@@ -95,8 +95,17 @@ impl HostPolicy {
 
     /// Whether a `Host` header value is accepted.
     pub fn allows(&self, host: &str) -> bool {
-        let host = host.trim().to_ascii_lowercase();
-        let Some((name, port)) = split_host_port(&host) else {
+        // Lowered only when it has capitals: what clients send is lower case already, and this runs on
+        // every request.
+        let host = host.trim();
+        let lowered;
+        let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+            lowered = host.to_ascii_lowercase();
+            lowered.as_str()
+        } else {
+            host
+        };
+        let Some((name, port)) = split_host_port(host) else {
             return false;
         };
         let port = match port {

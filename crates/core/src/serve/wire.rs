@@ -16,7 +16,7 @@ use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, ErrorData, InputResponses, JsonObject,
     JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, ListToolsRequest, PingRequest,
-    ReadResourceRequest, RequestId, RequestMetaObject, ServerResult,
+    ProtocolVersion, ReadResourceRequest, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use serde::Deserialize;
@@ -355,7 +355,8 @@ impl<'de> serde::de::Visitor<'de> for LeanVisitor {
                     meta.progress = Some(map.next_value()?);
                 }
                 "io.modelcontextprotocol/protocolVersion" if meta.version.is_none() => {
-                    meta.version = Some(map.next_value()?);
+                    meta.version =
+                        Some(protocol_version(map.next_value()?).map_err(A::Error::custom)?);
                 }
                 "io.modelcontextprotocol/clientCapabilities" if meta.capabilities.is_none() => {
                     meta.capabilities = Some(map.next_value()?);
@@ -373,6 +374,19 @@ impl<'de> serde::de::Visitor<'de> for LeanVisitor {
         }
         Ok(Lean(meta))
     }
+}
+
+/// A protocol version as rmcp's `Deserialize` reads it, without the `String` it makes first for a version it
+/// knows (what every client sends).
+fn protocol_version(text: Cow<'_, str>) -> Result<ProtocolVersion, serde::de::value::Error> {
+    use serde::de::IntoDeserializer;
+    if let Some(known) = ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28)
+        .iter()
+        .find(|known| known.as_str() == text)
+    {
+        return Ok(known.clone());
+    }
+    ProtocolVersion::deserialize(text.into_owned().into_deserializer())
 }
 
 /// rmcp's `try_parse_with_compatibility`: its decoding, and notifications outside MCP ignored.
@@ -868,6 +882,23 @@ mod tests {
             ),
             (r#"{"x-unknown":1}"#.into(), false),
             (format!("{{{v},{v}}}"), false),
+            // Versions rmcp knows are read without a `String`; others as rmcp reads them.
+            (
+                r#"{"io.modelcontextprotocol/protocolVersion":"2025-06-18"}"#.into(),
+                true,
+            ),
+            (
+                r#"{"io.modelcontextprotocol/protocolVersion":"2099-01-01"}"#.into(),
+                true,
+            ),
+            (
+                r#"{"io.modelcontextprotocol/protocolVersion":"2026\u002d07-28"}"#.into(),
+                true,
+            ),
+            (
+                r#"{"io.modelcontextprotocol/protocolVersion":""}"#.into(),
+                true,
+            ),
         ];
         for (text, lean) in rows {
             let map = RequestMetaObject::from(serde_json::from_str::<JsonObject>(text).unwrap());

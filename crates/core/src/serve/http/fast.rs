@@ -376,7 +376,6 @@ impl FastPath {
                     meta.progress = Some(ours);
                     route
                 });
-                let ct = context.ct.clone();
                 // Only a tool that can run as a task can answer with a task handle.
                 let tasks_declared = task_capable
                     && meta
@@ -391,23 +390,30 @@ impl FastPath {
                 })
                 .await;
                 // Boxed here, once: the futures above it stay small, so moving them costs no large copies.
-                let call = match step {
+                let (ct, call) = match step {
                     Started::Answered(called) => {
-                        // As rmcp does once the answer is sent: whatever the call left running stops.
-                        ct.cancel();
+                        // Whatever the call left running has stopped: its own token was cancelled as it was
+                        // answered (`handler::CallCancel`), and nothing else holds the request's.
                         let queued = route.map(Route::finish).unwrap_or_default();
                         return answered(queued, Ok(tool_answer(id, called, tasks_declared)));
                     }
-                    Started::Task(task) => boxed(|| async move {
-                        tool_answer(id, inline::guarded(task).await.into(), tasks_declared)
-                    }),
-                    Started::Waiting(running) => {
-                        drop(context);
-                        let ct = ct.clone();
+                    Started::Task(task) => (
+                        context.ct.clone(),
                         boxed(|| async move {
-                            let called = inline::guarded_call(running.run(&ct)).await;
-                            tool_answer(id, called, tasks_declared)
-                        })
+                            tool_answer(id, inline::guarded(task).await.into(), tasks_declared)
+                        }),
+                    ),
+                    Started::Waiting(running) => {
+                        let ct = context.ct.clone();
+                        drop(context);
+                        let run_ct = ct.clone();
+                        (
+                            ct,
+                            boxed(|| async move {
+                                let called = inline::guarded_call(running.run(&run_ct)).await;
+                                tool_answer(id, called, tasks_declared)
+                            }),
+                        )
                     }
                 };
                 (ct, route, call)
