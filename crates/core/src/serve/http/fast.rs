@@ -36,11 +36,12 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest, ErrorCode,
     ErrorData, GetMeta, Implementation, InitializeRequestParams, JsonRpcMessage,
     JsonRpcNotification, JsonRpcRequest, NumberOrString, ProgressToken, ProtocolVersion, RequestId,
-    RequestMetaObject, ServerNotification,
+    RequestMetaObject, ServerNotification, ServerResult,
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
 use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, Service};
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -395,6 +396,9 @@ impl FastPath {
                         // Whatever the call left running has stopped: its own token was cancelled as it was
                         // answered (`handler::CallCancel`), and nothing else holds the request's.
                         let queued = route.map(Route::finish).unwrap_or_default();
+                        if queued.is_empty() {
+                            return json_tool_answer(id, called, tasks_declared);
+                        }
                         return answered(queued, Ok(tool_answer(id, called, tasks_declared)));
                     }
                     Started::Task(task) => (
@@ -669,6 +673,18 @@ fn begin(
 /// the `_meta` version against the supported ones and the era's required keys: [`FastPath::accept`] took
 /// only requests that pass both.
 fn tool_answer(id: RequestId, called: inline::Called, tasks_declared: bool) -> inline::Answer {
+    let (result, structured) = tool_result(called, tasks_declared);
+    inline::Answer {
+        message: inline::message(id, result),
+        structured,
+    }
+}
+
+/// [`tool_answer`]'s result, not yet in a message.
+fn tool_result(
+    called: inline::Called,
+    tasks_declared: bool,
+) -> (Result<ServerResult, ErrorData>, Option<Box<RawValue>>) {
     let inline::Called {
         response,
         structured,
@@ -682,9 +698,28 @@ fn tool_answer(id: RequestId, called: inline::Called, tasks_declared: bool) -> i
         // The fast path serves 2026-07-28 requests only.
         response => inline::shape(response, true),
     };
-    inline::Answer {
-        message: inline::message(id, result),
-        structured,
+    (result, structured)
+}
+
+/// The JSON answer to a call answered at once with nothing queued: [`json_message`] of [`tool_answer`],
+/// a result written straight into the body (as the stdio loop writes one) without being moved into a
+/// JSON-RPC message first.
+fn json_tool_answer(id: RequestId, called: inline::Called, tasks_declared: bool) -> Response {
+    match tool_result(called, tasks_declared) {
+        (Ok(result), structured) => {
+            let mut body = Vec::with_capacity(512);
+            match inline::write_result(&mut body, &id, &result, structured.as_deref()) {
+                Ok(()) => json_body(StatusCode::OK, body),
+                Err(e) => {
+                    tracing::error!("an answer could not be serialised: {e}");
+                    plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+                }
+            }
+        }
+        (error, structured) => json_message(&inline::Answer {
+            message: inline::message(id, error),
+            structured,
+        }),
     }
 }
 
@@ -704,20 +739,22 @@ fn json_message(answer: &inline::Answer) -> Response {
     // Room for a small answer at once: `to_vec` starts at 128 bytes and grows by doubling.
     let mut body = Vec::with_capacity(512);
     match answer.write(&mut body) {
-        Ok(()) => {
-            let mut response = Response::new(Body::from(body));
-            *response.status_mut() = status;
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            response
-        }
+        Ok(()) => json_body(status, body),
         Err(e) => {
             tracing::error!("an answer could not be serialised: {e}");
             plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
         }
     }
+}
+
+fn json_body(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response {
