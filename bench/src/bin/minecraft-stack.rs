@@ -11,6 +11,12 @@
 //! the client's read (p50/p99/max), CPU of each process kind over the run, and the load average.
 //!
 //! Relay and MCP servers run on their defaults unless `--relay-arg`/`--mcp-arg` add flags.
+//!
+//! On a machine shared with other work the tail is mostly waiting for a CPU (each case prints it per process
+//! kind, from /proc schedstat): on 2 cores every hop's wake-up can wait behind a compiler. To see the stack's
+//! own latency apart from that, run the whole bench at a real-time priority (`chrt -f 10 minecraft-stack-bench
+//! …`, as root: the children inherit it); `MC_STACK_TRACE=DIR` splits each event's latency by hop
+//! (bench/minecraft/hops.py).
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
