@@ -7,7 +7,6 @@
 mod support;
 
 use bridge_core::serve::HttpOptions;
-use bridge_core::tool::TaskSupport;
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -464,48 +463,9 @@ fn bridge() -> Bridge {
     let mut b = Bridge::builder("test", "1.2.3");
     let _chat = b.events().stream("chat", "chat lines", 4);
     b.tool(echo_tool()).tool(add_tool()).tool(fail_tool());
-    b.tool(
-        ToolSpec::new("steps", "Reports progress twice, then answers.").handler(
-            |_: NoArgs, ctx: ToolCtx| async move {
-                for step in 1..=2 {
-                    tokio::task::yield_now().await;
-                    ctx.progress(f64::from(step), Some(2.0), format!("step {step}"))
-                        .await;
-                }
-                Ok(json!({ "steps": 2 }))
-            },
-        ),
-    );
     b.tool(boom_tool());
-    // Both wait on a timer first, so neither is answered on its first poll.
-    b.tool(
-        ToolSpec::new("nap", "Sleeps a moment, then answers.").handler(
-            |_: NoArgs, _: ToolCtx| async move {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                Ok(json!({ "slept": true }))
-            },
-        ),
-    );
-    b.tool(
-        ToolSpec::new("late_boom", "Sleeps a moment, then panics.").handler(
-            |_: NoArgs, _: ToolCtx| async move {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                if std::hint::black_box(true) {
-                    panic!("late boom");
-                }
-                Ok(json!({}))
-            },
-        ),
-    );
-    for (name, support) in [
-        ("later", TaskSupport::Optional),
-        ("only_task", TaskSupport::Required),
-    ] {
-        b.tool(
-            ToolSpec::new(name, "Runs as a task for clients that declare tasks.")
-                .task_support(support)
-                .handler(|_: NoArgs, _: ToolCtx| async move { Ok(json!({ "done": true })) }),
-        );
+    for tool in progress_wait_and_task_tools() {
+        b.tool(tool);
     }
     b.build().unwrap()
 }

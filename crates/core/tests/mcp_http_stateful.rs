@@ -11,7 +11,6 @@
 mod support;
 
 use bridge_core::serve::HttpOptions;
-use bridge_core::tool::TaskSupport;
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -303,46 +302,8 @@ fn held_bridge() -> (Bridge, Hold) {
         .tool(add_tool())
         .tool(fail_tool())
         .tool(boom_tool());
-    b.tool(
-        ToolSpec::new("steps", "Reports progress twice, then answers.").handler(
-            |_: NoArgs, ctx: ToolCtx| async move {
-                for step in 1..=2 {
-                    tokio::task::yield_now().await;
-                    ctx.progress(f64::from(step), Some(2.0), format!("step {step}"))
-                        .await;
-                }
-                Ok(json!({ "steps": 2 }))
-            },
-        ),
-    );
-    b.tool(
-        ToolSpec::new("nap", "Sleeps a moment, then answers.").handler(
-            |_: NoArgs, _: ToolCtx| async move {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                Ok(json!({ "slept": true }))
-            },
-        ),
-    );
-    b.tool(
-        ToolSpec::new("late_boom", "Sleeps a moment, then panics.").handler(
-            |_: NoArgs, _: ToolCtx| async move {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                if std::hint::black_box(true) {
-                    panic!("late boom");
-                }
-                Ok(json!({}))
-            },
-        ),
-    );
-    for (name, support) in [
-        ("later", TaskSupport::Optional),
-        ("only_task", TaskSupport::Required),
-    ] {
-        b.tool(
-            ToolSpec::new(name, "Runs as a task for clients that declare tasks.")
-                .task_support(support)
-                .handler(|_: NoArgs, _: ToolCtx| async move { Ok(json!({ "done": true })) }),
-        );
+    for tool in progress_wait_and_task_tools() {
+        b.tool(tool);
     }
     (b.build().unwrap(), Hold { heard, gate })
 }
@@ -488,18 +449,7 @@ impl Streaming {
     async fn finish(mut self) -> RawReply {
         use tokio::io::AsyncReadExt;
         self.stream.read_to_end(&mut self.read).await.unwrap();
-        let text = String::from_utf8_lossy(&self.read).to_string();
-        let status = text
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        RawReply {
-            status,
-            head: head.to_owned(),
-            body: body.to_owned(),
-        }
+        RawReply::parse(&self.read)
     }
 }
 

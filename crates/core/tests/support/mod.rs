@@ -118,6 +118,51 @@ pub fn boom_tool() -> ToolSpec {
     )
 }
 
+/// `steps` reports progress twice, then answers; `nap` and `late_boom` wait on a timer first, so neither is
+/// answered on its first poll (then answer, or panic); `later` and `only_task` run as tasks for clients that
+/// declare tasks (optionally, or only so). The HTTP byte-for-byte tables call them on every path.
+pub fn progress_wait_and_task_tools() -> Vec<ToolSpec> {
+    use bridge_core::tool::TaskSupport;
+    let mut tools = vec![
+        ToolSpec::new("steps", "Reports progress twice, then answers.").handler(
+            |_: NoArgs, ctx: ToolCtx| async move {
+                for step in 1..=2 {
+                    tokio::task::yield_now().await;
+                    ctx.progress(f64::from(step), Some(2.0), format!("step {step}"))
+                        .await;
+                }
+                Ok(json!({ "steps": 2 }))
+            },
+        ),
+        ToolSpec::new("nap", "Sleeps a moment, then answers.").handler(
+            |_: NoArgs, _: ToolCtx| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                Ok(json!({ "slept": true }))
+            },
+        ),
+        ToolSpec::new("late_boom", "Sleeps a moment, then panics.").handler(
+            |_: NoArgs, _: ToolCtx| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                if std::hint::black_box(true) {
+                    panic!("late boom");
+                }
+                Ok(json!({}))
+            },
+        ),
+    ];
+    for (name, support) in [
+        ("later", TaskSupport::Optional),
+        ("only_task", TaskSupport::Required),
+    ] {
+        tools.push(
+            ToolSpec::new(name, "Runs as a task for clients that declare tasks.")
+                .task_support(support)
+                .handler(|_: NoArgs, _: ToolCtx| async move { Ok(json!({ "done": true })) }),
+        );
+    }
+    tools
+}
+
 pub fn test_bridge() -> TestBridge {
     let (puts_tx, puts) = mpsc::unbounded_channel();
     let (cancelled_tx, cancelled) = mpsc::unbounded_channel();
@@ -241,6 +286,22 @@ pub struct RawReply {
 }
 
 impl RawReply {
+    /// A whole response as read off the socket: status line and headers, then the body.
+    pub fn parse(response: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(response).to_string();
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        Self {
+            status,
+            head: head.to_owned(),
+            body: body.to_owned(),
+        }
+    }
+
     /// A response header's value (names compare case-insensitively).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.head.lines().find_map(|line| {
@@ -290,18 +351,7 @@ pub async fn raw_exchange(
     within("an HTTP response", stream.read_to_end(&mut response))
         .await
         .unwrap();
-    let text = String::from_utf8_lossy(&response).to_string();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    RawReply {
-        status,
-        head: head.to_owned(),
-        body: body.to_owned(),
-    }
+    RawReply::parse(&response)
 }
 
 /// The stdio transport over an in-memory pipe.
