@@ -31,7 +31,8 @@ pub struct ToolCtx {
     /// Set once the handler asks about its cancellation: it then gets time to stop what it started.
     watched: Arc<AtomicBool>,
     client: Option<Arc<dyn ClientLink>>,
-    inputs: Arc<Inputs>,
+    /// `None` when the call carries no answers (nearly every call): no allocation for an empty set.
+    inputs: Option<Arc<Inputs>>,
     /// The most bytes this call's result may hold before the core cuts it (the caller's `maxResultBytes`).
     result_cap: usize,
 }
@@ -48,7 +49,7 @@ impl ToolCtx {
             cancel,
             watched: Arc::new(AtomicBool::new(false)),
             client: None,
-            inputs: Arc::new(Inputs::default()),
+            inputs: None,
             result_cap: crate::tool::RESULT_CAP_BYTES,
         }
     }
@@ -66,7 +67,8 @@ impl ToolCtx {
 
     pub(crate) fn with_client(mut self, client: Arc<dyn ClientLink>, inputs: Inputs) -> Self {
         self.client = Some(client);
-        self.inputs = Arc::new(inputs);
+        self.inputs =
+            (!inputs.responses.is_empty() || inputs.state.is_some()).then(|| Arc::new(inputs));
         self
     }
 
@@ -199,11 +201,11 @@ impl ToolCtx {
     /// On a retried call, the client's answer to the input request named `key`. Only JSON objects count:
     /// anything else is treated as missing so the tool asks again.
     pub fn input_response(&self, key: &str) -> Option<&serde_json::Map<String, Value>> {
-        self.inputs.response(key)
+        self.inputs.as_deref()?.response(key)
     }
 
     /// On a retried call, the state the tool attached to its `InputRequired`, verified untampered.
     pub fn request_state(&self) -> Option<&Value> {
-        self.inputs.state()
+        self.inputs.as_deref()?.state()
     }
 }
