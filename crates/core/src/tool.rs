@@ -455,11 +455,21 @@ pub(crate) fn parse_args<A: DeserializeOwned>(
     raw: Value,
     coercion: Option<&Value>,
 ) -> Result<A, ToolError> {
+    let empty = raw.is_null() || raw.as_object().is_some_and(Map::is_empty);
+    // No arguments (every call of a tool that takes none) are read from an empty map at once: the path
+    // tracking below only names a field in an error, and an error here is reported by it all the same.
+    if empty {
+        let none = serde::de::value::MapDeserializer::<_, serde::de::value::Error>::new(
+            std::iter::empty::<(&str, ())>(),
+        );
+        if let Ok(args) = A::deserialize(none) {
+            return Ok(args);
+        }
+    }
     let mut raw = match raw {
         Value::Null => Value::Object(Map::new()),
         other => other,
     };
-    let empty = raw.as_object().is_some_and(Map::is_empty);
     if let Some(input_schema) = coercion.filter(|_| !empty) {
         schema::coerce_numeric_strings(&mut raw, input_schema);
     }
@@ -531,6 +541,31 @@ mod tests {
         assert_eq!(field, "items[0].name");
         let (field, _) = field_of(json!({"items": []}));
         assert_eq!(field, "quantity");
+    }
+
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Optional {
+        #[serde(default)]
+        limit: Option<u32>,
+    }
+
+    /// No arguments (absent or `{}`) take the short way; what it accepts and refuses is what the tracked
+    /// way does: defaults filled, a missing required field named, unknown fields still refused.
+    #[test]
+    fn no_arguments_read_as_an_empty_object() {
+        for raw in [Value::Null, json!({})] {
+            parse_args::<NoArgs>(raw.clone(), None).unwrap();
+            assert_eq!(
+                parse_args::<Optional>(raw.clone(), None).unwrap(),
+                Optional { limit: None }
+            );
+            assert_eq!(parse_args::<Value>(raw.clone(), None).unwrap(), json!({}));
+            let err = parse_args::<Give>(raw, None).unwrap_err();
+            assert_eq!(err.details()["field"], "quantity", "{}", err.message());
+        }
+        let err = parse_args::<NoArgs>(json!({"bogus": 1}), None).unwrap_err();
+        assert!(err.message().contains("bogus"), "{}", err.message());
     }
 
     #[test]
