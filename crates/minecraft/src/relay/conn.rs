@@ -516,6 +516,11 @@ async fn serve_mcp(
     let resuming = hello.str_field("epoch").is_some() && !same_epoch;
     let last_seq = hello.payload.get("lastSeq").and_then(Value::as_u64);
     let settings = relay.settings().clone();
+    // Through the bus, a first connection's events start where the stream stands before its welcome.
+    let live_from = match relay.bus() {
+        Some(bus) if hello.str_field("epoch").is_none() => bus.live_start().await,
+        _ => None,
+    };
     // The welcome is queued under the lock that registers the link, so it precedes every notice,
     // heartbeat and queued message, and its game list is exact at that instant.
     let admitted = {
@@ -591,7 +596,7 @@ async fn serve_mcp(
     };
     if let Some(bus) = relay.bus() {
         // JetStream holds what this client missed: its consumer, taken over from any relay.
-        bus.attach(&relay, &key, hello.str_field("epoch").is_some());
+        bus.attach(&relay, &key, hello.str_field("epoch").is_some(), live_from);
     } else if resuming && fresh {
         let n = relay.replay_backlog(&key);
         tracing::info!(client = %client_id, events = n, "client resumes from an earlier relay: backlog replayed");

@@ -39,6 +39,8 @@ const FLOOR_SUBJECTS: &str = "mc.floors";
 const TYPE_HEADER: &str = "Mc-Type";
 /// Publishes awaiting JetStream's answer per game instance.
 const IN_FLIGHT: usize = 1024;
+/// How long a client's hello waits for JetStream to say where live events start (`NatsBus::live_start`).
+const LIVE_START_WAIT: Duration = Duration::from_secs(2);
 /// How long a delivered event may stay unacknowledged before JetStream delivers it again.
 const ACK_WAIT: Duration = Duration::from_secs(30);
 /// Commands for a game go to `mc.cmd.<game>`, answered by the relay holding its link (core NATS
@@ -426,10 +428,24 @@ impl NatsBus {
         });
     }
 
+    /// Where live events start now: the stream sequence the next event will get. Read before a client's
+    /// welcome is sent, so that a first connection's events start no later than its welcome: read after
+    /// (when the pump takes the consumer over), an event the game sent in between was skipped, unreported.
+    /// `None` when JetStream does not answer soon; the pump then reads it itself, as before.
+    pub async fn live_start(&self) -> Option<u64> {
+        let mut stream = self.inner.stream.clone();
+        let info = tokio::time::timeout(LIVE_START_WAIT, stream.info()).await;
+        match info {
+            Ok(Ok(info)) => Some(info.state.last_sequence + 1),
+            _ => None,
+        }
+    }
+
     /// An MCP client said `hello` here: this relay reads its consumer, taking it over from wherever it was
     /// read before. `resume` (the hello named an epoch) continues from the consumer's ack floor; a first
-    /// connection starts with live events.
-    pub fn attach(&self, relay: &Relay, key: &ClientKey, resume: bool) {
+    /// connection starts with live events, from `live_from` ([`Self::live_start`] read before its welcome)
+    /// when known.
+    pub fn attach(&self, relay: &Relay, key: &ClientKey, resume: bool, live_from: Option<u64>) {
         let pump = {
             let mut pumps = lock(&self.inner.pumps);
             if pumps.get(key).is_some_and(|p| !p.stop.is_cancelled()) {
@@ -445,6 +461,7 @@ impl NatsBus {
             key.clone(),
             pump,
             resume,
+            live_from,
         ));
     }
 
@@ -1085,11 +1102,18 @@ enum Resync {
 
 /// Reads one client's consumer into its queue at this relay until the client is gone from here or another
 /// relay takes it over.
-async fn run_pump(inner: Arc<Inner>, relay: Relay, key: ClientKey, pump: Arc<Pump>, resume: bool) {
+async fn run_pump(
+    inner: Arc<Inner>,
+    relay: Relay,
+    key: ClientKey,
+    pump: Arc<Pump>,
+    resume: bool,
+    live_from: Option<u64>,
+) {
     let name = consumer_name(&key);
     // The first consumer: from the ack floor of the one found (taking it over), or live events.
     let mut start = loop {
-        match take_over(&inner, &name, resume).await {
+        match take_over(&inner, &name, resume, live_from).await {
             Ok((start, lost)) => {
                 if lost > 0 {
                     inner.stats.lost.fetch_add(lost, Ordering::Relaxed);
@@ -1224,8 +1248,14 @@ async fn owned(inner: &Inner, name: &str) -> Result<bool, String> {
 }
 
 /// Makes the client's consumer this relay's: from the ack floor of the existing one when resuming, else from
-/// the next event stored. Returns the first stream sequence to expect.
-async fn take_over(inner: &Inner, name: &str, resume: bool) -> Result<(u64, u64), String> {
+/// `live_from` (where live events started when the client was welcomed) or the next event stored. Returns the
+/// first stream sequence to expect.
+async fn take_over(
+    inner: &Inner,
+    name: &str,
+    resume: bool,
+    live_from: Option<u64>,
+) -> Result<(u64, u64), String> {
     // The client's own floor; a consumer's ack floor only where none was written yet.
     let stored = match inner
         .floors
@@ -1257,7 +1287,13 @@ async fn take_over(inner: &Inner, name: &str, resume: bool) -> Result<(u64, u64)
             (state.first_sequence, state.first_sequence - floor - 1)
         }
         Some(floor) if resume => (floor + 1, 0),
-        _ => (state.last_sequence + 1, 0),
+        // A stream recreated since has restarted its sequences: then only the next event is live.
+        _ => (
+            live_from
+                .filter(|from| (state.first_sequence..=state.last_sequence + 1).contains(from))
+                .unwrap_or(state.last_sequence + 1),
+            0,
+        ),
     };
     recreate(
         inner,
