@@ -2,7 +2,7 @@
 //! with the queue position it holds, events published on the core's streams and acknowledged, commands
 //! correlated with their responses (PROTOCOL.md §3–§5, the MCP side).
 
-use crate::acks::{Acks, Step};
+use crate::acks::Acks;
 use crate::wire::fast::FastEvent;
 use crate::wire::{self, Code, Envelope, EventType, Kind, Source};
 use bridge_core::ToolError;
@@ -334,14 +334,12 @@ impl RelayLink {
         tracing::info!(url = %s.url, "connected to the minecraft relay");
         let mut last_seq = acked;
         let mut acks = Acks::new(acked);
-        let ack_timer = tokio::time::sleep(Duration::ZERO);
-        tokio::pin!(ack_timer);
         let mut chunks = wire::Assembler::default();
         loop {
             let text = tokio::select! {
                 biased;
                 text = incoming.recv() => text,
-                () = &mut ack_timer, if acks.armed() => {
+                () = acks.due() => {
                     if !self.send_ack(&sender, last_seq).await {
                         break;
                     }
@@ -403,15 +401,11 @@ impl RelayLink {
             }
             // Acknowledged every ACK_EVERY messages, else ACK_DELAY after the first not yet acknowledged
             // (acks.rs).
-            match acks.read(last_seq) {
-                Step::Wait => {}
-                Step::Arm(due) => ack_timer.as_mut().reset(due),
-                Step::Now(seq) => {
-                    if !self.send_ack(&sender, seq).await {
-                        break;
-                    }
-                    acks.sent(seq);
+            if let Some(seq) = acks.read(last_seq) {
+                if !self.send_ack(&sender, seq).await {
+                    break;
                 }
+                acks.sent(seq);
             }
         }
         // Everything handled was published: the next hello says so, or the relay would count what it wrote

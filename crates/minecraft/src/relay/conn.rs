@@ -3,7 +3,7 @@
 use super::queue::{Item, Queue};
 use super::rate::{Bucket, Scope};
 use super::state::{Client, ClientKey, GameConn, Relay};
-use crate::acks::{Acks, Step};
+use crate::acks::Acks;
 use crate::wire::{self, Code, Envelope, Kind, Parsed, SchemaError, Source};
 use bridge_core::link::{Incoming, LinkSender, WsConnection};
 use serde_json::{Value, json};
@@ -318,15 +318,13 @@ async fn serve_game(
     }
     let mut bucket = Bucket::new(relay.settings().game_rate);
     let mut acks = Acks::new(last_seq);
-    let ack_timer = tokio::time::sleep(Duration::ZERO);
-    tokio::pin!(ack_timer);
     let mut to_ack = last_seq;
     let mut chunks = wire::Assembler::default();
     loop {
         let text = tokio::select! {
             biased;
             text = incoming.recv() => text,
-            () = &mut ack_timer, if acks.armed() => {
+            () = acks.due() => {
                 if !send_ack(&sender, to_ack).await {
                     break;
                 }
@@ -453,17 +451,13 @@ async fn serve_game(
         }
         // Acknowledged every ACK_EVERY events, else ACK_DELAY after the first not yet acknowledged (acks.rs);
         // through the bus, JetStream's acknowledgements are forwarded instead.
-        if relay.bus().is_none() {
-            match acks.read(to_ack) {
-                Step::Wait => {}
-                Step::Arm(due) => ack_timer.as_mut().reset(due),
-                Step::Now(seq) => {
-                    if !send_ack(&sender, seq).await {
-                        break;
-                    }
-                    acks.sent(seq);
-                }
+        if relay.bus().is_none()
+            && let Some(seq) = acks.read(to_ack)
+        {
+            if !send_ack(&sender, seq).await {
+                break;
             }
+            acks.sent(seq);
         }
     }
     tracing::info!(game = %name, reason = ?sender.close_reason(), "game adapter disconnected");
