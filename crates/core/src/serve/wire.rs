@@ -15,8 +15,9 @@ use super::handler::CallMeta;
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, ErrorData, InputResponses, JsonObject,
-    JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, ListToolsRequest, PingRequest,
-    ProtocolVersion, ReadResourceRequest, RequestId, RequestMetaObject, ServerResult,
+    JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, ListToolsRequest, NumberOrString,
+    PingRequest, ProgressToken, ProtocolVersion, ReadResourceRequest, RequestId, RequestMetaObject,
+    ServerResult,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use serde::Deserialize;
@@ -158,15 +159,18 @@ impl<'de, M: Deserialize<'de>> serde::de::Visitor<'de> for EnvelopeVisitor<M> {
             call: None,
             answer: false,
         };
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Text(key)) = map.next_key()? {
             match &*key {
+                // rmcp's `JsonRpcVersion2_0` reads a `String` and compares it.
                 "jsonrpc" if !e.jsonrpc => {
-                    map.next_value::<JsonRpcVersion2_0>()?;
+                    if map.next_value::<Text<'de>>()?.0 != "2.0" {
+                        return Err(A::Error::custom("expect const string value \"2.0\""));
+                    }
                     e.jsonrpc = true;
                 }
-                "id" if e.id.is_none() => e.id = Some(map.next_value()?),
+                "id" if e.id.is_none() => e.id = Some(map.next_value::<Id>()?.0),
                 "method" if e.method.is_none() => {
-                    let method = map.next_value::<Cow<'de, str>>()?;
+                    let Text(method) = map.next_value()?;
                     e.method = Some(match &*method {
                         "tools/call" => Method::ToolsCall,
                         "tools/list" => Method::ToolsList,
@@ -349,14 +353,14 @@ impl<'de> serde::de::Visitor<'de> for LeanVisitor {
         use serde::de::{Error, IgnoredAny};
         let mut meta = Box::<CallMeta>::default();
         let mut info = false;
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Text(key)) = map.next_key()? {
             match &*key {
                 "progressToken" if meta.progress.is_none() => {
-                    meta.progress = Some(map.next_value()?);
+                    meta.progress = Some(ProgressToken(map.next_value::<Id>()?.0));
                 }
                 "io.modelcontextprotocol/protocolVersion" if meta.version.is_none() => {
-                    meta.version =
-                        Some(protocol_version(map.next_value()?).map_err(A::Error::custom)?);
+                    let Text(version) = map.next_value()?;
+                    meta.version = Some(protocol_version(version).map_err(A::Error::custom)?);
                 }
                 "io.modelcontextprotocol/clientCapabilities" if meta.capabilities.is_none() => {
                     meta.capabilities = Some(map.next_value()?);
@@ -380,6 +384,10 @@ impl<'de> serde::de::Visitor<'de> for LeanVisitor {
 /// knows (what every client sends).
 fn protocol_version(text: Cow<'_, str>) -> Result<ProtocolVersion, serde::de::value::Error> {
     use serde::de::IntoDeserializer;
+    // What every 2026-07-28 request carries, compared first.
+    if text == ProtocolVersion::V_2026_07_28.as_str() {
+        return Ok(ProtocolVersion::V_2026_07_28);
+    }
     if let Some(known) = ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28)
         .iter()
         .find(|known| known.as_str() == text)
@@ -387,6 +395,83 @@ fn protocol_version(text: Cow<'_, str>) -> Result<ProtocolVersion, serde::de::va
         return Ok(known.clone());
     }
     ProtocolVersion::deserialize(text.into_owned().into_deserializer())
+}
+
+/// A string, borrowed from the line when it holds no escape. `Cow<str>`'s own `Deserialize` always makes a
+/// `String` (serde borrows only under a derive's `#[serde(borrow)]`): an allocation for every key and
+/// method read, eight a `tools/call`.
+struct Text<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(TextVisitor)
+    }
+}
+
+struct TextVisitor;
+
+impl<'de> serde::de::Visitor<'de> for TextVisitor {
+    type Value = Text<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+        Ok(Text(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+        Ok(Text(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Text<'de>, E> {
+        Ok(Text(Cow::Owned(v)))
+    }
+}
+
+/// A request id or progress token as rmcp's `NumberOrString` reads it, without the `serde_json::Value` it
+/// reads first: an integer (in float form too, when exact), or a string; anything else fails, and the line
+/// is read rmcp's way.
+struct Id(NumberOrString);
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(IdVisitor)
+    }
+}
+
+struct IdVisitor;
+
+impl<'de> serde::de::Visitor<'de> for IdVisitor {
+    type Value = Id;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a number or a string")
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Id, E> {
+        Ok(Id(NumberOrString::Number(v)))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Id, E> {
+        i64::try_from(v)
+            .map(|v| Id(NumberOrString::Number(v)))
+            .map_err(|_| E::custom("Number too large for i64"))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Id, E> {
+        // rmcp's `integral_f64_to_i64`: 2^53 itself is excluded, as 2^53 + 1 reads as the same `f64`.
+        const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+        if v.fract() == 0.0 && v.abs() < MAX_EXACT {
+            return Ok(Id(NumberOrString::Number(v as i64)));
+        }
+        Err(E::custom("Expected an integer"))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Id, E> {
+        Ok(Id(NumberOrString::String(v.into())))
+    }
 }
 
 /// rmcp's `try_parse_with_compatibility`: its decoding, and notifications outside MCP ignored.
@@ -805,6 +890,20 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"x","_meta":{"io.github.mcp-bridges/maxResultBytes":2048}}}"#,
             br#"{"params":{"name":"x","_meta":{"progressToken":3}},"jsonrpc":"2.0","id":24,"method":"tools/call"}"#,
             br#"{"params":{"name":"x","_meta":{"progressToken":3,"x":0}},"jsonrpc":"2.0","id":25,"method":"tools/call"}"#,
+            // Ids and versions read without a `Value` or a `String`: every form rmcp's `NumberOrString`
+            // reads, and an escaped `jsonrpc`, key and method.
+            br#"{"jsonrpc":"2.0","id":-5,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":1.0,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":-2.5e1,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":9007199254740991.0,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":9223372036854775807,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":"","method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":"a\"b\u00e9","method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2\u002e0","\u0069d":26,"method":"tools\/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":27,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":-1.0e0}}}"#,
+            br#"{"jsonrpc":"2.0","id":28,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"t\u00e9\n"}}}"#,
+            br#"{"jsonrpc":"2.0","id":29,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":9223372036854775807}}}"#,
         ];
         for line in lines {
             lean_call_is_rmcps(line);
@@ -851,6 +950,13 @@ mod tests {
             (r#"{"progressToken":1,"progressToken":2}"#.into(), false),
             (r#"{"progressToken":null}"#.into(), false),
             (r#"{"progressToken":1.5}"#.into(), false),
+            (r#"{"progressToken":1.0}"#.into(), true),
+            (r#"{"progressToken":-7}"#.into(), true),
+            (r#"{"progressToken":"a\"\u00e9"}"#.into(), true),
+            (r#"{"progressToken":""}"#.into(), true),
+            (r#"{"progressToken":9223372036854775808}"#.into(), false),
+            (r#"{"progressToken":9007199254740992.0}"#.into(), false),
+            (r#"{"progressToken":true}"#.into(), false),
             (r#"{"progressToken":[]}"#.into(), false),
             (
                 r#"{"io.modelcontextprotocol/protocolVersion":5}"#.into(),
@@ -930,6 +1036,15 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"x"}}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"},"error":{}}"#,
             br#"{"id":1,"method":"tools/call","params":{"name":"x"}}"#,
+            // What rmcp's `NumberOrString` and `JsonRpcVersion2_0` refuse.
+            br#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":9007199254740992.0,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":true,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":2,"id":1,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.00","id":1,"method":"tools/call","params":{"name":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":5,"params":{"name":"x"}}"#,
         ];
         for line in refused {
             let ours = decode(line).map(|m| m.map(|m| serde_json::to_value(m).unwrap()));
