@@ -13,7 +13,7 @@ use crate::bridge::PromptOutcome;
 use crate::error::ErrorCode;
 use crate::error::ToolError;
 use crate::mount::Mount;
-use crate::tool::ctx::ProgressSink;
+use crate::tool::ctx::{Heartbeat, ProgressSink};
 use crate::tool::{Inputs, Outcome, ToolCtx};
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -130,6 +130,19 @@ impl McpHandler {
         context: &RequestContext<RoleServer>,
         meta: &CallMeta,
     ) -> Result<Begun, McpError> {
+        self.begin_tool_reporting(request, context, meta, None)
+    }
+
+    /// [`begin_tool`](Self::begin_tool), the call's progress sent to `progress` when given (the HTTP fast
+    /// path queues it for the request's response itself), else through the request's peer when `_meta`
+    /// carries a progress token.
+    pub(crate) fn begin_tool_reporting(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        meta: &CallMeta,
+        progress: Option<Arc<dyn ProgressSink>>,
+    ) -> Result<Begun, McpError> {
         let name = request.name;
         let Some(position) = self.mount().tool_position(&name) else {
             return Err(McpError::invalid_params(
@@ -160,11 +173,13 @@ impl McpHandler {
                 .is_some_and(|caps| caps.supports_tasks())
         })?;
         let cap = meta.cap.clone()?;
-        let progress = meta.progress.clone().map(|token| {
-            Arc::new(PeerProgress {
-                peer: context.peer.clone(),
-                token,
-            }) as Arc<dyn ProgressSink>
+        let progress = progress.or_else(|| {
+            meta.progress.clone().map(|token| {
+                Arc::new(PeerProgress {
+                    peer: context.peer.clone(),
+                    token,
+                }) as Arc<dyn ProgressSink>
+            })
         });
         let inputs = self.inputs(request.input_responses, request.request_state.as_deref())?;
         let args = request
@@ -202,13 +217,12 @@ impl McpHandler {
         // cancellation reaches it in `run`, where a waiting call waits for it, and a call dropped unanswered
         // cancels it ([`CallCancel`]).
         let cancel = tokio_util::sync::CancellationToken::new();
-        let has_progress = progress.is_some();
         let ctx = ToolCtx::new(progress, cancel.clone())
             .with_client(self.client_link(context, meta), inputs)
             .with_result_cap(cap);
         let watched = ctx.watch();
         // Only a call whose request carries a progress token gets heartbeats.
-        let beat = has_progress.then(|| ctx.clone());
+        let beat = ctx.heartbeat();
         let begun = tokio::time::Instant::now();
         let started = Instant::now();
         let call = if context.ct.is_cancelled() {
@@ -380,7 +394,20 @@ impl McpHandler {
         meta: &CallMeta,
         cx: &mut std::task::Context<'_>,
     ) -> Started {
-        match self.begin_tool(request, context, meta) {
+        self.start_tool_reporting(request, context, meta, None, cx)
+    }
+
+    /// [`start_tool`](Self::start_tool), progress sent as [`begin_tool_reporting`](Self::begin_tool_reporting)
+    /// sends it.
+    pub(crate) fn start_tool_reporting(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        meta: &CallMeta,
+        progress: Option<Arc<dyn ProgressSink>>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Started {
+        match self.begin_tool_reporting(request, context, meta, progress) {
             Err(error) => Started::Answered(Err(error).into()),
             Ok(Begun::Answered(answer)) => Started::Answered(answer.into()),
             Ok(Begun::Task(task)) => Started::Task(task),
@@ -406,7 +433,7 @@ pub(crate) struct Running {
     cap: usize,
     cancel: CallCancel,
     watched: Arc<std::sync::atomic::AtomicBool>,
-    beat: Option<ToolCtx>,
+    beat: Option<Heartbeat>,
     in_flight: InFlight,
     call: Call,
 }
@@ -663,22 +690,22 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> ToolError {
 /// for 60 s. Ends with the call, so no timer outlives it.
 async fn with_heartbeat<F: std::future::Future>(
     call: F,
-    ctx: Option<ToolCtx>,
+    beat: Option<Heartbeat>,
     started: tokio::time::Instant,
 ) -> F::Output {
-    let Some(ctx) = ctx else {
+    let Some(beat) = beat else {
         return call.await;
     };
     tokio::pin!(call);
     loop {
-        let Some(sent_at) = ctx.progress_sent_at() else {
+        let Some(sent_at) = beat.sent_at() else {
             return call.await;
         };
         let due = sent_at + crate::tool::PROGRESS_HEARTBEAT;
         tokio::select! {
             biased;
             output = &mut call => return output,
-            () = tokio::time::sleep_until(due) => ctx.heartbeat(started.elapsed()).await,
+            () = tokio::time::sleep_until(due) => beat.beat(started.elapsed()).await,
         }
     }
 }

@@ -21,12 +21,18 @@ pub(crate) trait ProgressSink: Send + Sync {
     fn send(&self, done: f64, total: Option<f64>, message: String) -> BoxFuture<'static, ()>;
 }
 
+/// Where a call's progress goes, and what was last sent there.
+struct Progress {
+    sink: Arc<dyn ProgressSink>,
+    /// The spec requires progress to increase; a handler that reports out of order must not break clients.
+    last: Mutex<Sent>,
+}
+
 /// Context of one tool call.
 #[derive(Clone)]
 pub struct ToolCtx {
-    progress: Option<Arc<dyn ProgressSink>>,
-    /// The spec requires progress to increase; a handler that reports out of order must not break clients.
-    last_progress: Arc<Mutex<Sent>>,
+    /// `None` when the client sent no progress token: then nothing is allocated for it.
+    progress: Option<Arc<Progress>>,
     cancel: CancellationToken,
     /// Set once the handler asks about its cancellation: it then gets time to stop what it started.
     watched: Arc<AtomicBool>,
@@ -37,15 +43,57 @@ pub struct ToolCtx {
     result_cap: usize,
 }
 
+/// A call's progress heartbeat ([`ToolCtx::heartbeat`]): it shares the context's progress state.
+pub(crate) struct Heartbeat {
+    progress: Arc<Progress>,
+}
+
+impl Heartbeat {
+    /// When progress was last sent (or the call started).
+    pub(crate) fn sent_at(&self) -> Option<Instant> {
+        self.progress.last.lock().ok().map(|last| last.at)
+    }
+
+    /// Tells the client the call is still running, when nothing was sent for
+    /// [`PROGRESS_HEARTBEAT`](crate::tool::PROGRESS_HEARTBEAT): a millionth above the last value sent (or 0),
+    /// so the handler's own next value still counts as an increase.
+    pub(crate) async fn beat(&self, running_for: std::time::Duration) {
+        let (done, total) = {
+            let Ok(mut last) = self.progress.last.lock() else {
+                return;
+            };
+            if last.at.elapsed() < crate::tool::PROGRESS_HEARTBEAT {
+                return;
+            }
+            // A step far above one ulp: JSON parsers are not all exact to the last bit, and two values one ulp
+            // apart can arrive equal. A millionth is still invisible in any display of progress.
+            let done = if last.done.is_finite() {
+                last.done + last.done.abs().max(1.0) * 1e-6
+            } else {
+                0.0
+            };
+            last.done = done;
+            last.at = Instant::now();
+            (done, last.total.filter(|total| done <= *total))
+        };
+        let message = format!("still running after {} s", running_for.as_secs());
+        self.progress.sink.send(done, total, message).await;
+    }
+}
+
 impl ToolCtx {
     pub(crate) fn new(progress: Option<Arc<dyn ProgressSink>>, cancel: CancellationToken) -> Self {
         Self {
-            progress,
-            last_progress: Arc::new(Mutex::new(Sent {
-                done: f64::NEG_INFINITY,
-                total: None,
-                at: Instant::now(),
-            })),
+            progress: progress.map(|sink| {
+                Arc::new(Progress {
+                    sink,
+                    last: Mutex::new(Sent {
+                        done: f64::NEG_INFINITY,
+                        total: None,
+                        at: Instant::now(),
+                    }),
+                })
+            }),
             cancel,
             watched: Arc::new(AtomicBool::new(false)),
             client: None,
@@ -79,9 +127,11 @@ impl ToolCtx {
 
     /// Reports progress if the client asked for it. Values that do not increase are dropped.
     pub async fn progress(&self, done: f64, total: Option<f64>, message: impl Into<String>) {
-        let Some(sink) = &self.progress else { return };
+        let Some(progress) = &self.progress else {
+            return;
+        };
         {
-            let Ok(mut last) = self.last_progress.lock() else {
+            let Ok(mut last) = progress.last.lock() else {
                 return;
             };
             if done <= last.done {
@@ -93,40 +143,16 @@ impl ToolCtx {
                 at: Instant::now(),
             };
         }
-        sink.send(done, total, message.into()).await;
+        progress.sink.send(done, total, message.into()).await;
     }
 
-    /// When progress was last sent (or the call started), if the client asked for progress at all.
-    pub(crate) fn progress_sent_at(&self) -> Option<Instant> {
-        self.progress.as_ref()?;
-        self.last_progress.lock().ok().map(|last| last.at)
-    }
-
-    /// Tells the client the call is still running, when nothing was sent for
-    /// [`PROGRESS_HEARTBEAT`](crate::tool::PROGRESS_HEARTBEAT): a millionth above the last value sent (or 0),
-    /// so the handler's own next value still counts as an increase.
-    pub(crate) async fn heartbeat(&self, running_for: std::time::Duration) {
-        let Some(sink) = &self.progress else { return };
-        let (done, total) = {
-            let Ok(mut last) = self.last_progress.lock() else {
-                return;
-            };
-            if last.at.elapsed() < crate::tool::PROGRESS_HEARTBEAT {
-                return;
-            }
-            // A step far above one ulp: JSON parsers are not all exact to the last bit, and two values one ulp
-            // apart can arrive equal. A millionth is still invisible in any display of progress.
-            let done = if last.done.is_finite() {
-                last.done + last.done.abs().max(1.0) * 1e-6
-            } else {
-                0.0
-            };
-            last.done = done;
-            last.at = Instant::now();
-            (done, last.total.filter(|total| done <= *total))
-        };
-        let message = format!("still running after {} s", running_for.as_secs());
-        sink.send(done, total, message).await;
+    /// What the call's heartbeat needs, when the client asked for progress at all: held instead of a clone
+    /// of the context, whose cancellation token locks its tree node when cloned and again when dropped, for
+    /// a call that mostly answers at once.
+    pub(crate) fn heartbeat(&self) -> Option<Heartbeat> {
+        Some(Heartbeat {
+            progress: self.progress.clone()?,
+        })
     }
 
     /// Cancelled when the client cancels the call, the call times out, or the server shuts down.

@@ -28,6 +28,7 @@ use super::super::edges::is_json;
 use super::super::handler::{CallMeta, McpHandler, Shared, Started};
 use super::super::inline;
 use super::super::wire::{self, Decoded};
+use crate::tool::ctx::ProgressSink;
 use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
@@ -35,8 +36,9 @@ use axum::response::Response;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest, ErrorCode,
     ErrorData, GetMeta, Implementation, InitializeRequestParams, JsonRpcMessage,
-    JsonRpcNotification, JsonRpcRequest, NumberOrString, ProgressToken, ProtocolVersion, RequestId,
-    RequestMetaObject, ServerNotification, ServerResult,
+    JsonRpcNotification, JsonRpcRequest, NumberOrString, ProgressNotification,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerNotification, ServerResult,
 };
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
 use rmcp::transport::Transport;
@@ -83,7 +85,7 @@ pub(crate) struct FastPath {
 }
 
 type Message = TxJsonRpcMessage<RoleServer>;
-type RouteMap = HashMap<i64, Slot, BuildHasherDefault<TokenHasher>>;
+type RouteMap = HashMap<i64, Arc<Notes>, BuildHasherDefault<TokenHasher>>;
 
 /// Hashes our progress tokens, consecutive numbers made in this process (never the client's): one multiply
 /// spreads them over the table, where SipHash cost about 140 instructions a lookup, three a call.
@@ -109,16 +111,79 @@ impl Hasher for TokenHasher {
 /// 2^64 divided by the golden ratio: multiplying by it mixes consecutive numbers into the high bits too.
 const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// A call's progress notifications not yet sent, with the client's token and who waits for them. In the map
-/// itself, not behind a channel of its own: most calls that carry a token (rmcp's client puts one on every
-/// request) report nothing, and a channel costs an allocation of 32 message slots.
-struct Slot {
+/// A request's progress notifications not yet sent, with the client's token and who waits for them: not
+/// behind a channel of its own, as most calls that carry a token (rmcp's client puts one on every request)
+/// report nothing, and a channel costs an allocation of 32 message slots.
+///
+/// A `tools/call` reports straight into it (it is the call's [`ProgressSink`]); another request's handler
+/// reports through the peer, whose transport finds it in [`Routes`] by the token of ours it was given.
+struct Notes {
     theirs: ProgressToken,
-    queue: Vec<Message>,
-    waker: Option<Waker>,
+    slot: Mutex<NoteSlot>,
 }
 
-/// The progress notifications of calls in flight, by the token we gave them.
+#[derive(Default)]
+struct NoteSlot {
+    queue: Vec<Message>,
+    waker: Option<Waker>,
+    /// The answer has gone: nothing more is sent.
+    closed: bool,
+}
+
+impl Notes {
+    fn new(theirs: ProgressToken) -> Arc<Self> {
+        Arc::new(Self {
+            theirs,
+            slot: Mutex::default(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, NoteSlot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues a notification for the request's response; false once its answer has gone.
+    fn push(&self, item: Message) -> bool {
+        let waker = {
+            let mut slot = self.lock();
+            if slot.closed {
+                return false;
+            }
+            slot.queue.push(item);
+            slot.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        true
+    }
+}
+
+impl ProgressSink for Notes {
+    /// What the handler's `PeerProgress` sends through the peer, queued for the response at once: the same
+    /// message (`Peer::notify_progress` builds it so), with the client's own token.
+    fn send(
+        &self,
+        done: f64,
+        total: Option<f64>,
+        message: String,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let mut param = ProgressNotificationParam::new(self.theirs.clone(), done);
+        param.total = total;
+        if !message.is_empty() {
+            param.message = Some(message);
+        }
+        let item = JsonRpcMessage::notification(ServerNotification::ProgressNotification(
+            ProgressNotification::new(param),
+        ));
+        if !self.push(item) {
+            tracing::debug!("progress notification not delivered: the call has answered");
+        }
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// The progress of requests in flight that report through the peer, by the token we gave them.
 #[derive(Default)]
 struct Routes(Mutex<RouteMap>);
 
@@ -128,41 +193,36 @@ impl Routes {
     }
 }
 
-/// A call's place in [`Routes`], removed when the call's answer has gone.
+/// A request's [`Notes`], and its place in [`Routes`] when it has one, given up when the request's answer
+/// has gone.
 struct Route {
-    routes: Arc<Routes>,
-    token: i64,
-    /// Removed already ([`finish`](Self::finish)).
+    notes: Arc<Notes>,
+    /// Our token in [`Routes`], for a request whose handler reports through the peer.
+    registered: Option<(Arc<Routes>, i64)>,
+    /// Given up already ([`finish`](Self::finish)).
     finished: bool,
 }
 
 impl Route {
     /// The notifications queued so far.
     fn take(&self) -> Vec<Message> {
-        self.routes
-            .lock()
-            .get_mut(&self.token)
-            .map(|slot| std::mem::take(&mut slot.queue))
-            .unwrap_or_default()
+        std::mem::take(&mut self.notes.lock().queue)
     }
 
-    /// The notifications queued, and the place given up: the call's answer goes now. One lookup where
-    /// [`take`](Self::take) and the drop make two.
+    /// The notifications queued, and no more accepted: the request's answer goes now.
     fn finish(mut self) -> Vec<Message> {
         self.finished = true;
-        self.routes
-            .lock()
-            .remove(&self.token)
-            .map(|slot| slot.queue)
-            .unwrap_or_default()
+        if let Some((routes, token)) = self.registered.take() {
+            routes.lock().remove(&token);
+        }
+        let mut slot = self.notes.lock();
+        slot.closed = true;
+        std::mem::take(&mut slot.queue)
     }
 
     /// Ready with the notifications queued, once there is at least one.
     fn poll_notes(&self, cx: &mut Context<'_>) -> Poll<Vec<Message>> {
-        let mut routes = self.routes.lock();
-        let Some(slot) = routes.get_mut(&self.token) else {
-            return Poll::Pending;
-        };
+        let mut slot = self.notes.lock();
         if slot.queue.is_empty() {
             slot.waker = Some(cx.waker().clone());
             return Poll::Pending;
@@ -177,9 +237,13 @@ impl Route {
 
 impl Drop for Route {
     fn drop(&mut self) {
-        if !self.finished {
-            self.routes.lock().remove(&self.token);
+        if self.finished {
+            return;
         }
+        if let Some((routes, token)) = self.registered.take() {
+            routes.lock().remove(&token);
+        }
+        self.notes.lock().closed = true;
     }
 }
 
@@ -286,16 +350,18 @@ impl FastPath {
                 id,
                 request,
                 ..
-            })))) => (id, Request::Other(request)),
+            })))) => (id, Request::Other(Box::new(request))),
             _ => return None,
         };
         let (method, name) = match &request {
             Request::Call { params, .. } => ("tools/call", Some(params.name.as_ref())),
-            Request::Other(ClientRequest::ListToolsRequest(_)) => ("tools/list", None),
-            Request::Other(ClientRequest::ReadResourceRequest(read)) => {
-                ("resources/read", Some(read.params.uri.as_str()))
-            }
-            Request::Other(_) => return None,
+            Request::Other(other) => match &**other {
+                ClientRequest::ListToolsRequest(_) => ("tools/list", None),
+                ClientRequest::ReadResourceRequest(read) => {
+                    ("resources/read", Some(read.params.uri.as_str()))
+                }
+                _ => return None,
+            },
         };
         if seen.method.single()? != method {
             return None;
@@ -359,7 +425,6 @@ impl FastPath {
             request,
             task_capable,
         } = accepted;
-        let handler = self.handler.clone();
         let (ct, route, mut call) = match request {
             Request::Call { params, meta, map } => {
                 let mut meta = meta.unwrap_or_default();
@@ -369,25 +434,35 @@ impl FastPath {
                     context.meta = map;
                 }
                 self.cancelled_with_service(&context.ct);
-                let route = meta.progress.take().map(|theirs| {
-                    let (route, ours) = self.route(theirs);
-                    if !context.meta.is_empty() {
-                        context.meta.set_progress_token(ours.clone());
-                    }
-                    meta.progress = Some(ours);
-                    route
+                // The call reports into its notes directly, not through the peer: `begin_tool` makes no
+                // sink of its own for a `_meta` without the token.
+                let route = meta.progress.take().map(|theirs| Route {
+                    notes: Notes::new(theirs),
+                    registered: None,
+                    finished: false,
                 });
+                let sink = route
+                    .as_ref()
+                    .map(|route| route.notes.clone() as Arc<dyn ProgressSink>);
                 // Only a tool that can run as a task can answer with a task handle.
                 let tasks_declared = task_capable
                     && meta
                         .client_capabilities(&context.peer)
                         .is_some_and(|caps| caps.supports_tasks());
                 let mut params = params;
+                let mut sink = sink;
                 // Begun and polled once in this frame, as the stdio loop does: a call that finishes at once
                 // builds no future, timer or heartbeat.
                 let step = std::future::poll_fn(|cx| {
                     let params = std::mem::replace(&mut params, CallToolRequestParams::new(""));
-                    Poll::Ready(begin(&handler, params, &context, &meta, cx))
+                    Poll::Ready(begin(
+                        &self.handler,
+                        params,
+                        &context,
+                        &meta,
+                        sink.take(),
+                        cx,
+                    ))
                 })
                 .await;
                 // Boxed here, once: the futures above it stay small, so moving them costs no large copies.
@@ -422,7 +497,8 @@ impl FastPath {
                 };
                 (ct, route, call)
             }
-            Request::Other(mut request) => {
+            Request::Other(request) => {
+                let mut request = *request;
                 let mut context = inline::context(id.clone(), &mut request, self.peer.clone());
                 self.cancelled_with_service(&context.ct);
                 let route = context.meta.get_progress_token().map(|theirs| {
@@ -431,6 +507,7 @@ impl FastPath {
                     route
                 });
                 let ct = context.ct.clone();
+                let handler = self.handler.clone();
                 (ct, route, boxed(|| answer(handler, request, context, id)))
             }
         };
@@ -485,19 +562,15 @@ impl FastPath {
         }
     }
 
-    /// A place in [`Routes`] for the progress of a call whose client token is `theirs`, and the token of ours
-    /// the call reports with instead.
+    /// A place in [`Routes`] for the progress of a request whose client token is `theirs`, and the token of
+    /// ours its handler reports with instead, through the peer.
     fn route(&self, theirs: ProgressToken) -> (Route, ProgressToken) {
         let ours = self.next_token.fetch_add(1, Ordering::Relaxed);
-        let slot = Slot {
-            theirs,
-            queue: Vec::new(),
-            waker: None,
-        };
-        self.routes.lock().insert(ours, slot);
+        let notes = Notes::new(theirs);
+        self.routes.lock().insert(ours, notes.clone());
         let route = Route {
-            routes: self.routes.clone(),
-            token: ours,
+            notes,
+            registered: Some((self.routes.clone(), ours)),
             finished: false,
         };
         (route, ProgressToken(NumberOrString::Number(ours)))
@@ -548,7 +621,9 @@ enum Request {
         /// rmcp's map of `_meta`, only when it was read into one.
         map: Option<RequestMetaObject>,
     },
-    Other(ClientRequest),
+    /// Boxed: every move of the request (decoded, accepted, dispatched) would copy the whole of
+    /// `ClientRequest`, the size of its largest variant, for the rare request that is not a call.
+    Other(Box<ClientRequest>),
 }
 
 /// The reply to a call that has answered: JSON, or SSE when notifications came first.
@@ -656,10 +731,11 @@ fn begin(
     params: CallToolRequestParams,
     context: &RequestContext<RoleServer>,
     meta: &CallMeta,
+    progress: Option<Arc<dyn ProgressSink>>,
     cx: &mut Context<'_>,
 ) -> Started {
     let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        handler.start_tool(params, context, meta, cx)
+        handler.start_tool_reporting(params, context, meta, progress, cx)
     }));
     begun.unwrap_or_else(|panic| {
         let panic = super::super::panic::message(panic);
@@ -884,27 +960,27 @@ impl Transport<RoleServer> for Detached {
             },
             _ => None,
         };
-        let mut waker = None;
+        let answered =
+            || std::io::Error::new(std::io::ErrorKind::NotConnected, "the call has answered");
         let sent = match ours {
             Some(ours) => {
-                let mut routes = self.routes.lock();
-                match routes.get_mut(&ours) {
-                    Some(slot) => {
+                let notes = self.routes.lock().get(&ours).cloned();
+                match notes {
+                    Some(notes) => {
                         if let JsonRpcMessage::Notification(JsonRpcNotification {
                             notification: ServerNotification::ProgressNotification(progress),
                             ..
                         }) = &mut item
                         {
-                            progress.params.progress_token = slot.theirs.clone();
+                            progress.params.progress_token = notes.theirs.clone();
                         }
-                        slot.queue.push(item);
-                        waker = slot.waker.take();
-                        Ok(())
+                        if notes.push(item) {
+                            Ok(())
+                        } else {
+                            Err(answered())
+                        }
                     }
-                    None => Err(std::io::Error::new(
-                        std::io::ErrorKind::NotConnected,
-                        "the call has answered",
-                    )),
+                    None => Err(answered()),
                 }
             }
             None => Err(std::io::Error::new(
@@ -912,9 +988,6 @@ impl Transport<RoleServer> for Detached {
                 "a stateless request's peer sends nothing but its progress",
             )),
         };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
         std::future::ready(sent)
     }
 
