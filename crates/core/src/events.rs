@@ -349,41 +349,79 @@ impl EventStream {
         self.publish_text(json, size)
     }
 
-    fn publish_text(&self, data: String, size: usize) -> u64 {
-        let bytes = size + EVENT_OVERHEAD;
+    /// [`EventStream::publish_json`] of each text in order, as one: the events take consecutive sequence
+    /// numbers under one lock, and the stream's waiting readers are woken and its subscribers told once, after
+    /// the last. What a bridge that receives events in frames calls once a frame (the Minecraft bridge: at
+    /// 10 000 events/s, publishing each event of a frame on its own woke its pollers and sent its URI to the
+    /// subscribers' channel once an event, issue 22). Returns the last event's sequence number, `None` for no
+    /// texts.
+    pub fn publish_json_all(&self, texts: impl IntoIterator<Item = String>) -> Option<u64> {
+        let limit = MAX_EVENT_BYTES.min(self.inner.max_bytes);
         let time_ms = now_ms();
-        let seq = {
+        let mut last = None;
+        let mut count = 0;
+        {
             let mut state = self.lock();
-            state.last_seq += 1;
-            let seq = state.last_seq;
-            while !state.buffer.is_empty()
-                && (state.buffer.len() >= self.inner.capacity
-                    || state.bytes + bytes > self.inner.max_bytes)
-            {
-                if let Some(old) = state.buffer.pop_front() {
-                    state.bytes -= old.bytes;
-                }
+            for json in texts {
+                let (data, size) = if json.len() > limit {
+                    data_json(&serde_json::from_str(&json).unwrap_or(Value::Null), limit)
+                } else {
+                    let size = json.len();
+                    (json, size)
+                };
+                last = Some(self.append(&mut state, &data, size, time_ms));
+                count += 1;
             }
-            state.bytes += bytes;
-            let mut json = String::with_capacity(data.len() + 48);
-            // Writing to a String cannot fail.
-            let _ = write!(json, r#"{{"seq":{seq},"time_ms":{time_ms},"data":"#);
-            let data_at = json.len();
-            json.push_str(&data);
-            json.push('}');
-            state.buffer.push_back(Stored {
-                seq,
-                time_ms,
-                json: json.into_boxed_str(),
-                data_at,
-                bytes,
-            });
-            seq
-        };
-        self.inner.published.fetch_add(1, Ordering::Relaxed);
+        }
+        if count > 0 {
+            self.published(count);
+        }
+        last
+    }
+
+    fn publish_text(&self, data: String, size: usize) -> u64 {
+        let time_ms = now_ms();
+        let seq = self.append(&mut self.lock(), &data, size, time_ms);
+        self.published(1);
+        seq
+    }
+
+    /// Stores one event, evicting the oldest while the stream is over its event count or byte budget; wakes
+    /// nobody (the caller calls [`Self::published`] once it let go of the lock).
+    fn append(&self, state: &mut StreamState, data: &str, size: usize, time_ms: u64) -> u64 {
+        let bytes = size + EVENT_OVERHEAD;
+        state.last_seq += 1;
+        let seq = state.last_seq;
+        while !state.buffer.is_empty()
+            && (state.buffer.len() >= self.inner.capacity
+                || state.bytes + bytes > self.inner.max_bytes)
+        {
+            if let Some(old) = state.buffer.pop_front() {
+                state.bytes -= old.bytes;
+            }
+        }
+        state.bytes += bytes;
+        let mut json = String::with_capacity(data.len() + 48);
+        // Writing to a String cannot fail.
+        let _ = write!(json, r#"{{"seq":{seq},"time_ms":{time_ms},"data":"#);
+        let data_at = json.len();
+        json.push_str(data);
+        json.push('}');
+        state.buffer.push_back(Stored {
+            seq,
+            time_ms,
+            json: json.into_boxed_str(),
+            data_at,
+            bytes,
+        });
+        seq
+    }
+
+    /// Counts `count` events just stored, wakes the stream's waiting readers and tells its subscribers.
+    fn published(&self, count: u64) {
+        self.inner.published.fetch_add(count, Ordering::Relaxed);
         self.inner.grew.notify_waiters();
         let _ = self.inner.updates.send(self.inner.uri.clone());
-        seq
     }
 
     pub fn last_seq(&self) -> u64 {
@@ -841,6 +879,109 @@ mod tests {
             assert!(seqs.iter().all(
                 |&seq| s.read_since(0, 100, None).events[seq as usize - 8].data == json!(seq)
             ));
+        }
+    }
+
+    /// A frame's events published at once take consecutive numbers in their order, and the stream's
+    /// subscribers hear of them once, not once an event.
+    #[test]
+    fn a_frame_published_at_once_keeps_its_order_and_tells_subscribers_once() {
+        let hub = EventHub::new("test");
+        let s = hub.stream("chat", "", 100);
+        s.publish(json!("before"));
+        let mut rx = hub.subscribe_updates();
+        let texts: Vec<String> = (0..10).map(|i| format!(r#"{{"i":{i}}}"#)).collect();
+        assert_eq!(s.publish_json_all(texts), Some(11));
+        assert_eq!(rx.try_recv().ok().as_deref(), Some("test://events/chat"));
+        assert!(
+            matches!(rx.try_recv(), Err(broadcast::error::TryRecvError::Empty)),
+            "one notice for the frame"
+        );
+        let page = s.read_since(1, 100, None);
+        assert_eq!(
+            page.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            (2..=11).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            page.events
+                .iter()
+                .map(|e| e.data["i"].clone())
+                .collect::<Vec<_>>(),
+            (0..10).map(|i| json!(i)).collect::<Vec<_>>()
+        );
+        assert_eq!(s.published_total(), 11);
+        assert_eq!(s.publish_json_all(Vec::new()), None, "no events, no number");
+        assert!(
+            matches!(rx.try_recv(), Err(broadcast::error::TryRecvError::Empty)),
+            "nor a notice"
+        );
+    }
+
+    /// A reader waiting for the stream to grow is woken once by a whole frame, and then reads all of it.
+    #[test]
+    fn a_waiting_reader_is_woken_once_by_a_frame_and_reads_it_whole() {
+        use std::future::Future;
+        use std::sync::atomic::AtomicUsize;
+        use std::task::{Context, Wake, Waker};
+
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let s = stream(100);
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut grew = std::pin::pin!(s.grew());
+        assert!(grew.as_mut().poll(&mut cx).is_pending());
+        s.publish_json_all((0..50).map(|i| i.to_string()));
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(grew.as_mut().poll(&mut cx).is_ready());
+        let page = s.read_page_json(0, 100, usize::MAX, None);
+        assert_eq!(page.len(), 50);
+        let parsed: Value = serde_json::from_str(page.json()).unwrap();
+        let data: Vec<Value> = parsed["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["data"].clone())
+            .collect();
+        assert_eq!(data, (0..50).map(|i| json!(i)).collect::<Vec<_>>());
+    }
+
+    /// Publishing a frame at once stores what publishing its events one by one stores: the same numbers, data,
+    /// stubs for oversize events, and evictions under the count and byte budgets.
+    #[test]
+    fn a_frame_published_at_once_stores_what_one_by_one_stores() {
+        let texts: Vec<String> = table().iter().map(Value::to_string).collect();
+        for (capacity, max_bytes) in [(1000, 16 << 20), (4, 16 << 20), (1000, 70_000), (3, 2_000)] {
+            let hub = EventHub::new("test");
+            let one_by_one = hub.stream_with_bytes("a", "", capacity, max_bytes);
+            let at_once = hub.stream_with_bytes("b", "", capacity, max_bytes);
+            for text in &texts {
+                one_by_one.publish_json(text.clone());
+            }
+            at_once.publish_json_all(texts.iter().cloned());
+            let case = format!("capacity {capacity} max_bytes {max_bytes}");
+            assert_eq!(
+                at_once.retained_bytes(),
+                one_by_one.retained_bytes(),
+                "{case}"
+            );
+            let (a, b) = (
+                one_by_one.read_page(0, 1000, usize::MAX, None),
+                at_once.read_page(0, 1000, usize::MAX, None),
+            );
+            assert_eq!(a.dropped, b.dropped, "{case}");
+            let strip = |page: &EventPage| -> Vec<(u64, Value)> {
+                page.events
+                    .iter()
+                    .map(|e| (e.seq, e.data.clone()))
+                    .collect()
+            };
+            assert_eq!(strip(&a), strip(&b), "{case}");
         }
     }
 

@@ -335,6 +335,7 @@ impl RelayLink {
         let mut last_seq = acked;
         let mut acks = Acks::new(acked);
         let mut chunks = wire::Assembler::default();
+        let mut frame = FrameEvents::default();
         loop {
             let text = tokio::select! {
                 biased;
@@ -354,8 +355,9 @@ impl RelayLink {
             if let Some(events) = wire::fast::events(&text, wire::HARD_MAX_FRAME_BYTES) {
                 let game_seq = events.last().and_then(|ev| ev.game_seq);
                 for ev in events {
-                    self.handle_fast(ev, &mut last_seq);
+                    self.handle_fast(ev, &mut last_seq, &mut frame);
                 }
+                frame.publish(&self.inner.hub);
                 if let Some(read_us) = read_us {
                     tracing::trace!(target: crate::latency::TARGET, hop = "mcp_in", read_us, done_us = crate::latency::now_us(), seq = last_seq, game_seq);
                 }
@@ -470,8 +472,9 @@ impl RelayLink {
         }
     }
 
-    /// [`Self::handle`] of an event read by the fast path.
-    fn handle_fast(&self, ev: FastEvent<'_>, last_seq: &mut u64) {
+    /// [`Self::handle`] of an event read by the fast path: its text joins `frame`, which the caller publishes
+    /// once the frame's last event is read.
+    fn handle_fast(&self, ev: FastEvent<'_>, last_seq: &mut u64, frame: &mut FrameEvents) {
         if let Some(seq) = ev.seq {
             if seq <= *last_seq {
                 return;
@@ -481,6 +484,8 @@ impl RelayLink {
         if ev.reserved_keys {
             // Its payload has a key the published event sets: the full path's map overwrites it.
             if let Some(env) = ev.envelope() {
+                // After the frame's events before it, as they came.
+                frame.publish(&self.inner.hub);
                 self.publish(env);
             }
             return;
@@ -489,16 +494,18 @@ impl RelayLink {
         if !self.count_new(game, &ev.id) {
             return;
         }
-        self.find_gap(
+        if let Some(record) = self.find_gap(
             game,
             ev.ty,
             ev.instance.as_deref(),
             ev.game_seq,
             ev.type_seq,
-        );
-        if let Some(stream) = self.inner.hub.get(ev.ty.as_str()) {
-            stream.publish_json(published_text(&ev, game));
+        ) {
+            // The loss record goes after the events before the gap and before the event after it.
+            frame.publish(&self.inner.hub);
+            self.report_loss(record);
         }
+        frame.push(ev.ty, published_text(&ev, game));
     }
 
     /// Whether the event `id` of `game` is new here (else a duplicate): counted either way.
@@ -522,7 +529,11 @@ impl RelayLink {
             return;
         }
         let type_seq = env.payload.get("typeSeq").and_then(Value::as_u64);
-        self.find_gap(&game, ty, env.instance.as_deref(), env.game_seq, type_seq);
+        if let Some(record) =
+            self.find_gap(&game, ty, env.instance.as_deref(), env.game_seq, type_seq)
+        {
+            self.report_loss(record);
+        }
         // Taken, not cloned: at tens of thousands of events a second each copy counts.
         let mut data = env.payload;
         data.insert("game".to_owned(), Value::String(game));
@@ -537,6 +548,7 @@ impl RelayLink {
     /// restarted with them queued): counted, and reported as a loss record. A client taking every event type
     /// follows the game's numbering (`gameSeq`); one taking some types follows each type's own (`typeSeq`, from
     /// adapters that send it), since in the game's numbering the types it does not take would look like gaps.
+    /// Returns the loss record for the caller to report once the events before the gap are published.
     fn find_gap(
         &self,
         game: &str,
@@ -544,10 +556,8 @@ impl RelayLink {
         instance: Option<&str>,
         game_seq: Option<u64>,
         type_seq: Option<u64>,
-    ) {
-        let Some(instance) = instance else {
-            return;
-        };
+    ) -> Option<Value> {
+        let instance = instance?;
         let every_type = self.inner.every_type;
         let (slot, n, field) = if every_type {
             (0, game_seq, "GameSeq")
@@ -555,9 +565,7 @@ impl RelayLink {
             let index = EventType::ALL.iter().position(|t| *t == ty).unwrap_or(0);
             (1 + index, type_seq, "TypeSeq")
         };
-        let Some(n) = n else {
-            return;
-        };
+        let n = n?;
         let gap = {
             let mut seqs = lock(&self.inner.game_seqs);
             let known = seqs
@@ -570,28 +578,20 @@ impl RelayLink {
             if !seqs.contains_key(game) {
                 seqs.insert(game.to_owned(), HashMap::new());
             }
-            let instances = seqs.get_mut(game);
-            let Some(instances) = instances else {
-                return;
-            };
+            let instances = seqs.get_mut(game)?;
             if !instances.contains_key(instance) {
                 instances.insert(instance.to_owned(), Default::default());
             }
-            let Some(last) = instances
+            let last = instances
                 .get_mut(instance)
-                .and_then(|slots| slots.get_mut(slot))
-            else {
-                return;
-            };
+                .and_then(|slots| slots.get_mut(slot))?;
             let last = last.get_or_insert(n);
             let gap = n.saturating_sub(*last).saturating_sub(1);
             let from = *last + 1;
             *last = (*last).max(n);
             (gap > 0).then_some((gap, from))
         };
-        let Some((gap, from)) = gap else {
-            return;
-        };
+        let (gap, from) = gap?;
         // Losses the relay already reported (queue overflow, rate limit, evicted queue) show as gaps too:
         // only what they do not cover is new.
         let gap = {
@@ -600,7 +600,7 @@ impl RelayLink {
             st.reported_uncovered -= covered;
             let new = gap - covered;
             if new == 0 {
-                return;
+                return None;
             }
             st.lost_total += new;
             st.lost_in_gaps += new;
@@ -614,7 +614,7 @@ impl RelayLink {
         if !every_type {
             record["eventType"] = json!(ty.as_str());
         }
-        self.report_loss(record);
+        Some(record)
     }
 
     /// Puts an explicit loss record on every stream this client reads (a loss is not known per event type).
@@ -817,6 +817,37 @@ fn untrusted<'a>(data: impl Fn(&str) -> Option<&'a str>) -> Option<(Vec<&'static
     text.push('\n');
     text.extend(std::iter::repeat_n('`', fence));
     Some((fields, text))
+}
+
+/// The events of one relay frame, by stream, published once the frame is read: one lock and one wake-up of
+/// the stream's pollers a frame, not one an event (issue 22). Kept across frames for its buffers.
+#[derive(Default)]
+struct FrameEvents {
+    texts: [Vec<String>; EventType::ALL.len()],
+}
+
+impl FrameEvents {
+    fn push(&mut self, ty: EventType, text: String) {
+        let index = EventType::ALL.iter().position(|t| *t == ty).unwrap_or(0);
+        if let Some(texts) = self.texts.get_mut(index) {
+            texts.push(text);
+        }
+    }
+
+    /// Publishes what it holds, each stream's events in the order they came, and empties itself.
+    fn publish(&mut self, hub: &EventHub) {
+        for (ty, texts) in EventType::ALL.iter().zip(self.texts.iter_mut()) {
+            if texts.is_empty() {
+                continue;
+            }
+            match hub.get(ty.as_str()) {
+                Some(stream) => {
+                    stream.publish_json_all(texts.drain(..));
+                }
+                None => texts.clear(),
+            }
+        }
+    }
 }
 
 /// The JSON text of the event the full path publishes for `ev` (its payload with `game`, `id` and the untrusted
