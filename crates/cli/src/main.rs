@@ -142,6 +142,32 @@ impl Job {
             Self::Command(command) => command.run().await,
         }
     }
+
+    /// The threads its runtime gets: what `--minecraft-worker-threads` asks of the Minecraft relay and MCP
+    /// server (event routers, whose hops then never wait for another thread to wake: issue 22), one per core
+    /// for everything else, `serve` included (its bridges may block a worker for a while).
+    fn worker_threads(&self) -> usize {
+        match self {
+            Self::Serve(BridgeCommand::Minecraft(command)) => command.worker_threads(),
+            Self::Command(commands::Command::MinecraftRelay(command)) => command.worker_threads,
+            _ => 0,
+        }
+    }
+}
+
+/// The runtime for `worker_threads` threads: 1 is tokio's current-thread runtime (the job and every task on
+/// the main thread), 0 one worker per core (or TOKIO_WORKER_THREADS), more that many workers.
+fn runtime(worker_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        0 => tokio::runtime::Builder::new_multi_thread(),
+        n => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n);
+            builder
+        }
+    };
+    builder.enable_all().build()
 }
 
 /// The command line with every bridge's own flags added to `serve`, and the bridges' older variable names.
@@ -208,10 +234,7 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     bridge_core::serve::init_logging(job.log_format());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime(job.worker_threads()) {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -279,6 +302,97 @@ mod tests {
             command().find_subcommand("minecraft-relay").is_some(),
             "the relay keeps its own command"
         );
+    }
+
+    /// The threads a command line's runtime gets: one for the Minecraft relay and for an MCP server dialling a
+    /// relay, one per core where the relay runs in-process, in `serve` and for every other bridge; the flag
+    /// says otherwise and its help says so.
+    #[test]
+    fn the_minecraft_routers_run_on_one_thread_unless_told_otherwise() {
+        let threads = |args: &[&str]| {
+            let matches = command()
+                .try_get_matches_from(std::iter::once("mcp-bridges").chain(args.iter().copied()))
+                .map_err(|e| e.to_string())?;
+            let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+            Ok::<_, String>(Job::from(cli.command).worker_threads())
+        };
+        let remote = [
+            "minecraft",
+            "--minecraft-relay-url",
+            "ws://127.0.0.1:1",
+            "--minecraft-relay-token",
+            "t",
+        ];
+        assert_eq!(threads(&["minecraft-relay"]), Ok(1));
+        assert_eq!(
+            threads(&["minecraft-relay", "--minecraft-worker-threads", "0"]),
+            Ok(0)
+        );
+        assert_eq!(threads(&remote), Ok(1));
+        assert_eq!(
+            threads(&[&remote[..], &["--minecraft-worker-threads", "3"]].concat()),
+            Ok(3)
+        );
+        assert_eq!(threads(&["minecraft"]), Ok(0), "the relay in-process");
+        assert_eq!(
+            threads(&["minecraft", "--minecraft-worker-threads", "1"]),
+            Ok(1)
+        );
+        assert_eq!(threads(&["bitburner"]), Ok(0));
+        assert_eq!(threads(&["serve", "--bridge", "minecraft"]), Ok(0));
+        let refused = threads(&[
+            "serve",
+            "--bridge",
+            "minecraft",
+            "--minecraft-worker-threads",
+            "1",
+        ]);
+        assert!(refused.is_err(), "serve keeps one per core: {refused:?}");
+        let too_many = threads(&["minecraft-relay", "--minecraft-worker-threads", "1000"]);
+        assert!(
+            too_many.as_ref().is_err_and(
+                |e| e.contains("MINECRAFT_WORKER_THREADS") && e.contains("from 0 to 256")
+            ),
+            "{too_many:?}"
+        );
+        for sub in ["minecraft", "minecraft-relay"] {
+            let help = command()
+                .find_subcommand_mut(sub)
+                .map(|c| c.render_long_help().to_string())
+                .unwrap_or_default();
+            assert!(
+                help.contains("--minecraft-worker-threads")
+                    && help.contains("MINECRAFT_WORKER_THREADS"),
+                "{sub} --help teaches the flag:\n{help}"
+            );
+        }
+    }
+
+    /// One thread is tokio's current-thread runtime: the job and every task it spawns run on the caller's
+    /// thread; other counts are worker pools of that size.
+    #[test]
+    fn one_thread_runs_every_task_on_the_main_thread() {
+        use tokio::runtime::RuntimeFlavor;
+        let one = runtime(1).unwrap();
+        let here = std::thread::current().id();
+        let (flavor, task_thread) = one.block_on(async {
+            let task = tokio::spawn(async { std::thread::current().id() });
+            (
+                tokio::runtime::Handle::current().runtime_flavor(),
+                task.await.unwrap(),
+            )
+        });
+        assert_eq!(flavor, RuntimeFlavor::CurrentThread);
+        assert_eq!(task_thread, here);
+        let three = runtime(3).unwrap();
+        assert_eq!(three.handle().runtime_flavor(), RuntimeFlavor::MultiThread);
+        assert_eq!(three.metrics().num_workers(), 3);
+        let per_core = runtime(0).unwrap();
+        assert_eq!(
+            per_core.handle().runtime_flavor(),
+            RuntimeFlavor::MultiThread
+        );
+        assert!(per_core.metrics().num_workers() >= 1);
     }
 
     #[test]

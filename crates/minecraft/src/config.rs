@@ -39,6 +39,30 @@ pub struct MinecraftCommand {
     pub mcp: McpArgs,
     #[command(flatten)]
     pub minecraft: MinecraftArgs,
+    /// Threads the process runs its work on. 1 (the default when it dials a relay at --minecraft-relay-url, or
+    /// in vanilla mode) runs everything on one thread; 0 (the default when it runs the relay in-process) is one
+    /// per core; more is that many. The MCP server only passes events and calls on, and with one thread its
+    /// hops never wait for another thread to wake (issue 22). Not in `serve`, which keeps one per core.
+    #[arg(value_name = "N", long = "minecraft-worker-threads", env = "MINECRAFT_WORKER_THREADS",
+          value_parser = config::ranged(0usize, MAX_WORKER_THREADS), help_heading = "Minecraft")]
+    pub worker_threads: Option<usize>,
+}
+
+/// The most threads --minecraft-worker-threads asks for.
+pub const MAX_WORKER_THREADS: usize = 256;
+
+impl MinecraftCommand {
+    /// --minecraft-worker-threads, or its default: 1 unless the relay runs in this process (then 0, one per
+    /// core: the relay and the MCP server together outgrow one core at 50 000 events/s).
+    pub fn worker_threads(&self) -> usize {
+        self.worker_threads.unwrap_or(
+            if self.minecraft.relay_url.is_some() || self.minecraft.vanilla.enabled() {
+                1
+            } else {
+                0
+            },
+        )
+    }
 }
 
 /// The MCP server's own flags; without `--minecraft-relay-url` it runs the relay in-process with the relay flags.
@@ -139,6 +163,12 @@ pub struct RelayCommand {
     pub mcp: McpArgs,
     #[command(flatten)]
     pub relay: RelayArgs,
+    /// Threads the relay runs its work on: 1 (the default) runs everything on one thread, 0 is one per core,
+    /// more is that many. The relay only routes frames (50 000 events/s take about a fifth of a core), and with
+    /// one thread its hops never wait for another thread to wake (issue 22).
+    #[arg(value_name = "N", long = "minecraft-worker-threads", env = "MINECRAFT_WORKER_THREADS", default_value = "1",
+          value_parser = config::ranged(0usize, MAX_WORKER_THREADS), help_heading = "Relay")]
+    pub worker_threads: usize,
 }
 
 /// Nothing: the relay is not mountable in `serve` (see `MinecraftRelay`).
