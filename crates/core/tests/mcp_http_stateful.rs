@@ -667,3 +667,218 @@ async fn a_legacy_call_still_waiting_when_the_grace_ends_is_cancelled() {
         .unwrap()
         .unwrap();
 }
+
+async fn legacy_answered(addr: SocketAddr) -> u64 {
+    let (status, body) = raw(addr, "GET", "/metrics", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .find_map(|l| l.strip_prefix("mcp_http_legacy_front_answered_total "))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// The table's hot requests (`tools/call` of a tool that is not task-capable, `tools/list`, `ping`, with
+/// the session's headers, before `logging/setLevel`) are answered by our legacy front, not by rmcp's service:
+/// the byte-for-byte tables above then compare our answers with rmcp's.
+#[tokio::test]
+async fn the_legacy_front_answers_the_hot_requests_of_the_table() {
+    HttpOptions::set_fast_path(true);
+    let ours = start_http(bridge(), HttpOptions::default(), vec![]).await;
+    let (session, _) = Session::open(ours.addr, "{}").await;
+    assert_eq!(legacy_answered(ours.addr).await, 0, "initialize is rmcp's");
+    let hot = [
+        request(json!(1), "tools/list", None),
+        call(json!(2), "echo", json!({"text": "hi"})),
+        call_with_meta(json!(3), "steps", json!({}), json!({"progressToken": 3})),
+        call(json!(4), "nap", json!({})),
+        request(json!(5), "ping", None),
+    ];
+    for body in &hot {
+        let reply = session.send(Headers::Session, body).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    assert_eq!(legacy_answered(ours.addr).await, hot.len() as u64);
+    // Left to rmcp: a task-capable tool, other methods, other headers, and everything after a log level.
+    let cold = [
+        (Headers::Session, call(json!(6), "later", json!({}))),
+        (Headers::Session, request(json!(7), "resources/list", None)),
+        (
+            Headers::NoVersion,
+            call(json!(8), "echo", json!({"text": "hi"})),
+        ),
+        (
+            Headers::OtherVersion,
+            call(json!(9), "echo", json!({"text": "hi"})),
+        ),
+        (
+            Headers::Session,
+            request(
+                json!(10),
+                "logging/setLevel",
+                Some(json!({"level": "debug"})),
+            ),
+        ),
+        (
+            Headers::Session,
+            call(json!(11), "echo", json!({"text": "hi"})),
+        ),
+    ];
+    for (headers, body) in &cold {
+        session.send(*headers, body).await;
+    }
+    assert_eq!(legacy_answered(ours.addr).await, hot.len() as u64);
+}
+
+/// [`in_flight`] after a few requests our front answered and a `logging/setLevel` that sends the rest of the
+/// session to rmcp: the request numbers in rmcp's event ids are ours (rmcp counted none of the front's), and
+/// a `Last-Event-ID` naming ours finds rmcp's stream.
+async fn in_flight_after_front(
+    server: &HttpServer,
+    hold: &mut Hold,
+) -> Vec<(u16, Option<String>, String)> {
+    let (session, _) = Session::open(server.addr, "{}").await;
+    let mut replies = Vec::new();
+    for body in [
+        call(json!(1), "echo", json!({"text": "hi"})),
+        request(json!(2), "tools/list", None),
+        request(json!(3), "logging/setLevel", Some(json!({"level": "info"}))),
+    ] {
+        replies.push(exact(&session.send(Headers::Session, &body).await));
+    }
+    let session = Arc::new(session);
+    let body = call_with_meta(json!(4), "hold", json!({}), json!({"progressToken": "h"}));
+    let mut first = Streaming::post(&session, &body).await;
+    first.read_until(r#""progressToken":"h""#).await;
+    assert_eq!(
+        within("hold to start", hold.heard.recv()).await,
+        Some("started")
+    );
+    // Request number 3 of the session (0, 1 and 2 came first).
+    let resumed = {
+        let session = session.clone();
+        tokio::spawn(async move { session.get("0/3").await })
+    };
+    let first = within("the first stream to end", first.finish()).await;
+    replies.push(exact(&first));
+    hold.gate.add_permits(1);
+    replies.push(exact(&within("the resumed stream", resumed).await.unwrap()));
+    replies.push(exact(&session.get("1/3").await));
+    replies
+}
+
+#[tokio::test]
+async fn rmcps_streams_carry_the_sessions_request_numbers_after_front_answers() {
+    HttpOptions::set_fast_path(false);
+    let (bridge, mut rmcp_hold) = held_bridge();
+    let rmcp_only = start_http(bridge, HttpOptions::default(), vec![]).await;
+    assert_eq!(fast_answered(rmcp_only.addr).await, 0);
+    HttpOptions::set_fast_path(true);
+    let (bridge, mut our_hold) = held_bridge();
+    let ours = start_http(bridge, HttpOptions::default(), vec![]).await;
+    let expected = in_flight_after_front(&rmcp_only, &mut rmcp_hold).await;
+    let got = in_flight_after_front(&ours, &mut our_hold).await;
+    assert_eq!(legacy_answered(ours.addr).await, 2, "echo and tools/list");
+    for (step, (got, expected)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(got, expected, "step {step}: ours vs rmcp's");
+    }
+    assert_eq!(got.len(), expected.len());
+    let resumed = &got[4].2;
+    assert!(
+        resumed.contains("id: 1/3") && resumed.contains(r#""released":true"#),
+        "the resumed stream is request 3's: {resumed}"
+    );
+}
+
+/// On one server: a `hold` call cancelled by `notifications/cancelled`, then resumed with `Last-Event-ID`:
+/// its kept events come again and the stream ends (rmcp keeps a cancelled request's events for a while);
+/// an index past what is kept gets an empty stream.
+async fn cancelled_then_resumed(
+    server: &HttpServer,
+    hold: &mut Hold,
+) -> Vec<(u16, Option<String>, String)> {
+    let (session, _) = Session::open(server.addr, "{}").await;
+    let mut replies = Vec::new();
+    let body = call_with_meta(json!(1), "hold", json!({}), json!({"progressToken": 7}));
+    let mut first = Streaming::post(&session, &body).await;
+    first.read_until(r#""progressToken":7"#).await;
+    assert_eq!(
+        within("hold to start", hold.heard.recv()).await,
+        Some("started")
+    );
+    let cancel = session
+        .send(
+            Headers::Session,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+        )
+        .await;
+    replies.push(exact(&cancel));
+    assert_eq!(
+        within("hold to be cancelled", hold.heard.recv()).await,
+        Some("cancelled")
+    );
+    replies.push(exact(&within("the cancelled stream", first.finish()).await));
+    for last in ["0/0", "1/0", "2/0", "9/0"] {
+        replies.push(exact(&session.get(last).await));
+    }
+    replies
+}
+
+#[tokio::test]
+async fn a_cancelled_call_is_resumed_as_rmcps_is() {
+    HttpOptions::set_fast_path(false);
+    let (bridge, mut rmcp_hold) = held_bridge();
+    let rmcp_only = start_http(bridge, HttpOptions::default(), vec![]).await;
+    assert_eq!(fast_answered(rmcp_only.addr).await, 0);
+    HttpOptions::set_fast_path(true);
+    let (bridge, mut our_hold) = held_bridge();
+    let ours = start_http(bridge, HttpOptions::default(), vec![]).await;
+    let expected = cancelled_then_resumed(&rmcp_only, &mut rmcp_hold).await;
+    let got = cancelled_then_resumed(&ours, &mut our_hold).await;
+    assert_eq!(legacy_answered(ours.addr).await, 1, "the hold call");
+    for (step, (got, expected)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(got, expected, "step {step}: ours vs rmcp's");
+    }
+    assert_eq!(got.len(), expected.len());
+    assert!(
+        got[2].2.contains(r#""progressToken":7"#),
+        "the resumed stream replays the progress note: {}",
+        got[2].2
+    );
+}
+
+/// rmcp closes a session after `session_idle` without traffic through it; requests the front answers keep
+/// the session alive as rmcp's would have.
+#[tokio::test]
+async fn a_session_busy_on_the_front_is_not_reaped_as_idle() {
+    HttpOptions::set_fast_path(true);
+    let options = HttpOptions {
+        session_idle: std::time::Duration::from_millis(300),
+        ..HttpOptions::default()
+    };
+    let server = start_http(bridge(), options, vec![]).await;
+    let (session, _) = Session::open(server.addr, "{}").await;
+    // Five idle periods of calls, each one well within the idle time of the one before.
+    for i in 0..30 {
+        let reply = session
+            .send(
+                Headers::Session,
+                &call(json!(i), "echo", json!({"text": "hi"})),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "call {i}: {}", reply.body);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(legacy_answered(server.addr).await, 30);
+    // Left alone, it is reaped.
+    within("the idle session to be reaped", async {
+        loop {
+            let reply = session
+                .send(Headers::Session, &request(json!(99), "ping", None))
+                .await;
+            if reply.status == 404 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        }
+    })
+    .await;
+}

@@ -2,7 +2,7 @@
 //! would answer with a bare HTTP status or "method not found".
 
 use super::drain::Drain;
-use super::http::FastPath;
+use super::http::{FastPath, LegacyPath, Sessions};
 use super::sessions::SessionLimit;
 use crate::auth::Access;
 use axum::body::{Body, Bytes};
@@ -15,7 +15,6 @@ use rmcp::model::{
     InitializeRequestParams, ReadResourceRequestParams, SubscribeRequestParams,
 };
 use rmcp::transport::streamable_http_server::StreamableHttpService;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Value, json};
 use std::convert::Infallible;
@@ -102,14 +101,17 @@ pub(crate) struct Front {
     pub max_body: usize,
     pub drain: Arc<Drain>,
     pub fast: Option<FastPath>,
+    /// Our answer to the hot requests of a legacy session (`None` sends them to rmcp).
+    pub legacy: Option<LegacyPath>,
 }
 
 /// rmcp's HTTP service, as `/mcp` serves it.
-pub(crate) type Rmcp = StreamableHttpService<super::handler::McpHandler, LocalSessionManager>;
+pub(crate) type Rmcp = StreamableHttpService<super::handler::McpHandler, Sessions>;
 
 /// The `/mcp` service: Host, Origin and token; a POST counts as in flight until its response body has been
 /// sent (shutdown waits for it); JSON-RPC errors where rmcp would answer with a bare status; the hot
-/// stateless requests answered by [`FastPath`]; everything else handed to rmcp's service. A service of its
+/// stateless requests answered by [`FastPath`], the hot requests of a legacy session by [`LegacyPath`];
+/// everything else handed to rmcp's service. A service of its
 /// own rather than an axum middleware around rmcp's: `from_fn` clones and boxes the inner service and boxes
 /// its own future on every request, which the fast path's requests never use. A clone is one `Arc`.
 #[derive(Clone)]
@@ -232,6 +234,11 @@ impl McpInner {
         // takes), so they are looked for only in what it leaves.
         if let Some(fast) = &front.fast
             && let Some(response) = fast.answer(&parts, &body).await
+        {
+            return response;
+        }
+        if let Some(legacy) = &front.legacy
+            && let Some(response) = legacy.answer(&parts, &body).await
         {
             return response;
         }

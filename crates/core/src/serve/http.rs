@@ -21,10 +21,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 mod fast;
+mod legacy;
 pub(crate) use fast::FastPath;
+pub(crate) use legacy::{LegacyPath, Sessions};
 
-/// Whether servers started from now on answer the hot stateless requests themselves (see [`fast`]); off only
-/// in tests that compare the two paths.
+/// Whether servers started from now on answer the hot stateless requests (see [`fast`]) and the hot requests
+/// of legacy sessions (see [`legacy`]) themselves; off only in tests that compare with rmcp's answers.
 static FAST_PATH: AtomicBool = AtomicBool::new(true);
 
 /// Security settings of the HTTP transport.
@@ -65,7 +67,8 @@ impl Default for HttpOptions {
 
 impl HttpOptions {
     /// Tests only: servers started after this call send every `/mcp` request to rmcp's service (`false`), or
-    /// answer the hot stateless requests on our own path (`true`, the default). Process-wide.
+    /// answer the hot stateless requests and the hot requests of legacy sessions on our own paths (`true`,
+    /// the default). Process-wide.
     #[doc(hidden)]
     pub fn set_fast_path(enabled: bool) {
         FAST_PATH.store(enabled, Ordering::Relaxed);
@@ -101,6 +104,8 @@ struct AppState {
     max_body: usize,
     /// Requests the fast path answered; `None` when it is off.
     fast_answered: Option<Arc<AtomicU64>>,
+    /// Legacy-session requests the front answered; `None` when it is off.
+    legacy_answered: Option<Arc<AtomicU64>>,
 }
 
 pub(crate) async fn serve(
@@ -131,19 +136,30 @@ pub(crate) async fn serve(
     // rmcp reaps a session idle for `keep_alive`; the slot it held under `sessions` goes with it.
     let mut session_manager = LocalSessionManager::default();
     session_manager.session_config.keep_alive = Some(options.session_idle);
-    let mcp =
-        StreamableHttpService::new(
-            move || {
-                Ok(McpHandler::new(factory_shared.clone())
-                    .with_session_limit(factory_sessions.clone()))
-            },
-            Arc::new(session_manager),
-            config,
-        );
+    let front_on = FAST_PATH.load(Ordering::Relaxed);
+    // Our manager around rmcp's: the registry of sessions the legacy front path answers for.
+    let session_manager = Arc::new(Sessions::new(
+        session_manager,
+        front_on,
+        shared.clone(),
+        service_token.clone(),
+        options.session_idle,
+    ));
+    let mcp = StreamableHttpService::new(
+        move || {
+            let handler = McpHandler::new(factory_shared.clone())
+                .with_session_limit(factory_sessions.clone());
+            if front_on {
+                legacy::made(&handler);
+            }
+            Ok(handler)
+        },
+        session_manager.clone(),
+        config,
+    );
     let access = Arc::new(options.access()?);
-    let fast = FAST_PATH
-        .load(Ordering::Relaxed)
-        .then(|| FastPath::start(shared.clone(), service_token.clone()));
+    let fast = front_on.then(|| FastPath::start(shared.clone(), service_token.clone()));
+    let legacy = front_on.then(|| LegacyPath::new(session_manager.clone()));
     let state = AppState {
         shared,
         access: access.clone(),
@@ -152,6 +168,7 @@ pub(crate) async fn serve(
         limits: options.limits,
         max_body,
         fast_answered: fast.as_ref().map(FastPath::answered),
+        legacy_answered: front_on.then(|| session_manager.answered()),
     };
     // `/mcp` is our service (access, drain, JSON-RPC edges, fast path) with rmcp's behind it; the pages and
     // anything else (the fallback's 404 included) are behind the same access check.
@@ -161,6 +178,7 @@ pub(crate) async fn serve(
         max_body,
         drain: drain.clone(),
         fast,
+        legacy,
     };
     // `/mcp` and the paths below it, as `nest_service("/mcp", ..)` routed them, without its prefix
     // stripping on `/mcp` itself.
@@ -279,6 +297,14 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
             "# HELP mcp_http_fast_path_answered_total Stateless /mcp requests answered without rmcp's HTTP service.\n\
              # TYPE mcp_http_fast_path_answered_total counter\n\
              mcp_http_fast_path_answered_total {}\n",
+            answered.load(Ordering::Relaxed)
+        ));
+    }
+    if let Some(answered) = &state.legacy_answered {
+        text.push_str(&format!(
+            "# HELP mcp_http_legacy_front_answered_total Legacy-session /mcp requests answered without rmcp's HTTP service.\n\
+             # TYPE mcp_http_legacy_front_answered_total counter\n\
+             mcp_http_legacy_front_answered_total {}\n",
             answered.load(Ordering::Relaxed)
         ));
     }
