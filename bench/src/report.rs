@@ -164,6 +164,9 @@ pub fn ratios(rows: &[LoadRow]) -> Vec<RatioRow> {
                 && o.client == rust.client
                 && o.transport == rust.transport
                 && o.concurrency == rust.concurrency
+                // The baseline read the same era's lines (each 2026-07-28 request carries its `_meta`);
+                // TS speaks the initialize era only and is compared with both.
+                && (o.server != ServerKind::Baseline || o.era == rust.era)
         }) {
             out.push(RatioRow {
                 client: rust.client,
@@ -223,7 +226,7 @@ pub fn targets(rows: &[LoadRow], startup: &[StartupRow], ratios: &[RatioRow]) ->
         });
     }
     for q in ratios.iter().filter(|q| q.other == ServerKind::Baseline) {
-        // A baseline that used less than one 10 ms tick in the run gives no ratio, not an infinite one.
+        // A baseline whose CPU could not be read gives no ratio, not an infinite one.
         if let Some(base_over_rust) = q.server_cpu_ratio.filter(|r| *r > 0.0) {
             let rust_over_base = 1.0 / base_over_rust;
             out.push(TargetCheck {
@@ -396,4 +399,56 @@ pub fn target_table(rows: &[TargetCheck]) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(server: ServerKind, era: Era, cpu: f64) -> LoadRow {
+        LoadRow {
+            client: ClientKind::Rmcp,
+            server,
+            transport: TransportKind::Stdio,
+            era,
+            concurrency: 8,
+            calls: 1000,
+            errors: 0,
+            first_error: None,
+            seconds: 1.0,
+            calls_per_sec: 1000.0,
+            p50_ms: 1.0,
+            p90_ms: 1.0,
+            p99_ms: 1.0,
+            max_ms: 1.0,
+            server_cpu_us_per_call: Some(cpu),
+            client_cpu_us_per_call: None,
+        }
+    }
+
+    /// Each era of the core is compared with the baseline that read the same era's lines; TS, which speaks
+    /// the initialize era only, with both.
+    #[test]
+    fn the_core_is_compared_with_the_baseline_of_its_own_era() {
+        let rows = [
+            row(ServerKind::Rust, Era::Legacy, 3.0),
+            row(ServerKind::Rust, Era::Modern, 4.0),
+            row(ServerKind::Baseline, Era::Legacy, 2.0),
+            row(ServerKind::Baseline, Era::Modern, 2.5),
+            row(ServerKind::Ts, Era::Legacy, 8.0),
+        ];
+        let pairs: Vec<_> = ratios(&rows)
+            .iter()
+            .map(|q| (q.rust_era, q.other, q.server_cpu_ratio))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                (Era::Legacy, ServerKind::Baseline, Some(2.0 / 3.0)),
+                (Era::Legacy, ServerKind::Ts, Some(8.0 / 3.0)),
+                (Era::Modern, ServerKind::Baseline, Some(2.5 / 4.0)),
+                (Era::Modern, ServerKind::Ts, Some(8.0 / 4.0)),
+            ]
+        );
+    }
 }

@@ -44,8 +44,9 @@ impl ServerKind {
 
     /// The TypeScript SDK v1 speaks only the initialize-era protocol; sessions exist only over HTTP.
     pub fn supports(self, transport: TransportKind, era: Era) -> bool {
-        // The baselines' canned replies are those of the initialize era.
-        let era_ok = self == Self::Rust || era == Era::Legacy;
+        // The baselines answer both eras (bench/src/bin/baseline/reply.rs); the TypeScript SDK v1 the
+        // initialize era only.
+        let era_ok = matches!(self, Self::Rust | Self::Baseline) || era == Era::Legacy;
         let transport_ok = self != Self::TsStateful || transport == TransportKind::Http;
         era_ok && transport_ok
     }
