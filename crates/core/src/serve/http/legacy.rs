@@ -145,9 +145,33 @@ struct State {
     by_request: HashMap<RequestId, u64>,
 }
 
-/// Where our peer's progress notifications go: the stream of the call that carries the token.
+/// Where our peer's progress notifications go: the stream of the call that carries the token. A list, not a
+/// map: it holds the session's calls in flight that carry a token (rarely more than a few), and a map's
+/// hashing and rehashing as each call comes and goes cost more than the scan.
 #[derive(Default)]
-struct Progress(Mutex<HashMap<ProgressToken, Arc<CallStream>>>);
+struct Progress(Mutex<Vec<(ProgressToken, Arc<CallStream>)>>);
+
+impl Progress {
+    /// The stream of the call that carries `token`: the latest, as rmcp routes by the latest registration.
+    fn get(&self, token: &ProgressToken) -> Option<Arc<CallStream>> {
+        lock(&self.0)
+            .iter()
+            .rev()
+            .find(|(t, _)| t == token)
+            .map(|(_, call)| call.clone())
+    }
+
+    fn add(&self, token: ProgressToken, call: Arc<CallStream>) {
+        lock(&self.0).push((token, call));
+    }
+
+    fn remove(&self, call: &Arc<CallStream>) {
+        let mut calls = lock(&self.0);
+        if let Some(at) = calls.iter().position(|(_, c)| Arc::ptr_eq(c, call)) {
+            calls.swap_remove(at);
+        }
+    }
+}
 
 impl Drop for Session {
     fn drop(&mut self) {
@@ -575,9 +599,7 @@ impl Transport<RoleServer> for SessionLink {
             JsonRpcMessage::Notification(JsonRpcNotification {
                 notification: ServerNotification::ProgressNotification(progress),
                 ..
-            }) => lock(&self.progress.0)
-                .get(&progress.params.progress_token)
-                .cloned(),
+            }) => self.progress.get(&progress.params.progress_token),
             _ => None,
         };
         let sent = match call {
@@ -789,7 +811,7 @@ impl LegacyPath {
         }
         let stream = Arc::new(CallStream::new(number, context.ct.clone()));
         if let Some(token) = &meta.progress {
-            lock(&session.progress.0).insert(token.clone(), stream.clone());
+            session.progress.add(token.clone(), stream.clone());
         }
         let handler = session.handler.clone();
         let step = std::future::poll_fn(|cx| {
@@ -801,11 +823,8 @@ impl LegacyPath {
             Started::Answered(called) => {
                 let answer = tool_answer(id, called);
                 let notes: Vec<ServerSseMessage> = {
-                    if let Some(token) = &meta.progress {
-                        let mut progress = lock(&session.progress.0);
-                        if progress.get(token).is_some_and(|c| Arc::ptr_eq(c, &stream)) {
-                            progress.remove(token);
-                        }
+                    if meta.progress.is_some() {
+                        session.progress.remove(&stream);
                     }
                     lock(&stream.inner).kept.drain(..).collect()
                 };
@@ -837,7 +856,7 @@ impl LegacyPath {
             state.calls.insert(number, stream.clone());
             state.by_request.insert(id.clone(), number);
         }
-        let token = meta.progress.clone();
+        let has_token = meta.progress.is_some();
         tokio::spawn(async move {
             let mut running = running;
             // Cancelled, the call still runs to its end (it sees the cancellation), as rmcp's would; its
@@ -865,11 +884,8 @@ impl LegacyPath {
                     state.by_request.remove(&id);
                 }
             }
-            if let Some(token) = &token {
-                let mut progress = lock(&session.progress.0);
-                if progress.get(token).is_some_and(|c| Arc::ptr_eq(c, &stream)) {
-                    progress.remove(token);
-                }
+            if has_token {
+                session.progress.remove(&stream);
             }
             match answer {
                 answer if !stream.ct.is_cancelled() => {
@@ -954,12 +970,35 @@ fn finished(number: u64, notes: &[ServerSseMessage], answer: &inline::Answer) ->
     if let Err(e) = answer.write(&mut body) {
         tracing::error!("an answer could not be serialised: {e}");
     }
-    body.extend_from_slice(format!("\nid: {}/{number}\n\n", notes.len() + 1).as_bytes());
+    body.extend_from_slice(b"\nid: ");
+    write_number(&mut body, notes.len() as u64 + 1);
+    body.push(b'/');
+    write_number(&mut body, number);
+    body.extend_from_slice(b"\n\n");
     body
 }
 
 fn write_priming(body: &mut Vec<u8>, number: u64) {
-    body.extend_from_slice(format!("data: \nid: 0/{number}\nretry: {RETRY_MS}\n\n").as_bytes());
+    body.extend_from_slice(b"data: \nid: 0/");
+    write_number(body, number);
+    body.extend_from_slice(b"\nretry: ");
+    write_number(body, RETRY_MS);
+    body.extend_from_slice(b"\n\n");
+}
+
+/// `n` in decimal, as `Display` writes it, without the formatting machinery (a tenth of a call's own work).
+fn write_number(body: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    body.extend_from_slice(&digits[at..]);
 }
 
 /// An event as rmcp's SSE body writes it (`sse_stream::Sse` into bytes).
@@ -988,15 +1027,18 @@ fn event_bytes(event: &ServerSseMessage) -> Bytes {
     Bytes::from(body)
 }
 
+/// rmcp's SSE response headers.
 fn sse_response(body: Body) -> Response {
+    static ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
     let mut response = Response::new(body);
     let headers = response.headers_mut();
+    headers.reserve(3);
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert(ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
     response
 }
 
@@ -1023,4 +1065,18 @@ fn streaming_body(
         }
     });
     sse_response(Body::from_stream(events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_written_as_display_writes_them() {
+        for n in [0, 7, 10, 99, 100, 4096, u64::from(u32::MAX), u64::MAX] {
+            let mut body = Vec::new();
+            write_number(&mut body, n);
+            assert_eq!(body, n.to_string().into_bytes());
+        }
+    }
 }
