@@ -882,3 +882,70 @@ async fn a_session_busy_on_the_front_is_not_reaped_as_idle() {
     })
     .await;
 }
+
+/// A call the front answers passes rmcp's session worker by, progress and all: the session must not be closed
+/// as idle under it (rmcp's worker sees a call's progress and keeps the session; ours is touched while the
+/// call runs). The call outlives three idle times with nothing else sent, then answers.
+#[tokio::test]
+async fn a_session_is_not_reaped_under_a_long_front_call() {
+    HttpOptions::set_fast_path(true);
+    let options = HttpOptions {
+        session_idle: std::time::Duration::from_millis(300),
+        ..HttpOptions::default()
+    };
+    let (bridge, mut hold) = held_bridge();
+    let server = start_http(bridge, options, vec![]).await;
+    let (session, _) = Session::open(server.addr, "{}").await;
+    let body = call_with_meta(json!(1), "hold", json!({}), json!({"progressToken": 7}));
+    let mut held = Streaming::post(&session, &body).await;
+    held.read_until(r#""progressToken":7"#).await;
+    assert_eq!(
+        within("hold to start", hold.heard.recv()).await,
+        Some("started")
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    hold.gate.add_permits(1);
+    let finished = within("the held call's answer", held.finish()).await;
+    assert!(
+        finished.body.contains(r#""released":true"#),
+        "the call ran to its end: {}",
+        finished.body
+    );
+    assert_eq!(legacy_answered(server.addr).await, 1, "the hold call");
+    let ping = session
+        .send(Headers::Session, &request(json!(2), "ping", None))
+        .await;
+    assert_eq!(ping.status, 200, "the session lives on: {}", ping.body);
+}
+
+/// A second `initialize` in a session gives rmcp's peer the new client's info and capabilities; the front
+/// read its own from the first, so from then on rmcp alone serves the session (here: the client now takes
+/// elicitation requests, which only rmcp's peer can send on a call's stream).
+#[tokio::test]
+async fn a_second_initialize_leaves_the_session_to_rmcp() {
+    HttpOptions::set_fast_path(true);
+    let server = start_http(bridge(), HttpOptions::default(), vec![]).await;
+    let (session, _) = Session::open(server.addr, "{}").await;
+    let echo = call(json!(1), "echo", json!({"text": "hi"}));
+    assert_eq!(session.send(Headers::Session, &echo).await.status, 200);
+    assert_eq!(legacy_answered(server.addr).await, 1);
+    let again = request(
+        json!(2),
+        "initialize",
+        Some(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "again", "version": "1"}
+        })),
+    );
+    let reinit = session.send(Headers::Session, &again).await;
+    assert_eq!(reinit.status, 200, "{}", reinit.body);
+    let echo = call(json!(3), "echo", json!({"text": "hi"}));
+    let reply = session.send(Headers::Session, &echo).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        legacy_answered(server.addr).await,
+        1,
+        "after a second initialize the call went to rmcp"
+    );
+}

@@ -133,10 +133,15 @@ pub(crate) async fn serve(
     let drain = shared.drain.clone();
     let sessions = SessionLimit::new(options.max_sessions);
     let factory_sessions = sessions.clone();
-    // rmcp reaps a session idle for `keep_alive`; the slot it held under `sessions` goes with it.
-    let mut session_manager = LocalSessionManager::default();
-    session_manager.session_config.keep_alive = Some(options.session_idle);
+    // rmcp reaps a session idle for `keep_alive`; the slot it held under `sessions` goes with it. The legacy
+    // front restarts rmcp's idle clock at intervals, not on each request, so rmcp waits that much longer.
     let front_on = FAST_PATH.load(Ordering::Relaxed);
+    let mut session_manager = LocalSessionManager::default();
+    session_manager.session_config.keep_alive = Some(if front_on {
+        legacy::rmcp_keep_alive(options.session_idle)
+    } else {
+        options.session_idle
+    });
     // Our manager around rmcp's: the registry of sessions the legacy front path answers for.
     let session_manager = Arc::new(Sessions::new(
         session_manager,

@@ -80,6 +80,18 @@ const NO_REQUEST: u64 = u64::MAX;
 /// rmcp streams whose number is kept for `Last-Event-ID` after their client went away unanswered.
 const MAX_MAPPED: usize = 4096;
 
+/// How often the front restarts rmcp's idle clock for a session it serves: a session's last touch is at most
+/// this much older than its last request, so rmcp's keep-alive is the session idle time plus this
+/// ([`rmcp_keep_alive`]), and a session closes between `idle` and `idle + idle / 32` after its last request.
+pub(crate) fn touch_every(idle: Duration) -> Duration {
+    (idle / 32).max(Duration::from_millis(1))
+}
+
+/// rmcp's keep-alive for sessions with the front on: see [`touch_every`].
+pub(crate) fn rmcp_keep_alive(idle: Duration) -> Duration {
+    idle.saturating_add(touch_every(idle))
+}
+
 thread_local! {
     /// The handler rmcp's factory made last on this thread. rmcp 3.9.0's `handle_post` calls the factory
     /// (`get_service`) and then `SessionManager::create_session`, whose first poll happens in the same poll
@@ -117,6 +129,7 @@ pub(crate) struct Sessions {
 
 /// One session the front may answer for.
 struct Session {
+    id: SessionId,
     handler: McpHandler,
     /// Ours: its transport routes a call's progress to the call's stream.
     peer: Peer<RoleServer>,
@@ -124,8 +137,10 @@ struct Session {
     version: String,
     /// The client declared nothing the server could send it a request for.
     takes_calls: bool,
-    /// `logging/setLevel` came: log messages must go to rmcp's standalone stream.
-    logging_set: AtomicBool,
+    /// rmcp alone serves the session from now on: `logging/setLevel` came (log messages must go to rmcp's
+    /// standalone stream), or a second `initialize` (rmcp's peer now has its client's info and capabilities,
+    /// which [`Session::takes_calls`] and [`Session::version`] were read from).
+    rmcp_only: AtomicBool,
     /// Cancelled when the session closes or the server's service token is: ends our calls and our peer.
     ct: CancellationToken,
     /// Milliseconds since [`Sessions::epoch`] of the last touch of rmcp's worker.
@@ -168,7 +183,8 @@ impl Progress {
     fn remove(&self, call: &Arc<CallStream>) {
         let mut calls = lock(&self.0);
         if let Some(at) = calls.iter().position(|(_, c)| Arc::ptr_eq(c, call)) {
-            calls.swap_remove(at);
+            // Not `swap_remove`: `get` relies on the order of registration.
+            calls.remove(at);
         }
     }
 }
@@ -208,7 +224,7 @@ impl Sessions {
             front,
             shared,
             service_token,
-            touch_every: idle / 8,
+            touch_every: touch_every(idle),
             epoch: Instant::now(),
             pending: Mutex::default(),
             live: Mutex::default(),
@@ -227,6 +243,26 @@ impl Sessions {
 
     fn now_ms(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Starts rmcp's idle clock for the session again, unless that was done less than `touch_every` ago.
+    /// rmcp's worker restarts it on each event it sees, and the front's requests and progress pass it by.
+    async fn touch(&self, session: &Session) {
+        let now = self.now_ms();
+        let touch_ms = u64::try_from(self.touch_every.as_millis()).unwrap_or(u64::MAX);
+        let touched = session.touched.load(Ordering::Relaxed);
+        if now.saturating_sub(touched) >= touch_ms
+            && session
+                .touched
+                .compare_exchange(touched, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            // The error is the point: rmcp's worker saw an event and starts its idle clock again.
+            let _ = self
+                .inner
+                .resume(&session.id, format!("0/{NO_REQUEST}"))
+                .await;
+        }
     }
 
     /// The session's client and server as rmcp's session would have them after `initialize`.
@@ -257,11 +293,12 @@ impl Sessions {
             let _ = running.waiting().await;
         });
         let session = Arc::new(Session {
+            id: id.clone(),
             handler,
             peer,
             version,
             takes_calls,
-            logging_set: AtomicBool::new(false),
+            rmcp_only: AtomicBool::new(false),
             ct,
             touched: AtomicU64::new(self.now_ms()),
             state: Mutex::default(),
@@ -364,11 +401,11 @@ impl SessionManager for Sessions {
             return Ok(self.inner.create_stream(id, message).await?.left_stream());
         };
         if let JsonRpcMessage::Request(JsonRpcRequest {
-            request: ClientRequest::SetLevelRequest(_),
+            request: ClientRequest::SetLevelRequest(_) | ClientRequest::InitializeRequest(_),
             ..
         }) = &message
         {
-            session.logging_set.store(true, Ordering::Relaxed);
+            session.rmcp_only.store(true, Ordering::Relaxed);
         }
         let number = session.number();
         let stream = self.inner.create_stream(id, message).await?;
@@ -652,23 +689,7 @@ impl LegacyPath {
     pub(crate) async fn answer(&self, parts: &Parts, body: &Bytes) -> Option<Response> {
         let (session, taken) = self.accept(&parts.headers, body)?;
         self.sessions.answered.fetch_add(1, Ordering::Relaxed);
-        let now = self.sessions.now_ms();
-        let touch_ms = u64::try_from(self.sessions.touch_every.as_millis()).unwrap_or(u64::MAX);
-        let touched = session.touched.load(Ordering::Relaxed);
-        if now.saturating_sub(touched) >= touch_ms
-            && session
-                .touched
-                .compare_exchange(touched, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            && let Some(id) = parts.headers.get(&SESSION_ID).and_then(|v| v.to_str().ok())
-        {
-            // The error is the point: rmcp's worker saw an event and starts its idle clock again.
-            let _ = self
-                .sessions
-                .inner
-                .resume(&SessionId::from(id), format!("0/{NO_REQUEST}"))
-                .await;
-        }
+        self.sessions.touch(&session).await;
         Some(self.dispatch(session, taken).await)
     }
 
@@ -706,7 +727,7 @@ impl LegacyPath {
         }
         let session = self.sessions.session(id?.to_str().ok()?)?;
         if !session.takes_calls
-            || session.logging_set.load(Ordering::Relaxed)
+            || session.rmcp_only.load(Ordering::Relaxed)
             || version?.as_bytes() != session.version.as_bytes()
         {
             return None;
@@ -857,16 +878,25 @@ impl LegacyPath {
             state.by_request.insert(id.clone(), number);
         }
         let has_token = meta.progress.is_some();
+        let sessions = self.sessions.clone();
         tokio::spawn(async move {
             let mut running = running;
+            // rmcp's worker sees a call's progress and keeps the session alive while it comes; this call's
+            // progress passes it by, so the session is touched while the call runs (with or without
+            // progress: a session is not closed under a call in flight).
+            let mut touch = tokio::time::interval(sessions.touch_every);
+            touch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             // Cancelled, the call still runs to its end (it sees the cancellation), as rmcp's would; its
             // answer then goes nowhere.
-            let answer = tokio::select! {
-                biased;
-                answer = &mut running => answer,
-                () = session.ct.cancelled() => {
-                    stream.ct.cancel();
-                    running.await
+            let answer = loop {
+                tokio::select! {
+                    biased;
+                    answer = &mut running => break answer,
+                    () = session.ct.cancelled() => {
+                        stream.ct.cancel();
+                        break running.await;
+                    }
+                    _ = touch.tick() => sessions.touch(&session).await,
                 }
             };
             let cancelled_by_client = lock(&stream.inner).completed_at.is_some();
@@ -1078,5 +1108,24 @@ mod tests {
             write_number(&mut body, n);
             assert_eq!(body, n.to_string().into_bytes());
         }
+    }
+
+    /// rmcp routes a progress token to the call that registered it last; when an earlier call of the list
+    /// ends, that order must hold for the ones left.
+    #[test]
+    fn progress_goes_to_the_latest_call_with_its_token_after_another_ends() {
+        let progress = Progress::default();
+        let call = |n| Arc::new(CallStream::new(n, CancellationToken::new()));
+        let (u, t1, t2) = (call(1), call(2), call(3));
+        let token = |s: &str| ProgressToken(rmcp::model::NumberOrString::String(s.into()));
+        progress.add(token("u"), u.clone());
+        progress.add(token("t"), t1.clone());
+        progress.add(token("t"), t2.clone());
+        progress.remove(&u);
+        let routed = progress.get(&token("t")).map(|c| c.number);
+        assert_eq!(routed, Some(3), "the latest call with the token");
+        progress.remove(&t2);
+        assert_eq!(progress.get(&token("t")).map(|c| c.number), Some(2));
+        assert!(progress.get(&token("u")).is_none());
     }
 }
