@@ -765,8 +765,14 @@ async fn in_flight_after_front(
     replies
 }
 
-#[tokio::test]
-async fn rmcps_streams_carry_the_sessions_request_numbers_after_front_answers() {
+/// Runs `scenario` on a server that leaves every request to rmcp and on ours, each with a held bridge of its
+/// own; asserts the front answered `front_answered` of ours (`which`) and that every step's reply is rmcp's,
+/// byte for byte. Returns our replies.
+async fn as_rmcp_answers(
+    scenario: impl AsyncFn(&HttpServer, &mut Hold) -> Vec<(u16, Option<String>, String)>,
+    front_answered: u64,
+    which: &str,
+) -> Vec<(u16, Option<String>, String)> {
     HttpOptions::set_fast_path(false);
     let (bridge, mut rmcp_hold) = held_bridge();
     let rmcp_only = start_http(bridge, HttpOptions::default(), vec![]).await;
@@ -774,13 +780,19 @@ async fn rmcps_streams_carry_the_sessions_request_numbers_after_front_answers() 
     HttpOptions::set_fast_path(true);
     let (bridge, mut our_hold) = held_bridge();
     let ours = start_http(bridge, HttpOptions::default(), vec![]).await;
-    let expected = in_flight_after_front(&rmcp_only, &mut rmcp_hold).await;
-    let got = in_flight_after_front(&ours, &mut our_hold).await;
-    assert_eq!(legacy_answered(ours.addr).await, 2, "echo and tools/list");
+    let expected = scenario(&rmcp_only, &mut rmcp_hold).await;
+    let got = scenario(&ours, &mut our_hold).await;
+    assert_eq!(legacy_answered(ours.addr).await, front_answered, "{which}");
     for (step, (got, expected)) in got.iter().zip(&expected).enumerate() {
         assert_eq!(got, expected, "step {step}: ours vs rmcp's");
     }
     assert_eq!(got.len(), expected.len());
+    got
+}
+
+#[tokio::test]
+async fn rmcps_streams_carry_the_sessions_request_numbers_after_front_answers() {
+    let got = as_rmcp_answers(in_flight_after_front, 2, "echo and tools/list").await;
     let resumed = &got[4].2;
     assert!(
         resumed.contains("id: 1/3") && resumed.contains(r#""released":true"#),
@@ -824,20 +836,7 @@ async fn cancelled_then_resumed(
 
 #[tokio::test]
 async fn a_cancelled_call_is_resumed_as_rmcps_is() {
-    HttpOptions::set_fast_path(false);
-    let (bridge, mut rmcp_hold) = held_bridge();
-    let rmcp_only = start_http(bridge, HttpOptions::default(), vec![]).await;
-    assert_eq!(fast_answered(rmcp_only.addr).await, 0);
-    HttpOptions::set_fast_path(true);
-    let (bridge, mut our_hold) = held_bridge();
-    let ours = start_http(bridge, HttpOptions::default(), vec![]).await;
-    let expected = cancelled_then_resumed(&rmcp_only, &mut rmcp_hold).await;
-    let got = cancelled_then_resumed(&ours, &mut our_hold).await;
-    assert_eq!(legacy_answered(ours.addr).await, 1, "the hold call");
-    for (step, (got, expected)) in got.iter().zip(&expected).enumerate() {
-        assert_eq!(got, expected, "step {step}: ours vs rmcp's");
-    }
-    assert_eq!(got.len(), expected.len());
+    let got = as_rmcp_answers(cancelled_then_resumed, 1, "the hold call").await;
     assert!(
         got[2].2.contains(r#""progressToken":7"#),
         "the resumed stream replays the progress note: {}",
