@@ -513,7 +513,7 @@ struct CallInner {
     kept: VecDeque<ServerSseMessage>,
     next_index: usize,
     /// The stream the client reads now; `None` once it ended.
-    tx: Option<mpsc::UnboundedSender<ServerSseMessage>>,
+    tx: Option<mpsc::Sender<ServerSseMessage>>,
     /// Cancelled by the client: kept for a late resume (which replays and ends) until rmcp would drop it.
     completed_at: Option<Instant>,
 }
@@ -556,8 +556,13 @@ impl CallStream {
             }
         }
         inner.kept.push_back(event.clone());
+        // A client that does not read fills its stream's channel (`KEPT_EVENTS`): the stream ends there
+        // instead of growing. It still delivers what it holds, so the client, reading on, has every event up
+        // to this one's predecessor; it resumes from the last it read with `Last-Event-ID`, and this event and
+        // the ones after it are among the kept (rmcp's worker would instead wait for the reader, holding up the
+        // whole session).
         if let Some(tx) = &inner.tx
-            && tx.send(event).is_err()
+            && tx.try_send(event).is_err()
         {
             inner.tx = None;
         }
@@ -565,7 +570,7 @@ impl CallStream {
 
     /// A new stream for the client, from event `index` on (rmcp's `CachedTx::sync`); the one it read before
     /// ends, even when `index` is past what is kept (then `None`, and rmcp's empty stream answers).
-    fn resume(&self, index: usize) -> Option<mpsc::UnboundedReceiver<ServerSseMessage>> {
+    fn resume(&self, index: usize) -> Option<mpsc::Receiver<ServerSseMessage>> {
         let mut inner = lock(&self.inner);
         inner.tx = None;
         let total = inner.kept.len() + usize::from(inner.priming_kept);
@@ -578,14 +583,15 @@ impl CallStream {
         if skip > total {
             return None;
         }
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(KEPT_EVENTS);
         let priming = inner.priming_kept.then(|| self.priming());
+        // At most `KEPT_EVENTS` in all: the channel holds them.
         for event in priming
             .into_iter()
             .chain(inner.kept.iter().cloned())
             .skip(skip)
         {
-            let _ = tx.send(event);
+            let _ = tx.try_send(event);
         }
         // A cancelled call's stream ends once replayed.
         if inner.completed_at.is_none() {
@@ -862,11 +868,12 @@ impl LegacyPath {
             }
         };
         drop(context);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(KEPT_EVENTS);
         let first = {
             let mut inner = lock(&stream.inner);
+            // Fewer than `KEPT_EVENTS` (the priming event is among them): the channel holds them.
             for event in &inner.kept {
-                let _ = tx.send(event.clone());
+                let _ = tx.try_send(event.clone());
             }
             inner.tx = Some(tx);
             stream.priming()
@@ -1078,10 +1085,7 @@ fn sse_body(body: Vec<u8>) -> Response {
 
 /// The stream of a call that waits: the priming event, then what comes, a keep-alive comment when nothing
 /// came for [`KEEP_ALIVE`]; it ends when the call's sender goes.
-fn streaming_body(
-    first: ServerSseMessage,
-    rx: mpsc::UnboundedReceiver<ServerSseMessage>,
-) -> Response {
+fn streaming_body(first: ServerSseMessage, rx: mpsc::Receiver<ServerSseMessage>) -> Response {
     let events = futures::stream::unfold((Some(first), rx), |(mut first, mut rx)| async move {
         if let Some(first) = first.take() {
             return Some((
@@ -1099,6 +1103,7 @@ fn streaming_body(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]
@@ -1108,6 +1113,68 @@ mod tests {
             write_number(&mut body, n);
             assert_eq!(body, n.to_string().into_bytes());
         }
+    }
+
+    /// A client that stops reading a call's stream while progress keeps coming: its channel never holds
+    /// more than `KEPT_EVENTS` (it grew with every note before), the stream it reads ends, and a resume from
+    /// the last event it read brings the answer after the events it read, in order (the notes between are
+    /// gone: only the last `KEPT_EVENTS` are kept, as rmcp keeps).
+    #[tokio::test]
+    async fn a_stream_nobody_reads_ends_at_its_bound_and_the_answer_is_resumed() {
+        let call = CallStream::new(3, CancellationToken::new());
+        let mut rx = call.resume(0).unwrap();
+        let note = |n: u32| {
+            let token = ProgressToken(rmcp::model::NumberOrString::Number(1));
+            JsonRpcMessage::notification(ServerNotification::ProgressNotification(
+                rmcp::model::ProgressNotification::new(
+                    rmcp::model::ProgressNotificationParam::new(token, f64::from(n)),
+                ),
+            ))
+        };
+        for n in 1..=1000 {
+            call.push(note(n));
+            assert!(
+                rx.len() <= KEPT_EVENTS,
+                "{} events held at note {n}",
+                rx.len()
+            );
+        }
+        let answer =
+            JsonRpcMessage::response(rmcp::model::ServerResult::empty(()), RequestId::Number(9));
+        call.push(answer);
+        let index = |event: &ServerSseMessage| -> usize {
+            let id = event.event_id.as_deref().unwrap();
+            assert!(id.ends_with("/3"), "{id}");
+            id.split_once('/').unwrap().0.parse().unwrap()
+        };
+        let mut read = Vec::new();
+        while let Some(event) = rx.recv().await {
+            read.push(index(&event));
+        }
+        assert_eq!(
+            read,
+            (0..KEPT_EVENTS).collect::<Vec<_>>(),
+            "read until its stream ended"
+        );
+        let last = *read.last().unwrap();
+        // What the client's `Last-Event-ID` names: the last event it read.
+        let mut resumed = call.resume(last).unwrap();
+        let mut events = Vec::new();
+        while let Ok(event) = resumed.try_recv() {
+            events.push(event);
+        }
+        let indexes: Vec<usize> = events.iter().map(index).collect();
+        assert!(indexes.windows(2).all(|w| w[1] == w[0] + 1), "{indexes:?}");
+        assert!(indexes[0] > last, "{indexes:?} after {last}");
+        assert_eq!(
+            *indexes.last().unwrap(),
+            1001,
+            "the answer is the last event"
+        );
+        assert!(matches!(
+            events.last().unwrap().message.as_deref(),
+            Some(JsonRpcMessage::Response(_))
+        ));
     }
 
     /// rmcp routes a progress token to the call that registered it last; when an earlier call of the list
