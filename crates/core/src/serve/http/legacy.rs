@@ -307,6 +307,26 @@ impl Sessions {
         lock(&self.live).insert(id.clone(), session);
     }
 
+    /// [`Sessions::open`], for a session rmcp still has. rmcp spawns a session's service before it asks for
+    /// `initialize`'s answer and closes the session (`close_session`) once that service ends: a shutdown
+    /// or a worker gone in between closed it before it was open here, and nothing would take it out again
+    /// (the front would answer for it, and its entry would stay until the server stops).
+    async fn register(&self, id: &SessionId, handler: McpHandler, params: InitializeRequestParams) {
+        self.open(id, handler, params);
+        if !self.inner.has_session(id).await.unwrap_or(false) {
+            self.forget(id);
+        }
+    }
+
+    /// The front no longer answers for the session; its calls end.
+    fn forget(&self, id: &SessionId) {
+        let session = lock(&self.live).remove(id);
+        if let Some(session) = session {
+            session.ct.cancel();
+            session.cancel_calls();
+        }
+    }
+
     /// rmcp's stream for our request `number`: its event ids carry our number, and the number it gave is
     /// kept for a resume.
     fn renumbered(
@@ -373,7 +393,7 @@ impl SessionManager for Sessions {
         if let (Some(handler), Some(params), JsonRpcMessage::Response(_)) =
             (handler, params, &response)
         {
-            self.open(id, handler, params);
+            self.register(id, handler, params).await;
         }
         Ok(response)
     }
@@ -384,12 +404,11 @@ impl SessionManager for Sessions {
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         lock(&self.pending).remove(id);
-        let session = lock(&self.live).remove(id);
-        if let Some(session) = session {
-            session.ct.cancel();
-            session.cancel_calls();
-        }
-        self.inner.close_session(id).await
+        self.forget(id);
+        let closed = self.inner.close_session(id).await;
+        // A `register` meanwhile found rmcp's session still there: it goes now that rmcp's has.
+        self.forget(id);
+        closed
     }
 
     async fn create_stream(
@@ -1175,6 +1194,32 @@ mod tests {
             events.last().unwrap().message.as_deref(),
             Some(JsonRpcMessage::Response(_))
         ));
+    }
+
+    /// rmcp closed the session (its service ended: a shutdown, its worker gone) before its `initialize`
+    /// answer reached us: the front must not take it up (before, it stayed in the registry, answered for,
+    /// until the server stopped).
+    #[tokio::test]
+    async fn a_session_rmcp_no_longer_has_is_not_taken_up() {
+        let bridge = crate::bridge::Bridge::builder("t", "1").build().unwrap();
+        let metrics = Arc::new(crate::serve::metrics::Metrics::new());
+        let shared = crate::serve::shared_counting(bridge.into(), &[], metrics);
+        let sessions = Sessions::new(
+            LocalSessionManager::default(),
+            true,
+            shared.clone(),
+            CancellationToken::new(),
+            Duration::from_secs(60),
+        );
+        let params = InitializeRequestParams::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("test", "1"),
+        );
+        let id: SessionId = "closed-before-open".into();
+        sessions
+            .register(&id, McpHandler::new(shared), params)
+            .await;
+        assert!(sessions.session(&id).is_none(), "taken up");
     }
 
     /// rmcp routes a progress token to the call that registered it last; when an earlier call of the list
