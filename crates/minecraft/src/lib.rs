@@ -186,6 +186,7 @@ impl BridgeEntry for Minecraft {
         let ctx = tools::Ctx {
             link: link.clone(),
             vanilla: None,
+            world: Default::default(),
         };
         for spec in tools::specs(&ctx) {
             b.tool(spec);

@@ -81,7 +81,7 @@ pub const WORLD_PAGE_BYTES: usize = 32 << 10; // so the result fits the core's R
 impl WorldInfo {
     /// The page of blocks from `offset` that fits [`WORLD_PAGE_BYTES`] (at least one block), with the total
     /// and where the next page starts.
-    pub fn page(mut self, offset: u64) -> Self {
+    pub fn page(&self, offset: u64) -> Self {
         let total = self.blocks.len() as u64;
         let start = usize::try_from(offset.min(total)).unwrap_or(usize::MAX);
         let mut bytes = 0;
@@ -93,10 +93,12 @@ impl WorldInfo {
             }
             end += 1;
         }
-        self.blocks = self.blocks.drain(start..end).collect();
-        self.total_blocks = Some(total);
-        self.next_offset = ((end as u64) < total).then_some(end as u64);
-        self
+        Self {
+            blocks: self.blocks[start..end].to_vec(),
+            entities: self.entities.clone(),
+            total_blocks: Some(total),
+            next_offset: ((end as u64) < total).then_some(end as u64),
+        }
     }
 }
 

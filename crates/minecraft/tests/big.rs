@@ -57,6 +57,21 @@ async fn get_world_info_at_radius_16_answers_through_the_mcp_server() {
         if radius == 16 {
             assert!(pages > 1, "36 000 blocks need several pages");
         }
+        // The pages after the first come from the first page's answer: the game scanned the cube once, not
+        // once a page (each scan is megabytes through the relay; the test took minutes when it was asked
+        // again for each of radius 16's pages, and timed out on a loaded machine).
+        let scans = game
+            .commands()
+            .iter()
+            .filter(|c| {
+                c["payload"]["command"] == "get_world_info"
+                    && c["payload"]["args"]["radius"] == radius
+            })
+            .count();
+        assert_eq!(
+            scans, 1,
+            "radius {radius}: the game was asked for the cube once"
+        );
     }
     server.stop().await;
     game.stop();

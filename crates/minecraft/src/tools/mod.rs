@@ -4,6 +4,7 @@ pub mod args;
 pub mod commands;
 pub mod queries;
 pub mod status;
+pub mod world_pages;
 
 use crate::client::RelayLink;
 use bridge_core::{ToolError, ToolSpec};
@@ -16,6 +17,8 @@ pub struct Ctx {
     pub link: RelayLink,
     /// Vanilla mode: commands answered over RCON instead of through the relay (crate::vanilla).
     pub vanilla: Option<crate::vanilla::Vanilla>,
+    /// `get_world_info` answers whose later pages are still to be read.
+    pub world: world_pages::WorldPages,
 }
 
 impl Ctx {

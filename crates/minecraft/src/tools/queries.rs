@@ -2,9 +2,11 @@
 
 use super::Ctx;
 use super::args::{GameOnly, PlayerArgs, WorldArgs};
+use super::world_pages::CubeKey;
 use crate::models::{OnlinePlayers, PlayerInfo, ServerInfo, WorldInfo};
 use bridge_core::ToolSpec;
 use serde_json::json;
+use std::sync::Arc;
 
 pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
     let budget = ctx.budget();
@@ -54,9 +56,27 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         .timeout(budget)
         .task_support(bridge_core::tool::TaskSupport::Optional)
         .handler_on(ctx.clone(), |c, a: WorldArgs, _| async move {
+            let key = CubeKey {
+                game: a.game.clone(),
+                x: a.x,
+                y: a.y,
+                z: a.z,
+                radius: a.radius,
+            };
+            // A later page comes from the answer its first page came from (tools::world_pages); a first page
+            // always asks the game.
+            if a.offset > 0
+                && let Some(info) = c.world.get(&key)
+            {
+                return Ok(info.page(a.offset));
+            }
             let args = json!({"x": a.x, "y": a.y, "z": a.z, "radius": a.radius});
-            let info = c.call::<WorldInfo>("get_world_info", args, a.game).await?;
-            Ok(info.page(a.offset))
+            let info = Arc::new(c.call::<WorldInfo>("get_world_info", args, a.game).await?);
+            let page = info.page(a.offset);
+            if page.next_offset.is_some() {
+                c.world.put(key, info);
+            }
+            Ok(page)
         }),
     ]
 }

@@ -847,6 +847,7 @@ pub async fn start(
     let ctx = crate::tools::Ctx {
         link: dormant,
         vanilla: Some(vanilla.clone()),
+        world: Default::default(),
     };
     for spec in crate::tools::specs(&ctx) {
         if spec.name() != "status" {
