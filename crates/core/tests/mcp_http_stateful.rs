@@ -20,9 +20,10 @@ use tokio::sync::{Semaphore, mpsc};
 
 const VERSION: &str = "2025-11-25";
 
-fn init_body(capabilities: &str) -> String {
+/// `initialize` asking for protocol `version`.
+fn init_asking(version: &str, capabilities: &str) -> String {
     format!(
-        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{VERSION}","capabilities":{capabilities},"clientInfo":{{"name":"stateful","version":"1"}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{capabilities},"clientInfo":{{"name":"stateful","version":"1"}}}}}}"#
     )
 }
 
@@ -347,11 +348,24 @@ struct Session {
 
 impl Session {
     async fn open(addr: SocketAddr, capabilities: &str) -> (Self, RawReply) {
+        Self::open_asking(addr, VERSION, capabilities).await
+    }
+
+    /// A session whose client asked for protocol `version`; its requests name [`VERSION`], what the
+    /// server answers.
+    async fn open_asking(addr: SocketAddr, version: &str, capabilities: &str) -> (Self, RawReply) {
         let headers = [
             ("Content-Type", "application/json"),
             ("Accept", "application/json, text/event-stream"),
         ];
-        let reply = raw_exchange(addr, "POST", "/mcp", &headers, &init_body(capabilities)).await;
+        let reply = raw_exchange(
+            addr,
+            "POST",
+            "/mcp",
+            &headers,
+            &init_asking(version, capabilities),
+        )
+        .await;
         assert_eq!(reply.status, 200, "initialize: {}", reply.body);
         let id = reply.header("mcp-session-id").unwrap().to_owned();
         let session = Self { addr, id };
@@ -842,6 +856,35 @@ async fn a_cancelled_call_is_resumed_as_rmcps_is() {
         "the resumed stream replays the progress note: {}",
         got[2].2
     );
+}
+
+/// A client that asks for a newer protocol than the legacy era's in `initialize` (rmcp's own client asks for
+/// 2026-07-28) is answered 2025-11-25 and names that in its requests: the front takes them (it read the
+/// version the client asked for, so none of rmcp's client's requests ever reached it), answering as rmcp does.
+async fn asking_for_a_newer_version(
+    server: &HttpServer,
+    _: &mut Hold,
+) -> Vec<(u16, Option<String>, String)> {
+    let (session, init) = Session::open_asking(server.addr, "2026-07-28", "{}").await;
+    assert!(
+        dechunked(&init).contains(&format!(r#""protocolVersion":"{VERSION}""#)),
+        "answered the legacy era's version: {}",
+        init.body
+    );
+    let mut replies = Vec::new();
+    for body in [
+        call(json!(1), "echo", json!({"text": "hi"})),
+        request(json!(2), "tools/list", None),
+        request(json!(3), "ping", None),
+    ] {
+        replies.push(exact(&session.send(Headers::Session, &body).await));
+    }
+    replies
+}
+
+#[tokio::test]
+async fn a_client_that_asked_for_a_newer_version_is_answered_by_the_front_as_rmcp_answers() {
+    as_rmcp_answers(asking_for_a_newer_version, 3, "echo, tools/list, ping").await;
 }
 
 /// rmcp closes a session after `session_idle` without traffic through it; requests the front answers keep

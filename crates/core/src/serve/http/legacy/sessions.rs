@@ -2,6 +2,7 @@
 //! handler and peer, its request numbers, its calls in flight and where their progress goes.
 
 use super::*;
+use rmcp::model::ServerResult;
 
 /// A request number rmcp never gives (it counts from 0 in each session): resuming it touches the session's
 /// worker (its idle clock starts again) and does nothing else.
@@ -190,23 +191,31 @@ impl Sessions {
         }
     }
 
-    /// The session's client and server as rmcp's session would have them after `initialize`.
+    /// The session's client and server as rmcp's session would have them after `initialize`, which
+    /// settled on protocol `negotiated`.
     pub(super) fn open(
         &self,
         id: &SessionId,
         handler: McpHandler,
-        params: InitializeRequestParams,
+        mut params: InitializeRequestParams,
+        negotiated: &ProtocolVersion,
     ) {
+        // rmcp's peer holds the negotiated version as the client's, and the handler shapes its answers by it
+        // (a tools/list of 2026-07-28 carries resultType and cache hints).
+        params.protocol_version = negotiated.clone();
         let caps = &params.capabilities;
-        // A version rmcp knows (it refuses a header naming another) and of the legacy era (a request whose
-        // header names 2026-07-28 or later is stateless to rmcp, with headers of its own to check).
-        let legacy_version = ProtocolVersion::KNOWN_VERSIONS.contains(&params.protocol_version)
-            && params.protocol_version.as_str() < ProtocolVersion::V_2026_07_28.as_str();
+        // The version the server answered, which the client's requests name from then on, not the one the
+        // client asked for: a client asks for the newest it knows (rmcp's own client asks for 2026-07-28 and
+        // is answered 2025-11-25). A version rmcp knows (it refuses a header naming another) and of the
+        // legacy era (a request whose header names 2026-07-28 or later is stateless to rmcp, with headers of
+        // its own to check).
+        let legacy_version = ProtocolVersion::KNOWN_VERSIONS.contains(negotiated)
+            && negotiated.as_str() < ProtocolVersion::V_2026_07_28.as_str();
         let takes_calls = legacy_version
             && caps.elicitation.is_none()
             && caps.sampling.is_none()
             && caps.roots.is_none();
-        let version = params.protocol_version.as_str().to_owned();
+        let version = negotiated.as_str().to_owned();
         let ct = self.service_token.child_token();
         let progress = Arc::new(Progress::default());
         let running = serve_directly_with_ct(
@@ -246,8 +255,9 @@ impl Sessions {
         id: &SessionId,
         handler: McpHandler,
         params: InitializeRequestParams,
+        negotiated: &ProtocolVersion,
     ) {
-        self.open(id, handler, params);
+        self.open(id, handler, params, negotiated);
         if !self.inner.has_session(id).await.unwrap_or(false) {
             self.forget(id);
         }
@@ -325,10 +335,12 @@ impl SessionManager for Sessions {
         };
         let handler = lock(&self.pending).remove(id);
         let response = self.inner.initialize_session(id, message).await?;
-        if let (Some(handler), Some(params), JsonRpcMessage::Response(_)) =
+        if let (Some(handler), Some(params), JsonRpcMessage::Response(answer)) =
             (handler, params, &response)
+            && let ServerResult::InitializeResult(init) = &answer.result
         {
-            self.register(id, handler, params).await;
+            self.register(id, handler, params, &init.protocol_version)
+                .await;
         }
         Ok(response)
     }
@@ -478,7 +490,12 @@ mod tests {
         );
         let id: SessionId = "closed-before-open".into();
         sessions
-            .register(&id, McpHandler::new(shared), params)
+            .register(
+                &id,
+                McpHandler::new(shared),
+                params,
+                &ProtocolVersion::V_2025_11_25,
+            )
             .await;
         assert!(sessions.session(&id).is_none(), "taken up");
     }
