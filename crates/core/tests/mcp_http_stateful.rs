@@ -477,12 +477,10 @@ async fn fast_answered(addr: SocketAddr) -> u64 {
 
 /// A server with every request going to rmcp's service, and one with our front.
 async fn start_pair() -> (HttpServer, HttpServer) {
-    HttpOptions::set_fast_path(false);
-    let rmcp_only = start_http(bridge(), HttpOptions::default(), vec![]).await;
+    let rmcp_only = start_http_front(bridge(), HttpOptions::default(), vec![], false).await;
     // Answered: the server has read the switch.
     assert_eq!(fast_answered(rmcp_only.addr).await, 0);
-    HttpOptions::set_fast_path(true);
-    let ours = start_http(bridge(), HttpOptions::default(), vec![]).await;
+    let ours = start_http_front(bridge(), HttpOptions::default(), vec![], true).await;
     (rmcp_only, ours)
 }
 
@@ -616,13 +614,11 @@ async fn in_flight(server: &HttpServer, hold: &mut Hold) -> Vec<(u16, Option<Str
 
 #[tokio::test]
 async fn a_call_in_flight_resumes_and_cancels_as_rmcps_does() {
-    HttpOptions::set_fast_path(false);
     let (bridge, mut rmcp_hold) = held_bridge();
-    let rmcp_only = start_http(bridge, HttpOptions::default(), vec![]).await;
+    let rmcp_only = start_http_front(bridge, HttpOptions::default(), vec![], false).await;
     assert_eq!(fast_answered(rmcp_only.addr).await, 0);
-    HttpOptions::set_fast_path(true);
     let (bridge, mut our_hold) = held_bridge();
-    let ours = start_http(bridge, HttpOptions::default(), vec![]).await;
+    let ours = start_http_front(bridge, HttpOptions::default(), vec![], true).await;
     let expected = in_flight(&rmcp_only, &mut rmcp_hold).await;
     let got = in_flight(&ours, &mut our_hold).await;
     for (step, (got, expected)) in got.iter().zip(&expected).enumerate() {
@@ -695,8 +691,7 @@ async fn legacy_answered(addr: SocketAddr) -> u64 {
 /// the byte-for-byte tables above then compare our answers with rmcp's.
 #[tokio::test]
 async fn the_legacy_front_answers_the_hot_requests_of_the_table() {
-    HttpOptions::set_fast_path(true);
-    let ours = start_http(bridge(), HttpOptions::default(), vec![]).await;
+    let ours = start_http_front(bridge(), HttpOptions::default(), vec![], true).await;
     let (session, _) = Session::open(ours.addr, "{}").await;
     assert_eq!(legacy_answered(ours.addr).await, 0, "initialize is rmcp's");
     let hot = [
@@ -787,13 +782,11 @@ async fn as_rmcp_answers(
     front_answered: u64,
     which: &str,
 ) -> Vec<(u16, Option<String>, String)> {
-    HttpOptions::set_fast_path(false);
     let (bridge, mut rmcp_hold) = held_bridge();
-    let rmcp_only = start_http(bridge, HttpOptions::default(), vec![]).await;
+    let rmcp_only = start_http_front(bridge, HttpOptions::default(), vec![], false).await;
     assert_eq!(fast_answered(rmcp_only.addr).await, 0);
-    HttpOptions::set_fast_path(true);
     let (bridge, mut our_hold) = held_bridge();
-    let ours = start_http(bridge, HttpOptions::default(), vec![]).await;
+    let ours = start_http_front(bridge, HttpOptions::default(), vec![], true).await;
     let expected = scenario(&rmcp_only, &mut rmcp_hold).await;
     let got = scenario(&ours, &mut our_hold).await;
     assert_eq!(legacy_answered(ours.addr).await, front_answered, "{which}");
@@ -891,12 +884,11 @@ async fn a_client_that_asked_for_a_newer_version_is_answered_by_the_front_as_rmc
 /// the session alive as rmcp's would have.
 #[tokio::test]
 async fn a_session_busy_on_the_front_is_not_reaped_as_idle() {
-    HttpOptions::set_fast_path(true);
     let options = HttpOptions {
         session_idle: std::time::Duration::from_millis(300),
         ..HttpOptions::default()
     };
-    let server = start_http(bridge(), options, vec![]).await;
+    let server = start_http_front(bridge(), options, vec![], true).await;
     let (session, _) = Session::open(server.addr, "{}").await;
     // Five idle periods of calls, each one well within the idle time of the one before.
     for i in 0..30 {
@@ -930,13 +922,12 @@ async fn a_session_busy_on_the_front_is_not_reaped_as_idle() {
 /// call runs). The call outlives three idle times with nothing else sent, then answers.
 #[tokio::test]
 async fn a_session_is_not_reaped_under_a_long_front_call() {
-    HttpOptions::set_fast_path(true);
     let options = HttpOptions {
         session_idle: std::time::Duration::from_millis(300),
         ..HttpOptions::default()
     };
     let (bridge, mut hold) = held_bridge();
-    let server = start_http(bridge, options, vec![]).await;
+    let server = start_http_front(bridge, options, vec![], true).await;
     let (session, _) = Session::open(server.addr, "{}").await;
     let body = call_with_meta(json!(1), "hold", json!({}), json!({"progressToken": 7}));
     let mut held = Streaming::post(&session, &body).await;
@@ -965,8 +956,7 @@ async fn a_session_is_not_reaped_under_a_long_front_call() {
 /// elicitation requests, which only rmcp's peer can send on a call's stream).
 #[tokio::test]
 async fn a_second_initialize_leaves_the_session_to_rmcp() {
-    HttpOptions::set_fast_path(true);
-    let server = start_http(bridge(), HttpOptions::default(), vec![]).await;
+    let server = start_http_front(bridge(), HttpOptions::default(), vec![], true).await;
     let (session, _) = Session::open(server.addr, "{}").await;
     let echo = call(json!(1), "echo", json!({"text": "hi"}));
     assert_eq!(session.send(Headers::Session, &echo).await.status, 200);

@@ -85,8 +85,7 @@ async fn fast_answered(addr: SocketAddr) -> u64 {
 
 /// An HTTP server with the fast path on or off (the switch is read when a server starts).
 async fn http_server(bridge: Bridge, fast: bool) -> HttpServer {
-    HttpOptions::set_fast_path(fast);
-    let server = start_http(bridge, HttpOptions::default(), vec![]).await;
+    let server = start_http_front(bridge, HttpOptions::default(), vec![], fast).await;
     fast_answered(server.addr).await;
     server
 }
