@@ -614,17 +614,7 @@ async fn in_flight(server: &HttpServer, hold: &mut Hold) -> Vec<(u16, Option<Str
 
 #[tokio::test]
 async fn a_call_in_flight_resumes_and_cancels_as_rmcps_does() {
-    let (bridge, mut rmcp_hold) = held_bridge();
-    let rmcp_only = start_http_front(bridge, HttpOptions::default(), vec![], false).await;
-    assert_eq!(fast_answered(rmcp_only.addr).await, 0);
-    let (bridge, mut our_hold) = held_bridge();
-    let ours = start_http_front(bridge, HttpOptions::default(), vec![], true).await;
-    let expected = in_flight(&rmcp_only, &mut rmcp_hold).await;
-    let got = in_flight(&ours, &mut our_hold).await;
-    for (step, (got, expected)) in got.iter().zip(&expected).enumerate() {
-        assert_eq!(got, expected, "step {step}: ours vs rmcp's");
-    }
-    assert_eq!(got.len(), expected.len());
+    let got = as_rmcp_answers(in_flight, 3, "two hold calls and the echo after").await;
     // What rmcp does, and what any other answer to this era must keep doing.
     let resumed = &got[1].2;
     assert!(

@@ -281,19 +281,10 @@ pub async fn start_http_front(
     static SWITCH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _held = SWITCH.lock().await;
     HttpOptions::set_fast_path(front);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    let task =
-        tokio::spawn(async move { serve_http(bridge, listener, options, &timeouts, token).await });
-    answered_once(addr).await;
+    let server = start_http(bridge, options, timeouts).await;
+    answered_once(server.addr).await;
     HttpOptions::set_fast_path(true);
-    HttpServer {
-        addr,
-        shutdown,
-        task,
-    }
+    server
 }
 
 /// Waits (up to 10 s) until the server at `addr` answers anything, or refuses connections (it did not
