@@ -18,10 +18,10 @@ pub(super) struct CallStream {
 
 pub(super) struct CallInner {
     /// The priming event (index 0) is still among the kept: made again when replayed.
-    pub(super) priming_kept: bool,
+    priming_kept: bool,
     /// The events after it, in order, the last one's index `next_index - 1`.
     pub(super) kept: VecDeque<ServerSseMessage>,
-    pub(super) next_index: usize,
+    next_index: usize,
     /// The stream the client reads now; `None` once it ended.
     pub(super) tx: Option<mpsc::Sender<ServerSseMessage>>,
     /// Cancelled by the client: kept for a late resume (which replays and ends) until rmcp would drop it.
@@ -29,7 +29,7 @@ pub(super) struct CallInner {
 }
 
 /// How long rmcp keeps a request's events after the client cancelled it (`SessionConfig::completed_cache_ttl`).
-pub(super) const COMPLETED_KEPT: Duration = Duration::from_secs(60);
+const COMPLETED_KEPT: Duration = Duration::from_secs(60);
 
 impl CallStream {
     pub(super) fn new(number: u64, ct: CancellationToken) -> Self {

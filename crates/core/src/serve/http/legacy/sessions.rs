@@ -6,9 +6,9 @@ use rmcp::model::ServerResult;
 
 /// A request number rmcp never gives (it counts from 0 in each session): resuming it touches the session's
 /// worker (its idle clock starts again) and does nothing else.
-pub(super) const NO_REQUEST: u64 = u64::MAX;
+const NO_REQUEST: u64 = u64::MAX;
 /// rmcp streams whose number is kept for `Last-Event-ID` after their client went away unanswered.
-pub(super) const MAX_MAPPED: usize = 4096;
+const MAX_MAPPED: usize = 4096;
 
 /// How often the front restarts rmcp's idle clock for a session it serves: a session's last touch is at most
 /// this much older than its last request, so rmcp's keep-alive is the session idle time plus this
@@ -42,13 +42,13 @@ pub(crate) struct Sessions {
     /// Off: rmcp's manager untouched (a test's server that sends every request to rmcp).
     pub(super) front: bool,
     pub(super) shared: Arc<Shared>,
-    pub(super) service_token: CancellationToken,
+    service_token: CancellationToken,
     /// A front answer touches the session's worker when this long has passed since the last touch.
     pub(super) touch_every: Duration,
-    pub(super) epoch: Instant,
+    epoch: Instant,
     /// Made by the factory, waiting for their session's `initialize` to be answered.
     pub(super) pending: Mutex<HashMap<SessionId, McpHandler>>,
-    pub(super) live: Mutex<HashMap<SessionId, Arc<Session>>>,
+    live: Mutex<HashMap<SessionId, Arc<Session>>>,
     /// Requests the front answered, for /metrics.
     pub(super) answered: Arc<AtomicU64>,
 }
@@ -78,7 +78,7 @@ pub(super) struct Session {
 #[derive(Default)]
 pub(super) struct State {
     /// The session's next request number.
-    pub(super) next: u64,
+    next: u64,
     /// rmcp's number of a stream it serves, by ours.
     pub(super) rmcp: HashMap<u64, u64>,
     /// Our calls that wait, by our number and by their request id.
@@ -129,7 +129,7 @@ impl Session {
         number
     }
 
-    pub(super) fn cancel_calls(&self) {
+    fn cancel_calls(&self) {
         let calls: Vec<_> = lock(&self.state).calls.drain().map(|(_, c)| c).collect();
         for call in calls {
             call.end();
@@ -167,7 +167,7 @@ impl Sessions {
         lock(&self.live).get(id).cloned()
     }
 
-    pub(super) fn now_ms(&self) -> u64 {
+    fn now_ms(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
@@ -193,7 +193,7 @@ impl Sessions {
 
     /// The session's client and server as rmcp's session would have them after `initialize`, which
     /// settled on protocol `negotiated`.
-    pub(super) fn open(
+    fn open(
         &self,
         id: &SessionId,
         handler: McpHandler,
@@ -250,7 +250,7 @@ impl Sessions {
     /// `initialize`'s answer and closes the session (`close_session`) once that service ends: a shutdown
     /// or a worker gone in between closed it before it was open here, and nothing would take it out again
     /// (the front would answer for it, and its entry would stay until the server stops).
-    pub(super) async fn register(
+    async fn register(
         &self,
         id: &SessionId,
         handler: McpHandler,
@@ -264,7 +264,7 @@ impl Sessions {
     }
 
     /// The front no longer answers for the session; its calls end.
-    pub(super) fn forget(&self, id: &SessionId) {
+    fn forget(&self, id: &SessionId) {
         let session = lock(&self.live).remove(id);
         if let Some(session) = session {
             session.ct.cancel();
@@ -274,7 +274,7 @@ impl Sessions {
 
     /// rmcp's stream for our request `number`: its event ids carry our number, and the number it gave is
     /// kept for a resume.
-    pub(super) fn renumbered(
+    fn renumbered(
         session: Arc<Session>,
         number: u64,
         stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,

@@ -4,7 +4,7 @@ use super::*;
 
 /// rmcp's SSE keep-alive (`StreamableHttpServerConfig::sse_keep_alive`, 15 s): a comment when nothing else
 /// was sent for this long.
-pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The whole stream of a request that has answered: the priming event, the notes, the answer.
 pub(super) fn finished(
@@ -29,7 +29,7 @@ pub(super) fn finished(
     body
 }
 
-pub(super) fn write_priming(body: &mut Vec<u8>, number: u64) {
+fn write_priming(body: &mut Vec<u8>, number: u64) {
     body.extend_from_slice(b"data: \nid: 0/");
     write_number(body, number);
     body.extend_from_slice(b"\nretry: ");
@@ -38,7 +38,7 @@ pub(super) fn write_priming(body: &mut Vec<u8>, number: u64) {
 }
 
 /// `n` in decimal, as `Display` writes it, without the formatting machinery (a tenth of a call's own work).
-pub(super) fn write_number(body: &mut Vec<u8>, mut n: u64) {
+fn write_number(body: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
@@ -53,7 +53,7 @@ pub(super) fn write_number(body: &mut Vec<u8>, mut n: u64) {
 }
 
 /// An event as rmcp's SSE body writes it (`sse_stream::Sse` into bytes).
-pub(super) fn write_event(body: &mut Vec<u8>, event: &ServerSseMessage) {
+fn write_event(body: &mut Vec<u8>, event: &ServerSseMessage) {
     body.extend_from_slice(b"data: ");
     if let Some(message) = &event.message
         && let Err(e) = serde_json::to_writer(&mut *body, &**message)
@@ -72,14 +72,14 @@ pub(super) fn write_event(body: &mut Vec<u8>, event: &ServerSseMessage) {
     body.push(b'\n');
 }
 
-pub(super) fn event_bytes(event: &ServerSseMessage) -> Bytes {
+fn event_bytes(event: &ServerSseMessage) -> Bytes {
     let mut body = Vec::with_capacity(256);
     write_event(&mut body, event);
     Bytes::from(body)
 }
 
 /// rmcp's SSE response headers.
-pub(super) fn sse_response(body: Body) -> Response {
+fn sse_response(body: Body) -> Response {
     static ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
     let mut response = Response::new(body);
     let headers = response.headers_mut();
