@@ -3,8 +3,8 @@
 use crate::events::EventHub;
 use crate::resource::ResourceProvider;
 use crate::tool::ToolSpec;
+use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 mod contract;
@@ -40,7 +40,7 @@ pub(crate) struct BridgeInner {
     pub instructions: Option<String>,
     /// In declaration order: `tools/list` must be deterministic.
     pub tools: Vec<ToolSpec>,
-    pub tool_index: HashMap<String, usize>,
+    pub tool_index: FxHashMap<String, usize>,
     pub prompts: Vec<PromptSpec>,
     pub providers: Vec<Arc<dyn ResourceProvider>>,
     pub events: EventHub,
@@ -186,7 +186,7 @@ impl BridgeBuilder {
                 self.events.clone(),
             )])));
         }
-        let mut tool_index = HashMap::new();
+        let mut tool_index = FxHashMap::default();
         for (i, tool) in tools.iter().enumerate() {
             if !valid_tool_name(&tool.name) {
                 return Err(BuildError::InvalidToolName(tool.name.clone()));

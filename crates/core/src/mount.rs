@@ -7,6 +7,7 @@ use crate::events::EventStream;
 use crate::resource::ResourceProvider;
 use crate::tool::ToolSpec;
 use futures::{Stream, StreamExt};
+use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,7 +36,8 @@ struct MountInner {
     instructions: Option<String>,
     bridges: Vec<Bridge>,
     tools: Vec<MountedTool>,
-    tool_index: HashMap<String, usize>,
+    /// FxHash: looked up on every call with the tool's name; the keys are our own tools, not a peer's.
+    tool_index: FxHashMap<String, usize>,
     prompts: Vec<PromptSpec>,
     hubs: Hubs,
 }
@@ -128,7 +130,7 @@ impl Mount {
                 original: POLL_EVENTS.to_owned(),
             });
         }
-        let mut tool_index = HashMap::new();
+        let mut tool_index = FxHashMap::default();
         for (i, t) in tools.iter().enumerate() {
             if tool_index.insert(t.spec.name.clone(), i).is_some() {
                 return Err(MountError::Collision(t.spec.name.clone()));

@@ -20,7 +20,9 @@ use std::sync::{Arc, Mutex};
 
 pub(crate) struct PeerClient {
     pub peer: Peer<RoleServer>,
-    pub capabilities: Option<ClientCapabilities>,
+    /// The capabilities the request's `_meta` declared; without them, the session's from `initialize`, read
+    /// when a handler asks (few do) rather than copied for every call.
+    pub declared: Option<ClientCapabilities>,
     /// Lowest level the client wants; `None`: it asked for no logs, so none are sent.
     pub log_threshold: Option<LogLevel>,
 }
@@ -45,8 +47,16 @@ impl ClientLink for PeerClient {
     }
 
     fn supports(&self, capability: ClientCapability) -> bool {
-        let Some(caps) = &self.capabilities else {
-            return false;
+        let session;
+        let caps = match &self.declared {
+            Some(caps) => caps,
+            None => match self.peer.peer_info() {
+                Some(info) => {
+                    session = info;
+                    &session.capabilities
+                }
+                None => return false,
+            },
         };
         match capability {
             ClientCapability::Elicitation => caps.elicitation.is_some(),

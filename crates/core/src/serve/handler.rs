@@ -32,7 +32,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// How many recent events the resource of an event stream shows.
@@ -130,7 +130,8 @@ impl McpHandler {
         context: &RequestContext<RoleServer>,
         meta: &CallMeta,
     ) -> Result<Begun, McpError> {
-        self.begin_tool_reporting(request, context, meta, None)
+        // rmcp's handler gets a child of the token rmcp keeps for the request: the child is this call's alone.
+        self.begin_tool_reporting(request, context, meta, None, CallToken::Request)
     }
 
     /// [`begin_tool`](Self::begin_tool), the call's progress sent to `progress` when given (the HTTP fast
@@ -142,6 +143,7 @@ impl McpHandler {
         context: &RequestContext<RoleServer>,
         meta: &CallMeta,
         progress: Option<Arc<dyn ProgressSink>>,
+        token: CallToken,
     ) -> Result<Begun, McpError> {
         let name = request.name;
         let Some(position) = self.mount().tool_position(&name) else {
@@ -194,10 +196,14 @@ impl McpHandler {
             let watched = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let round_watch = watched.clone();
             let round: super::tasks::Round = Arc::new(move |inputs| {
-                let ctx = ToolCtx::new(progress.clone(), round_cancel.clone())
-                    .with_client(client.clone(), inputs)
-                    .with_watch(round_watch.clone())
-                    .with_result_cap(cap);
+                let ctx = ToolCtx::new(
+                    progress.clone(),
+                    round_cancel.clone(),
+                    tokio::time::Instant::now(),
+                )
+                .with_client(client.clone(), inputs)
+                .with_watch(round_watch.clone())
+                .with_result_cap(cap);
                 handler(args.clone(), ctx)
             });
             let shared = self.shared.clone();
@@ -212,19 +218,22 @@ impl McpHandler {
                     .await
             })));
         }
-        // The call's own token, not a child of the request's: making and dropping a child locks the request's
-        // token and edits its tree twice, for a call that mostly answers on its first poll. The request's
-        // cancellation reaches it in `run`, where a waiting call waits for it, and a call dropped unanswered
-        // cancels it ([`CallCancel`]).
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let ctx = ToolCtx::new(progress, cancel.clone())
+        // Not a child of the request's token: making and dropping a child locks the request's token and edits
+        // its tree twice, for a call that mostly answers on its first poll. The request's cancellation reaches
+        // it in `run`, where a waiting call waits for it, and a call answered or dropped unanswered cancels it
+        // ([`CallCancel`]).
+        let cancel = match token {
+            CallToken::Request => context.ct.clone(),
+            CallToken::Own => tokio_util::sync::CancellationToken::new(),
+        };
+        // One clock read for the call: its timeout, its first heartbeat and its duration all count from here.
+        let begun = tokio::time::Instant::now();
+        let ctx = ToolCtx::new(progress, cancel.clone(), begun)
             .with_client(self.client_link(context, meta), inputs)
             .with_result_cap(cap);
         let watched = ctx.watch();
         // Only a call whose request carries a progress token gets heartbeats.
         let beat = ctx.heartbeat();
-        let begun = tokio::time::Instant::now();
-        let started = Instant::now();
         let call = if context.ct.is_cancelled() {
             // Cancelled before it started: nothing was started, so nothing needs stopping.
             Call::Settled(Err(cancelled(&name)), false)
@@ -245,7 +254,6 @@ impl McpHandler {
             timeout,
             deadline: begun + timeout,
             begun,
-            started,
             cap,
             cancel: CallCancel(cancel),
             watched,
@@ -280,7 +288,7 @@ impl McpHandler {
             .or_else(|| self.log_level.lock().ok().and_then(|level| *level));
         Arc::new(PeerClient {
             peer: context.peer.clone(),
-            capabilities: meta.client_capabilities(&context.peer),
+            declared: meta.capabilities.clone(),
             log_threshold,
         })
     }
@@ -344,6 +352,17 @@ impl McpHandler {
     }
 }
 
+/// Which token a plain call's handler sees, cancelled once the call is answered (or dropped unanswered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallToken {
+    /// The request's own: its context was made for this call alone and nothing reads its token once the call
+    /// is answered (rmcp's path, the stdio loop, the HTTP fast path). Saves making a token a call.
+    Request,
+    /// One of the call's own: the caller still reads the request's token after the answer (the legacy HTTP
+    /// front tells a call the client cancelled by it).
+    Own,
+}
+
 /// What [`McpHandler::begin_tool`] came to.
 pub(crate) enum Begun {
     /// Answered without running the handler (the server is shutting down).
@@ -392,9 +411,10 @@ impl McpHandler {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         meta: &CallMeta,
+        token: CallToken,
         cx: &mut std::task::Context<'_>,
     ) -> Started {
-        self.start_tool_reporting(request, context, meta, None, cx)
+        self.start_tool_reporting(request, context, meta, None, token, cx)
     }
 
     /// [`start_tool`](Self::start_tool), progress sent as [`begin_tool_reporting`](Self::begin_tool_reporting)
@@ -405,9 +425,10 @@ impl McpHandler {
         context: &RequestContext<RoleServer>,
         meta: &CallMeta,
         progress: Option<Arc<dyn ProgressSink>>,
+        token: CallToken,
         cx: &mut std::task::Context<'_>,
     ) -> Started {
-        match self.begin_tool_reporting(request, context, meta, progress) {
+        match self.begin_tool_reporting(request, context, meta, progress, token) {
             Err(error) => Started::Answered(Err(error).into()),
             Ok(Begun::Answered(answer)) => Started::Answered(answer.into()),
             Ok(Begun::Task(task)) => Started::Task(task),
@@ -429,7 +450,6 @@ pub(crate) struct Running {
     /// The timeout counts from the call's start, not from when it was first found waiting.
     deadline: tokio::time::Instant,
     begun: tokio::time::Instant,
-    started: Instant,
     cap: usize,
     cancel: CallCancel,
     watched: Arc<std::sync::atomic::AtomicBool>,
@@ -542,7 +562,7 @@ impl Running {
             cap,
             cancel,
             in_flight,
-            started,
+            begun,
             ..
         } = self;
         // Whatever the handler left running (a link request, a wait) learns it is no longer wanted.
@@ -553,7 +573,7 @@ impl Running {
             &name,
             outcome.as_ref().err().map(ToolError::code),
             panicked,
-            started.elapsed(),
+            begun.elapsed(),
         );
         let response = match outcome {
             Ok(Outcome::Done(output)) => {

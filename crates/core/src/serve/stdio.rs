@@ -20,7 +20,7 @@
 //! token and its answer is dropped; at the end of the stream calls get 5 s to answer (2 s on shutdown) before
 //! their tokens are cancelled; a panic anywhere in the request is answered as an internal error.
 
-use super::handler::{CallMeta, McpHandler, Shared, Started};
+use super::handler::{CallMeta, CallToken, McpHandler, Shared, Started};
 use super::inline::Called;
 use super::wire::{self, Incoming, LineReader, Out, invalid_request};
 use super::{ServeError, inline};
@@ -346,7 +346,7 @@ where
         let handler = &*self.handler;
         let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let modern = checks(handler, &context, meta, modern_session)?;
-            let step = handler.start_tool(params, &context, meta, cx);
+            let step = handler.start_tool(params, &context, meta, CallToken::Request, cx);
             Ok((step, modern))
         }));
         let (step, modern) = match begun {

@@ -82,7 +82,12 @@ impl Heartbeat {
 }
 
 impl ToolCtx {
-    pub(crate) fn new(progress: Option<Arc<dyn ProgressSink>>, cancel: CancellationToken) -> Self {
+    /// A call's context; `started`: when the call started, from which its first heartbeat counts.
+    pub(crate) fn new(
+        progress: Option<Arc<dyn ProgressSink>>,
+        cancel: CancellationToken,
+        started: Instant,
+    ) -> Self {
         Self {
             progress: progress.map(|sink| {
                 Arc::new(Progress {
@@ -90,7 +95,7 @@ impl ToolCtx {
                     last: Mutex::new(Sent {
                         done: f64::NEG_INFINITY,
                         total: None,
-                        at: Instant::now(),
+                        at: started,
                     }),
                 })
             }),
@@ -122,7 +127,7 @@ impl ToolCtx {
 
     /// A context that reports nowhere: for calling handlers outside MCP (one-shot CLI commands, tests).
     pub fn detached() -> Self {
-        Self::new(None, CancellationToken::new())
+        Self::new(None, CancellationToken::new(), Instant::now())
     }
 
     /// Reports progress if the client asked for it. Values that do not increase are dropped.

@@ -25,7 +25,7 @@
 //! with JSON, and one that reports progress first with an SSE stream of its notifications and then the answer.
 
 use super::super::edges::is_json;
-use super::super::handler::{CallMeta, McpHandler, Shared, Started};
+use super::super::handler::{CallMeta, CallToken, McpHandler, Shared, Started};
 use super::super::inline;
 use super::super::wire::{self, Decoded};
 use crate::tool::ctx::ProgressSink;
@@ -468,8 +468,8 @@ impl FastPath {
                 // Boxed here, once: the futures above it stay small, so moving them costs no large copies.
                 let (ct, call) = match step {
                     Started::Answered(called) => {
-                        // Whatever the call left running has stopped: its own token was cancelled as it was
-                        // answered (`handler::CallCancel`), and nothing else holds the request's.
+                        // Whatever the call left running has stopped: the request's token, the one its handler
+                        // saw, was cancelled as it was answered (`handler::CallCancel`).
                         let queued = route.map(Route::finish).unwrap_or_default();
                         if queued.is_empty() {
                             return json_tool_answer(id, called, tasks_declared);
@@ -735,7 +735,7 @@ fn begin(
     cx: &mut Context<'_>,
 ) -> Started {
     let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        handler.start_tool_reporting(params, context, meta, progress, cx)
+        handler.start_tool_reporting(params, context, meta, progress, CallToken::Request, cx)
     }));
     begun.unwrap_or_else(|panic| {
         let panic = super::super::panic::message(panic);

@@ -31,7 +31,7 @@
 //! sent it) or that set a log level (log messages go to the session's standalone stream, rmcp's).
 
 use super::super::edges::is_json;
-use super::super::handler::{CallMeta, McpHandler, Shared, Started};
+use super::super::handler::{CallMeta, CallToken, McpHandler, Shared, Started};
 use super::super::inline;
 use super::super::wire::{self, Decoded};
 use axum::body::{Body, Bytes};
@@ -388,7 +388,7 @@ fn begin(
     cx: &mut Context<'_>,
 ) -> Started {
     let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        handler.start_tool(params, context, meta, cx)
+        handler.start_tool(params, context, meta, CallToken::Own, cx)
     }));
     begun.unwrap_or_else(|panic| {
         let panic = super::super::panic::message(panic);
