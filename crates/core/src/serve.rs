@@ -28,7 +28,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use args::{ExposureError, LogFormat, McpArgs, Transport, check_exposure};
-pub use http::HttpOptions;
+pub use http::{HttpOptions, RequestPaths};
 pub use logging::init_logging;
 
 #[derive(Debug, thiserror::Error)]
@@ -284,6 +284,7 @@ fn http_options(args: &McpArgs) -> HttpOptions {
             handshake_timeout: args.handshake_timeout,
             idle_timeout: args.idle_timeout,
         },
+        paths: RequestPaths::Front,
     }
 }
 

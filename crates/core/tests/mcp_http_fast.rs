@@ -494,10 +494,10 @@ fn normalised(reply: &RawReply) -> (u16, Option<String>, Value) {
 }
 
 async fn start_pair(options: HttpOptions, auth: &[(&str, &str)]) -> (HttpServer, HttpServer) {
-    let rmcp_only = start_http_front(bridge(), options.clone(), vec![], false).await;
+    let rmcp_only = start_http_rmcp_only(bridge(), options.clone(), vec![]).await;
     // Answered: the server has read the switch.
     assert_eq!(fast_answered_with(rmcp_only.addr, auth).await, 0);
-    let fast = start_http_front(bridge(), options, vec![], true).await;
+    let fast = start_http(bridge(), options, vec![]).await;
     (rmcp_only, fast)
 }
 
@@ -612,7 +612,7 @@ async fn a_waiting_call_is_cancelled_when_the_grace_ends() {
         shutdown_grace: std::time::Duration::from_millis(100),
         ..HttpOptions::default()
     };
-    let server = start_http_front(b.build().unwrap(), options, vec![], true).await;
+    let server = start_http(b.build().unwrap(), options, vec![]).await;
     let addr = server.addr;
     let call = tokio::spawn(async move {
         let headers = modern_headers("tools/call", Some("hang"));
@@ -642,7 +642,7 @@ async fn the_paths_below_mcp_are_served_as_mcp_is() {
         token: Some("s3cret".into()),
         ..HttpOptions::default()
     };
-    let server = start_http_front(bridge(), options, vec![], true).await;
+    let server = start_http(bridge(), options, vec![]).await;
     let auth = ("Authorization", "Bearer s3cret");
     let mut headers = modern_headers("tools/call", Some("echo"));
     headers.push(("Authorization", "Bearer s3cret".to_owned()));

@@ -477,10 +477,10 @@ async fn fast_answered(addr: SocketAddr) -> u64 {
 
 /// A server with every request going to rmcp's service, and one with our front.
 async fn start_pair() -> (HttpServer, HttpServer) {
-    let rmcp_only = start_http_front(bridge(), HttpOptions::default(), vec![], false).await;
+    let rmcp_only = start_http_rmcp_only(bridge(), HttpOptions::default(), vec![]).await;
     // Answered: the server has read the switch.
     assert_eq!(fast_answered(rmcp_only.addr).await, 0);
-    let ours = start_http_front(bridge(), HttpOptions::default(), vec![], true).await;
+    let ours = start_http(bridge(), HttpOptions::default(), vec![]).await;
     (rmcp_only, ours)
 }
 
@@ -681,7 +681,7 @@ async fn legacy_answered(addr: SocketAddr) -> u64 {
 /// the byte-for-byte tables above then compare our answers with rmcp's.
 #[tokio::test]
 async fn the_legacy_front_answers_the_hot_requests_of_the_table() {
-    let ours = start_http_front(bridge(), HttpOptions::default(), vec![], true).await;
+    let ours = start_http(bridge(), HttpOptions::default(), vec![]).await;
     let (session, _) = Session::open(ours.addr, "{}").await;
     assert_eq!(legacy_answered(ours.addr).await, 0, "initialize is rmcp's");
     let hot = [
@@ -773,10 +773,10 @@ async fn as_rmcp_answers(
     which: &str,
 ) -> Vec<(u16, Option<String>, String)> {
     let (bridge, mut rmcp_hold) = held_bridge();
-    let rmcp_only = start_http_front(bridge, HttpOptions::default(), vec![], false).await;
+    let rmcp_only = start_http_rmcp_only(bridge, HttpOptions::default(), vec![]).await;
     assert_eq!(fast_answered(rmcp_only.addr).await, 0);
     let (bridge, mut our_hold) = held_bridge();
-    let ours = start_http_front(bridge, HttpOptions::default(), vec![], true).await;
+    let ours = start_http(bridge, HttpOptions::default(), vec![]).await;
     let expected = scenario(&rmcp_only, &mut rmcp_hold).await;
     let got = scenario(&ours, &mut our_hold).await;
     assert_eq!(legacy_answered(ours.addr).await, front_answered, "{which}");
@@ -878,7 +878,7 @@ async fn a_session_busy_on_the_front_is_not_reaped_as_idle() {
         session_idle: std::time::Duration::from_millis(300),
         ..HttpOptions::default()
     };
-    let server = start_http_front(bridge(), options, vec![], true).await;
+    let server = start_http(bridge(), options, vec![]).await;
     let (session, _) = Session::open(server.addr, "{}").await;
     // Five idle periods of calls, each one well within the idle time of the one before.
     for i in 0..30 {
@@ -917,7 +917,7 @@ async fn a_session_is_not_reaped_under_a_long_front_call() {
         ..HttpOptions::default()
     };
     let (bridge, mut hold) = held_bridge();
-    let server = start_http_front(bridge, options, vec![], true).await;
+    let server = start_http(bridge, options, vec![]).await;
     let (session, _) = Session::open(server.addr, "{}").await;
     let body = call_with_meta(json!(1), "hold", json!({}), json!({"progressToken": 7}));
     let mut held = Streaming::post(&session, &body).await;
@@ -946,7 +946,7 @@ async fn a_session_is_not_reaped_under_a_long_front_call() {
 /// elicitation requests, which only rmcp's peer can send on a call's stream).
 #[tokio::test]
 async fn a_second_initialize_leaves_the_session_to_rmcp() {
-    let server = start_http_front(bridge(), HttpOptions::default(), vec![], true).await;
+    let server = start_http(bridge(), HttpOptions::default(), vec![]).await;
     let (session, _) = Session::open(server.addr, "{}").await;
     let echo = call(json!(1), "echo", json!({"text": "hi"}));
     assert_eq!(session.send(Headers::Session, &echo).await.status, 200);

@@ -85,7 +85,11 @@ async fn fast_answered(addr: SocketAddr) -> u64 {
 
 /// An HTTP server with the fast path on or off (the switch is read when a server starts).
 async fn http_server(bridge: Bridge, fast: bool) -> HttpServer {
-    let server = start_http_front(bridge, HttpOptions::default(), vec![], fast).await;
+    let server = if fast {
+        start_http(bridge, HttpOptions::default(), vec![]).await
+    } else {
+        start_http_rmcp_only(bridge, HttpOptions::default(), vec![]).await
+    };
     fast_answered(server.addr).await;
     server
 }

@@ -15,7 +15,7 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -27,8 +27,6 @@ pub(crate) use legacy::{LegacyPath, Sessions};
 
 /// Whether servers started from now on answer the hot stateless requests (see [`fast`]) and the hot requests
 /// of legacy sessions (see [`legacy`]) themselves; off only in tests that compare with rmcp's answers.
-static FAST_PATH: AtomicBool = AtomicBool::new(true);
-
 /// Security settings of the HTTP transport.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -48,6 +46,19 @@ pub struct HttpOptions {
     pub session_idle: Duration,
     /// Largest request body; a mounted bridge that needs more (`BridgeBuilder::max_request_bytes`) raises it.
     pub max_request_bytes: usize,
+    /// Which code answers the hot `/mcp` requests.
+    pub paths: RequestPaths,
+}
+
+/// Which code answers `/mcp` requests ([`HttpOptions::paths`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestPaths {
+    /// Our own paths answer the hot requests (stateless requests, the calls of legacy sessions) as rmcp's
+    /// service would; rmcp's service answers the rest.
+    #[default]
+    Front,
+    /// rmcp's service answers every request: what tests compare the front with.
+    RmcpOnly,
 }
 
 impl Default for HttpOptions {
@@ -61,19 +72,12 @@ impl Default for HttpOptions {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             session_idle: DEFAULT_SESSION_IDLE,
+            paths: RequestPaths::Front,
         }
     }
 }
 
 impl HttpOptions {
-    /// Tests only: servers started after this call send every `/mcp` request to rmcp's service (`false`), or
-    /// answer the hot stateless requests and the hot requests of legacy sessions on our own paths (`true`,
-    /// the default). Process-wide.
-    #[doc(hidden)]
-    pub fn set_fast_path(enabled: bool) {
-        FAST_PATH.store(enabled, Ordering::Relaxed);
-    }
-
     /// Host, origin and token rules for every route: localhost pages and hosts, plus the extra ones.
     fn access(&self) -> Result<Access, ServeError> {
         let invalid = |e: crate::link::LinkError| ServeError::Access(e.to_string());
@@ -135,7 +139,7 @@ pub(crate) async fn serve(
     let factory_sessions = sessions.clone();
     // rmcp reaps a session idle for `keep_alive`; the slot it held under `sessions` goes with it. The legacy
     // front restarts rmcp's idle clock at intervals, not on each request, so rmcp waits that much longer.
-    let front_on = FAST_PATH.load(Ordering::Relaxed);
+    let front_on = options.paths == RequestPaths::Front;
     let mut session_manager = LocalSessionManager::default();
     session_manager.session_config.keep_alive = Some(if front_on {
         legacy::rmcp_keep_alive(options.session_idle)

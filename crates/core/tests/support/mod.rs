@@ -265,43 +265,18 @@ pub async fn start_http(
     }
 }
 
-/// [`start_http`] with the front paths (the stateless fast path and the legacy front) on or off.
-/// `HttpOptions::set_fast_path` is one switch for the process, read as a server starts, and the tests of one
-/// binary run on threads at once: each server started here holds the switch, set as it wants it, until it
-/// has answered a request (so it has read the switch), then leaves it on (its default). Before, a test that
-/// turned it off to start an rmcp-only server could turn it off under another test's server too
-/// (`mcp_http_fast` failed about two runs in three under `cargo test`). The probe is one more connection
-/// and request: tests that count those start with [`start_http`].
-pub async fn start_http_front(
+/// [`start_http`] with rmcp's service answering every request (`RequestPaths::RmcpOnly`): what the front paths are
+/// compared with.
+pub async fn start_http_rmcp_only(
     bridge: Bridge,
     options: HttpOptions,
     timeouts: Vec<(String, Duration)>,
-    front: bool,
 ) -> HttpServer {
-    static SWITCH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    let _held = SWITCH.lock().await;
-    HttpOptions::set_fast_path(front);
-    let server = start_http(bridge, options, timeouts).await;
-    answered_once(server.addr).await;
-    HttpOptions::set_fast_path(true);
-    server
-}
-
-/// Waits (up to 10 s) until the server at `addr` answers anything, or refuses connections (it did not
-/// start): either way it is past reading the switch.
-async fn answered_once(addr: SocketAddr) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let probe = async {
-        let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
-            return;
-        };
-        let request = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-        if stream.write_all(request).await.is_ok() {
-            let mut first = [0u8; 1];
-            let _ = stream.read(&mut first).await;
-        }
+    let options = HttpOptions {
+        paths: bridge_core::serve::RequestPaths::RmcpOnly,
+        ..options
     };
-    let _ = tokio::time::timeout(Duration::from_secs(10), probe).await;
+    start_http(bridge, options, timeouts).await
 }
 
 /// One raw HTTP/1.1 exchange, so headers are exactly what the test says. Returns (status, body).
