@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 mod fast;
 mod legacy;
+mod progress_only;
 pub(crate) use fast::FastPath;
 pub(crate) use legacy::{LegacyPath, Sessions};
 

@@ -28,6 +28,7 @@ use super::super::edges::is_json;
 use super::super::handler::{CallMeta, CallToken, McpHandler, Shared, Started};
 use super::super::inline;
 use super::super::wire::{self, Decoded};
+use super::progress_only::{ProgressOnly, ProgressRoute, undeliverable};
 use crate::tool::ctx::ProgressSink;
 use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
@@ -40,8 +41,7 @@ use rmcp::model::{
     ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, RequestMetaObject,
     ServerNotification, ServerResult,
 };
-use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
-use rmcp::transport::Transport;
+use rmcp::service::{RequestContext, TxJsonRpcMessage, serve_directly_with_ct};
 use rmcp::{Peer, RoleServer, Service};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -267,9 +267,9 @@ impl FastPath {
         let routes = Arc::new(Routes::default());
         let running = serve_directly_with_ct(
             handler.clone(),
-            Detached {
+            ProgressOnly(Detached {
                 routes: routes.clone(),
-            },
+            }),
             Some(info),
             service_token.clone(),
         );
@@ -936,66 +936,38 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
     json && sse
 }
 
-/// The transport of the fast path's peer: it receives nothing; a progress notification goes to its call,
-/// with the client's token back in place; anything else the peer would send fails.
+/// Where the fast path's peer sends a call's progress: to the call's notes, with the client's token back in
+/// place of ours.
 struct Detached {
     routes: Arc<Routes>,
 }
 
-impl Transport<RoleServer> for Detached {
-    type Error = std::io::Error;
+impl ProgressRoute for Detached {
+    const NOT_PROGRESS: &'static str = "a stateless request's peer sends nothing but its progress";
 
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let mut item = item;
-        let ours = match &item {
-            JsonRpcMessage::Notification(JsonRpcNotification {
-                notification: ServerNotification::ProgressNotification(progress),
-                ..
-            }) => match progress.params.progress_token.0 {
-                NumberOrString::Number(ours) => Some(ours),
-                NumberOrString::String(_) => None,
-            },
-            _ => None,
+    fn route(
+        &self,
+        token: &ProgressToken,
+        mut item: TxJsonRpcMessage<RoleServer>,
+    ) -> std::io::Result<()> {
+        const ANSWERED: &str = "the call has answered";
+        let NumberOrString::Number(ours) = token.0 else {
+            return Err(undeliverable(Detached::NOT_PROGRESS));
         };
-        let answered =
-            || std::io::Error::new(std::io::ErrorKind::NotConnected, "the call has answered");
-        let sent = match ours {
-            Some(ours) => {
-                let notes = self.routes.lock().get(&ours).cloned();
-                match notes {
-                    Some(notes) => {
-                        if let JsonRpcMessage::Notification(JsonRpcNotification {
-                            notification: ServerNotification::ProgressNotification(progress),
-                            ..
-                        }) = &mut item
-                        {
-                            progress.params.progress_token = notes.theirs.clone();
-                        }
-                        if notes.push(item) {
-                            Ok(())
-                        } else {
-                            Err(answered())
-                        }
-                    }
-                    None => Err(answered()),
-                }
-            }
-            None => Err(std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                "a stateless request's peer sends nothing but its progress",
-            )),
+        let Some(notes) = self.routes.lock().get(&ours).cloned() else {
+            return Err(undeliverable(ANSWERED));
         };
-        std::future::ready(sent)
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        std::future::pending().await
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        Ok(())
+        if let JsonRpcMessage::Notification(JsonRpcNotification {
+            notification: ServerNotification::ProgressNotification(progress),
+            ..
+        }) = &mut item
+        {
+            progress.params.progress_token = notes.theirs.clone();
+        }
+        if notes.push(item) {
+            Ok(())
+        } else {
+            Err(undeliverable(ANSWERED))
+        }
     }
 }

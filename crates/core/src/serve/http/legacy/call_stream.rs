@@ -1,6 +1,7 @@
 //! The events of a front call that waits, kept for `Last-Event-ID` as rmcp keeps a request-wise stream's, and
 //! the transport of our peer, which routes a call's progress to them.
 
+use super::super::progress_only::{ProgressRoute, undeliverable};
 use super::*;
 
 /// What rmcp's `LocalSessionManager` primes a request's stream with (`SessionConfig::sse_retry`, 3 s).
@@ -141,41 +142,19 @@ pub(super) struct SessionLink {
     pub(super) progress: Arc<Progress>,
 }
 
-impl Transport<RoleServer> for SessionLink {
-    type Error = std::io::Error;
+impl ProgressRoute for SessionLink {
+    const NOT_PROGRESS: &'static str = "no stream for this message";
 
-    fn send(
-        &mut self,
+    fn route(
+        &self,
+        token: &ProgressToken,
         item: TxJsonRpcMessage<RoleServer>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let call = match &item {
-            JsonRpcMessage::Notification(JsonRpcNotification {
-                notification: ServerNotification::ProgressNotification(progress),
-                ..
-            }) => self.progress.get(&progress.params.progress_token),
-            _ => None,
+    ) -> std::io::Result<()> {
+        let Some(call) = self.progress.get(token) else {
+            tracing::debug!("a legacy session's front call sent progress with nowhere to go");
+            return Err(undeliverable(Self::NOT_PROGRESS));
         };
-        let sent = match call {
-            Some(call) => {
-                call.push(item);
-                Ok(())
-            }
-            None => {
-                tracing::debug!("a legacy session's front call sent a message with nowhere to go");
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "no stream for this message",
-                ))
-            }
-        };
-        std::future::ready(sent)
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        std::future::pending().await
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
+        call.push(item);
         Ok(())
     }
 }
@@ -184,6 +163,7 @@ impl Transport<RoleServer> for SessionLink {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use rmcp::model::ServerNotification;
 
     /// A client that stops reading a call's stream while progress keeps coming: its channel never holds
     /// more than `KEPT_EVENTS` (it grew with every note before), the stream it reads ends, and a resume from

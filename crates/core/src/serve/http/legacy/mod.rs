@@ -42,16 +42,16 @@ use futures::{Stream, StreamExt};
 use rmcp::model::{
     CallToolRequestParams, ClientJsonRpcMessage, ClientNotification, ClientRequest,
     InitializeRequestParams, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ProgressToken,
-    ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerNotification,
+    ProtocolVersion, RequestId, ServerJsonRpcMessage,
 };
-use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage, serve_directly_with_ct};
+use rmcp::service::{RequestContext, TxJsonRpcMessage, serve_directly_with_ct};
+use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker, SessionError,
 };
 use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
-use rmcp::transport::{Transport, WorkerTransport};
 use rmcp::{Peer, RoleServer, Service};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};

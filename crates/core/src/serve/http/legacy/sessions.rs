@@ -1,6 +1,7 @@
 //! The registry of sessions the front answers for: our `SessionManager` around rmcp's, each session's
 //! handler and peer, its request numbers, its calls in flight and where their progress goes.
 
+use super::super::progress_only::ProgressOnly;
 use super::*;
 use rmcp::model::ServerResult;
 
@@ -220,9 +221,9 @@ impl Sessions {
         let progress = Arc::new(Progress::default());
         let running = serve_directly_with_ct(
             handler.clone(),
-            SessionLink {
+            ProgressOnly(SessionLink {
                 progress: progress.clone(),
-            },
+            }),
             Some(params),
             ct.clone(),
         );
