@@ -1281,20 +1281,13 @@ async fn take_over(
         .map_err(|e| e.to_string())?
         .state
         .clone();
-    let (start, lost) = match existing {
-        // Events past the floor the stream no longer holds (its age or byte limit) are lost.
-        Some(floor) if resume && state.first_sequence > floor + 1 => {
-            (state.first_sequence, state.first_sequence - floor - 1)
-        }
-        Some(floor) if resume => (floor + 1, 0),
-        // A stream recreated since has restarted its sequences: then only the next event is live.
-        _ => (
-            live_from
-                .filter(|from| (state.first_sequence..=state.last_sequence + 1).contains(from))
-                .unwrap_or(state.last_sequence + 1),
-            0,
-        ),
-    };
+    let (start, lost) = start_at(
+        existing,
+        resume,
+        live_from,
+        state.first_sequence,
+        state.last_sequence,
+    );
     recreate(
         inner,
         name,
@@ -1304,6 +1297,30 @@ async fn take_over(
     )
     .await?;
     Ok((start, lost))
+}
+
+/// Where a client's consumer starts, and how many events it missed: `floor` is the last event it acknowledged
+/// (if any), `resume` whether its hello named an epoch, `live_from` where live events stood at its welcome
+/// ([`NatsBus::live_start`]), and `first..=last` the sequences the stream holds now.
+fn start_at(
+    floor: Option<u64>,
+    resume: bool,
+    live_from: Option<u64>,
+    first: u64,
+    last: u64,
+) -> (u64, u64) {
+    match floor {
+        // Events past the floor the stream no longer holds (its age or byte limit) are lost.
+        Some(floor) if resume && first > floor + 1 => (first, first - floor - 1),
+        Some(floor) if resume => (floor + 1, 0),
+        // A stream recreated since has restarted its sequences: then only the next event is live.
+        _ => (
+            live_from
+                .filter(|from| (first..=last + 1).contains(from))
+                .unwrap_or(last + 1),
+            0,
+        ),
+    }
 }
 
 async fn recreate(
@@ -1492,6 +1509,108 @@ async fn ensure_stream(
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => return Err(BusError::Stream(e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::start_at;
+
+    struct Case {
+        case: &'static str,
+        floor: Option<u64>,
+        resume: bool,
+        live_from: Option<u64>,
+        first: u64,
+        last: u64,
+        /// (start, lost)
+        want: (u64, u64),
+    }
+
+    const fn case(
+        case: &'static str,
+        floor: Option<u64>,
+        resume: bool,
+        live_from: Option<u64>,
+        (first, last): (u64, u64),
+        want: (u64, u64),
+    ) -> Case {
+        Case {
+            case,
+            floor,
+            resume,
+            live_from,
+            first,
+            last,
+            want,
+        }
+    }
+
+    #[test]
+    fn a_consumer_starts_where_the_client_left_off_or_where_live_events_stood_at_its_welcome() {
+        let cases = [
+            case(
+                "resumed, nothing aged out",
+                Some(10),
+                true,
+                None,
+                (1, 20),
+                (11, 0),
+            ),
+            case(
+                "resumed past dropped events",
+                Some(10),
+                true,
+                None,
+                (15, 20),
+                (15, 4),
+            ),
+            case(
+                "resumed at the very end",
+                Some(20),
+                true,
+                None,
+                (1, 20),
+                (21, 0),
+            ),
+            // df1d999: events 21 and 22 were stored between the welcome (live at 21) and the take-over.
+            case(
+                "first, events after its welcome",
+                None,
+                false,
+                Some(21),
+                (1, 22),
+                (21, 0),
+            ),
+            case(
+                "first, JetStream did not say",
+                None,
+                false,
+                None,
+                (1, 22),
+                (23, 0),
+            ),
+            case(
+                "first, stream recreated since",
+                None,
+                false,
+                Some(500),
+                (1, 22),
+                (23, 0),
+            ),
+            case(
+                "a floor without an epoch",
+                Some(3),
+                false,
+                Some(21),
+                (1, 22),
+                (21, 0),
+            ),
+        ];
+        for c in cases {
+            let got = start_at(c.floor, c.resume, c.live_from, c.first, c.last);
+            assert_eq!(got, c.want, "{}", c.case);
         }
     }
 }
