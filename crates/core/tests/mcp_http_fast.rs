@@ -495,7 +495,7 @@ fn normalised(reply: &RawReply) -> (u16, Option<String>, Value) {
 
 async fn start_pair(options: HttpOptions, auth: &[(&str, &str)]) -> (HttpServer, HttpServer) {
     let rmcp_only = start_http_rmcp_only(bridge(), options.clone(), vec![]).await;
-    // Answered: the server has read the switch.
+    // rmcp's side: nothing is answered on our paths.
     assert_eq!(fast_answered_with(rmcp_only.addr, auth).await, 0);
     let fast = start_http(bridge(), options, vec![]).await;
     (rmcp_only, fast)

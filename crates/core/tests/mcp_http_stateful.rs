@@ -478,7 +478,7 @@ async fn fast_answered(addr: SocketAddr) -> u64 {
 /// A server with every request going to rmcp's service, and one with our front.
 async fn start_pair() -> (HttpServer, HttpServer) {
     let rmcp_only = start_http_rmcp_only(bridge(), HttpOptions::default(), vec![]).await;
-    // Answered: the server has read the switch.
+    // rmcp's side: nothing is answered on our paths.
     assert_eq!(fast_answered(rmcp_only.addr).await, 0);
     let ours = start_http(bridge(), HttpOptions::default(), vec![]).await;
     (rmcp_only, ours)

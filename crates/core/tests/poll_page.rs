@@ -83,15 +83,13 @@ async fn fast_answered(addr: SocketAddr) -> u64 {
         .map_or(0, |n| n.trim().parse().unwrap())
 }
 
-/// An HTTP server with the fast path on or off (the switch is read when a server starts).
+/// An HTTP server with the fast path on or off.
 async fn http_server(bridge: Bridge, fast: bool) -> HttpServer {
-    let server = if fast {
+    if fast {
         start_http(bridge, HttpOptions::default(), vec![]).await
     } else {
         start_http_rmcp_only(bridge, HttpOptions::default(), vec![]).await
-    };
-    fast_answered(server.addr).await;
-    server
+    }
 }
 
 async fn stdio_poll(bridge: Bridge, era: Era, cap: Option<usize>) -> CallToolResult {

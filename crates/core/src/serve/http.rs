@@ -26,8 +26,6 @@ mod progress_only;
 pub(crate) use fast::FastPath;
 pub(crate) use legacy::{LegacyPath, Sessions};
 
-/// Whether servers started from now on answer the hot stateless requests (see [`fast`]) and the hot requests
-/// of legacy sessions (see [`legacy`]) themselves; off only in tests that compare with rmcp's answers.
 /// Security settings of the HTTP transport.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -51,7 +49,8 @@ pub struct HttpOptions {
     pub paths: RequestPaths,
 }
 
-/// Which code answers `/mcp` requests ([`HttpOptions::paths`]).
+/// Which code answers `/mcp` requests ([`HttpOptions::paths`]): the hot stateless requests (`http/fast.rs`) and
+/// the hot requests of legacy sessions (`http/legacy/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RequestPaths {
     /// Our own paths answer the hot requests (stateless requests, the calls of legacy sessions) as rmcp's

@@ -952,7 +952,7 @@ impl ProgressRoute for Detached {
     ) -> std::io::Result<()> {
         const ANSWERED: &str = "the call has answered";
         let NumberOrString::Number(ours) = token.0 else {
-            return Err(undeliverable(Detached::NOT_PROGRESS));
+            return Err(undeliverable(Self::NOT_PROGRESS));
         };
         let Some(notes) = self.routes.lock().get(&ours).cloned() else {
             return Err(undeliverable(ANSWERED));
