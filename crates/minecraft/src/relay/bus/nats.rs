@@ -1517,40 +1517,21 @@ async fn ensure_stream(
 mod tests {
     use super::start_at;
 
-    struct Case {
-        case: &'static str,
-        floor: Option<u64>,
-        resume: bool,
-        live_from: Option<u64>,
-        first: u64,
-        last: u64,
-        /// (start, lost)
-        want: (u64, u64),
-    }
-
-    const fn case(
-        case: &'static str,
-        floor: Option<u64>,
-        resume: bool,
-        live_from: Option<u64>,
-        (first, last): (u64, u64),
-        want: (u64, u64),
-    ) -> Case {
-        Case {
-            case,
-            floor,
-            resume,
-            live_from,
-            first,
-            last,
-            want,
-        }
-    }
+    /// What happened, the client's floor, whether it resumed, where live events stood at its welcome, the
+    /// sequences the stream holds (first, last), and the (start, lost) expected.
+    type Case = (
+        &'static str,
+        Option<u64>,
+        bool,
+        Option<u64>,
+        (u64, u64),
+        (u64, u64),
+    );
 
     #[test]
     fn a_consumer_starts_where_the_client_left_off_or_where_live_events_stood_at_its_welcome() {
-        let cases = [
-            case(
+        let cases: [Case; 7] = [
+            (
                 "resumed, nothing aged out",
                 Some(10),
                 true,
@@ -1558,7 +1539,7 @@ mod tests {
                 (1, 20),
                 (11, 0),
             ),
-            case(
+            (
                 "resumed past dropped events",
                 Some(10),
                 true,
@@ -1566,7 +1547,7 @@ mod tests {
                 (15, 20),
                 (15, 4),
             ),
-            case(
+            (
                 "resumed at the very end",
                 Some(20),
                 true,
@@ -1575,7 +1556,7 @@ mod tests {
                 (21, 0),
             ),
             // df1d999: events 21 and 22 were stored between the welcome (live at 21) and the take-over.
-            case(
+            (
                 "first, events after its welcome",
                 None,
                 false,
@@ -1583,7 +1564,7 @@ mod tests {
                 (1, 22),
                 (21, 0),
             ),
-            case(
+            (
                 "first, JetStream did not say",
                 None,
                 false,
@@ -1591,7 +1572,7 @@ mod tests {
                 (1, 22),
                 (23, 0),
             ),
-            case(
+            (
                 "first, stream recreated since",
                 None,
                 false,
@@ -1599,7 +1580,7 @@ mod tests {
                 (1, 22),
                 (23, 0),
             ),
-            case(
+            (
                 "a floor without an epoch",
                 Some(3),
                 false,
@@ -1608,9 +1589,12 @@ mod tests {
                 (21, 0),
             ),
         ];
-        for c in cases {
-            let got = start_at(c.floor, c.resume, c.live_from, c.first, c.last);
-            assert_eq!(got, c.want, "{}", c.case);
+        for (case, floor, resume, live_from, (first, last), want) in cases {
+            assert_eq!(
+                start_at(floor, resume, live_from, first, last),
+                want,
+                "{case}"
+            );
         }
     }
 }
