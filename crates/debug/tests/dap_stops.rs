@@ -75,7 +75,13 @@ fn stops_in(result: &Value) -> Vec<Value> {
 /// evaluates `i`, every third one steps over once, else continues, to the end. Asserts every stop the adapter
 /// sent was reported exactly once, in arrival order, and each thread's breakpoint stops came in loop order,
 /// one per round.
-async fn stress(c: &mcp_testkit::Client, config: Value, file: &str, line: u64) {
+async fn stress(
+    c: &mcp_testkit::Client,
+    config: Value,
+    file: &str,
+    line: u64,
+    trace: &dyn Fn() -> String,
+) {
     data(c, "breakpoint_set", json!({"path": file, "line": line})).await;
     let start = data(
         c,
@@ -139,27 +145,37 @@ async fn stress(c: &mcp_testkit::Client, config: Value, file: &str, line: u64) {
         seqs.len()
     );
     let unique: BTreeSet<u64> = seqs.iter().copied().collect();
-    assert_eq!(unique.len(), seqs.len(), "no stop reported twice: {seqs:?}");
+    assert_eq!(
+        unique.len(),
+        seqs.len(),
+        "no stop reported twice: {seqs:?}{}",
+        trace()
+    );
     assert!(
         seqs.windows(2).all(|w| w[0] < w[1]),
-        "in the order they came: {seqs:?}"
+        "in the order they came: {seqs:?}{}",
+        trace()
     );
     assert_eq!(
         unique,
         (1..=total).collect(),
-        "every stop reported: {seqs:?}"
+        "every stop reported: {seqs:?}{}",
+        trace()
     );
-    assert_eq!(hits.len(), 2, "both threads stopped: {hits:?}");
+    assert_eq!(hits.len(), 2, "both threads stopped: {hits:?}{}", trace());
     for (thread, seen) in &hits {
         assert!(
             seen.windows(2).all(|w| w[0] < w[1]),
-            "thread {thread} in order: {seen:?}"
+            "thread {thread} in order: {seen:?}{}",
+            trace()
         );
     }
     for (thread, n) in &bp_stops {
         assert_eq!(
-            *n, ROUNDS,
-            "thread {thread} stopped at the breakpoint on every round: {hits:?}"
+            *n,
+            ROUNDS,
+            "thread {thread} stopped at the breakpoint on every round: {hits:?}{}",
+            trace()
         );
     }
 }
@@ -175,7 +191,7 @@ async fn python_threads_in_a_tight_loop_every_stop_is_reported_once_in_order() {
     let c = client(args(&ws, BackendChoice::Dap)).await;
     let config =
         json!({"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/stress.py"});
-    stress(&c, config, "stress.py", STRESS_PY_LINE).await;
+    stress(&c, config, "stress.py", STRESS_PY_LINE, &String::new).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,10 +213,96 @@ async fn c_threads_in_a_tight_loop_every_stop_is_reported_once_in_order() {
         "gcc: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let c = client(args(&ws, BackendChoice::Dap)).await;
+    // lldb-dap writes every message it sends and receives to LLDBDAP_LOG: when a stop goes missing, that record
+    // tells an adapter that never sent it from a stop the session's repeat rule took for a repeat.
+    let log = ws.join("lldb-dap.log");
+    let wrapper = ws.join("lldb-dap-logged");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nLLDBDAP_LOG='{}' exec '{}' \"$@\"\n",
+            log.display(),
+            lldb_dap().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut with_log = args(&ws, BackendChoice::Dap);
+    with_log.lldb_dap = Some(wrapper);
+    let c = client(with_log).await;
     let config =
         json!({"type": "lldb-dap", "request": "launch", "program": "${workspaceFolder}/stress"});
-    stress(&c, config, "stress.c", STRESS_C_LINE).await;
+    stress(&c, config, "stress.c", STRESS_C_LINE, &|| {
+        adapter_trace(&log)
+    })
+    .await;
+}
+
+/// The stops, resumes and steps in lldb-dap's own log, one line each, in the order it sent and received them.
+/// The log is a `<time> -->` (received) or `<time> <--` (sent) line, a Content-Length header and the message's
+/// JSON, indented over several lines.
+fn adapter_trace(log: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| format!("(no lldb-dap log: {e})"));
+    let mut messages: Vec<(&str, String)> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim_end();
+        if let Some(dir) = ["-->", "<--"].into_iter().find(|d| t.ends_with(d)) {
+            messages.push((dir, String::new()));
+        } else if let Some((_, json)) = messages.last_mut()
+            && !t.starts_with("Content-Length")
+        {
+            json.push_str(t);
+        }
+    }
+    let lines: Vec<String> = messages
+        .iter()
+        .filter_map(|(dir, json)| {
+            let m: Value = serde_json::from_str(json).ok()?;
+            let what = m["event"].as_str().or(m["command"].as_str())?;
+            let wanted = [
+                "stopped",
+                "continued",
+                "continue",
+                "next",
+                "stepIn",
+                "stepOut",
+            ];
+            if !wanted.contains(&what) || m["type"] == "response" {
+                return None;
+            }
+            let b = &m["body"];
+            let thread = b["threadId"].clone();
+            Some(format!(
+                "{dir} {what} thread {} {}",
+                if thread.is_null() {
+                    m["arguments"]["threadId"].clone()
+                } else {
+                    thread
+                },
+                [
+                    ("reason", &b["reason"]),
+                    ("all", &b["allThreadsContinued"]),
+                    ("preserveFocus", &b["preserveFocusHint"]),
+                    ("hit", &b["hitBreakpointIds"]),
+                ]
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+            ))
+        })
+        .collect();
+    format!(
+        "\nlldb-dap's stops, resumes and steps ({} of {} messages):\n{}",
+        lines.len(),
+        messages.len(),
+        lines.join("\n")
+    )
 }
 
 /// A breakpoint stop carries the source around the line (the current one marked), the stack with file and
