@@ -41,20 +41,43 @@ function bot (name) {
 }
 
 // Digs the block under the bot's feet, offset by dx/dz; waits for the bot to land first (after an earlier
-// dig it falls into the hole).
+// dig it falls into the hole). A module's tests share one world, so an earlier dig may have left a hole where
+// this one aims: then the nearest solid block at that depth (up to 2 blocks from the aim) breaks instead, which
+// is the same block_break event for the tests.
 async function dig (name, dx = 0, dz = 0) {
   const b = bot(name)
   const deadline = Date.now() + 5000
   for (;;) {
-    const pos = b.entity.position.floored().offset(dx, -1, dz)
-    const block = b.blockAt(pos)
-    if (block && block.name !== 'air' && b.entity.onGround) {
+    const aim = b.entity.position.floored().offset(dx, -1, dz)
+    const block = b.entity.onGround ? diggableNear(b, aim) : null
+    if (block) {
       await b.dig(block, true)
-      return { blockType: 'minecraft:' + block.name, location: { x: pos.x, y: pos.y, z: pos.z } }
+      const p = block.position
+      return { blockType: 'minecraft:' + block.name, location: { x: p.x, y: p.y, z: p.z } }
     }
-    if (Date.now() > deadline) throw new Error(`nothing to dig under ${name} at ${pos}`)
+    if (Date.now() > deadline) {
+      const there = b.blockAt(aim)
+      throw new Error(`nothing to dig under ${name} at ${aim} (${there ? there.name : 'unloaded'}, on ground: ${b.entity.onGround}, none solid within 2 blocks)`)
+    }
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
+}
+
+function diggableNear (b, aim) {
+  const solid = (p) => {
+    const k = b.blockAt(p)
+    return k && k.name !== 'air' && b.canDigBlock(k) ? k : null
+  }
+  for (let r = 0; r <= 2; r++) {
+    for (let x = -r; x <= r; x++) {
+      for (let z = -r; z <= r; z++) {
+        if (Math.max(Math.abs(x), Math.abs(z)) !== r) continue
+        const k = solid(aim.offset(x, 0, z))
+        if (k) return k
+      }
+    }
+  }
+  return null
 }
 
 async function handle (req) {
