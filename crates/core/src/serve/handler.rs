@@ -511,7 +511,7 @@ impl Running {
         let guarded = super::panic::caught(future);
         let timed = tokio::time::timeout_at(
             self.deadline,
-            with_heartbeat(guarded, self.beat.take(), self.begun),
+            with_heartbeat(guarded, self.beat.clone(), self.begun),
         );
         tokio::pin!(timed);
         let mut panicked = false;
@@ -533,6 +533,9 @@ impl Running {
                 () = ct.cancelled(), if !passed_on => {
                     passed_on = true;
                     self.cancel.0.cancel();
+                    if let Some(beat) = &self.beat {
+                        beat.end();
+                    }
                 }
                 () = std::future::ready(()), if passed_on => {
                     // Dropping the future here would cut a handler's clean-up short (a kill it is sending to
@@ -1070,5 +1073,70 @@ impl ServerHandler for McpHandler {
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::ctx::ProgressSink;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<f64>>);
+
+    impl ProgressSink for Recorded {
+        fn send(&self, done: f64, _: Option<f64>, _: String) -> BoxFuture<'static, ()> {
+            if let Ok(mut sent) = self.0.lock() {
+                sent.push(done);
+            }
+            Box::pin(async {})
+        }
+    }
+
+    /// A call cancelled 500 ms before its first heartbeat goes on cleaning up for 800 ms: the heartbeat falls in
+    /// the clean-up and is not sent, and the wait for the call does not spin on the heartbeat it skipped (the
+    /// clock, paused, would then never reach the clean-up's end).
+    #[tokio::test(start_paused = true)]
+    async fn no_heartbeat_goes_out_after_the_call_is_cancelled() {
+        let sink = Arc::new(Recorded::default());
+        let begun = tokio::time::Instant::now();
+        let ctx = ToolCtx::new(
+            Some(sink.clone() as Arc<dyn ProgressSink>),
+            tokio_util::sync::CancellationToken::new(),
+            begun,
+        );
+        let beat = ctx.heartbeat();
+        let ender = beat.clone();
+        let call = async {
+            tokio::time::sleep(crate::tool::PROGRESS_HEARTBEAT + Duration::from_millis(300)).await;
+            "cleaned up"
+        };
+        let cancel = async {
+            tokio::time::sleep(crate::tool::PROGRESS_HEARTBEAT - Duration::from_millis(500)).await;
+            if let Some(beat) = &ender {
+                beat.end();
+            }
+        };
+        let (output, ()) = tokio::join!(with_heartbeat(call, beat, begun), cancel);
+        assert_eq!(output, "cleaned up");
+        assert_eq!(*sink.0.lock().unwrap(), Vec::<f64>::new());
+        drop(ctx);
+    }
+
+    /// Without a cancel the same call gets its heartbeat: the test above fails for the reason it names.
+    #[tokio::test(start_paused = true)]
+    async fn an_uncancelled_silent_call_gets_its_heartbeat() {
+        let sink = Arc::new(Recorded::default());
+        let begun = tokio::time::Instant::now();
+        let ctx = ToolCtx::new(
+            Some(sink.clone() as Arc<dyn ProgressSink>),
+            tokio_util::sync::CancellationToken::new(),
+            begun,
+        );
+        let call = tokio::time::sleep(crate::tool::PROGRESS_HEARTBEAT + Duration::from_millis(300));
+        with_heartbeat(call, ctx.heartbeat(), begun).await;
+        assert_eq!(*sink.0.lock().unwrap(), vec![0.0]);
     }
 }

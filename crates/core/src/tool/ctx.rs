@@ -26,6 +26,8 @@ struct Progress {
     sink: Arc<dyn ProgressSink>,
     /// The spec requires progress to increase; a handler that reports out of order must not break clients.
     last: Mutex<Sent>,
+    /// Set when the call is cancelled: no heartbeat goes out while its handler cleans up.
+    ended: AtomicBool,
 }
 
 /// Context of one tool call.
@@ -44,13 +46,18 @@ pub struct ToolCtx {
 }
 
 /// A call's progress heartbeat ([`ToolCtx::heartbeat`]): it shares the context's progress state.
+#[derive(Clone)]
 pub(crate) struct Heartbeat {
     progress: Arc<Progress>,
 }
 
 impl Heartbeat {
-    /// When progress was last sent (or the call started).
+    /// When progress was last sent (or the call started); `None` once the call was cancelled, when no heartbeat
+    /// is due any more.
     pub(crate) fn sent_at(&self) -> Option<Instant> {
+        if self.progress.ended.load(Ordering::Acquire) {
+            return None;
+        }
         self.progress.last.lock().ok().map(|last| last.at)
     }
 
@@ -58,6 +65,9 @@ impl Heartbeat {
     /// [`PROGRESS_HEARTBEAT`](crate::tool::PROGRESS_HEARTBEAT): a millionth above the last value sent (or 0),
     /// so the handler's own next value still counts as an increase.
     pub(crate) async fn beat(&self, running_for: std::time::Duration) {
+        if self.progress.ended.load(Ordering::Acquire) {
+            return;
+        }
         let (done, total) = {
             let Ok(mut last) = self.progress.last.lock() else {
                 return;
@@ -79,6 +89,11 @@ impl Heartbeat {
         let message = format!("still running after {} s", running_for.as_secs());
         self.progress.sink.send(done, total, message).await;
     }
+
+    /// No more heartbeats: the call was cancelled.
+    pub(crate) fn end(&self) {
+        self.progress.ended.store(true, Ordering::Release);
+    }
 }
 
 impl ToolCtx {
@@ -97,6 +112,7 @@ impl ToolCtx {
                         total: None,
                         at: started,
                     }),
+                    ended: AtomicBool::new(false),
                 })
             }),
             cancel,
@@ -130,11 +146,16 @@ impl ToolCtx {
         Self::new(None, CancellationToken::new(), Instant::now())
     }
 
-    /// Reports progress if the client asked for it. Values that do not increase are dropped.
+    /// Reports progress if the client asked for it. Values that do not increase are dropped, and so is all
+    /// progress once the call is cancelled, timed out or answered: the client no longer follows its token (a
+    /// handler cleaning up after a cancel, or a helper task holding a clone of this context, sends nothing).
     pub async fn progress(&self, done: f64, total: Option<f64>, message: impl Into<String>) {
         let Some(progress) = &self.progress else {
             return;
         };
+        if self.cancel.is_cancelled() {
+            return;
+        }
         {
             let Ok(mut last) = progress.last.lock() else {
                 return;
