@@ -1095,11 +1095,8 @@ mod tests {
         }
     }
 
-    /// A call cancelled 500 ms before its first heartbeat goes on cleaning up for 800 ms: the heartbeat falls in
-    /// the clean-up and is not sent, and the wait for the call does not spin on the heartbeat it skipped (the
-    /// clock, paused, would then never reach the clean-up's end).
-    #[tokio::test(start_paused = true)]
-    async fn no_heartbeat_goes_out_after_the_call_is_cancelled() {
+    /// A call's context whose progress is recorded, and when the call began.
+    fn recorded_call() -> (Arc<Recorded>, ToolCtx, tokio::time::Instant) {
         let sink = Arc::new(Recorded::default());
         let begun = tokio::time::Instant::now();
         let ctx = ToolCtx::new(
@@ -1107,6 +1104,15 @@ mod tests {
             tokio_util::sync::CancellationToken::new(),
             begun,
         );
+        (sink, ctx, begun)
+    }
+
+    /// A call cancelled 500 ms before its first heartbeat goes on cleaning up for 800 ms: the heartbeat falls in
+    /// the clean-up and is not sent, and the wait for the call does not spin on the heartbeat it skipped (the
+    /// clock, paused, would then never reach the clean-up's end).
+    #[tokio::test(start_paused = true)]
+    async fn no_heartbeat_goes_out_after_the_call_is_cancelled() {
+        let (sink, ctx, begun) = recorded_call();
         let beat = ctx.heartbeat();
         let ender = beat.clone();
         let call = async {
@@ -1128,13 +1134,7 @@ mod tests {
     /// Without a cancel the same call gets its heartbeat: the test above fails for the reason it names.
     #[tokio::test(start_paused = true)]
     async fn an_uncancelled_silent_call_gets_its_heartbeat() {
-        let sink = Arc::new(Recorded::default());
-        let begun = tokio::time::Instant::now();
-        let ctx = ToolCtx::new(
-            Some(sink.clone() as Arc<dyn ProgressSink>),
-            tokio_util::sync::CancellationToken::new(),
-            begun,
-        );
+        let (sink, ctx, begun) = recorded_call();
         let call = tokio::time::sleep(crate::tool::PROGRESS_HEARTBEAT + Duration::from_millis(300));
         with_heartbeat(call, ctx.heartbeat(), begun).await;
         assert_eq!(*sink.0.lock().unwrap(), vec![0.0]);
