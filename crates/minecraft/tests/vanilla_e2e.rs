@@ -10,26 +10,14 @@ use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use vanilla_double::RconDouble;
 
 /// The `mcp-bridges` binary, built once per test process (cargo does nothing when it is up to date).
 fn binary() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "mcp-bridges", "--bin", "mcp-bridges"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building mcp-bridges failed");
-        // target/<profile>/deps/<test> -> target/<profile>/mcp-bridges
-        let exe = std::env::current_exe().unwrap();
-        exe.parent().unwrap().parent().unwrap().join("mcp-bridges")
-    })
-    .clone()
+    mcp_testkit::cargo::build_bin("mcp-bridges", "mcp-bridges")
 }
 
 #[tokio::test]

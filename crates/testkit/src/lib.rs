@@ -2,6 +2,8 @@
 //! to drive a client. Test-only code: failures panic with a message saying what was expected.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod cargo;
+
 use bridge_core::Mount;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,

@@ -11,25 +11,7 @@ pub struct Cli {
 }
 
 pub fn agent_bin() -> String {
-    let status = std::process::Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-q",
-            "--release",
-            "-p",
-            "sandbox-agent",
-            "--bin",
-            "sandbox-agent",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("sandbox-agent")
+    mcp_testkit::cargo::build_bin("sandbox-agent", "sandbox-agent")
         .to_string_lossy()
         .into_owned()
 }

@@ -28,30 +28,7 @@ struct Cli {
 
 /// The agent binary, built once per test process (cargo does nothing when it is up to date).
 pub fn agent_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let status = std::process::Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "sandbox-agent",
-                "--bin",
-                "sandbox-agent",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building sandbox-agent failed");
-        let exe = std::env::current_exe().unwrap();
-        // target/<profile>/deps/<test> -> target/<profile>/sandbox-agent
-        exe.parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .join("sandbox-agent")
-    })
-    .clone()
+    mcp_testkit::cargo::build_bin("sandbox-agent", "sandbox-agent")
 }
 
 pub fn args(extra: &[&str]) -> SandboxArgs {
@@ -369,17 +346,7 @@ pub async fn assert_sees_image(h: &Harness, name: &str, bin_dir: &str) -> String
 /// The `mcp-bridges` binary, built once per test process (the attack suite starts the real bridge under a
 /// pty).
 pub fn bridges_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "mcp-bridges", "--bin", "mcp-bridges"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building mcp-bridges failed");
-        agent_bin().with_file_name("mcp-bridges")
-    })
-    .clone()
+    mcp_testkit::cargo::build_bin("mcp-bridges", "mcp-bridges")
 }
 
 impl Harness {

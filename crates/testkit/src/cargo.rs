@@ -1,0 +1,117 @@
+//! Building a workspace binary from inside a test or bench, without undoing the build that made the test.
+//!
+//! A test process runs with the variables cargo sets for the crate under test (`CARGO_MANIFEST_DIR`,
+//! `CARGO_PKG_NAME`, …). A `cargo build` started with them passes them on to build scripts, and some build
+//! scripts watch them: ring's declares `rerun-if-env-changed` for `CARGO_MANIFEST_DIR` and `CARGO_PKG_*`. So a
+//! test that built `mcp-bridges` re-ran ring's build script, rebuilt ring and everything above it (rustls,
+//! tungstenite, axum, every workspace crate), and the next plain cargo command rebuilt them all back: in CI that
+//! was the whole test suite compiled a second time (4.5 minutes) for the microVM stage, and again whenever tests
+//! of two crates took turns building.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+/// The variables cargo sets for the crate it builds, runs or tests (the cargo book's "Environment variables
+/// Cargo sets for crates" and "… for build scripts"). What the user set for cargo (`CARGO_HOME`,
+/// `CARGO_TARGET_DIR`, `CARGO_INCREMENTAL`, `RUSTFLAGS`, …) is not among them and stays, so the nested build
+/// matches the one that made the test.
+fn set_by_cargo_for_a_crate(key: &OsStr) -> bool {
+    let Some(key) = key.to_str() else {
+        return false;
+    };
+    const NAMES: &[&str] = &[
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_MAKEFLAGS",
+        "OUT_DIR",
+    ];
+    const PREFIXES: &[&str] = &[
+        "CARGO_PKG_",
+        "CARGO_BIN_EXE_",
+        "CARGO_CFG_",
+        "CARGO_FEATURE_",
+    ];
+    NAMES.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+/// `cargo` (the one running this test) in the workspace, with the variables cargo set for the crate under test
+/// removed.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    for (key, _) in std::env::vars_os() {
+        if set_by_cargo_for_a_crate(&key) {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
+}
+
+/// Builds binary `bin` of workspace package `package` in the running test's profile and target directory, once
+/// per test process (cargo does nothing when it is up to date), and returns its path.
+pub fn build_bin(package: &str, bin: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<(String, PathBuf)>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Mutex::default);
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = built.iter().find(|(name, _)| name == bin) {
+        return path.clone();
+    }
+    let exe = std::env::current_exe().expect("the test knows its own path");
+    // target/<profile>/deps/<test> -> target/<profile>
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("a test binary lives in target/<profile>/deps");
+    let mut cmd = cargo();
+    cmd.args(["build", "-q", "-p", package, "--bin", bin]);
+    if profile_dir.file_name() == Some(OsStr::new("release")) {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("cargo runs");
+    assert!(
+        status.success(),
+        "cargo build -p {package} --bin {bin} failed"
+    );
+    let path = profile_dir.join(bin);
+    built.push((bin.to_owned(), path.clone()));
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_cargo_sets_for_a_crate_is_removed() {
+        for key in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_BIN_EXE_mcp-bridges",
+            "CARGO_CFG_TARGET_OS",
+            "OUT_DIR",
+        ] {
+            assert!(set_by_cargo_for_a_crate(OsStr::new(key)), "{key}");
+        }
+        for key in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_INCREMENTAL",
+            "CARGO_BUILD_JOBS",
+            "RUSTFLAGS",
+            "PATH",
+        ] {
+            assert!(!set_by_cargo_for_a_crate(OsStr::new(key)), "{key}");
+        }
+    }
+}
