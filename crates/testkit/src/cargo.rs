@@ -89,6 +89,58 @@ pub fn build_bin(package: &str, bin: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    /// Files that may start cargo themselves: this module; the CLI's build script, which builds the embedded
+    /// agent with its own allow-list of variables; and `cargo tree` in the link crate's split check, which
+    /// builds nothing.
+    const MAY_START_CARGO: &[&str] = &[
+        "crates/testkit/src/cargo.rs",
+        "crates/cli/build.rs",
+        "crates/link/tests/split.rs",
+    ];
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() && name != "target" && name != "node_modules" && name != ".peers" {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// The rebuild this module prevents comes back the day a test starts `cargo build` by hand.
+    #[test]
+    fn no_other_test_or_bench_starts_cargo() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        rust_files(&root.join("crates"), &mut files);
+        rust_files(&root.join("bench"), &mut files);
+        assert!(files.len() > 100, "the walk found the workspace's sources");
+        let needle = ["env!(\"", "CARGO\")"].concat();
+        let offenders: Vec<String> = files
+            .iter()
+            .filter_map(|path| {
+                let rel = path
+                    .strip_prefix(&root)
+                    .ok()?
+                    .to_string_lossy()
+                    .into_owned();
+                let text = std::fs::read_to_string(path).ok()?;
+                (text.contains(&needle) && !MAY_START_CARGO.contains(&rel.as_str())).then_some(rel)
+            })
+            .collect();
+        assert!(
+            offenders.is_empty(),
+            "start cargo through mcp_testkit::cargo (build_bin or cargo()), not env!(\"CARGO\"): {offenders:?}"
+        );
+    }
 
     #[test]
     fn only_what_cargo_sets_for_a_crate_is_removed() {
