@@ -44,30 +44,29 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-_BUILT: dict[tuple[str, str], Path | str] = {}
+# Every executable target of the workspace, by (package, kind, name), from one `cargo build`; or the build's
+# error text.
+_BUILT: dict[tuple[str, str, str], Path] | str | None = None
 
 
-def cargo_bin(package: str, bin_name: str | None = None) -> Path:
-    """Builds `bin_name` (default: the package name) of a workspace package in the dev profile and returns the
-    path of the executable. A no-op for cargo when it is already up to date. `<BIN_NAME>_BIN` in the
-    environment (e.g. MCP_FIXTURE_BIN) names a prebuilt executable instead. A failed build fails every test
-    that needs it, with cargo's errors, without building again for each test."""
-    bin_name = bin_name or package
-    override = os.environ.get(f"{bin_name.upper().replace('-', '_')}_BIN")
-    if override:
-        return Path(override)
-    key = (package, bin_name)
-    if key not in _BUILT:
-        _BUILT[key] = _build(package, bin_name)
-    built = _BUILT[key]
-    if isinstance(built, str):
-        pytest.fail(built, pytrace=False)
-    return built
+def _package_name(package_id: str) -> str:
+    # Cargo's package ids: "path+file:///…/crates/cli#mcp-bridges@0.1.0", "path+file:///…/sandbox-agent#0.1.0"
+    # (the name left out when it is the directory's), or before cargo 1.77 "mcp-bridges 0.1.0 (path+file:///…)".
+    if "#" not in package_id:
+        return package_id.split(" ", 1)[0]
+    url, fragment = package_id.rsplit("#", 1)
+    if "@" in fragment:
+        return fragment.split("@", 1)[0]
+    return url.rstrip("/").rsplit("/", 1)[1]
 
 
-def _build(package: str, bin_name: str) -> Path | str:
+def _build_all() -> dict[tuple[str, str, str], Path] | str:
+    # One build of every binary and example with the whole workspace's features: the same feature set the Rust
+    # tests were built with, so cargo links a few executables and compiles no dependency again. A build per
+    # package (`-p bitburner-fake`) resolves that package's features alone and compiled another copy of the
+    # dependencies for each.
     proc = subprocess.run(
-        ["cargo", "build", "--quiet", "-p", package, "--bin", bin_name, "--message-format=json-render-diagnostics"],
+        ["cargo", "build", "--quiet", "--workspace", "--bins", "--examples", "--message-format=json-render-diagnostics"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -75,12 +74,35 @@ def _build(package: str, bin_name: str) -> Path | str:
     )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.splitlines()[-40:])
-        return f"cargo build -p {package} --bin {bin_name} failed:\n{tail}"
+        return f"cargo build --workspace --bins --examples failed:\n{tail}"
+    built: dict[tuple[str, str, str], Path] = {}
     for line in proc.stdout.splitlines():
         msg = json.loads(line)
-        if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["target"]["name"] == bin_name:
-            return Path(msg["executable"])
-    return f"cargo built no executable named {bin_name} in package {package}"
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
+            for kind in msg["target"]["kind"]:
+                built[(_package_name(msg["package_id"]), kind, msg["target"]["name"])] = Path(msg["executable"])
+    return built
+
+
+def cargo_bin(package: str, bin_name: str | None = None, kind: str = "bin") -> Path:
+    """The executable of binary `bin_name` (default: the package name; `kind="example"` for an example) of a
+    workspace package, in the dev profile. The first call builds every binary and example of the workspace at
+    once; cargo does nothing for what is up to date. `<BIN_NAME>_BIN` in the environment (e.g. MCP_FIXTURE_BIN)
+    names a prebuilt executable instead. A failed build fails every test that needs it, with cargo's errors,
+    without building again for each test."""
+    global _BUILT
+    bin_name = bin_name or package
+    override = os.environ.get(f"{bin_name.upper().replace('-', '_')}_BIN")
+    if override:
+        return Path(override)
+    if _BUILT is None:
+        _BUILT = _build_all()
+    if isinstance(_BUILT, str):
+        pytest.fail(_BUILT, pytrace=False)
+    path = _BUILT.get((package, kind, bin_name))
+    if path is None:
+        pytest.fail(f"cargo built no {kind} named {bin_name} in package {package}", pytrace=False)
+    return path
 
 
 def peer_tool(name: str) -> Path:

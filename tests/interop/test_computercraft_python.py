@@ -5,7 +5,6 @@ run as the `ccsim` example), linked to the bridge over real loopback WebSockets.
 
 from __future__ import annotations
 
-import json
 import queue
 import subprocess
 import threading
@@ -16,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import ROOT, HttpServer, cargo_bin, error, ok
+from conftest import HttpServer, cargo_bin, error, ok
 from mcp import Client, StdioServerParameters
 
 ERAS = ["legacy", "2026-07-28"]
@@ -25,28 +24,9 @@ LINK_ARGS = ["--computercraft-link-host", "127.0.0.1", "--computercraft-link-por
 
 pytestmark = [pytest.mark.anyio]
 
-_EXAMPLE: list[Path] = []
-
-
 def ccsim_bin() -> Path:
-    """Builds the ccsim example and returns its executable."""
-    if not _EXAMPLE:
-        proc = subprocess.run(
-            ["cargo", "build", "--quiet", "-p", "bridge-computercraft", "--example", "ccsim", "--message-format=json-render-diagnostics"],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        if proc.returncode != 0:
-            pytest.fail(f"cargo build --example ccsim failed:\n{proc.stderr[-4000:]}", pytrace=False)
-        for line in proc.stdout.splitlines():
-            msg = json.loads(line)
-            if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["target"]["name"] == "ccsim":
-                _EXAMPLE.append(Path(msg["executable"]))
-        if not _EXAMPLE:
-            pytest.fail("no executable for example ccsim", pytrace=False)
-    return _EXAMPLE[0]
+    """The ccsim example's executable."""
+    return cargo_bin("bridge-computercraft", "ccsim", kind="example")
 
 
 class Computers:

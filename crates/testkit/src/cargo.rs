@@ -56,8 +56,13 @@ pub fn cargo() -> Command {
     cmd
 }
 
-/// Builds binary `bin` of workspace package `package` in the running test's profile and target directory, once
-/// per test process (cargo does nothing when it is up to date), and returns its path.
+/// Binary `bin` of workspace package `package`, built in the running test's profile and target directory, once
+/// per test process (cargo does nothing when it is up to date).
+///
+/// It builds every binary and example of the workspace: with the whole workspace's features, the ones the test
+/// build used, so after `cargo nextest run --workspace` cargo only links the few binaries no test needed.
+/// `cargo build -p <package>` resolves that package's features alone and compiled a second copy of many
+/// dependencies.
 pub fn build_bin(package: &str, bin: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<Vec<(String, PathBuf)>>> = OnceLock::new();
     let built = BUILT.get_or_init(Mutex::default);
@@ -72,16 +77,17 @@ pub fn build_bin(package: &str, bin: &str) -> PathBuf {
         .and_then(|deps| deps.parent())
         .expect("a test binary lives in target/<profile>/deps");
     let mut cmd = cargo();
-    cmd.args(["build", "-q", "-p", package, "--bin", bin]);
+    cmd.args(["build", "-q", "--workspace", "--bins", "--examples"]);
     if profile_dir.file_name() == Some(OsStr::new("release")) {
         cmd.arg("--release");
     }
     let status = cmd.status().expect("cargo runs");
     assert!(
         status.success(),
-        "cargo build -p {package} --bin {bin} failed"
+        "cargo build --workspace --bins --examples failed (wanted {package}'s {bin})"
     );
     let path = profile_dir.join(bin);
+    assert!(path.is_file(), "the build made no {}", path.display());
     built.push((bin.to_owned(), path.clone()));
     path
 }
