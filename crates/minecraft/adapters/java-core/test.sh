@@ -4,7 +4,7 @@
 #
 #   crates/minecraft/adapters/java-core/test.sh
 #
-# Environment: MC_RELAY_BIN   a built mcp-bridges binary (default: cargo build -p mcp-bridges, dev profile)
+# Environment: MC_RELAY_BIN   a built mcp-bridges binary (default: the workspace's dev build of it)
 #              JUNIT_CONSOLE_JAR   (default /usr/share/java/junit-platform-console-standalone.jar, apt junit5)
 #              TEST_COUNTS_FILE    if set, "<passed> <failed>" is appended (scripts/test's closing line)
 set -euo pipefail
@@ -25,7 +25,9 @@ javac --release 17 -Xlint:all,-serial -Werror -encoding UTF-8 -d "$OUT/main" "${
 javac --release 17 -Xlint:all,-serial -encoding UTF-8 -d "$OUT/test" -cp "$OUT/main:$JAR" "${test_src[@]}"
 
 if [[ -z "${MC_RELAY_BIN:-}" ]]; then
-  (cd "$ROOT" && cargo build --quiet -p mcp-bridges --bin mcp-bridges)
+  # The whole workspace's binaries, as the other test stages build them: with its features, so no dependency is
+  # compiled again for this one binary (a `-p mcp-bridges` build resolves that package's features alone).
+  (cd "$ROOT" && cargo build --quiet --workspace --bins --examples)
   MC_RELAY_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/mcp-bridges"
 fi
 export MC_RELAY_BIN
