@@ -219,6 +219,8 @@ async def test_rejected_calls_send_nothing(connect, era: str) -> None:
 async def test_a_drop_fails_the_call_in_flight(connect) -> None:
     async with connect("http", "2026-07-28") as client, game_for(client) as game:
         game.command("mute")
+        # The request goes through the bridge, not the fake's stdin: without this wait the game could answer it.
+        await game.wait_for("muted")
         result: dict[str, Any] = {}
 
         async def read() -> None:

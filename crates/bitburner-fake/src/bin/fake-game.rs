@@ -3,9 +3,10 @@
 //! `cargo run -p bitburner-fake --bin fake-game -- --connect ws://127.0.0.1:12525 [--version 3.0]`
 //!
 //! Prints one JSON object per line on stdout: `{"event":"connected"}`, `{"event":"request","frame":...}`,
-//! `{"event":"closed","how":...}`. Reads commands on stdin, one per line: `close`, `mute` (stop answering),
-//! `unmute`, `send <text>` (send a raw frame), `reconnect`. Exits when the connection ends, unless
-//! `--reconnect-delay-ms` is set (the v3.0 auto-reconnect setting).
+//! `{"event":"closed","how":...}`, and `{"event":"muted"}` / `{"event":"unmuted"}` once those hold. Reads
+//! commands on stdin, one per line: `close`, `mute` (stop answering), `unmute`, `send <text>` (send a raw
+//! frame), `reconnect`. Exits when the connection ends, unless `--reconnect-delay-ms` is set (the v3.0
+//! auto-reconnect setting).
 
 use bitburner_fake::{Closed, FakeGame, GameVersion, WEB_ORIGIN};
 use clap::Parser;
@@ -80,8 +81,16 @@ async fn main() -> std::process::ExitCode {
                 line = stdin.next_line(), if stdin_open => match line {
                     Ok(Some(line)) => match line.split_once(' ').unwrap_or((line.as_str(), "")) {
                         ("close", _) => conn.close(),
-                        ("mute", _) => conn.set_answering(false),
-                        ("unmute", _) => conn.set_answering(true),
+                        // Said once it holds, so a test can wait for it before sending the request it
+                        // must not answer: the request reaches the game by another path than this line.
+                        ("mute", _) => {
+                            conn.set_answering(false);
+                            emit(json!({"event": "muted"}));
+                        }
+                        ("unmute", _) => {
+                            conn.set_answering(true);
+                            emit(json!({"event": "unmuted"}));
+                        }
                         ("send", text) => conn.send_text(text),
                         ("reconnect", _) => conn.close(),
                         (other, _) => emit(json!({"event": "error", "message": format!("unknown command {other:?}")})),
