@@ -24,6 +24,7 @@ LINK_ARGS = ["--computercraft-link-host", "127.0.0.1", "--computercraft-link-por
 
 pytestmark = [pytest.mark.anyio]
 
+
 def ccsim_bin() -> Path:
     """The ccsim example's executable."""
     return cargo_bin("bridge-computercraft", "ccsim", kind="example")

@@ -11,7 +11,7 @@
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// The variables cargo sets for the crate it builds, runs or tests (the cargo book's "Environment variables
 /// Cargo sets for crates" and "… for build scripts"). What the user set for cargo (`CARGO_HOME`,
@@ -64,31 +64,30 @@ pub fn cargo() -> Command {
 /// `cargo build -p <package>` resolves that package's features alone and compiled a second copy of many
 /// dependencies.
 pub fn build_bin(package: &str, bin: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<Vec<(String, PathBuf)>>> = OnceLock::new();
-    let built = BUILT.get_or_init(Mutex::default);
-    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, path)) = built.iter().find(|(name, _)| name == bin) {
-        return path.clone();
-    }
-    let exe = std::env::current_exe().expect("the test knows its own path");
-    // target/<profile>/deps/<test> -> target/<profile>
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("a test binary lives in target/<profile>/deps");
-    let mut cmd = cargo();
-    cmd.args(["build", "-q", "--workspace", "--bins", "--examples"]);
-    if profile_dir.file_name() == Some(OsStr::new("release")) {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().expect("cargo runs");
-    assert!(
-        status.success(),
-        "cargo build --workspace --bins --examples failed (wanted {package}'s {bin})"
-    );
+    // One build makes every binary, so what is kept is that it ran: the profile directory they are in.
+    static PROFILE_DIR: OnceLock<PathBuf> = OnceLock::new();
+    let profile_dir = PROFILE_DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test knows its own path");
+        // target/<profile>/deps/<test> -> target/<profile>
+        let profile_dir = exe
+            .parent()
+            .and_then(|deps| deps.parent())
+            .expect("a test binary lives in target/<profile>/deps")
+            .to_path_buf();
+        let mut cmd = cargo();
+        cmd.args(["build", "-q", "--workspace", "--bins", "--examples"]);
+        if profile_dir.file_name() == Some(OsStr::new("release")) {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo runs");
+        assert!(
+            status.success(),
+            "cargo build --workspace --bins --examples failed (wanted {package}'s {bin})"
+        );
+        profile_dir
+    });
     let path = profile_dir.join(bin);
     assert!(path.is_file(), "the build made no {}", path.display());
-    built.push((bin.to_owned(), path.clone()));
     path
 }
 
