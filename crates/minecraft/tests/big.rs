@@ -15,7 +15,9 @@ async fn get_world_info_at_radius_16_answers_through_the_mcp_server() {
     let relay = start_relay(relay_args(&["--heartbeat-interval", "15s"])).await;
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
-    let server = McpServer::linked(&relay, MCP_TOKEN, &[]).await;
+    // The first page waits for the whole scan, megabytes in chunks through the relay in a debug build: on a
+    // loaded machine that outlasted the default 5 s command timeout once. The test is about size, not speed.
+    let server = McpServer::linked(&relay, MCP_TOKEN, &["--minecraft-timeout", "60s"]).await;
     server.ready(1).await;
     for radius in [6u64, 16] {
         // Answers come in pages that fit an MCP client's limits (the Python SDK refuses SSE events over 1 MiB,
