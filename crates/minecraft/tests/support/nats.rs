@@ -10,12 +10,26 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `n` distinct free loopback ports, from below the kernel's ephemeral range (32768-60999 on Linux by default):
+/// a port from port 0 is released before its node binds it, and meanwhile any outgoing connection of a test
+/// running beside this one may take it as its local port (two tests open a thousand sockets each). Here only
+/// another explicit bind can, and a node that loses its port anyway restarts the cluster ([`Cluster::start`]).
+/// Every listener is held until all are picked, so the ports are distinct.
+fn free_ports(n: usize) -> Vec<u16> {
+    const RANGE: std::ops::Range<u16> = 20_000..32_000;
+    let mut held = Vec::new();
+    let mut tries = 0;
+    while held.len() < n {
+        tries += 1;
+        assert!(tries < 10_000, "no {n} free loopback ports in {RANGE:?}");
+        let port = RANGE.start + (rand_u64() % u64::from(RANGE.end - RANGE.start)) as u16;
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 pub struct Node {
@@ -47,13 +61,33 @@ fn server_binary() -> PathBuf {
 }
 
 impl Cluster {
-    /// Starts three nodes and waits until JetStream answers with a meta leader.
+    /// Starts three nodes and waits until JetStream answers with a meta leader. A free port can still be taken
+    /// by another process before its node binds it: a node that exits while the cluster starts is named with
+    /// its log, and the cluster starts again on new ports (three tries).
     pub async fn start() -> Cluster {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut cluster = Cluster::start_once();
+            match cluster.ready_within(Duration::from_secs(60)).await {
+                Ok(()) => return cluster,
+                Err(why) if tries < 3 && why.starts_with("node") => {
+                    eprintln!(
+                        "NATS cluster start {tries} failed, starting again on new ports: {why}"
+                    );
+                }
+                Err(why) => panic!("the NATS cluster did not start: {why}"),
+            }
+        }
+    }
+
+    fn start_once() -> Cluster {
         let bin = server_binary();
         let dir =
             std::env::temp_dir().join(format!("mc-nats-{}-{:x}", std::process::id(), rand_u64()));
         std::fs::create_dir_all(&dir).unwrap();
-        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let picked = free_ports(6);
+        let ports: Vec<(u16, u16)> = picked.chunks(2).map(|p| (p[0], p[1])).collect();
         let routes: Vec<String> = ports
             .iter()
             .map(|(_, c)| format!("\"nats-route://127.0.0.1:{c}\""))
@@ -85,9 +119,7 @@ impl Cluster {
             node.spawn(&bin);
             nodes.push(node);
         }
-        let cluster = Cluster { dir, nodes };
-        cluster.wait_ready().await;
-        cluster
+        Cluster { dir, nodes }
     }
 
     /// Every node's client URL, comma-separated (the relay's `--bus`).
@@ -100,15 +132,36 @@ impl Cluster {
     }
 
     /// Waits until a stream of three replicas can be created (a meta leader and every peer known).
-    pub async fn wait_ready(&self) {
+    pub async fn wait_ready(&mut self) {
+        if let Err(why) = self.ready_within(Duration::from_secs(60)).await {
+            panic!("the NATS cluster did not come back: {why}");
+        }
+    }
+
+    /// Whether a stream of three replicas can be created within `limit`; if not, why: a node that exited
+    /// (`node …`, with the end of its log), or what JetStream last answered and every node's log.
+    async fn ready_within(&mut self, limit: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + limit;
         // The node takes a moment to listen.
-        let client = async_nats::ConnectOptions::new()
-            .retry_on_initial_connect()
-            .connect(format!("127.0.0.1:{}", self.nodes[0].port))
-            .await
-            .unwrap();
+        let mut connecting = Box::pin(
+            async_nats::ConnectOptions::new()
+                .retry_on_initial_connect()
+                .connect(format!("127.0.0.1:{}", self.nodes[0].port)),
+        );
+        let client = loop {
+            tokio::select! {
+                client = &mut connecting => break client.unwrap(),
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+            self.check_nodes()?;
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "node n1 never answered on its port\n{}",
+                    self.logs()
+                ));
+            }
+        };
         let js = async_nats::jetstream::new(client);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             let made = js
                 .create_stream(async_nats::jetstream::stream::Config {
@@ -120,14 +173,43 @@ impl Cluster {
                 .await;
             if made.is_ok() {
                 let _ = js.delete_stream("READY").await;
-                return;
+                return Ok(());
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the NATS cluster did not elect a JetStream leader within 60 s: {made:?}"
-            );
+            self.check_nodes()?;
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "no JetStream leader within {limit:?}: {made:?}\n{}",
+                    self.logs()
+                ));
+            }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+
+    /// Every started node still runs; the first that exited, with the end of its log.
+    fn check_nodes(&mut self) -> Result<(), String> {
+        for node in &mut self.nodes {
+            if let Some(child) = node.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(format!(
+                    "node {} exited ({status}) on ports {}/{}: {}",
+                    node.name,
+                    node.port,
+                    node.cluster_port,
+                    node.log_tail()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn logs(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("{}: {}", n.name, n.log_tail()))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The index of the node leading `stream`'s replicas.
@@ -165,6 +247,13 @@ impl Cluster {
 }
 
 impl Node {
+    /// The last lines of the node's log.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.config.with_extension("log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(8)..].join("\n  ")
+    }
+
     fn spawn(&mut self, bin: &PathBuf) {
         let log = std::fs::File::create(self.config.with_extension("log")).unwrap();
         let child = Command::new(bin)
