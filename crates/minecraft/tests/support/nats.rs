@@ -32,6 +32,21 @@ fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
+/// Why a cluster is not ready: only a node that exited (its port taken before it bound it) is worth starting
+/// the cluster again for.
+enum NotReady {
+    Exited(String),
+    TimedOut(String),
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotReady::Exited(why) | NotReady::TimedOut(why) => f.write_str(why),
+        }
+    }
+}
+
 pub struct Node {
     pub name: String,
     pub port: u16,
@@ -71,7 +86,7 @@ impl Cluster {
             let mut cluster = Cluster::start_once();
             match cluster.ready_within(Duration::from_secs(60)).await {
                 Ok(()) => return cluster,
-                Err(why) if tries < 3 && why.starts_with("node") => {
+                Err(NotReady::Exited(why)) if tries < 3 => {
                     eprintln!(
                         "NATS cluster start {tries} failed, starting again on new ports: {why}"
                     );
@@ -139,8 +154,8 @@ impl Cluster {
     }
 
     /// Whether a stream of three replicas can be created within `limit`; if not, why: a node that exited
-    /// (`node …`, with the end of its log), or what JetStream last answered and every node's log.
-    async fn ready_within(&mut self, limit: Duration) -> Result<(), String> {
+    /// (with the end of its log), or what JetStream last answered and every node's log.
+    async fn ready_within(&mut self, limit: Duration) -> Result<(), NotReady> {
         let deadline = tokio::time::Instant::now() + limit;
         // The node takes a moment to listen.
         let mut connecting = Box::pin(
@@ -155,10 +170,10 @@ impl Cluster {
             }
             self.check_nodes()?;
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!(
+                return Err(NotReady::TimedOut(format!(
                     "node n1 never answered on its port\n{}",
                     self.logs()
-                ));
+                )));
             }
         };
         let js = async_nats::jetstream::new(client);
@@ -177,28 +192,28 @@ impl Cluster {
             }
             self.check_nodes()?;
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!(
+                return Err(NotReady::TimedOut(format!(
                     "no JetStream leader within {limit:?}: {made:?}\n{}",
                     self.logs()
-                ));
+                )));
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 
     /// Every started node still runs; the first that exited, with the end of its log.
-    fn check_nodes(&mut self) -> Result<(), String> {
+    fn check_nodes(&mut self) -> Result<(), NotReady> {
         for node in &mut self.nodes {
             if let Some(child) = node.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                return Err(format!(
+                return Err(NotReady::Exited(format!(
                     "node {} exited ({status}) on ports {}/{}: {}",
                     node.name,
                     node.port,
                     node.cluster_port,
                     node.log_tail()
-                ));
+                )));
             }
         }
         Ok(())
