@@ -19,7 +19,9 @@ from __future__ import annotations
 import json
 import os
 import queue
+import random
 import re
+import socket
 import subprocess
 import tempfile
 import threading
@@ -36,6 +38,27 @@ PEERS = Path(os.environ.get("PEERS_DIR", ROOT / ".peers"))
 # How long a server may take from spawn to a healthy /health. Generous: CI machines are shared and slow; the
 # wait ends as soon as /health answers, so a fast start costs nothing.
 STARTUP_TIMEOUT_S = 60.0
+
+
+# The files that take longest, longest first (seconds in one CI run). Under `pytest -n` each file goes whole to a
+# worker in collection order, so these start at once instead of last; the stage takes about as long as the longest
+# file. Any file not named keeps its place after them.
+_SLOW_FILES = (
+    "test_minecraft_outage.py",  # 105: the relay down for 90 s
+    "test_sandbox_python.py",  # 67: a microVM boot
+    "test_poll_events_ts.py",  # 67
+    "test_inspector_bridges.py",  # 57
+    "test_minecraft_faults.py",  # 55
+    "test_minecraft_plugin_node.py",  # 50
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return _SLOW_FILES.index(name) if name in _SLOW_FILES else len(_SLOW_FILES)
+
+    items.sort(key=rank)  # stable: the tests of a file keep their order
 
 
 @pytest.fixture
@@ -103,6 +126,26 @@ def cargo_bin(package: str, bin_name: str | None = None, kind: str = "bin") -> P
     if path is None:
         pytest.fail(f"cargo built no {kind} named {bin_name} in package {package}", pytrace=False)
     return path
+
+
+# Ports a test must know before its server binds (a peer that restarts on the same port, a game its bridge dials)
+# come from below 32768, where Linux picks the local ports of outgoing connections (ip_local_port_range
+# 32768-60999): a port taken from port 0 and released is in that range, and any test running beside it (pytest -n)
+# can take it for a connection before the server binds it.
+_PORTS_LOW, _PORTS_HIGH = 20000, 31999
+
+
+def free_port() -> int:
+    """A loopback port free at the moment of the call, from below the kernel's range for outgoing connections."""
+    for _ in range(200):
+        port = random.randint(_PORTS_LOW, _PORTS_HIGH)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.fail(f"no free loopback port in {_PORTS_LOW}-{_PORTS_HIGH} after 200 tries", pytrace=False)
 
 
 def peer_tool(name: str) -> Path:

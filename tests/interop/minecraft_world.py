@@ -1,7 +1,7 @@
 """Processes for the Minecraft end-to-end tests: the Rust relay (`mcp-bridges minecraft-relay`), the flying-squid
 game with the bridge plugin (`scripts/minecraft-server`), mineflayer bots (`minecraft_bots.cjs`) and the MCP
-server (`mcp-bridges minecraft --minecraft-relay-url ...`). Every port comes from the kernel (port 0) or from a socket
-bound to port 0 just before (the relay's port must survive a restart). A missing peer fails the test."""
+server (`mcp-bridges minecraft --minecraft-relay-url ...`). Every port comes from the kernel (port 0) or, for the
+relay, whose port must survive a restart, from `conftest.free_port`. A missing peer fails the test."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PEERS, ROOT, HttpServer, cargo_bin
+from conftest import PEERS, ROOT, HttpServer, cargo_bin, free_port
 
 GAME_TOKEN = "game-token-e2e-0123456789"
 MCP_TOKEN = "mcp-token-e2e-0123456789"
@@ -52,12 +51,6 @@ max_command_length = 256
 [logging]
 level = "INFO"
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def real_node() -> str:
