@@ -8,7 +8,7 @@ from __future__ import annotations
 import queue
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any

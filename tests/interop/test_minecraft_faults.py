@@ -1,8 +1,8 @@
 """Issue 22, "prove it": faults with the real flying-squid server (MC 1.21.4) and the project's plugin, the Rust
 relay and MCP server as separate processes, mineflayer bots making the events. Each test counts: every chat line
-a bot said either reaches the MCP server or is reported lost (`lost_total`), never silently missing.
+a bot said either reaches the MCP server or is reported lost (`lost_total`), never silently missing. The relay
+down for 90 s and back is in `test_minecraft_outage.py`.
 
-- the relay down for 90 s and back: the plugin redials through every backoff cap and resends its outbox;
 - the relay SIGKILLed in the middle of a burst while the MCP server is SIGSTOPped (lagging): what the dead relay
   held is reported as lost, with the count;
 - two servers under one name: the second is refused (name_in_use), the first is never kicked, and two servers
@@ -18,201 +18,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
-import tempfile
-import threading
 import time
-import urllib.request
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from conftest import PEERS, ROOT, HttpServer, error, ok
-from mcp import Client
-from minecraft_world import GAME_TOKEN, MCP_TOKEN, MCP_TOKEN_READONLY, Bots, Proc, Relay, mcp_server, real_node
+from conftest import error, ok
+from minecraft_faults import ADAPTER, Server, client_of, metrics, rss_kib, say, settle, wait_games
+from minecraft_world import MCP_TOKEN_READONLY, Bots, Relay, mcp_server, real_node
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:resources/subscribe is removed")]
-
-ADAPTER = ROOT / "crates" / "minecraft" / "adapters" / "flying-squid"
-
-# Redial from 200 ms doubling to the default cap of 30 s: a 90 s outage goes through every step of it.
-FAULT_CONFIG = """
-[bridge]
-reconnect_delay = 200
-reconnect_max_delay = 30000
-
-[events]
-enabled = ["player_join", "player_quit", "player_chat", "player_death", "block_break"]
-
-[commands]
-allowed_patterns = [
-  "^say bridge .*$",
-  "^give \\\\w+ [\\\\w:]+ \\\\d+$",
-  "^tp \\\\w+ -?\\\\d+ -?\\\\d+ -?\\\\d+$",
-]
-
-[logging]
-level = "INFO"
-"""
-
-
-class Server:
-    """flying-squid with the plugin (scripts/minecraft-server); `name=None` leaves the name to the plugin."""
-
-    def __init__(self, relay_url: str, name: str | None, config: str = FAULT_CONFIG) -> None:
-        self.dir = tempfile.TemporaryDirectory(prefix="mc-fault-")
-        cfg = Path(self.dir.name) / "minecraft-mcp-bridge.toml"
-        cfg.write_text(config)
-        argv = [str(ROOT / "scripts" / "minecraft-server"), "--port", "0", "--relay", relay_url, "--token", GAME_TOKEN, "--config", str(cfg)]
-        if name:
-            argv += ["--name", name]
-        # stdout: the launcher's status lines; stderr (the plugin's log) goes to the Proc's file.
-        self.proc = Proc(argv, env={"PEERS_DIR": str(PEERS)}, watch="stdout", name="minecraft-server")
-        m = self.proc.wait_for(r"^ready port=(\d+) game=(\S+)", timeout=180)
-        self.port = int(m.group(1))
-        self.name = m.group(2)
-
-    def linked(self) -> int:
-        return sum(line.startswith("linked ") for line in self.proc.seen)
-
-    def wait_linked(self, count: int = 1, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while self.linked() < count:
-            assert time.monotonic() < deadline, f"{self.name}: linked {self.linked()} times, not {count}:\n{self.proc.tail()}"
-            assert self.proc.proc.poll() is None, self.proc.tail()
-            time.sleep(0.05)
-
-    def log(self) -> str:
-        return self.proc.tail(100_000)
-
-    def stop(self) -> None:
-        self.proc.stop()
-        self.dir.cleanup()
-
-
-def metrics(relay: Relay) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{relay.port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
-async def chat_lines(client: Client, cursor: int = 0) -> tuple[list[str], int]:
-    """Every player_chat message on the stream after `cursor` (loss records skipped), and the next cursor."""
-    lines: list[str] = []
-    while True:
-        page = await ok(client, "poll_events", {"stream": "player_chat", "since": cursor, "limit": 500})
-        lines += [e["data"]["data"]["message"] for e in page["events"] if e["data"].get("eventType") == "player_chat"]
-        cursor = page["next_since"]
-        if not page["more"]:
-            return lines, cursor
-
-
-async def status(client: Client) -> dict[str, Any]:
-    return await ok(client, "status", {})
-
-
-async def wait_games(client: Client, games: list[str], timeout: float = 60) -> dict[str, Any]:
-    with anyio.fail_after(timeout):
-        while True:
-            st = await status(client)
-            if st.get("connected") and sorted(st.get("games", [])) == sorted(games):
-                return st
-            await anyio.sleep(0.1)
-
-
-async def settle(client: Client, sent: list[str], received: list[str], cursor: int, timeout: float = 90) -> tuple[int, dict[str, Any]]:
-    """Reads until every line sent arrived or is covered by lost_total (which only grows), then once more after
-    a quiet second; returns the cursor and the final status."""
-    deadline = time.monotonic() + timeout
-    while True:
-        lines, cursor = await chat_lines(client, cursor)
-        received += lines
-        st = await status(client)
-        missing = sorted(set(sent) - set(received), key=sent.index)
-        if len(missing) <= st["lost_total"]:
-            await anyio.sleep(1)
-            lines, cursor = await chat_lines(client, cursor)
-            received += lines
-            return cursor, await status(client)
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{len(missing)} lines neither arrived nor were reported lost within {timeout} s: sent {len(sent)}, "
-                f"received {len(set(received))} distinct, status {st}; missing {missing[:5]}...{missing[-5:]}"
-            )
-        await anyio.sleep(0.2)
-
-
-def client_of(url: str) -> Any:
-    return Client(url, mode="legacy", cache=None, read_timeout_seconds=60)
-
-
-def say(bots: Bots, bot: str, sent: list[str], n: int, prefix: str, gap: float = 0.0) -> None:
-    for _ in range(n):
-        text = f"{prefix}-{len(sent)}"
-        bots.request("chat", name=bot, text=text)
-        sent.append(text)
-        if gap:
-            time.sleep(gap)
-
-
-async def test_relay_down_90_s_and_back_loses_nothing_unreported() -> None:
-    relay = Relay().start()
-    game = Server(relay.url, "outage")
-    server = mcp_server(relay.url, client_id="outage", events="player_chat")
-    bots = Bots(game.port)
-    sent: list[str] = []
-    received: list[str] = []
-    try:
-        game.wait_linked()
-        bots.request("join", name="olga")
-        async with client_of(server.mcp_url) as client:
-            await wait_games(client, ["outage"])
-            say(bots, "olga", sent, 20, "before")
-            cursor, st = await settle(client, sent, received, 0)
-            assert set(sent) <= set(received) and st["lost_total"] == 0, st
-
-            relay.stop(signal.SIGKILL)
-            down = time.monotonic()
-            # 100 lines over the 90 s the relay is away: held in the plugin's outbox (1000 events).
-            say(bots, "olga", sent, 100, "away", gap=0.9)
-            while time.monotonic() - down < 90:
-                time.sleep(0.5)
-            redials = len(re.findall(r"relay (dial failed|link error|refused)", game.log()))
-            relay.start()
-            # The plugin's next dial comes within its backoff cap (30 s) of the relay's return.
-            game.wait_linked(2, timeout=45)
-            await wait_games(client, ["outage"])
-            say(bots, "olga", sent, 20, "after")
-            cursor, st = await settle(client, sent, received, cursor)
-        missing = sorted(set(sent) - set(received))
-        print(f"relay down {time.monotonic() - down:.0f} s: sent {len(sent)} lines (100 while away), received "
-              f"{len(set(received))} distinct, {len(received) - len(set(received))} duplicates, missing {len(missing)}, "
-              f"lost_total {st['lost_total']}, plugin links {game.linked()}, dial problems logged {redials}")
-        assert missing == [], f"lost while the relay was away: {missing[:10]}"
-        assert st["lost_total"] == 0, st
-        assert "retrying forever" in game.log(), "the long outage is logged once, and the plugin keeps dialling"
-        assert game.log().count("retrying forever") == 1
-        assert game.proc.proc.poll() is None
-    finally:
-        bots.stop()
-        server.stop()
-        game.stop()
-        relay.stop()
 
 
 async def test_relay_killed_during_a_burst_while_the_mcp_server_lags_reports_every_loss() -> None:
@@ -496,7 +313,3 @@ async def test_commands_over_the_games_limits_are_refused_before_flying_squid_ru
         server.stop()
         game.stop()
         relay.stop()
-
-
-# Keep pyflakes quiet about helpers some runs do not use.
-_ = (threading, HttpServer, MCP_TOKEN)
