@@ -27,7 +27,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tools::{Ctx, Limits};
 
-/// One game connects at a time; the cap only keeps stray or hostile clients from holding descriptors.
+/// One game connects at a time; the cap only keeps stray or hostile clients from holding descriptors. The
+/// per-address cap stays the default's (above this cap) on purpose: the game and any local junk share
+/// 127.0.0.1, and a lower one would close the game at accept while junk holds it; at the cap the listener
+/// closes the oldest silent connection to let the game in (`bridge_core::net`).
 const GAME_LIMITS: ListenLimits = ListenLimits {
     max_connections: 64,
     ..ListenLimits::DEFAULT

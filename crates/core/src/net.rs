@@ -5,9 +5,14 @@
 //! Without these, 1 000 idle sockets and 100 slow-loris clients (one header byte every few seconds) held
 //! every listener open forever and, with a low descriptor limit, real calls timed out (issue 8, item 4).
 //!
-//! - **Cap**: at most [`ListenLimits::max_connections`] accepted connections at once. When the cap is
-//!   reached the listener stops accepting; new clients wait in the kernel's backlog (no descriptor of ours)
-//!   until a slot frees. WebSocket links hold their slot for their lifetime, so the cap also bounds links.
+//! - **Cap**: at most [`ListenLimits::max_connections`] accepted connections at once. WebSocket links hold
+//!   their slot for their lifetime, so the cap also bounds links. At the cap, a new client makes room: the
+//!   listener closes the oldest connection that has sent no request head for a second, or else the oldest
+//!   one kept alive with no request in flight for a second (counted as `evicted`), and the new client takes
+//!   its slot. Only when no connection may be closed (a request in flight, a WebSocket link, or younger
+//!   than that) do new clients wait, in the kernel's backlog, until one frees. Without that, sockets that connect and say nothing held every slot until their
+//!   handshake deadline, and an attacker who reconnected as each timed out kept every new client waiting
+//!   about 8 s, before any token was checked (the hostile run of stop 40).
 //! - **Cap per peer address**: at most [`ListenLimits::max_per_ip`] of them from one IP address (an IPv6
 //!   address counts by its /64, what one host is usually given). A connection beyond it is closed as soon as
 //!   it is accepted, so one client cannot take every slot; loopback is no exception.
@@ -41,14 +46,14 @@ use axum::routing::future::RouteFuture;
 use axum::serve::{IncomingStream, Listener};
 use futures::task::AtomicWaker;
 use http::{HeaderValue, StatusCode, Version, header};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -104,14 +109,18 @@ pub enum CloseReason {
     Refused,
     /// Its peer address already held [`ListenLimits::max_per_ip`] connections; closed at accept.
     PerIpCap,
+    /// At the cap, closed to make room for a new client: it had sent no request head yet, or it was kept
+    /// alive with no request in flight.
+    Evicted,
 }
 
 impl CloseReason {
-    pub const ALL: [CloseReason; 4] = [
+    pub const ALL: [CloseReason; 5] = [
         CloseReason::HandshakeTimeout,
         CloseReason::IdleTimeout,
         CloseReason::Refused,
         CloseReason::PerIpCap,
+        CloseReason::Evicted,
     ];
 
     /// The `reason` label in `/metrics`.
@@ -121,6 +130,7 @@ impl CloseReason {
             CloseReason::IdleTimeout => "idle_timeout",
             CloseReason::Refused => "refused",
             CloseReason::PerIpCap => "per_ip_cap",
+            CloseReason::Evicted => "evicted",
         }
     }
 }
@@ -132,7 +142,7 @@ pub struct ListenStats {
     peak: AtomicUsize,
     accepted: AtomicU64,
     /// Indexed like [`CloseReason::ALL`].
-    closed: [AtomicU64; 4],
+    closed: [AtomicU64; 5],
 }
 
 impl ListenStats {
@@ -197,7 +207,7 @@ fn render_listeners(prefix: &str, listeners: &[(String, &ListenStats, ListenLimi
         (
             "connections_closed_total",
             "counter",
-            "Connections the server closed, by reason (handshake_timeout, idle_timeout, refused, per_ip_cap).",
+            "Connections the server closed, by reason (handshake_timeout, idle_timeout, refused, per_ip_cap, evicted).",
             |s, _| {
                 CloseReason::ALL
                     .iter()
@@ -293,6 +303,8 @@ pub struct GuardedListener {
     limits: ListenLimits,
     slots: Arc<Semaphore>,
     per_ip: Arc<PerIp>,
+    /// Every connection accepted and not yet known to be gone, oldest first: where room is made at the cap.
+    open: VecDeque<Weak<ConnState>>,
     stats: Arc<ListenStats>,
     tls: Option<TlsAcceptor>,
 }
@@ -303,6 +315,7 @@ impl GuardedListener {
             inner,
             slots: Arc::new(Semaphore::new(limits.max_connections.max(1))),
             per_ip: Arc::default(),
+            open: VecDeque::new(),
             limits,
             stats: Arc::default(),
             tls: None,
@@ -339,20 +352,6 @@ impl Listener for GuardedListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (GuardedIo, SocketAddr) {
-        let permit = match Arc::clone(&self.slots).try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => {
-                tracing::warn!(
-                    max = self.limits.max_connections,
-                    "connection cap reached; new connections wait until one closes"
-                );
-                // The semaphore is never closed, so this only fails if that changes; then take no cap.
-                match Arc::clone(&self.slots).acquire_owned().await {
-                    Ok(permit) => permit,
-                    Err(_) => std::future::pending().await,
-                }
-            }
-        };
         let (tcp, addr, peer_slot) = loop {
             let (tcp, addr) = match self.inner.accept().await {
                 Ok(accepted) => accepted,
@@ -367,7 +366,7 @@ impl Listener for GuardedListener {
             match PerIp::take(&self.per_ip, addr.ip(), self.limits.max_per_ip.max(1)) {
                 Some(slot) => break (tcp, addr, slot),
                 None => {
-                    // Dropping the socket closes it; the global slot stays ours for the next client.
+                    // Dropping the socket closes it, before it takes a slot.
                     self.stats.count(CloseReason::PerIpCap);
                     tracing::debug!(
                         peer = %addr,
@@ -377,6 +376,10 @@ impl Listener for GuardedListener {
                     drop(tcp);
                 }
             }
+        };
+        let permit = match Arc::clone(&self.slots).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => self.wait_for_room().await,
         };
         // Request/response links suffer from Nagle's delay (SSE replies stalled ~40 ms without it).
         if let Err(e) = tcp.set_nodelay(true) {
@@ -391,7 +394,9 @@ impl Listener for GuardedListener {
             limits: self.limits,
             waker: AtomicWaker::new(),
             stats: Arc::clone(&self.stats),
+            evicted: AtomicBool::new(false),
         });
+        self.remember(&state);
         let inner = match &self.tls {
             Some(acceptor) => Stream::Handshaking(Box::new(acceptor.accept(tcp))),
             None => Stream::Plain(tcp),
@@ -414,6 +419,91 @@ impl Listener for GuardedListener {
         self.inner.local_addr()
     }
 }
+
+impl GuardedListener {
+    /// Adds a connection to [`GuardedListener::open`], forgetting the ones gone: at most twice the cap of
+    /// entries, so the list stays bounded whatever the order connections close in.
+    fn remember(&mut self, state: &Arc<ConnState>) {
+        while self.open.front().is_some_and(|c| c.strong_count() == 0) {
+            self.open.pop_front();
+        }
+        if self.open.len() >= self.limits.max_connections.max(1).saturating_mul(2) {
+            self.open.retain(|c| c.strong_count() > 0);
+        }
+        self.open.push_back(Arc::downgrade(state));
+    }
+
+    /// A slot for the connection just accepted at the cap, made by closing another ([`Self::make_room`]) or
+    /// freed by one that ends. The new connection is held here meanwhile, not served: one over the cap.
+    async fn wait_for_room(&mut self) -> OwnedSemaphorePermit {
+        let mut warned = false;
+        loop {
+            let retry = match self.make_room(Instant::now()) {
+                Ok(()) => None,
+                Err(retry) => {
+                    if !warned {
+                        warned = true;
+                        tracing::warn!(
+                            max = self.limits.max_connections,
+                            "connection cap reached and no connection may be closed yet; new connections wait"
+                        );
+                    }
+                    Some(retry)
+                }
+            };
+            let acquire = Arc::clone(&self.slots).acquire_owned();
+            let acquired = match retry {
+                None => acquire.await,
+                Some(retry) => tokio::select! {
+                    biased;
+                    acquired = acquire => acquired,
+                    () = tokio::time::sleep_until(retry) => continue,
+                },
+            };
+            // The semaphore is never closed, so this only fails if that changes; then take no cap.
+            return match acquired {
+                Ok(permit) => permit,
+                Err(_) => std::future::pending().await,
+            };
+        }
+    }
+
+    /// Closes the oldest connection that has sent no request head for [`MAKE_ROOM_AFTER`], or else the
+    /// oldest kept alive with no request in flight for as long. `Err(when)`: none may be closed yet; look
+    /// again at `when` (every open connection may be busy or a WebSocket link, which are never closed).
+    fn make_room(&mut self, now: Instant) -> Result<(), Instant> {
+        let live = || self.open.iter().filter_map(Weak::upgrade);
+        let since = |c: &ConnState| match c.evictable() {
+            Some(Phase::Handshake) => Some((0, c.accepted)),
+            Some(Phase::Idle(since)) => Some((1, since)),
+            _ => None,
+        };
+        // Silent ones first, oldest first; then idle ones, oldest first.
+        let candidates = live().filter_map(|c| since(&c).map(|(rank, t)| (rank, t, c)));
+        let mut retry = now + MAKE_ROOM_AFTER;
+        let mut victim: Option<(u8, Instant, Arc<ConnState>)> = None;
+        for (rank, t, c) in candidates {
+            if t + MAKE_ROOM_AFTER > now {
+                retry = retry.min(t + MAKE_ROOM_AFTER);
+                continue;
+            }
+            if victim.as_ref().is_none_or(|(r, v, _)| (rank, t) < (*r, *v)) {
+                victim = Some((rank, t, c));
+            }
+        }
+        let Some((_, _, victim)) = victim else {
+            return Err(retry);
+        };
+        victim.evict();
+        tracing::debug!(peer = %victim.peer, "connection closed to make room at the cap");
+        Ok(())
+    }
+}
+
+/// How long a connection must have been silent (no request head since accept) or idle (no request since
+/// its last response) before it may be closed to make room at the cap: a younger one's request may be in
+/// its socket, not read yet.
+const MAKE_ROOM_AFTER: Duration = Duration::from_secs(1);
 
 /// Open connections per peer address.
 #[derive(Debug, Default)]
@@ -469,7 +559,7 @@ impl Drop for PeerSlot {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Handshake,
     Busy(usize),
@@ -486,12 +576,30 @@ struct ConnState {
     /// The reader of this connection, woken when the phase changes its deadline.
     waker: AtomicWaker,
     stats: Arc<ListenStats>,
+    /// Closed to make room at the cap ([`GuardedListener::make_room`]); reads fail from then on.
+    evicted: AtomicBool,
 }
 
 impl ConnState {
     fn update(&self, f: impl FnOnce(&mut Phase)) {
         // Never held across an await; a poisoned phase is still a valid phase.
         f(&mut self.phase.lock().unwrap_or_else(PoisonError::into_inner));
+        self.waker.wake();
+    }
+
+    /// Its phase, if it may be closed to make room: no request head yet, or idle between requests.
+    fn evictable(&self) -> Option<Phase> {
+        if self.evicted.load(Ordering::SeqCst) {
+            return None;
+        }
+        let phase = *self.phase.lock().unwrap_or_else(PoisonError::into_inner);
+        matches!(phase, Phase::Handshake | Phase::Idle(_)).then_some(phase)
+    }
+
+    fn evict(&self) {
+        if !self.evicted.swap(true, Ordering::SeqCst) {
+            self.stats.count(CloseReason::Evicted);
+        }
         self.waker.wake();
     }
 
@@ -763,6 +871,12 @@ impl GuardedIo {
     /// `Err(TimedOut)` once the current deadline has passed; otherwise arranges to be woken at it.
     fn check_deadline(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
         self.conn.state.waker.register(cx.waker());
+        if self.conn.state.evicted.load(Ordering::SeqCst) {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed to make room for a new connection at the listener's cap",
+            ));
+        }
         let Some(deadline) = self.conn.state.deadline() else {
             return Ok(());
         };

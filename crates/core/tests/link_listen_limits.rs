@@ -4,7 +4,7 @@
 //! Real sockets on 127.0.0.1:0 with small configured deadlines; every wait is on a condition.
 
 use bridge_core::link::{ListenLimits, OriginPolicy, WsConfig, bind, serve_with, ws_router};
-use bridge_core::net::{GuardedListener, ListenStats};
+use bridge_core::net::{CloseReason, GuardedListener, ListenStats};
 use futures::{SinkExt, StreamExt};
 use mcp_testkit::{http_get, idle_connections, slow_loris, within};
 use std::net::SocketAddr;
@@ -99,9 +99,12 @@ async fn idle_and_slow_loris_connections_cannot_pin_the_listener() {
         limits.max_connections,
         "the cap was reached and held"
     );
+    // Each of the 1 100 was closed by the server: its deadline passed, or it was the oldest silent one when a
+    // newer client came at the cap.
+    let evicted = srv.stats.closed(CloseReason::Evicted);
     assert!(
-        srv.stats.timed_out() >= 1000,
-        "timed out: {}",
+        srv.stats.timed_out() + evicted >= 1100,
+        "timed out: {}, evicted: {evicted}",
         srv.stats.timed_out()
     );
 }

@@ -159,8 +159,12 @@ async fn a_thousand_idle_sockets_then_a_new_client_is_answered() {
             .unwrap();
         assert_eq!(response, "", "a silent connection gets no answer");
     }
-    assert_eq!(metric(addr, &closed("handshake_timeout")).await, 400.0);
-    assert_eq!(metric(addr, &closed("idle_timeout")).await, 300.0);
+    // Every one of the thousand is closed by now, so the counts are final. The 700 not refused were closed
+    // by their deadline or, once silent or idle for a second, to make room for a newer client (the one
+    // above, or a /metrics fetch here).
+    let timed_out = metric(addr, &closed("handshake_timeout")).await
+        + metric(addr, &closed("idle_timeout")).await;
+    assert_eq!(timed_out + metric(addr, &closed("evicted")).await, 700.0);
     assert_eq!(metric(addr, &closed("refused")).await, 300.0);
     assert_eq!(metric(addr, &closed("per_ip_cap")).await, 0.0);
     assert_eq!(metric(addr, "mcp_http_connections_peak").await, 256.0);
@@ -286,4 +290,67 @@ async fn a_link_ports_refusals_close_and_show_in_the_mcp_metrics() {
         .await,
         16.0
     );
+}
+
+/// Limits whose deadlines never pass during a test: only making room can let a new client in.
+fn no_deadlines(max_connections: usize) -> ListenLimits {
+    ListenLimits {
+        max_connections,
+        max_per_ip: 4096,
+        handshake_timeout: Duration::from_secs(3600),
+        idle_timeout: Duration::from_secs(3600),
+    }
+}
+
+/// The hostile run of stop 40: sockets that connect and send nothing held every slot until the handshake
+/// deadline, and an attacker who reconnected as each one timed out kept every new client waiting about 8 s,
+/// on every listener, before any token was checked. Now a new client at the cap closes the oldest
+/// connection that has sent no request head for a second: with deadlines that never pass, the client is
+/// answered and the oldest silent socket, only that one, is closed and counted as evicted.
+#[tokio::test]
+async fn at_the_cap_a_new_client_closes_the_oldest_silent_connection() {
+    let server = start(no_deadlines(8)).await;
+    let addr = server.addr;
+    let mut quiet = Vec::new();
+    // The kernel queues connections in order and the listener accepts them in that order: the first is the
+    // oldest.
+    for _ in 0..8 {
+        quiet.push(silent(TcpStream::connect(addr).await.unwrap()));
+    }
+    let response = within("the new client to be answered", fetch(addr, "/health")).await;
+    assert_eq!(status_of(&response), 200, "{response}");
+    let first = quiet.remove(0);
+    let response = within("the oldest silent socket to be closed", first)
+        .await
+        .unwrap();
+    assert_eq!(response, "", "closed without an answer");
+    assert!(
+        quiet.iter().all(|task| !task.is_finished()),
+        "only the oldest was closed"
+    );
+    assert!(metric(addr, &closed("evicted")).await >= 1.0);
+}
+
+/// A kept-alive connection waiting for its next request is closed to make room too, when no connection at
+/// the cap is still silent; one with a request in flight never is (the next test's streams).
+#[tokio::test]
+async fn at_the_cap_a_new_client_closes_the_oldest_idle_kept_alive_connection() {
+    let server = start(no_deadlines(4)).await;
+    let addr = server.addr;
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(get(addr, "/health", Some(TOKEN), false).as_bytes())
+            .await
+            .unwrap();
+        idle.push(silent(s));
+    }
+    let response = within("the new client to be answered", fetch(addr, "/health")).await;
+    assert_eq!(status_of(&response), 200, "{response}");
+    let first = idle.remove(0);
+    let response = within("the oldest idle connection to be closed", first)
+        .await
+        .unwrap();
+    assert_eq!(status_of(&response), 200, "it had its answer: {response}");
+    assert!(metric(addr, &closed("evicted")).await >= 1.0);
 }
