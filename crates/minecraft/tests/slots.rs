@@ -130,8 +130,10 @@ async fn a_thousand_idle_sockets_then_a_game_gets_in() {
         assert_eq!(response, "", "a silent connection gets no answer");
     }
     let m = metrics(addr).await;
-    assert_eq!(value(&m, &closed("handshake_timeout")), 400, "{m}");
-    assert_eq!(value(&m, &closed("idle_timeout")), 300, "{m}");
+    // The 700 not refused were closed by their deadline or, once silent or idle for a second, to make room
+    // for a newer client (the game, or the /metrics fetch).
+    let timed_out = value(&m, &closed("handshake_timeout")) + value(&m, &closed("idle_timeout"));
+    assert_eq!(timed_out + value(&m, &closed("evicted")), 700, "{m}");
     assert_eq!(value(&m, &closed("refused")), 300, "{m}");
     assert_eq!(value(&m, &closed("per_ip_cap")), 0, "{m}");
     assert_eq!(value(&m, "minecraft_relay_listener_connections_peak"), 256);
