@@ -17,7 +17,7 @@ use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use bridge_core::auth::{Token, bearer};
+use bridge_core::auth::{HostPolicy, Token, bearer};
 use bridge_core::link::tls::{self, TlsError};
 use bridge_core::link::{
     LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig, bind, serve_guarded, ws_routes,
@@ -59,8 +59,9 @@ pub struct RelayHandle {
 struct Tokens {
     game: Option<Token>,
     mcp: Vec<Token>,
-    /// /health and /metrics answer without a token (the relay listens on loopback only).
-    open_pages: bool,
+    /// /health and /metrics answer without a token to a request for a loopback `Host` (the relay listens on
+    /// loopback only). `None`: they need a token.
+    open_pages: Option<HostPolicy>,
 }
 
 impl Tokens {
@@ -175,7 +176,11 @@ pub async fn start(
             .iter()
             .map(|t| Token::new(&t.token))
             .collect(),
-        open_pages: addr.ip().is_loopback(),
+        open_pages: addr
+            .ip()
+            .is_loopback()
+            .then(|| HostPolicy::localhost_and(std::iter::empty::<&str>()))
+            .transpose()?,
     });
     let closing = CancellationToken::new();
     let mut ws = WsConfig::new(OriginPolicy::localhost(MissingOrigin::Accept));
@@ -324,12 +329,33 @@ async fn authorize(
     request.headers_mut().remove(ROLE_HEADER);
     if !request.headers().contains_key(header::UPGRADE) {
         // The pages name clients, games and queue positions: beyond loopback they need a token too.
-        if tokens.open_pages
-            || bearer(request.headers())
-                .and_then(|t| tokens.role(t))
-                .is_some()
+        if bearer(request.headers())
+            .and_then(|t| tokens.role(t))
+            .is_some()
         {
             return next.run(request).await;
+        }
+        if let Some(hosts) = &tokens.open_pages {
+            // Open on loopback to local probes, not to a web page that rebinds its own name to 127.0.0.1 (DNS
+            // rebinding): without a token, the Host must name loopback.
+            let host = request
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .or_else(|| request.uri().authority().map(|a| a.as_str()));
+            return match host {
+                Some(host) if hosts.allows(host) => next.run(request).await,
+                _ => (
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Host {} is not allowed: without a token this relay's /health and /metrics answer only \
+                         Host localhost, 127.0.0.1 or [::1] (DNS-rebinding protection); or send \
+                         Authorization: Bearer <a game or MCP token>",
+                        host.unwrap_or("(none)")
+                    ),
+                )
+                    .into_response(),
+            };
         }
         return (
             StatusCode::UNAUTHORIZED,
