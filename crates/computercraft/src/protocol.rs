@@ -281,20 +281,48 @@ pub fn lua_seq<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
         .collect()
 }
 
-/// Lua multiple results travel as `{n, values}` because trailing nils vanish from Lua arrays; this restores
-/// all `n` of them (missing ones as null).
-pub fn lua_values(result: &Value) -> Vec<Value> {
-    let values = match result.get("values") {
-        Some(Value::Array(items)) => items.clone(),
-        _ => Vec::new(),
-    };
-    let n = result
-        .get("n")
-        .and_then(Value::as_u64)
-        .map_or(values.len(), |n| n as usize);
-    let mut out = values;
-    out.resize(n, Value::Null);
-    out
+/// The most results one reply may say it carries (`n`). A Lua function returns at most a few thousand values
+/// (the VM's stack); this bounds what a hostile computer can make the bridge allocate: `n` is trusted to size
+/// the list, trailing nils included.
+pub const MAX_LUA_VALUES: usize = 65_536;
+
+/// Lua multiple results, which travel as `{n, values}` because trailing nils vanish from Lua arrays: all `n`
+/// of them, the missing ones as null. A reply without `n`, with `n` over [`MAX_LUA_VALUES`], or with more
+/// values than `n` fails to decode, naming what is wrong.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "PackedValues")]
+pub struct LuaValues(pub Vec<Value>);
+
+#[derive(Deserialize)]
+struct PackedValues {
+    n: u64,
+    #[serde(default, deserialize_with = "lua_list")]
+    values: Vec<Value>,
+}
+
+impl TryFrom<PackedValues> for LuaValues {
+    type Error = String;
+
+    fn try_from(packed: PackedValues) -> Result<Self, String> {
+        let n = usize::try_from(packed.n)
+            .ok()
+            .filter(|n| *n <= MAX_LUA_VALUES)
+            .ok_or_else(|| {
+                format!(
+                    "n = {} results is over the {MAX_LUA_VALUES} a reply may carry",
+                    packed.n
+                )
+            })?;
+        if packed.values.len() > n {
+            return Err(format!(
+                "{} values but n = {n}: values holds at most n",
+                packed.values.len()
+            ));
+        }
+        let mut values = packed.values;
+        values.resize(n, Value::Null);
+        Ok(LuaValues(values))
+    }
 }
 
 #[cfg(test)]
@@ -412,16 +440,38 @@ mod tests {
         assert!(e.args.is_empty());
     }
 
+    fn lua_values(reply: Value) -> Result<Vec<Value>, String> {
+        serde_json::from_value::<LuaValues>(reply)
+            .map(|v| v.0)
+            .map_err(|e| e.to_string())
+    }
+
     #[test]
     fn lua_values_restore_trailing_nils() {
         assert_eq!(
-            lua_values(&json!({"n": 3, "values": [1]})),
-            vec![json!(1), Value::Null, Value::Null]
+            lua_values(json!({"n": 3, "values": [1]})),
+            Ok(vec![json!(1), Value::Null, Value::Null])
         );
-        assert_eq!(
-            lua_values(&json!({"n": 0, "values": {}})),
-            Vec::<Value>::new()
-        );
+        assert_eq!(lua_values(json!({"n": 0, "values": {}})), Ok(vec![]));
+        assert_eq!(lua_values(json!({"n": 0})), Ok(vec![]));
+    }
+
+    #[test]
+    fn lua_values_refuse_what_no_client_sends() {
+        let refused = [
+            (
+                json!({"n": MAX_LUA_VALUES + 1, "values": []}),
+                "65537 results is over the 65536",
+            ),
+            (json!({"values": [1]}), "missing field `n`"),
+            (json!({"n": 1, "values": [1, 2]}), "2 values but n = 1"),
+            (json!({"n": 1.5, "values": []}), "expected u64"),
+            (json!({"n": 1, "values": 7}), "expected a list"),
+        ];
+        for (reply, names) in refused {
+            let err = lua_values(reply.clone()).unwrap_err();
+            assert!(err.contains(names), "{reply}: {err}");
+        }
     }
 
     #[test]

@@ -267,3 +267,52 @@ async fn the_duplicate_warning_clears_when_the_holder_goes_and_refusals_are_not_
     let hl = health().await;
     assert_eq!(hl["duplicate_ids"], json!([]), "{hl}");
 }
+
+/// A computer's `{n, values}` reply is checked before it is used (the hostile run of stop 40). `n` sized the
+/// list of results as sent, so `n: 10^12` asked for a 16 TB allocation, which aborts the whole server; a
+/// reply without `n`/`values` (`{"weird": [1, 2]}`) came back as a successful run with no values. Each is now
+/// an error naming what is wrong (`run_lua` here; `peripheral_call` and the turtle tools decode the same
+/// `LuaValues`, whose unit tests cover each refusal), and the link keeps serving: a good reply after them is
+/// answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_values_reply_fails_the_call_and_nothing_else() {
+    let h = start_bridge(test_config()).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 6).await;
+    let cases = [
+        (
+            json!({"n": 1_000_000_000_000u64, "values": []}),
+            "over the 65536",
+        ),
+        (json!({"weird": [1, 2]}), "missing field `n`"),
+        (json!({"n": 1, "values": [1, 2, 3]}), "3 values"),
+        (json!({"n": -1, "values": []}), "expected u64"),
+        (json!({"n": 1, "values": "x"}), "expected a list"),
+    ];
+    for (result, names) in cases {
+        let call = h.call("run_lua", json!({"computer": 6, "code": "return 1"}));
+        let answer = async {
+            let id = puppet.request("lua.run").await;
+            let mut result = result.clone();
+            result["output"] = json!("");
+            puppet
+                .send(json!({"type": "response", "id": id, "ok": true, "result": result}))
+                .await;
+        };
+        let (answered, ()) = tokio::join!(call, answer);
+        let err = error_of(&answered);
+        let message = err["message"].as_str().unwrap();
+        assert!(
+            message.contains("unexpected reply") && message.contains(names),
+            "{result}: {err}"
+        );
+    }
+    let call = h.call("run_lua", json!({"computer": 6, "code": "return 1"}));
+    let answer = async {
+        let id = puppet.request("lua.run").await;
+        puppet
+            .send(json!({"type": "response", "id": id, "ok": true, "result": {"n": 2, "values": [7], "output": ""}}))
+            .await;
+    };
+    let (answered, ()) = tokio::join!(call, answer);
+    assert_eq!(ok_of(&answered)["values"], json!([7, null]));
+}

@@ -1,7 +1,7 @@
 //! `run_lua`: run a chunk of Lua on one computer and return its values and printed output.
 
 use super::reply;
-use crate::protocol::lua_values;
+use crate::protocol::LuaValues;
 use crate::state::State;
 use bridge_core::{Rendered, ToolCtx, ToolError, ToolSpec, Validate, check};
 use schemars::JsonSchema;
@@ -73,7 +73,7 @@ struct Raw {
     #[serde(default)]
     truncated: bool,
     #[serde(flatten)]
-    rest: Value,
+    values: LuaValues,
 }
 
 pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
@@ -119,7 +119,7 @@ async fn run(state: &State, args: RunLuaArgs) -> Result<Rendered<RunLuaOut>, Too
         )
         .await?;
     let raw: Raw = reply(&computer, result)?;
-    let values = lua_values(&raw.rest);
+    let values = raw.values.0;
     let mut text = raw.output.clone();
     if raw.truncated {
         text.push_str("\n[output truncated]");

@@ -1,7 +1,7 @@
 //! Peripheral tools: list what is attached (sides and wired-modem names), call a method.
 
 use super::reply;
-use crate::protocol::{lua_seq, lua_values};
+use crate::protocol::{LuaValues, lua_seq};
 use crate::state::State;
 use bridge_core::{Rendered, ToolCtx, ToolError, ToolSpec, Validate, check};
 use schemars::JsonSchema;
@@ -102,7 +102,7 @@ pub fn specs(state: &Arc<State>) -> Vec<ToolSpec> {
                 let c = s.computer(a.computer)?;
                 let params = json!({ "name": a.name, "method": a.method, "nargs": a.args.len(), "args": a.args });
                 let result = c.request("peripheral.call", params, s.cfg.request_timeout).await?;
-                let values = lua_values(&result);
+                let LuaValues(values) = reply(&c, result)?;
                 let shown: Vec<String> = values.iter().map(Value::to_string).collect();
                 let text = format!("{}.{} returned: {}", a.name, a.method, shown.join(", "));
                 Ok(Rendered { value: CallOut { values }, text })

@@ -4,7 +4,7 @@
 
 use super::reply;
 use crate::computer::Computer;
-use crate::protocol::{Kind, lua_seq, lua_values};
+use crate::protocol::{Kind, LuaValues, lua_seq};
 use crate::state::State;
 use bridge_core::{Rendered, ToolCtx, ToolError, ToolSpec, Validate, check};
 use schemars::JsonSchema;
@@ -194,7 +194,8 @@ async fn call(
     let c = need_turtle(state, id)?;
     let params = json!({ "action": action, "nargs": args.len(), "args": args });
     let result = c.request("turtle", params, TURTLE_TIMEOUT).await?;
-    Ok(lua_values(&result))
+    let LuaValues(values) = reply(&c, result)?;
+    Ok(values)
 }
 
 fn action_out(values: &[Value]) -> ActionOut {
