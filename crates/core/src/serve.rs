@@ -1,6 +1,7 @@
 //! Serving a bridge over MCP: stdio or Streamable HTTP, both protocol eras, graceful shutdown.
 
 mod args;
+mod body_budget;
 mod client_link;
 mod convert;
 mod drain;
@@ -278,6 +279,7 @@ fn http_options(args: &McpArgs) -> HttpOptions {
         max_sessions: args.max_sessions,
         session_idle: args.session_idle,
         max_request_bytes: args.max_request_bytes,
+        max_pending_request_bytes: args.max_pending_request_bytes,
         limits: crate::net::ListenLimits {
             max_connections: args.max_connections,
             max_per_ip: args.max_connections_per_ip,

@@ -96,6 +96,11 @@ pub struct McpArgs {
     #[arg(long = "mcp-max-request-bytes", env = "MCP_MAX_REQUEST_BYTES", default_value = "4194304", value_parser = config::ranged(65_536usize, 268_435_456))]
     pub max_request_bytes: usize,
 
+    /// Request bodies held at once over HTTP, in bytes (at least the largest body): a request whose body does
+    /// not fit beside the others is refused with 503 and may retry.
+    #[arg(long = "mcp-max-pending-request-bytes", env = "MCP_MAX_PENDING_REQUEST_BYTES", default_value = "67108864", value_parser = config::ranged(1_048_576usize, 4_294_967_296))]
+    pub max_pending_request_bytes: usize,
+
     /// An `initialize`-era HTTP session with no traffic for this long is closed.
     #[arg(value_name = "DURATION", long = "mcp-session-idle", alias = "mcp-session-idle-ms", env = "MCP_SESSION_IDLE", default_value = "5m",
           value_parser = config::duration(Duration::from_secs(1), Duration::from_secs(86_400), Unit::Millis))]

@@ -1,6 +1,7 @@
 //! What a client gets for input rmcp cannot dispatch: JSON-RPC errors a client library can show, where rmcp
 //! would answer with a bare HTTP status or "method not found".
 
+use super::body_budget::BodyBudget;
 use super::drain::Drain;
 use super::http::{FastPath, LegacyPath, Sessions};
 use super::sessions::SessionLimit;
@@ -99,6 +100,8 @@ pub(crate) struct Front {
     pub access: Arc<Access>,
     pub sessions: Arc<SessionLimit>,
     pub max_body: usize,
+    /// Bytes of the bodies held at once.
+    pub budget: Arc<BodyBudget>,
     pub drain: Arc<Drain>,
     pub fast: Option<FastPath>,
     /// Our answer to the hot requests of a legacy session (`None` sends them to rmcp).
@@ -221,6 +224,11 @@ impl McpInner {
         let max_body = front.max_body;
         let sessions = &front.sessions;
         let (parts, body) = request.into_parts();
+        // Held until the request is answered: decoding the body takes more than the body.
+        let _reserved = match front.budget.reserve(&parts.headers, max_body) {
+            Ok(reserved) => reserved,
+            Err(refused) => return refused.into_response(),
+        };
         let Ok(body) = axum::body::to_bytes(body, max_body).await else {
             return (
                 StatusCode::PAYLOAD_TOO_LARGE,

@@ -1,6 +1,7 @@
 //! Streamable HTTP at `/mcp`, with `/health` and `/metrics` beside it.
 
 use super::ServeError;
+use super::body_budget::{BodyBudget, DEFAULT_MAX_PENDING_REQUEST_BYTES};
 use super::edges::DEFAULT_MAX_REQUEST_BYTES;
 use super::handler::{McpHandler, Shared};
 use super::sessions::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, SessionLimit};
@@ -45,6 +46,9 @@ pub struct HttpOptions {
     pub session_idle: Duration,
     /// Largest request body; a mounted bridge that needs more (`BridgeBuilder::max_request_bytes`) raises it.
     pub max_request_bytes: usize,
+    /// Request bodies held at once, in bytes (raised to `max_request_bytes` if lower); a request whose body
+    /// does not fit is refused with 503.
+    pub max_pending_request_bytes: usize,
     /// Which code answers the hot `/mcp` requests.
     pub paths: RequestPaths,
 }
@@ -71,6 +75,7 @@ impl Default for HttpOptions {
             limits: ListenLimits::default(),
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_pending_request_bytes: DEFAULT_MAX_PENDING_REQUEST_BYTES,
             session_idle: DEFAULT_SESSION_IDLE,
             paths: RequestPaths::Front,
         }
@@ -106,6 +111,7 @@ struct AppState {
     listen: Arc<ListenStats>,
     limits: ListenLimits,
     max_body: usize,
+    budget: Arc<BodyBudget>,
     /// Requests the fast path answered; `None` when it is off.
     fast_answered: Option<Arc<AtomicU64>>,
     /// Legacy-session requests the front answered; `None` when it is off.
@@ -169,6 +175,7 @@ pub(crate) async fn serve(
     let access = Arc::new(options.access()?);
     let fast = front_on.then(|| FastPath::start(shared.clone(), service_token.clone()));
     let legacy = front_on.then(|| LegacyPath::new(session_manager.clone()));
+    let budget = BodyBudget::new(options.max_pending_request_bytes, max_body);
     let state = AppState {
         shared,
         access: access.clone(),
@@ -176,6 +183,7 @@ pub(crate) async fn serve(
         listen: Arc::default(),
         limits: options.limits,
         max_body,
+        budget: budget.clone(),
         fast_answered: fast.as_ref().map(FastPath::answered),
         legacy_answered: front_on.then(|| session_manager.answered()),
     };
@@ -185,6 +193,7 @@ pub(crate) async fn serve(
         access,
         sessions,
         max_body,
+        budget,
         drain: drain.clone(),
         fast,
         legacy,
@@ -300,6 +309,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         state.sessions.live(),
         state.sessions.max(),
         state.max_body,
+        &state.budget,
     );
     if let Some(answered) = &state.fast_answered {
         text.push_str(&format!(

@@ -167,6 +167,7 @@ pub(crate) fn render_http_bounds(
     sessions: usize,
     max_sessions: usize,
     max_body: usize,
+    budget: &super::body_budget::BodyBudget,
 ) {
     let gauges = [
         (
@@ -183,6 +184,16 @@ pub(crate) fn render_http_bounds(
             "mcp_http_max_request_bytes",
             "Limit: largest HTTP request body.",
             max_body,
+        ),
+        (
+            "mcp_http_pending_request_bytes",
+            "Bytes reserved now by the request bodies being read or answered.",
+            budget.held(),
+        ),
+        (
+            "mcp_http_max_pending_request_bytes",
+            "Limit: bytes of request bodies held at once.",
+            budget.max(),
         ),
     ];
     for (name, help, value) in gauges {
