@@ -29,23 +29,16 @@ async fn post_part(addr: SocketAddr, sent: usize) -> TcpStream {
     stream
 }
 
-async fn metric(addr: SocketAddr, series: &str) -> u64 {
+async fn metric(addr: SocketAddr, series: &str) -> f64 {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
-    let text = until_closed(stream).await;
-    let prefix = format!("{series} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
+    series_value(&until_closed(stream).await, series)
 }
 
 async fn held_becomes(addr: SocketAddr, bytes: u64) {
     within("the bodies held to be counted", async {
-        while metric(addr, "mcp_http_pending_request_bytes").await != bytes {
+        while metric(addr, "mcp_http_pending_request_bytes").await != bytes as f64 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
@@ -64,7 +57,7 @@ async fn bodies_held_at_once_are_bounded_in_bytes_and_the_refusal_names_the_limi
     let addr = server.addr;
     assert_eq!(
         metric(addr, "mcp_http_max_pending_request_bytes").await,
-        131_072
+        131_072.0
     );
 
     let first = post_part(addr, 10).await;

@@ -47,14 +47,7 @@ async fn fetch(addr: SocketAddr, path: &str) -> String {
 
 /// The value of one series in `/metrics` (exact name and labels).
 async fn metric(addr: SocketAddr, series: &str) -> f64 {
-    let text = fetch(addr, "/metrics").await;
-    let prefix = format!("{series} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
+    series_value(&fetch(addr, "/metrics").await, series)
 }
 
 fn closed(reason: &str) -> String {

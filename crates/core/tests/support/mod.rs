@@ -372,3 +372,15 @@ pub async fn raw_exchange(
 pub async fn stdio_client(bridge: Bridge, era: Era, timeouts: Vec<(String, Duration)>) -> Client {
     mcp_testkit::pipe_client(bridge, era, timeouts).await
 }
+
+/// The value of one series (exact name and labels) in a `/metrics` page.
+pub fn series_value(metrics: &str, series: &str) -> f64 {
+    let prefix = format!("{series} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
