@@ -276,3 +276,56 @@ async fn the_body_limit_refuses_past_it_and_a_bridge_that_needs_more_raises_it()
     let past = post(big.addr, &ECHO_CALL, &echo_call_of(9 << 20)).await;
     assert_eq!(past.status, 413, "the raised limit is still a limit");
 }
+
+/// What the server does not understand is named in its error, shortened: the hostile run of stop 40 sent a
+/// 4 MB method name of `\u0000` escapes and got 8 MB back (the name in the message and again in `data`), and
+/// a wrong-typed argument of megabytes came back whole in serde's "invalid type" text. The error stays a
+/// JSON-RPC error naming what was wrong, and the answer is a small fraction of the request. The unknown
+/// method over a legacy session (a 2026-07-28 request must repeat its method in a header); the bad argument
+/// in both eras.
+#[tokio::test]
+async fn an_error_quotes_what_it_did_not_understand_shortened() {
+    let server = start_http(test_bridge().bridge, HttpOptions::default(), vec![]).await;
+    let init = post(server.addr, &[JSON, ACCEPT], LEGACY_INIT).await;
+    let session = init.header("mcp-session-id").unwrap().to_owned();
+    let legacy = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+    let mut modern = MODERN.to_vec();
+    modern.extend([("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")]);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let unknown = json!({"jsonrpc": "2.0", "id": 7, "method": "\u{0}".repeat(600_000)});
+    let bad_argument = |meta: Option<&Value>| {
+        let mut params = json!({"name": "echo", "arguments": "x".repeat(1_000_000)});
+        if let Some(meta) = meta {
+            params["_meta"] = meta.clone();
+        }
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+    };
+    let cases = [
+        (&legacy[..], unknown, -32601),
+        (&legacy[..], bad_argument(None), -32602),
+        (&modern[..], bad_argument(Some(&meta)), -32602),
+    ];
+    for (headers, body, code) in cases {
+        let body = body.to_string();
+        let reply = post(server.addr, headers, &body).await;
+        let text = reply.body.clone();
+        assert!(
+            text.len() < 8_192,
+            "{} bytes answered to {} bytes: {}…",
+            text.len(),
+            body.len(),
+            &text[..text.len().min(300)]
+        );
+        let answer = reply.json();
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("bytes in all"),
+            "says how long it was: {message}"
+        );
+    }
+}

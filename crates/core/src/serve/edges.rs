@@ -73,9 +73,15 @@ pub(crate) fn unparsed_request(request: &CustomRequest, stateless_era: bool) -> 
         _ if KNOWN_METHODS.contains(&method) => Some("they do not match its schema".to_owned()),
         _ => None,
     };
+    // Quoted shortened: a method name or a wrong-typed value of megabytes came back whole, twice for the name
+    // (message and data), so an error answered 8 MB to a 4 MB request.
+    let method = shorten_middle(method, MAX_QUOTED_CHARS);
     match problem {
         Some(problem) => McpError::invalid_params(
-            format!("invalid params for `{method}`: {problem}"),
+            format!(
+                "invalid params for `{method}`: {}",
+                shorten_middle(&problem, MAX_QUOTED_CHARS)
+            ),
             Some(json!({ "method": method })),
         ),
         None => McpError::new(
@@ -84,6 +90,30 @@ pub(crate) fn unparsed_request(request: &CustomRequest, stateless_era: bool) -> 
             Some(json!({ "method": method })),
         ),
     }
+}
+
+/// The most characters of a client's input an error quotes.
+const MAX_QUOTED_CHARS: usize = 240;
+
+/// `text` whole when it has at most `max` characters; else its start and end (serde's "invalid type: string
+/// "…", expected a map" says what was wanted at the end), with how long it was between them.
+fn shorten_middle(text: &str, max: usize) -> String {
+    if text.chars().nth(max).is_none() {
+        return text.to_owned();
+    }
+    let half = max / 2;
+    let head_end = text.char_indices().nth(half).map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .rev()
+        .nth(half.saturating_sub(1))
+        .map_or(head_end, |(i, _)| i.max(head_end));
+    format!(
+        "{}…[{} bytes in all]…{}",
+        &text[..head_end],
+        text.len(),
+        &text[tail_start..]
+    )
 }
 
 /// Why params did not parse; `None` when they do, so the method itself is what this server lacks.
@@ -396,4 +426,26 @@ fn rpc_error(status: StatusCode, id: Value, code: ErrorCode, message: String) ->
         body.to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod shorten_tests {
+    use super::shorten_middle;
+
+    #[test]
+    fn long_text_keeps_its_start_and_end_and_says_how_long_it_was() {
+        assert_eq!(shorten_middle("tools/call", 240), "tools/call");
+        let long = format!(
+            "invalid type: string \"{}\", expected a map",
+            "é".repeat(10_000)
+        );
+        let short = shorten_middle(&long, 60);
+        assert!(short.starts_with("invalid type: string \"éé"), "{short}");
+        assert!(short.ends_with("\", expected a map"), "{short}");
+        assert!(
+            short.contains(&format!("[{} bytes in all]", long.len())),
+            "{short}"
+        );
+        assert!(short.chars().count() < 100, "{short}");
+    }
 }
