@@ -6,6 +6,8 @@ pub mod fast;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The protocol version this crate speaks. 1.1 added `chunk` (PROTOCOL.md §2.1), 1.2 `batch` (§2.2); each is
@@ -871,14 +873,77 @@ pub fn split(
         .collect())
 }
 
+/// Bytes of chunked messages being put together on every link of a relay at once, beside the bound on each
+/// ([`MAX_ASSEMBLED_BYTES`]): without it, each game link could hold an unfinished 16 MiB message, and 256
+/// links gigabytes.
+#[derive(Debug)]
+pub struct AssemblyBudget {
+    held: AtomicUsize,
+    max: usize,
+}
+
+impl AssemblyBudget {
+    pub fn new(max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            held: AtomicUsize::new(0),
+            max,
+        })
+    }
+
+    /// Bytes held now by unfinished messages.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    fn take(&self, bytes: usize) -> bool {
+        self.held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                held.checked_add(bytes).filter(|total| *total <= self.max)
+            })
+            .is_ok()
+    }
+
+    fn give(&self, bytes: usize) {
+        let _ = self
+            .held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                Some(held.saturating_sub(bytes))
+            });
+    }
+}
+
 /// Puts chunked messages back together (PROTOCOL.md §2.1): chunks of one message arrive in order, one
-/// message at a time per sender; the whole is bounded by [`MAX_ASSEMBLED_BYTES`].
+/// message at a time per sender; the whole is bounded by [`MAX_ASSEMBLED_BYTES`], and with a budget
+/// ([`Assembler::with_budget`]) by what every assembler sharing it holds.
 #[derive(Debug, Default)]
 pub struct Assembler {
     current: Option<(String, u64, u64, String)>,
+    budget: Option<Arc<AssemblyBudget>>,
 }
 
 impl Assembler {
+    /// An assembler whose unfinished message counts against `budget`, given back when the message is done,
+    /// refused or dropped.
+    pub fn with_budget(budget: Arc<AssemblyBudget>) -> Self {
+        Self {
+            current: None,
+            budget: Some(budget),
+        }
+    }
+
+    /// Drops the unfinished message, giving its bytes back; its text.
+    fn finish(&mut self) -> Option<String> {
+        let (_, _, _, text) = self.current.take()?;
+        if let Some(budget) = &self.budget {
+            budget.give(text.len());
+        }
+        Some(text)
+    }
+
     /// Takes one `chunk`; returns the whole message's text once its last chunk is in.
     pub fn push(&mut self, chunk: &Envelope) -> Result<Option<String>, SchemaError> {
         let p = &chunk.payload;
@@ -891,6 +956,7 @@ impl Assembler {
             e
         };
         if index == 0 {
+            self.finish();
             self.current = Some((chunk.id.clone(), count, 0, String::new()));
         }
         let Some((id, want, next, text)) = self.current.as_mut() else {
@@ -907,14 +973,28 @@ impl Assembler {
                     chunk.id
                 ),
             );
-            self.current = None;
+            self.finish();
             return Err(e);
         }
         if text.len() + data.len() > MAX_ASSEMBLED_BYTES {
-            self.current = None;
+            self.finish();
             return Err(fail(
                 "payload.data",
                 format!("chunked message over the limit of {MAX_ASSEMBLED_BYTES} bytes"),
+            ));
+        }
+        if let Some(budget) = &self.budget
+            && !budget.take(data.len())
+        {
+            let (held, max) = (budget.held(), budget.max());
+            self.finish();
+            return Err(fail(
+                "payload.data",
+                format!(
+                    "chunked messages being put together on this relay hold {held} bytes, at most {max} \
+                     at once (--max-assembling-bytes / MINECRAFT_MAX_ASSEMBLING_BYTES): this message is \
+                     dropped; send it again later"
+                ),
             ));
         }
         text.push_str(data);
@@ -922,6 +1002,57 @@ impl Assembler {
         if *next < *want {
             return Ok(None);
         }
-        Ok(self.current.take().map(|(_, _, _, text)| text))
+        Ok(self.finish())
+    }
+}
+
+impl Drop for Assembler {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+#[cfg(test)]
+mod assembler_budget {
+    use super::*;
+
+    fn chunk(id: &str, index: u64, count: u64, data: &str) -> Envelope {
+        let text = json!({"version": "1.1", "type": "chunk", "id": id, "timestamp": 1, "source": "minecraft",
+            "payload": {"index": index, "count": count, "data": data}})
+        .to_string();
+        parse(&text, MAX_ASSEMBLED_BYTES).unwrap().envelope
+    }
+
+    /// What a message held comes back when it is whole, when it is refused, when a new one starts in its
+    /// place, and when its assembler goes.
+    #[test]
+    fn every_way_a_message_ends_gives_its_bytes_back() {
+        let budget = AssemblyBudget::new(10);
+        let mut a = Assembler::with_budget(Arc::clone(&budget));
+        let mut b = Assembler::with_budget(Arc::clone(&budget));
+        assert_eq!(a.push(&chunk("m", 0, 2, "aaaa")).unwrap(), None);
+        assert_eq!(budget.held(), 4);
+        assert_eq!(
+            a.push(&chunk("m", 1, 2, "bb")).unwrap().as_deref(),
+            Some("aaaabb")
+        );
+        assert_eq!(budget.held(), 0, "whole");
+
+        assert_eq!(a.push(&chunk("n", 0, 3, "aaaaaa")).unwrap(), None);
+        let refused = b.push(&chunk("o", 0, 2, "bbbbb")).unwrap_err();
+        assert!(
+            refused.message.contains("at most 10"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(budget.held(), 6, "the refused chunk took nothing");
+        assert!(a.push(&chunk("n", 2, 3, "x")).is_err(), "out of order");
+        assert_eq!(budget.held(), 0, "refused");
+
+        assert_eq!(a.push(&chunk("p", 0, 2, "aaa")).unwrap(), None);
+        assert_eq!(a.push(&chunk("q", 0, 2, "aa")).unwrap(), None);
+        assert_eq!(budget.held(), 2, "replaced by a new message");
+        drop(a);
+        assert_eq!(budget.held(), 0, "dropped with its link");
     }
 }

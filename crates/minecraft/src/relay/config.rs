@@ -73,6 +73,12 @@ pub struct RelayArgs {
           value_parser = config::ranged(1024usize, 1 << 20))]
     pub max_message_bytes: usize,
 
+    /// Bytes of chunked messages the relay puts together at once, from every game together (each is at most
+    /// 16 MiB); a chunk beyond it is refused with SCHEMA_ERROR and its message dropped.
+    #[arg(id = "mc_max_assembling_bytes", long = "max-assembling-bytes", env = "MINECRAFT_MAX_ASSEMBLING_BYTES", default_value = "67108864",
+          value_parser = config::ranged(65_536usize, 1 << 32))]
+    pub max_assembling_bytes: usize,
+
     /// Messages per second an MCP server may send (bursts of twice that).
     #[arg(id = "mc_mcp_rate", long = "mcp-rate", env = "MINECRAFT_MCP_RATE", default_value = "100",
           value_parser = config::ranged(1u32, 1_000_000))]

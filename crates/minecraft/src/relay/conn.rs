@@ -319,7 +319,7 @@ async fn serve_game(
     let mut bucket = Bucket::new(relay.settings().game_rate);
     let mut acks = Acks::new(last_seq);
     let mut to_ack = last_seq;
-    let mut chunks = wire::Assembler::default();
+    let mut chunks = wire::Assembler::with_budget(Arc::clone(&relay.inner.assembly));
     loop {
         let text = tokio::select! {
             biased;

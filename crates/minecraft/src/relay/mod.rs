@@ -110,6 +110,7 @@ pub fn settings(args: &RelayArgs, extra: Vec<McpToken>) -> Result<Settings, Rela
         heartbeat: args.heartbeat,
         command_timeout: args.command_timeout,
         max_message_bytes: args.max_message_bytes,
+        max_assembling_bytes: args.max_assembling_bytes,
         mcp_rate: args.mcp_rate,
         game_rate: args.game_rate,
         mcp_token_rate: args.mcp_token_rate,

@@ -36,6 +36,8 @@ pub struct Settings {
     pub heartbeat: Duration,
     pub command_timeout: Duration,
     pub max_message_bytes: usize,
+    /// Bytes of chunked messages being put together at once, every link together.
+    pub max_assembling_bytes: usize,
     pub mcp_rate: u32,
     pub game_rate: u32,
     /// All the links of one MCP token together.
@@ -400,6 +402,8 @@ pub struct Inner {
     next_command: AtomicU64,
     /// The JetStream bus when the relay runs with `--bus`; unset, everything stays in this process.
     pub bus: std::sync::OnceLock<super::bus::NatsBus>,
+    /// What the links' unfinished chunked messages hold together.
+    pub assembly: Arc<crate::wire::AssemblyBudget>,
 }
 
 /// Who a command goes to, or why it goes nowhere.
@@ -465,6 +469,7 @@ impl Relay {
                 stats: Stats::default(),
                 next_command: AtomicU64::new(1),
                 bus: std::sync::OnceLock::new(),
+                assembly: crate::wire::AssemblyBudget::new(settings.max_assembling_bytes),
                 settings,
             }),
         }
@@ -1117,6 +1122,12 @@ impl Relay {
                 "minecraft_relay_token_queue_bytes{{token=\"{token}\"}} {bytes}"
             );
         }
+        let _ = writeln!(out, "# TYPE minecraft_relay_assembling_bytes gauge");
+        let _ = writeln!(
+            out,
+            "minecraft_relay_assembling_bytes {}",
+            self.inner.assembly.held()
+        );
         // Every bound, so a dashboard can set each gauge against its limit.
         let _ = writeln!(out, "# TYPE minecraft_relay_limit gauge");
         for (name, value) in [
@@ -1128,6 +1139,7 @@ impl Relay {
             ("dead_instances_per_name", DEAD_INSTANCES_PER_NAME),
             ("max_message_bytes", settings.max_message_bytes),
             ("max_assembled_bytes", crate::wire::MAX_ASSEMBLED_BYTES),
+            ("max_assembling_bytes", self.inner.assembly.max()),
             ("link_outgoing_bytes", bridge_core::link::OUTGOING_BYTES),
             ("link_incoming_bytes", bridge_core::link::INCOMING_BYTES),
             ("mcp_rate", settings.mcp_rate as usize),
