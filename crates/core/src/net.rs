@@ -10,9 +10,10 @@
 //!   listener closes the oldest connection that has sent no request head for a second, or else the oldest
 //!   one kept alive with no request in flight for a second (counted as `evicted`), and the new client takes
 //!   its slot. Only when no connection may be closed (a request in flight, a WebSocket link, or younger
-//!   than that) do new clients wait, in the kernel's backlog, until one frees. Without that, sockets that connect and say nothing held every slot until their
-//!   handshake deadline, and an attacker who reconnected as each timed out kept every new client waiting
-//!   about 8 s, before any token was checked (the hostile run of stop 40).
+//!   than that) do new clients wait, in the kernel's backlog, until one frees. Without that, sockets that
+//!   connect and say nothing held every slot until their handshake deadline, and an attacker who
+//!   reconnected as each timed out kept every new client waiting about 8 s, before any token was checked
+//!   (the hostile run of stop 40).
 //! - **Cap per peer address**: at most [`ListenLimits::max_per_ip`] of them from one IP address (an IPv6
 //!   address counts by its /64, what one host is usually given). A connection beyond it is closed as soon as
 //!   it is accepted, so one client cannot take every slot; loopback is no exception.
@@ -472,14 +473,12 @@ impl GuardedListener {
     /// oldest kept alive with no request in flight for as long. `Err(when)`: none may be closed yet; look
     /// again at `when` (every open connection may be busy or a WebSocket link, which are never closed).
     fn make_room(&mut self, now: Instant) -> Result<(), Instant> {
-        let live = || self.open.iter().filter_map(Weak::upgrade);
-        let since = |c: &ConnState| match c.evictable() {
-            Some(Phase::Handshake) => Some((0, c.accepted)),
-            Some(Phase::Idle(since)) => Some((1, since)),
-            _ => None,
-        };
         // Silent ones first, oldest first; then idle ones, oldest first.
-        let candidates = live().filter_map(|c| since(&c).map(|(rank, t)| (rank, t, c)));
+        let candidates = self
+            .open
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter_map(|c| c.eviction_order().map(|(rank, t)| (rank, t, c)));
         let mut retry = now + MAKE_ROOM_AFTER;
         let mut victim: Option<(u8, Instant, Arc<ConnState>)> = None;
         for (rank, t, c) in candidates {
@@ -559,7 +558,7 @@ impl Drop for PeerSlot {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Phase {
     Handshake,
     Busy(usize),
@@ -587,13 +586,17 @@ impl ConnState {
         self.waker.wake();
     }
 
-    /// Its phase, if it may be closed to make room: no request head yet, or idle between requests.
-    fn evictable(&self) -> Option<Phase> {
+    /// If it may be closed to make room, where it stands in line and since when it has been silent or idle:
+    /// `(0, accepted)` with no request head yet, `(1, since)` idle between requests.
+    fn eviction_order(&self) -> Option<(u8, Instant)> {
         if self.evicted.load(Ordering::SeqCst) {
             return None;
         }
-        let phase = *self.phase.lock().unwrap_or_else(PoisonError::into_inner);
-        matches!(phase, Phase::Handshake | Phase::Idle(_)).then_some(phase)
+        match *self.phase.lock().unwrap_or_else(PoisonError::into_inner) {
+            Phase::Handshake => Some((0, self.accepted)),
+            Phase::Idle(since) => Some((1, since)),
+            Phase::Busy(_) | Phase::Upgraded => None,
+        }
     }
 
     fn evict(&self) {
