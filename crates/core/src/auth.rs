@@ -70,6 +70,16 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
+/// The host a request names, as [`HostPolicy::allows`] reads it: its `Host` header, or HTTP/2's
+/// `:authority` pseudo-header, which hyper puts in the URI. `None` when there is neither, or the header is not
+/// text.
+pub fn request_host<'a>(headers: &'a HeaderMap, uri: &'a http::Uri) -> Option<&'a str> {
+    match headers.get(header::HOST) {
+        Some(v) => v.to_str().ok(),
+        None => uri.authority().map(|a| a.as_str()),
+    }
+}
+
 /// Accepted `Host` headers. See the module docs for the grammar.
 #[derive(Debug, Clone)]
 pub struct HostPolicy {
@@ -240,12 +250,7 @@ impl Access {
             reason,
         };
         if let Some(hosts) = &self.hosts {
-            // HTTP/2 carries the host in the `:authority` pseudo-header, which hyper puts in the URI.
-            let host = match headers.get(header::HOST) {
-                Some(v) => v.to_str().ok(),
-                None => uri.authority().map(|a| a.as_str()),
-            };
-            match host {
+            match request_host(headers, uri) {
                 Some(h) if hosts.allows(h) => {}
                 Some(h) => return Err(forbidden(format!("Host {h} is not allowed"))),
                 None => {

@@ -17,7 +17,7 @@ use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use bridge_core::auth::{HostPolicy, Token, bearer};
+use bridge_core::auth::{HostPolicy, Token, bearer, request_host};
 use bridge_core::link::tls::{self, TlsError};
 use bridge_core::link::{
     LinkError, ListenLimits, MissingOrigin, OriginPolicy, WsConfig, bind, serve_guarded, ws_routes,
@@ -339,11 +339,7 @@ async fn authorize(
         if let Some(hosts) = &tokens.open_pages {
             // Open on loopback to local probes, not to a web page that rebinds its own name to 127.0.0.1 (DNS
             // rebinding): without a token, the Host must name loopback.
-            let host = request
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .or_else(|| request.uri().authority().map(|a| a.as_str()));
+            let host = request_host(request.headers(), request.uri());
             return match host {
                 Some(host) if hosts.allows(host) => next.run(request).await,
                 _ => (
