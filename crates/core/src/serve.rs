@@ -9,6 +9,7 @@ mod edges;
 mod handler;
 mod http;
 mod inline;
+mod invalid;
 mod logging;
 mod metrics;
 mod panic;

@@ -6,6 +6,7 @@ use super::drain::Drain;
 use super::http::{FastPath, LegacyPath, Sessions};
 use super::sessions::SessionLimit;
 use crate::auth::Access;
+use crate::text::shorten_middle;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
@@ -16,7 +17,7 @@ use rmcp::model::{
     InitializeRequestParams, ReadResourceRequestParams, SubscribeRequestParams,
 };
 use rmcp::transport::streamable_http_server::StreamableHttpService;
-use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::future::Future;
@@ -94,27 +95,6 @@ pub(crate) fn unparsed_request(request: &CustomRequest, stateless_era: bool) -> 
 
 /// The most characters of a client's input an error quotes.
 const MAX_QUOTED_CHARS: usize = 240;
-
-/// `text` whole when it has at most `max` characters; else its start and end (serde's "invalid type: string
-/// "…", expected a map" says what was wanted at the end), with how long it was between them.
-fn shorten_middle(text: &str, max: usize) -> String {
-    if text.chars().nth(max).is_none() {
-        return text.to_owned();
-    }
-    let half = max / 2;
-    let head_end = text.char_indices().nth(half).map_or(text.len(), |(i, _)| i);
-    let tail_start = text
-        .char_indices()
-        .rev()
-        .nth(half.saturating_sub(1))
-        .map_or(head_end, |(i, _)| i.max(head_end));
-    format!(
-        "{}…[{} bytes in all]…{}",
-        &text[..head_end],
-        text.len(),
-        &text[tail_start..]
-    )
-}
 
 /// Why params did not parse; `None` when they do, so the method itself is what this server lacks.
 fn params_problem<T: DeserializeOwned>(request: &CustomRequest) -> Option<String> {
@@ -335,21 +315,13 @@ fn unparsed_body(response: Response, declared_json: bool, body: &Bytes) -> Respo
     if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE || !declared_json {
         return response;
     }
-    match serde_json::from_slice::<IgnoredAny>(body) {
-        Err(e) => rpc_error(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            ErrorCode::PARSE_ERROR,
-            format!("parse error: the body is not JSON ({e})"),
-        ),
-        Ok(_) => rpc_error(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            ErrorCode::INVALID_REQUEST,
-            "invalid request: the body is JSON but not a JSON-RPC 2.0 request, notification or response"
-                .to_owned(),
-        ),
-    }
+    let diagnosis = super::invalid::diagnose(body);
+    rpc_error(
+        StatusCode::BAD_REQUEST,
+        diagnosis.id_json(),
+        diagnosis.code,
+        diagnosis.message,
+    )
 }
 
 /// The id of an `initialize` request, or `None` for anything else.
@@ -426,26 +398,4 @@ fn rpc_error(status: StatusCode, id: Value, code: ErrorCode, message: String) ->
         body.to_string(),
     )
         .into_response()
-}
-
-#[cfg(test)]
-mod shorten_tests {
-    use super::shorten_middle;
-
-    #[test]
-    fn long_text_keeps_its_start_and_end_and_says_how_long_it_was() {
-        assert_eq!(shorten_middle("tools/call", 240), "tools/call");
-        let long = format!(
-            "invalid type: string \"{}\", expected a map",
-            "é".repeat(10_000)
-        );
-        let short = shorten_middle(&long, 60);
-        assert!(short.starts_with("invalid type: string \"éé"), "{short}");
-        assert!(short.ends_with("\", expected a map"), "{short}");
-        assert!(
-            short.contains(&format!("[{} bytes in all]", long.len())),
-            "{short}"
-        );
-        assert!(short.chars().count() < 100, "{short}");
-    }
 }

@@ -634,8 +634,8 @@ pub(crate) enum Incoming {
     Message(RxJsonRpcMessage<RoleServer>),
     /// A `tools/call` read apart ([`LineReader::lean_calls`]).
     Call(Call),
-    /// JSON, but no JSON-RPC message: answered `Invalid Request` (no id to answer with).
-    Invalid,
+    /// JSON, but no JSON-RPC message: answered with why, and the request's id where it could be read.
+    Invalid(super::invalid::Diagnosis),
     /// The end of the stream, or a read error.
     End,
 }
@@ -685,30 +685,32 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
                     continue;
                 }
             }
-            let decoded = {
-                let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                if line.is_empty() {
-                    None
-                } else {
-                    Some(decode_line(line, self.lean))
-                }
+            let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let decoded = if line.is_empty() {
+                Ok(None)
+            } else {
+                decode_line(line, self.lean)
             };
-            self.line.clear();
-            match decoded {
-                None | Some(Ok(None)) => {}
-                Some(Ok(Some(Decoded::Message(message)))) => return Incoming::Message(message),
-                Some(Ok(Some(Decoded::Call(call)))) => return Incoming::Call(call),
-                Some(Err(e)) => match e.classify() {
+            let incoming = match decoded {
+                Ok(None) => None,
+                Ok(Some(Decoded::Message(message))) => Some(Incoming::Message(message)),
+                Ok(Some(Decoded::Call(call))) => Some(Incoming::Call(call)),
+                Err(e) => match e.classify() {
                     // Not JSON: no id to answer, and answering garbage can start an error storm (rmcp #938).
                     serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
                         tracing::debug!("Ignoring unparsable incoming message: {e}");
+                        None
                     }
                     serde_json::error::Category::Data | serde_json::error::Category::Io => {
                         tracing::debug!("Protocol error on incoming message: {e}");
-                        return Incoming::Invalid;
+                        Some(Incoming::Invalid(super::invalid::diagnose(line)))
                     }
                 },
+            };
+            self.line.clear();
+            if let Some(incoming) = incoming {
+                return incoming;
             }
         }
     }
@@ -780,9 +782,11 @@ enum LineEnd {
     Oversize,
 }
 
-/// The `Invalid Request` answer to a line that was JSON but no JSON-RPC message.
-pub(crate) fn invalid_request() -> TxJsonRpcMessage<RoleServer> {
-    JsonRpcMessage::error(ErrorData::invalid_request("Invalid request", None), None)
+/// The answer to a line that was JSON but no JSON-RPC message.
+pub(crate) fn invalid_request(
+    diagnosis: &super::invalid::Diagnosis,
+) -> TxJsonRpcMessage<RoleServer> {
+    JsonRpcMessage::error(diagnosis.error(), diagnosis.id.clone())
 }
 
 #[cfg(test)]

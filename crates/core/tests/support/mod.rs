@@ -344,9 +344,10 @@ pub async fn raw_exchange(
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
-    body: &str,
+    body: impl AsRef<[u8]>,
 ) -> RawReply {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = body.as_ref();
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut request = format!(
         "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -359,8 +360,9 @@ pub async fn raw_exchange(
         request.push_str(&format!("{k}: {v}\r\n"));
     }
     request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut request = request.into_bytes();
+    request.extend_from_slice(body);
+    stream.write_all(&request).await.unwrap();
     let mut response = Vec::new();
     within("an HTTP response", stream.read_to_end(&mut response))
         .await

@@ -1,0 +1,44 @@
+//! Text quoted back to whoever sent it, kept short.
+
+/// `text` whole when it has at most `max` characters; else its start and end (serde's "invalid type: string
+/// "…", expected a map" says what was wanted at the end), with how long it was between them.
+pub(crate) fn shorten_middle(text: &str, max: usize) -> String {
+    if text.chars().nth(max).is_none() {
+        return text.to_owned();
+    }
+    let half = max / 2;
+    let head_end = text.char_indices().nth(half).map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .rev()
+        .nth(half.saturating_sub(1))
+        .map_or(head_end, |(i, _)| i.max(head_end));
+    format!(
+        "{}…[{} bytes in all]…{}",
+        &text[..head_end],
+        text.len(),
+        &text[tail_start..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shorten_middle;
+
+    #[test]
+    fn long_text_keeps_its_start_and_end_and_says_how_long_it_was() {
+        assert_eq!(shorten_middle("tools/call", 240), "tools/call");
+        let long = format!(
+            "invalid type: string \"{}\", expected a map",
+            "é".repeat(10_000)
+        );
+        let short = shorten_middle(&long, 60);
+        assert!(short.starts_with("invalid type: string \"éé"), "{short}");
+        assert!(short.ends_with("\", expected a map"), "{short}");
+        assert!(
+            short.contains(&format!("[{} bytes in all]", long.len())),
+            "{short}"
+        );
+        assert!(short.chars().count() < 100, "{short}");
+    }
+}
