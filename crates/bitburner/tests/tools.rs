@@ -599,3 +599,40 @@ async fn a_save_name_too_long_is_an_argument_error() {
     assert_eq!(err["details"]["limit"], 255);
     assert!(conn.methods().is_empty(), "no save was built for nothing");
 }
+
+/// A refusal, ours or the game's, names the field and the rule without echoing the input whole: the game's
+/// "File does not exist. Filename: …" for a 650 000-character name came back whole, in the text and in `_meta`
+/// (1.3 MB).
+#[tokio::test]
+async fn a_huge_file_name_is_refused_without_echoing_it() {
+    let h = start(game_args()).await;
+    let game = v3();
+    let _conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Modern).await;
+    let long = "a".repeat(650_000);
+    let cases = [
+        (
+            format!("{long}.txt"),
+            "E_REMOTE",
+            "File does not exist",
+            ".txt",
+        ),
+        (
+            format!("{long} b.txt"),
+            "E_INVALID_ARGUMENT",
+            "aaaa",
+            "contains a space",
+        ),
+    ];
+    for (name, code, starts, ends) in cases {
+        let result = call(&client, "read_file", json!({ "filename": name })).await;
+        let size = serde_json::to_string(&result).unwrap().len();
+        assert!(size < 12_000, "{code}: the answer is {size} bytes");
+        let err = error_of(&result);
+        assert_eq!(err["code"], code, "{err}");
+        let message = err["message"].as_str().unwrap();
+        assert!(message.contains(starts), "{message}");
+        assert!(message.contains(ends), "{message}");
+        assert!(message.contains("bytes in all"), "{message}");
+    }
+}

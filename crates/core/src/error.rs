@@ -19,6 +19,9 @@ use std::fmt;
 /// the MCP spec asks of `_meta` keys that are not the protocol's own. Part of the public contract.
 pub const ERROR_META_KEY: &str = "io.github.mcp-bridges/error";
 
+/// The most characters of an error message a client is sent ([`ToolError::shortened`]).
+pub(crate) const MAX_MESSAGE_CHARS: usize = 4_000;
+
 /// Stable error codes. Their string forms are part of the public contract: never rename one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 pub enum ErrorCode {
@@ -204,6 +207,18 @@ impl ToolError {
         self
     }
 
+    /// The error with a message of at most [`MAX_MESSAGE_CHARS`], its start and end kept (the field, the
+    /// rule or the live system's verdict are at one or the other). A message quotes input, the caller's or
+    /// the live system's: a 650 000-character file name came back whole, in the text and in `_meta`.
+    pub(crate) fn shortened(&self) -> std::borrow::Cow<'_, ToolError> {
+        if self.message.len() <= MAX_MESSAGE_CHARS {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut short = self.clone();
+        short.message = crate::text::shorten_middle(&self.message, MAX_MESSAGE_CHARS);
+        std::borrow::Cow::Owned(short)
+    }
+
     pub fn code(&self) -> ErrorCode {
         self.code
     }
@@ -243,6 +258,34 @@ impl ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_message_is_sent_shortened_and_a_short_one_as_it_is() {
+        let short = ToolError::remote("no such file");
+        assert!(matches!(short.shortened(), std::borrow::Cow::Borrowed(_)));
+        let long = ToolError::remote(format!(
+            "File does not exist. Filename: {}.txt",
+            "a".repeat(650_000)
+        ))
+        .with_details(serde_json::json!({"method": "getFile"}));
+        let sent = long.shortened();
+        assert!(
+            sent.message().chars().count() < MAX_MESSAGE_CHARS + 40,
+            "{}",
+            sent.message().len()
+        );
+        assert!(
+            sent.message()
+                .starts_with("File does not exist. Filename: aaa")
+        );
+        assert!(sent.message().ends_with("aaa.txt"));
+        let length = format!("[{} bytes in all]", long.message().len());
+        assert!(sent.message().contains(&length), "{}", sent.message());
+        assert_eq!(
+            (sent.code(), sent.hint(), sent.details()),
+            (long.code(), long.hint(), long.details())
+        );
+    }
 
     #[test]
     fn text_form_is_code_message_hint() {

@@ -145,6 +145,7 @@ pub(crate) fn with_structured(
 /// the code and the hint), the text `[CODE] message — hint` for the model, and the machine-readable object in
 /// `_meta` under [`ERROR_META_KEY`], which every SDK passes through untouched.
 pub(crate) fn failure(error: &ToolError) -> CallToolResult {
+    let error = error.shortened();
     let mut result = CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
     let mut meta = serde_json::Map::new();
     meta.insert(ERROR_META_KEY.to_owned(), error.to_structured());
