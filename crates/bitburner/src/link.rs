@@ -227,6 +227,18 @@ impl GameLink {
                 ))
                 .with_hint(unsupported_hint(method)))
             }
+            Outcome::Malformed(why) => Err(ToolError::remote(format!(
+                "the game's answer to `{}` could not be read: {why}",
+                method.name()
+            ))
+            .with_hint(if method.changes_files() {
+                "the game may have applied it or not: read it back (read_file or list_files) before changing it \
+                 again; if answers keep coming malformed, update the game or check what else connects to this port"
+            } else {
+                "retry once; if answers keep coming malformed, update the game or check what else connects to this \
+                 port"
+            })
+            .with_details(serde_json::json!({"method": method.name()}))),
             Outcome::Error(message) => {
                 // A refusal still proves the method exists.
                 self.record(peer.id(), method, Support::Yes);
@@ -262,7 +274,9 @@ impl GameLink {
                 let e = if method.changes_files() {
                     // The request was sent: the game may well have applied it before the connection ended.
                     e.with_hint(
-                        "the game may have applied it before the connection ended, or not: whether it did is                          unknown. Once a game is connected, read it back (read_file or list_files) and change                          it again only if it is not as you wanted",
+                        "the game may have applied it before the connection ended, or not: whether it did is \
+                         unknown. Once a game is connected, read it back (read_file or list_files) and change \
+                         it again only if it is not as you wanted",
                     )
                 } else {
                     e
@@ -375,8 +389,13 @@ fn route_reply(link: u64, correlator: &Correlator<Outcome>, text: &str) {
             }
             None => tracing::warn!(link, id = ?response.id, "reply without one of our ids dropped"),
         },
-        Err(e) => {
-            tracing::warn!(link, error = %e, bytes = text.len(), "malformed frame from the game ignored")
-        }
+        Err(e) => match wire::salvage_id(text).as_ref().and_then(parse_id) {
+            Some(id) if correlator.resolve(id, Outcome::Malformed(e.to_string())) => {
+                tracing::warn!(link, id, error = %e, bytes = text.len(), "malformed answer from the game");
+            }
+            _ => {
+                tracing::warn!(link, error = %e, bytes = text.len(), "malformed frame from the game ignored")
+            }
+        },
     }
 }

@@ -103,6 +103,8 @@ pub enum Outcome {
     Result(Value),
     /// The game's error text, verbatim.
     Error(String),
+    /// A frame with the request's id and no answer that could be read: why it could not.
+    Malformed(String),
 }
 
 /// One response frame from the game.
@@ -146,6 +148,39 @@ pub fn parse_response(text: &str) -> Result<Response, WireError> {
         (Some(_), None) | (None, None) => return Err(WireError::NoOutcome),
     };
     Ok(Response { id, outcome })
+}
+
+/// The top-level `id` of a frame [`parse_response`] refused, when it could be read before whatever made the frame
+/// unreadable: the request it answers then fails at once rather than waiting out its deadline. Other members
+/// are skipped unread, so a value nested deeper than the parser allows does not hide the id.
+pub fn salvage_id(text: &str) -> Option<Value> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    use std::cell::RefCell;
+
+    struct Ids<'a>(&'a RefCell<Option<Value>>);
+    impl<'de> Visitor<'de> for Ids<'_> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "id" && self.0.borrow().is_none() {
+                    let id = map.next_value::<Value>()?;
+                    *self.0.borrow_mut() = Some(id);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(())
+        }
+    }
+    let id = RefCell::new(None);
+    // Its error is `parse_response`'s to report; what matters here is only what was read before it.
+    let _ = serde_json::Deserializer::from_str(text).deserialize_map(Ids(&id));
+    id.into_inner()
 }
 
 #[cfg(test)]
@@ -224,6 +259,31 @@ mod tests {
         ));
         assert_eq!(parse_response("[1]"), Err(WireError::NotAnObject));
         assert_eq!(parse_response(r#"{"id":1}"#), Err(WireError::NoOutcome));
+    }
+
+    #[test]
+    fn the_id_of_an_unreadable_answer_is_salvaged() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":4,"result":{}{}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let cases: [(&str, Option<Value>); 6] = [
+            (r#"{"id":1}"#, Some(json!(1))),
+            (r#"{"jsonrpc":"2.0","id":2,"result":tru"#, Some(json!(2))),
+            (r#"{"result":[1,2,{"x":}],"id":3}"#, None),
+            (&deep, Some(json!(4))),
+            ("this is not json", None),
+            (r#"[{"id":5}]"#, None),
+        ];
+        for (text, id) in cases {
+            assert!(
+                parse_response(text).is_err(),
+                "{}",
+                &text[..40.min(text.len())]
+            );
+            assert_eq!(salvage_id(text), id, "{}", &text[..40.min(text.len())]);
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod support;
 
 use bitburner_fake::{Closed, FakeGame, GameVersion};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 
@@ -174,16 +175,71 @@ async fn junk_and_forged_replies_are_ignored() {
         json!({"filename": "real.txt", "server": "home"})
     );
 
-    // A malformed frame, a reply with an id never issued, one with a string id, one with no outcome.
+    // A malformed frame, a reply with an id never issued, one with a string id, an unreadable one with an id
+    // never issued.
     conn.send_text("this is not json {");
     conn.send_text(json!({"jsonrpc": "2.0", "result": "forged", "id": id + 1000}).to_string());
     conn.send_text(json!({"jsonrpc": "2.0", "result": "forged", "id": "x"}).to_string());
-    conn.send_text(json!({"jsonrpc": "2.0", "id": id}).to_string());
+    conn.send_text(json!({"jsonrpc": "2.0", "id": id + 1000}).to_string());
     // Then the real answer, in the dev key order.
     conn.send_text(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"real"}}"#));
     let (client, result) = within("the real answer", pending).await.unwrap();
     assert_eq!(text_of(&result), "real");
     assert!(h.link.is_connected(), "junk does not cost the connection");
+    conn.set_answering(true);
+    ok_of(&call(&client, "list_files", json!({})).await);
+}
+
+/// Before, each of these waited out the whole deadline (here 60 s) as if the game had said nothing.
+#[tokio::test]
+async fn an_unreadable_answer_with_our_id_fails_its_call_at_once() {
+    let h = slow_timeout_harness().await;
+    let game = v3();
+    let conn = h.connect(&game).await;
+    conn.set_answering(false);
+    let client = Arc::new(http_client(h.mcp_addr, Era::Modern).await);
+    let deep = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{}{}}}"#,
+            "[".repeat(200_000),
+            "]".repeat(200_000)
+        )
+    };
+    let unreadable: [(&dyn Fn(u64) -> String, &str); 3] = [
+        (
+            &|id| json!({"jsonrpc": "2.0", "id": id}).to_string(),
+            "neither `result` nor `error`",
+        ),
+        (
+            &|id| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"cut off"#),
+            "not JSON",
+        ),
+        (&deep, "recursion limit"),
+    ];
+    for (i, (frame, says)) in unreadable.into_iter().enumerate() {
+        let calling = client.clone();
+        let pending =
+            tokio::spawn(
+                async move { call(&calling, "read_file", json!({"filename": "a.txt"})).await },
+            );
+        let frames = conn.wait_for_frames(i + 1).await;
+        let request: Value = serde_json::from_str(&frames[i]).unwrap();
+        let id = request["id"].as_u64().unwrap();
+        conn.send_text(frame(id));
+        let result = within("the call to fail", pending).await.unwrap();
+        let err = error_of(&result);
+        assert_eq!(err["code"], "E_REMOTE", "{err}");
+        let message = err["message"].as_str().unwrap();
+        assert!(message.contains("`getFile` could not be read"), "{message}");
+        assert!(message.contains(says), "{message}");
+        assert!(message.len() < 300, "{message}");
+        // The real answer, late: nobody waits for it any more, and it costs nothing.
+        conn.send_text(json!({"jsonrpc": "2.0", "id": id, "result": "late"}).to_string());
+    }
+    assert!(
+        h.link.is_connected(),
+        "a malformed answer does not cost the connection"
+    );
     conn.set_answering(true);
     ok_of(&call(&client, "list_files", json!({})).await);
 }
