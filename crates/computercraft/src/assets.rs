@@ -3,7 +3,7 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use std::sync::Arc;
@@ -62,7 +62,21 @@ async fn install(State(assets): State<Assets>, headers: HeaderMap) -> Response {
         return (StatusCode::BAD_REQUEST, "missing or invalid Host header\n").into_response();
     };
     let body = installer(&base);
-    ([(header::CONTENT_TYPE, LUA)], body).into_response()
+    per_host(
+        ([(header::CONTENT_TYPE, LUA)], body).into_response(),
+        &assets,
+    )
+}
+
+/// Headers of a page built from the request's Host: a cache between the computers and the bridge must not
+/// hand one Host's addresses to a request made with another.
+fn per_host(mut response: Response, assets: &Assets) -> Response {
+    if assets.public_url.is_none() {
+        let headers = response.headers_mut();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        headers.insert(header::VARY, HeaderValue::from_static("Host"));
+    }
+    response
 }
 
 /// The installer for computers that reach the bridge at `base`. The addresses go in as Lua string literals,
@@ -105,7 +119,10 @@ async fn index(State(assets): State<Assets>, headers: HeaderMap) -> Response {
         "mcp-bridges ComputerCraft link.\n\nInstall the client on a computer or turtle:\n  wget run {base}/install.lua [token]\n\nComputers link on {}\n",
         link_url(&base)
     );
-    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+    per_host(
+        ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
+        &assets,
+    )
 }
 
 #[cfg(test)]

@@ -445,3 +445,32 @@ async fn the_link_port_serves_the_client_and_installer() {
     let client = http_get(&format!("http://{}/client.lua", h.link_addr)).await;
     assert_eq!(client, bridge_computercraft::assets::CLIENT_LUA);
 }
+
+/// The installer and the index name the Host they were asked with: no cache may keep one for another Host.
+#[tokio::test]
+async fn pages_built_from_the_host_are_not_cached() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = start_bridge(test_config()).await;
+    for path in ["/install.lua", "/"] {
+        let mut stream = tokio::net::TcpStream::connect(h.link_addr).await.unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: cache.example:8080\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        within("the page", stream.read_to_string(&mut response))
+            .await
+            .unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        let head = head.to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{path}: {head}");
+        assert!(
+            head.contains("\r\ncache-control: no-store"),
+            "{path}: {head}"
+        );
+        assert!(head.contains("\r\nvary: host"), "{path}: {head}");
+        assert!(
+            body.contains("ws://cache.example:8080/link"),
+            "{path}: {body}"
+        );
+    }
+}
