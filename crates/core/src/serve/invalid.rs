@@ -5,7 +5,7 @@
 //! Only ever run on a message already refused, so its cost (the message parsed again, twice) is no call's.
 
 use crate::text::shorten_middle;
-use rmcp::model::{ErrorCode, ErrorData, RequestId};
+use rmcp::model::{ErrorCode, RequestId};
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
@@ -28,10 +28,6 @@ pub(crate) struct Diagnosis {
 }
 
 impl Diagnosis {
-    pub(crate) fn error(&self) -> ErrorData {
-        ErrorData::new(self.code, self.message.clone(), None)
-    }
-
     /// The id as JSON (`null` when none was read), as an HTTP answer writes it.
     pub(crate) fn id_json(&self) -> Value {
         self.id
@@ -51,7 +47,9 @@ impl Diagnosis {
 
 /// Why `message` (one line, or one HTTP body) is not a JSON-RPC message rmcp takes.
 pub(crate) fn diagnose(message: &[u8]) -> Diagnosis {
-    let message = message.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(message);
+    let message = message
+        .strip_prefix(super::wire::UTF8_BOM)
+        .unwrap_or(message);
     let mut reader = serde_json::Deserializer::from_slice(message);
     let value: Value = match serde_path_to_error::deserialize(&mut reader) {
         Ok(value) => value,

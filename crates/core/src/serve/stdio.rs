@@ -233,7 +233,7 @@ where
             // Not read apart before rmcp has its session (`lean_calls`): `map` is the whole `_meta`.
             Incoming::Call(call) => self.to_rmcp(call.into_message()),
             Incoming::Invalid(diagnosis) => {
-                self.queue(&invalid_request(&diagnosis));
+                self.queue(&invalid_request(diagnosis));
                 self.flush().await;
             }
             Incoming::End => self.end(),
@@ -295,7 +295,7 @@ where
                 self.tool_call(id, params, context, meta, cx);
             }
             Incoming::Message(message) => self.to_rmcp(message),
-            Incoming::Invalid(diagnosis) => self.queue(&invalid_request(&diagnosis)),
+            Incoming::Invalid(diagnosis) => self.queue(&invalid_request(diagnosis)),
             Incoming::End => self.end(),
         }
     }

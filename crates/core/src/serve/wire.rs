@@ -29,7 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 
 /// The longest line read, rmcp's own limit (`async_rw::DEFAULT_MAX_LINE_LENGTH`): a longer one is dropped.
 const MAX_LINE: usize = 16 * 1024 * 1024;
-const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+pub(crate) const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Decodes one line (without its newline) as rmcp's stdio transport would: `Ok(None)` for a message rmcp
 /// ignores (a notification outside MCP), `Err` for one it rejects.
@@ -784,9 +784,10 @@ enum LineEnd {
 
 /// The answer to a line that was JSON but no JSON-RPC message.
 pub(crate) fn invalid_request(
-    diagnosis: &super::invalid::Diagnosis,
+    diagnosis: super::invalid::Diagnosis,
 ) -> TxJsonRpcMessage<RoleServer> {
-    JsonRpcMessage::error(diagnosis.error(), diagnosis.id.clone())
+    let super::invalid::Diagnosis { code, id, message } = diagnosis;
+    JsonRpcMessage::error(ErrorData::new(code, message, None), id)
 }
 
 #[cfg(test)]
