@@ -11,6 +11,8 @@
 //!   writes everything queued with one write and one flush: answers leave in the order they were queued, and
 //!   under concurrency several go out per system call.
 
+mod scan;
+
 use super::handler::CallMeta;
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -54,10 +56,13 @@ fn decode_line(line: &[u8], lean: bool) -> Result<Option<Decoded>, serde_json::E
     let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
     // Read as text, checked once: read as bytes, serde_json checks each string it meets again (9 a call). A
     // line that is not UTF-8 takes rmcp's decoding, which says so as it did.
-    if let Ok(text) = std::str::from_utf8(line)
-        && let Some(decoded) = pre_dispatch(text, lean)
-    {
-        return Ok(Some(decoded));
+    if let Ok(text) = std::str::from_utf8(line) {
+        if lean && let Some(call) = scan::tools_call(text) {
+            return Ok(Some(Decoded::Call(call)));
+        }
+        if let Some(decoded) = pre_dispatch(text, lean) {
+            return Ok(Some(decoded));
+        }
     }
     Ok(rmcp_decode(line)?.map(Decoded::Message))
 }
