@@ -554,7 +554,7 @@ mod tests {
                     if present.2 {
                         members.push("\"jsonrpc\":\"2.0\"".to_owned());
                     }
-                    // A permutation from the seed, and white space between the members.
+                    // A permutation drawn from `order`, and white space between the members.
                     let mut order = order;
                     let mut line = String::from(spaces[0]);
                     line.push('{');
