@@ -55,6 +55,12 @@ pub(crate) fn diagnose(message: &[u8]) -> Diagnosis {
         Ok(value) => value,
         Err(e) => return not_json(message, &e),
     };
+    // Text after the value makes the whole message no JSON: nothing read from it (an id above all) is used.
+    if let Err(e) = reader.end() {
+        return Diagnosis::parse_error(format!(
+            "the message is not JSON: {e} (one JSON-RPC message at a time, nothing after it)"
+        ));
+    }
     let Value::Object(object) = value else {
         return invalid(None, not_an_object(&value));
     };
@@ -88,7 +94,11 @@ fn not_json(message: &[u8], e: &serde_path_to_error::Error<serde_json::Error>) -
         format!(" in `{}`", shorten_middle(&path, MAX_QUOTED_CHARS))
     };
     let inner = e.inner();
-    if let Err(utf8) = std::str::from_utf8(message) {
+    // Not UTF-8 is the fault only where serde stopped at the bad byte or after it: a syntax error before it
+    // is what the reader met first.
+    if let Err(utf8) = std::str::from_utf8(message)
+        && offset(message, inner.line(), inner.column()) >= utf8.valid_up_to()
+    {
         return Diagnosis::parse_error(format!(
             "the message is not UTF-8: byte {} starts an invalid sequence{at}",
             utf8.valid_up_to()
@@ -115,6 +125,21 @@ fn not_json(message: &[u8], e: &serde_path_to_error::Error<serde_json::Error>) -
     Diagnosis::parse_error(format!("the message is not JSON: {text}{at}"))
 }
 
+/// The byte offset of serde_json's 1-based line and column (a column counts bytes).
+fn offset(message: &[u8], line: usize, column: usize) -> usize {
+    let line_start = if line <= 1 {
+        0
+    } else {
+        message
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(line - 2)
+            .map_or(message.len(), |(i, _)| i + 1)
+    };
+    (line_start + column).saturating_sub(1)
+}
+
 fn not_an_object(value: &Value) -> String {
     match value {
         Value::Array(_) => "a JSON array: MCP takes one message at a time, not a batch".to_owned(),
@@ -136,9 +161,14 @@ fn envelope_problem(object: &Map<String, Value>) -> Option<String> {
     if let Some(id) = object.get("id")
         && !is_id(id)
     {
-        return Some(format!(
-            "`id` must be a string or an integer, not {}",
+        let problem = if id.is_u64() {
+            "an integer above 9223372036854775807 (2^63 - 1), the largest id this server takes"
+                .to_owned()
+        } else {
             quote(id)
+        };
+        return Some(format!(
+            "`id` must be a string or an integer, not {problem}"
         ));
     }
     match object.get("method") {
@@ -192,8 +222,9 @@ fn request_id(object: &Map<String, Value>) -> Option<RequestId> {
     serde_json::from_value(id.clone()).ok()
 }
 
+/// rmcp's `NumberOrString`: a string or an `i64`.
 fn is_id(id: &Value) -> bool {
-    id.is_string() || id.is_i64() || id.is_u64()
+    id.is_string() || id.is_i64()
 }
 
 /// The first envelope key that appears twice at the top of `message` (already known to be a JSON object).
@@ -257,7 +288,12 @@ mod tests {
 
     #[test]
     fn each_envelope_problem_is_named() {
-        let cases: [(&str, &str, Option<i64>); 10] = [
+        let cases: [(&str, &str, Option<i64>); 11] = [
+            (
+                r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}"#,
+                "`id` must be a string or an integer, not an integer above 9223372036854775807",
+                None,
+            ),
             (r#"{"hello":"world"}"#, "`jsonrpc` is missing", None),
             (
                 r#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#,
@@ -307,6 +343,40 @@ mod tests {
             assert!(d.message.contains(says), "{message}: {d:?}");
             assert_eq!(d.id, id.map(RequestId::Number), "{message}: {d:?}");
         }
+    }
+
+    /// Text after the message makes it no JSON: no id read from it is echoed, however valid it looked.
+    #[test]
+    fn text_after_the_message_is_a_parse_error_without_an_id() {
+        for message in [
+            &br#"{"jsonrpc":"2.0","id":2,"method":"ping","id":3}{}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping"} x"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\xff",
+            b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\"}",
+        ] {
+            let d = diagnose(message);
+            let shown = String::from_utf8_lossy(message);
+            assert_eq!(d.code, ErrorCode::PARSE_ERROR, "{shown}: {d:?}");
+            assert_eq!(d.id, None, "{shown}: {d:?}");
+            assert!(d.message.contains("nothing after it"), "{shown}: {d:?}");
+        }
+    }
+
+    /// A syntax error before the first byte that is not UTF-8 is the one named, at its own path.
+    #[test]
+    fn the_first_fault_is_named_where_it_is() {
+        let d = diagnose(
+            b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"params\":{\"a\":tru},\"b\":\"\xff\"}",
+        );
+        assert_eq!(d.code, ErrorCode::PARSE_ERROR, "{d:?}");
+        assert!(!d.message.contains("UTF-8"), "{d:?}");
+        assert!(d.message.contains("`params.a`"), "{d:?}");
+        // On a later line of a body, the offset counts the lines before.
+        let d = diagnose(b"{\"jsonrpc\":\"2.0\",\n\"id\":7,\"method\":\"ping\",\"x\":\"\xff\"}");
+        assert!(d.message.contains("not UTF-8: byte 46"), "{d:?}");
+        assert_eq!(offset(b"ab\ncd\nef", 3, 2), 7);
+        assert_eq!(offset(b"ab", 1, 1), 0);
     }
 
     #[test]
