@@ -635,4 +635,23 @@ async fn a_huge_file_name_is_refused_without_echoing_it() {
         assert!(message.contains(ends), "{message}");
         assert!(message.contains("bytes in all"), "{message}");
     }
+    // The same name in a resource URI: the read's error is held to the same length, message and data. A
+    // legacy session: a 2026-07-28 request repeats the URI in a header, which no server takes at this size.
+    let legacy = http_client(h.mcp_addr, Era::Legacy).await;
+    let uri = format!("bitburner://files/home/{long}%20b.txt");
+    let error = within(
+        "resources/read",
+        legacy
+            .service
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri)),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(error.len() < 12_000, "the error is {} bytes", error.len());
+    assert!(
+        error.contains("bytes in all"),
+        "{}",
+        &error[..error.len().min(600)]
+    );
 }

@@ -19,7 +19,8 @@ use std::fmt;
 /// the MCP spec asks of `_meta` keys that are not the protocol's own. Part of the public contract.
 pub const ERROR_META_KEY: &str = "io.github.mcp-bridges/error";
 
-/// The most characters of an error message a client is sent ([`ToolError::shortened`]).
+/// The most characters kept of an error's message, and of its hint, when a client is sent it
+/// ([`ToolError::shortened`]); a shortened one also carries a marker of about 20 characters with its length.
 pub(crate) const MAX_MESSAGE_CHARS: usize = 4_000;
 
 /// Stable error codes. Their string forms are part of the public contract: never rename one.
@@ -207,15 +208,17 @@ impl ToolError {
         self
     }
 
-    /// The error with a message of at most [`MAX_MESSAGE_CHARS`], its start and end kept (the field, the
-    /// rule or the live system's verdict are at one or the other). A message quotes input, the caller's or
-    /// the live system's: a 650 000-character file name came back whole, in the text and in `_meta`.
+    /// The error with a message and a hint of at most [`MAX_MESSAGE_CHARS`] each, their start and end kept
+    /// (the field, the rule or the live system's verdict are at one or the other). Both quote input, the
+    /// caller's or the live system's: a 650 000-character file name came back whole, in the text and in
+    /// `_meta`, from the message and again from a hint that named the file.
     pub(crate) fn shortened(&self) -> std::borrow::Cow<'_, ToolError> {
-        if self.message.len() <= MAX_MESSAGE_CHARS {
+        if self.message.len() <= MAX_MESSAGE_CHARS && self.hint.len() <= MAX_MESSAGE_CHARS {
             return std::borrow::Cow::Borrowed(self);
         }
         let mut short = self.clone();
         short.message = crate::text::shorten_middle(&self.message, MAX_MESSAGE_CHARS);
+        short.hint = crate::text::shorten_middle(&self.hint, MAX_MESSAGE_CHARS);
         std::borrow::Cow::Owned(short)
     }
 
@@ -285,6 +288,25 @@ mod tests {
             (sent.code(), sent.hint(), sent.details()),
             (long.code(), long.hint(), long.details())
         );
+    }
+
+    /// A hint that names the caller's input is held to the same length as the message.
+    #[test]
+    fn a_long_hint_is_sent_shortened_too() {
+        let name = format!("{}.txt", "a".repeat(650_000));
+        let error = ToolError::remote("the write was not confirmed").with_hint(format!(
+            "call read_file for `{name}` to see what was written"
+        ));
+        let sent = error.shortened();
+        assert_eq!(sent.message(), error.message());
+        assert!(
+            sent.hint().chars().count() < MAX_MESSAGE_CHARS + 40,
+            "{}",
+            sent.hint().len()
+        );
+        assert!(sent.hint().starts_with("call read_file for `aaa"));
+        assert!(sent.hint().ends_with("aaa.txt` to see what was written"));
+        assert!(sent.to_string().len() < 2 * MAX_MESSAGE_CHARS + 200);
     }
 
     #[test]

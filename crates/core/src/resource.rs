@@ -46,6 +46,8 @@ pub trait ResourceProvider: Send + Sync + 'static {
 /// disconnected, slow or busy answers -32603 instead, with the bridge's coded text (`[E_DISCONNECTED] … —
 /// reconnect …`) and its `{code, message, hint, details}` as data, as a tool would.
 pub(crate) fn read_error(error: &ToolError) -> McpError {
+    // The message twice (text and data): each held to what a tool's error is.
+    let error = error.shortened();
     let data = Some(error.to_structured());
     match error.code() {
         ErrorCode::NotFound => McpError::resource_not_found(error.to_string(), data),
@@ -58,6 +60,18 @@ pub(crate) fn read_error(error: &ToolError) -> McpError {
 mod tests {
     use super::*;
     use rmcp::model::ErrorCode as RpcCode;
+
+    /// A URI quoted in the error is held to a tool error's length, in the message and in its data.
+    #[test]
+    fn a_long_error_is_sent_shortened() {
+        let uri = format!("bitburner://files/home/{}.txt", "a".repeat(650_000));
+        let error = read_error(&ToolError::not_found(format!("no file at {uri}")));
+        assert_eq!(error.code, RpcCode::RESOURCE_NOT_FOUND);
+        assert!(error.message.len() < 10_000, "{}", error.message.len());
+        let data = serde_json::to_string(&error.data).unwrap_or_default();
+        assert!(data.len() < 10_000, "{}", data.len());
+        assert!(error.message.contains("bytes in all"), "{}", error.message);
+    }
 
     #[test]
     fn a_disconnected_game_is_not_a_missing_resource() {
