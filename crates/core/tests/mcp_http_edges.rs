@@ -277,6 +277,29 @@ async fn the_body_limit_refuses_past_it_and_a_bridge_that_needs_more_raises_it()
     assert_eq!(past.status, 413, "the raised limit is still a limit");
 }
 
+/// params with a repeated key (serde refuses it typed; rmcp hands the request over as custom, its params a
+/// tree that kept one) are invalid params that say so, not an unknown `tools/call`, in both eras.
+#[tokio::test]
+async fn a_repeated_key_in_params_is_invalid_params_not_an_unknown_method() {
+    let server = start_http(test_bridge().bridge, HttpOptions::default(), vec![]).await;
+    let init = post(server.addr, &[JSON, ACCEPT], LEGACY_INIT).await;
+    let session = init.header("mcp-session-id").unwrap().to_owned();
+    let legacy = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+    let mut modern = MODERN.to_vec();
+    modern.extend([("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")]);
+    let meta = r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    for (headers, meta) in [(&legacy[..], ""), (&modern[..], meta)] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"echo","name":"echo","arguments":{{"text":"hi"}}{meta}}}}}"#
+        );
+        let answer = post(server.addr, headers, &body).await.json();
+        assert_eq!(answer["id"], 5, "{answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("more than once"), "{message}");
+    }
+}
+
 /// What the server does not understand is named in its error, shortened: the hostile run of stop 40 sent a
 /// 4 MB method name of `\u0000` escapes and got 8 MB back (the name in the message and again in `data`), and
 /// a wrong-typed argument of megabytes came back whole in serde's "invalid type" text. The error stays a

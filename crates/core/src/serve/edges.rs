@@ -62,18 +62,28 @@ const REMOVED_IN_STATELESS_ERA: [&str; 5] = [
 /// (-32602, saying what is wrong), or a method this server does not have in the request's era (-32601).
 pub(crate) fn unparsed_request(request: &CustomRequest, stateless_era: bool) -> McpError {
     let method = request.method.as_str();
-    let problem = match method {
+    let typed = match method {
         _ if stateless_era && REMOVED_IN_STATELESS_ERA.contains(&method) => None,
-        "tools/call" => params_problem::<CallToolRequestParams>(request),
-        "resources/read" => params_problem::<ReadResourceRequestParams>(request),
+        "tools/call" => Some(params_problem::<CallToolRequestParams>(request)),
+        "resources/read" => Some(params_problem::<ReadResourceRequestParams>(request)),
         "resources/subscribe" | "resources/unsubscribe" => {
-            params_problem::<SubscribeRequestParams>(request)
+            Some(params_problem::<SubscribeRequestParams>(request))
         }
-        "prompts/get" => params_problem::<GetPromptRequestParams>(request),
-        "initialize" => params_problem::<InitializeRequestParams>(request),
-        _ if KNOWN_METHODS.contains(&method) => Some("they do not match its schema".to_owned()),
+        "prompts/get" => Some(params_problem::<GetPromptRequestParams>(request)),
+        "initialize" => Some(params_problem::<InitializeRequestParams>(request)),
+        _ if KNOWN_METHODS.contains(&method) => {
+            Some(Some("they do not match its schema".to_owned()))
+        }
         _ => None,
     };
+    let problem = typed.map(|problem| {
+        // They read as its params once parsed into a tree but did not as sent: the tree keeps one of a
+        // repeated key, which the typed reading of the text refuses.
+        problem.unwrap_or_else(|| {
+            "they could not be read as sent; a key that appears more than once in them is the usual cause"
+                .to_owned()
+        })
+    });
     // Quoted shortened: a method name or a wrong-typed value of megabytes came back whole, twice for the name
     // (message and data), so an error answered 8 MB to a 4 MB request.
     let method = shorten_middle(method, MAX_QUOTED_CHARS);
@@ -398,4 +408,26 @@ fn rpc_error(status: StatusCode, id: Value, code: ErrorCode, message: String) ->
         body.to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_params_that_read_only_as_a_tree_are_invalid_params_not_an_unknown_method() {
+        // What rmcp hands over for `"params":{"name":"a","name":"b"}`: the tree kept one `name`.
+        let request = CustomRequest::new("tools/call", Some(json!({"name": "b", "arguments": {}})));
+        for stateless_era in [false, true] {
+            let error = unparsed_request(&request, stateless_era);
+            assert_eq!(error.code, ErrorCode::INVALID_PARAMS, "{error:?}");
+            assert!(error.message.contains("`tools/call`"), "{error:?}");
+            assert!(error.message.contains("more than once"), "{error:?}");
+        }
+        let unknown = CustomRequest::new("no/such", Some(json!({})));
+        assert_eq!(
+            unparsed_request(&unknown, false).code,
+            ErrorCode::METHOD_NOT_FOUND
+        );
+    }
 }
