@@ -277,16 +277,27 @@ async fn the_body_limit_refuses_past_it_and_a_bridge_that_needs_more_raises_it()
     assert_eq!(past.status, 413, "the raised limit is still a limit");
 }
 
+/// A legacy session's id.
+async fn legacy_session(addr: SocketAddr) -> String {
+    let init = post(addr, &[JSON, ACCEPT], LEGACY_INIT).await;
+    init.header("mcp-session-id").unwrap().to_owned()
+}
+
+/// The headers of a 2026-07-28 `tools/call` of `echo`.
+fn modern_echo_call() -> Vec<(&'static str, &'static str)> {
+    let mut modern = MODERN.to_vec();
+    modern.extend([("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")]);
+    modern
+}
+
 /// params with a repeated key (serde refuses it typed; rmcp hands the request over as custom, its params a
 /// tree that kept one) are invalid params that say so, not an unknown `tools/call`, in both eras.
 #[tokio::test]
 async fn a_repeated_key_in_params_is_invalid_params_not_an_unknown_method() {
     let server = start_http(test_bridge().bridge, HttpOptions::default(), vec![]).await;
-    let init = post(server.addr, &[JSON, ACCEPT], LEGACY_INIT).await;
-    let session = init.header("mcp-session-id").unwrap().to_owned();
+    let session = legacy_session(server.addr).await;
     let legacy = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
-    let mut modern = MODERN.to_vec();
-    modern.extend([("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")]);
+    let modern = modern_echo_call();
     let meta = r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
     for (headers, meta) in [(&legacy[..], ""), (&modern[..], meta)] {
         let body = format!(
@@ -309,11 +320,9 @@ async fn a_repeated_key_in_params_is_invalid_params_not_an_unknown_method() {
 #[tokio::test]
 async fn an_error_quotes_what_it_did_not_understand_shortened() {
     let server = start_http(test_bridge().bridge, HttpOptions::default(), vec![]).await;
-    let init = post(server.addr, &[JSON, ACCEPT], LEGACY_INIT).await;
-    let session = init.header("mcp-session-id").unwrap().to_owned();
+    let session = legacy_session(server.addr).await;
     let legacy = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
-    let mut modern = MODERN.to_vec();
-    modern.extend([("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")]);
+    let modern = modern_echo_call();
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
