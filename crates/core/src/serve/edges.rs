@@ -62,7 +62,7 @@ const REMOVED_IN_STATELESS_ERA: [&str; 5] = [
 /// (-32602, saying what is wrong), or a method this server does not have in the request's era (-32601).
 pub(crate) fn unparsed_request(request: &CustomRequest, stateless_era: bool) -> McpError {
     let method = request.method.as_str();
-    let typed = match method {
+    let problem = match method {
         _ if stateless_era && REMOVED_IN_STATELESS_ERA.contains(&method) => None,
         "tools/call" => Some(params_problem::<CallToolRequestParams>(request)),
         "resources/read" => Some(params_problem::<ReadResourceRequestParams>(request)),
@@ -71,19 +71,9 @@ pub(crate) fn unparsed_request(request: &CustomRequest, stateless_era: bool) -> 
         }
         "prompts/get" => Some(params_problem::<GetPromptRequestParams>(request)),
         "initialize" => Some(params_problem::<InitializeRequestParams>(request)),
-        _ if KNOWN_METHODS.contains(&method) => {
-            Some(Some("they do not match its schema".to_owned()))
-        }
+        _ if KNOWN_METHODS.contains(&method) => Some("they do not match its schema".to_owned()),
         _ => None,
     };
-    let problem = typed.map(|problem| {
-        // They read as its params once parsed into a tree but did not as sent: the tree keeps one of a
-        // repeated key, which the typed reading of the text refuses.
-        problem.unwrap_or_else(|| {
-            "they could not be read as sent; a key that appears more than once in them is the usual cause"
-                .to_owned()
-        })
-    });
     // Quoted shortened: a method name or a wrong-typed value of megabytes came back whole, twice for the name
     // (message and data), so an error answered 8 MB to a 4 MB request.
     let method = shorten_middle(method, MAX_QUOTED_CHARS);
@@ -106,12 +96,15 @@ pub(crate) fn unparsed_request(request: &CustomRequest, stateless_era: bool) -> 
 /// The most characters of a client's input an error quotes.
 const MAX_QUOTED_CHARS: usize = 240;
 
-/// Why params did not parse; `None` when they do, so the method itself is what this server lacks.
-fn params_problem<T: DeserializeOwned>(request: &CustomRequest) -> Option<String> {
+/// Why a known method's params did not parse. rmcp read them from the text; here they are read from the tree
+/// rmcp kept, which holds one of a repeated key: when they read from it, that is the usual cause.
+fn params_problem<T: DeserializeOwned>(request: &CustomRequest) -> String {
     let params = request.params.clone().unwrap_or(Value::Null);
-    serde_json::from_value::<T>(params)
-        .err()
-        .map(|e| e.to_string())
+    match serde_json::from_value::<T>(params) {
+        Err(e) => e.to_string(),
+        Ok(_) => "they could not be read as sent; a key that appears more than once in them is the usual cause"
+            .to_owned(),
+    }
 }
 
 /// What the front of `/mcp` needs: the access rules, the session cap, the body limit rmcp was given too, the
