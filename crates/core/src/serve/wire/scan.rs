@@ -38,37 +38,23 @@ pub(super) fn tools_call(line: &str) -> Option<Call> {
     let mut id = None;
     let mut method = false;
     let mut params = None;
-    scan.byte(b'{')?;
-    loop {
-        match scan.plain_str()? {
+    // Another version or method is serde's: it says what is wrong, or reads the request as rmcp does.
+    scan.object(|scan, key| {
+        match key {
             "jsonrpc" if !jsonrpc => {
-                scan.byte(b':')?;
-                jsonrpc = scan.plain_str()? == "2.0";
-                if !jsonrpc {
-                    return None;
-                }
+                jsonrpc = true;
+                (scan.plain_str()? == "2.0").then_some(())?;
             }
-            "id" if id.is_none() => {
-                scan.byte(b':')?;
-                id = Some(scan.id()?);
-            }
+            "id" if id.is_none() => id = Some(scan.id()?),
             "method" if !method => {
-                scan.byte(b':')?;
-                method = scan.plain_str()? == "tools/call";
-                if !method {
-                    return None;
-                }
+                method = true;
+                (scan.plain_str()? == "tools/call").then_some(())?;
             }
-            "params" if params.is_none() => {
-                scan.byte(b':')?;
-                params = Some(scan.params()?);
-            }
+            "params" if params.is_none() => params = Some(scan.params()?),
             _ => return None,
         }
-        if !scan.next_member()? {
-            break;
-        }
-    }
+        Some(())
+    })?;
     scan.end()?;
     if !(jsonrpc && method) {
         return None;
@@ -136,6 +122,24 @@ impl<'a> Scan<'a> {
 
     fn byte(&mut self, expected: u8) -> Option<()> {
         (self.peek()? == expected).then(|| self.at += 1)
+    }
+
+    /// An object, whole: `member` is given each key with the scan at its value, and reads the value; `None`
+    /// from it (or a syntax error) declines the line.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.byte(b'{')?;
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.plain_str()?;
+            self.byte(b':')?;
+            member(self, key)?;
+            if !self.next_member()? {
+                return Some(());
+            }
+        }
     }
 
     /// After a member: `true` for a `,` (another follows), `false` for the object's `}`.
@@ -218,22 +222,7 @@ impl<'a> Scan<'a> {
     /// serde_json checks it.
     fn skip_info(&mut self) -> Option<()> {
         let start = self.at;
-        let plain = (|| {
-            self.byte(b'{')?;
-            if self.peek()? == b'}' {
-                self.at += 1;
-                return Some(());
-            }
-            loop {
-                self.plain_str()?;
-                self.byte(b':')?;
-                self.plain_str()?;
-                if !self.next_member()? {
-                    return Some(());
-                }
-            }
-        })();
-        if plain.is_none() {
+        if self.object(|scan, _| scan.plain_str().map(drop)).is_none() {
             self.at = start;
             self.raw()?;
         }
@@ -256,30 +245,15 @@ impl<'a> Scan<'a> {
         let mut name = None;
         let mut arguments = None;
         let mut meta = None;
-        self.byte(b'{')?;
-        if self.peek()? == b'}' {
-            return None;
-        }
-        loop {
-            match self.plain_str()? {
-                "name" if name.is_none() => {
-                    self.byte(b':')?;
-                    name = Some(self.plain_str()?);
-                }
-                "arguments" if arguments.is_none() => {
-                    self.byte(b':')?;
-                    arguments = Some(self.arguments()?);
-                }
-                "_meta" if meta.is_none() => {
-                    self.byte(b':')?;
-                    meta = Some(self.meta()?);
-                }
+        self.object(|scan, key| {
+            match key {
+                "name" if name.is_none() => name = Some(scan.plain_str()?),
+                "arguments" if arguments.is_none() => arguments = Some(scan.arguments()?),
+                "_meta" if meta.is_none() => meta = Some(scan.meta()?),
                 _ => return None,
             }
-            if !self.next_member()? {
-                break;
-            }
-        }
+            Some(())
+        })?;
         let mut params = CallToolRequestParams::new(Cow::Owned(name?.to_owned()));
         params.arguments = arguments;
         Some((params, meta))
@@ -302,47 +276,35 @@ impl<'a> Scan<'a> {
     fn meta(&mut self) -> Option<Box<CallMeta>> {
         let mut meta = Box::<CallMeta>::default();
         let mut info = false;
-        self.byte(b'{')?;
-        if self.peek()? == b'}' {
-            self.at += 1;
-            return Some(meta);
-        }
-        loop {
-            match self.plain_str()? {
+        self.object(|scan, key| {
+            match key {
                 "progressToken" if meta.progress.is_none() => {
-                    self.byte(b':')?;
-                    meta.progress = Some(ProgressToken(self.id()?));
+                    meta.progress = Some(ProgressToken(scan.id()?));
                 }
                 "io.modelcontextprotocol/protocolVersion" if meta.version.is_none() => {
-                    self.byte(b':')?;
-                    let version = self.plain_str()?;
+                    let version = scan.plain_str()?;
                     meta.version = Some(super::protocol_version(Cow::Borrowed(version)).ok()?);
                 }
                 "io.modelcontextprotocol/clientCapabilities" if meta.capabilities.is_none() => {
-                    self.byte(b':')?;
                     // `{}` reads as the default: every field is an `Option` serde leaves out.
-                    meta.capabilities = Some(if self.empty_object() {
+                    meta.capabilities = Some(if scan.empty_object() {
                         ClientCapabilities::default()
                     } else {
-                        self.decoded()?
+                        scan.decoded()?
                     });
                 }
                 "io.modelcontextprotocol/logLevel" if meta.log_level.is_none() => {
-                    self.byte(b':')?;
-                    meta.log_level = Some(self.decoded::<LoggingLevel>()?);
+                    meta.log_level = Some(scan.decoded::<LoggingLevel>()?);
                 }
                 // Read by nothing on a call's path, as in `Lean`: checked, not kept.
                 "io.modelcontextprotocol/clientInfo" if !info => {
-                    self.byte(b':')?;
-                    self.skip_info()?;
+                    scan.skip_info()?;
                     info = true;
                 }
                 _ => return None,
             }
-            if !self.next_member()? {
-                break;
-            }
-        }
+            Some(())
+        })?;
         Some(meta)
     }
 }
