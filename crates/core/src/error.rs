@@ -23,6 +23,20 @@ pub const ERROR_META_KEY: &str = "io.github.mcp-bridges/error";
 /// ([`ToolError::shortened`]); a shortened one also carries a marker of about 20 characters with its length.
 pub(crate) const MAX_MESSAGE_CHARS: usize = 4_000;
 
+/// The most bytes of JSON an error's details take when a client is sent them ([`ToolError::shortened`]).
+/// Details quote the live system (a computer's printed output, a game's payload), which a hostile or merely
+/// chatty peer can make as large as its link allows.
+pub(crate) const MAX_DETAILS_BYTES: usize = 16 * 1024;
+
+/// The key shortened details gain: how many bytes of JSON they had.
+pub(crate) const DETAILS_SHORTENED_KEY: &str = "shortened_from_bytes";
+
+/// The most characters kept of each text in shortened details, their start and end.
+const DETAIL_TEXT_CHARS: usize = 1_000;
+
+/// The most items kept of each array, and entries of each object, in shortened details.
+const DETAIL_ITEMS: usize = 64;
+
 /// Stable error codes. Their string forms are part of the public contract: never rename one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 pub enum ErrorCode {
@@ -209,17 +223,30 @@ impl ToolError {
     }
 
     /// The error with a message and a hint of at most [`MAX_MESSAGE_CHARS`] each, their start and end kept
-    /// (the field, the rule or the live system's verdict are at one or the other). Both quote input, the
-    /// caller's or the live system's: a 650 000-character file name came back whole, in the text and in
-    /// `_meta`, from the message and again from a hint that named the file.
+    /// (the field, the rule or the live system's verdict are at one or the other), and details of at most
+    /// [`MAX_DETAILS_BYTES`] ([`shortened_details`]). All three quote input, the caller's or the live
+    /// system's: a 650 000-character file name came back whole, in the text and in `_meta`, from the message
+    /// and again from a hint that named the file.
     pub(crate) fn shortened(&self) -> std::borrow::Cow<'_, ToolError> {
-        if self.message.len() <= MAX_MESSAGE_CHARS && self.hint.len() <= MAX_MESSAGE_CHARS {
+        let details_bytes = crate::json_size::json_len(&self.details);
+        if self.message.len() <= MAX_MESSAGE_CHARS
+            && self.hint.len() <= MAX_MESSAGE_CHARS
+            && details_bytes <= MAX_DETAILS_BYTES
+        {
             return std::borrow::Cow::Borrowed(self);
         }
-        let mut short = self.clone();
-        short.message = crate::text::shorten_middle(&self.message, MAX_MESSAGE_CHARS);
-        short.hint = crate::text::shorten_middle(&self.hint, MAX_MESSAGE_CHARS);
-        std::borrow::Cow::Owned(short)
+        let details = if details_bytes <= MAX_DETAILS_BYTES {
+            self.details.clone()
+        } else {
+            shortened_details(&self.details, details_bytes)
+        };
+        std::borrow::Cow::Owned(ToolError {
+            code: self.code,
+            specific: self.specific.clone(),
+            message: crate::text::shorten_middle(&self.message, MAX_MESSAGE_CHARS),
+            hint: crate::text::shorten_middle(&self.hint, MAX_MESSAGE_CHARS),
+            details,
+        })
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -255,6 +282,42 @@ impl ToolError {
             v["category"] = serde_json::json!(self.code);
         }
         v
+    }
+}
+
+/// `details` (`bytes` of JSON) within [`MAX_DETAILS_BYTES`]: each text kept by its start and end, each array
+/// and object by its first [`DETAIL_ITEMS`], then the longest texts and arrays halved until they fit. The
+/// small facts a bridge adds (a computer's id, an error's kind) come through as they were; an object says
+/// how large it was at [`DETAILS_SHORTENED_KEY`].
+fn shortened_details(details: &Value, bytes: usize) -> Value {
+    // Room for the marker, its number included.
+    const MARKER: usize = DETAILS_SHORTENED_KEY.len() + 32;
+    let budget = MAX_DETAILS_BYTES - MARKER;
+    let mut short = trimmed(details);
+    crate::json_size::shrink(&mut short, budget);
+    if crate::json_size::json_len(&short) > budget {
+        // What shrinking does not cut: keys. Only the size is left to say.
+        short = Value::Object(serde_json::Map::new());
+    }
+    if let Value::Object(map) = &mut short {
+        map.insert(DETAILS_SHORTENED_KEY.to_owned(), Value::from(bytes));
+    }
+    short
+}
+
+/// `value` with each text at most [`DETAIL_TEXT_CHARS`] characters and each array and object at most
+/// [`DETAIL_ITEMS`] entries.
+fn trimmed(value: &Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(crate::text::shorten_middle(text, DETAIL_TEXT_CHARS)),
+        Value::Array(items) => items.iter().take(DETAIL_ITEMS).map(trimmed).collect(),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .take(DETAIL_ITEMS)
+                .map(|(key, value)| (key.clone(), trimmed(value)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
@@ -307,6 +370,55 @@ mod tests {
         assert!(sent.hint().starts_with("call read_file for `aaa"));
         assert!(sent.hint().ends_with("aaa.txt` to see what was written"));
         assert!(sent.to_string().len() < 2 * MAX_MESSAGE_CHARS + 200);
+    }
+
+    /// Details quote the live system too (a computer's printed output, a game's payload): held to
+    /// [`MAX_DETAILS_BYTES`], the small facts kept as they are, a long text kept by its start and end.
+    #[test]
+    fn large_details_are_sent_shortened_and_small_ones_as_they_are() {
+        let small = ToolError::remote("boom").with_details(serde_json::json!({"computer": 4}));
+        assert!(matches!(small.shortened(), std::borrow::Cow::Borrowed(_)));
+
+        let output = format!("start {} end", "x".repeat(1 << 20));
+        let many: Vec<u32> = (0..100_000).collect();
+        let error = ToolError::remote("boom").with_details(serde_json::json!({
+            "computer": 4, "kind": "lua", "output": output, "many": many,
+        }));
+        let sent = error.shortened();
+        let bytes = serde_json::to_string(sent.details()).unwrap().len();
+        assert!(bytes <= MAX_DETAILS_BYTES, "{bytes}");
+        let details = sent.details();
+        assert_eq!(
+            (&details["computer"], &details["kind"]),
+            (&serde_json::json!(4), &serde_json::json!("lua"))
+        );
+        let shown = details["output"].as_str().unwrap();
+        assert!(
+            shown.starts_with("start xxx") && shown.ends_with("xxx end"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(&format!("[{} bytes in all]", output.len())),
+            "{shown}"
+        );
+        let total = serde_json::to_string(error.details()).unwrap().len();
+        assert_eq!(details[DETAILS_SHORTENED_KEY], total, "{details}");
+        assert_eq!(
+            (sent.message(), sent.hint()),
+            (error.message(), error.hint())
+        );
+
+        // Whatever the shape, what is sent stays under the bound.
+        let wide: serde_json::Map<String, Value> = (0..50_000)
+            .map(|i| (format!("key{i}"), serde_json::json!(i)))
+            .collect();
+        for details in [Value::Object(wide), serde_json::json!("y".repeat(1 << 20))] {
+            let sent = ToolError::remote("boom").with_details(details);
+            let bytes = serde_json::to_string(sent.shortened().details())
+                .unwrap()
+                .len();
+            assert!(bytes <= MAX_DETAILS_BYTES, "{bytes}");
+        }
     }
 
     #[test]

@@ -21,6 +21,15 @@ pub(crate) fn shorten_middle(text: &str, max: usize) -> String {
     )
 }
 
+/// The largest index `<= i` on a character boundary of `s`.
+pub(crate) fn floor_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
 #[cfg(test)]
 mod tests {
     use super::shorten_middle;

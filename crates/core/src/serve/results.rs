@@ -6,6 +6,8 @@
 //! in the background.
 
 use crate::error::ToolError;
+use crate::json_size::{json_len, shrink};
+use crate::text::floor_boundary;
 use crate::tool::{
     MAX_RESULT_BYTES_META_KEY, RESULT_CAP_BYTES, RESULT_CAP_RANGE, TRUNCATED_META_KEY,
 };
@@ -13,8 +15,8 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolResult, ContentBlock, MetaObject, RequestMetaObject, Resource, ResourceContents,
 };
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -242,15 +244,6 @@ pub(crate) fn requested_cap(meta: &RequestMetaObject) -> Result<usize, McpError>
         })
 }
 
-/// The largest index `<= i` on a character boundary of `s`.
-fn floor_boundary(s: &str, i: usize) -> usize {
-    let mut i = i.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
 fn ceil_boundary(s: &str, i: usize) -> usize {
     let mut i = i.min(s.len());
     while !s.is_char_boundary(i) {
@@ -360,87 +353,11 @@ pub(crate) fn cap(store: &ResultStore, mut result: CallToolResult, cap: usize) -
     result
 }
 
-/// The length of `value`'s JSON, counted as it is written: nothing is kept.
-fn json_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    serde_json::to_writer(&mut count, value).map_or(0, |()| count.0)
-}
-
-/// Shortens the longest strings, then the longest arrays, halving the allowed length until `value` fits in
-/// `cap` bytes of JSON or nothing is left to shorten.
-fn shrink(value: &mut Value, cap: usize) {
-    let mut longest = longest_string(value);
-    while json_len(value) > cap && longest > 16 {
-        longest /= 2;
-        cut_strings(value, longest);
-    }
-    let mut items = longest_array(value);
-    while json_len(value) > cap && items > 0 {
-        items /= 2;
-        cut_arrays(value, items);
-    }
-}
-
-fn longest_string(value: &Value) -> usize {
-    match value {
-        Value::String(s) => s.len(),
-        Value::Array(items) => items.iter().map(longest_string).max().unwrap_or(0),
-        Value::Object(map) => map.values().map(longest_string).max().unwrap_or(0),
-        _ => 0,
-    }
-}
-
-fn longest_array(value: &Value) -> usize {
-    match value {
-        Value::Array(items) => items
-            .iter()
-            .map(longest_array)
-            .max()
-            .unwrap_or(0)
-            .max(items.len()),
-        Value::Object(map) => map.values().map(longest_array).max().unwrap_or(0),
-        _ => 0,
-    }
-}
-
-fn cut_strings(value: &mut Value, max: usize) {
-    match value {
-        Value::String(s) if s.len() > max => {
-            let end = floor_boundary(s, max);
-            s.truncate(end);
-            s.push('…');
-        }
-        Value::Array(items) => items.iter_mut().for_each(|v| cut_strings(v, max)),
-        Value::Object(map) => map.values_mut().for_each(|v| cut_strings(v, max)),
-        _ => {}
-    }
-}
-
-fn cut_arrays(value: &mut Value, max: usize) {
-    match value {
-        Value::Array(items) => {
-            items.truncate(max);
-            items.iter_mut().for_each(|v| cut_arrays(v, max));
-        }
-        Value::Object(map) => map.values_mut().for_each(|v| cut_arrays(v, max)),
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use serde_json::Value;
 
     fn text_of(contents: &[ResourceContents]) -> &str {
         match &contents[0] {
