@@ -228,13 +228,22 @@ impl Computer {
             Some("too_large") => ErrorCode::TooLarge,
             _ => ErrorCode::Remote,
         };
-        let mut err = ToolError::new(code, format!("computer {}: {}", self.id(), e.message))
-            .with_details(json!({"computer": self.id()}));
-        if let Some(kind) = &e.code {
-            err = err.with_details(json!({"kind": kind}));
+        let mut message = format!("computer {}: {}", self.id(), e.message);
+        // The model reads the text, not the details: what a failed run printed is half of what went wrong.
+        if let Some(output) = e.data.get("output").and_then(Value::as_str)
+            && !output.is_empty()
+        {
+            message.push_str("\nprinted before the error:\n");
+            message.push_str(output);
         }
+        let mut err = ToolError::new(code, message);
+        // The computer's data first: its keys cannot stand in for the bridge's own below.
         if e.data.is_object() {
             err = err.with_details(e.data);
+        }
+        err = err.with_details(json!({"computer": self.id()}));
+        if let Some(kind) = &e.code {
+            err = err.with_details(json!({"kind": kind}));
         }
         err
     }

@@ -1,6 +1,6 @@
 //! What a hostile, duplicated or minimal-client computer can do to the link: chunk floods hold no memory (issue 8
 //! item 2), a too-large chunked reply fails only its own request, the link answers at `/` as minimal
-//! clients expect (issue 8 item 6), and under `OnDuplicate::RefuseIfLive` a second live machine with a held
+//! clients expect (issue 8 item 6), an error reply's data is bounded and cannot rename the computer, and under `OnDuplicate::RefuseIfLive` a second live machine with a held
 //! id is refused instead of flapping with the first (issue 12 item 2, the bridge's policy). A hand-driven WebSocket plays the computer, so every frame is exactly the test's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,7 +10,7 @@ use bridge_core::link::OnDuplicate;
 use futures::{SinkExt, StreamExt};
 use mcp_testkit::http_get;
 use serde_json::{Value, json};
-use support::harness::{Harness, error_of, ok_of, start_bridge, test_config, within};
+use support::harness::{Harness, error_of, ok_of, start_bridge, test_config, text_of, within};
 use tokio_tungstenite::tungstenite::Message;
 
 type Ws =
@@ -315,4 +315,52 @@ async fn a_malformed_values_reply_fails_the_call_and_nothing_else() {
     };
     let (answered, ()) = tokio::join!(call, answer);
     assert_eq!(ok_of(&answered)["values"], json!([7, null]));
+}
+
+/// An error reply's `data` is the computer's to fill: a 1 MiB `output` reaches the client shortened to the
+/// core's bound on details, and `computer` or `kind` in it cannot stand in for the bridge's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_reply_with_huge_or_spoofed_data_is_bounded_and_named_by_the_bridge() {
+    let h = start_bridge(test_config()).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 7).await;
+    let output = format!("first line\n{}\nlast line", "z".repeat(1 << 20));
+    let call = h.call("run_lua", json!({"computer": 7, "code": "error('x')"}));
+    let answer = async {
+        let id = puppet.request("lua.run").await;
+        // Over one frame, so in chunks, as the computer's client sends a large reply.
+        let reply =
+            json!({"type": "response", "id": id, "ok": false, "error": "mcp:1: x", "code": "lua",
+            "data": {"output": output, "computer": 999, "kind": "spoofed"}})
+            .to_string();
+        let pieces: Vec<&str> = reply
+            .as_bytes()
+            .chunks(100 << 10)
+            .map(|piece| std::str::from_utf8(piece).unwrap())
+            .collect();
+        for (seq, piece) in pieces.iter().enumerate() {
+            let last = seq + 1 == pieces.len();
+            puppet
+                .send(json!({"type": "chunk", "id": id, "seq": seq, "last": last, "data": piece}))
+                .await;
+        }
+    };
+    let (result, ()) = tokio::join!(call, answer);
+    let err = error_of(&result);
+    assert_eq!(err["code"], "E_REMOTE", "{err}");
+    assert_eq!(err["details"]["computer"], 7, "{err}");
+    assert_eq!(err["details"]["kind"], "lua", "{err}");
+    let shown = err["details"]["output"].as_str().unwrap();
+    assert!(
+        shown.starts_with("first line") && shown.ends_with("last line"),
+        "{shown}"
+    );
+    let sent = serde_json::to_string(&result).unwrap().len();
+    assert!(sent < 64 << 10, "the whole result is {sent} bytes");
+    let text = text_of(&result);
+    assert!(
+        text.contains("first line") && text.contains("last line") && text.len() < 16 << 10,
+        "{} bytes: {}",
+        text.len(),
+        &text[..200.min(text.len())]
+    );
 }

@@ -7,7 +7,7 @@ mod support;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use support::ccsim::{Peripheral, SimKind, Turtle};
-use support::harness::{Harness, error_of, ok_of, start_bridge, test_config};
+use support::harness::{Harness, error_of, ok_of, start_bridge, test_config, text_of};
 
 async fn turtle_world(h: &Harness) -> support::ccsim::SimHandle {
     let mut cfg = h.computer(3, Some("digger"), SimKind::Turtle);
@@ -70,6 +70,12 @@ async fn run_lua_values_output_errors_and_quirks() {
     assert_eq!(e["code"], "E_REMOTE");
     assert!(e["message"].as_str().unwrap().contains("boom"), "{e}");
     assert_eq!(e["details"]["output"], "before\n");
+    // The model reads the text, where the output printed before the error is too.
+    let text = text_of(&r);
+    assert!(
+        text.contains("boom") && text.contains("printed before the error:\nbefore\n"),
+        "{text}"
+    );
 
     let e = error_of(
         &h.call("run_lua", json!({"computer": 1, "code": "return +"}))
