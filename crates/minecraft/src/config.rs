@@ -119,8 +119,9 @@ pub struct MinecraftArgs {
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub command_timeout: Duration,
 
-    /// Events kept per event stream for poll_events.
-    #[arg(id = "mc_event_buffer", long = "minecraft-event-buffer", alias = "event-buffer", env = "MINECRAFT_EVENT_BUFFER", default_value = "100000",
+    /// Events kept per event stream for poll_events, and at most 64 MiB of them: for chat (some 400-600 bytes
+    /// an event) the bytes bind first, so a burst is held up to the memory bound, not stopped short of it.
+    #[arg(id = "mc_event_buffer", long = "minecraft-event-buffer", alias = "event-buffer", env = "MINECRAFT_EVENT_BUFFER", default_value = "250000",
           value_parser = config::ranged(1usize, 1_000_000))]
     pub event_buffer: usize,
 
