@@ -142,7 +142,7 @@ class Relay:
         argv = [str(cargo_bin("mcp-bridges")), "minecraft-relay", "--relay-host", "127.0.0.1", "--relay-port", str(self.port), *self.extra_args]
         env = {
             "MINECRAFT_AUTH_TOKEN": GAME_TOKEN,
-            "MCP_AUTH_TOKENS": f"{MCP_TOKEN},{MCP_TOKEN_READONLY}=get_online_players|get_server_info",
+            "MINECRAFT_MCP_AUTH_TOKENS": f"{MCP_TOKEN},{MCP_TOKEN_READONLY}=get_online_players|get_server_info",
             "RUST_LOG": "info",
         }
         # A port just freed by a stopped relay can take a moment to bind again.

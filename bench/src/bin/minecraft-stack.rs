@@ -225,7 +225,7 @@ async fn start_relay(bin: &Path, extra: &[String]) -> Result<Relay> {
         .arg(port.to_string())
         .args(extra)
         .env("MINECRAFT_AUTH_TOKEN", GAME_TOKEN)
-        .env("MCP_AUTH_TOKENS", MCP_TOKEN)
+        .env("MINECRAFT_MCP_AUTH_TOKENS", MCP_TOKEN)
         .env("RUST_LOG", rust_log())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

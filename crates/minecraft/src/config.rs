@@ -78,7 +78,7 @@ pub struct MinecraftArgs {
     )]
     pub relay_url: Option<String>,
 
-    /// The token presented to the relay at --minecraft-relay-url (one of its MCP_AUTH_TOKENS).
+    /// The token presented to the relay at --minecraft-relay-url (one of its MINECRAFT_MCP_AUTH_TOKENS).
     #[arg(id = "mc_relay_token", long = "minecraft-relay-token", alias = "relay-token", env = "MINECRAFT_RELAY_TOKEN", hide_env_values = true,
           value_parser = config::secret())]
     pub relay_token: Option<String>,
