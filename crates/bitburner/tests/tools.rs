@@ -289,6 +289,45 @@ async fn an_existing_save_is_not_overwritten_unless_asked() {
     assert_eq!(escape["code"], "E_INVALID_ARGUMENT");
 }
 
+/// A game file read as a resource is held to the result cap as `read_file` is: a 900 KB file (a script can
+/// write one with `ns.write`) comes back as its first page, with the rest to read page by page.
+#[tokio::test]
+async fn a_large_file_read_as_a_resource_is_cut_to_the_result_cap() {
+    use bridge_core::tool::{RESULT_CAP_BYTES, TRUNCATED_META_KEY};
+    use rmcp::model::{ReadResourceRequestParams, ResourceContents};
+    let h = start(game_args()).await;
+    let game = v3();
+    let _conn = h.connect(&game).await;
+    let client = http_client(h.mcp_addr, Era::Legacy).await;
+    let content = "x".repeat(900_000);
+    ok_of(
+        &call(
+            &client,
+            "write_file",
+            json!({"filename": "big.txt", "content": content}),
+        )
+        .await,
+    );
+
+    let read = within(
+        "resources/read",
+        client.service.read_resource(ReadResourceRequestParams::new(
+            "bitburner://files/home/big.txt",
+        )),
+    )
+    .await
+    .unwrap();
+    let ResourceContents::TextResourceContents { text, meta, .. } = &read.contents[0] else {
+        panic!("text expected")
+    };
+    assert!(text.len() <= RESULT_CAP_BYTES, "{} bytes", text.len());
+    let cut = &meta.as_ref().unwrap().0[TRUNCATED_META_KEY];
+    assert_eq!(cut["total_bytes"], 900_000, "{cut}");
+    assert!(cut["rest"].as_str().is_some(), "{cut}");
+    let sent = serde_json::to_string(&read).unwrap().len();
+    assert!(sent < 2 * RESULT_CAP_BYTES, "the answer is {sent} bytes");
+}
+
 #[tokio::test]
 async fn resources_serve_definitions_and_files_and_announce_changes() {
     use rmcp::model::{ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};

@@ -914,7 +914,7 @@ impl ServerHandler for McpHandler {
                 tracing::error!(uri = %request.uri, panic = %panic, "a resource provider panicked");
                 McpError::internal_error(format!("reading {} failed: {panic}", request.uri), None)
             })??;
-        Ok(ReadResourceResult::new(vec![contents]).into())
+        Ok(ReadResourceResult::new(self.shared.results.cap_resource(contents, cap)?).into())
     }
 
     async fn list_prompts(

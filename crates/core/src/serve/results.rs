@@ -179,6 +179,63 @@ impl ResultStore {
 }
 
 impl ResultStore {
+    /// Holds a resource's contents to `cap` as a tool result is held: a longer text is kept and answered by its
+    /// first page, under the resource's own URI, with the rest to read page by page; a larger blob is refused
+    /// with its size (it cannot be cut into pages of text). A provider's resource is the live system's
+    /// (a game's 30 MB file): read whole, it reached the client whole.
+    pub(crate) fn cap_resource(
+        &self,
+        contents: ResourceContents,
+        cap: usize,
+    ) -> Result<Vec<ResourceContents>, McpError> {
+        match contents {
+            ResourceContents::TextResourceContents {
+                uri,
+                mime_type,
+                text,
+                ..
+            } if text.len() > cap => {
+                let total = text.len();
+                let keepable = total <= self.limits.max_bytes && self.limits.max_entries > 0;
+                if let Some(id) = keepable.then(|| self.keep(text.clone())).flatten() {
+                    let mut pages = self.page(&uri, &id, cap)?;
+                    if let Some(ResourceContents::TextResourceContents { mime_type: m, .. }) =
+                        pages.first_mut()
+                    {
+                        *m = mime_type;
+                    }
+                    return Ok(pages);
+                }
+                let shown = floor_boundary(&text, cap);
+                let mut meta = serde_json::Map::new();
+                meta.insert(
+                    TRUNCATED_META_KEY.to_owned(),
+                    json!({ "total_bytes": total, "offset": 0, "shown_bytes": shown, "rest": null }),
+                );
+                Ok(vec![ResourceContents::TextResourceContents {
+                    uri,
+                    mime_type,
+                    text: text[..shown].to_owned(),
+                    meta: Some(MetaObject(meta)),
+                }])
+            }
+            ResourceContents::BlobResourceContents { uri, blob, .. } if blob.len() > cap => {
+                Err(crate::resource::read_error(
+                    &ToolError::too_large(format!(
+                        "{uri} is {} bytes of base64, over this request's cap of {cap}",
+                        blob.len()
+                    ))
+                    .with_hint(format!(
+                        "read it with _meta {{\"{MAX_RESULT_BYTES_META_KEY}\": N}} for up to N bytes (at most {})",
+                        RESULT_CAP_RANGE.end()
+                    ))
+                    .with_details(json!({ "uri": uri, "bytes": blob.len(), "limit": cap })),
+                ))
+            }
+            contents => Ok(vec![contents]),
+        }
+    }
+
     /// A result that expired or was dropped for newer ones (or never was): not found, coded like every
     /// `resources/read` error (`[E_NOT_FOUND] …`, with `{code, message, hint, details}` as data).
     fn gone(&self, uri: &str) -> McpError {
@@ -370,6 +427,89 @@ mod tests {
         result.meta.as_ref().unwrap().0[TRUNCATED_META_KEY]["rest"]
             .as_str()
             .map(str::to_owned)
+    }
+
+    #[test]
+    fn a_resource_over_the_cap_is_answered_by_its_first_page_and_read_back_whole() {
+        let store = ResultStore::default();
+        let full = "line of a game's file ✓\n".repeat(20_000);
+        let contents = ResourceContents::TextResourceContents {
+            uri: "bitburner://home/notes.txt".into(),
+            mime_type: Some("text/plain".into()),
+            text: full.clone(),
+            meta: None,
+        };
+        let first = store.cap_resource(contents, 1000).unwrap();
+        let ResourceContents::TextResourceContents {
+            uri, text, meta, ..
+        } = &first[0]
+        else {
+            panic!("text expected: {first:?}");
+        };
+        assert_eq!(uri, "bitburner://home/notes.txt");
+        assert!(text.len() <= 1000 && full.starts_with(text.as_str()));
+        let cut = &meta.as_ref().unwrap().0[TRUNCATED_META_KEY];
+        assert_eq!(cut["total_bytes"], full.len());
+        let mut read = text.clone();
+        let mut next = cut["rest"].as_str().map(str::to_owned);
+        while let Some(uri) = next {
+            let page = store.read(&uri, 64 << 10).unwrap().unwrap();
+            read.push_str(text_of(&page));
+            let ResourceContents::TextResourceContents { meta, .. } = &page[0] else {
+                panic!("text expected");
+            };
+            next = meta.as_ref().unwrap().0[TRUNCATED_META_KEY]["rest"]
+                .as_str()
+                .map(str::to_owned);
+        }
+        assert_eq!(read, full);
+
+        // Within the cap: as it was.
+        let small = ResourceContents::TextResourceContents {
+            uri: "bitburner://home/a.txt".into(),
+            mime_type: None,
+            text: "hello".into(),
+            meta: None,
+        };
+        assert_eq!(
+            store.cap_resource(small.clone(), 1000).unwrap(),
+            vec![small]
+        );
+        // A blob over the cap is refused, named, with its size.
+        let blob = ResourceContents::BlobResourceContents {
+            uri: "x://blob".into(),
+            mime_type: None,
+            blob: "A".repeat(5000),
+            meta: None,
+        };
+        let error = store.cap_resource(blob, 1000).unwrap_err();
+        assert!(
+            error.message.contains("5000 bytes") && error.message.contains("cap of 1000"),
+            "{error:?}"
+        );
+        // Too large to keep: the first page alone, saying so.
+        let tiny = ResultStore::new(ResultLimits {
+            max_entries: 4,
+            max_bytes: 10_000,
+            ttl: Duration::from_secs(60),
+        });
+        let big = ResourceContents::TextResourceContents {
+            uri: "x://big".into(),
+            mime_type: None,
+            text: full.clone(),
+            meta: None,
+        };
+        let only = tiny.cap_resource(big, 1000).unwrap();
+        assert_eq!(only.len(), 1);
+        let ResourceContents::TextResourceContents { text, meta, .. } = &only[0] else {
+            panic!("text expected");
+        };
+        assert!(text.len() <= 1000);
+        let cut = &meta.as_ref().unwrap().0[TRUNCATED_META_KEY];
+        assert_eq!(
+            (&cut["total_bytes"], &cut["rest"]),
+            (&json!(full.len()), &Value::Null)
+        );
     }
 
     #[test]
