@@ -18,7 +18,7 @@ pub mod check;
 pub(crate) mod ctx;
 pub(crate) mod interaction;
 
-pub use ctx::ToolCtx;
+pub use ctx::{MAX_LOG_BYTES, ToolCtx};
 pub use interaction::{
     ClientCapability, Elicitation, InputRequest, InputRequired, Inputs, LogLevel, Outcome,
 };

@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// The most bytes of JSON a log message's data takes when sent ([`ToolCtx::log`]).
+pub const MAX_LOG_BYTES: usize = 16 * 1024;
+
 /// The last progress sent for a call.
 struct Sent {
     done: f64,
@@ -169,7 +172,12 @@ impl ToolCtx {
                 at: Instant::now(),
             };
         }
-        progress.sink.send(done, total, message.into()).await;
+        let mut message = message.into();
+        // A message quotes what the live system says; a host shows it as it comes.
+        if message.len() > crate::error::MAX_MESSAGE_CHARS {
+            message = crate::text::shorten_middle(&message, crate::error::MAX_MESSAGE_CHARS);
+        }
+        progress.sink.send(done, total, message).await;
     }
 
     /// What the call's heartbeat needs, when the client asked for progress at all: held instead of a clone
@@ -210,9 +218,13 @@ impl ToolCtx {
 
     /// Sends a log line to the client, if it asked for logs at this level (legacy `logging/setLevel`, or the
     /// request's log level in the stateless era). Otherwise nothing is sent.
+    /// `data` is sent with at most [`MAX_LOG_BYTES`] of JSON (the rest shortened as an error's details are):
+    /// it often carries what a live system wrote.
     pub async fn log(&self, level: LogLevel, data: impl Into<Value>) {
         if let Some(client) = &self.client {
-            client.log(level, data.into()).await;
+            let data = data.into();
+            let data = crate::json_size::shortened(&data, MAX_LOG_BYTES).unwrap_or(data);
+            client.log(level, data).await;
         }
     }
 
@@ -259,5 +271,83 @@ impl ToolCtx {
     /// On a retried call, the state the tool attached to its `InputRequired`, verified untampered.
     pub fn request_state(&self) -> Option<&Value> {
         self.inputs.as_deref()?.state()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::tool::interaction::{ClientCapability, Elicitation, Inputs};
+
+    /// What was sent to the client: progress messages and log data.
+    #[derive(Default)]
+    struct Sent {
+        messages: Mutex<Vec<String>>,
+        logs: Mutex<Vec<Value>>,
+    }
+
+    impl ProgressSink for Sent {
+        fn send(&self, _: f64, _: Option<f64>, message: String) -> BoxFuture<'static, ()> {
+            self.messages.lock().unwrap().push(message);
+            Box::pin(async {})
+        }
+    }
+
+    impl ClientLink for Sent {
+        fn log(&self, _: LogLevel, data: Value) -> BoxFuture<'static, ()> {
+            self.logs.lock().unwrap().push(data);
+            Box::pin(async {})
+        }
+        fn supports(&self, _: ClientCapability) -> bool {
+            false
+        }
+        fn elicit(
+            &self,
+            _: String,
+            _: Value,
+        ) -> BoxFuture<'static, Result<Elicitation, ToolError>> {
+            Box::pin(async { Err(ToolError::unsupported("not in this test")) })
+        }
+        fn sample(&self, _: String, _: u32) -> BoxFuture<'static, Result<Value, ToolError>> {
+            Box::pin(async { Err(ToolError::unsupported("not in this test")) })
+        }
+    }
+
+    /// A live system's text in a progress message or in log data (a debug adapter's output event, 4 MiB a
+    /// line) reaches the client bounded; small ones as they were.
+    #[tokio::test]
+    async fn progress_messages_and_log_data_are_sent_bounded() {
+        let sent = Arc::new(Sent::default());
+        let ctx = ToolCtx::new(
+            Some(sent.clone() as Arc<dyn ProgressSink>),
+            CancellationToken::new(),
+            Instant::now(),
+        )
+        .with_client(sent.clone(), Inputs::default());
+        ctx.progress(1.0, None, "step one").await;
+        let huge = format!("start {} end", "o".repeat(4 << 20));
+        ctx.progress(2.0, None, huge.clone()).await;
+        ctx.log(LogLevel::Info, serde_json::json!({"output": "small"}))
+            .await;
+        ctx.log(
+            LogLevel::Info,
+            serde_json::json!({"event": "output", "output": huge}),
+        )
+        .await;
+
+        let messages = sent.messages.lock().unwrap();
+        assert_eq!(messages[0], "step one");
+        assert!(
+            messages[1].len() < crate::error::MAX_MESSAGE_CHARS + 40,
+            "{}",
+            messages[1].len()
+        );
+        assert!(messages[1].starts_with("start o") && messages[1].ends_with("o end"));
+        let logs = sent.logs.lock().unwrap();
+        assert_eq!(logs[0], serde_json::json!({"output": "small"}));
+        assert!(serde_json::to_string(&logs[1]).unwrap().len() <= MAX_LOG_BYTES);
+        assert_eq!(logs[1]["event"], "output");
+        assert!(logs[1]["output"].as_str().unwrap().ends_with("o end"));
     }
 }
