@@ -387,14 +387,19 @@ fn route_reply(link: u64, correlator: &Correlator<Outcome>, text: &str) {
             Some(id) => {
                 correlator.resolve(id, response.outcome);
             }
-            None => tracing::warn!(link, id = ?response.id, "reply without one of our ids dropped"),
+            None => {
+                let id = bridge_core::text::for_log(&format!("{:?}", response.id));
+                tracing::warn!(link, %id, "reply without one of our ids dropped")
+            }
         },
         Err(e) => match wire::salvage_id(text).as_ref().and_then(parse_id) {
             Some(id) if correlator.resolve(id, Outcome::Malformed(e.to_string())) => {
-                tracing::warn!(link, id, error = %e, bytes = text.len(), "malformed answer from the game");
+                let error = bridge_core::text::for_log(&e.to_string());
+                tracing::warn!(link, id, %error, bytes = text.len(), "malformed answer from the game");
             }
             _ => {
-                tracing::warn!(link, error = %e, bytes = text.len(), "malformed frame from the game ignored")
+                let error = bridge_core::text::for_log(&e.to_string());
+                tracing::warn!(link, %error, bytes = text.len(), "malformed frame from the game ignored")
             }
         },
     }

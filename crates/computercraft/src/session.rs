@@ -187,7 +187,8 @@ fn deliver(computer: &Computer, r: Response) {
             computer.correlator().resolve(id, r.outcome);
         }
         None => {
-            tracing::warn!(computer = computer.id(), id = %r.id, "response with an id the bridge never uses; dropped")
+            let id = bridge_core::text::for_log(&r.id);
+            tracing::warn!(computer = computer.id(), %id, "response with an id the bridge never uses; dropped")
         }
     }
 }

@@ -16,7 +16,7 @@ pub mod net;
 pub mod resource;
 mod schema;
 pub mod serve;
-mod text;
+pub mod text;
 pub mod tool;
 
 pub use bridge::{Bridge, BridgeBuilder, BridgeEntry, BridgeEnv, BridgeError};

@@ -1,4 +1,13 @@
-//! Text quoted back to whoever sent it, kept short.
+//! Text quoted back to whoever sent it, or into a log line, kept short.
+
+/// The most characters of a peer's text a log line quotes ([`for_log`]).
+pub const LOG_QUOTE_CHARS: usize = 200;
+
+/// `text` as a log line quotes it: at most [`LOG_QUOTE_CHARS`] characters, start and end kept. A peer chooses
+/// what it sends; a frame's 30 MB id, logged whole on every frame, floods the log.
+pub fn for_log(text: &str) -> String {
+    shorten_middle(text, LOG_QUOTE_CHARS)
+}
 
 /// `text` whole when it has at most `max` characters; else its start and end (serde's "invalid type: string
 /// "…", expected a map" says what was wanted at the end), with how long it was between them.
@@ -33,6 +42,19 @@ pub(crate) fn floor_boundary(s: &str, i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::shorten_middle;
+
+    #[test]
+    fn a_log_line_quotes_a_peer_text_shortened() {
+        assert_eq!(super::for_log("Some(String(\"7\"))"), "Some(String(\"7\"))");
+        let id = format!("{{\"id\":\"{}\"}}", "9".repeat(30 << 20));
+        let quoted = super::for_log(&id);
+        assert!(
+            quoted.len() < super::LOG_QUOTE_CHARS + 40,
+            "{}",
+            quoted.len()
+        );
+        assert!(quoted.contains(&format!("[{} bytes in all]", id.len())));
+    }
 
     #[test]
     fn long_text_keeps_its_start_and_end_and_says_how_long_it_was() {

@@ -138,7 +138,8 @@ async fn check(relay: &Relay, sender: &LinkSender, text: &str) -> Option<Envelop
 
 async fn reply_schema(relay: &Relay, sender: &LinkSender, e: &SchemaError) {
     relay.stats().schema_errors.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(link = sender.id(), error = %e, "message refused");
+    let error = bridge_core::text::for_log(&e.to_string());
+    tracing::warn!(link = sender.id(), %error, "message refused");
     let _ = sender.send_text(e.reply().to_text()).await;
 }
 
@@ -425,7 +426,10 @@ async fn serve_game(
                 }
                 Kind::Heartbeat | Kind::Ack | Kind::Notice => {}
                 Kind::Error => {
-                    tracing::warn!(game = %name, payload = %serde_json::Value::Object(env.payload.clone()), "the game reported an error");
+                    let payload = bridge_core::text::for_log(
+                        &serde_json::Value::Object(env.payload.clone()).to_string(),
+                    );
+                    tracing::warn!(game = %name, %payload, "the game reported an error");
                 }
                 Kind::Command | Kind::Query => {
                     let reply = Envelope::error(
@@ -683,7 +687,10 @@ async fn serve_mcp(
                 Kind::Command | Kind::Query => forward_command(&relay, &key, &env).await,
                 Kind::Heartbeat | Kind::Notice => {}
                 Kind::Error => {
-                    tracing::warn!(client = %client_id, payload = %serde_json::Value::Object(env.payload.clone()), "an MCP server reported an error");
+                    let payload = bridge_core::text::for_log(
+                        &serde_json::Value::Object(env.payload.clone()).to_string(),
+                    );
+                    tracing::warn!(client = %client_id, %payload, "an MCP server reported an error");
                 }
                 other => {
                     let e = SchemaError {
