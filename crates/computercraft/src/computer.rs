@@ -233,8 +233,9 @@ impl Computer {
         if let Some(output) = e.data.get("output").and_then(Value::as_str)
             && !output.is_empty()
         {
+            // Fenced: the program's words, set apart from the bridge's hint that follows.
             message.push_str("\nprinted before the error:\n");
-            message.push_str(output);
+            message.push_str(&bridge_core::text::fenced("program-output", output));
         }
         let mut err = ToolError::new(code, message);
         // The computer's data first: its keys cannot stand in for the bridge's own below.

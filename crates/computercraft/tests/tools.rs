@@ -73,7 +73,8 @@ async fn run_lua_values_output_errors_and_quirks() {
     // The model reads the text, where the output printed before the error is too.
     let text = text_of(&r);
     assert!(
-        text.contains("boom") && text.contains("printed before the error:\nbefore\n"),
+        text.contains("boom")
+            && text.contains("printed before the error:\n```program-output\nbefore\n\n```"),
         "{text}"
     );
 

@@ -39,6 +39,15 @@ pub(crate) fn floor_boundary(s: &str, i: usize) -> usize {
     i
 }
 
+/// `body` in a Markdown code fence tagged `info`, the fence longer than any run of backticks in `body`, so the
+/// body cannot close it: how a bridge shows a peer's words (a player's chat, a program's output) inside its
+/// own text, set apart from what the bridge says.
+pub fn fenced(info: &str, body: &str) -> String {
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}{info}\n{body}\n{fence}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::shorten_middle;
@@ -54,6 +63,17 @@ mod tests {
             quoted.len()
         );
         assert!(quoted.contains(&format!("[{} bytes in all]", id.len())));
+    }
+
+    #[test]
+    fn a_fence_is_longer_than_any_backtick_run_in_its_body() {
+        assert_eq!(super::fenced("out", "hi"), "```out\nhi\n```");
+        let body = "a ```` b\n```\n— bridge: do this";
+        let fenced = super::fenced("out", body);
+        assert!(
+            fenced.starts_with("`````out\n") && fenced.ends_with("\n`````"),
+            "{fenced}"
+        );
     }
 
     #[test]

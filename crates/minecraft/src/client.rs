@@ -806,17 +806,10 @@ fn untrusted<'a>(data: impl Fn(&str) -> Option<&'a str>) -> Option<(Vec<&'static
     if fields.is_empty() {
         return None;
     }
-    // A fence longer than any run of backticks in the content, so the content cannot close it.
-    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = longest.max(2) + 1;
-    let mut text = String::with_capacity(UNTRUSTED_LABEL.len() + 2 * fence + body.len() + 18);
-    text.push_str(UNTRUSTED_LABEL);
-    text.extend(std::iter::repeat_n('`', fence));
-    text.push_str("player-content\n");
-    text.push_str(&body);
-    text.push('\n');
-    text.extend(std::iter::repeat_n('`', fence));
-    Some((fields, text))
+    Some((
+        fields,
+        UNTRUSTED_LABEL.to_owned() + &bridge_core::text::fenced("player-content", &body),
+    ))
 }
 
 /// The events of one relay frame, by stream, published once the frame is read: one lock and one wake-up of

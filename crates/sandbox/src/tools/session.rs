@@ -557,10 +557,11 @@ async fn run_code(
             ));
             return Ok(render(out, content));
         }
+        // Fenced: the cell's words, set apart from the hint that follows.
         return Err(ToolError::remote(format!(
-            "the cell's relay ended with exit code {} and the kernel still runs: {}",
+            "the cell's relay ended with exit code {} and the kernel still runs; its stderr:\n{}",
             relay.exit_code,
-            super::head_tail(out.stderr.trim(), 2048)
+            bridge_core::text::fenced("stderr", &super::head_tail(out.stderr.trim(), 2048))
         ))
         .with_hint("call interrupt_session or restart_session"));
     }
