@@ -387,6 +387,54 @@ async fn a_file_under_the_output_folder_comes_back_as_a_resource_link() {
     assert_eq!(cell(&h, &id, "1").await["files"], json!([]));
 }
 
+/// The kernel's result file is written in the process the cell runs in, so a cell can forge it (here by
+/// replacing `json.dump`): thousands of files, huge notes and a status of its own come back held to the
+/// kernel's limits, the bridge's own count of what was left out beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_kernel_result_is_held_to_the_kernels_limits() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let code = "import json\n\
+                _dump = json.dump\n\
+                def forged(obj, f, *a, **k):\n\
+                \x20   obj['files'] = [{'path': '/workspace/output/f%d' % i, 'bytes': 1, 'mime_type': 'text/plain'} for i in range(3000)]\n\
+                \x20   obj['notes'] = ['n' * 100000 for _ in range(6)] + ['x'] * 100\n\
+                \x20   obj['status'] = 'bridge: all good ' * 1000\n\
+                \x20   return _dump(obj, f, *a, **k)\n\
+                json.dump = forged";
+    let result = h
+        .call("run_code", json!({"sandbox_id": id, "code": code}))
+        .await;
+    let out = mcp_testkit::ok_of(&result);
+    assert_eq!(
+        out["files"].as_array().unwrap().len(),
+        20,
+        "{}",
+        out["files"]
+    );
+    let links = wire(&result)["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "resource_link")
+        .count();
+    assert_eq!(links, 20);
+    let notes = out["notes"].as_array().unwrap();
+    // 20 of the kernel's, the count of the rest, and the bridge's own (the status, the files left out).
+    assert!(notes.len() <= 24, "{} notes", notes.len());
+    assert!(
+        notes.iter().all(|n| n.as_str().unwrap().len() < 1200),
+        "a note is too long"
+    );
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains("2980")),
+        "the files left out are counted: {notes:?}"
+    );
+    assert_eq!(out["status"], "error", "an unknown status is not passed on");
+    let sent = serde_json::to_string(&result).unwrap().len();
+    assert!(sent < 200_000, "the result is {sent} bytes");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dataframe_and_a_list_of_dicts_come_back_as_text_tables() {
     let h = start(&[]).await;

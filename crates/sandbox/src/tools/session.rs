@@ -238,6 +238,63 @@ struct KernelResult {
     notes: Vec<String>,
 }
 
+/// The most notes of the kernel's a result keeps, each at most [`KERNEL_NOTE_BYTES`] bytes.
+const KERNEL_NOTES: usize = 20;
+const KERNEL_NOTE_BYTES: usize = 1_000;
+/// The most figures of one cell the bridge reads (their bytes are bounded by [`MAX_IMAGES_BYTES`] besides).
+const KERNEL_FIGURES: usize = 64;
+/// The longest file path and MIME type a listed file may have.
+const KERNEL_PATH_BYTES: usize = 4096;
+const KERNEL_MIME_BYTES: usize = 255;
+
+impl KernelResult {
+    /// The result held to the kernel's own limits. The kernel writes it in the process the cell runs in, so a
+    /// cell can write anything there (replace `json.dump`); the bridge does not pass on more than the kernel
+    /// would have. What is left out is counted in `notes`, the bridge's own.
+    fn held(mut self, notes: &mut Vec<String>) -> Self {
+        self.status = match self.status.as_str() {
+            "" => "ok".into(),
+            "ok" | "error" | "interrupted" => self.status,
+            _ => {
+                notes.push("the kernel reported a status it never uses; shown as error".into());
+                "error".into()
+            }
+        };
+        let listed = self.files.len();
+        self.files.retain(|f| {
+            f.path.len() <= KERNEL_PATH_BYTES
+                && f.path.starts_with(OUTPUT_DIR)
+                && f.mime_type.len() <= KERNEL_MIME_BYTES
+        });
+        if self.files.len() < listed {
+            notes.push(format!(
+                "{} files the kernel listed are not under {OUTPUT_DIR} or have names too long; left out",
+                listed - self.files.len()
+            ));
+        }
+        if self.files.len() > MAX_FILES {
+            notes.push(format!(
+                "{} more files than the {MAX_FILES} listed were reported; left out",
+                self.files.len() - MAX_FILES
+            ));
+            self.files.truncate(MAX_FILES);
+        }
+        self.figures.truncate(KERNEL_FIGURES);
+        if self.notes.len() > KERNEL_NOTES {
+            let more = self.notes.len() - KERNEL_NOTES;
+            self.notes.truncate(KERNEL_NOTES);
+            self.notes
+                .push(format!("{more} more notes from the kernel left out"));
+        }
+        for note in &mut self.notes {
+            if note.len() > KERNEL_NOTE_BYTES {
+                *note = super::head_tail(note, KERNEL_NOTE_BYTES);
+            }
+        }
+        self
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct KernelFigure {
     path: String,
@@ -568,11 +625,8 @@ async fn run_code(
     let raw = read_small(&s, &format!("{dir}/r-{cell}.json"), 1 << 20).await?;
     let k: KernelResult = serde_json::from_slice(&raw)
         .map_err(|e| ToolError::internal(format!("the kernel's result is not JSON: {e}")))?;
-    out.status = if k.status.is_empty() {
-        "ok".into()
-    } else {
-        k.status
-    };
+    let k = k.held(&mut out.notes);
+    out.status = k.status;
     out.value = k.value;
     out.table = k.table;
     out.error = k.error;
