@@ -180,9 +180,10 @@ impl ResultStore {
 
 impl ResultStore {
     /// Holds a resource's contents to `cap` as a tool result is held: a longer text is kept and answered by its
-    /// first page, under the resource's own URI, with the rest to read page by page; a larger blob is refused
-    /// with its size (it cannot be cut into pages of text). A provider's resource is the live system's
-    /// (a game's 30 MB file): read whole, it reached the client whole.
+    /// first page, under the resource's own URI, with the rest to read page by page. A provider's resource is
+    /// the live system's (a game's 30 MB file): read whole, it reached the client whole. A blob passes as an
+    /// image in a tool result does (pages of text cannot hold it); the provider that makes one bounds it (the
+    /// sandbox's files at 512 KiB).
     pub(crate) fn cap_resource(
         &self,
         contents: ResourceContents,
@@ -197,7 +198,11 @@ impl ResultStore {
             } if text.len() > cap => {
                 let total = text.len();
                 let keepable = total <= self.limits.max_bytes && self.limits.max_entries > 0;
-                if let Some(id) = keepable.then(|| self.keep(text.clone())).flatten() {
+                if keepable {
+                    // Fails only when the store's lock is poisoned: its size and count were checked above.
+                    let id = self.keep(text).ok_or_else(|| {
+                        McpError::internal_error("the result store is poisoned", None)
+                    })?;
                     let mut pages = self.page(&uri, &id, cap)?;
                     if let Some(ResourceContents::TextResourceContents { mime_type: m, .. }) =
                         pages.first_mut()
@@ -218,19 +223,6 @@ impl ResultStore {
                     text: text[..shown].to_owned(),
                     meta: Some(MetaObject(meta)),
                 }])
-            }
-            ResourceContents::BlobResourceContents { uri, blob, .. } if blob.len() > cap => {
-                Err(crate::resource::read_error(
-                    &ToolError::too_large(format!(
-                        "{uri} is {} bytes of base64, over this request's cap of {cap}",
-                        blob.len()
-                    ))
-                    .with_hint(format!(
-                        "read it with _meta {{\"{MAX_RESULT_BYTES_META_KEY}\": N}} for up to N bytes (at most {})",
-                        RESULT_CAP_RANGE.end()
-                    ))
-                    .with_details(json!({ "uri": uri, "bytes": blob.len(), "limit": cap })),
-                ))
             }
             contents => Ok(vec![contents]),
         }
@@ -475,18 +467,14 @@ mod tests {
             store.cap_resource(small.clone(), 1000).unwrap(),
             vec![small]
         );
-        // A blob over the cap is refused, named, with its size.
+        // A blob passes: pages of text cannot hold it.
         let blob = ResourceContents::BlobResourceContents {
             uri: "x://blob".into(),
             mime_type: None,
             blob: "A".repeat(5000),
             meta: None,
         };
-        let error = store.cap_resource(blob, 1000).unwrap_err();
-        assert!(
-            error.message.contains("5000 bytes") && error.message.contains("cap of 1000"),
-            "{error:?}"
-        );
+        assert_eq!(store.cap_resource(blob.clone(), 1000).unwrap(), vec![blob]);
         // Too large to keep: the first page alone, saying so.
         let tiny = ResultStore::new(ResultLimits {
             max_entries: 4,
