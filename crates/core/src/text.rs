@@ -43,9 +43,23 @@ pub(crate) fn floor_boundary(s: &str, i: usize) -> usize {
 /// body cannot close it: how a bridge shows a peer's words (a player's chat, a program's output) inside its
 /// own text, set apart from what the bridge says.
 pub fn fenced(info: &str, body: &str) -> String {
+    let mut out = String::with_capacity(info.len() + body.len() + 16);
+    push_fenced(&mut out, info, body);
+    out
+}
+
+/// [`fenced`], appended to `out`: for text built in one buffer on a hot path (Minecraft marks every chat
+/// event, 50 000 a second in the bench).
+pub fn push_fenced(out: &mut String, info: &str, body: &str) {
     let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest.max(2) + 1);
-    format!("{fence}{info}\n{body}\n{fence}")
+    let fence = longest.max(2) + 1;
+    out.reserve(info.len() + body.len() + 2 * fence + 2);
+    out.extend(std::iter::repeat_n('`', fence));
+    out.push_str(info);
+    out.push('\n');
+    out.push_str(body);
+    out.push('\n');
+    out.extend(std::iter::repeat_n('`', fence));
 }
 
 #[cfg(test)]

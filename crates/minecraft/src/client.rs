@@ -806,10 +806,11 @@ fn untrusted<'a>(data: impl Fn(&str) -> Option<&'a str>) -> Option<(Vec<&'static
     if fields.is_empty() {
         return None;
     }
-    Some((
-        fields,
-        UNTRUSTED_LABEL.to_owned() + &bridge_core::text::fenced("player-content", &body),
-    ))
+    // One buffer: this runs for every chat event.
+    let mut text = String::with_capacity(UNTRUSTED_LABEL.len() + body.len() + 32);
+    text.push_str(UNTRUSTED_LABEL);
+    bridge_core::text::push_fenced(&mut text, "player-content", &body);
+    Some((fields, text))
 }
 
 /// The events of one relay frame, by stream, published once the frame is read: one lock and one wake-up of
