@@ -13,6 +13,7 @@ mod invalid;
 mod logging;
 mod metrics;
 mod panic;
+mod resource_pages;
 mod results;
 mod sessions;
 mod stdio;

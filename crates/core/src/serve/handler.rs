@@ -859,7 +859,7 @@ impl ServerHandler for McpHandler {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let mut resources: Vec<_> = self
@@ -881,7 +881,11 @@ impl ServerHandler for McpHandler {
                 Err(e) => tracing::debug!("resource provider could not list: {e}"),
             }
         }
-        Ok(ListResourcesResult::with_all_items(resources))
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let (page, next) = super::resource_pages::page(resources, cursor)?;
+        let mut result = ListResourcesResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn list_resource_templates(
