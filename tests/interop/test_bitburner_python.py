@@ -272,3 +272,21 @@ def test_port_in_use_says_so(bridge_bin: Path) -> None:
     assert proc.returncode != 0
     assert re.search(rf"port {port} .*already in use", proc.stderr), proc.stderr
     assert "--bitburner-game-port / BITBURNER_GAME_PORT" in proc.stderr and "bitburner-filesync" in proc.stderr
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_resources_list_comes_in_pages_the_client_follows(connect, transport: str, era: str) -> None:
+    """A home with more files than one resources/list page holds (500): each page within it, `nextCursor` to the
+    next, every file listed once."""
+    async with connect(transport, era) as client, game_for(client):
+        for i in range(510):
+            await ok(client, "write_file", {"filename": f"many/{i}.txt", "content": "x"})
+        pages = [await client.list_resources()]
+        while pages[-1].next_cursor is not None:
+            assert len(pages) < 100, "resources/list never ends"
+            pages.append(await client.list_resources(cursor=pages[-1].next_cursor))
+        assert [len(p.resources) <= 500 for p in pages] == [True, True], [len(p.resources) for p in pages]
+        uris = [str(r.uri) for p in pages for r in p.resources]
+        assert len(uris) == len(set(uris)), "no resource twice"
+        assert {f"bitburner://files/home/many/{i}.txt" for i in range(510)} <= set(uris)

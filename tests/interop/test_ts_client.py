@@ -88,6 +88,15 @@ def test_bitburner(transport: str) -> None:
                 assert gone["code"] == "E_REMOTE"
                 assert gone["message"] == "File does not exist. Filename: nope.js"
                 assert gone["hint"]
+
+                # A home with more files than one resources/list page holds (500): the SDK follows nextCursor.
+                for i in range(510):
+                    client.ok("write_file", {"filename": f"many/{i}.txt", "content": "x"})
+                pages = client.all_resources()
+                assert len(pages) == 2 and all(len(page) <= 500 for page in pages), [len(p) for p in pages]
+                uris = [r["uri"] for page in pages for r in page]
+                assert len(uris) == len(set(uris)), "no resource twice"
+                assert {f"bitburner://files/home/many/{i}.txt" for i in range(510)} <= set(uris)
             finally:
                 game.stop()
 

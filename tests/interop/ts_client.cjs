@@ -8,6 +8,7 @@
 // reads one JSON request per line on stdin and answers one JSON line on stdout:
 //   {"op": "list"}                              -> {"tools": [...]}
 //   {"op": "call", "tool": T, "arguments": A}   -> {"result": <CallToolResult>} or {"thrown": {code, message}}
+//   {"op": "resources", "cursor": C}            -> {"result": <ListResourcesResult>} (one page; C optional)
 // A thrown error is what a host would show instead of the tool's result: the tests fail on it.
 // MCP_TS_SDK_NODE_MODULES names the node_modules that holds the SDK.
 "use strict";
@@ -77,6 +78,8 @@ async function main() {
         // v1 takes a result schema before the options; undefined keeps its default.
         const result = await (v2 ? client.callTool(params, options) : client.callTool(params, undefined, options));
         out(req.progress ? { result, progress } : { result });
+      } else if (req.op === "resources") {
+        out({ result: await client.listResources(req.cursor ? { cursor: req.cursor } : undefined) });
       } else {
         out({ thrown: { code: null, message: `unknown op ${req.op}` } });
       }

@@ -69,6 +69,18 @@ class TsClient:
         self.progress: int | None = answer.get("progress")
         return answer["result"]
 
+    def resources_page(self, cursor: str | None = None) -> dict[str, Any]:
+        """One page of resources/list as the SDK returned it: `resources` and, when more follow, `nextCursor`."""
+        return self._ask({"op": "resources", "cursor": cursor})["result"]
+
+    def all_resources(self) -> list[list[dict[str, Any]]]:
+        """Every page of resources/list, read by following `nextCursor` as a host does."""
+        pages = [self.resources_page()]
+        while (cursor := pages[-1].get("nextCursor")) is not None:
+            assert len(pages) < 100, "resources/list never ends"
+            pages.append(self.resources_page(cursor))
+        return [page["resources"] for page in pages]
+
     def ok(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = self.call(tool, arguments)
         assert result.get("isError") is not True, f"{tool}: {result}"
