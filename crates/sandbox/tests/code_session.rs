@@ -435,6 +435,50 @@ async fn a_forged_kernel_result_is_held_to_the_kernels_limits() {
     assert!(sent < 200_000, "the result is {sent} bytes");
 }
 
+/// A cell that forges its figures' sizes (here 1 byte each for eight PNGs of 200 KB) gets images held to
+/// the result's image budget by the bytes actually read, not by the sizes it claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_figure_sizes_do_not_pass_the_images_budget() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let code = "import json\n\
+                for i in range(8):\n\
+                \x20   open('/workspace/f%d.png' % i, 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + bytes(200000))\n\
+                _dump = json.dump\n\
+                def forged(obj, f, *a, **k):\n\
+                \x20   obj['figures'] = [{'path': '/workspace/f%d.png' % i, 'bytes': 1, 'width': 10, 'height': 10, 'dpi': 72.0} for i in range(8)]\n\
+                \x20   return _dump(obj, f, *a, **k)\n\
+                json.dump = forged";
+    let result = h
+        .call("run_code", json!({"sandbox_id": id, "code": code}))
+        .await;
+    let out = mcp_testkit::ok_of(&result);
+    let images: usize = wire(&result)["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "image")
+        .map(|b| STANDARD.decode(b["data"].as_str().unwrap()).unwrap().len())
+        .sum();
+    // bridge_sandbox's MAX_IMAGES_BYTES.
+    assert!(images <= 512 << 10, "{images} bytes of images");
+    assert_eq!(
+        out["figures"].as_array().unwrap().len(),
+        2,
+        "{}",
+        out["figures"]
+    );
+    assert!(
+        out["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("left out")),
+        "{}",
+        out["notes"]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dataframe_and_a_list_of_dicts_come_back_as_text_tables() {
     let h = start(&[]).await;

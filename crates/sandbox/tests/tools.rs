@@ -467,6 +467,43 @@ async fn output_streams_as_progress_while_a_command_runs() {
     assert!(n >= 2, "output arrived as {n} progress notifications");
 }
 
+/// A program that prints as fast as it can is not a flood of notifications: live output is coalesced to
+/// one progress notification per 250 ms (the first at once, the latest tail after each interval), so their
+/// count is bounded by the run time measured here, whatever the program prints. The output itself is whole
+/// in the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_output_is_coalesced_into_one_progress_notification_per_interval() {
+    let mut h = start(&[]).await;
+    let id = h.create().await;
+    let code = "import sys, time\n\
+                end = time.monotonic() + 1.5\n\
+                while time.monotonic() < end:\n\
+                \x20   sys.stdout.write('x' * 99 + '\\n')\n\
+                \x20   sys.stdout.flush()\n\
+                print('done', flush=True)\n";
+    let began = std::time::Instant::now();
+    let out = h
+        .ok(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "python", "code": code}),
+        )
+        .await;
+    let took = began.elapsed();
+    assert!(out["stdout"].as_str().unwrap().ends_with("done\n"), "{out}");
+    let mut n = 0u128;
+    while h.client.progress.try_recv().is_ok() {
+        n += 1;
+    }
+    // One at once, then at most one per full interval of the run, and the last tail after it.
+    let bound = took.as_millis() / 250 + 2;
+    assert!(n >= 1, "no progress at all");
+    assert!(
+        n <= bound,
+        "{n} progress notifications in {took:?} (at most {bound} at one per 250 ms); {} bytes printed",
+        out["stdout_bytes"]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keepalive_reports_the_new_expiry() {
     let h = start(&[]).await;

@@ -6,19 +6,28 @@ use super::agent_error;
 use crate::manager::{Manager, Sandbox};
 use bridge_core::link::LinkError;
 use bridge_core::{BridgeBuilder, ToolCtx, ToolError, ToolSpec, Validate, check};
-use sandbox_agent::protocol::{Body, ExecSpec, MAX_CODE_BYTES, Op, ProcReport, Program};
+use sandbox_agent::protocol::{
+    Body, ExecSpec, MAX_CODE_BYTES, Op, ProcReport, Program, StreamName,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// stdin given with a call travels in one frame.
 pub const MAX_STDIN_BYTES: usize = 1 << 20;
 /// Environment given with a call, names and values together.
 pub const MAX_ENV_BYTES: usize = 64 << 10;
-/// Progress messages carry at most this much of a chunk.
-const PROGRESS_TEXT: usize = 4096;
+/// A progress message's bytes at most, after decoding (invalid UTF-8 triples in size) and with its label: under
+/// the core's 4 000-character cap, so the message is never cut in the middle.
+const PROGRESS_TEXT: usize = 4000;
+/// Live output is reported at most once per this interval. Four updates a second still read as live to a
+/// person watching, while a program printing in a tight loop (hundreds of 4 KiB chunks a second, one
+/// notification each, held back only by how fast the client reads) costs the client at most 4 messages of
+/// [`PROGRESS_TEXT`] a second. The whole output is in the result either way.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 
 // Bouvet's tool: fields beyond these are ignored, as Bouvet ignores them (its clients send extra ones).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -276,18 +285,20 @@ pub(crate) async fn run(
     let (id, pending) = client.start(Op::Exec(Box::new(spec)), Some(tx)).await?;
     let wait = pending.wait(host_deadline);
     tokio::pin!(wait);
-    let mut seen = 0u64;
+    let mut live = LiveOutput::default();
     let result = loop {
+        let due = live.due();
         tokio::select! {
             r = &mut wait => break r,
             Some(Body::Chunk { stream, data }) = rx.recv() => {
-                seen += data.len() as u64;
-                let text = String::from_utf8_lossy(&data[..data.len().min(PROGRESS_TEXT)]).into_owned();
-                let label = match stream {
-                    sandbox_agent::protocol::StreamName::Stdout => "stdout",
-                    sandbox_agent::protocol::StreamName::Stderr => "stderr",
-                };
-                ctx.progress(seen as f64, None, format!("[{label}] {text}")).await;
+                if let Some((seen, message)) = live.chunk(Instant::now(), stream, &data) {
+                    ctx.progress(seen as f64, None, message).await;
+                }
+            }
+            () = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                if let Some((seen, message)) = live.flush(Instant::now()) {
+                    ctx.progress(seen as f64, None, message).await;
+                }
             }
             () = cancel.cancelled() => {
                 kill(s, id).await;
@@ -309,6 +320,69 @@ pub(crate) async fn run(
             Err(ToolError::from(e))
         }
         Err(e) => Err(ToolError::from(e)),
+    }
+}
+
+/// A program's live output as progress: at most one notification per [`PROGRESS_INTERVAL`], carrying the
+/// bytes seen so far (as the progress value) and the latest output's tail (as the message, at most
+/// [`PROGRESS_TEXT`] bytes). What arrives within an interval is held back and goes out when it is over.
+#[derive(Default)]
+struct LiveOutput {
+    seen: u64,
+    stream: Option<StreamName>,
+    /// The latest output of `stream`, at most [`TAIL_BYTES`].
+    tail: String,
+    /// The earliest the next notification may go.
+    next: Option<Instant>,
+    /// Output arrived since the last notification.
+    pending: bool,
+}
+
+/// "[stdout] " and "[stderr] " are this long.
+const LABEL_BYTES: usize = 9;
+const TAIL_BYTES: usize = PROGRESS_TEXT - LABEL_BYTES;
+
+impl LiveOutput {
+    /// Takes a chunk; the notification to send now, if the last one was an interval ago.
+    fn chunk(&mut self, now: Instant, stream: StreamName, data: &[u8]) -> Option<(u64, String)> {
+        self.seen += data.len() as u64;
+        if self.stream != Some(stream) {
+            self.stream = Some(stream);
+            self.tail.clear();
+        }
+        // Decoding never makes text shorter, so the tail's bytes come from the chunk's last TAIL_BYTES.
+        let from = data.len().saturating_sub(TAIL_BYTES);
+        self.tail.push_str(&String::from_utf8_lossy(&data[from..]));
+        if self.tail.len() > TAIL_BYTES {
+            // The first character boundary at or after the cut (`str::ceil_char_boundary` is newer than
+            // the workspace's MSRV); the string's end is one, so this ends.
+            let mut cut = self.tail.len() - TAIL_BYTES;
+            while !self.tail.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.tail.drain(..cut);
+        }
+        self.pending = true;
+        self.flush(now)
+    }
+
+    /// When output held back is due.
+    fn due(&self) -> Option<Instant> {
+        self.next.filter(|_| self.pending)
+    }
+
+    /// The notification for output held back, if any and its interval is over.
+    fn flush(&mut self, now: Instant) -> Option<(u64, String)> {
+        if !self.pending || self.next.is_some_and(|next| now < next) {
+            return None;
+        }
+        self.pending = false;
+        self.next = Some(now + PROGRESS_INTERVAL);
+        let label = match self.stream {
+            Some(StreamName::Stderr) => "stderr",
+            _ => "stdout",
+        };
+        Some((self.seen, format!("[{label}] {}", self.tail)))
     }
 }
 
@@ -343,5 +417,100 @@ fn check_language(language: &str, has: &[String]) -> Result<(), ToolError> {
             ),
         )),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// An agent's chunk of 4 096 bytes that are not UTF-8 decodes to 12 288 (each byte becomes U+FFFD): the
+    /// message is held to its byte limit after decoding, cut on a character boundary.
+    #[test]
+    fn a_progress_message_is_held_to_its_bytes_after_decoding() {
+        let mut live = LiveOutput::default();
+        let (seen, message) = live
+            .chunk(Instant::now(), StreamName::Stdout, &[0xff; 4096])
+            .expect("the first chunk is reported at once");
+        assert_eq!(seen, 4096);
+        assert!(
+            message.len() <= PROGRESS_TEXT,
+            "a message of {} bytes; the limit is {PROGRESS_TEXT}",
+            message.len()
+        );
+        assert!(message.starts_with("[stdout] \u{fffd}"), "{message:?}");
+    }
+
+    /// A chunk every millisecond for two seconds: one notification at once, then at most one per interval,
+    /// each carrying the latest output and the bytes seen so far; output held back goes out when its
+    /// interval is over, not when the next chunk comes.
+    #[test]
+    fn chunks_are_coalesced_to_one_notification_per_interval() {
+        let t0 = Instant::now();
+        let mut live = LiveOutput::default();
+        let mut sent = Vec::new();
+        for i in 0..2000u64 {
+            let now = t0 + ms(i);
+            if let Some(at) = live.due().filter(|at| *at <= now) {
+                sent.extend(live.flush(at).map(|m| (at, m)));
+            }
+            let line = format!("line {i}\n");
+            sent.extend(
+                live.chunk(now, StreamName::Stdout, line.as_bytes())
+                    .map(|m| (now, m)),
+            );
+        }
+        let last = t0 + ms(1999);
+        let tail = live.due().expect("the last lines wait for their interval");
+        assert!(tail > last && tail <= last + PROGRESS_INTERVAL);
+        sent.extend(live.flush(tail).map(|m| (tail, m)));
+        assert!(live.due().is_none() && live.flush(tail + ms(1000)).is_none());
+
+        let intervals = (2000 / PROGRESS_INTERVAL.as_millis()) as usize;
+        assert!(
+            sent.len() <= intervals + 2,
+            "{} notifications in 2 s; at most {} at one per {PROGRESS_INTERVAL:?}",
+            sent.len(),
+            intervals + 2
+        );
+        assert_eq!(sent[0].0, t0, "the first output is reported at once");
+        for pair in sent.windows(2) {
+            assert!(pair[1].0 - pair[0].0 >= PROGRESS_INTERVAL, "{pair:?}");
+        }
+        let (seen, message) = &sent.last().expect("some").1;
+        let all: u64 = (0..2000u64)
+            .map(|i| format!("line {i}\n").len() as u64)
+            .sum();
+        assert_eq!(*seen, all, "the bytes seen, all of them");
+        assert!(message.ends_with("line 1999\n"), "{message:?}");
+        assert!(
+            message.contains("line 1998\n"),
+            "the tail spans chunks: {message:?}"
+        );
+    }
+
+    /// Output held back from one stream is not shown under the other's label.
+    #[test]
+    fn the_tail_is_of_the_latest_stream() {
+        let t0 = Instant::now();
+        let mut live = LiveOutput::default();
+        assert!(live.chunk(t0, StreamName::Stdout, b"out\n").is_some());
+        assert!(
+            live.chunk(t0 + ms(10), StreamName::Stdout, b"more\n")
+                .is_none()
+        );
+        assert!(
+            live.chunk(t0 + ms(20), StreamName::Stderr, b"err\n")
+                .is_none()
+        );
+        let at = live.due().expect("held back");
+        assert_eq!(at, t0 + PROGRESS_INTERVAL);
+        let (seen, message) = live.flush(at).expect("due");
+        assert_eq!(seen, 13);
+        assert_eq!(message, "[stderr] err\n");
     }
 }

@@ -3,6 +3,7 @@
 //! content a call, moved in 1 MiB chunks so no frame to the agent is large.
 
 use super::agent_error;
+use crate::client::AgentClient;
 use crate::manager::Manager;
 use bridge_core::{BridgeBuilder, ToolCtx, ToolError, ToolSpec, Validate, check};
 use sandbox_agent::protocol::{Body, Entry, MAX_CHUNK_BYTES, Op, b64};
@@ -226,31 +227,7 @@ async fn read(m: &Manager, a: ReadArgs) -> Result<ReadResult, ToolError> {
         .length
         .unwrap_or(MAX_READ_BYTES as u64)
         .min(MAX_READ_BYTES as u64);
-    let mut data = Vec::new();
-    let size;
-    loop {
-        let left = want - data.len() as u64;
-        let op = Op::Read {
-            path: a.path.clone(),
-            offset: start + data.len() as u64,
-            length: left.min(MAX_CHUNK_BYTES as u64),
-        };
-        match s.instance.client.call(op, CHUNK_TIMEOUT).await? {
-            Body::Data {
-                data: d,
-                size: sz,
-                eof,
-            } => {
-                let done = eof || d.is_empty() || data.len() as u64 + d.len() as u64 >= want;
-                data.extend_from_slice(&d);
-                if done {
-                    size = sz;
-                    break;
-                }
-            }
-            other => return Err(agent_error(other)),
-        }
-    }
+    let (mut data, size) = read_range(&s.instance.client, &a.path, start, want).await?;
     let page = |data: &[u8]| {
         let bytes = data.len() as u64;
         ReadResult {
@@ -278,6 +255,45 @@ async fn read(m: &Manager, a: ReadArgs) -> Result<ReadResult, ToolError> {
         result = page(&data);
     }
     Ok(result)
+}
+
+/// Bytes `start..start + want` of `path` and the file's size, in chunks of at most [`MAX_CHUNK_BYTES`].
+async fn read_range(
+    client: &AgentClient,
+    path: &str,
+    start: u64,
+    want: u64,
+) -> Result<(Vec<u8>, u64), ToolError> {
+    let mut data = Vec::new();
+    loop {
+        let asked = (want - data.len() as u64).min(MAX_CHUNK_BYTES as u64);
+        let op = Op::Read {
+            path: path.to_owned(),
+            offset: start + data.len() as u64,
+            length: asked,
+        };
+        match client.call(op, CHUNK_TIMEOUT).await? {
+            Body::Data {
+                data: d,
+                size: sz,
+                eof,
+            } => {
+                // The agent's word is its frame (4 MiB): bytes beyond what was asked are refused, not kept.
+                if d.len() as u64 > asked {
+                    return Err(ToolError::remote(format!(
+                        "the sandbox agent sent {} bytes of {path} where at most {asked} were asked for",
+                        d.len()
+                    )));
+                }
+                let done = eof || d.is_empty() || data.len() as u64 + d.len() as u64 >= want;
+                data.extend_from_slice(&d);
+                if done {
+                    return Ok((data, sz));
+                }
+            }
+            other => return Err(agent_error(other)),
+        }
+    }
 }
 
 /// A text page that stops inside the file ends on a whole UTF-8 character, so pages joined give the file's
@@ -344,4 +360,42 @@ async fn write(m: &Manager, a: WriteArgs) -> Result<WriteResult, ToolError> {
         success: true,
         bytes_written: written,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::session::tests::forging_agent;
+
+    /// A compromised agent answers a read of 10 bytes with 2 MiB: refused, and none of it kept (a page is
+    /// 256 KiB; before, every reply was appended whatever its length).
+    #[tokio::test]
+    async fn a_chunk_longer_than_asked_is_refused() {
+        let agent = forging_agent(Body::Data {
+            data: vec![b'x'; 2 << 20],
+            size: 10,
+            eof: true,
+        });
+        let Err(e) = read_range(&agent, "/workspace/f.txt", 0, 10).await else {
+            panic!("2 MiB passed a read of 10 bytes");
+        };
+        assert!(
+            e.message().contains("/workspace/f.txt") && e.message().contains("at most 10"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chunk_within_what_was_asked_is_kept() {
+        let agent = forging_agent(Body::Data {
+            data: vec![b'x'; 10],
+            size: 10,
+            eof: true,
+        });
+        let (data, size) = read_range(&agent, "/workspace/f.txt", 0, 10)
+            .await
+            .expect("10 of 10 bytes");
+        assert_eq!((data.len(), size), (10, 10));
+    }
 }

@@ -17,6 +17,7 @@
 //! image codec crate in the bridge; a figure that still does not fit is left out with a note naming the limit.
 
 use super::exec::{ExecOpts, ExecResult};
+use crate::client::AgentClient;
 use crate::manager::{Manager, Sandbox};
 use bridge_core::resource::{ResourceBody, ResourceInfo, ResourceProvider, ResourceTemplateInfo};
 use bridge_core::{
@@ -490,17 +491,26 @@ async fn kill_kernel(s: &Sandbox, session: &Session) {
 }
 
 /// A whole small file from the sandbox (at most `limit` bytes; more is an error naming the limit).
-async fn read_small(s: &Sandbox, path: &str, limit: usize) -> Result<Vec<u8>, ToolError> {
+async fn read_small(client: &AgentClient, path: &str, limit: usize) -> Result<Vec<u8>, ToolError> {
     let op = Op::Read {
         path: path.to_owned(),
         offset: 0,
         length: limit as u64 + 1,
     };
-    match s.instance.client.call(op, CALL_TIMEOUT).await? {
+    match client.call(op, CALL_TIMEOUT).await? {
         Body::Data { data, size, .. } => {
-            if size > limit as u64 {
+            // The size is the agent's word and the data what it sent: a compromised agent can fill its
+            // 4 MiB frame whatever size it reports, so the bytes themselves are held to the limit.
+            let sent = data.len();
+            if size > limit as u64 || sent > limit {
                 return Err(ToolError::too_large(format!(
-                    "{path} is {size} bytes; the limit is {limit} bytes"
+                    "{path} is {} bytes; the limit is {limit} bytes",
+                    size.max(sent as u64)
+                )));
+            }
+            if sent as u64 > size {
+                return Err(ToolError::remote(format!(
+                    "the sandbox agent sent {sent} bytes of {path}, which it says is {size} bytes"
                 )));
             }
             Ok(data)
@@ -622,7 +632,7 @@ async fn run_code(
         ))
         .with_hint("call interrupt_session or restart_session"));
     }
-    let raw = read_small(&s, &format!("{dir}/r-{cell}.json"), 1 << 20).await?;
+    let raw = read_small(&s.instance.client, &format!("{dir}/r-{cell}.json"), 1 << 20).await?;
     let k: KernelResult = serde_json::from_slice(&raw)
         .map_err(|e| ToolError::internal(format!("the kernel's result is not JSON: {e}")))?;
     let k = k.held(&mut out.notes);
@@ -640,7 +650,16 @@ async fn run_code(
             ));
             continue;
         }
-        match read_small(&s, &f.path, MAX_IMAGE_BYTES).await {
+        match read_small(&s.instance.client, &f.path, MAX_IMAGE_BYTES).await {
+            // The size the kernel listed is the cell's word (a cell can forge the result): the budget is
+            // held by the bytes read.
+            Ok(png) if image_bytes + png.len() > MAX_IMAGES_BYTES => out.notes.push(format!(
+                "a {}x{} figure of {} bytes was left out: images of one result are limited to \
+                 {MAX_IMAGES_BYTES} bytes",
+                f.width,
+                f.height,
+                png.len()
+            )),
             Ok(png) if png.starts_with(PNG_MAGIC) => {
                 image_bytes += png.len();
                 // The text block comes first in the content, so images start at index 1.
@@ -829,7 +848,7 @@ impl ResourceProvider for SandboxFiles {
             }
             let s = self.0.get(id)?;
             let path = format!("/{path}");
-            let data = read_small(&s, &path, MAX_RESOURCE_BYTES).await?;
+            let data = read_small(&s.instance.client, &path, MAX_RESOURCE_BYTES).await?;
             let mime = mime_of(&path);
             Ok(Some(match String::from_utf8(data) {
                 Ok(text) if !mime.starts_with("image/") => ResourceBody::Text {
@@ -866,5 +885,90 @@ fn mime_of(path: &str) -> &'static str {
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use bridge_core::link::{Framing, StreamConfig, stream};
+    use sandbox_agent::protocol::{MAX_FRAME_BYTES, Reply, Request};
+    use tokio_util::sync::CancellationToken;
+
+    /// A compromised agent on the other end of an in-memory link: every request is answered with `body`.
+    pub(crate) fn forging_agent(body: Body) -> AgentClient {
+        let cfg = || StreamConfig {
+            framing: Framing::LengthPrefixed,
+            max_frame_bytes: MAX_FRAME_BYTES,
+        };
+        let (host_io, agent_io) = tokio::io::duplex(64 << 10);
+        let (hr, hw) = tokio::io::split(host_io);
+        let (ar, aw) = tokio::io::split(agent_io);
+        let token = CancellationToken::new();
+        let host = stream::spawn(hr, hw, cfg(), &token);
+        let mut agent = stream::spawn(ar, aw, cfg(), &token);
+        tokio::spawn(async move {
+            while let Some(frame) = agent.incoming.recv().await {
+                let req: Request = serde_json::from_str(&frame).expect("a request");
+                let reply = Reply {
+                    id: req.id,
+                    body: body.clone(),
+                };
+                let text = serde_json::to_string(&reply).expect("a reply");
+                if agent.sender.send_text(text).await.is_err() {
+                    return;
+                }
+            }
+        });
+        AgentClient::new(host)
+    }
+
+    fn data(bytes: usize, size: u64) -> Body {
+        Body::Data {
+            data: vec![b'x'; bytes],
+            size,
+            eof: true,
+        }
+    }
+
+    /// The agent's frame holds up to 4 MiB (about 3 MiB of data after base64): one that says a file is
+    /// 10 bytes and sends 2.5 MiB of it is refused by the bytes it sent, naming the file and the limit the
+    /// caller asked for.
+    #[tokio::test]
+    async fn a_read_longer_than_its_limit_is_refused_whatever_size_the_agent_reports() {
+        let agent = forging_agent(data(5 << 19, 10));
+        let Err(e) = read_small(&agent, "/workspace/output/a.png", MAX_RESOURCE_BYTES).await else {
+            panic!("2.5 MiB passed a 512 KiB limit");
+        };
+        assert_eq!(e.code(), ErrorCode::TooLarge, "{e:?}");
+        assert!(
+            e.message().contains("/workspace/output/a.png")
+                && e.message().contains(&MAX_RESOURCE_BYTES.to_string()),
+            "{}",
+            e.message()
+        );
+    }
+
+    /// Within the limit but more than the size the agent itself reported: the answer contradicts itself.
+    #[tokio::test]
+    async fn a_read_longer_than_the_size_reported_is_refused() {
+        let agent = forging_agent(data(100, 10));
+        let Err(e) = read_small(&agent, "/workspace/f.txt", MAX_RESOURCE_BYTES).await else {
+            panic!("100 bytes of a 10-byte file passed");
+        };
+        assert!(
+            e.message().contains("/workspace/f.txt") && e.message().contains("100"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_read_within_its_limit_comes_back_whole() {
+        let agent = forging_agent(data(10, 10));
+        let got = read_small(&agent, "/workspace/f.txt", 10)
+            .await
+            .expect("10 bytes of a 10-byte limit");
+        assert_eq!(got, vec![b'x'; 10]);
     }
 }
