@@ -15,7 +15,7 @@ const TEXT_CHARS: usize = 1_000;
 const ITEMS: usize = 64;
 
 /// The length of `value`'s JSON, counted as it is written: nothing is kept.
-pub(crate) fn json_len(value: &Value) -> usize {
+pub fn json_len(value: &impl serde::Serialize) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

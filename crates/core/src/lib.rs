@@ -9,7 +9,7 @@ pub mod bridge;
 pub mod config;
 pub mod error;
 pub mod events;
-mod json_size;
+pub mod json_size;
 pub mod link;
 pub mod mount;
 pub mod net;
@@ -18,6 +18,7 @@ mod schema;
 pub mod serve;
 pub mod text;
 pub mod tool;
+pub mod untrusted;
 
 pub use bridge::{Bridge, BridgeBuilder, BridgeEntry, BridgeEnv, BridgeError};
 pub use error::{ErrorCode, ToolError};

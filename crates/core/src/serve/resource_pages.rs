@@ -26,7 +26,7 @@ pub(crate) fn page(
     };
     let mut left_out = Vec::new();
     let mut entries = all.into_iter().filter_map(|resource| {
-        let bytes = serde_json::to_vec(&resource).map_or(usize::MAX, |json| json.len());
+        let bytes = crate::json_size::json_len(&resource);
         if bytes > MAX_ENTRY_BYTES {
             left_out.push(crate::text::for_log(&resource.uri));
             return None;
