@@ -14,6 +14,7 @@ mod server;
 mod session;
 pub mod state;
 mod tools;
+pub mod untrusted;
 
 pub use config::{CcArgs, LinkArgs, LinkConfig};
 pub use server::{CcError, ComputerCraft, Running, start};

@@ -5,6 +5,7 @@
 use crate::computer::{Computer, Identity};
 use crate::protocol::{self, Chunk, Inbound, Outbound, PROTOCOL_VERSION, RemoteError, Response};
 use crate::state::State;
+use crate::untrusted;
 use bridge_core::link::{Admission, WsConnection, WsSender, parse_id};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -117,12 +118,12 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
                 Ok(Inbound::Response(r)) => deliver(&computer, r),
                 Ok(Inbound::Chunk(c)) => reassemble(&state, &computer, &mut chunks, c),
                 Ok(Inbound::Event(e)) => {
-                    state.computer_events.publish(json!({
-                        "computer": identity.id,
-                        "label": computer.label(),
-                        "event": e.event,
-                        "args": e.args,
-                    }));
+                    state.computer_events.publish(untrusted::computer_event(
+                        identity.id,
+                        computer.label(),
+                        e.event,
+                        e.args,
+                    ));
                 }
                 Ok(Inbound::Hello(h)) if h.computer_id == identity.id => {
                     // The client says hello again when the player relabels the computer.

@@ -3,6 +3,7 @@
 use crate::computer::{Computer, Identity};
 use crate::config::LinkConfig;
 use crate::registry::Registry;
+use crate::untrusted;
 use bridge_core::ToolError;
 use bridge_core::events::{EventHub, EventStream};
 use serde_json::{Value, json};
@@ -95,8 +96,11 @@ impl State {
             "label": who.label,
             "kind": who.kind,
         });
-        if let (Some(r), Value::Object(map)) = (reason, &mut data) {
-            map.insert("reason".into(), r.into());
+        if let Value::Object(map) = &mut data {
+            if let Some(r) = reason {
+                map.insert("reason".into(), r.into());
+            }
+            untrusted::mark_label(map);
         }
         self.computers.publish(data);
     }
