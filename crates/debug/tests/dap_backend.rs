@@ -80,7 +80,13 @@ async fn a_missing_adapter_or_program_says_what_to_do() {
     assert_eq!(code, "E_LAUNCH_FAILED", "{e}");
     let (code, e) = support::code(&c, "debug_start", json!({"launch": "nope"})).await;
     assert_eq!(code, "E_INVALID_PARAMS");
-    assert!(e["hint"].as_str().unwrap().contains("py, slow, c"), "{e}");
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("```launch-json\n\"py\"\n\"slow\"\n\"c\"\n```"),
+        "{e}"
+    );
     let (code, _) = support::code(
         &c,
         "breakpoint_set",
