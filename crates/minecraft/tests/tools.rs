@@ -316,4 +316,138 @@ async fn every_tool_has_a_title_and_every_input_field_a_description() {
         }
     }
     assert!(missing.is_empty(), "missing: {missing:?}");
+    // Clients check structuredContent against the output schema: the marks are declared where they appear.
+    for name in [
+        "execute_command",
+        "get_online_players",
+        "get_player_info",
+        "get_world_info",
+    ] {
+        let t = tools.iter().find(|t| t.name == name).unwrap();
+        let schema = serde_json::to_value(t.output_schema.as_deref().unwrap()).unwrap();
+        for field in ["untrusted", "untrusted_left_out"] {
+            assert!(
+                schema["properties"].get(field).is_some(),
+                "{name}'s output schema has {field}: {schema}"
+            );
+        }
+    }
+}
+
+/// Finding C7: what players wrote reaches the model through tool results too (an item renamed on an anvil, a
+/// name tag, a command's output, a name). Each result lists those strings' paths in `untrusted` and its text
+/// shows them fenced, the fence longer than any backtick run in them.
+#[tokio::test]
+async fn player_written_strings_in_tool_results_are_marked_and_fenced() {
+    let (server, game) = embedded().await;
+    let c = &server.client;
+
+    let r = call(c, "get_player_info", json!({"player": "Alex"})).await;
+    let info = ok_of(&r);
+    assert_eq!(info["inventory"][1]["displayName"], RENAMED);
+    assert_eq!(
+        info["untrusted"],
+        json!([
+            "name",
+            "inventory[0].displayName",
+            "inventory[1].displayName"
+        ]),
+        "{info}"
+    );
+    assert_fenced(
+        &text_of(&r),
+        &[
+            "name: Alex".to_owned(),
+            format!("inventory[1].displayName: {RENAMED}"),
+        ],
+    );
+
+    let r = call(
+        c,
+        "get_world_info",
+        json!({"x": 0, "y": 64, "z": 0, "radius": 4}),
+    )
+    .await;
+    let world = ok_of(&r);
+    assert_eq!(
+        world["untrusted"],
+        json!(["entities[0].name", "entities[1].name"]),
+        "{world}"
+    );
+    assert_fenced(&text_of(&r), &[format!("entities[1].name: {RENAMED}")]);
+
+    let r = call(
+        c,
+        "execute_command",
+        json!({"command": format!("say {RENAMED}")}),
+    )
+    .await;
+    let said = ok_of(&r);
+    assert_eq!(said["untrusted"], json!(["output[0]"]), "{said}");
+    assert_fenced(&text_of(&r), &[format!("output[0]: [Server] {RENAMED}")]);
+
+    let r = call(c, "get_online_players", json!({})).await;
+    assert_eq!(ok_of(&r)["untrusted"], json!(["players[0]", "players[1]"]));
+    assert_fenced(&text_of(&r), &["players[0]: Steve".to_owned()]);
+
+    // Nothing players wrote, nothing marked.
+    let r = call(c, "get_server_info", json!({})).await;
+    assert_eq!(ok_of(&r).get("untrusted"), None);
+    assert!(!text_of(&r).contains("Untrusted"), "{}", text_of(&r));
+    server.stop().await;
+    game.stop();
+}
+
+/// The marks are bounded: a farm of a hundred name-tagged mobs marks the first of them, and the result says
+/// how many were left out.
+#[tokio::test]
+async fn marked_strings_are_bounded_and_the_rest_counted() {
+    let (server, game) = embedded().await;
+    let r = call(
+        &server.client,
+        "get_world_info",
+        json!({"x": 0, "y": 64, "z": 0, "radius": 5}),
+    )
+    .await;
+    let world = ok_of(&r);
+    assert_eq!(world["entities"].as_array().unwrap().len(), NAMED_MOBS);
+    let marked = world["untrusted"].as_array().unwrap();
+    let left_out = world["untrusted_left_out"].as_u64().unwrap() as usize;
+    assert!(!marked.is_empty() && left_out > 0, "{world}");
+    assert_eq!(marked.len() + left_out, NAMED_MOBS);
+    assert_eq!(marked[0], "entities[0].name");
+    let text = text_of(&r);
+    assert_fenced(&text, &[format!("entities[0].name: 000 {RENAMED}")]);
+    assert!(
+        text.contains(&format!("{left_out} more player-written strings")),
+        "{text}"
+    );
+    server.stop().await;
+    game.stop();
+}
+
+/// `text` has the untrusted label, then a fence longer than any backtick run in `lines` (four backticks
+/// where they hold [`RENAMED`]'s three) holding each of them whole, then the fence's end.
+fn assert_fenced(text: &str, lines: &[String]) {
+    let fence = if lines.iter().any(|l| l.contains("```")) {
+        "````"
+    } else {
+        "```"
+    };
+    let label = text
+        .find("Untrusted player content")
+        .unwrap_or_else(|| panic!("no label: {text}"));
+    let open = format!("\n{fence}player-content\n");
+    let start = text[label..]
+        .find(&open)
+        .map(|i| label + i + open.len())
+        .unwrap_or_else(|| panic!("no fence {fence} after the label: {text}"));
+    let end = text[start..]
+        .find(&format!("\n{fence}"))
+        .map(|i| start + i)
+        .unwrap_or_else(|| panic!("the fence is not closed: {text}"));
+    let body: Vec<&str> = text[start..end].lines().collect();
+    for line in lines {
+        assert!(body.contains(&line.as_str()), "{line:?} not fenced: {text}");
+    }
 }

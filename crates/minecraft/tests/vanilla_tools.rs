@@ -96,7 +96,11 @@ async fn poll_until(client: &Client, stream: &str, n: usize) -> Vec<Value> {
 async fn the_tools_answer_over_rcon_in_the_relay_modes_shapes() {
     let v = start("tools", &[]).await;
     let players = ok_of(&call(&v.client, "get_online_players", json!({})).await);
-    assert_eq!(players, json!({"players": ["Steve", "Alex"], "count": 2}));
+    assert_eq!(
+        players,
+        json!({"players": ["Steve", "Alex"], "count": 2, "untrusted": ["players[0]", "players[1]"]}),
+        "names are player-written (finding C7)"
+    );
 
     let info = ok_of(&call(&v.client, "get_player_info", json!({"player": "Steve"})).await);
     assert_eq!(info["name"], "Steve");
@@ -182,7 +186,9 @@ async fn the_tools_answer_over_rcon_in_the_relay_modes_shapes() {
     let out = ok_of(&call(&v.client, "execute_command", json!({"command": "/seed"})).await);
     assert_eq!(
         out,
-        json!({"success": true, "message": "Seed: [-4172144997902289642]", "output": ["Seed: [-4172144997902289642]"]})
+        json!({"success": true, "message": "Seed: [-4172144997902289642]", "output": ["Seed: [-4172144997902289642]"],
+            "untrusted": ["message", "output[0]"]}),
+        "what a command prints is marked, and so is its copy in `message` (finding C7)"
     );
     let failed = ok_of(
         &call(

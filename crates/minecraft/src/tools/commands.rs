@@ -2,6 +2,7 @@
 
 use super::Ctx;
 use super::args::{ExecuteCommand, GiveItem, SendMessage, TeleportPlayer, normalize_item};
+use super::marked;
 use crate::models::CommandResult;
 use bridge_core::ToolSpec;
 use serde_json::json;
@@ -18,10 +19,12 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         .destructive()
         .open_world()
         .timeout(budget)
-        .handler_on(ctx.clone(), |c, a: ExecuteCommand, _| async move {
+        .handler_with_text_on(ctx.clone(), |c, a: ExecuteCommand, _| async move {
             let command = a.command.trim().trim_start_matches('/').to_owned();
-            c.call::<CommandResult>("execute_command", json!({"command": command}), a.game)
-                .await
+            let out = c
+                .call::<CommandResult>("execute_command", json!({"command": command}), a.game)
+                .await?;
+            marked::render(out)
         }),
         ToolSpec::new(
             "send_message",

@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod commands;
+pub mod marked;
 pub mod queries;
 pub mod status;
 pub mod world_pages;

@@ -2,6 +2,7 @@
 
 use super::Ctx;
 use super::args::{GameOnly, PlayerArgs, WorldArgs};
+use super::marked;
 use super::world_pages::CubeKey;
 use crate::models::{OnlinePlayers, PlayerInfo, ServerInfo, WorldInfo};
 use bridge_core::ToolSpec;
@@ -16,10 +17,10 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
             .read_only()
             .open_world()
             .timeout(budget)
-            .handler_on(ctx.clone(), |c, a: GameOnly, _| async move {
+            .handler_with_text_on(ctx.clone(), |c, a: GameOnly, _| async move {
                 let mut out: OnlinePlayers = c.call("get_online_players", json!({}), a.game).await?;
                 out.count = out.players.len();
-                Ok(out)
+                marked::render(out)
             }),
         ToolSpec::new(
             "get_player_info",
@@ -29,9 +30,11 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         .read_only()
         .open_world()
         .timeout(budget)
-        .handler_on(ctx.clone(), |c, a: PlayerArgs, _| async move {
-            c.call::<PlayerInfo>("get_player_info", json!({"player": a.player}), a.game)
-                .await
+        .handler_with_text_on(ctx.clone(), |c, a: PlayerArgs, _| async move {
+            let info = c
+                .call::<PlayerInfo>("get_player_info", json!({"player": a.player}), a.game)
+                .await?;
+            marked::render(info)
         }),
         ToolSpec::new(
             "get_server_info",
@@ -55,7 +58,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
         .open_world()
         .timeout(budget)
         .task_support(bridge_core::tool::TaskSupport::Optional)
-        .handler_on(ctx.clone(), |c, a: WorldArgs, _| async move {
+        .handler_with_text_on(ctx.clone(), |c, a: WorldArgs, _| async move {
             let key = CubeKey {
                 game: a.game.clone(),
                 x: a.x,
@@ -68,7 +71,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
             if a.offset > 0
                 && let Some(info) = c.world.get(&key)
             {
-                return Ok(info.page(a.offset));
+                return marked::render(info.page(a.offset));
             }
             let args = json!({"x": a.x, "y": a.y, "z": a.z, "radius": a.radius});
             let info = Arc::new(c.call::<WorldInfo>("get_world_info", args, a.game).await?);
@@ -76,7 +79,7 @@ pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
             if page.next_offset.is_some() {
                 c.world.put(key, info);
             }
-            Ok(page)
+            marked::render(page)
         }),
     ]
 }
