@@ -205,8 +205,8 @@ pub struct Event {
     pub seq: u64,
     /// Milliseconds since the Unix epoch when the bridge received it.
     pub time_ms: u64,
-    /// What the live system reported. An event over 64 KiB of JSON is replaced by
-    /// `{"truncated": true, "bytes": <its size>, "preview": "<its first 512 bytes of JSON>"}`.
+    /// What the live system reported. An event over 64 KiB of JSON is replaced by `{"truncated": true,
+    /// "bytes": <its size>, "preview": "<its first 512 bytes of JSON>", "untrusted": ["preview"]}`.
     pub data: Value,
 }
 
@@ -601,10 +601,12 @@ fn data_json(data: &Value, limit: usize) -> (String, usize) {
             Err(e) => cut = e.valid_up_to(),
         }
     };
+    // The preview is the peer's raw text, whatever marks the whole event carried (they come after it, cut off).
     let stub = serde_json::json!({
         "truncated": true,
         "bytes": capture.bytes,
         "preview": preview,
+        "untrusted": ["preview"],
     });
     let json = stub.to_string();
     let size = json.len();
@@ -760,6 +762,11 @@ mod tests {
         assert_eq!(event.data["bytes"], json_len(&json!({ "text": huge })));
         let preview = event.data["preview"].as_str().unwrap();
         assert!(preview.starts_with(r#"{"text":"éé"#), "{preview}");
+        assert_eq!(
+            event.data["untrusted"],
+            json!(["preview"]),
+            "the peer's raw text, marked as any peer-written field is"
+        );
         assert!(preview.len() <= PREVIEW_BYTES);
         assert!(
             s.retained_bytes() < 2 * PREVIEW_BYTES,
