@@ -490,9 +490,21 @@ async fn fast_output_is_coalesced_into_one_progress_notification_per_interval() 
         .await;
     let took = began.elapsed();
     assert!(out["stdout"].as_str().unwrap().ends_with("done\n"), "{out}");
+    // The last notification carries every byte printed: the output held back when the program ended went
+    // out before the result. Notifications are handled beside the result, so they are awaited, not assumed.
+    let total = out["stdout_bytes"].as_f64().unwrap();
     let mut n = 0u128;
-    while h.client.progress.try_recv().is_ok() {
-        n += 1;
+    let mut last = 0.0;
+    while last < total {
+        match tokio::time::timeout(std::time::Duration::from_secs(30), h.client.progress.recv())
+            .await
+        {
+            Ok(Some(seen)) => {
+                n += 1;
+                last = seen;
+            }
+            _ => panic!("the last progress said {last} bytes of {total} printed"),
+        }
     }
     // One at once, then at most one per full interval of the run, and the last tail after it.
     let bound = took.as_millis() / 250 + 2;

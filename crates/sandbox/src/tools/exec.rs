@@ -306,6 +306,14 @@ pub(crate) async fn run(
             }
         }
     };
+    // Output the program wrote last is still queued or held back for its interval: it goes out before the
+    // result, as the tail a person watching saw last.
+    while let Ok(Body::Chunk { stream, data }) = rx.try_recv() {
+        live.take(stream, &data);
+    }
+    if let Some((seen, message)) = live.finish() {
+        ctx.progress(seen as f64, None, message).await;
+    }
     client.unstream(id);
     s.touch();
     match result {
@@ -345,6 +353,18 @@ const TAIL_BYTES: usize = PROGRESS_TEXT - LABEL_BYTES;
 impl LiveOutput {
     /// Takes a chunk; the notification to send now, if the last one was an interval ago.
     fn chunk(&mut self, now: Instant, stream: StreamName, data: &[u8]) -> Option<(u64, String)> {
+        self.take(stream, data);
+        self.flush(now)
+    }
+
+    /// Output held back and not yet sent, whatever its interval: the program has ended.
+    fn finish(&mut self) -> Option<(u64, String)> {
+        self.next = None;
+        self.flush(Instant::now())
+    }
+
+    /// Takes a chunk into the tail, to be sent when its interval is over.
+    fn take(&mut self, stream: StreamName, data: &[u8]) {
         self.seen += data.len() as u64;
         if self.stream != Some(stream) {
             self.stream = Some(stream);
@@ -363,7 +383,6 @@ impl LiveOutput {
             self.tail.drain(..cut);
         }
         self.pending = true;
-        self.flush(now)
     }
 
     /// When output held back is due.
@@ -491,6 +510,22 @@ mod tests {
             message.contains("line 1998\n"),
             "the tail spans chunks: {message:?}"
         );
+    }
+
+    /// The program ended inside an interval: what it wrote last goes out at once, before the result.
+    #[test]
+    fn output_held_back_goes_out_when_the_program_ends() {
+        let t0 = Instant::now();
+        let mut live = LiveOutput::default();
+        assert!(live.chunk(t0, StreamName::Stdout, b"a\n").is_some());
+        assert!(
+            live.chunk(t0 + ms(100), StreamName::Stdout, b"FINAL\n")
+                .is_none()
+        );
+        let (seen, message) = live.finish().expect("the last output is sent");
+        assert_eq!(seen, 8);
+        assert!(message.ends_with("FINAL\n"), "{message:?}");
+        assert!(live.finish().is_none(), "sent once");
     }
 
     /// Output held back from one stream is not shown under the other's label.

@@ -643,23 +643,27 @@ async fn run_code(
     out.notes.extend(k.notes);
     let mut image_bytes = 0usize;
     for f in k.figures {
-        if image_bytes + f.bytes as usize > MAX_IMAGES_BYTES {
+        // Saturating: the listed size is the cell's word, and may be u64::MAX.
+        if image_bytes.saturating_add(usize::try_from(f.bytes).unwrap_or(usize::MAX))
+            > MAX_IMAGES_BYTES
+        {
             out.notes.push(format!(
                 "a {}x{} figure was left out: images of one result are limited to {MAX_IMAGES_BYTES} bytes",
                 f.width, f.height
             ));
             continue;
         }
-        match read_small(&s.instance.client, &f.path, MAX_IMAGE_BYTES).await {
+        // No more than the budget has left: a forged size cannot make the host read 64 full figures.
+        let room = MAX_IMAGE_BYTES.min(MAX_IMAGES_BYTES - image_bytes);
+        match read_small(&s.instance.client, &f.path, room).await {
             // The size the kernel listed is the cell's word (a cell can forge the result): the budget is
-            // held by the bytes read.
-            Ok(png) if image_bytes + png.len() > MAX_IMAGES_BYTES => out.notes.push(format!(
-                "a {}x{} figure of {} bytes was left out: images of one result are limited to \
-                 {MAX_IMAGES_BYTES} bytes",
-                f.width,
-                f.height,
-                png.len()
-            )),
+            // held by the bytes read, which stop at what it has left.
+            Err(e) if e.code() == ErrorCode::TooLarge && room < MAX_IMAGE_BYTES => {
+                out.notes.push(format!(
+                    "a {}x{} figure was left out: images of one result are limited to {MAX_IMAGES_BYTES} bytes",
+                    f.width, f.height
+                ));
+            }
             Ok(png) if png.starts_with(PNG_MAGIC) => {
                 image_bytes += png.len();
                 // The text block comes first in the content, so images start at index 1.
