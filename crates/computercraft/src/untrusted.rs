@@ -6,7 +6,6 @@
 
 use bridge_core::events::MAX_EVENT_BYTES;
 use bridge_core::json_size::json_len;
-use bridge_core::text::for_log;
 use bridge_core::untrusted::{MarkLimits, Marks};
 use serde_json::{Map, Value};
 
@@ -53,12 +52,6 @@ fn write_into(marks: Marks, event: &mut Map<String, Value>) {
     }
 }
 
-/// Marks `text` at `path`, shown shortened to `for_log`'s 200 characters (start and end), so one long arg
-/// cannot take the whole budget.
-fn add(marks: &mut Marks, path: impl std::fmt::Display, text: &str) {
-    marks.add(path, &for_log(text));
-}
-
 const LIMITS: MarkLimits = MarkLimits {
     strings: MARKED_STRINGS,
     bytes: MARKED_BYTES,
@@ -78,7 +71,7 @@ fn has_text(value: &Value) -> bool {
 pub fn mark_label(event: &mut Map<String, Value>) {
     let mut marks = Marks::new(LIMITS);
     if let Some(Value::String(label)) = event.get("label") {
-        add(&mut marks, "label", label);
+        marks.add("label", label);
     }
     write_into(marks, event);
 }
@@ -115,19 +108,19 @@ pub fn computer_event(
 fn mark_event(event: &mut Map<String, Value>) {
     let mut marks = Marks::new(LIMITS);
     if let Some(Value::String(label)) = event.get("label") {
-        add(&mut marks, "label", label);
+        marks.add("label", label);
     }
     if let Some(Value::String(name)) = event.get("event")
         && !FORWARDED.contains(&name.as_str())
     {
-        add(&mut marks, "event", name);
+        marks.add("event", name);
     }
     if let Some(Value::Array(args)) = event.get("args") {
         for (i, arg) in args.iter().enumerate() {
             match arg {
-                Value::String(s) => add(&mut marks, format_args!("args[{i}]"), s),
+                Value::String(s) => marks.add(format_args!("args[{i}]"), s),
                 table if has_text(table) => {
-                    add(&mut marks, format_args!("args[{i}]"), &table.to_string())
+                    marks.add(format_args!("args[{i}]"), &table.to_string())
                 }
                 _ => {}
             }

@@ -418,7 +418,13 @@ async fn computer_written_event_text_is_marked_untrusted_and_fenced() {
         "{data}"
     );
     let text = data["untrusted_text"].as_str().unwrap();
-    let body = format!("label: {label}\nargs[0]: {arg}\nargs[3]: {{\"side\":\"left ```\"}}");
+    // Each text JSON-quoted: the label's newline cannot start a line of its own.
+    let body = format!(
+        "label: {}\nargs[0]: {}\nargs[3]: {}",
+        json!(label),
+        json!(arg),
+        json!(r#"{"side":"left ```"}"#)
+    );
     assert!(
         text.starts_with("Untrusted computer content")
             && text.ends_with(&fenced("computer-content", &body)),
@@ -444,7 +450,10 @@ async fn computer_written_event_text_is_marked_untrusted_and_fenced() {
         relabelled["untrusted_text"]
             .as_str()
             .unwrap()
-            .ends_with(&fenced("computer-content", &format!("label: {label}"))),
+            .ends_with(&fenced(
+                "computer-content",
+                &format!("label: {}", json!(label))
+            )),
         "{relabelled}"
     );
 }
@@ -492,7 +501,7 @@ async fn the_marks_of_an_event_are_bounded() {
     let text = data["untrusted_text"].as_str().unwrap();
     assert!(text.len() <= MARKED_BYTES + 200, "{} bytes", text.len());
     assert!(
-        text.contains("args[0]: STARTxx") && text.contains("xxEND\nargs[1]: next"),
+        text.contains("args[0]: \"STARTxx") && text.contains("xxEND\"\nargs[1]: \"next\""),
         "{text}"
     );
     assert!(

@@ -427,8 +427,16 @@ async fn marked_strings_are_bounded_and_the_rest_counted() {
 }
 
 /// `text` has the untrusted label, then a fence longer than any backtick run in `lines` (four backticks
-/// where they hold [`RENAMED`]'s three) holding each of them whole, then the fence's end.
+/// where they hold [`RENAMED`]'s three) holding each of them whole (`path: text`, the text JSON-quoted), then
+/// the fence's end.
 fn assert_fenced(text: &str, lines: &[String]) {
+    let lines: Vec<String> = lines
+        .iter()
+        .map(|line| {
+            let (path, said) = line.split_once(": ").unwrap();
+            format!("{path}: {}", json!(said))
+        })
+        .collect();
     let fence = if lines.iter().any(|l| l.contains("```")) {
         "````"
     } else {
@@ -447,7 +455,7 @@ fn assert_fenced(text: &str, lines: &[String]) {
         .map(|i| start + i)
         .unwrap_or_else(|| panic!("the fence is not closed: {text}"));
     let body: Vec<&str> = text[start..end].lines().collect();
-    for line in lines {
+    for line in &lines {
         assert!(body.contains(&line.as_str()), "{line:?} not fenced: {text}");
     }
 }

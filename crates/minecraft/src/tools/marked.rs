@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(r.value.untrusted_left_out, 1);
         assert!(
             r.text
-                .contains("\n``````player-content\nlines[0]: a ````` b\n"),
+                .contains("\n``````player-content\nlines[0]: \"a ````` b\"\n"),
             "{}",
             r.text
         );
