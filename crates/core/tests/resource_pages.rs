@@ -140,9 +140,15 @@ async fn a_resource_left_out_of_the_list_is_still_read_by_its_uri() {
 }
 
 #[tokio::test]
-async fn a_cursor_this_server_did_not_give_is_refused_naming_the_field() {
+async fn a_cursor_that_is_no_offset_is_refused_naming_the_field() {
     let client = stdio_client(bridge(3, 10), Era::Legacy, vec![]).await;
-    for bad in ["not-a-cursor", "-1", "99999999999999999999999"] {
+    for bad in [
+        "not-a-cursor",
+        "-1",
+        "7",
+        "7-zz",
+        "99999999999999999999999-0",
+    ] {
         let error = within(
             "resources/list",
             client.list_resources(Some(
@@ -154,4 +160,124 @@ async fn a_cursor_this_server_did_not_give_is_refused_naming_the_field() {
         .to_string();
         assert!(error.contains("cursor"), "{bad}: {error}");
     }
+}
+
+/// Lists as [`Many`] the first time, then fails: a game whose link dropped between two pages.
+struct DropsAfterOneList {
+    many: Many,
+    lists: std::sync::atomic::AtomicUsize,
+}
+
+impl ResourceProvider for DropsAfterOneList {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<ResourceInfo>, ToolError>> {
+        if self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            return self.many.list();
+        }
+        Box::pin(async { Err(ToolError::disconnected("the game is not connected")) })
+    }
+
+    fn read<'a>(&'a self, uri: &'a str) -> BoxFuture<'a, Result<Option<ResourceBody>, ToolError>> {
+        self.many.read(uri)
+    }
+}
+
+#[tokio::test]
+async fn a_later_page_fails_when_a_live_system_cannot_list_instead_of_ending_the_list_short() {
+    let mut b = Bridge::builder("test", "1.2.3");
+    b.resources(Arc::new(DropsAfterOneList {
+        many: Many {
+            count: 700,
+            description_bytes: 10,
+        },
+        lists: Default::default(),
+    }));
+    let client = stdio_client(b.build().unwrap(), Era::Legacy, vec![]).await;
+    let first = within("resources/list", client.list_resources(None))
+        .await
+        .unwrap();
+    let cursor = first.next_cursor.expect("700 entries take two pages");
+    let error = within(
+        "resources/list",
+        client.list_resources(Some(
+            PaginatedRequestParams::default().with_cursor(Some(cursor)),
+        )),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("could not list") && error.contains("first page"),
+        "{error}"
+    );
+}
+
+/// Lists `first` entries the first time and `then` entries after: a game that disconnected (Bitburner then
+/// lists only its definitions) or wrote files between two pages.
+struct Changes {
+    first: usize,
+    then: usize,
+    lists: std::sync::atomic::AtomicUsize,
+}
+
+impl ResourceProvider for Changes {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<ResourceInfo>, ToolError>> {
+        let count = if self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            self.first
+        } else {
+            self.then
+        };
+        Box::pin(async move {
+            Ok((0..count)
+                .map(|i| ResourceInfo {
+                    uri: format!("test://file/{i}"),
+                    name: format!("file {i}"),
+                    description: None,
+                    mime_type: None,
+                })
+                .collect())
+        })
+    }
+
+    fn read<'a>(&'a self, _uri: &'a str) -> BoxFuture<'a, Result<Option<ResourceBody>, ToolError>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+async fn second_page(first: usize, then: usize) -> Result<Vec<String>, String> {
+    let mut b = Bridge::builder("test", "1.2.3");
+    b.resources(Arc::new(Changes {
+        first,
+        then,
+        lists: Default::default(),
+    }));
+    let client = stdio_client(b.build().unwrap(), Era::Legacy, vec![]).await;
+    let page = within("resources/list", client.list_resources(None))
+        .await
+        .unwrap();
+    let cursor = page.next_cursor.expect("two pages");
+    within(
+        "resources/list",
+        client.list_resources(Some(
+            PaginatedRequestParams::default().with_cursor(Some(cursor)),
+        )),
+    )
+    .await
+    .map(|page| page.resources.into_iter().map(|r| r.uri).collect())
+    .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn a_list_that_changed_before_the_cursor_is_refused_and_one_that_grew_after_it_is_read_on() {
+    // Gone to one entry between the pages: before, the second page was empty and the list looked whole.
+    let error = second_page(700, 1).await.unwrap_err();
+    assert!(
+        error.contains("changed") && error.contains("first page"),
+        "{error}"
+    );
+    // Exactly the first page's entries left: the list now ends at the cursor, which is no change before it.
+    assert_eq!(second_page(700, 500).await.unwrap(), Vec::<String>::new());
+    // Grown after the cursor: the second page has the old rest and the new entries.
+    let rest = second_page(700, 900).await.unwrap();
+    assert_eq!(rest.len(), 400);
+    assert_eq!(rest[0], "test://file/500");
 }

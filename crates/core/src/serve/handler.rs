@@ -874,14 +874,26 @@ impl ServerHandler for McpHandler {
                 })
             })
             .collect();
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         for provider in self.mount().providers() {
             match provider.list().await {
                 Ok(list) => resources.extend(list.iter().map(convert::resource)),
+                // A later page counts from the start of the list as it was: with one provider missing, its
+                // offset would skip entries and the client would take the shorter list for the whole.
+                Err(e) if cursor.is_some() => {
+                    return Err(McpError::internal_error(
+                        format!(
+                            "a live system could not list its resources while the list was read page by page \
+                             ({}); read resources/list again from its first page",
+                            crate::text::for_log(&e.to_string())
+                        ),
+                        None,
+                    ));
+                }
                 // One unreachable live system must not hide the others' resources.
                 Err(e) => tracing::debug!("resource provider could not list: {e}"),
             }
         }
-        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (page, next) = super::resource_pages::page(resources, cursor)?;
         let mut result = ListResourcesResult::with_all_items(page);
         result.next_cursor = next;
