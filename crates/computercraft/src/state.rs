@@ -100,7 +100,7 @@ impl State {
             if let Some(r) = reason {
                 map.insert("reason".into(), r.into());
             }
-            untrusted::mark_label(map);
+            untrusted::mark_link_event(map);
         }
         self.computers.publish(data);
     }

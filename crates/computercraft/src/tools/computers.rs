@@ -95,7 +95,7 @@ fn list(state: &State) -> Rendered<ListOut> {
                 format!(
                     "{} (Label: {}) {}: linked {} s ago, last seen {} s ago",
                     c.id,
-                    c.label.as_deref().unwrap_or("nil"),
+                    crate::computer::shown_label(c.label.as_deref()),
                     c.kind.as_str(),
                     now.saturating_sub(c.connected_since_ms) / 1000,
                     now.saturating_sub(c.last_seen_ms) / 1000
