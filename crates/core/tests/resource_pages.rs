@@ -183,28 +183,15 @@ impl ResourceProvider for DropsAfterOneList {
 
 #[tokio::test]
 async fn a_later_page_fails_when_a_live_system_cannot_list_instead_of_ending_the_list_short() {
-    let mut b = Bridge::builder("test", "1.2.3");
-    b.resources(Arc::new(DropsAfterOneList {
+    let error = second_page_of(Arc::new(DropsAfterOneList {
         many: Many {
             count: 700,
             description_bytes: 10,
         },
         lists: Default::default(),
-    }));
-    let client = stdio_client(b.build().unwrap(), Era::Legacy, vec![]).await;
-    let first = within("resources/list", client.list_resources(None))
-        .await
-        .unwrap();
-    let cursor = first.next_cursor.expect("700 entries take two pages");
-    let error = within(
-        "resources/list",
-        client.list_resources(Some(
-            PaginatedRequestParams::default().with_cursor(Some(cursor)),
-        )),
-    )
+    }))
     .await
-    .unwrap_err()
-    .to_string();
+    .unwrap_err();
     assert!(
         error.contains("could not list") && error.contains("first page"),
         "{error}"
@@ -243,13 +230,10 @@ impl ResourceProvider for Changes {
     }
 }
 
-async fn second_page(first: usize, then: usize) -> Result<Vec<String>, String> {
+/// The URIs of the second page of `provider`'s list, or the error that answers it.
+async fn second_page_of(provider: Arc<dyn ResourceProvider>) -> Result<Vec<String>, String> {
     let mut b = Bridge::builder("test", "1.2.3");
-    b.resources(Arc::new(Changes {
-        first,
-        then,
-        lists: Default::default(),
-    }));
+    b.resources(provider);
     let client = stdio_client(b.build().unwrap(), Era::Legacy, vec![]).await;
     let page = within("resources/list", client.list_resources(None))
         .await
@@ -264,6 +248,15 @@ async fn second_page(first: usize, then: usize) -> Result<Vec<String>, String> {
     .await
     .map(|page| page.resources.into_iter().map(|r| r.uri).collect())
     .map_err(|e| e.to_string())
+}
+
+async fn second_page(first: usize, then: usize) -> Result<Vec<String>, String> {
+    second_page_of(Arc::new(Changes {
+        first,
+        then,
+        lists: Default::default(),
+    }))
+    .await
 }
 
 #[tokio::test]
