@@ -365,17 +365,13 @@ async fn write(m: &Manager, a: WriteArgs) -> Result<WriteResult, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::session::tests::forging_agent;
+    use crate::tools::session::tests::{data, forging_agent};
 
     /// A compromised agent answers a read of 10 bytes with 2 MiB: refused, and none of it kept (a page is
     /// 256 KiB; before, every reply was appended whatever its length).
     #[tokio::test]
     async fn a_chunk_longer_than_asked_is_refused() {
-        let agent = forging_agent(Body::Data {
-            data: vec![b'x'; 2 << 20],
-            size: 10,
-            eof: true,
-        });
+        let agent = forging_agent(data(2 << 20, 10));
         let Err(e) = read_range(&agent, "/workspace/f.txt", 0, 10).await else {
             panic!("2 MiB passed a read of 10 bytes");
         };
@@ -388,11 +384,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_chunk_within_what_was_asked_is_kept() {
-        let agent = forging_agent(Body::Data {
-            data: vec![b'x'; 10],
-            size: 10,
-            eof: true,
-        });
+        let agent = forging_agent(data(10, 10));
         let (data, size) = read_range(&agent, "/workspace/f.txt", 0, 10)
             .await
             .expect("10 of 10 bytes");

@@ -927,7 +927,8 @@ pub(crate) mod tests {
         AgentClient::new(host)
     }
 
-    fn data(bytes: usize, size: u64) -> Body {
+    /// A read's answer: `bytes` of data from a file said to be `size` bytes.
+    pub(crate) fn data(bytes: usize, size: u64) -> Body {
         Body::Data {
             data: vec![b'x'; bytes],
             size,
