@@ -2,7 +2,7 @@
 //! newer connection, reconnects, junk frames, forged ids, foreign origins, a frozen game, a taken port.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bitburner_fake::{Closed, FakeGame, GameVersion};
 use serde_json::{Value, json};

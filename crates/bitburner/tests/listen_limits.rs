@@ -3,7 +3,7 @@
 //! being closed at their deadlines and the cap holding).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::*;

@@ -2,7 +2,7 @@
 //! restarts cleanly, and a call cut by a newer game connection says what happened instead of "call again".
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::*;

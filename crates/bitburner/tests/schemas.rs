@@ -2,7 +2,7 @@
 //! tells the player what to do.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bitburner_fake::{FakeGame, GameVersion};
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! double playing the helper.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_bitburner::tools::helper::{HELPER_FILE, HELPER_JS, PROTOCOL, START_COMMAND};
 use serde_json::json;

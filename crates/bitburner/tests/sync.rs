@@ -1,7 +1,7 @@
 //! `push <dir>` and `pull <dir>` against the fake game, through the same code as the tools.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bitburner_fake::{FakeGame, GameConnection, GameVersion, WEB_ORIGIN};
 use bridge_bitburner::{SyncArgs, context, listen, sync};

@@ -1,7 +1,7 @@
 //! Every tool end to end: rmcp client → bridge (HTTP in both eras, and stdio) → fake game → back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bitburner_fake::{FakeGame, GameVersion};
 use serde_json::{Value, json};

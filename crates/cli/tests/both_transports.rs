@@ -3,7 +3,7 @@
 //! HTTP serving.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use mcp_testkit::{Era, call, http_get, ok_of, text_of};
 use serde_json::json;

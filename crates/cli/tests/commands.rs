@@ -2,7 +2,7 @@
 //! their own beside the bridges, refused by `serve --bridge`, and one shutdown path for all of them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use support::{BIN, Server};

@@ -1,7 +1,7 @@
 //! `serve --config FILE`: the same settings as flags, in TOML, checked by the same parsers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use mcp_testkit::{Era, http_get};
 use support::Server;

@@ -3,7 +3,7 @@
 //! with one `poll_events`, /health and /metrics per bridge.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bitburner_fake::{FakeGame, GameConnection, GameVersion, WEB_ORIGIN};
 use mcp_testkit::{ERAS, Era, call, http_get, ok_of, text_of};

@@ -2,7 +2,7 @@
 //! on gets its answer within `MCP_SHUTDOWN_GRACE_MS`, and only then does the game's link close.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bitburner_fake::{Closed, FakeGame, GameConnection, GameVersion, WEB_ORIGIN};
 use mcp_testkit::{ERAS, Era, call, ok_of, within};

@@ -3,7 +3,7 @@
 //! Every child starts with an empty environment, so a developer's own MCP_* variables cannot change a result.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -3,7 +3,7 @@
 //! waits, game file transfers, world scans. Quick tools say nothing. Every bridge, as a host starts it (stdio).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};

@@ -1,7 +1,7 @@
 //! The CC shim itself: checks that it reproduces the CC:Tweaked behaviours the client must survive.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 use support::ccsim::{self, SimConfig};

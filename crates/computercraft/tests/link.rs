@@ -2,7 +2,7 @@
 //! and the one-command installer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use futures::{SinkExt, StreamExt};
 use mcp_testkit::http_get;

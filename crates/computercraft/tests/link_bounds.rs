@@ -4,7 +4,7 @@
 //! id is refused instead of flapping with the first (issue 12 item 2, the bridge's policy). A hand-driven WebSocket plays the computer, so every frame is exactly the test's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::link::OnDuplicate;
 use bridge_core::text::fenced;

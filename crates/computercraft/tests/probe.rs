@@ -1,7 +1,7 @@
 //! probe-computers end to end: real Lua clients in simulated computers, a real MCP client over HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use mcp_testkit::http_get;
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! with the cap's `_meta` field gets it whole.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use bridge_core::tool::{MAX_RESULT_BYTES_META_KEY, RESULT_CAP_BYTES, TRUNCATED_META_KEY};
 use rmcp::model::{

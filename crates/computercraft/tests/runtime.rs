@@ -3,7 +3,7 @@
 //! bridge, on a simulator that now behaves like CC there (see `support/ccsim`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use mcp_testkit::http_get;
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! back to the computer's event loop between pieces gets through.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::time::Instant;

@@ -4,7 +4,7 @@
 //! once" is checked as under a second of the test's own clock, never of the machine's.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use bridge_core::tool::CANCEL_GRACE;

@@ -1,7 +1,7 @@
 //! The life of one call: timeout, cancellation, progress.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};

@@ -2,7 +2,7 @@
 //! live system a kill there), on every transport and era, however the cancel and the call's answer race.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use bridge_core::{Bridge, ToolCtx, ToolSpec};

@@ -2,7 +2,7 @@
 //! legacy era, an InputRequiredResult round in 2026-07-28), and required client capabilities.
 #![allow(clippy::unwrap_used, clippy::expect_used, deprecated)]
 
-mod support;
+use crate::support;
 
 use bridge_core::tool::{ClientCapability, InputRequest, InputRequired, LogLevel};
 use bridge_core::{Bridge, Content, ToolCtx, ToolError, ToolSpec};

@@ -1,7 +1,7 @@
 //! Event streams: pull with a cursor, overflow accounting, waiting, and pushed updates in both eras.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::Bridge;
 use bridge_core::events::{DEFAULT_STREAM_BYTES, MAX_PAGE_BYTES};

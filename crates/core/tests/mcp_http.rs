@@ -1,7 +1,7 @@
 //! The HTTP transport's edges: Host and Origin checks, bearer token, /health, /metrics, graceful shutdown.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use serde_json::json;

@@ -5,7 +5,7 @@
 //! that names the limit, and closes its connection; once the others are done it fits again. `/metrics`
 //! shows what is held beside the limit.
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use mcp_testkit::{status_of, until_closed};

@@ -2,7 +2,7 @@
 //! server hold (sessions, subscriptions) is bounded. Issue 8 items 4 and 12, issue 12 item 9.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use rmcp::model::{ClientRequest, CustomRequest, SubscribeRequestParams};

@@ -4,7 +4,7 @@
 //! checked against the server's `mcp_http_fast_path_answered_total`. Issue 25 item 4.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};

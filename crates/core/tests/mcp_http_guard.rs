@@ -2,7 +2,7 @@
 //! The MCP HTTP port's guard: `/health` and `/metrics` pass the same Host, Origin and token checks as `/mcp`
 //! (issue 8 item 12), and idle or slow-loris connections cannot keep real calls out (issue 8 item 4).
 
-mod support;
+use crate::support;
 
 use bridge_core::net::ListenLimits;
 use bridge_core::serve::HttpOptions;

@@ -9,7 +9,7 @@
 //! and why, never how fast. Not on a paused clock: with real sockets tokio advances a paused clock whenever
 //! it waits for the kernel (a loopback `connect` in progress), so the deadlines passed during the set-up.
 
-mod support;
+use crate::support;
 
 use bridge_core::net::ListenLimits;
 use bridge_core::serve::HttpOptions;

@@ -8,7 +8,7 @@
 //! unchanged. Issue 25 item 4.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};

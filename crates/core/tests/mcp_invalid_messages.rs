@@ -4,7 +4,7 @@
 //! errors).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! counts the call in /metrics, on stdio and on HTTP, in both eras.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};

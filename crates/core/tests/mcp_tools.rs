@@ -1,7 +1,7 @@
 //! Tools over both transports and both protocol eras: listing, strict arguments, structured output, errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use serde_json::json;

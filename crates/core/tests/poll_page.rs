@@ -4,7 +4,7 @@
 //! JSON, byte for byte. A page over the result cap is cut and shortened as any result is. Issue 22 item 9.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::Bridge;
 use bridge_core::events::{EventStream, MAX_PAGE_BYTES};

@@ -4,7 +4,7 @@
 //! sends it. On a paused clock: no test waits for real time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! over 4 KiB (a name a script chose) is left out of the list, still readable by its URI.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_core::resource::{ResourceBody, ResourceInfo, ResourceProvider};
 use bridge_core::{Bridge, ToolError};

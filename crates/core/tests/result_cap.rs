@@ -3,7 +3,7 @@
 //! in both eras.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use bridge_core::tool::{

@@ -4,7 +4,7 @@
 //! test). nextest runs each test in its own process, so the client's `VmHWM` is this test's alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::fsbridge::client::{FsClient, RunCtx};
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! tool added at run time through `--debug-manifest`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::catalog::{BUILTIN_MANIFEST, Catalog};
 use bridge_debug::config::BackendChoice;

@@ -2,7 +2,7 @@
 //! through a real MCP client, with real debuggers: debugpy (Python) and lldb-dap (C, built here with gcc -g).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::config::BackendChoice;
 use serde_json::json;

@@ -5,7 +5,7 @@
 //! `debug_save_variable` and its path policy, and `debug_status`'s adapters. A missing debugger fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::config::BackendChoice;
 use mcp_testkit::Client;

@@ -2,7 +2,7 @@
 //! golang-go to build), found on PATH without a flag, through a real MCP client. A missing dlv or go fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::config::BackendChoice;
 use serde_json::{Value, json};

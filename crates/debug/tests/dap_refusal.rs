@@ -4,7 +4,7 @@
 //! fake instead of `-m debugpy.adapter`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::config::BackendChoice;
 use serde_json::{Value, json};

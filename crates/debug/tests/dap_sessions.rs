@@ -3,7 +3,7 @@
 //! most recent live one, and say which), and a configured maximum is refused with a coded error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::config::BackendChoice;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! never quarantined or re-run while it runs), and garbage collection of finished jobs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::dap::DapConfig;
 use bridge_debug::envelope::ScriptError;

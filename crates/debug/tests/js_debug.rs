@@ -4,7 +4,7 @@
 //! user).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::config::BackendChoice;
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! only allow-listed names.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::config::BackendChoice;
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! (the MCP side) and the host refuse a directory that fails, with E_BRIDGE_UNTRUSTED naming it and why.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::config::BackendChoice;
 use bridge_debug::dap::DapConfig;

@@ -3,7 +3,7 @@
 //! failure modes: a host killed mid-job, a stale host.json, no pickup, cancellation, two clients, large data.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_debug::config::BackendChoice;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! `writers_finished` lets a process about to exit wait for its closed links' goodbyes. It watches every link
 //! writer in the process, so this binary holds this one test alone.
 
-mod support;
+use crate::support;
 
 use bridge_link::{FrameCodec, Framing, writers_finished};
 use futures::StreamExt;

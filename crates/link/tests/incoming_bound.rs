@@ -3,7 +3,7 @@
 //! ([`INCOMING_BYTES`]), not by count: past it the link stops reading, the peer's writes back up, and
 //! nothing is lost once the bridge catches up.
 
-mod support;
+use crate::support;
 
 use bridge_link::stream::{self, StreamConfig};
 use bridge_link::{FrameCodec, Framing, INCOMING_BYTES};

@@ -3,7 +3,7 @@
 //! requests fail at once with the reason instead of each waiting out its own deadline; a peer that answers
 //! stays.
 
-mod support;
+use crate::support;
 
 use bridge_link::{Framing, LinkError};
 use std::time::Duration;

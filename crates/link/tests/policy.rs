@@ -2,7 +2,7 @@
 //! Connection policies: a single peer where the newest wins, and a registry by id that can refuse a second
 //! live peer claiming a held id instead of letting the two replace each other forever.
 
-mod support;
+use crate::support;
 
 use bridge_link::{
     Admission, Framing, LinkError, OnDuplicate, PeerRegistry, Registered, SinglePeer,

@@ -3,7 +3,7 @@
 //! in one write are separated, and an oversize frame or garbage ends the link with a reason naming what was
 //! wrong, failing the requests in flight with it.
 
-mod support;
+use crate::support;
 
 use bridge_link::{FrameCodec, Framing, LinkError};
 use bytes::BytesMut;

@@ -2,7 +2,7 @@
 //! Requests over a byte-stream link, for every framing: answers reach their own caller in any order, a peer
 //! that never answers gives a timeout, and a dropped stream fails every request in flight at once.
 
-mod support;
+use crate::support;
 
 use bridge_link::LinkError;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! `try_send_text` queues a frame at once, in order with `send_text`, and says `QueueFull` instead of waiting
 //! when the writer is behind.
 
-mod support;
+use crate::support;
 
 use bridge_link::{FrameCodec, Framing, LinkError};
 use futures::StreamExt;

@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use futures::{FutureExt, SinkExt, StreamExt};
 use serde_json::{Value, json};

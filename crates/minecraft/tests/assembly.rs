@@ -5,7 +5,7 @@
 //! the other links hold is refused with SCHEMA_ERROR naming the limit, its message is dropped, and the link
 //! stays up; what a link held is given back when its message is done, refused, or the link goes.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::*;

@@ -3,7 +3,7 @@
 //! frames for everyone else, each message of a batch handled as if it had come alone, and the frame's byte
 //! limit named when a batch is over it.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::collections::HashSet;

@@ -3,7 +3,7 @@
 //! (its answer is over the relay's 64 KiB message limit); protocol 1.1 sends it in `chunk` messages both
 //! ways, and a 1.0 adapter's oversize answer fails at once with the limit named.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::*;

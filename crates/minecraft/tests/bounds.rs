@@ -2,7 +2,7 @@
 //! Issue 22 item 4: every queue of the relay is bounded. 100 client ids from one token (the read-only one
 //! too) used to cost 812 MiB, and each queue held its own copy of every event.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! against its relay rate limit, so during an event flood its tool calls were refused as rate-limited; and
 //! events over a game's limit were dropped without a word.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! stream's pollers a frame, not one an event). What a reader sees stays as if each had come alone: every
 //! event in its order, and a loss record found inside a frame between the events around the gap.
 
-mod support;
+use crate::support;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! adapter that holds it; another instance is refused with a clear error, while the same instance
 //! reconnecting (its old link half-dead) still takes its place.
 
-mod support;
+use crate::support;
 
 use support::*;
 

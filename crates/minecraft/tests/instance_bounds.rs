@@ -5,7 +5,7 @@
 //! instance and its few most recent dead ones, all of them together within a byte bound; a recently dead
 //! instance still resumes, and one dropped is counted in /metrics.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 use support::*;

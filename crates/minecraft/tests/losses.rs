@@ -5,7 +5,7 @@
 //! `lost_in_gaps`) and the epoch change (`epoch_changes`), and puts an explicit `events_lost` record on its
 //! streams.
 
-mod support;
+use crate::support;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@
 
 #[path = "support/nats.rs"]
 mod cluster;
-mod support;
+use crate::support;
 
 use cluster::{Cluster, ProcessRelay};
 use futures::{SinkExt, StreamExt};
@@ -850,7 +850,7 @@ async fn measure(label: &str, game_url: &str, client: &McpSide, n: u64, pause: D
 }
 
 /// Figures for docs/minecraft/nats.md (not a check: no timed asserts). Run with
-/// `cargo nextest run -p bridge-minecraft --test nats --run-ignored only --no-capture measure`.
+/// `cargo nextest run -p bridge-minecraft --run-ignored only --no-capture nats::measure`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, run by hand"]
 async fn measure_events_per_second_and_p99_memory_vs_nats() {

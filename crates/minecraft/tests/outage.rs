@@ -3,7 +3,7 @@
 //! the (test-short) backoff cap, then back on the same port; the MCP server redials by itself and every event
 //! the game emitted meanwhile reaches it once.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::collections::HashSet;

@@ -2,7 +2,7 @@
 //! Issue 22 item 7: a relay listening beyond loopback answers /health and /metrics only with a valid token
 //! (they name clients, games and queue positions); on loopback they stay open for local probes.
 
-mod support;
+use crate::support;
 
 use support::*;
 

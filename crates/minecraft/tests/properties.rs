@@ -4,7 +4,7 @@
 //! Properties 6, 7 and 15 belong to the game side (config, whitelist, the mod's logs) and are tested in Java
 //! under `adapters/`; Property 4 (latency) is measured by the bench, never asserted in a test.
 
-mod support;
+use crate::support;
 
 use bridge_core::Validate;
 use bridge_minecraft::models::{PlayerInfo, ServerInfo, WorldInfo};

@@ -4,7 +4,7 @@
 //! together cannot flood the relay with events. Acks and heartbeats are never counted; every refusal names
 //! its limit, and events over a limit are counted and reported to the clients that missed them.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! permissions, routing, queues and replay, restarts of either side with every event counted, refusals on
 //! every link, heartbeats, rate limits, /health and /metrics.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::collections::HashSet;

@@ -5,7 +5,7 @@
 //! and the asserts name which connections closed and why, never how fast.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use mcp_testkit::{status_of, until_closed};
 use std::net::SocketAddr;

@@ -4,7 +4,7 @@
 //! and an event through; a plain `ws://` client and an untrusted CA refused while the relay keeps serving;
 //! bad flags stop the start with an error naming them.
 
-mod support;
+use crate::support;
 
 use bridge_core::link::tls;
 use bridge_minecraft::relay;

@@ -3,7 +3,7 @@
 //! protocol's error codes (PROTOCOL.md §7) in the details; events pushed to subscribers and pulled with
 //! poll_events.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::*;

@@ -2,7 +2,7 @@
 //! calling a command tool (answered by the RCON double) and reading a chat event written to the log file.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod vanilla_double;
+use crate::vanilla_double;
 
 use mcp_testkit::{Era, call, ok_of, within};
 use rmcp::ClientServiceExt;

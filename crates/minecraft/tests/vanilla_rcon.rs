@@ -3,7 +3,7 @@
 //! the size limits, a server that comes back.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod vanilla_double;
+use crate::vanilla_double;
 
 use bridge_minecraft::vanilla::rcon::{self, Packet, Rcon, RconError, RconSettings};
 use bridge_minecraft::vanilla::rcon_error;

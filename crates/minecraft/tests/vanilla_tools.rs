@@ -2,7 +2,7 @@
 //! read from a log file: every tool's answer, the coded errors, the untrusted marking of player text.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod vanilla_double;
+use crate::vanilla_double;
 
 use bridge_core::{BridgeEntry, BridgeEnv};
 use bridge_minecraft::{Minecraft, MinecraftArgs};

@@ -2,7 +2,7 @@
 //! outcome on the host. Run as root (as CI is). `containment.rs` keeps the older escape checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::{Harness, PY_SYSCALL, PtyBridge, start};

@@ -4,7 +4,7 @@
 //! under the output folder as resource links, DataFrames as text tables).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

@@ -1,7 +1,7 @@
 //! Escape and abuse, each asserting containment on the host (namespace backend, as CI runs it: root).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! destroyed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use mcp_testkit::{http_get, status_of, until_closed};
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! not exercised.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use mcp_testkit::Era;
 use serde_json::{Value, json};

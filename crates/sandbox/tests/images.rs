@@ -3,7 +3,7 @@
 //! images apart.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{assert_sees_image, error_of, start, tiny_image};

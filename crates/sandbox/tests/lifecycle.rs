@@ -1,7 +1,7 @@
 //! Warm pool, expiry, keepalive, shutdown, orphans from a crashed run, and a dead agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! how a timeout or kill_process ends a program's whole tree (its own cgroup, setsid or not).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 //! stage, one test at a time: TCG needs a quiet CPU.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use mcp_testkit::Era;
 use serde_json::json;

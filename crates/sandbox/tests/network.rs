@@ -4,7 +4,7 @@
 //! default-route address is copied into the sandbox by pasta, so it names the sandbox itself there).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::net::{Ipv4Addr, TcpListener};

@@ -3,7 +3,7 @@
 //! and can be destroyed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::PathBuf;

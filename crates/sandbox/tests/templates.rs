@@ -3,7 +3,7 @@
 //! pool keeps it warm, and a failed build leaves nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use bridge_sandbox::template::{self, BuildRequest, TemplateError};
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! extensions, the limits, over the stdio framing and over HTTP in both protocol eras.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

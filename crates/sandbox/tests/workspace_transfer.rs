@@ -3,7 +3,7 @@
 //! or a link to /etc is refused and changes nothing; chunks out of order are refused by name.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
