@@ -9,8 +9,7 @@ use crate::support;
 use bridge_core::serve::HttpOptions;
 use bridge_core::tool::CANCEL_GRACE;
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-use rmcp::service::PeerRequestOptions;
+use mcp_testkit::start_call;
 use std::time::Duration;
 use support::*;
 use tokio::sync::mpsc;
@@ -77,14 +76,7 @@ async fn cancel(
     tool: &str,
     wanted: usize,
 ) -> Vec<(Seen, Duration)> {
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-        CallToolRequestParams::new(tool.to_owned()).with_arguments(Default::default()),
-    ));
-    let handle = client
-        .service
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
-        .await
-        .unwrap();
+    let handle = start_call(client, tool, serde_json::json!({})).await;
     assert_eq!(
         within("the handler to start", seen.recv()).await,
         Some(Seen::Started)

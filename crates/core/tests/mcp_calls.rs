@@ -4,8 +4,7 @@
 use crate::support;
 
 use bridge_core::serve::HttpOptions;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-use rmcp::service::PeerRequestOptions;
+use mcp_testkit::start_call;
 use serde_json::json;
 use std::time::Duration;
 use support::*;
@@ -73,16 +72,7 @@ async fn client_cancellation_reaches_the_handler() {
             } else {
                 stdio_client(tb.bridge.clone(), era, long.clone()).await
             };
-            let mut args = serde_json::Map::new();
-            args.insert("ms".into(), json!(3_000_000));
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-                CallToolRequestParams::new("sleep").with_arguments(args),
-            ));
-            let handle = client
-                .service
-                .send_cancellable_request(request, PeerRequestOptions::no_options())
-                .await
-                .unwrap();
+            let handle = start_call(&client, "sleep", json!({"ms": 3_000_000})).await;
             within("the call to be running", client.progress.recv())
                 .await
                 .unwrap();

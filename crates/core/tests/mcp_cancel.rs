@@ -6,8 +6,8 @@ use crate::support;
 
 use bridge_core::serve::HttpOptions;
 use bridge_core::{Bridge, ToolCtx, ToolSpec};
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-use rmcp::service::PeerRequestOptions;
+use mcp_testkit::start_call;
+use rmcp::model::CallToolRequestParams;
 use std::time::Duration;
 use support::*;
 use tokio::sync::mpsc;
@@ -82,14 +82,7 @@ impl Drop for EndGuard {
 async fn cancel_rounds(client: &Client, started: &mut mpsc::UnboundedReceiver<()>) -> usize {
     let mut sent = 0;
     for _ in 0..ROUNDS {
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new("hold").with_arguments(serde_json::Map::new()),
-        ));
-        let handle = client
-            .service
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .unwrap();
+        let handle = start_call(client, "hold", serde_json::json!({})).await;
         within("the handler to start", started.recv())
             .await
             .unwrap();

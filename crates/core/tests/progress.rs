@@ -7,6 +7,7 @@
 use crate::support;
 
 use bridge_core::{Bridge, NoArgs, ToolCtx, ToolSpec};
+use mcp_testkit::start_call;
 use serde_json::json;
 use std::time::Duration;
 use support::*;
@@ -174,19 +175,10 @@ async fn arrived(client: &mut Client) -> Vec<f64> {
 
 #[tokio::test(start_paused = true)]
 async fn no_progress_reaches_the_client_after_its_call_is_cancelled() {
-    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-    use rmcp::service::PeerRequestOptions;
     for era in ERAS {
         let (bridge, mut done) = late_bridge();
         let mut client = stdio_client(bridge, era, vec![]).await;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new("chatty").with_arguments(serde_json::Map::new()),
-        ));
-        let handle = client
-            .service
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .unwrap();
+        let handle = start_call(&client, "chatty", json!({})).await;
         let first = within("chatty's first progress", client.progress.recv()).await;
         assert_eq!(first, Some(1.0), "{era:?}");
         handle.cancel(Some("stop".into())).await.unwrap();

@@ -190,6 +190,25 @@ pub async fn call(client: &Peer<RoleClient>, tool: &str, args: Value) -> CallToo
     .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"))
 }
 
+/// Sends a call of `tool` with `args` (a JSON object) and returns at once with its handle, which can cancel
+/// it (`notifications/cancelled`) or await its answer; for tests of cancellation.
+pub async fn start_call(
+    client: &Peer<RoleClient>,
+    tool: &str,
+    args: Value,
+) -> rmcp::service::RequestHandle<RoleClient> {
+    let Value::Object(args) = args else {
+        panic!("arguments must be a JSON object, got {args}")
+    };
+    let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new(tool.to_owned()).with_arguments(args),
+    ));
+    client
+        .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: the request could not be sent: {e}"))
+}
+
 /// `structuredContent` of a successful call.
 pub fn ok_of(result: &CallToolResult) -> Value {
     assert_ne!(
