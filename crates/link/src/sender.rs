@@ -239,6 +239,18 @@ impl LinkState {
     }
 }
 
+/// Room taken in a link's outgoing bytes for a frame not yet queued; given back when dropped.
+struct Reserved<'a> {
+    state: &'a LinkState,
+    len: usize,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.state.release(self.len);
+    }
+}
+
 /// Sends to one link. Cheap to clone; all clones feed the same writer, so frames never interleave.
 #[derive(Debug, Clone)]
 pub struct LinkSender {
@@ -260,6 +272,9 @@ impl LinkSender {
     pub async fn send_text(&self, text: impl Into<String>) -> Result<(), LinkError> {
         let text = self.admit(text.into())?;
         let len = text.len();
+        // One deadline for the whole send: the room in bytes, then a place among the queued frames. Small frames
+        // fill the frame count long before the bytes, so a deadline on the bytes alone let a peer that reads
+        // nothing hold a sender forever.
         let deadline = tokio::time::Instant::now() + SLOW_READER_PATIENCE;
         loop {
             let room = self.state.room.notified();
@@ -270,26 +285,58 @@ impl LinkSender {
                 biased;
                 () = self.state.closed.cancelled() => return Err(self.disconnected()),
                 () = room => {}
-                () = tokio::time::sleep_until(deadline) => {
-                    let waiting = self.state.outgoing_bytes();
-                    // Torn down now: the close frame would only queue behind what it does not read.
-                    self.state.finish(
-                        Some(CLOSE_POLICY),
-                        format!("slow reader: {waiting} bytes unread for {} s (limit {OUTGOING_BYTES} bytes)", SLOW_READER_PATIENCE.as_secs()),
-                    );
-                    return Err(self.disconnected());
-                }
+                () = tokio::time::sleep_until(deadline) => return Err(self.slow_reader()),
             }
         }
+        // Given back unless the frame gets queued, also when the caller drops this send while it waits (a
+        // bounded wait around it): room kept by a frame that never went would shrink the link for good.
+        let reserved = Reserved {
+            state: &self.state,
+            len,
+        };
         let sent = tokio::select! {
             biased;
-            () = self.state.closed.cancelled() => Err(self.disconnected()),
-            sent = self.tx.send(Outgoing::Text(text)) => sent.map_err(|_| self.disconnected()),
+            () = self.state.closed.cancelled() => Err(false),
+            sent = self.tx.send(Outgoing::Text(text)) => sent.map_err(|_| false),
+            // Err(true): the peer let the deadline pass.
+            () = tokio::time::sleep_until(deadline) => Err(true),
         };
-        if sent.is_err() {
-            self.state.release(len);
+        match sent {
+            Ok(()) => {
+                std::mem::forget(reserved);
+                Ok(())
+            }
+            Err(slow) => {
+                // Given back first, so the reason counts only what the peer left unread.
+                drop(reserved);
+                Err(if slow {
+                    self.slow_reader()
+                } else {
+                    self.disconnected()
+                })
+            }
         }
-        sent
+    }
+
+    /// Ends a link whose peer let a send wait [`SLOW_READER_PATIENCE`]; the error for that send.
+    fn slow_reader(&self) -> LinkError {
+        let waiting = self.state.outgoing_bytes();
+        let frames = OUTGOING_QUEUE.saturating_sub(self.tx.capacity());
+        let secs = SLOW_READER_PATIENCE.as_secs();
+        tracing::warn!(
+            link = self.state.id,
+            bytes = waiting,
+            frames,
+            "peer reads nothing: a send waited {secs} s for room; the link is dropped as a slow reader"
+        );
+        // Torn down now: the close frame would only queue behind what it does not read.
+        self.state.finish(
+            Some(CLOSE_POLICY),
+            format!(
+                "slow reader: {waiting} bytes unread for {secs} s ({frames} frames queued; limits {OUTGOING_BYTES} bytes, {OUTGOING_QUEUE} frames)"
+            ),
+        );
+        self.disconnected()
     }
 
     /// What both sends check first: the link is still open and the frame within its limit.
@@ -356,6 +403,11 @@ impl LinkSender {
     /// must not exit before its peer has been told.
     pub async fn finished(&self) {
         self.state.finished.cancelled().await;
+    }
+
+    /// Bytes of frames queued towards the peer and not yet taken by the writer.
+    pub fn queued_bytes(&self) -> usize {
+        self.state.outgoing_bytes()
     }
 
     pub fn is_closed(&self) -> bool {
@@ -500,6 +552,40 @@ mod outgoing_bound_tests {
         };
         sender.state.release(t.len());
         sender.try_send_text("one more").unwrap();
+    }
+
+    // A peer that reads nothing is dropped whatever fills first: 256 small frames hold far less than the byte
+    // bound, and a send behind them used to wait with no deadline at all.
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_of_nothing_is_disconnected_when_small_frames_fill_the_queue() {
+        let (sender, _rx) = link();
+        for _ in 0..OUTGOING_QUEUE {
+            sender.send_text("small").await.unwrap();
+        }
+        let err = sender.send_text("one more").await.unwrap_err();
+        assert!(sender.is_closed());
+        let reason = sender.close_reason().unwrap();
+        assert!(
+            reason.starts_with("slow reader: 1280 bytes unread for 30 s (256 frames queued"),
+            "{reason}"
+        );
+        assert!(err.to_string().contains("slow reader"), "{err}");
+        // The frame that never got queued gave its bytes back.
+        assert_eq!(sender.state.outgoing_bytes(), 5 * OUTGOING_QUEUE);
+    }
+
+    // A send given up by its caller while it waited for a place gives its room back.
+    #[tokio::test(start_paused = true)]
+    async fn a_send_dropped_while_waiting_gives_its_room_back() {
+        let (sender, _rx) = link();
+        for _ in 0..OUTGOING_QUEUE {
+            sender.send_text("small").await.unwrap();
+        }
+        let waited =
+            tokio::time::timeout(Duration::from_secs(1), sender.send_text("x".repeat(1000))).await;
+        assert!(waited.is_err(), "the send was still waiting");
+        assert_eq!(sender.state.outgoing_bytes(), 5 * OUTGOING_QUEUE);
+        assert!(!sender.is_closed());
     }
 
     // A peer that does not read for SLOW_READER_PATIENCE is disconnected, and the reason says why.

@@ -11,8 +11,9 @@
 //! listener, `dial.rs` here) and calls [`start`].
 
 use crate::sender::{
-    CLOSE_INVALID_DATA, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Connection, Deliverer, Incoming, LinkSender,
-    LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump, spawn_writer, truncate,
+    CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Connection, Deliverer,
+    Incoming, LinkSender, LinkState, OUTGOING_QUEUE, Outgoing, PumpEnd, incoming, pump,
+    spawn_writer, truncate,
 };
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use http::HeaderMap;
@@ -277,11 +278,11 @@ async fn watchdog(
         let deadline = Instant::now() + pong_timeout;
         // Queue the ping behind any pending frames, but a full queue does not stop the clock: a peer that
         // stopped reading is as dead as one that stopped answering.
-        tokio::select! {
+        let queued = tokio::select! {
             biased;
             () = state.closed.cancelled() => return,
-            _ = tokio::time::timeout_at(deadline, tx.send(Outgoing::Ping)) => {}
-        }
+            sent = tokio::time::timeout_at(deadline, tx.send(Outgoing::Ping)) => matches!(sent, Ok(Ok(()))),
+        };
         loop {
             // Registered before the check, so a frame arriving in between still wakes us.
             let seen = liveness.seen.notified();
@@ -293,11 +294,21 @@ async fn watchdog(
                 () = state.closed.cancelled() => return,
                 () = seen => {}
                 () = tokio::time::sleep_until(deadline) => {
+                    let ms = pong_timeout.as_millis();
+                    // A blocked reader excuses the peer only while it reads what it is sent: a bridge stuck
+                    // sending to this very peer (answering its flood) stops reading it too, and excusing that
+                    // kept a peer that reads nothing linked for ever.
+                    if !queued {
+                        tracing::warn!(link = state.id, ms, "peer reads nothing: not even a ping fitted in its outgoing queue; dropped");
+                        return state.finish(
+                            Some(CLOSE_POLICY),
+                            format!("peer read nothing for {ms} ms: its outgoing queue stayed full"),
+                        );
+                    }
                     if liveness.reader_blocked.load(Ordering::Relaxed) {
                         tracing::debug!(link = state.id, "ping unanswered while the bridge is not reading; not judged");
                         break;
                     }
-                    let ms = pong_timeout.as_millis();
                     return state.finish(
                         Some(CLOSE_INTERNAL),
                         format!("peer did not answer a ping within {ms} ms"),
@@ -339,6 +350,53 @@ mod tests {
         ) -> std::task::Poll<Result<(), Self::Error>> {
             std::task::Poll::Ready(Err(std::io::ErrorKind::ConnectionReset.into()))
         }
+    }
+
+    // The bridge blocked on a send to this peer stops reading it; the peer read nothing either (not even a ping
+    // fitted). That used to be excused as the bridge's own slowness, and the link stayed up for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_that_reads_nothing_is_judged_even_while_the_reader_is_blocked() {
+        let state = LinkState::new(&CancellationToken::new());
+        let (tx, _rx) = mpsc::channel(1);
+        tx.send(Outgoing::Text("unread".to_owned())).await.unwrap();
+        let liveness = Arc::new(Liveness::default());
+        liveness.reader_blocked.store(true, Ordering::Relaxed);
+        let timing = Timing {
+            ping_interval: Duration::from_secs(1),
+            pong_timeout: Duration::from_secs(1),
+        };
+        watchdog(tx, liveness, state.clone(), timing).await;
+        assert!(state.closed.is_cancelled());
+        assert_eq!(state.end().code, Some(CLOSE_POLICY));
+        assert!(
+            state
+                .end()
+                .reason
+                .starts_with("peer read nothing for 1000 ms"),
+            "{}",
+            state.end().reason
+        );
+    }
+
+    // A blocked reader still excuses a peer that takes what it is sent: the ping went out, the answer is
+    // stuck behind the bridge.
+    #[tokio::test(start_paused = true)]
+    async fn a_blocked_reader_still_excuses_a_peer_that_reads() {
+        let state = LinkState::new(&CancellationToken::new());
+        let (tx, mut rx) = mpsc::channel(4);
+        let liveness = Arc::new(Liveness::default());
+        liveness.reader_blocked.store(true, Ordering::Relaxed);
+        let timing = Timing {
+            ping_interval: Duration::from_secs(1),
+            pong_timeout: Duration::from_secs(1),
+        };
+        let dog = tokio::spawn(watchdog(tx, liveness, state.clone(), timing));
+        for _ in 0..5 {
+            assert!(matches!(rx.recv().await, Some(Outgoing::Ping)));
+        }
+        assert!(!state.closed.is_cancelled());
+        state.closed.cancel();
+        dog.await.unwrap();
     }
 
     #[tokio::test]
