@@ -23,10 +23,12 @@
 //! Bounds, in bytes, on what a peer can make the bridge hold: one frame ≤ the framing's or socket's
 //! `max_frame_bytes`; frames queued towards the bridge ≤ `INCOMING_BYTES` per link plus the one frame
 //! the reader holds; a `Content-Length` header block ≤ [`MAX_HEADER_BYTES`]; pending requests are the
-//! bridge's own, one entry each.
+//! bridge's own, one entry each. What a frame decodes to is not bounded by its size: a bridge checks
+//! [`json_cost::decoded_bytes`] before decoding one.
 
 mod framing;
 mod io;
+pub mod json_cost;
 
 pub use framing::{FrameCodec, FrameError, Framing, MAX_HEADER_BYTES};
 pub use io::{FrameReader, FrameWriter};
@@ -35,6 +37,8 @@ pub use io::{FrameReader, FrameWriter};
 mod backoff;
 #[cfg(feature = "peers")]
 mod bind;
+#[cfg(feature = "peers")]
+pub mod child;
 #[cfg(feature = "peers")]
 mod correlator;
 #[cfg(feature = "peers")]

@@ -40,8 +40,8 @@ pub use bridge_link::{
     Admission, Backoff, Connection, Correlator, Current, FrameCodec, FrameError, FrameReader,
     FrameWriter, Framing, INCOMING_BYTES, Incoming, LinkError, LinkSender, MAX_HEADER_BYTES,
     MAX_ID, OUTGOING_BYTES, OnDuplicate, Peer, PeerRegistry, Pending, Registered,
-    SLOW_READER_PATIENCE, SinglePeer, StreamConfig, WsConnection, WsDial, WsSender, bind, dial,
-    parse_id, redial, stream, tls, writers_finished,
+    SLOW_READER_PATIENCE, SinglePeer, StreamConfig, WsConnection, WsDial, WsSender, bind, child,
+    dial, json_cost, parse_id, redial, stream, tls, writers_finished,
 };
 pub use listen::{serve, serve_guarded, serve_with, serve_with_tls};
 pub use ws::{WsConfig, ws_router, ws_routes};
