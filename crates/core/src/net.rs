@@ -51,7 +51,7 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -509,11 +509,15 @@ const MAKE_ROOM_AFTER: Duration = Duration::from_secs(1);
 struct PerIp(Mutex<HashMap<IpAddr, usize>>);
 
 impl PerIp {
-    /// The address a peer is counted under: IPv4 as it is (IPv4-mapped IPv6 too), IPv6 by its /64.
+    /// The address a peer is counted under: IPv4 as it is (IPv4-mapped IPv6 too), IPv6 by its /64, and all of
+    /// 127.0.0.0/8 as one: every one of its addresses is this machine, and 127.0.0.2..6 gave one local
+    /// program five times the cap.
     fn key(ip: IpAddr) -> IpAddr {
         match ip {
+            IpAddr::V4(v4) if v4.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
             IpAddr::V4(_) => ip,
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) if v4.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
                 Some(v4) => IpAddr::V4(v4),
                 None => {
                     let s = v6.segments();
@@ -1000,7 +1004,6 @@ pub async fn serve_until(
 #[cfg(test)]
 mod per_ip_tests {
     use super::*;
-    use std::net::Ipv4Addr;
 
     #[test]
     fn ipv4_counts_as_itself_ipv6_by_its_64_and_mapped_ipv4_as_ipv4() {
@@ -1015,6 +1018,14 @@ mod per_ip_tests {
         let other: IpAddr = "2001:db8:1:3::1".parse().unwrap_or(v4);
         assert_eq!(PerIp::key(a), PerIp::key(b));
         assert_ne!(PerIp::key(a), PerIp::key(other));
+        for local in ["127.0.0.2", "127.9.8.7", "::ffff:127.0.0.5"] {
+            let local: IpAddr = local.parse().unwrap_or(v4);
+            assert_eq!(
+                PerIp::key(local),
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                "{local}"
+            );
+        }
     }
 
     #[test]
