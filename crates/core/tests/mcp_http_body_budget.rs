@@ -86,3 +86,115 @@ async fn bodies_held_at_once_are_bounded_in_bytes_and_the_refusal_names_the_limi
     drop(second);
     held_becomes(addr, 0).await;
 }
+
+/// A server whose bodies, and all held at once, are at most 1 MiB.
+async fn start_with_one_mib() -> HttpServer {
+    let options = HttpOptions {
+        max_request_bytes: 1 << 20,
+        max_pending_request_bytes: 1 << 20,
+        ..HttpOptions::default()
+    };
+    start_http(test_bridge().bridge, options, vec![]).await
+}
+
+/// A whole POST of `body` to `/mcp`, answered and closed: the response's text.
+async fn post_whole(addr: SocketAddr, body: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body.as_bytes()).await.unwrap();
+    within("the POST to be answered", until_closed(stream)).await
+}
+
+/// A `tools/call` whose arguments hold `values` zeros: about two bytes of text each.
+fn call_with_values(values: usize) -> String {
+    let zeros = vec!["0"; values].join(",");
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"a":[{zeros}]}}}}}}"#
+    )
+}
+
+/// The same call's size in one string: one value however long.
+fn call_with_one_string(len: usize) -> String {
+    let text = "x".repeat(len);
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"a":"{text}"}}}}}}"#
+    )
+}
+
+// Decoding multiplies a body of tiny values: 16 bodies of 4 MB of `0,`, within the 64 MiB bound, took the server
+// past 1 GB. What a body's values take decoded is reserved with its bytes.
+#[tokio::test]
+async fn a_body_whose_values_would_decode_past_the_bound_is_refused_413_and_a_string_as_long_is_not()
+ {
+    let server = start_with_one_mib().await;
+    let addr = server.addr;
+
+    // 50 000 values in 100 kB: far below the 1 MiB body limit, far above what the bound lets them decode to.
+    let values = call_with_values(50_000);
+    let response = post_whole(addr, &values).await;
+    assert_eq!(status_of(&response), 413, "{response}");
+    assert!(
+        response.contains("JSON values")
+            && response.contains("MCP_MAX_PENDING_REQUEST_BYTES")
+            && response.contains("1048576"),
+        "says why and names the limit: {response}"
+    );
+
+    // The same values behind a member nested past the decoder's depth limit (which a decoder skipping that
+    // member never reaches) are counted all the same.
+    let hidden = values.replacen(
+        '{',
+        &format!(r#"{{"x":{}{},"#, "[".repeat(129), "]".repeat(129)),
+        1,
+    );
+    let response = post_whole(addr, &hidden).await;
+    assert_eq!(status_of(&response), 413, "{response}");
+
+    let string = call_with_one_string(values.len());
+    let response = post_whole(addr, &string).await;
+    assert!(
+        ![0, 413, 503].contains(&status_of(&response)),
+        "a string as long decodes to about its length and is served: {response}"
+    );
+    held_becomes(addr, 0).await;
+}
+
+#[tokio::test]
+async fn what_a_body_decodes_to_counts_beside_the_bodies_held() {
+    let server = start_with_one_mib().await;
+    let addr = server.addr;
+    // A body of 600 000 bytes on its way holds that much of the 1 MiB.
+    let mut held = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 600000\r\n\r\n"
+    );
+    held.write_all(head.as_bytes()).await.unwrap();
+    held_becomes(addr, 600_000).await;
+
+    // 2 000 values in 4 kB: the text fits beside it, its decoding (some 0.5 MB) does not, for now.
+    let values = call_with_values(2_000);
+    let response = post_whole(addr, &values).await;
+    assert_eq!(status_of(&response), 503, "{response}");
+    assert!(
+        response.contains("does not fit beside")
+            && response.contains("MCP_MAX_PENDING_REQUEST_BYTES"),
+        "{response}"
+    );
+    assert!(
+        response.contains("Retry-After") || response.contains("retry-after"),
+        "{response}"
+    );
+    held_becomes(addr, 600_000).await;
+
+    // Once the other body is gone it fits.
+    drop(held);
+    held_becomes(addr, 0).await;
+    let response = post_whole(addr, &values).await;
+    assert!(![0, 413, 503].contains(&status_of(&response)), "{response}");
+}

@@ -238,8 +238,8 @@ impl McpInner {
         let sessions = &front.sessions;
         let (parts, body) = request.into_parts();
         // Held until the request is answered: decoding the body takes more than the body.
-        let _reserved = match front.budget.reserve(&parts.headers, max_body) {
-            Ok(reserved) => reserved,
+        let mut reserved = match front.budget.reserve(&parts.headers, max_body) {
+            Ok(reserved) => Some(reserved),
             Err(refused) => return refused.into_response(),
         };
         let Ok(body) = axum::body::to_bytes(body, max_body).await else {
@@ -251,6 +251,12 @@ impl McpInner {
             )
                 .into_response();
         };
+        // Decoding takes more than the text: that too is held until the request is answered.
+        if let Some(reserved) = reserved.as_mut()
+            && let Err(refused) = front.budget.reserve_decoding(reserved, &body)
+        {
+            return refused.into_response();
+        }
         // The fast path takes none of the methods 2026-07-28 removed (its `Mcp-Method` must name what it
         // takes), so they are looked for only in what it leaves.
         if let Some(fast) = &front.fast
@@ -259,7 +265,7 @@ impl McpInner {
             return response;
         }
         if let Some(legacy) = &front.legacy
-            && let Some(response) = legacy.answer(&parts, &body).await
+            && let Some(response) = legacy.answer(&parts, &body, &mut reserved).await
         {
             return response;
         }

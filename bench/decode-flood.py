@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Memory under messages that decode far past their size: N clients at once each send one message holding an
+array of tiny values (`0,0,0,...`), either a `tools/call` POSTed to the MCP HTTP port (`--to mcp`) or an answer
+frame on the Bitburner game port's WebSocket, as any local process can (`--to game`). Prints the server's peak
+RSS (VmHWM) and what it answered. Nothing is asserted: a measurement, not a test.
+
+    bench/decode-flood.py --bin target/debug/mcp-bridges --clients 16 --bytes 4000000
+    bench/decode-flood.py --bin target/debug/mcp-bridges --to game --clients 1 --bytes 30000000
+
+The bridge is `bitburner --http` (it needs no peer to serve MCP); the server is started and stopped here.
+"""
+import argparse
+import base64
+import os
+import socket
+import struct
+import subprocess
+import threading
+import time
+import urllib.request
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def peak_rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM"):
+                return int(line.split()[1])
+    return 0
+
+
+def body_of(size: int) -> bytes:
+    head = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"status","arguments":{"a":['
+    tail = b"0]}}}"
+    return head + b"0," * max(0, (size - len(head) - len(tail)) // 2) + tail
+
+
+def post(port: int, body: bytes, statuses: list, i: int) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+        )
+        answer = b""
+        try:
+            s.sendall(body)
+            while chunk := s.recv(65536):
+                answer += chunk
+        except OSError:
+            pass  # refused before the whole body was read: the status line, if any, is below
+        statuses[i] = answer.split(b"\r\n", 1)[0].decode(errors="replace") or "closed"
+
+
+def frame_to_game_port(port: int, size: int, statuses: list, i: int) -> None:
+    """One WebSocket text frame (client frames are masked, RFC 6455 §5.3), then a moment for the bridge to read it."""
+    text = b'{"jsonrpc":"2.0","id":1,"result":[' + b"0," * max(0, (size - 40) // 2) + b"0]}"
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        key = base64.b64encode(os.urandom(16))
+        s.sendall(
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: " + key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        status = s.recv(4096).split(b"\r\n", 1)[0].decode(errors="replace")
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[j % 4] for j, b in enumerate(text)) if len(text) < 1 << 16 else None
+        if masked is None:
+            # XOR through int arithmetic: a byte loop over 30 MB takes Python too long.
+            n = len(text)
+            pad = mask * (n // 4 + 1)
+            masked = (int.from_bytes(text, "big") ^ int.from_bytes(pad[:n], "big")).to_bytes(n, "big")
+        s.sendall(b"\x81\xff" + struct.pack(">Q", len(text)) + mask + masked)
+        time.sleep(3)
+        statuses[i] = status
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default="target/release/mcp-bridges", help="the mcp-bridges binary")
+    ap.add_argument("--clients", type=int, default=16, help="bodies sent at once")
+    ap.add_argument("--bytes", type=int, default=4_000_000, help="size of each body")
+    ap.add_argument("--to", choices=["mcp", "game"], default="mcp", help="the MCP HTTP port or the game port")
+    a = ap.parse_args()
+    port, game_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [a.bin, "bitburner", "--http", "--mcp-port", str(port), "--bitburner-game-port", str(game_port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        before = peak_rss_kb(server.pid)
+        body = body_of(a.bytes)
+        statuses = [""] * a.clients
+        if a.to == "mcp":
+            threads = [threading.Thread(target=post, args=(port, body, statuses, i)) for i in range(a.clients)]
+        else:
+            threads = [
+                threading.Thread(target=frame_to_game_port, args=(game_port, a.bytes, statuses, i))
+                for i in range(a.clients)
+            ]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.monotonic() - start
+        counts = {s: statuses.count(s) for s in sorted(set(statuses))}
+        print(
+            f"{a.clients} x {a.bytes} bytes to {a.to}: peak RSS {before / 1024:.0f} MB before, "
+            f"{peak_rss_kb(server.pid) / 1024:.0f} MB after, {took:.1f} s; answers {counts}"
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
