@@ -971,3 +971,61 @@ async fn a_second_initialize_leaves_the_session_to_rmcp() {
         "after a second initialize the call went to rmcp"
     );
 }
+
+/// Starts a call in `session` and drops the connection once the answer's headers are in: the call goes on (the
+/// client may resume its stream), as a client opening and dropping connections leaves it.
+async fn start_and_drop(session: &Session, body: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, \
+         text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\nMcp-Session-Id: {id}\r\nContent-Length: {len}\r\n\r\n{body}",
+        addr = session.addr,
+        id = session.id,
+        len = body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(session.addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).await.unwrap(),
+            1,
+            "closed before the headers"
+        );
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+}
+
+/// Calls whose clients dropped their connections ran on without a bound (20 000 took the server to 342 MB):
+/// past the bound a call is refused with `E_BUSY` before it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_calls_are_bounded_and_the_one_past_the_bound_is_refused_busy() {
+    let mut b = Bridge::builder("hang", "0");
+    b.tool(
+        ToolSpec::new("hang", "Never answers.").handler(|_: NoArgs, _: ToolCtx| async move {
+            std::future::pending::<()>().await;
+            Ok(json!({}))
+        }),
+    );
+    let server = start_http(b.build().unwrap(), HttpOptions::default(), vec![]).await;
+    let (session, _) = Session::open(server.addr, "{}").await;
+    let max = bridge_core::serve::MAX_LEGACY_RUNNING_CALLS;
+    for id in 1..=max {
+        start_and_drop(&session, &call(json!(id), "hang", json!({}))).await;
+    }
+    let refused = session
+        .send(Headers::Session, &call(json!(max + 1), "hang", json!({})))
+        .await;
+    assert_eq!(refused.status, 200, "{}", refused.body);
+    assert!(
+        refused.body.contains("[E_BUSY]") && refused.body.contains(&max.to_string()),
+        "{}",
+        refused.body
+    );
+}

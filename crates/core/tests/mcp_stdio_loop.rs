@@ -182,3 +182,41 @@ async fn lines_sent_together_are_all_answered_on_a_current_thread_runtime() {
         assert_eq!(raw.answer().await["id"], json!(id));
     }
 }
+
+/// A client sending waiting calls without end (200 000 took the server to 2.45 GB): past the bound, a call is
+/// refused with `E_BUSY` before it starts, and once one ends there is room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_in_flight_are_bounded_and_the_one_past_the_bound_is_refused_busy() {
+    let max = bridge_core::serve::MAX_STDIO_CALLS_IN_FLIGHT as u64;
+    let mut raw = Raw::start(false).await;
+    for id in 1..=max {
+        raw.call(id, "wait").await;
+    }
+    raw.call(max + 1, "wait").await;
+    let refused = raw.answer().await;
+    assert_eq!(refused["id"], json!(max + 1), "{refused}");
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("[E_BUSY]") && text.contains(&max.to_string()),
+        "{text}"
+    );
+
+    raw.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+    )
+    .await;
+    // The cancelled call's task ends, and the loop takes it off the calls in flight, soon after.
+    let mut id = max + 2;
+    loop {
+        raw.call(id, "task_id").await;
+        let answer = raw.answer().await;
+        assert_eq!(answer["id"], json!(id), "{answer}");
+        if answer["result"]["isError"] == json!(false) {
+            break;
+        }
+        assert!(id < max + 2_000, "no room after a cancel: {answer}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        id += 1;
+    }
+}

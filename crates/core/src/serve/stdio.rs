@@ -50,6 +50,10 @@ use tokio_util::sync::CancellationToken;
 const CLOSED_DRAIN: Duration = Duration::from_secs(5);
 /// The same once the server stops (rmcp's own figure); `--shutdown-grace` has already been given before.
 const STOPPED_DRAIN: Duration = Duration::from_secs(2);
+/// The most calls that wait at once (each a task, its arguments and, once done, its answer queued for a
+/// client that may not read): a client sending 200 000 waiting calls took the server to 2.45 GB. A call past it
+/// is refused with `E_BUSY` before it starts; calls that answer at once are not counted.
+pub const MAX_CALLS_IN_FLIGHT: usize = 256;
 
 /// How a stdio session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -344,8 +348,17 @@ where
     ) {
         let modern_session = self.modern_session;
         let handler = &*self.handler;
+        let full = self.pending.len() >= MAX_CALLS_IN_FLIGHT;
         let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let modern = checks(handler, &context, meta, modern_session)?;
+            if full {
+                let busy = crate::ToolError::busy(format!(
+                    "{MAX_CALLS_IN_FLIGHT} tool calls are already in flight on this connection"
+                ))
+                .with_details(serde_json::json!({ "max_calls_in_flight": MAX_CALLS_IN_FLIGHT }));
+                let refused = Called::from(Ok(super::convert::failure(&busy).into()));
+                return Ok((Started::Answered(refused), modern));
+            }
             let step = handler.start_tool(params, &context, meta, CallToken::Request, cx);
             Ok((step, modern))
         }));

@@ -30,6 +30,7 @@
 //! (a call could send it a request, which must ride the call's own stream and come back to the peer that
 //! sent it) or that set a log level (log messages go to the session's standalone stream, rmcp's).
 
+use super::super::body_budget::Reserved;
 use super::super::edges::is_json;
 use super::super::handler::{CallMeta, CallToken, McpHandler, Shared, Started};
 use super::super::inline;
@@ -60,7 +61,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 mod call_stream;
@@ -96,19 +97,37 @@ enum Taken {
 /// The front path of one HTTP server.
 pub(crate) struct LegacyPath {
     sessions: Arc<Sessions>,
+    /// One permit a tool call of these sessions while it runs, across all of them: a call goes on after its
+    /// client disconnects (it may resume the stream), so without a bound one client opening and dropping
+    /// connections kept 20 000 calls (342 MB) running.
+    calls: Arc<Semaphore>,
 }
+
+/// The most tool calls that run at once in this server's legacy HTTP sessions; one past it is refused with
+/// `E_BUSY` before it starts.
+pub const MAX_RUNNING_CALLS: usize = 1024;
 
 impl LegacyPath {
     pub(crate) fn new(sessions: Arc<Sessions>) -> Self {
-        Self { sessions }
+        Self {
+            sessions,
+            calls: Arc::new(Semaphore::new(MAX_RUNNING_CALLS)),
+        }
     }
 
-    /// The answer to a request this path takes; `None` hands it to rmcp unchanged.
-    pub(crate) async fn answer(&self, parts: &Parts, body: &Bytes) -> Option<Response> {
+    /// The answer to a request this path takes; `None` hands it to rmcp unchanged. A call that goes on
+    /// after the answer's headers keeps `body`'s place in the body budget (`reserved`) until it ends: its
+    /// decoded arguments outweigh the body, and a dropped connection must not give that back.
+    pub(crate) async fn answer(
+        &self,
+        parts: &Parts,
+        body: &Bytes,
+        reserved: &mut Option<Reserved>,
+    ) -> Option<Response> {
         let (session, taken) = self.accept(&parts.headers, body)?;
         self.sessions.answered.fetch_add(1, Ordering::Relaxed);
         self.sessions.touch(&session).await;
-        Some(self.dispatch(session, taken).await)
+        Some(self.dispatch(session, taken, reserved).await)
     }
 
     fn accept(&self, headers: &HeaderMap, body: &[u8]) -> Option<(Arc<Session>, Taken)> {
@@ -211,10 +230,15 @@ impl LegacyPath {
         Some((session, taken))
     }
 
-    async fn dispatch(&self, session: Arc<Session>, taken: Taken) -> Response {
-        let number = session.number();
+    async fn dispatch(
+        &self,
+        session: Arc<Session>,
+        taken: Taken,
+        reserved: &mut Option<Reserved>,
+    ) -> Response {
         match taken {
             Taken::Other(id, mut request) => {
+                let number = session.number();
                 let context = inline::context(id.clone(), &mut request, session.peer.clone());
                 let handled =
                     inline::guarded(Service::handle_request(&session.handler, request, context))
@@ -227,19 +251,35 @@ impl LegacyPath {
                 params,
                 meta,
                 map,
-            } => self.call(session, number, id, params, meta, map).await,
+            } => {
+                let Ok(slot) = self.calls.clone().try_acquire_owned() else {
+                    let busy = crate::ToolError::busy(format!(
+                        "{MAX_RUNNING_CALLS} tool calls are already running in this server's HTTP sessions"
+                    ))
+                    .with_details(serde_json::json!({ "max_running_calls": MAX_RUNNING_CALLS }));
+                    let refused =
+                        inline::Called::from(Ok(crate::serve::convert::failure(&busy).into()));
+                    return sse_body(finished(session.number(), &[], &tool_answer(id, refused)));
+                };
+                let held = Held {
+                    _slot: slot,
+                    _body: reserved.take(),
+                };
+                self.call(session, id, params, meta, map, held).await
+            }
         }
     }
 
     async fn call(
         &self,
         session: Arc<Session>,
-        number: u64,
         id: RequestId,
         mut params: CallToolRequestParams,
         meta: Option<Box<CallMeta>>,
         map: Option<rmcp::model::RequestMetaObject>,
+        held: Held,
     ) -> Response {
+        let number = session.number();
         let meta = meta.unwrap_or_default();
         let mut context = RequestContext::new(id.clone(), session.peer.clone());
         if let Some(map) = map {
@@ -299,6 +339,7 @@ impl LegacyPath {
         let has_token = meta.progress.is_some();
         let sessions = self.sessions.clone();
         tokio::spawn(async move {
+            let _held = held;
             let mut running = running;
             // rmcp's worker sees a call's progress and keeps the session alive while it comes; this call's
             // progress passes it by, so the session is touched while the call runs (with or without
@@ -347,6 +388,13 @@ impl LegacyPath {
         });
         streaming_body(first, rx)
     }
+}
+
+/// What a running call holds until it ends: its place among the running calls, and its body's bytes.
+/// Only held: both are given back when the call's task drops it.
+struct Held {
+    _slot: OwnedSemaphorePermit,
+    _body: Option<Reserved>,
 }
 
 type Answering = std::pin::Pin<Box<dyn Future<Output = inline::Answer> + Send>>;
