@@ -89,6 +89,18 @@ impl ResultStore {
         }
     }
 
+    /// Forgets what expired (the server's [`super::sweeper`] calls it while nobody reads).
+    pub(crate) fn sweep_expired(&self) {
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.sweep(Instant::now());
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn kept_bytes(&self) -> usize {
+        self.entries.lock().map(|e| e.bytes).unwrap_or(0)
+    }
+
     /// Keeps `text`, making room by forgetting the oldest; `None` when it alone is larger than the store.
     fn keep(&self, text: String) -> Option<String> {
         if text.len() > self.limits.max_bytes || self.limits.max_entries == 0 {

@@ -146,6 +146,36 @@ impl Entries {
         });
         self.result_bytes -= freed;
     }
+
+    /// Whether a new task would fit under `max`, counting the finished tasks [`Self::make_room`] may forget;
+    /// nothing is forgotten (the call may end at once and never take a place).
+    fn has_room(&self, max: usize) -> bool {
+        self.map.len() < max || self.oldest_finished().is_some()
+    }
+
+    /// Whether a new task fits under `max`, after forgetting the oldest finished task if need be: finished
+    /// ones waited out their time-to-live before, so one client's 256 quick calls kept every other client
+    /// from starting a task for 5 minutes. A task still working is never forgotten.
+    fn make_room(&mut self, max: usize) -> bool {
+        if self.map.len() < max {
+            return true;
+        }
+        let oldest = self.oldest_finished();
+        let Some(entry) = oldest.and_then(|id| self.map.remove(&id)) else {
+            return false;
+        };
+        self.result_bytes -= entry.result_bytes;
+        self.map.len() < max
+    }
+
+    /// The finished (or cancelled) task created first: every task lives as long, so it expires first.
+    fn oldest_finished(&self) -> Option<String> {
+        self.map
+            .iter()
+            .filter(|(_, entry)| matches!(entry.state, State::Finished(_)))
+            .min_by_key(|(_, entry)| entry.expires)
+            .map(|(id, _)| id.clone())
+    }
 }
 
 /// Every task of the process.
@@ -162,6 +192,12 @@ impl TaskStore {
         }
     }
 
+    /// Forgets expired tasks and cancels their work (the server's [`super::sweeper`] calls it while nobody
+    /// asks about them).
+    pub(crate) fn sweep_expired(&self) {
+        drop(self.lock());
+    }
+
     fn lock(&self) -> Result<MutexGuard<'_, Entries>, McpError> {
         let mut entries = self
             .entries
@@ -173,21 +209,24 @@ impl TaskStore {
 
     fn busy(&self) -> ToolError {
         ToolError::busy(format!(
-            "{} tasks exist already, the most this server keeps",
+            "{} tasks are running already, the most this server keeps",
             self.limits.max_tasks
         ))
-        .with_hint("wait for running tasks to finish or cancel some, then call again")
+        .with_hint("every one of them is still running: wait for some to finish or cancel some, then call again")
         .with_details(serde_json::json!({ "max_tasks": self.limits.max_tasks }))
     }
 
     fn is_full(&self) -> Result<bool, McpError> {
-        Ok(self.lock()?.map.len() >= self.limits.max_tasks)
+        Ok(!self.lock()?.has_room(self.limits.max_tasks))
     }
 
     /// Registers a running task; the error is the result to answer instead when the store is full.
-    fn create(&self, cancel: CancellationToken) -> Result<Result<Task, ToolError>, McpError> {
+    pub(crate) fn create(
+        &self,
+        cancel: CancellationToken,
+    ) -> Result<Result<Task, ToolError>, McpError> {
         let mut entries = self.lock()?;
-        if entries.map.len() >= self.limits.max_tasks {
+        if !entries.make_room(self.limits.max_tasks) {
             return Ok(Err(self.busy()));
         }
         let id = format!("{:032x}", rand::random::<u128>());
@@ -587,6 +626,46 @@ mod tests {
         assert_eq!(busy.code(), ErrorCode::Busy);
         assert_eq!(busy.details()["max_tasks"], 2);
         assert_eq!(tasks.lock().unwrap().map.len(), 2, "nothing was added");
+    }
+
+    /// Finished and cancelled tasks make room for new ones (oldest first) instead of holding their slot for
+    /// their whole time-to-live; working ones never do.
+    #[test]
+    fn a_full_store_forgets_its_oldest_finished_task_for_a_new_one() {
+        let tasks = store(3, 1 << 20, 1 << 10);
+        let done = tasks.create(CancellationToken::new()).unwrap().unwrap();
+        tasks.finish(&done.task_id, text_result("first"));
+        let cancelled = tasks.create(CancellationToken::new()).unwrap().unwrap();
+        tasks.cancel(&cancelled.task_id).unwrap();
+        let working = tasks.create(CancellationToken::new()).unwrap().unwrap();
+        assert!(tasks.lock().unwrap().result_bytes > 0);
+        assert!(!tasks.is_full().unwrap(), "finished tasks leave room");
+        assert!(
+            tasks.get(&done.task_id).is_ok(),
+            "asking forgets nothing: the call may end at once and take no place"
+        );
+        tasks.create(CancellationToken::new()).unwrap().unwrap();
+        assert!(
+            tasks.get(&done.task_id).is_err(),
+            "the oldest finished one went"
+        );
+        assert_eq!(
+            tasks.lock().unwrap().result_bytes,
+            0,
+            "its result's bytes too"
+        );
+        assert!(
+            tasks.get(&cancelled.task_id).is_ok(),
+            "one went for one new task"
+        );
+        tasks.create(CancellationToken::new()).unwrap().unwrap();
+        assert!(tasks.get(&cancelled.task_id).is_err());
+        assert!(
+            tasks.get(&working.task_id).is_ok(),
+            "a working task is never forgotten"
+        );
+        let busy = tasks.create(CancellationToken::new()).unwrap().unwrap_err();
+        assert_eq!(busy.code(), ErrorCode::Busy);
     }
 
     #[test]
