@@ -95,3 +95,57 @@ async fn mcp_transport_both_with_stdin_closed_from_the_start_keeps_serving_http(
     server.sigterm();
     assert_eq!(server.exit_code().await, Some(0));
 }
+
+/// The status of an `initialize` POSTed to `http://{addr}/mcp`, with `token` as a bearer token.
+async fn post_initialize(addr: &str, token: Option<&str>) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, \
+         text/event-stream\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).await.unwrap();
+    std::str::from_utf8(&head[9..12]).unwrap().parse().unwrap()
+}
+
+/// A host that launched the bridge over stdio asked for no port: the HTTP the bridge opens beside it by default
+/// asks for a token made for this run and said on stderr, so another local user cannot drive the stdio
+/// client's computers (or sandboxes) through the loopback port.
+#[tokio::test]
+async fn http_opened_beside_stdio_by_default_asks_for_the_token_it_said() {
+    let mut server = Server::spawn(&COMPUTERCRAFT);
+    let stdio = support::stdio_client(&mut server, Era::Legacy).await;
+    let mcp = server.after("serving MCP at http://", &['/']).await;
+    let said = server.line("made for this run").await;
+    let token = said
+        .split("Bearer ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no token in {said}"));
+    assert_eq!(token.len(), 32, "{said}");
+    assert_eq!(post_initialize(&mcp, None).await, 401);
+    assert_eq!(post_initialize(&mcp, Some("guess")).await, 401);
+    assert_eq!(post_initialize(&mcp, Some(token)).await, 200);
+    // Stdio is served as ever.
+    let listed = stdio.peer().list_all_tools().await.unwrap();
+    assert!(listed.iter().any(|t| t.name == "run_lua"));
+}
+
+/// Run on its own (stdin not a pipe: a terminal, or /dev/null under a service), the bridge's default HTTP is
+/// what the user points a client at, as the ComputerCraft quick start does: no token is made up for it.
+#[tokio::test]
+async fn http_of_a_bridge_run_on_its_own_asks_for_no_token() {
+    let server = Server::spawn_with(&COMPUTERCRAFT, &[], std::process::Stdio::null());
+    let mcp = server.after("serving MCP at http://", &['/']).await;
+    assert_eq!(post_initialize(&mcp, None).await, 200);
+    assert!(
+        !server.log().iter().any(|l| l.contains("made for this run")),
+        "{:#?}",
+        server.log()
+    );
+}

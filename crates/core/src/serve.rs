@@ -17,6 +17,7 @@ mod resource_pages;
 mod results;
 mod sessions;
 mod stdio;
+mod sweeper;
 mod tasks;
 mod wire;
 
@@ -31,8 +32,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use args::{ExposureError, LogFormat, McpArgs, Transport, check_exposure};
-pub use http::{HttpOptions, RequestPaths};
+pub use http::{HttpOptions, MAX_LEGACY_RUNNING_CALLS, RequestPaths};
 pub use logging::init_logging;
+/// The most tool calls that wait at once on one stdio connection; one past it is refused with `E_BUSY`.
+pub use stdio::MAX_CALLS_IN_FLIGHT as MAX_STDIO_CALLS_IN_FLIGHT;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -68,7 +71,7 @@ fn shared_counting(
              BRIDGE/TOOL); ignored"
         );
     }
-    Arc::new(Shared {
+    let shared = Arc::new(Shared {
         timeouts,
         metrics,
         seal: client_link::StateSeal::new(),
@@ -81,7 +84,9 @@ fn shared_counting(
             .collect(),
         drain: Arc::default(),
         mount,
-    })
+    });
+    sweeper::start(&shared);
+    shared
 }
 
 /// Serves MCP on stdin/stdout until the client closes the stream or `shutdown` is cancelled.
@@ -178,6 +183,20 @@ pub async fn run_mount(
         args.check_exposure()
             .map_err(|e| ServeError::Access(e.to_string()))?;
     }
+    if args.mcp_token.is_some() && token_on_the_command_line() {
+        tracing::warn!(
+            "--mcp-token is on the command line, which every local user can read in the process list; set \
+             MCP_TOKEN instead"
+        );
+    }
+    let with_token;
+    let args = match transport == Transport::Both && args.transport_is_default() {
+        true if args.mcp_token.is_none() && launched_over_stdio() => {
+            with_token = beside_stdio_with_a_token(args);
+            &with_token
+        }
+        _ => args,
+    };
     match transport {
         Transport::Stdio => {
             tracing::info!(server = mount.server_name(), "serving MCP on stdio");
@@ -201,6 +220,43 @@ async fn run_stdio(
 ) -> Result<StdioEnd, ServeError> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     serve_io_graceful(shared, stdin, stdout, shutdown, args.shutdown_grace).await
+}
+
+/// Whether stdin is a pipe or a socket, as an MCP host launching the bridge gives it: the user then asked for
+/// stdio and may not know a port opened too. A terminal or /dev/null is a bridge run on its own, whose HTTP
+/// the user points a client at.
+fn launched_over_stdio() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(stdin) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(stdin)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+}
+
+fn token_on_the_command_line() -> bool {
+    std::env::args_os().any(|arg| {
+        let arg = arg.as_encoded_bytes();
+        arg == b"--mcp-token" || arg.starts_with(b"--mcp-token=")
+    })
+}
+
+/// The HTTP a bridge opens beside stdio by default when an MCP host launched it, with a token made for this
+/// run: every local user can reach a loopback port, and the stdio client's bridge (its sandboxes, its
+/// computers) must not be theirs. The user asked for no port, so the token is said once on stderr, which only
+/// they (or their MCP host's log) read; a port opened on purpose (`--http`, `MCP_TRANSPORT`), or by a bridge
+/// run on its own from a terminal or a service, keeps the user's own choice.
+fn beside_stdio_with_a_token(args: &McpArgs) -> McpArgs {
+    let token = format!("{:032x}", rand::random::<u128>());
+    tracing::warn!(
+        "HTTP opens beside stdio, where any local user could reach it, so it asks for a token made for this run: \
+         `Authorization: Bearer {token}`. Set MCP_TOKEN to choose one, or pass --stdio to open no port."
+    );
+    let mut args = args.clone();
+    args.mcp_token = Some(token);
+    args
 }
 
 /// Stdio and HTTP over the same bridges and one set of metrics; each transport keeps its own drain, because

@@ -49,13 +49,18 @@ impl Server {
 
     /// Starts the binary with `args` and only the variables `env` (beside logging's).
     pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_with(args, env, Stdio::piped())
+    }
+
+    /// [`Server::spawn`] with `stdin` as its standard input (`Stdio::null()`: run on its own, as a service).
+    pub fn spawn_with(args: &[&str], env: &[(&str, &str)], stdin: Stdio) -> Self {
         let mut child = Command::new(BIN)
             .args(args)
             .env_clear()
             .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
-            .stdin(Stdio::piped())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)

@@ -56,7 +56,8 @@ pub struct McpArgs {
     pub mcp_port: u16,
 
     /// Bearer token HTTP clients must send (`Authorization: Bearer <token>`). Empty or blank is refused: it
-    /// would lock every client out.
+    /// would lock every client out. Prefer the variable: a flag's value is in the process list, which every
+    /// local user can read.
     #[arg(long = "mcp-token", env = "MCP_TOKEN", hide_env_values = true, value_parser = config::secret())]
     pub mcp_token: Option<String>,
 
@@ -96,8 +97,9 @@ pub struct McpArgs {
     #[arg(long = "mcp-max-request-bytes", env = "MCP_MAX_REQUEST_BYTES", default_value = "4194304", value_parser = config::ranged(65_536usize, 268_435_456))]
     pub max_request_bytes: usize,
 
-    /// Request bodies held at once over HTTP, in bytes (at least the largest body): a request whose body does
-    /// not fit beside the others is refused with 503 and may retry.
+    /// Request bodies held at once over HTTP, in bytes (at least the largest body), counting what each decodes
+    /// to (about 256 bytes per JSON value beside its text): a request whose body does not fit beside the others
+    /// is refused with 503 and may retry; one that could never fit, with 413.
     #[arg(long = "mcp-max-pending-request-bytes", env = "MCP_MAX_PENDING_REQUEST_BYTES", default_value = "67108864", value_parser = config::ranged(1_048_576usize, 4_294_967_296))]
     pub max_pending_request_bytes: usize,
 
@@ -145,6 +147,11 @@ impl McpArgs {
             (false, true) => Transport::Stdio,
             (false, false) => self.transport.unwrap_or(default),
         }
+    }
+
+    /// Whether no flag or variable chose the transport, so the bridge's default applies.
+    pub fn transport_is_default(&self) -> bool {
+        !self.http && !self.stdio && self.transport.is_none()
     }
 
     /// The HTTP transport's address is refused beyond loopback without `--mcp-token`: see [`check_exposure`].
