@@ -12,6 +12,7 @@ use bridge_core::{BridgeEntry, BridgeError};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use std::ffi::OsString;
 use std::process::ExitCode;
+use std::time::Duration;
 
 // The event paths (relay, event streams, poll pages) allocate and free small JSON pieces tens of thousands of
 // times a second; with glibc's allocator about 40 % of the relay's and the MCP server's CPU went to malloc and
@@ -194,6 +195,9 @@ fn warn_older_flags(command: &clap::Command, matches: &clap::ArgMatches) {
     }
 }
 
+/// How long the runtime waits, once the command returned, for blocking work still running (a stdin read).
+const SHUTDOWN_LEFTOVERS: Duration = Duration::from_secs(1);
+
 /// Commands of their own that are a bridge's sub-subcommand underneath: `mcp-bridges debug-host …` is
 /// `mcp-bridges debug host …` (the name VSC-Bridge users know for the extension's side).
 const SHORTHANDS: &[(&str, &[&str])] = &[("debug-host", &["debug", "host"])];
@@ -242,7 +246,12 @@ fn main() -> ExitCode {
         }
     };
     let serve_matches = matches.subcommand_matches("serve");
-    match runtime.block_on(job.run(serve_matches)) {
+    let outcome = runtime.block_on(job.run(serve_matches));
+    // The work is done; what may still run is a read of stdin on tokio's blocking pool (its stdio, used when
+    // stdin or stdout is not a pipe), which ends only when the client writes or closes. Dropping the runtime
+    // would wait for it, so a bridge told to stop would not.
+    runtime.shutdown_timeout(SHUTDOWN_LEFTOVERS);
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

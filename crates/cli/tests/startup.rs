@@ -107,6 +107,9 @@ fn listening_beyond_loopback_needs_a_token_and_sigterm_exits_cleanly() {
         &[("MCP_LOG_FORMAT", "text")],
     );
     let mut stderr = BufReader::new(stderr);
+    // A token on the command line is in the process list: said before anything is served.
+    wait_for_line(&mut stderr, "every local user can read in the process list")
+        .expect("a warning about the token on the command line");
     wait_for_line(&mut stderr, "serving MCP at http://").expect("with a token it starts serving");
     assert_eq!(
         terminate(&mut child.0),
@@ -287,4 +290,52 @@ fn no_bridge_schema_uses_a_format_json_schema_does_not_define() {
             );
         }
     }
+}
+
+/// With stdout not a pipe (a log file, a terminal), stdin is read on one of tokio's blocking threads, a read
+/// that ends only when the client writes or closes; SIGTERM with stdin still open must end the bridge anyway,
+/// not leave it waiting for that read after its work is done.
+#[test]
+fn sigterm_ends_a_stdio_bridge_whose_stdin_stays_open_and_stdout_is_a_file() {
+    let out = std::env::temp_dir().join(format!("mcp-bridges-stdout-{}", std::process::id()));
+    let child = bin()
+        .args(["bitburner", "--stdio", "--bitburner-game-port", "0"])
+        .env("MCP_LOG_FORMAT", "text")
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reaped(child);
+    let stdin = child.0.stdin.take();
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
+    wait_for_line(&mut stderr, "serving MCP on stdio").expect("it serves stdio");
+    let pid = child.0.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let status = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let _ = tx.send(status);
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let code = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 20 s after SIGTERM, its stdin open"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, Some(0));
+    drop(stdin);
+    let _ = std::fs::remove_file(&out);
 }
