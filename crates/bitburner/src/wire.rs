@@ -130,11 +130,33 @@ pub enum WireError {
     NotAnObject,
     #[error("frame has neither `result` nor `error`")]
     NoOutcome,
+    #[error(
+        "frame of {bytes} bytes would take about {decoded} bytes decoded (its JSON values, not only its text), \
+         over the limit of {max}: not decoded"
+    )]
+    TooManyValues {
+        bytes: usize,
+        decoded: usize,
+        max: usize,
+    },
 }
+
+/// The most a frame from the game may take decoded. Its answers carry files as strings, which cost their
+/// length; a frame of tiny values within the 32 MiB frame limit took the bridge to 873 MB before this bound
+/// (bench/README.md).
+pub const MAX_DECODED_FRAME_BYTES: usize = 2 * crate::MAX_GAME_FRAME_BYTES;
 
 /// Parse a frame from the game. Success or failure is decided by which key is present, never by truthiness:
 /// `""` is a valid file content (§6). Key order and `jsonrpc` are not checked (they vary by version).
 pub fn parse_response(text: &str) -> Result<Response, WireError> {
+    let decoded = bridge_core::link::json_cost::decoded_bytes(text.as_bytes());
+    if decoded > MAX_DECODED_FRAME_BYTES {
+        return Err(WireError::TooManyValues {
+            bytes: text.len(),
+            decoded,
+            max: MAX_DECODED_FRAME_BYTES,
+        });
+    }
     let value: Value = serde_json::from_str(text).map_err(|e| WireError::NotJson(e.to_string()))?;
     let Value::Object(mut object) = value else {
         return Err(WireError::NotAnObject);
@@ -168,13 +190,57 @@ pub fn salvage_id(text: &str) -> Option<Value> {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                 if key == "id" && self.0.borrow().is_none() {
-                    let id = map.next_value::<Value>()?;
-                    *self.0.borrow_mut() = Some(id);
+                    *self.0.borrow_mut() = map.next_value::<ScalarId>()?.0;
                 } else {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
             Ok(())
+        }
+    }
+    /// An `id` read only when it is a number or a string (what ours are): an array or object there is skipped
+    /// unread, since this runs on frames refused for what they would take decoded.
+    struct ScalarId(Option<Value>);
+    impl<'de> serde::Deserialize<'de> for ScalarId {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Scalar;
+            impl<'de> Visitor<'de> for Scalar {
+                type Value = ScalarId;
+
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a JSON value")
+                }
+                fn visit_u64<E>(self, n: u64) -> Result<ScalarId, E> {
+                    Ok(ScalarId(Some(Value::from(n))))
+                }
+                fn visit_i64<E>(self, n: i64) -> Result<ScalarId, E> {
+                    Ok(ScalarId(Some(Value::from(n))))
+                }
+                fn visit_f64<E>(self, n: f64) -> Result<ScalarId, E> {
+                    Ok(ScalarId(Some(Value::from(n))))
+                }
+                fn visit_str<E>(self, s: &str) -> Result<ScalarId, E> {
+                    Ok(ScalarId(Some(Value::from(s))))
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<ScalarId, E> {
+                    Ok(ScalarId(None))
+                }
+                fn visit_unit<E>(self) -> Result<ScalarId, E> {
+                    Ok(ScalarId(None))
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut seq: A,
+                ) -> Result<ScalarId, A::Error> {
+                    while seq.next_element::<IgnoredAny>()?.is_some() {}
+                    Ok(ScalarId(None))
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ScalarId, A::Error> {
+                    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                    Ok(ScalarId(None))
+                }
+            }
+            d.deserialize_any(Scalar)
         }
     }
     let id = RefCell::new(None);
@@ -268,8 +334,12 @@ mod tests {
             "[".repeat(100_000),
             "]".repeat(100_000)
         );
-        let cases: [(&str, Option<Value>); 6] = [
+        // An id that is no number or string is never decoded: here it is what made the frame too large.
+        let huge_id = format!(r#"{{"id":[{}0],"result":1}}"#, "0,".repeat(300_000));
+        let cases: [(&str, Option<Value>); 8] = [
             (r#"{"id":1}"#, Some(json!(1))),
+            (r#"{"id":"7","result":tru"#, Some(json!("7"))),
+            (&huge_id, None),
             (r#"{"jsonrpc":"2.0","id":2,"result":tru"#, Some(json!(2))),
             (r#"{"result":[1,2,{"x":}],"id":3}"#, None),
             (&deep, Some(json!(4))),

@@ -205,7 +205,14 @@ async fn an_unreadable_answer_with_our_id_fails_its_call_at_once() {
             "]".repeat(200_000)
         )
     };
-    let unreadable: [(&dyn Fn(u64) -> String, &str); 3] = [
+    // Within the frame limit, but some 77 MB decoded: refused unread (a 30 MB one took the bridge to 873 MB).
+    let tiny_values = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":[{}0]}}"#,
+            "0,".repeat(300_000)
+        )
+    };
+    let unreadable: [(&dyn Fn(u64) -> String, &str); 4] = [
         (
             &|id| json!({"jsonrpc": "2.0", "id": id}).to_string(),
             "neither `result` nor `error`",
@@ -215,6 +222,10 @@ async fn an_unreadable_answer_with_our_id_fails_its_call_at_once() {
             "not JSON",
         ),
         (&deep, "recursion limit"),
+        (
+            &tiny_values,
+            "decoded (its JSON values, not only its text), over the limit of 67108864",
+        ),
     ];
     for (i, (frame, says)) in unreadable.into_iter().enumerate() {
         let calling = client.clone();
