@@ -2,7 +2,8 @@
 //! installed here). Like the game, it is the WebSocket *client*: it connects to the bridge, sends nothing
 //! until asked, and answers each request the way the real dispatcher does (see `handlers.rs`).
 //!
-//! Tests steer it through [`GameConnection`]: stop answering (a hung game), send raw frames, close.
+//! Tests steer it through [`GameConnection`]: stop answering (a hung game), hold answers until released (a slow
+//! game, so a test can act while a request is in flight), send raw frames, close.
 
 mod handlers;
 mod helper;
@@ -116,10 +117,12 @@ impl FakeGame {
         let (received_tx, received_rx) = watch::channel(Vec::new());
         let (closed_tx, closed_rx) = watch::channel(None);
         let answering = Arc::new(Mutex::new(true));
+        let holding = Arc::new(Mutex::new(false));
         tokio::spawn(run(
             socket,
             self.clone(),
             Arc::clone(&answering),
+            Arc::clone(&holding),
             control_rx,
             received_tx,
             closed_tx,
@@ -127,6 +130,7 @@ impl FakeGame {
         Ok(GameConnection {
             control: control_tx,
             answering,
+            holding,
             received: received_rx,
             closed: closed_rx,
         })
@@ -142,6 +146,7 @@ enum Control {
     Send(Message),
     Close(u16),
     Freeze,
+    Release,
 }
 
 /// How the connection ended.
@@ -159,6 +164,7 @@ pub enum Closed {
 pub struct GameConnection {
     control: mpsc::UnboundedSender<Control>,
     answering: Arc<Mutex<bool>>,
+    holding: Arc<Mutex<bool>>,
     received: watch::Receiver<Vec<String>>,
     closed: watch::Receiver<Option<Closed>>,
 }
@@ -167,6 +173,28 @@ impl GameConnection {
     /// Keep reading requests but answer none, like a game stuck or a request the game silently drops.
     pub fn set_answering(&self, answering: bool) {
         *lock(&self.answering) = answering;
+    }
+
+    /// Keep every request from now on unanswered until [`release`](Self::release), like a game busy for a
+    /// while: the bridge's call stays in flight, and the test can act meanwhile. Each request is recorded in
+    /// [`received`](Self::received) when it arrives, so a test can wait for the one it means to hold.
+    pub fn hold(&self) {
+        *lock(&self.holding) = true;
+    }
+
+    /// Answer the held requests, in the order they came, and stop holding.
+    pub fn release(&self) {
+        let _ = self.control.send(Control::Release);
+    }
+
+    /// Every request of `method` the bridge sent so far, as its `params`.
+    pub fn requests(&self, method: &str) -> Vec<serde_json::Value> {
+        self.received()
+            .iter()
+            .filter_map(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+            .filter(|v| v.get("method").and_then(|m| m.as_str()) == Some(method))
+            .map(|v| v.get("params").cloned().unwrap_or(serde_json::Value::Null))
+            .collect()
     }
 
     /// Send a frame of our own (a malformed reply, an unknown id, ...).
@@ -230,11 +258,13 @@ async fn run(
     socket: Socket,
     game: FakeGame,
     answering: Arc<Mutex<bool>>,
+    holding: Arc<Mutex<bool>>,
     mut control: mpsc::UnboundedReceiver<Control>,
     received: watch::Sender<Vec<String>>,
     closed: watch::Sender<Option<Closed>>,
 ) {
     let (mut sink, mut stream) = socket.split();
+    let mut held: Vec<String> = Vec::new();
     let outcome = loop {
         tokio::select! {
             command = control.recv() => match command {
@@ -258,6 +288,23 @@ async fn run(
                     }
                     break Closed::ByUs;
                 }
+                Some(Control::Release) => {
+                    // Cleared here, not in `release`, so a request arriving meanwhile is answered after the held ones.
+                    *lock(&holding) = false;
+                    let mut dropped = None;
+                    for text in std::mem::take(&mut held) {
+                        let reply = dispatch(&mut game.world(), game.version, &text);
+                        if let Reply::Send(frame) = reply
+                            && let Err(e) = sink.send(Message::text(frame)).await
+                        {
+                            dropped = Some(e.to_string());
+                            break;
+                        }
+                    }
+                    if let Some(e) = dropped {
+                        break Closed::Dropped(e);
+                    }
+                }
                 None => break Closed::ByUs,
             },
             frame = stream.next() => match frame {
@@ -265,6 +312,10 @@ async fn run(
                     let text = text.to_string();
                     received.send_modify(|frames| frames.push(text.clone()));
                     if !*lock(&answering) {
+                        continue;
+                    }
+                    if *lock(&holding) {
+                        held.push(text);
                         continue;
                     }
                     let reply = dispatch(&mut game.world(), game.version, &text);
