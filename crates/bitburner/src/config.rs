@@ -60,7 +60,8 @@ pub struct WatchArgs {
     #[arg(value_name = "DURATION", long = "poll", alias = "poll-ms", env = "BITBURNER_POLL", default_value = "2s",
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(3600), Unit::Millis))]
     pub poll: Duration,
-    /// --watch: quiet time after a local save before pushing (editors write in bursts).
+    /// --watch: how long a local file must stay unchanged before it is pushed (editors write in bursts and
+    /// in steps; a half-saved file is never pushed).
     #[arg(value_name = "DURATION", long = "debounce", alias = "debounce-ms", env = "BITBURNER_DEBOUNCE", default_value = "300ms",
           value_parser = config::duration(Duration::ZERO, Duration::from_secs(60), Unit::Millis))]
     pub debounce: Duration,

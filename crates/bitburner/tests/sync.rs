@@ -561,3 +561,724 @@ async fn watch_pushes_saves_pulls_game_edits_and_keeps_conflicts() {
     within("watch to stop", watching).await.unwrap().unwrap();
     shutdown.cancel();
 }
+
+/// A bridge on a free port with `version` connected, and the means to connect another game to it.
+struct Rig {
+    shutdown: CancellationToken,
+    ctx: bridge_bitburner::tools::Ctx,
+    link: bridge_bitburner::link::GameLink,
+    url: String,
+    game: FakeGame,
+    conn: GameConnection,
+}
+
+impl Rig {
+    async fn new(version: GameVersion) -> Self {
+        let game_args = game_args();
+        let shutdown = CancellationToken::new();
+        let listener = listen(&game_args, shutdown.clone()).await.unwrap();
+        let (_, ctx) = context(listener.link.clone(), &game_args);
+        let url = format!("ws://{}", listener.addr);
+        let game = FakeGame::new(version);
+        let conn = game.connect(&url, Some(WEB_ORIGIN)).await.unwrap();
+        within(
+            "the game to connect",
+            listener.link.wait_until(|s| s.connected),
+        )
+        .await;
+        Rig {
+            shutdown,
+            ctx,
+            link: listener.link,
+            url,
+            game,
+            conn,
+        }
+    }
+
+    /// Another game (another save, another build) takes over the connection.
+    async fn switch_to(&mut self, game: FakeGame) {
+        let before = self.link.status().connections_total;
+        self.conn = game.connect(&self.url, Some(WEB_ORIGIN)).await.unwrap();
+        within(
+            "the new game to connect",
+            self.link
+                .wait_until(|s| s.connected && s.connections_total > before),
+        )
+        .await;
+        self.game = game;
+    }
+
+    fn game_file(&self, name: &str) -> Option<String> {
+        self.game
+            .world()
+            .server("home")
+            .unwrap()
+            .file(name)
+            .map(|f| f.content.clone())
+    }
+
+    fn game_write(&self, name: &str, content: &str) {
+        self.game
+            .world()
+            .server_mut("home")
+            .unwrap()
+            .write(name, content, true);
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+fn read(dir: &Path, name: &str) -> Option<String> {
+    std::fs::read_to_string(dir.join(name)).ok()
+}
+
+/// B1: the game went back to an older synced version (restarted from an older save, another build): that is
+/// no edit, so it is never pulled over the newer local file; the local one goes back to the game.
+#[tokio::test]
+async fn a_game_restarted_from_an_older_save_keeps_local_edits() {
+    let dir = tempdir("rollback");
+    put(&dir, "a.js", "v1");
+    let mut rig = Rig::new(GameVersion::V3_0).await;
+    sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    put(&dir, "a.js", "v2");
+    let pushed = sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(pushed.pushed, ["a.js"]);
+
+    // A game whose save still has v1 connects.
+    let older = FakeGame::new(GameVersion::V3_0);
+    older
+        .world()
+        .server_mut("home")
+        .unwrap()
+        .write("a.js", "v1", true);
+    rig.switch_to(older).await;
+
+    // `pull` alone must not take v1 either.
+    let pulled = sync::pull(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(read(&dir, "a.js").as_deref(), Some("v2"), "{pulled:?}");
+    assert!(pulled.pulled.is_empty(), "{pulled:?}");
+    assert_eq!(pulled.rolled_back, ["a.js"]);
+    let said = pulled.lines("pulled").join("\n");
+    assert!(
+        said.contains("went back to an older version of a.js") && said.contains("push"),
+        "{said}"
+    );
+
+    let report = sync::reconcile(&rig.ctx, &sync_args(&dir), sync::Direction::Both)
+        .await
+        .unwrap();
+    assert_eq!(read(&dir, "a.js").as_deref(), Some("v2"), "{report:?}");
+    assert_eq!(rig.game_file("a.js").as_deref(), Some("v2"));
+    assert_eq!(report.rolled_back, ["a.js"]);
+    assert_eq!(report.pushed, ["a.js"]);
+    assert!(report.print("synced").is_ok(), "{report:?}");
+    let said = report.lines("synced").join("\n");
+    assert!(
+        said.contains("went back to an older version of a.js")
+            && said.contains("pushed the local one"),
+        "{said}"
+    );
+    // The game's older version is kept before the push replaces it: a revert made in the game on purpose
+    // costs nothing either.
+    let kept = report
+        .replaced
+        .iter()
+        .find(|(name, _)| name == "a.js")
+        .map(|(_, kept)| kept.clone())
+        .unwrap_or_else(|| panic!("the game's older version was not kept: {report:?}"));
+    assert_eq!(read(&dir, &kept).as_deref(), Some("v1"));
+    assert!(said.contains(&kept), "{said}");
+}
+
+/// What a game sends never lands where the scan does not read back: the sync's own folder (whose kept files a
+/// planted name would push out of its bounds), other hidden folders, node_modules, the record.
+#[tokio::test]
+async fn a_game_never_writes_where_the_sync_keeps_its_own_files() {
+    let dir = tempdir("own-files");
+    put(&dir, "a.js", "mine");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    rig.game_write("a.js", "the game's");
+    // A real kept file, made by a pull.
+    let first = sync::pull(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    let (_, real) = first.replaced[0].clone();
+    let planted = [
+        ".bitburner-sync/replaced/99999999999999999999-x.js",
+        ".git/hooks/x.js",
+        "node_modules/x.js",
+        ".bitburner-sync.json",
+    ];
+    for name in planted {
+        rig.game_write(name, "planted");
+    }
+    let report = sync::pull(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    for name in planted {
+        let skipped = report
+            .skipped
+            .iter()
+            .any(|(n, _)| n.trim_start_matches('/') == name);
+        assert!(skipped, "{name} not skipped: {report:?}");
+        assert_ne!(
+            read(&dir, name).as_deref(),
+            Some("planted"),
+            "{name} written"
+        );
+    }
+    assert_eq!(
+        read(&dir, &real).as_deref(),
+        Some("mine"),
+        "the real kept file"
+    );
+}
+
+/// A conflict copy the sync wrote and nobody edited is replaced when the game's version changes again, but
+/// the version it held is kept first: the game may have replaced it without a sync, so it is nowhere else.
+#[tokio::test]
+async fn an_untouched_conflict_copy_is_kept_before_it_is_replaced() {
+    let dir = tempdir("copy-kept");
+    put(&dir, "a.js", "base");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    put(&dir, "a.js", "mine");
+    rig.game_write("a.js", "g1");
+    let first = sync::reconcile(&rig.ctx, &sync_args(&dir), sync::Direction::Both)
+        .await
+        .unwrap();
+    assert_eq!(first.conflicts, ["a.js"], "{first:?}");
+    assert_eq!(read(&dir, "a.game.js").as_deref(), Some("g1"));
+    rig.game_write("a.js", "g0");
+    let second = sync::reconcile(&rig.ctx, &sync_args(&dir), sync::Direction::Both)
+        .await
+        .unwrap();
+    assert_eq!(second.conflicts, ["a.js"], "{second:?}");
+    let kept: Vec<String> = std::fs::read_dir(dir.join(".bitburner-sync/replaced"))
+        .map(|r| {
+            r.filter_map(Result::ok)
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        kept.iter().any(|c| c == "g1"),
+        "g1 is nowhere: copy {:?}, kept {kept:?}",
+        read(&dir, "a.game.js")
+    );
+}
+
+/// B1's safety net: whatever a pull replaces locally is kept under `.bitburner-sync/replaced/`, and the
+/// report says where.
+#[tokio::test]
+async fn a_pull_keeps_the_local_content_it_replaces() {
+    let dir = tempdir("replaced");
+    put(&dir, "lib/a.js", "mine");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    rig.game_write("lib/a.js", "edited in the game");
+    let report = sync::pull(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(report.pulled, ["lib/a.js"]);
+    assert_eq!(
+        read(&dir, "lib/a.js").as_deref(),
+        Some("edited in the game")
+    );
+    assert_eq!(report.replaced.len(), 1, "{report:?}");
+    let (name, kept) = &report.replaced[0];
+    assert_eq!(name, "lib/a.js");
+    assert!(kept.starts_with(".bitburner-sync/replaced/"), "{kept}");
+    assert_eq!(read(&dir, kept).as_deref(), Some("mine"));
+    let said = report.lines("pulled").join("\n");
+    assert!(said.contains(kept.as_str()), "{said}");
+    // The kept copies are never pushed.
+    let again = sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert!(again.pushed.is_empty(), "{again:?}");
+}
+
+/// B2: a symlink in DIR never lets a write leave it: not a pull through a symlinked directory, not a conflict
+/// copy, not the record.
+#[cfg(unix)]
+#[tokio::test]
+async fn pull_never_writes_through_a_symlink_out_of_the_directory() {
+    let outside = tempdir("victim");
+    put(&outside, "victim.txt", "keep");
+    put(&outside, "record.txt", "keep");
+    let dir = tempdir("symlinked");
+    put(&dir, "a.js", "mine");
+    std::os::unix::fs::symlink(&outside, dir.join("lib")).unwrap();
+    std::os::unix::fs::symlink(outside.join("victim.txt"), dir.join("a.game.js")).unwrap();
+    std::os::unix::fs::symlink(outside.join("record.txt"), dir.join(".bitburner-sync.json"))
+        .unwrap();
+    let rig = Rig::new(GameVersion::V3_0).await;
+    rig.game_write("lib/x.js", "// from the game");
+    rig.game_write("a.js", "the game's");
+
+    for direction in [sync::Direction::Pull, sync::Direction::Both] {
+        let report = sync::reconcile(&rig.ctx, &sync_args(&dir), direction)
+            .await
+            .unwrap();
+        assert!(!outside.join("x.js").exists(), "{report:?}");
+        assert_eq!(read(&outside, "victim.txt").as_deref(), Some("keep"));
+        assert_eq!(read(&outside, "record.txt").as_deref(), Some("keep"));
+        let why = report
+            .skipped
+            .iter()
+            .find(|(f, _)| f == "lib/x.js")
+            .map(|(_, why)| why.as_str());
+        assert!(
+            why.is_some_and(|w| w.contains("symlink")),
+            "lib/x.js must be reported skipped with a reason: {report:?}"
+        );
+        assert_eq!(report.conflicts, ["a.js"], "{report:?}");
+        assert_eq!(read(&dir, "a.js").as_deref(), Some("mine"));
+    }
+}
+
+/// B2: `--watch` never writes the definitions through a symlink.
+#[cfg(unix)]
+#[tokio::test]
+async fn watch_never_writes_the_definitions_through_a_symlink() {
+    use bridge_bitburner::sync::watch::{WatchOptions, watch};
+    use std::sync::{Arc, Mutex};
+    let outside = tempdir("rc");
+    put(&outside, "bashrc", "keep");
+    let dir = tempdir("defs-link");
+    put(&dir, "a.js", "// a");
+    std::os::unix::fs::symlink(outside.join("bashrc"), dir.join(sync::DEFINITIONS_FILE)).unwrap();
+    let rig = Rig::new(GameVersion::V3_0).await;
+    let stop = CancellationToken::new();
+    let rounds = Arc::new(Mutex::new(Vec::<sync::SyncReport>::new()));
+    let watching = {
+        let (ctx, args, stop, rounds) = (
+            rig.ctx.clone(),
+            sync_args(&dir),
+            stop.clone(),
+            rounds.clone(),
+        );
+        let options = WatchOptions {
+            poll: Duration::from_millis(100),
+            debounce: Duration::from_millis(20),
+        };
+        tokio::spawn(async move {
+            watch(&ctx, &args, options, stop, |r| {
+                rounds.lock().unwrap().push(r.clone())
+            })
+            .await
+        })
+    };
+    // The definitions are written (or refused) before the first round's report.
+    eventually("the first round", || !rounds.lock().unwrap().is_empty()).await;
+    assert_eq!(read(&outside, "bashrc").as_deref(), Some("keep"));
+    let first = rounds.lock().unwrap()[0].clone();
+    assert!(
+        first
+            .skipped
+            .iter()
+            .any(|(f, why)| f == sync::DEFINITIONS_FILE && why.contains("symlink")),
+        "{first:?}"
+    );
+    stop.cancel();
+    within("watch to stop", watching).await.unwrap().unwrap();
+}
+
+/// B3: a real game file named like a conflict copy is an ordinary file; a conflict never writes into it, and
+/// it is never pushed over with the game's other file.
+#[tokio::test]
+async fn a_game_file_named_like_a_conflict_copy_survives_a_conflict() {
+    let dir = tempdir("copy-name");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    rig.game_write("a.js", "a v1");
+    rig.game_write("a.game.js", "Q");
+    sync::pull(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(read(&dir, "a.game.js").as_deref(), Some("Q"));
+    put(&dir, "a.js", "a, mine");
+    rig.game_write("a.js", "a, the game's");
+
+    let report = sync::reconcile(&rig.ctx, &sync_args(&dir), sync::Direction::Both)
+        .await
+        .unwrap();
+    assert_eq!(report.conflicts, ["a.js"], "{report:?}");
+    assert_eq!(
+        rig.game_file("a.game.js").as_deref(),
+        Some("Q"),
+        "{report:?}"
+    );
+    assert_eq!(read(&dir, "a.game.js").as_deref(), Some("Q"));
+    assert_eq!(read(&dir, "a.js").as_deref(), Some("a, mine"));
+    assert_eq!(read(&dir, "a.game.1.js").as_deref(), Some("a, the game's"));
+    let said = report.lines("synced").join("\n");
+    assert!(said.contains("a.game.1.js"), "{said}");
+    // The copy this sync wrote is never pushed.
+    sync::reconcile(&rig.ctx, &sync_args(&dir), sync::Direction::Both)
+        .await
+        .unwrap();
+    assert_eq!(rig.game_file("a.game.1.js"), None);
+    assert_eq!(rig.game_file("a.game.js").as_deref(), Some("Q"));
+}
+
+/// B3: the player merging inside the conflict copy keeps that edit however many rounds run.
+#[tokio::test]
+async fn an_edit_inside_a_conflict_copy_is_kept() {
+    let dir = tempdir("copy-edit");
+    put(&dir, "a.js", "v1");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    put(&dir, "a.js", "mine");
+    rig.game_write("a.js", "the game's");
+    let args = sync_args(&dir);
+    let both = || sync::reconcile(&rig.ctx, &args, sync::Direction::Both);
+    let first = both().await.unwrap();
+    assert_eq!(first.conflicts, ["a.js"]);
+    assert_eq!(read(&dir, "a.game.js").as_deref(), Some("the game's"));
+
+    put(&dir, "a.game.js", "merging here");
+    for _ in 0..3 {
+        let round = both().await.unwrap();
+        assert_eq!(round.conflicts, ["a.js"], "{round:?}");
+    }
+    assert_eq!(read(&dir, "a.game.js").as_deref(), Some("merging here"));
+    assert_eq!(read(&dir, "a.js").as_deref(), Some("mine"));
+    assert_eq!(
+        rig.game_file("a.game.js"),
+        None,
+        "a copy never goes to the game"
+    );
+
+    // The game changes again: its new version goes to a new copy, the edited one stays.
+    rig.game_write("a.js", "the game's, again");
+    let round = both().await.unwrap();
+    assert_eq!(round.conflicts, ["a.js"]);
+    assert_eq!(read(&dir, "a.game.js").as_deref(), Some("merging here"));
+    assert_eq!(
+        read(&dir, "a.game.1.js").as_deref(),
+        Some("the game's, again")
+    );
+}
+
+/// A record that cannot be read is unknown, not empty: nothing local is overwritten, and the report says so.
+#[tokio::test]
+async fn an_unreadable_record_overwrites_nothing_and_says_so() {
+    let dir = tempdir("bad-record");
+    put(&dir, "a.js", "v1");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    rig.game_write("a.js", "v2 from the game");
+    put(&dir, ".bitburner-sync.json", "{ not json");
+
+    let report = sync::pull(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(read(&dir, "a.js").as_deref(), Some("v1"), "{report:?}");
+    assert_eq!(report.conflicts, ["a.js"]);
+    let said = report.lines("pulled").join("\n");
+    assert!(
+        said.contains(".bitburner-sync.json") && said.contains("cannot be read"),
+        "{said}"
+    );
+    // The unreadable record is kept aside for the player, not silently replaced.
+    let aside = dir.join(".bitburner-sync").join("unreadable-record.json");
+    assert_eq!(
+        std::fs::read_to_string(aside).ok().as_deref(),
+        Some("{ not json")
+    );
+}
+
+/// A subdirectory that cannot be read (here: its path is longer than the system allows) is skipped with a
+/// reason; the rest syncs, so `--watch` goes on.
+#[cfg(unix)]
+#[tokio::test]
+async fn an_unreadable_subdirectory_is_skipped_not_fatal() {
+    let dir = tempdir("deep");
+    put(&dir, "a.js", "// a");
+    // 20 levels of 240 characters: past PATH_MAX (4096) even for root, made with relative paths.
+    let level = "d".repeat(240);
+    let script = format!("for i in $(seq 20); do mkdir {level} && cd -P {level} || exit 1; done");
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(&dir)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let rig = Rig::new(GameVersion::V3_0).await;
+    let report = sync::reconcile(&rig.ctx, &sync_args(&dir), sync::Direction::Both)
+        .await
+        .unwrap();
+    assert_eq!(report.pushed, ["a.js"]);
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|(f, why)| f.starts_with(&level) && why.contains("cannot be read")),
+        "{report:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+type Rounds = std::sync::Arc<std::sync::Mutex<Vec<sync::SyncReport>>>;
+
+/// Starts `sync --watch` on `dir`; every round's report lands in the returned list.
+fn start_watch(
+    rig: &Rig,
+    dir: &Path,
+    poll: Duration,
+    debounce: Duration,
+) -> (
+    CancellationToken,
+    Rounds,
+    tokio::task::JoinHandle<Result<(), sync::SyncError>>,
+) {
+    use bridge_bitburner::sync::watch::{WatchOptions, watch};
+    let stop = CancellationToken::new();
+    let rounds = Rounds::default();
+    let (ctx, args, token, seen) = (
+        rig.ctx.clone(),
+        sync_args(dir),
+        stop.clone(),
+        rounds.clone(),
+    );
+    let options = WatchOptions { poll, debounce };
+    let task = tokio::spawn(async move {
+        watch(&ctx, &args, options, token, |r| {
+            seen.lock().unwrap().push(r.clone())
+        })
+        .await
+    });
+    (stop, rounds, task)
+}
+
+/// Every `pushFile` the game received, as (filename, content), in order.
+fn pushes(conn: &GameConnection) -> Vec<(String, String)> {
+    conn.requests("pushFile")
+        .iter()
+        .map(|p| {
+            let field = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("").to_owned();
+            (field("filename"), field("content"))
+        })
+        .collect()
+}
+
+fn pushed_contents(conn: &GameConnection, name: &str) -> Vec<String> {
+    pushes(conn)
+        .into_iter()
+        .filter(|(f, _)| f == name)
+        .map(|(_, c)| c)
+        .collect()
+}
+
+/// Holds the game's answers and waits until the watch's next round is in flight (its `getAllFiles` held):
+/// that round has listed the directory and reads the local files only once it is released.
+async fn hold_next_round(conn: &GameConnection) {
+    conn.hold();
+    let before = conn.requests("getAllFiles").len();
+    eventually("a round to ask the game for its files", || {
+        conn.requests("getAllFiles").len() > before
+    })
+    .await;
+}
+
+/// The finding: an editor that saves in place truncates the file, then writes it. A round that reads the file
+/// in between must not push the empty or partial content, even when the pause is longer than the poll interval.
+#[tokio::test]
+async fn watch_never_pushes_a_half_saved_file() {
+    let dir = tempdir("half-save");
+    put(&dir, "a.js", "// v1\n");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    let poll = Duration::from_millis(100);
+    let debounce = Duration::from_millis(1500);
+    let (stop, rounds, watching) = start_watch(&rig, &dir, poll, debounce);
+    eventually("the first push of a.js", || {
+        rig.game_file("a.js").as_deref() == Some("// v1\n")
+    })
+    .await;
+
+    // A round is in flight when the editor truncates a.js and writes the first part.
+    hold_next_round(&rig.conn).await;
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(dir.join("a.js")).unwrap();
+        f.write_all(b"// v2, first ").unwrap();
+    }
+    rig.conn.release();
+    // The editor's pause: longer than the poll interval, well within the debounce.
+    tokio::time::sleep(poll * 3).await;
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("a.js"))
+            .unwrap();
+        f.write_all(b"half and the rest\n").unwrap();
+    }
+    eventually("the whole save to reach the game", || {
+        rig.game_file("a.js").as_deref() == Some("// v2, first half and the rest\n")
+    })
+    .await;
+    assert_eq!(
+        pushed_contents(&rig.conn, "a.js"),
+        ["// v1\n", "// v2, first half and the rest\n"],
+        "only whole saves reach the game: {:?}",
+        rounds.lock().unwrap()
+    );
+    stop.cancel();
+    within("watch to stop", watching).await.unwrap().unwrap();
+}
+
+/// Editors that save through a temporary file and a rename (JetBrains' safe write, vim with
+/// `backupcopy=no`), and their swap, backup, lock and probe files: none of those names reaches the game, and a
+/// rename-save is one change of the target (never a failure, never a restore of the old version meanwhile).
+#[cfg(unix)]
+#[tokio::test]
+async fn watch_takes_a_rename_save_as_one_change_and_never_pushes_editor_files() {
+    let dir = tempdir("rename-save");
+    put(&dir, "a.js", "// v1\n");
+    // What editors leave beside a file they have open.
+    put(&dir, ".a.js.swp", "b0VIM 9.0");
+    put(&dir, "a.js~", "// v0 backup");
+    put(&dir, "#a.js#", "// emacs auto-save");
+    put(&dir, "._a.js", "\u{5}\u{16}\u{7}\0AppleDouble");
+    put(&dir, "flycheck_a.js", "// emacs flycheck's copy");
+    put(&dir, "a_flymake.js", "// emacs flymake's copy");
+    std::os::unix::fs::symlink("user@host.1234:1700000000", dir.join(".#a.js")).unwrap();
+    let rig = Rig::new(GameVersion::V3_0).await;
+    let (stop, rounds, watching) = start_watch(
+        &rig,
+        &dir,
+        Duration::from_millis(100),
+        Duration::from_millis(1000),
+    );
+    eventually("the first push of a.js", || {
+        rig.game_file("a.js").as_deref() == Some("// v1\n")
+    })
+    .await;
+
+    // JetBrains: write a.js___jb_tmp___, rename a.js to a.js___jb_old___, rename the temp to a.js, delete
+    // the old one. Rounds run between the steps.
+    hold_next_round(&rig.conn).await;
+    put(&dir, "a.js___jb_tmp___", "// v2 from the IDE\n");
+    std::fs::rename(dir.join("a.js"), dir.join("a.js___jb_old___")).unwrap();
+    rig.conn.release();
+    hold_next_round(&rig.conn).await; // this round listed the directory without a.js
+    rig.conn.release();
+    hold_next_round(&rig.conn).await; // and the one before it is over
+    std::fs::rename(dir.join("a.js___jb_tmp___"), dir.join("a.js")).unwrap();
+    std::fs::remove_file(dir.join("a.js___jb_old___")).unwrap();
+    rig.conn.release();
+    eventually("the IDE's save to reach the game", || {
+        rig.game_file("a.js").as_deref() == Some("// v2 from the IDE\n")
+    })
+    .await;
+
+    // vim with backupcopy=no: probe file 4913, rename to a.js~, write a new a.js, drop the backup.
+    put(&dir, "4913", "");
+    std::fs::remove_file(dir.join("4913")).unwrap();
+    std::fs::rename(dir.join("a.js"), dir.join("a.js~")).unwrap();
+    put(&dir, "a.js", "// v3 from vim\n");
+    std::fs::remove_file(dir.join("a.js~")).unwrap();
+    eventually("vim's save to reach the game", || {
+        rig.game_file("a.js").as_deref() == Some("// v3 from vim\n")
+    })
+    .await;
+
+    let rounds = rounds.lock().unwrap().clone();
+    for r in &rounds {
+        assert!(
+            r.failed.is_empty() && r.pulled.is_empty() && r.conflicts.is_empty(),
+            "a save in progress is neither a failure nor a deletion to undo: {r:?}"
+        );
+    }
+    let names: std::collections::BTreeSet<String> =
+        pushes(&rig.conn).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        ["a.js"],
+        "no editor file reaches the game"
+    );
+    assert_eq!(
+        pushed_contents(&rig.conn, "a.js"),
+        ["// v1\n", "// v2 from the IDE\n", "// v3 from vim\n"],
+        "each save is one push"
+    );
+    assert_eq!(read(&dir, "a.js").as_deref(), Some("// v3 from vim\n"));
+    let skipped: Vec<&str> = rounds
+        .iter()
+        .flat_map(|r| r.skipped.iter().map(|(f, _)| f.as_str()))
+        .collect();
+    assert!(
+        skipped.is_empty(),
+        "an editor's own files are passed over without a line each: {skipped:?}"
+    );
+    stop.cancel();
+    within("watch to stop", watching).await.unwrap().unwrap();
+}
+
+/// A file that never holds still (a tool rewriting it all the time) is never pushed half-written, is
+/// reported, and does not stop the watch from pulling the game's edits meanwhile.
+#[tokio::test]
+async fn watch_reports_a_file_that_never_settles_and_goes_on() {
+    let dir = tempdir("never-settles");
+    put(&dir, "b.js", "// 0\n");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    let (stop, rounds, watching) = start_watch(
+        &rig,
+        &dir,
+        Duration::from_millis(100),
+        Duration::from_millis(200),
+    );
+    let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (dir, writing, written) = (dir.clone(), writing.clone(), written.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                std::fs::write(dir.join("b.js"), format!("// {n}\n")).unwrap();
+                written.store(n, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    // The writer has been at it for longer than the debounce and the poll interval.
+    eventually("the writer to get going", || {
+        written.load(std::sync::atomic::Ordering::Relaxed) >= 20
+    })
+    .await;
+    rig.game_write("c.js", "// c from the game");
+    eventually("the game's edit to be pulled meanwhile", || {
+        read(&dir, "c.js").as_deref() == Some("// c from the game")
+    })
+    .await;
+    eventually("b.js to be reported as still changing", || {
+        rounds
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.still_changing.iter().any(|(f, _)| f == "b.js"))
+    })
+    .await;
+    let said = rounds
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.lines("synced"))
+        .filter(|l| l.starts_with("WAITING b.js"))
+        .collect::<Vec<_>>();
+    assert_eq!(said.len(), 1, "said once while it lasts: {said:?}");
+    assert!(said[0].contains("never half-written"), "{said:?}");
+    writing.store(false, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let last = read(&dir, "b.js").unwrap();
+    eventually("b.js to be pushed once it holds still", || {
+        rig.game_file("b.js").as_deref() == Some(last.as_str())
+    })
+    .await;
+    for content in pushed_contents(&rig.conn, "b.js") {
+        assert!(
+            content.starts_with("// ") && content.ends_with('\n'),
+            "only whole versions are pushed: {content:?}"
+        );
+    }
+    stop.cancel();
+    within("watch to stop", watching).await.unwrap().unwrap();
+}

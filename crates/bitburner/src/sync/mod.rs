@@ -3,19 +3,33 @@
 //! Every command compares each file with what was last synced (the [`manifest`]), on both sides: a side that
 //! still has the synced content is unchanged. Only a changed side is ever copied over an unchanged one, so no
 //! edit is lost: a file changed on both sides is a conflict, left untouched, with the game's version kept next
-//! to the local one (`a.js` → `a.game.js`), and the command fails unless `--force`.
+//! to the local one (`a.js` → `a.game.js`), and the command fails unless `--force`. A game showing an older
+//! synced version (an older save loaded) made no edit: it never wins over the local file. Every local write
+//! goes through [`write::write_inside`] (inside the directory, never through a symlink, atomic), and what a
+//! pull replaces is kept first ([`replaced`]).
 
+mod copies;
 pub mod manifest;
+pub mod replaced;
+mod report;
+mod scan;
+pub mod settle;
 pub mod watch;
+pub mod write;
 
 use crate::config::SyncArgs;
 use crate::path;
 use crate::tools::Ctx;
 use crate::tools::args::{FileArgs, WriteArgs};
 use bridge_core::ToolError;
+pub use copies::conflict_copy;
+use copies::{copy_name, copy_of};
 use manifest::Manifest;
+use scan::scan;
+use settle::{Look, Settle};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use write::{WriteError, readable_path, write_inside};
 
 /// The file `sync --watch` writes the game's NetScript declarations into; never pushed.
 pub const DEFINITIONS_FILE: &str = "NetscriptDefinitions.d.ts";
@@ -44,6 +58,21 @@ pub struct SyncReport {
     pub conflicts: Vec<String>,
     /// Files that should have synced but did not, with the error.
     pub failed: Vec<(String, String)>,
+    /// Files the game had gone back to an older synced version of (restarted from an older save, another
+    /// build): never pulled; the local one is pushed (and also listed in `pushed`) or, by `pull`, kept.
+    pub rolled_back: Vec<String>,
+    /// Local content a pull replaced, and where it was kept (relative to the directory).
+    pub replaced: Vec<(String, String)>,
+    /// Where the game's version of each conflicting file was kept (relative to the directory).
+    pub conflict_copies: BTreeMap<String, String>,
+    /// What the player must know that is about no one file: a record that could not be read or written.
+    pub notes: Vec<String>,
+    /// `--watch` only: local files that have kept changing for a while, so were not pushed (never half-written),
+    /// with why.
+    pub still_changing: Vec<(String, String)>,
+    /// `--watch` only: files (by their game names) this round left alone because the local one was mid-save;
+    /// nothing was decided about them, so what an earlier round said of them still holds.
+    pub left_for_later: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -109,14 +138,20 @@ pub enum Action {
     Conflict,
     /// Changed in the game only, and this command does not pull.
     GameAhead,
+    /// The game shows an older synced version (an older save, another build): push the local one back.
+    Restore,
+    /// The same, and this command does not push: keep the local one and say so.
+    RolledBack,
 }
 
-/// The rule of the whole module. `None` is a side without the file. A deletion is never copied: a file
-/// deleted on one side and unchanged on the other comes back, so a deletion can cost a re-delete, never work.
+/// The rule of the whole module. `base` is the hash synced last, `older` those synced before it; `None` is a
+/// side without the file. A deletion is never copied: a file deleted on one side and unchanged on the other
+/// comes back, so a deletion can cost a re-delete, never work.
 pub fn decide(
     direction: Direction,
     force: bool,
     base: Option<&str>,
+    older: &[String],
     local: Option<&[u8]>,
     game: Option<&[u8]>,
 ) -> Action {
@@ -150,6 +185,19 @@ pub fn decide(
             pull_or_ahead
         };
     }
+    // The game holds content this directory synced before the last sync: nothing new was made there (the
+    // game restarted from an older save, another build connected), so it carries no edit to take, and
+    // taking it would throw away the newer local file, the only copy of it left.
+    if let (Some(_), Some(g)) = (local, game) {
+        let g = manifest::digest(g);
+        if base != Some(g.as_str()) && older.contains(&g) {
+            return if can_push {
+                Action::Restore
+            } else {
+                Action::RolledBack
+            };
+        }
+    }
     match (changed(local), changed(game)) {
         (true, true) => match (local, game) {
             (Some(_), Some(_)) => Action::Conflict,
@@ -171,8 +219,34 @@ pub async fn reconcile(
     args: &SyncArgs,
     direction: Direction,
 ) -> Result<SyncReport, SyncError> {
+    reconcile_settled(ctx, args, direction, None).await
+}
+
+/// [`reconcile`], taking a local file only once it holds still (`--watch`: [`settle`]); a file still being
+/// saved is left, on both sides, to a later round.
+pub async fn reconcile_settled(
+    ctx: &Ctx,
+    args: &SyncArgs,
+    direction: Direction,
+    mut settle: Option<&mut Settle>,
+) -> Result<SyncReport, SyncError> {
+    if let Some(s) = settle.as_deref_mut() {
+        s.begin_round();
+    }
     let mut report = SyncReport::default();
-    let files = scan(&args.dir, &mut report)?;
+    let server = args.server.as_str();
+    let (mut manifest, unreadable) = Manifest::load(&args.dir);
+    if let Some(why) = unreadable {
+        report.notes.push(set_aside(&args.dir, &why));
+    }
+    // A copy the player deleted or renamed is no longer ours to track.
+    manifest.retain_copies(|p| {
+        readable_path(&args.dir, p)
+            .ok()
+            .and_then(|p| std::fs::symlink_metadata(p).ok())
+            .is_some_and(|m| m.is_file())
+    });
+    let files = scan(&args.dir, &manifest, server, &mut report)?;
     wait_for_game(ctx, args).await?;
     let mut game: BTreeMap<String, String> = ctx
         .all_files(&args.server)
@@ -180,442 +254,446 @@ pub async fn reconcile(
         .into_iter()
         .map(|f| (f.filename, f.content))
         .collect();
-    let mut manifest = Manifest::load(&args.dir);
-    let mut seen = BTreeSet::new();
-    let server = args.server.as_str();
-
-    for (relative, local_file) in files {
-        let stored = match path::validate(&relative, &path::ExtensionSet::ANY_VERSION) {
-            Ok(p) => p.path,
-            Err(e) => {
-                report.skipped.push((relative, e.to_string()));
-                continue;
-            }
-        };
-        let content = match tokio::fs::read(&local_file).await {
-            Ok(c) => c,
-            Err(e) => {
-                report.failed.push((relative, e.to_string()));
-                continue;
-            }
-        };
-        seen.insert(stored.clone());
-        let theirs = game.remove(&stored);
-        let action = decide(
-            direction,
-            args.force,
-            manifest.get(server, &stored),
-            Some(&content),
-            theirs.as_deref().map(str::as_bytes),
-        );
-        let outcome = apply(
-            ctx,
-            args,
-            &mut manifest,
-            &mut report,
-            &stored,
-            &local_file,
-            Some(content),
-            theirs,
-            action,
-        )
-        .await;
-        if let Err(e) = outcome {
-            save_manifest(&manifest, &args.dir);
-            return Err(e);
-        }
-    }
-    // Files only the game has (or whose local copy the scan did not enter).
-    for (name, content) in game {
-        if seen.contains(&name) {
-            continue;
-        }
-        let Some(local_file) = local_path(&args.dir, &name) else {
-            report.skipped.push((
-                name,
-                "not a path that stays inside the directory".to_owned(),
-            ));
-            continue;
-        };
-        let mine = tokio::fs::read(&local_file).await.ok();
-        let action = decide(
-            direction,
-            args.force,
-            manifest.get(server, &name),
-            mine.as_deref(),
-            Some(content.as_bytes()),
-        );
-        let outcome = apply(
-            ctx,
-            args,
-            &mut manifest,
-            &mut report,
-            &name,
-            &local_file,
-            mine,
-            Some(content),
-            action,
-        )
-        .await;
-        if let Err(e) = outcome {
-            save_manifest(&manifest, &args.dir);
-            return Err(e);
-        }
-    }
-    save_manifest(&manifest, &args.dir);
-    Ok(report)
-}
-
-/// Carries out one [`Action`]. Only a lost game connection stops the whole sync.
-#[allow(clippy::too_many_arguments)]
-async fn apply(
-    ctx: &Ctx,
-    args: &SyncArgs,
-    manifest: &mut Manifest,
-    report: &mut SyncReport,
-    name: &str,
-    local_file: &Path,
-    mine: Option<Vec<u8>>,
-    theirs: Option<String>,
-    action: Action,
-) -> Result<(), SyncError> {
-    let server = args.server.as_str();
-    match action {
-        Action::Nothing => {
-            if let (Some(m), Some(t)) = (&mine, &theirs)
-                && m == t.as_bytes()
-            {
-                manifest.record(server, name, m);
-            }
-        }
-        Action::GameAhead => report.skipped.push((
-            name.to_owned(),
-            "changed in the game since the last sync: pull it (push never overwrites a game edit)"
-                .to_owned(),
-        )),
-        Action::Conflict => {
-            if let Some(t) = &theirs {
-                let copy = conflict_copy(local_file);
-                // Rewritten only when it differs, so `--watch` does not wake itself every round.
-                let same = std::fs::read(&copy).is_ok_and(|c| c == t.as_bytes());
-                let written = if same {
-                    Ok(())
-                } else {
-                    std::fs::write(&copy, t.as_bytes())
-                };
-                if let Err(e) = written {
-                    report.failed.push((
-                        name.to_owned(),
-                        format!(
-                            "changed on both sides, and the game's version cannot be kept in {}: {e}",
-                            copy.display()
-                        ),
-                    ));
-                    return Ok(());
-                }
-            }
-            report.conflicts.push(name.to_owned());
-        }
-        Action::Push => {
-            let Some(bytes) = mine else {
-                return Ok(());
-            };
-            let content = match String::from_utf8(bytes) {
-                Ok(c) => c,
-                Err(_) => {
-                    report.failed.push((
-                        name.to_owned(),
-                        "not UTF-8 text; the game stores only text".to_owned(),
-                    ));
-                    return Ok(());
-                }
-            };
-            // The game has no compare-and-swap: look again right before writing, so a game edit made since
-            // this round's listing is not overwritten (the next round sees it and decides again).
-            if theirs.is_some() {
-                let args = FileArgs {
-                    filename: name.to_owned(),
-                    server: args.server.clone(),
-                };
-                match ctx.file_content(&args).await {
-                    Ok((_, now)) if Some(&now) != theirs.as_ref() => return Ok(()),
-                    Err(e) if e.code() == bridge_core::ErrorCode::Disconnected => {
-                        return Err(e.into());
-                    }
-                    _ => {}
-                }
-            }
-            let hash = manifest::digest(&content);
-            let write = WriteArgs {
-                filename: name.to_owned(),
-                content,
-                server: args.server.clone(),
-            };
-            match ctx.write_file(write).await {
-                Ok(w) => {
-                    manifest.record_digest(server, &w.filename, hash);
-                    report.pushed.push(w.filename);
-                }
-                Err(e) if e.code() == bridge_core::ErrorCode::Disconnected => {
-                    return Err(e.into());
-                }
-                Err(e) => report.failed.push((name.to_owned(), e.to_string())),
-            }
-        }
-        Action::Pull => {
-            let Some(content) = theirs else {
-                return Ok(());
-            };
-            // A save between reading the file and now is an edit this round did not see: leave it to the next.
-            if tokio::fs::read(local_file).await.ok() != mine {
-                return Ok(());
-            }
-            let written = async {
-                if let Some(parent) = local_file.parent() {
-                    tokio::fs::create_dir_all(parent).await?;
-                }
-                tokio::fs::write(local_file, content.as_bytes()).await
-            }
-            .await;
-            match written {
-                Ok(()) => {
-                    manifest.record(server, name, content.as_bytes());
-                    report.pulled.push(name.to_owned());
-                }
-                Err(e) => report.failed.push((name.to_owned(), e.to_string())),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A manifest that cannot be written costs only the protection of the next sync; say so and go on.
-fn save_manifest(manifest: &Manifest, dir: &Path) {
-    if let Err(e) = manifest.save(dir) {
-        eprintln!(
-            "warning: cannot write {}: {e}; the next sync will treat every file that differs from the game \
-             as a conflict",
-            Manifest::path(dir).display()
-        );
-    }
-}
-
-/// Where the game's version of a conflicting file is kept: `.game` before the extension (`lib/a.js` →
-/// `lib/a.game.js`), so editors still highlight it.
-pub fn conflict_copy(local: &Path) -> PathBuf {
-    let name = local
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let copy = match name.rfind('.') {
-        Some(dot) if dot > 0 => format!("{}.game{}", &name[..dot], &name[dot..]),
-        _ => format!("{name}.game"),
+    let game_names: BTreeSet<String> = game.keys().cloned().collect();
+    let mut round = Round {
+        ctx,
+        args,
+        manifest: &mut manifest,
+        report: &mut report,
+        game_names: &game_names,
+        settle,
     };
-    local.with_file_name(copy)
-}
-
-/// Whether `name` in `siblings` is a conflict copy of a file next to it (`a.game.js` beside `a.js`).
-fn copy_of<'a>(name: &str, siblings: &'a BTreeSet<String>) -> Option<&'a String> {
-    let dot = name.rfind('.')?;
-    let stem = name[..dot].strip_suffix(".game")?;
-    siblings.get(&format!("{stem}{}", &name[dot..]))
-}
-
-/// Where a game path lands under `dir`; `None` for anything that could leave it (the game never sends such
-/// paths, but this is a file written from data another program sent). `:` is an ordinary character in a game
-/// name and on Unix; only Windows reads it as a drive or stream.
-fn local_path(dir: &Path, game_path: &str) -> Option<PathBuf> {
-    let resolved = path::resolve_file_path(game_path)?;
-    let mut out = dir.to_path_buf();
-    for segment in resolved.split('/') {
-        if segment.is_empty()
-            || segment == "."
-            || segment == ".."
-            || segment.contains('\\')
-            || (cfg!(windows) && segment.contains(':'))
-        {
-            return None;
-        }
-        out.push(segment);
+    let outcome = round.files(files, &mut game, direction).await;
+    if let Some(s) = round.settle {
+        round.report.still_changing = s.end_round();
     }
-    Some(out)
+    if let Some(note) = save_manifest(&manifest, &args.dir) {
+        report.notes.push(note);
+    }
+    outcome.map(|()| report)
 }
 
-/// Every file under `dir` as (path relative to it with `/` separators, local path). Hidden directories and
-/// `node_modules` are not the player's scripts and are not entered; the manifest, the definitions file and
-/// conflict copies are not game files. A symlink is followed when it leads to a place inside `dir`; any
-/// other is listed in `report.skipped` with why.
-fn scan(dir: &Path, report: &mut SyncReport) -> Result<Vec<(String, PathBuf)>, SyncError> {
-    let root = std::fs::canonicalize(dir).map_err(|source| SyncError::Local {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut out = Vec::new();
-    let mut visited = BTreeSet::from([root.clone()]);
-    walk(&root, dir, dir, &mut visited, &mut out, report)?;
-    out.sort();
-    report.skipped.sort();
-    Ok(out)
+/// One file as both sides name it: the game's name, the local path relative to the directory, the path.
+struct Target<'a> {
+    name: &'a str,
+    relative: &'a str,
+    local: &'a Path,
 }
 
-fn walk(
-    root: &Path,
-    top: &Path,
-    dir: &Path,
-    visited: &mut BTreeSet<PathBuf>,
-    out: &mut Vec<(String, PathBuf)>,
-    report: &mut SyncReport,
-) -> Result<(), SyncError> {
-    let local = |source| SyncError::Local {
-        path: dir.to_path_buf(),
-        source,
-    };
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(local)?
-        .collect::<Result<_, _>>()
-        .map_err(local)?;
-    entries.sort_by_key(|e| e.file_name());
-    let names: BTreeSet<String> = entries
-        .iter()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    for entry in entries {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let relative = path
-            .strip_prefix(top)
-            .unwrap_or(&path)
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("/");
-        let mut kind = entry.file_type().map_err(local)?;
-        if kind.is_symlink() {
-            let target = match std::fs::canonicalize(&path) {
-                Ok(t) => t,
-                Err(_) => {
-                    report.skipped.push((
-                        relative,
-                        "a broken symlink (its target does not exist)".to_owned(),
-                    ));
+/// What one [`reconcile`] works on.
+struct Round<'a> {
+    ctx: &'a Ctx,
+    args: &'a SyncArgs,
+    manifest: &'a mut Manifest,
+    report: &'a mut SyncReport,
+    /// Every file the game has this round, so a conflict copy never takes a game file's name.
+    game_names: &'a BTreeSet<String>,
+    /// `--watch`: what the local files looked like in earlier rounds.
+    settle: Option<&'a mut Settle>,
+}
+
+impl Round<'_> {
+    /// A local file's content for this round. Without [`Settle`] (one command) it is read as it is.
+    async fn read_local(&mut self, relative: &str, path: &Path) -> Look {
+        match self.settle.as_deref_mut() {
+            Some(s) => s.look(relative, path).await,
+            None => match tokio::fs::read(path).await {
+                Ok(c) => Look::Ready(Some(c)),
+                Err(e) => Look::Failed(e),
+            },
+        }
+    }
+
+    async fn files(
+        &mut self,
+        files: Vec<(String, PathBuf)>,
+        game: &mut BTreeMap<String, String>,
+        direction: Direction,
+    ) -> Result<(), SyncError> {
+        let server = self.args.server.clone();
+        let mut seen = BTreeSet::new();
+        for (relative, local_file) in files {
+            let stored = match path::validate(&relative, &path::ExtensionSet::ANY_VERSION) {
+                Ok(p) => p.path,
+                Err(e) => {
+                    self.report.skipped.push((relative, e.to_string()));
                     continue;
                 }
             };
-            if !target.starts_with(root) {
-                report.skipped.push((
-                    relative,
-                    format!(
-                        "a symlink to {}, outside the synced directory: not followed",
-                        target.display()
-                    ),
-                ));
-                continue;
-            }
-            kind = match std::fs::metadata(&path) {
-                Ok(m) => m.file_type(),
-                Err(_) => continue,
+            let content = match self.read_local(&relative, &local_file).await {
+                Look::Ready(Some(c)) => c,
+                // Mid-save (or gone since the scan): neither side is touched this round, not even the game's
+                // version of it, which the loop below would otherwise take for a game-only file.
+                Look::Ready(None) | Look::Changing => {
+                    self.report.left_for_later.push(stored.clone());
+                    seen.insert(stored);
+                    continue;
+                }
+                Look::Failed(e) => {
+                    self.report.failed.push((relative, e.to_string()));
+                    continue;
+                }
             };
-            if kind.is_dir() && !visited.insert(target) {
-                continue;
-            }
+            seen.insert(stored.clone());
+            let theirs = game.remove(&stored);
+            let action = decide(
+                direction,
+                self.args.force,
+                self.manifest.get(&server, &stored),
+                self.manifest.older(&server, &stored),
+                Some(&content),
+                theirs.as_deref().map(str::as_bytes),
+            );
+            let target = Target {
+                name: &stored,
+                relative: &relative,
+                local: &local_file,
+            };
+            self.apply(&target, Some(content), theirs, action).await?;
         }
-        if kind.is_dir() {
-            if !name.starts_with('.') && name != "node_modules" {
-                walk(root, top, &path, visited, out, report)?;
-            }
-        } else if kind.is_file() {
-            if dir == top && (name == manifest::FILE_NAME || name == DEFINITIONS_FILE) {
+        // Files only the game has (or whose local copy the scan did not enter).
+        for (name, content) in std::mem::take(game) {
+            if seen.contains(&name) {
                 continue;
             }
-            if let Some(original) = copy_of(&name, &names) {
-                report.skipped.push((
-                    relative,
-                    format!(
-                        "the game's version of {original}, kept by a conflict: merge it into {original} and \
-                         delete it"
-                    ),
+            let Some(relative) = local_relative(&name) else {
+                self.report.skipped.push((
+                    name,
+                    "not a path the sync writes: it leaves the directory, or is a hidden folder, node_modules \
+                     or a name the sync keeps for itself"
+                        .to_owned(),
                 ));
                 continue;
+            };
+            if let Some(copy) = self.manifest.copy(&relative) {
+                let why = format!(
+                    "the conflict copy of {} is kept here under this name: not synced (rename the copy to \
+                     sync this game file)",
+                    copy.of
+                );
+                self.report.skipped.push((name, why));
+                continue;
             }
-            out.push((relative, path));
-        }
-    }
-    Ok(())
-}
-
-impl SyncReport {
-    pub fn is_empty(&self) -> bool {
-        self.pushed.is_empty()
-            && self.pulled.is_empty()
-            && self.conflicts.is_empty()
-            && self.failed.is_empty()
-    }
-
-    /// One line per file, then a summary; for the terminal. Fails when any file failed or conflicts, so the
-    /// command exits non-zero and a script driving it notices.
-    pub fn print(&self, verb: &str) -> Result<(), SyncError> {
-        for line in self.lines(verb) {
-            println!("{line}");
-        }
-        self.outcome()
-    }
-
-    /// The error the command exits with, if any.
-    pub fn outcome(&self) -> Result<(), SyncError> {
-        if !self.failed.is_empty() {
-            return Err(SyncError::Incomplete {
-                failed: self.failed.len(),
-                total: self.pushed.len() + self.pulled.len() + self.failed.len(),
-            });
-        }
-        if !self.conflicts.is_empty() {
-            return Err(SyncError::Conflicts {
-                count: self.conflicts.len(),
-            });
+            // Never read through a symlink the scan refused: it could push a file from outside the directory.
+            let local_file = match readable_path(&self.args.dir, &relative) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.report.skipped.push((name, e.to_string()));
+                    continue;
+                }
+            };
+            let mine = match self.read_local(&relative, &local_file).await {
+                Look::Ready(mine) => mine,
+                // Renamed away a moment ago: an editor's save in progress, not a deletion to undo.
+                Look::Changing => {
+                    self.report.left_for_later.push(name);
+                    continue;
+                }
+                Look::Failed(_) => None,
+            };
+            let action = decide(
+                direction,
+                self.args.force,
+                self.manifest.get(&server, &name),
+                self.manifest.older(&server, &name),
+                mine.as_deref(),
+                Some(content.as_bytes()),
+            );
+            let target = Target {
+                name: &name,
+                relative: &relative,
+                local: &local_file,
+            };
+            self.apply(&target, mine, Some(content), action).await?;
         }
         Ok(())
     }
 
-    /// The per-file lines and the summary; `verb` names the command (`pushed`, `pulled`, `synced`).
-    pub fn lines(&self, verb: &str) -> Vec<String> {
-        let mut out: Vec<String> = self.pushed.iter().map(|f| format!("pushed {f}")).collect();
-        out.extend(self.pulled.iter().map(|f| format!("pulled {f}")));
-        out.extend(
-            self.skipped
-                .iter()
-                .map(|(f, why)| format!("skipped {f}: {why}")),
-        );
-        out.extend(self.conflicts.iter().map(|f| {
-            let copy = conflict_copy(Path::new(f));
-            format!(
-                "CONFLICT {f}: changed here and in the game since the last sync; both kept, the game's version \
-                 in {} (merge, delete it, push; or --force)",
-                copy.display()
-            )
-        }));
-        out.extend(
-            self.failed
-                .iter()
-                .map(|(f, why)| format!("FAILED {f}: {why}")),
-        );
-        let moved = match verb {
-            "pushed" => format!("{} pushed", self.pushed.len()),
-            "pulled" => format!("{} pulled", self.pulled.len()),
-            _ => format!("{} pushed, {} pulled", self.pushed.len(), self.pulled.len()),
+    /// Carries out one [`Action`]. Only a lost game connection stops the whole sync.
+    async fn apply(
+        &mut self,
+        target: &Target<'_>,
+        mine: Option<Vec<u8>>,
+        theirs: Option<String>,
+        action: Action,
+    ) -> Result<(), SyncError> {
+        let server = self.args.server.as_str();
+        let name = target.name;
+        match action {
+            Action::Nothing => {
+                if let (Some(m), Some(t)) = (&mine, &theirs)
+                    && m == t.as_bytes()
+                {
+                    self.manifest.record(server, name, m);
+                }
+            }
+            Action::GameAhead => self.report.skipped.push((
+                name.to_owned(),
+                "changed in the game since the last sync: pull it (push never overwrites a game edit)"
+                    .to_owned(),
+            )),
+            Action::RolledBack => self.report.rolled_back.push(name.to_owned()),
+            Action::Conflict => {
+                if let Some(t) = &theirs {
+                    match self.keep_conflict_copy(target.relative, t) {
+                        Ok(copy) => {
+                            self.report.conflict_copies.insert(name.to_owned(), copy);
+                        }
+                        Err(e) => {
+                            self.report.failed.push((
+                                name.to_owned(),
+                                format!(
+                                    "changed on both sides, and the game's version cannot be kept beside it: {e}"
+                                ),
+                            ));
+                            return Ok(());
+                        }
+                    }
+                }
+                self.report.conflicts.push(name.to_owned());
+            }
+            Action::Push | Action::Restore => {
+                let Some(bytes) = mine else {
+                    return Ok(());
+                };
+                let content = match String::from_utf8(bytes) {
+                    Ok(c) => c,
+                    Err(_) => {
+                        self.report.failed.push((
+                            name.to_owned(),
+                            "not UTF-8 text; the game stores only text".to_owned(),
+                        ));
+                        return Ok(());
+                    }
+                };
+                // The game has no compare-and-swap: look again right before writing, so a game edit made
+                // since this round's listing is not overwritten (the next round sees it and decides again).
+                if theirs.is_some() {
+                    let args = FileArgs {
+                        filename: name.to_owned(),
+                        server: self.args.server.clone(),
+                    };
+                    match self.ctx.file_content(&args).await {
+                        Ok((_, now)) if Some(&now) != theirs.as_ref() => return Ok(()),
+                        Err(e) if e.code() == bridge_core::ErrorCode::Disconnected => {
+                            return Err(e.into());
+                        }
+                        _ => {}
+                    }
+                }
+                // What the game went back to is an older version the directory had, but maybe not one the
+                // player wants gone (a revert made in the game on purpose): keep it before pushing over it.
+                if action == Action::Restore
+                    && let Some(older) = &theirs
+                {
+                    let kept_as = copy_name(name, 0);
+                    let refused = "not pushed: the game's older version could not be kept first";
+                    if !self.keep_first(name, &kept_as, older.as_bytes(), refused) {
+                        return Ok(());
+                    }
+                }
+                let hash = manifest::digest(&content);
+                let write = WriteArgs {
+                    filename: name.to_owned(),
+                    content,
+                    server: self.args.server.clone(),
+                };
+                match self.ctx.write_file(write).await {
+                    Ok(w) => {
+                        self.manifest.record_digest(server, &w.filename, hash);
+                        if action == Action::Restore {
+                            self.report.rolled_back.push(w.filename.clone());
+                        }
+                        self.report.pushed.push(w.filename);
+                    }
+                    Err(e) if e.code() == bridge_core::ErrorCode::Disconnected => {
+                        return Err(e.into());
+                    }
+                    Err(e) => self.report.failed.push((name.to_owned(), e.to_string())),
+                }
+            }
+            Action::Pull => {
+                let Some(content) = theirs else {
+                    return Ok(());
+                };
+                // A save between reading the file and now is an edit this round did not see: leave it to the next.
+                if tokio::fs::read(target.local).await.ok() != mine {
+                    return Ok(());
+                }
+                let dir = &self.args.dir;
+                // Refused before anything is kept: a symlink is never written through.
+                if let Err(e) = readable_path(dir, target.relative) {
+                    self.report.skipped.push((name.to_owned(), e.to_string()));
+                    return Ok(());
+                }
+                if let Some(old) = &mine
+                    && old.as_slice() != content.as_bytes()
+                {
+                    let refused = "not pulled: the local version could not be kept first";
+                    if !self.keep_first(name, name, old, refused) {
+                        return Ok(());
+                    }
+                }
+                match write_inside(dir, target.relative, content.as_bytes()) {
+                    Ok(()) => {
+                        self.manifest.record(server, name, content.as_bytes());
+                        self.report.pulled.push(name.to_owned());
+                    }
+                    Err(WriteError::Refused(why)) => self.report.skipped.push((name.to_owned(), why)),
+                    Err(e) => self.report.failed.push((name.to_owned(), e.to_string())),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the game's version of a conflicting file beside the local one and returns where (relative to
+    /// the directory). Never over a file the player may care about: a real game file of that name, a copy
+    /// the player has edited (merging in it, say) or anything it did not write; then the next free name
+    /// (`a.game.1.js`, ...). A version the player already has in a copy is not written again.
+    /// Keeps `content` (what a write about to happen to `name` replaces) under `kept_as` in the replaced files,
+    /// and says where; false, with `name` failed as `refused` says, when it cannot be kept (then nothing is
+    /// written).
+    fn keep_first(&mut self, name: &str, kept_as: &str, content: &[u8], refused: &str) -> bool {
+        match replaced::keep(&self.args.dir, kept_as, content) {
+            Ok(kept) => {
+                self.report.replaced.push((name.to_owned(), kept));
+                true
+            }
+            Err(e) => {
+                self.report
+                    .failed
+                    .push((name.to_owned(), format!("{refused}: {e}")));
+                false
+            }
+        }
+    }
+
+    fn keep_conflict_copy(&mut self, relative: &str, theirs: &str) -> Result<String, WriteError> {
+        let server = self.args.server.as_str();
+        let dir = &self.args.dir;
+        let hash = manifest::digest(theirs);
+        if let Some((path, _)) = self
+            .manifest
+            .copies()
+            .find(|(_, c)| c.of == relative && c.server == server && c.hash == hash)
+        {
+            return Ok(path.clone());
+        }
+        let record = manifest::Copy {
+            of: relative.to_owned(),
+            server: server.to_owned(),
+            hash,
         };
-        let conflicts = if self.conflicts.is_empty() {
-            String::new()
-        } else {
-            format!(", {} conflicts", self.conflicts.len())
-        };
-        out.push(format!(
-            "{moved}, {} skipped{conflicts}, {} failed",
-            self.skipped.len(),
-            self.failed.len()
-        ));
-        out
+        for n in 0..MAX_COPIES {
+            let candidate = copy_name(relative, n);
+            if self.game_names.contains(&candidate)
+                || self.manifest.get(server, &candidate).is_some()
+            {
+                continue;
+            }
+            let path = match readable_path(dir, &candidate) {
+                Ok(p) => p,
+                // That name is a symlink: the next one.
+                Err(WriteError::Refused(_))
+                    if std::fs::symlink_metadata(dir.join(&candidate))
+                        .is_ok_and(|m| m.file_type().is_symlink()) =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            match std::fs::symlink_metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Ok(m) if m.is_file() => {
+                    let current = std::fs::read(&path)?;
+                    if current == theirs.as_bytes() {
+                        self.manifest.record_copy(&candidate, record);
+                        return Ok(candidate);
+                    }
+                    // A copy this sync wrote and nobody edited holds an older game version the game itself
+                    // replaced since; anything else is someone's work.
+                    let ours_untouched = self
+                        .manifest
+                        .copy(&candidate)
+                        .is_some_and(|c| c.of == relative && c.hash == manifest::digest(&current));
+                    if !ours_untouched {
+                        continue;
+                    }
+                    // The game version it holds may exist nowhere else now (the game replaced it without a sync).
+                    replaced::keep(dir, &candidate, &current)?;
+                }
+                Ok(_) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            write_inside(dir, &candidate, theirs.as_bytes())?;
+            self.manifest.record_copy(&candidate, record);
+            return Ok(candidate);
+        }
+        Err(WriteError::Refused(format!(
+            "{} to {} are all taken",
+            copy_name(relative, 0),
+            copy_name(relative, MAX_COPIES - 1)
+        )))
     }
 }
+
+/// How many conflict copies of one file may exist side by side before a conflict is reported failed.
+const MAX_COPIES: usize = 20;
+
+/// The record could not be read: keep it aside for the player (it is replaced at the end of this sync) and
+/// say what that means.
+fn set_aside(dir: &Path, why: &str) -> String {
+    const ASIDE: &str = ".bitburner-sync/unreadable-record.json";
+    let file = manifest::FILE_NAME;
+    let head = format!(
+        "the record {file} cannot be read ({why}); every file that differs from the game is a conflict this time \
+         and nothing is overwritten"
+    );
+    let is_file = std::fs::symlink_metadata(Manifest::path(dir)).is_ok_and(|m| m.is_file());
+    if !is_file {
+        return head;
+    }
+    let kept = std::fs::read(Manifest::path(dir))
+        .map_err(WriteError::from)
+        .and_then(|bytes| write_inside(dir, ASIDE, &bytes));
+    match kept {
+        Ok(()) => format!("{head}; the unreadable record is kept in {ASIDE}"),
+        Err(e) => {
+            format!("{head}; the unreadable record could not be kept aside ({e}) and is replaced")
+        }
+    }
+}
+
+/// A manifest that cannot be written costs only the protection of the next sync; say so and go on.
+fn save_manifest(manifest: &Manifest, dir: &Path) -> Option<String> {
+    let e = manifest.save(dir).err()?;
+    let note = format!(
+        "cannot write {}: {e}; the next sync will treat every file that differs from the game as a conflict",
+        Manifest::path(dir).display()
+    );
+    eprintln!("warning: {note}");
+    Some(note)
+}
+
+/// Where a game path lands under the directory, '/'-separated; `None` for anything that could leave it, and
+/// for what the scan never reads back: a hidden directory or `node_modules` on the way (among them the sync's
+/// own `.bitburner-sync/`, whose kept files a game could otherwise plant or push out), the sync's temporary
+/// files, and at the top the record, the definitions and the name of the sync's folder. The game never sends
+/// such paths, but this is a file written from data another program sent.
+fn local_relative(game_path: &str) -> Option<String> {
+    let resolved = path::resolve_file_path(game_path)?;
+    let segments: Vec<&str> = resolved.split('/').collect();
+    let (file, dirs) = segments.split_last()?;
+    let bad = !segments.iter().all(|s| write::plain_segment(s));
+    let unread_dir = !dirs.iter().all(|d| scan::entered(d));
+    let ours = file.starts_with(write::TEMP_PREFIX)
+        || (dirs.is_empty() && [manifest::FILE_NAME, DEFINITIONS_FILE, SYNC_FOLDER].contains(file));
+    (!bad && !unread_dir && !ours).then_some(resolved)
+}
+
+/// The folder of what the sync keeps for the player (replaced files, an unreadable record).
+const SYNC_FOLDER: &str = ".bitburner-sync";
 
 #[cfg(test)]
 mod tests {
@@ -677,13 +755,45 @@ mod tests {
         ];
         for (direction, base, local, game, want) in cases {
             assert_eq!(
-                decide(*direction, false, *base, *local, *game),
+                decide(*direction, false, *base, &[], *local, *game),
                 *want,
                 "{direction:?} base {base:?} local {local:?} game {game:?}"
             );
         }
-        assert_eq!(decide(D::Push, true, b, Some(v2), Some(v3)), A::Push);
-        assert_eq!(decide(D::Pull, true, b, Some(v2), Some(v3)), A::Pull);
+        assert_eq!(decide(D::Push, true, b, &[], Some(v2), Some(v3)), A::Push);
+        assert_eq!(decide(D::Pull, true, b, &[], Some(v2), Some(v3)), A::Pull);
+    }
+
+    #[test]
+    fn a_game_back_at_an_older_synced_version_made_no_edit() {
+        let (v1, v2, v3): (&[u8], &[u8], &[u8]) = (b"v1", b"v2", b"v3");
+        let base = manifest::digest(v2);
+        let b = Some(base.as_str());
+        let older = [manifest::digest(v1)];
+        use Action as A;
+        use Direction as D;
+        assert_eq!(
+            decide(D::Both, false, b, &older, Some(v2), Some(v1)),
+            A::Restore
+        );
+        assert_eq!(
+            decide(D::Pull, false, b, &older, Some(v2), Some(v1)),
+            A::RolledBack
+        );
+        assert_eq!(
+            decide(D::Push, false, b, &older, Some(v3), Some(v1)),
+            A::Restore
+        );
+        // A version never synced is an edit made in the game.
+        assert_eq!(
+            decide(D::Both, false, b, &older, Some(v2), Some(v3)),
+            A::Pull
+        );
+        // --force still does what it says.
+        assert_eq!(
+            decide(D::Pull, true, b, &older, Some(v2), Some(v1)),
+            A::Pull
+        );
     }
 
     #[test]
@@ -702,26 +812,41 @@ mod tests {
             Some("a.js")
         );
         assert_eq!(copy_of("b.game.js", &siblings), None);
+        assert_eq!(
+            copy_of("a.game.12.js", &siblings).map(String::as_str),
+            Some("a.js")
+        );
+        assert_eq!(copy_of("a.game.x.js", &siblings), None);
+        assert_eq!(copy_of("a.x.js", &siblings), None);
+        assert_eq!(copy_name("lib/a.js", 0), "lib/a.game.js");
+        assert_eq!(copy_name("lib/a.js", 2), "lib/a.game.2.js");
+        assert_eq!(copy_name("README", 1), "README.game.1");
     }
 
     #[test]
     fn pulled_paths_stay_inside_the_directory() {
-        let dir = Path::new("/tmp/out");
+        assert_eq!(local_relative("lib/x.js").as_deref(), Some("lib/x.js"));
+        assert_eq!(local_relative("/lib/x.js").as_deref(), Some("lib/x.js"));
+        assert_eq!(local_relative("a/../x.js").as_deref(), Some("x.js"));
+        assert_eq!(local_relative("../x.js"), None);
+        for ours in [
+            ".bitburner-sync/replaced/x.js",
+            ".git/x.js",
+            "lib/node_modules/x.js",
+            ".bitburner-sync.json",
+            "NetscriptDefinitions.d.ts",
+            ".bitburner-sync-tmp-1-2",
+        ] {
+            assert_eq!(local_relative(ours), None, "{ours}");
+        }
+        // A hidden file is read back by the scan, so it syncs; only hidden folders are not entered.
+        assert_eq!(local_relative("lib/.x.js").as_deref(), Some("lib/.x.js"));
         assert_eq!(
-            local_path(dir, "lib/x.js"),
-            Some(PathBuf::from("/tmp/out/lib/x.js"))
+            local_relative("lib/NetscriptDefinitions.d.ts").as_deref(),
+            Some("lib/NetscriptDefinitions.d.ts")
         );
         assert_eq!(
-            local_path(dir, "/lib/x.js"),
-            Some(PathBuf::from("/tmp/out/lib/x.js"))
-        );
-        assert_eq!(
-            local_path(dir, "a/../x.js"),
-            Some(PathBuf::from("/tmp/out/x.js"))
-        );
-        assert_eq!(local_path(dir, "../x.js"), None);
-        assert_eq!(
-            local_path(dir, "c:x.js").is_some(),
+            local_relative("c:x.js").is_some(),
             !cfg!(windows),
             "`:` is a plain character except on Windows"
         );
