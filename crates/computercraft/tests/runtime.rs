@@ -333,7 +333,8 @@ async fn a_second_machine_with_the_same_id_is_refused_shown_and_never_called() {
     let link = h.link_of(60);
     // A copy of computer 60 (creative mode, or another world on the same bridge) starts up.
     let second = ccsim::spawn(h.computer(60, Some("second"), SimKind::Computer));
-    wait_output(&second, "bridge refused the link", 1).await;
+    // The refusal is shown, then the retry scheduled: wait for the retry's line, the last of the two.
+    wait_output(&second, "retrying in 300.0s", 1).await;
     let screen = second.output();
     assert!(
         screen.contains("already linked") && screen.contains("retrying in 300.0s"),
