@@ -36,6 +36,9 @@ local MAX_TASKS = 32             -- the bridge caps in-flight requests lower; th
 local MAX_OUTPUT = 32 * 1024     -- printed output kept per run_lua call
 local DEFAULT_TIMEOUT = 30
 local REFUSED_RETRY = 300        -- seconds before retrying after the bridge refused the link (hello-rejected)
+local NAME_MAX = 255             -- CC cuts longer names in a path (FileSystem.sanitizePath)
+local READ_COPIES = 4            -- files copied for reads in progress, at most (the least recently used goes first)
+local READ_COPY_BYTES = 8 * 1024 * 1024 -- bytes of those copies in all; the bridge reads no larger file
 local FORWARDED = {
   redstone = true, turtle_inventory = true, peripheral = true, peripheral_detach = true,
   disk = true, disk_eject = true, monitor_touch = true, monitor_resize = true,
@@ -234,6 +237,10 @@ end
 
 local handlers = {}
 
+-- Ends the write whose temp file is `tmp` (its chunk still being written, if any) and deletes that file; set in
+-- the link section, where the tasks are.
+local abortWrite
+
 handlers.ping = function()
   local label = myLabel()
   return ("pong from %d (Label: %s)"):format(os.getComputerID(), tostring(label))
@@ -387,6 +394,12 @@ local function needPath(p)
   for part in path:gmatch("[^/\\]+") do
     if part == ".." then depth = depth - 1 elseif part ~= "." then depth = depth + 1 end
     if depth < 0 then fail("invalid", ("path %q climbs above the computer's root"):format(path)) end
+    -- CC cuts a name at 255 characters (after dropping these characters and trimming): a longer one would
+    -- silently be another file.
+    local name = part:gsub('[%c"*:<>?|]', ""):match("^%s*(.-)%s*$")
+    if #name > NAME_MAX then
+      fail("invalid", ("path has a name of %d bytes; CC cuts names at %d"):format(#name, NAME_MAX))
+    end
   end
   local ok, full = pcall(fs.combine, path)
   if not ok or full == ".." or full:sub(1, 3) == "../" then
@@ -415,52 +428,209 @@ handlers["fs.list"] = function(p)
   return { entries = entries }
 end
 
-handlers["fs.read"] = function(p)
+-- Ids the bridge gives a write or a read, sent with each of its chunks.
+local function needId(v, field)
+  if type(v) ~= "string" or not v:match("^%w+$") or #v > 16 then
+    fail("invalid", field .. " must be up to 16 letters and digits")
+  end
+  return v
+end
+
+-- Copies of files being read in chunks, by the read id the bridge sends with every chunk. The first chunk reads
+-- the whole file in one step, and no other program on the computer runs until the handler yields, so the copy
+-- is one version of the file; the later chunks come from it, whatever programs write to the file meanwhile (a
+-- log that keeps growing reads as it was at the first chunk). A copy goes with the read's last chunk, the
+-- bridge's fs.read_done, a chunk cancelled or timed out while it is served, the link dropping, or to make room
+-- for a newer one (READ_COPIES, READ_COPY_BYTES): only a copy no chunk was served from for COPY_IDLE_MS, whose
+-- read the bridge has given up. With no such copy to drop, a new read is served without a copy (its chunks are
+-- then checked by size and modification time), so reads under way never take each other's copies.
+local COPY_IDLE_MS = 30000
+local reads, readBytes = {}, 0
+
+local function nowMs()
+  if os.epoch then return os.epoch("utc") end
+  return os.clock() * 1000
+end
+
+local function dropRead(id)
+  local copy = reads[id]
+  if copy then
+    readBytes = readBytes - #copy.data
+    reads[id] = nil
+  end
+end
+
+-- Makes room for a copy of `size` bytes by dropping idle copies, oldest first; false when it cannot.
+local function makeRoom(size)
+  local now = nowMs()
+  while true do
+    local count, oldest = 0, nil
+    for id, copy in pairs(reads) do
+      count = count + 1
+      if now - copy.at >= COPY_IDLE_MS and (oldest == nil or copy.at < reads[oldest].at) then oldest = id end
+    end
+    if count < READ_COPIES and readBytes + size <= READ_COPY_BYTES then return true end
+    if oldest == nil then return false end
+    dropRead(oldest)
+  end
+end
+
+local function serveCopy(copy, id, offset, length, task)
+  copy.at = nowMs()
+  local data = copy.data:sub(offset + 1, offset + length)
+  local eof = offset + #data >= #copy.data
+  local r = { size = #copy.data, offset = offset, data = RAW_MARK, eof = eof, modified = copy.modified, read = id }
+  -- Encoding yields: a chunk cancelled or timed out meanwhile ends the read, and endTask drops its copy.
+  if task then task.read = id end
+  RAW[r] = b64encode(data)
+  if task then task.read = nil end
+  if eof then dropRead(id) end
+  return r
+end
+
+handlers["fs.read"] = function(p, task)
   local path = needPath(p)
   local offset, length = tonumber(p.offset) or 0, tonumber(p.length) or 49152
+  local readId = p.read ~= nil and needId(p.read, "read") or nil
+  if readId and offset > 0 then
+    local copy = reads[readId]
+    if not copy or copy.path ~= path then
+      fail("conflict", ("the copy of %s this read was served from is gone (more reads at once than the "
+        .. "computer keeps copies for, or the read was given up)"):format(path), { read = "dropped" })
+    end
+    return serveCopy(copy, readId, offset, length, task)
+  end
   if not fs.exists(path) then fail("not_found", "No such file: " .. path) end
   if fs.isDir(path) then fail("conflict", "Is a directory: " .. path) end
   local size = fs.getSize(path)
+  -- A bridge that sends no read id compares size and modification time between chunks instead, so a file
+  -- rewritten while it is read never comes back spliced from two versions. fs.attributes is CC:Tweaked 1.87+;
+  -- its `modified` was `modification` before 1.91.
+  local modified = nil
+  if fs.attributes then
+    local okA, attr = pcall(fs.attributes, path)
+    if okA and type(attr) == "table" then modified = attr.modified or attr.modification end
+    if type(modified) ~= "number" then modified = nil end
+  end
   local h, err = fs.open(path, "rb")
   if not h then fail("remote", err or ("cannot open " .. path)) end
+  if readId then dropRead(readId) end
+  if readId and size > length and size <= READ_COPY_BYTES and makeRoom(size) then
+    local all
+    if h.readAll then all = h.readAll() else all = h.read(size) end
+    h.close()
+    all = all or ""
+    local copy = { path = path, data = all, modified = modified, at = nowMs() }
+    reads[readId] = copy
+    readBytes = readBytes + #all
+    return serveCopy(copy, readId, 0, length, task)
+  end
+  -- One chunk is the whole file, no copy was asked for, or there is no room for one (the file is too large:
+  -- the bridge refuses it by its size; or reads under way hold all the room): no `read` in the reply, and the
+  -- bridge asks for the later chunks without one.
   if offset > 0 then h.seek("set", offset) end
   local data = ""
   if length > 0 and offset < size then data = h.read(length) or "" end
   h.close()
-  local r = { size = size, offset = offset, data = RAW_MARK, eof = offset + #data >= size }
+  local r = { size = size, offset = offset, data = RAW_MARK, eof = offset + #data >= size, modified = modified }
   RAW[r] = b64encode(data)
   return r
 end
 
-handlers["fs.write"] = function(p)
+-- The bridge gave up on a read (its call failed, timed out or was cancelled) before its last chunk.
+handlers["fs.read_done"] = function(p)
+  local id = needId(p.read, "read")
+  local held = reads[id] ~= nil
+  dropRead(id)
+  return { dropped = held }
+end
+
+-- Temp files of writes in progress (chunks still to come), by their path. Each write has its own, named by
+-- the write id the bridge sends with every chunk, so two writes never fill one temp file. A temp file goes
+-- when its write ends however it ends: in place, an error, a timeout or a cancel (endTask), the bridge's
+-- fs.abort, the link dropping, or the next write to the same file starting.
+local writes = {}
+
+local function tempName(path, writeId)
+  if writeId == nil then return path .. ".mcp-part" end -- a bridge that sends no id (before write ids)
+  return path .. ".mcp-part-" .. needId(writeId, "write")
+end
+
+local function dropTemp(tmp)
+  writes[tmp] = nil
+  pcall(fs.delete, tmp)
+end
+
+-- Every temp file beside path but `own`, with the write that fills it if one is still in progress here. The
+-- bridge runs one write at a time per file, so a write that starts makes every earlier one to that file
+-- history: its end never reached the computer (the bridge's fs.abort was lost, the computer rebooted or the
+-- client stopped mid-write), and its temp file would hold the disk until the link drops.
+local function dropOthers(path, own)
+  local dir, name = fs.getDir(path), fs.getName(path)
+  local prefix = name .. ".mcp-part"
+  local function isTemp(n)
+    return n:sub(1, #prefix) == prefix and (#n == #prefix or n:sub(#prefix + 1, #prefix + 1) == "-")
+  end
+  local others = {}
+  local okL, names = pcall(fs.list, dir)
+  if okL then
+    for _, n in ipairs(names) do
+      if isTemp(n) then others[fs.combine(dir, n)] = true end
+    end
+  end
+  for tmp in pairs(writes) do
+    if fs.getDir(tmp) == dir and isTemp(fs.getName(tmp)) then others[tmp] = true end
+  end
+  others[own] = nil
+  for tmp in pairs(others) do abortWrite(tmp) end
+end
+
+handlers["fs.write"] = function(p, task)
   local path = needPath(p)
   if type(p.data) ~= "string" then fail("invalid", "data must be base64 text") end
   local part = p.part or "whole"
+  if part ~= "whole" and part ~= "first" and part ~= "middle" and part ~= "last" then
+    fail("invalid", "part must be whole, first, middle or last")
+  end
+  -- Chunks go to a side file that replaces the target only when complete, so a dropped link never leaves
+  -- a half-written program behind.
+  local tmp = tempName(path, p.write)
+  if #fs.getName(path) + #tmp - #path > NAME_MAX then
+    fail("invalid", ("path's file name is too long for its temp file (CC cuts names at %d)"):format(NAME_MAX))
+  end
+  local starting = part == "whole" or part == "first"
+  if not starting and not (writes[tmp] and fs.exists(tmp)) then fail("conflict", "no write in progress for " .. path) end
+  -- From here until the chunk is written, the temp file is this task's: if the task ends any other way
+  -- (error, timeout, cancel), endTask deletes it.
+  if task then task.tmp = tmp end
   local bytes, err = b64decode(p.data)
   if not bytes then fail("invalid", err) end
   if fs.isReadOnly(path) then fail("conflict", "Path is read-only: " .. path) end
   if fs.isDir(path) then fail("conflict", "Is a directory: " .. path) end
-  -- Chunks go to a side file that replaces the target only when complete, so a dropped link never leaves
-  -- a half-written program behind.
-  local tmp = path .. ".mcp-part"
+  if starting then
+    dropOthers(path, tmp)
+    writes[tmp] = true
+  end
   local dir = fs.getDir(path)
   if dir ~= "" and not fs.exists(dir) then fs.makeDir(dir) end
-  local mode = (part == "whole" or part == "first") and "wb" or "ab"
-  if mode == "ab" and not fs.exists(tmp) then fail("conflict", "no write in progress for " .. path) end
-  local h, openErr = fs.open(tmp, mode)
+  local h, openErr = fs.open(tmp, starting and "wb" or "ab")
   if not h then fail("remote", openErr or ("cannot open " .. tmp)) end
   h.write(bytes)
   h.close()
   if part == "whole" or part == "last" then
     if fs.exists(path) then fs.delete(path) end
     fs.move(tmp, path)
+    writes[tmp] = nil
+    if task then task.tmp = nil end
     return { size = fs.getSize(path), done = true }
   end
+  if task then task.tmp = nil end
   return { size = fs.getSize(tmp), done = false }
 end
 
 handlers["fs.delete"] = function(p)
   local path = needPath(p)
+  if path == "" then fail("invalid", "path is the computer's root; fs_delete deletes what is in it, not the root") end
   if not fs.exists(path) then fail("not_found", "No such file: " .. path) end
   if fs.isReadOnly(path) then fail("conflict", "Path is read-only: " .. path) end
   fs.delete(path)
@@ -643,11 +813,34 @@ local function endTask(id)
     if os.cancelTimer then os.cancelTimer(task.timer) end
   end
   if task.run then runEnded() end
+  if task.tmp then dropTemp(task.tmp) end
+  if task.read then dropRead(task.read) end
   return task
 end
 
-local function finish(id, ok, value)
-  if not endTask(id) then return end
+-- The bridge gave up on a write (its call failed, timed out or was cancelled): its temp file goes, and so
+-- does a chunk of it still being written.
+abortWrite = function(tmp)
+  local ids = {}
+  for id, task in pairs(tasks) do
+    if task.tmp == tmp then ids[#ids + 1] = id end
+  end
+  for _, id in ipairs(ids) do endTask(id) end
+  local existed = fs.exists(tmp)
+  dropTemp(tmp)
+  return existed
+end
+
+handlers["fs.abort"] = function(p)
+  return { aborted = abortWrite(tempName(needPath(p), p.write)) }
+end
+
+-- Requests that only free what earlier ones hold (a write's temp file, a read's copy) are answered at once,
+-- without a task of their own, so a computer whose tasks are all taken never refuses them as busy: that is
+-- exactly when a write times out and is aborted. Their handlers never yield.
+local INSTANT = { ["fs.abort"] = true, ["fs.read_done"] = true }
+
+local function respond(id, ok, value)
   if not linked then return end
   if ok then
     send({ type = "response", id = id, ok = true, result = value })
@@ -657,6 +850,10 @@ local function finish(id, ok, value)
   else
     send({ type = "response", id = id, ok = false, error = tostring(value) })
   end
+end
+
+local function finish(id, ok, value)
+  if endTask(id) then respond(id, ok, value) end
 end
 
 -- A run's terminal redirect is its own: set while its coroutine runs, put back after, so overlapping runs
@@ -686,11 +883,15 @@ local function startRequest(frame)
     send({ type = "response", id = id, ok = false, code = "unsupported", error = "unknown method " .. tostring(frame.method) })
     return
   end
+  local params = type(frame.params) == "table" and frame.params or {}
+  if INSTANT[frame.method] then
+    respond(id, pcall(handler, params))
+    return
+  end
   if taskCount >= MAX_TASKS then
     send({ type = "response", id = id, ok = false, code = "busy", error = "too many requests in flight" })
     return
   end
-  local params = type(frame.params) == "table" and frame.params or {}
   local task = { run = frame.method == "lua.run" }
   task.co = coroutine.create(function() return handler(params, task) end)
   if task.run then runStarted() end
@@ -704,10 +905,16 @@ local function startRequest(frame)
   resume(id)
 end
 
+-- Every task ends, and every write and read in progress with it: the bridge cannot go on with them over
+-- another link, so a temp file would only take up the disk and a copy the computer's memory.
 local function dropTasks()
   local ids = {}
   for id in pairs(tasks) do ids[#ids + 1] = id end
   for _, id in ipairs(ids) do endTask(id) end
+  local temps = {}
+  for tmp in pairs(writes) do temps[#temps + 1] = tmp end
+  for _, tmp in ipairs(temps) do dropTemp(tmp) end
+  reads, readBytes = {}, 0
 end
 
 local function scheduleRetry(reason, delay)

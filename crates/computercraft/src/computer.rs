@@ -18,6 +18,12 @@ use tokio::time::Instant;
 /// request) reports first and says what happened there.
 const ANSWER_GRACE: Duration = Duration::from_millis(1500);
 
+/// Requests in flight that only free what earlier requests hold on the computer (a write's temp file, a read's
+/// copy of a file). They take none of the computer's slots: a computer whose slots are all taken is exactly one
+/// whose writes time out and must be aborted. They have a few slots of their own, so a burst of them stays far
+/// from CC's 256 queued events.
+const CLEANUP_SLOTS: usize = 4;
+
 pub type Answer = Result<Value, RemoteError>;
 
 pub fn now_ms() -> u64 {
@@ -47,6 +53,8 @@ pub struct Computer {
     peer: Peer<Answer>,
     slots: Arc<Semaphore>,
     max_in_flight: usize,
+    /// See [`CLEANUP_SLOTS`].
+    cleanup_slots: Arc<Semaphore>,
 }
 
 impl Computer {
@@ -61,6 +69,7 @@ impl Computer {
             peer: Peer::new(sender),
             slots: Arc::new(Semaphore::new(max_in_flight)),
             max_in_flight,
+            cleanup_slots: Arc::new(Semaphore::new(CLEANUP_SLOTS)),
         }
     }
 
@@ -121,6 +130,7 @@ impl Computer {
     /// The link is gone (its requests already failed, by [`Peer::serve`]): calls waiting for a slot fail too.
     pub fn link_lost(&self) {
         self.slots.close();
+        self.cleanup_slots.close();
     }
 
     /// Sends `method` and waits for its answer until `timeout` has passed.
@@ -134,6 +144,18 @@ impl Computer {
             .await
     }
 
+    /// [`request`](Self::request) for a request that frees what earlier ones hold (`fs.abort`, `fs.read_done`):
+    /// it waits for none of the computer's slots (see [`CLEANUP_SLOTS`]).
+    pub async fn cleanup_request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ToolError> {
+        self.request_on(&self.cleanup_slots, method, params, timeout, ANSWER_GRACE)
+            .await
+    }
+
     /// [`request`](Self::request) waiting `grace` beyond the computer's own deadline (zero for probes, whose
     /// deadline is the user's).
     pub async fn request_with_grace(
@@ -143,10 +165,20 @@ impl Computer {
         timeout: Duration,
         grace: Duration,
     ) -> Result<Value, ToolError> {
-        let deadline = Instant::now() + timeout;
-        let permit = match tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned())
+        self.request_on(&self.slots, method, params, timeout, grace)
             .await
-        {
+    }
+
+    async fn request_on(
+        &self,
+        slots: &Arc<Semaphore>,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        grace: Duration,
+    ) -> Result<Value, ToolError> {
+        let deadline = Instant::now() + timeout;
+        let permit = match tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await {
             Ok(Ok(permit)) => permit,
             Ok(Err(_)) => return Err(self.gone()),
             Err(_) => {

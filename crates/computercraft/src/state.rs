@@ -7,7 +7,7 @@ use crate::untrusted;
 use bridge_core::ToolError;
 use bridge_core::events::{EventHub, EventStream};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,6 +33,8 @@ pub struct State {
     disputes: Mutex<BTreeMap<u32, (u64, u64)>>,
     /// Bytes held by chunked replies being reassembled, over all links.
     reassembly: AtomicUsize,
+    /// `fs_write` calls in progress, one at a time per file.
+    pub writes: Writes,
 }
 
 impl State {
@@ -56,6 +58,7 @@ impl State {
             refused: AtomicU64::new(0),
             disputes: Mutex::new(BTreeMap::new()),
             reassembly: AtomicUsize::new(0),
+            writes: Writes::new(),
         })
     }
 
@@ -152,5 +155,122 @@ impl State {
     pub fn disputes(&self) -> Vec<(u32, u64)> {
         let d = self.disputes.lock().unwrap_or_else(PoisonError::into_inner);
         d.iter().map(|(id, (_, n))| (*id, *n)).collect()
+    }
+}
+
+/// `fs_write` calls take turns per (computer, file): two writes to one file at once would race to replace
+/// it, and both would fill the disk with a temp file. Each write also gets an id of its own, which names its
+/// temp file on the computer.
+pub struct Writes {
+    turns: Mutex<HashMap<(u32, String), Turn>>,
+    next_id: AtomicU64,
+}
+
+impl Writes {
+    fn new() -> Self {
+        Self {
+            turns: Mutex::new(HashMap::new()),
+            // Started from the clock, so a temp file a previous run of the bridge left behind never has the
+            // name of a new write's.
+            next_id: AtomicU64::new(crate::computer::now_ms()),
+        }
+    }
+
+    /// A fresh write id: at most 16 lowercase hex digits.
+    pub fn next_id(&self) -> String {
+        format!("{:x}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Waits for the turn to write `file` (CC's normalised path) on `computer`; the turn ends when the
+    /// returned value is dropped, or when the wait is given up.
+    pub async fn turn(&self, computer: u32, file: String) -> WriteTurn<'_> {
+        let key = (computer, file);
+        let lock = self
+            .turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        // Built before the wait, so a caller dropped while waiting still forgets its entry.
+        let mut turn = WriteTurn {
+            writes: self,
+            key,
+            lock: Some(lock.clone()),
+            held: None,
+        };
+        turn.held = Some(lock.lock_owned().await);
+        turn
+    }
+
+    /// Files with a write in progress or waiting for its turn.
+    pub fn files_in_turn(&self) -> usize {
+        self.turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+/// One file's turn: held by the write in progress, waited for by the next ones.
+type Turn = Arc<tokio::sync::Mutex<()>>;
+
+pub struct WriteTurn<'a> {
+    writes: &'a Writes,
+    key: (u32, String),
+    lock: Option<Turn>,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for WriteTurn<'_> {
+    fn drop(&mut self) {
+        self.held.take();
+        let mut turns = self
+            .writes
+            .turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.lock.take();
+        // Only the table's own reference left: nobody writes or waits for this file.
+        if turns
+            .get(&self.key)
+            .is_some_and(|l| Arc::strong_count(l) == 1)
+        {
+            turns.remove(&self.key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Writes;
+
+    #[tokio::test]
+    async fn writes_to_one_file_take_turns_and_leave_nothing_behind() {
+        let writes = Writes::new();
+        let first = writes.turn(1, "a.txt".into()).await;
+        // Another file, or the same name on another computer, does not wait.
+        let other = writes.turn(1, "b.txt".into()).await;
+        let elsewhere = writes.turn(2, "a.txt".into()).await;
+        {
+            // A write given up while it waits leaves its place.
+            let given_up = writes.turn(1, "a.txt".into());
+            tokio::pin!(given_up);
+            assert!(futures::poll!(given_up.as_mut()).is_pending());
+        }
+        drop((other, elsewhere));
+        assert_eq!(writes.files_in_turn(), 1);
+        let waiting = writes.turn(1, "a.txt".into());
+        tokio::pin!(waiting);
+        assert!(
+            futures::poll!(waiting.as_mut()).is_pending(),
+            "the second write to a.txt waits for the first"
+        );
+        drop(first);
+        let second = waiting.await;
+        drop(second);
+        assert_eq!(writes.files_in_turn(), 0, "no entry outlives its writes");
+        assert_ne!(writes.next_id(), writes.next_id());
+        assert!(writes.next_id().len() <= 16);
     }
 }

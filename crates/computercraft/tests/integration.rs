@@ -9,6 +9,7 @@
 mod support;
 
 mod ccsim_shim;
+mod fs_integrity;
 mod link;
 mod link_bounds;
 mod loopback_default;

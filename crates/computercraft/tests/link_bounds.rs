@@ -1,7 +1,9 @@
 //! What a hostile, duplicated or minimal-client computer can do to the link: chunk floods hold no memory (issue 8
 //! item 2), a too-large chunked reply fails only its own request, the link answers at `/` as minimal
 //! clients expect (issue 8 item 6), an error reply's data is bounded and cannot rename the computer, and under `OnDuplicate::RefuseIfLive` a second live machine with a held
-//! id is refused instead of flapping with the first (issue 12 item 2, the bridge's policy). A hand-driven WebSocket plays the computer, so every frame is exactly the test's.
+//! id is refused instead of flapping with the first (issue 12 item 2, the bridge's policy), a client that keeps no
+//! copy of a file being read is checked chunk by chunk, and an abort answered busy is sent again. A hand-driven
+//! WebSocket plays the computer, so every frame is exactly the test's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
@@ -526,4 +528,168 @@ async fn the_marks_of_an_event_are_bounded() {
     );
     assert_eq!(data["untrusted"], json!(["label"]), "{data}");
     assert_eq!(data["event"], "disk");
+}
+
+/// The next request from the bridge that is not a ping (pings are answered on the way).
+async fn next_request(puppet: &mut Puppet) -> Value {
+    loop {
+        let f = puppet.frame().await.expect("a request");
+        if f["type"] != "request" {
+            continue;
+        }
+        if f["method"] == "ping" {
+            let id = f["id"].clone();
+            puppet
+                .send(json!({"type": "response", "id": id, "ok": true, "result": "pong"}))
+                .await;
+            continue;
+        }
+        return f;
+    }
+}
+
+/// The fallback for old clients: a client that keeps no copy of a file being read (its replies carry no `read`) is checked
+/// chunk by chunk as before: a file that grows between chunks is read again once, then is an `E_CONFLICT`; and
+/// such a client is never sent `fs.read_done`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_read_copies_is_checked_chunk_by_chunk() {
+    let h = start_bridge(test_config()).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 41).await;
+    let b64 = bridge_computercraft::b64::encode;
+    let part = 45 * 1024;
+    let growing = h.call("fs_read", json!({"computer": 41, "path": "log.txt"}));
+    let computer = async {
+        let mut ids = Vec::new();
+        for pass in 0..2 {
+            for (offset, size) in [(0, 60_000), (part, 60_010)] {
+                let f = next_request(&mut puppet).await;
+                assert_eq!(f["method"], "fs.read", "pass {pass}: {f}");
+                assert_eq!(f["params"]["offset"], offset, "{f}");
+                if offset == 0 {
+                    ids.push(f["params"]["read"].as_str().unwrap().to_owned());
+                } else {
+                    // The first chunk came without a copy: the rest is asked for without the id.
+                    assert!(f["params"].get("read").is_none(), "{f}");
+                }
+                let data = if offset == 0 {
+                    vec![b'a'; part]
+                } else {
+                    vec![b'b'; 60_010 - part]
+                };
+                puppet
+                    .send(
+                        json!({"type": "response", "id": f["id"], "ok": true, "result":
+                        {"size": size, "offset": offset, "data": b64(&data), "eof": offset > 0}}),
+                    )
+                    .await;
+            }
+        }
+        ids
+    };
+    let (r, ids) = tokio::join!(growing, computer);
+    let e = error_of(&r);
+    assert_eq!(e["code"], "E_CONFLICT", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("changed while"),
+        "{e}"
+    );
+    assert!(
+        ids.len() == 2 && ids[0] != ids[1],
+        "one read id per pass: {ids:?}"
+    );
+
+    // The same file standing still reads whole, and the next request the computer sees is the next call's.
+    let steady = h.call("fs_read", json!({"computer": 41, "path": "log.txt"}));
+    let computer = async {
+        for offset in [0, part] {
+            let f = next_request(&mut puppet).await;
+            assert_eq!(f["method"], "fs.read", "{f}");
+            let data = if offset == 0 {
+                vec![b'a'; part]
+            } else {
+                vec![b'b'; 60_000 - part]
+            };
+            puppet
+                .send(
+                    json!({"type": "response", "id": f["id"], "ok": true, "result":
+                    {"size": 60_000, "offset": offset, "data": b64(&data), "eof": offset > 0}}),
+                )
+                .await;
+        }
+    };
+    let (r, ()) = tokio::join!(steady, computer);
+    assert_eq!(ok_of(&r)["size"], 60_000);
+    let probe = h.call("fs_list", json!({"computer": 41}));
+    let computer = async {
+        let f = next_request(&mut puppet).await;
+        puppet
+            .send(json!({"type": "response", "id": f["id"], "ok": true, "result": {"entries": []}}))
+            .await;
+        f
+    };
+    let (r, f) = tokio::join!(probe, computer);
+    ok_of(&r);
+    assert_eq!(
+        f["method"], "fs.list",
+        "a client without copies was sent {f}"
+    );
+}
+
+/// The bridge sends `fs.abort` again while the computer answers it busy or late (three times in
+/// all; the upper bound is not observed here, it would take waiting past the backoff).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_answered_busy_or_late_is_sent_again() {
+    let h = start_bridge(test_config()).await;
+    let mut puppet = Puppet::link(&h, &h.link_url(), 42).await;
+    let content = bridge_computercraft::b64::encode(&vec![b'x'; 60_000]);
+    let write = h.call(
+        "fs_write",
+        json!({"computer": 42, "path": "prog.lua", "content": content, "encoding": "base64"}),
+    );
+    let computer = async {
+        let f = next_request(&mut puppet).await;
+        assert_eq!(f["params"]["part"], "first", "{f}");
+        puppet
+            .send(json!({"type": "response", "id": f["id"], "ok": true, "result": {"size": 45 * 1024, "done": false}}))
+            .await;
+        let f = next_request(&mut puppet).await;
+        assert_eq!(f["params"]["part"], "last", "{f}");
+        let write_id = f["params"]["write"].clone();
+        puppet
+            .send(json!({"type": "response", "id": f["id"], "ok": false, "code": "remote", "error": "Out of space"}))
+            .await;
+        for answer in ["busy", "timeout", "busy"] {
+            let f = next_request(&mut puppet).await;
+            assert_eq!(f["method"], "fs.abort", "{f}");
+            assert_eq!(
+                f["params"],
+                json!({"path": "prog.lua", "write": write_id, "timeout": f["params"]["timeout"]})
+            );
+            let reply = if answer == "ok" {
+                json!({"type": "response", "id": f["id"], "ok": true, "result": {"aborted": true}})
+            } else {
+                json!({"type": "response", "id": f["id"], "ok": false, "code": answer, "error": "try later"})
+            };
+            puppet.send(reply).await;
+        }
+    };
+    let (r, ()) = tokio::join!(write, computer);
+    assert!(
+        error_of(&r)["message"]
+            .as_str()
+            .unwrap()
+            .contains("Out of space")
+    );
+    // The computer is not left waiting: the next call's request comes through.
+    let next = h.call("fs_list", json!({"computer": 42}));
+    let computer = async {
+        let f = next_request(&mut puppet).await;
+        puppet
+            .send(json!({"type": "response", "id": f["id"], "ok": true, "result": {"entries": []}}))
+            .await;
+        f
+    };
+    let (r, f) = tokio::join!(next, computer);
+    ok_of(&r);
+    assert_eq!(f["method"], "fs.list", "{f}");
 }

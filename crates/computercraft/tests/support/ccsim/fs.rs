@@ -1,14 +1,30 @@
 //! The `fs` API over a host directory, following CC:Tweaked's rules (docs/protocols/computercraft.md §7): paths are relative to
 //! the computer's root whatever their leading slash, `..` cannot climb out, `rom/` is read-only, missing
 //! files give `nil, "<path>: No such file"` from `open` and errors from `list`, handles read and write raw
-//! bytes (since 1.109 text mode too), binary `read()` without a count returns one byte as a number, and the
-//! computer has a space limit (`computer_space_limit`, 1,000,000 bytes by default).
+//! bytes (since 1.109 text mode too), binary `read()` without a count returns one byte as a number, the
+//! computer has a space limit (`computer_space_limit`, 1,000,000 bytes by default), a name of 255 characters or
+//! more in a path is cut to 255, and `fs.attributes` gives times in milliseconds.
 
 use mlua::{Lua, MultiValue, Result as LuaResult, Table, Value};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub const SPACE_LIMIT: u64 = 1_000_000;
+
+/// `sanitizePath` cuts a name of 255 characters or more to its first 255 (then strips it): a longer name is
+/// silently another name.
+pub const NAME_MAX: usize = 255;
+
+fn cut(part: &str) -> &str {
+    if part.len() < NAME_MAX {
+        return part;
+    }
+    let mut end = NAME_MAX;
+    while !part.is_char_boundary(end) {
+        end -= 1;
+    }
+    part[..end].trim()
+}
 
 /// Normalises a CC path: `a//b/../c` → `a/c`; `None` when it climbs above the root.
 pub fn normalise(path: &str) -> Option<String> {
@@ -19,7 +35,7 @@ pub fn normalise(path: &str) -> Option<String> {
             ".." => {
                 parts.pop()?;
             }
-            p => parts.push(p),
+            p => parts.push(cut(p)),
         }
     }
     Some(parts.join("/"))
@@ -35,7 +51,7 @@ pub fn sanitise(path: &str) -> String {
             ".." if parts.last().is_some_and(|p| *p != "..") => {
                 parts.pop();
             }
-            p => parts.push(p),
+            p => parts.push(cut(p)),
         }
     }
     parts.join("/")
@@ -135,6 +151,28 @@ pub fn install(lua: &Lua, root: PathBuf, space_limit: u64) -> LuaResult<()> {
                 Ok(m) => Ok(m.len()),
                 Err(_) => Err(err(format!("/{norm}: No such file"))),
             }
+        })?,
+    )?;
+    let r = root.clone();
+    // `fs.attributes` (CC:Tweaked 1.87+): times in milliseconds since the epoch.
+    fs.set(
+        "attributes",
+        lua.create_function(move |lua, p: String| {
+            let (norm, host) = r.resolve(&p)?;
+            let m = std::fs::metadata(&host).map_err(|_| err(format!("/{norm}: No such file")))?;
+            let ms = |t: std::io::Result<std::time::SystemTime>| {
+                t.ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as i64)
+            };
+            let t = lua.create_table()?;
+            t.set("size", if m.is_dir() { 0 } else { m.len() })?;
+            t.set("isDir", m.is_dir())?;
+            t.set("isReadOnly", read_only(&norm))?;
+            t.set("created", ms(m.created()))?;
+            t.set("modified", ms(m.modified()))?;
+            t.set("modification", ms(m.modified()))?;
+            Ok(t)
         })?,
     )?;
     let r = root.clone();

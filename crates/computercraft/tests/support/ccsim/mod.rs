@@ -177,6 +177,16 @@ impl Shared {
         }
     }
 
+    /// Whether a WebSocket message containing `needle` is queued and not yet taken by the computer: lets a
+    /// test know a frame reached a computer that is busy (not yielding) before it lets it go on.
+    pub fn queued_message(&self, needle: &str) -> bool {
+        self.queue.iter().any(|ev| {
+            matches!(ev.first(), Some(Ev::Str(name)) if name == b"websocket_message")
+                && matches!(ev.get(2), Some(Ev::Str(body))
+                    if body.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        })
+    }
+
     fn fire_due(&mut self, now: Instant) {
         let due: Vec<u64> = self
             .timers
