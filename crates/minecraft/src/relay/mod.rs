@@ -310,11 +310,10 @@ fn spawn_background(relay: Relay, closing: CancellationToken) -> JoinHandle<()> 
                 serde_json::json!({}),
             )
             .to_text();
+            // Never waited for: a link whose queue is full has traffic ahead of a heartbeat, or a peer that
+            // reads nothing (dropped by its watchdog); a send per link per beat used to pile up on such a link.
             for s in relay.live_senders(true, true) {
-                let text = text.clone();
-                tokio::spawn(async move {
-                    let _ = s.send_text(text).await;
-                });
+                let _ = s.try_send_text(text.clone());
             }
         }
     })
