@@ -94,7 +94,8 @@ pub struct MinecraftArgs {
     )]
     pub relay_ca: Option<std::path::PathBuf>,
 
-    /// This MCP server's name at the relay: reconnecting under the same name resumes its queue.
+    /// This MCP server's name at the relay: reconnecting under the same name resumes its queue. Give each MCP server
+    /// on one relay token its own: the relay refuses a second one while the first is connected.
     #[arg(
         long = "minecraft-client-id",
         alias = "client-id",

@@ -207,7 +207,7 @@ fn event<'a>(head: Head<'a, &'a RawValue>) -> Option<FastEvent<'a>> {
         EventType::PlayerDeath => d.cause.is_some() && d.location.is_some(),
         EventType::BlockBreak => d.block_type.is_some() && d.location.is_some(),
     };
-    if !required || d.player.is_none() {
+    if !required || d.player.is_none() || d.former_name.0 {
         return None;
     }
     let Data {
@@ -375,6 +375,9 @@ struct Data<'a> {
     /// Not in PROTOCOL.md's death event, but marked wherever it is (vanilla mode's deaths carry it).
     #[serde(default, borrow)]
     item: Option<Cow<'a, str>>,
+    /// Vanilla mode's joins only: a payload that has it goes the full way, which marks it.
+    #[serde(default, rename = "formerName")]
+    former_name: Present,
 }
 
 #[derive(Deserialize)]
@@ -700,6 +703,11 @@ r#"{"zz":1,"version":"1.2","type":"event","id":"e-1","timestamp":5,"source":"min
             (
                 "killer a number",
                 event("minecraft", game, &death(r#","killer":5"#)),
+                false,
+            ),
+            (
+                "join with a former name (vanilla's; the full path marks it)",
+                event("minecraft", game, &join(r#","formerName":"Old``` name""#)),
                 false,
             ),
             (
