@@ -4,22 +4,9 @@
 
 use crate::support;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::time::Duration;
 use support::*;
-
-async fn raw_mcp(url: &str, token: &str, client_id: &str) -> (RawLink, Value) {
-    let mut link = raw_connect(url, Some(token)).await.unwrap();
-    link.send(&envelope(
-        "hello",
-        "h",
-        "mcp",
-        json!({"clientId": client_id}),
-    ))
-    .await;
-    let first = link.recv().await;
-    (link, first)
-}
 
 async fn wait_queued(relay: &TestRelay, client: &str, n: usize) {
     within("events queued", async {
@@ -46,7 +33,7 @@ async fn a_flood_of_client_ids_holds_at_most_the_cap_and_an_evicted_client_is_to
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
     // c0 subscribes, leaves, and 3 events are queued for it while it is away.
-    let (c0, w) = raw_mcp(&relay.url(), READONLY_TOKEN, "c0").await;
+    let (c0, w) = mcp_hello(&relay.url(), READONLY_TOKEN, "c0").await;
     assert_eq!(w["type"], "welcome");
     drop(c0);
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -56,7 +43,7 @@ async fn a_flood_of_client_ids_holds_at_most_the_cap_and_an_evicted_client_is_to
     wait_queued(&relay, "c0", 3).await;
     // 99 more ids from the same (read-only) token, each gone after its welcome.
     for i in 1..100 {
-        let (link, w) = raw_mcp(&relay.url(), READONLY_TOKEN, &format!("c{i}")).await;
+        let (link, w) = mcp_hello(&relay.url(), READONLY_TOKEN, &format!("c{i}")).await;
         assert_eq!(w["type"], "welcome", "c{i}: {w}");
         drop(link);
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -81,7 +68,7 @@ async fn a_flood_of_client_ids_holds_at_most_the_cap_and_an_evicted_client_is_to
         3
     );
     // c0 (the least recently used, dropped first) comes back: it hears it lost 3.
-    let (mut c0, w) = raw_mcp(&relay.url(), READONLY_TOKEN, "c0").await;
+    let (mut c0, w) = mcp_hello(&relay.url(), READONLY_TOKEN, "c0").await;
     assert_eq!(w["type"], "welcome");
     let lost = c0.recv_kind("notice").await;
     assert_eq!(lost["payload"]["kind"], "lost");
@@ -91,12 +78,12 @@ async fn a_flood_of_client_ids_holds_at_most_the_cap_and_an_evicted_client_is_to
     let mut live = vec![c0];
     for i in 1..4 {
         live.push(
-            raw_mcp(&relay.url(), READONLY_TOKEN, &format!("live{i}"))
+            mcp_hello(&relay.url(), READONLY_TOKEN, &format!("live{i}"))
                 .await
                 .0,
         );
     }
-    let (_, refused) = raw_mcp(&relay.url(), READONLY_TOKEN, "one-too-many").await;
+    let (_, refused) = mcp_hello(&relay.url(), READONLY_TOKEN, "one-too-many").await;
     assert_eq!(refused["type"], "error", "{refused}");
     assert_eq!(refused["payload"]["details"]["reason"], "too_many_clients");
     assert_eq!(refused["payload"]["details"]["limit"], 4);
@@ -135,7 +122,7 @@ async fn each_event_is_held_once_whatever_the_number_of_queues() {
     game.wait_connected(1).await;
     let mut silent = Vec::new();
     for i in 0..50 {
-        silent.push(raw_mcp(&relay.url(), MCP_TOKEN, &format!("s{i}")).await.0);
+        silent.push(mcp_hello(&relay.url(), MCP_TOKEN, &format!("s{i}")).await.0);
     }
     game.emit("player_chat", event_data("player_chat", 1));
     for i in 0..50 {
@@ -168,11 +155,11 @@ async fn a_tokens_queues_together_stay_within_its_byte_bound_lru_first() {
     let game = FakeGame::start(&relay.url(), "survival");
     game.wait_connected(1).await;
     for i in 0..3 {
-        let (link, _) = raw_mcp(&relay.url(), MCP_TOKEN, &format!("g{i}")).await;
+        let (link, _) = mcp_hello(&relay.url(), MCP_TOKEN, &format!("g{i}")).await;
         drop(link);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (_live, _) = raw_mcp(&relay.url(), MCP_TOKEN, "live").await;
+    let (_live, _) = mcp_hello(&relay.url(), MCP_TOKEN, "live").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     for i in 0..300 {
         game.emit("player_chat", event_data("player_chat", i));

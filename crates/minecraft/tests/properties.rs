@@ -88,6 +88,7 @@ fn add_client(relay: &Relay, key: &ClientKey, subs: Vec<EventType>) {
             queue: Queue::new(10_000, 1 << 24),
             subscriptions: subs,
             live: None,
+            instance: None,
             wake: Arc::new(tokio::sync::Notify::new()),
             sent: 0,
             gone_since: None,

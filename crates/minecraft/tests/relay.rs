@@ -660,27 +660,13 @@ async fn health_and_metrics_show_connections_and_queues() {
 
 #[tokio::test]
 async fn the_mcp_server_answers_a_malformed_relay_message_with_schema_error_and_reads_on() {
-    use futures::{SinkExt, StreamExt};
+    use futures::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
-    async fn next_json(
-        ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
-    ) -> Value {
-        loop {
-            if let Some(Ok(Message::Text(t))) = ws.next().await {
-                return serde_json::from_str::<Value>(&t).unwrap();
-            }
-        }
-    }
     // A stand-in relay that says welcome, then sends garbage and an invalid event, then a good event.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let fake = tokio::spawn(async move {
-        let (socket, _) = listener.accept().await.unwrap();
-        let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
-        assert_eq!(next_json(&mut ws).await["type"], "hello");
-        let welcome = json!({"version": "1.0", "type": "welcome", "id": "w", "timestamp": 1, "source": "relay",
-            "payload": {"role": "mcp", "epoch": "e1", "lastSeq": 0, "games": ["g"]}});
-        ws.send(Message::text(welcome.to_string())).await.unwrap();
+        let mut ws = welcome_one_mcp_server(listener).await;
         let mut replies = Vec::new();
         for bad in [
             "{nope",

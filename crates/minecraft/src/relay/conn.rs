@@ -5,7 +5,7 @@ use super::rate::{Bucket, Scope};
 use super::state::{Client, ClientKey, GameConn, Relay};
 use crate::acks::Acks;
 use crate::wire::{self, Code, Envelope, Kind, Parsed, SchemaError, Source};
-use bridge_core::link::{Incoming, LinkSender, WsConnection};
+use bridge_core::link::{Incoming, LinkError, LinkSender, WsConnection};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,6 +19,9 @@ pub const ROLE_HEADER: &str = "x-minecraft-relay-role";
 const HELLO_DEADLINE: Duration = Duration::from_secs(10);
 /// Queued messages written to a client per batch.
 const WRITE_BATCH: usize = 1024;
+/// How long a command waits for room on its game's link; a game's writer drains a full queue of a game that
+/// reads in far less.
+const FORWARD_PATIENCE: Duration = Duration::from_millis(500);
 
 /// Who a link is, decided by its token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +158,14 @@ fn name_field(hello: &Envelope, field: &str, default: Option<&str>) -> Result<St
     }
 }
 
+/// An optional `hello` field under the same rule as names: absent is `None`, anything else must be a name.
+fn optional_name_field(hello: &Envelope, field: &str) -> Result<Option<String>, SchemaError> {
+    match hello.payload.get(field) {
+        None => Ok(None),
+        Some(_) => name_field(hello, field, None).map(Some),
+    }
+}
+
 fn welcome(
     relay: &Relay,
     role: &str,
@@ -195,11 +206,14 @@ fn notice_clients(relay: &Relay, kind: &str, game: &str) {
     );
     notice.game = Some(game.to_owned());
     let text = notice.to_text();
-    tokio::spawn(async move {
-        for s in senders {
-            let _ = s.send_text(text.clone()).await;
-        }
-    });
+    // A task per client: one that reads nothing holds its own notice (until its link is dropped as a slow
+    // reader), not everyone else's.
+    for s in senders {
+        let text = text.clone();
+        tokio::spawn(async move {
+            let _ = s.send_text(text).await;
+        });
+    }
 }
 
 async fn serve_game(
@@ -488,6 +502,16 @@ fn game_left(relay: &Relay, name: &str, link: u64) {
     }
 }
 
+/// Why an MCP server's `hello` was not admitted.
+enum Refused {
+    /// Its link closed before the welcome could be queued: nothing to answer.
+    Closed,
+    /// Another live link holds its (token, clientId).
+    InUse,
+    /// Every client id its token may hold is connected.
+    TooMany,
+}
+
 async fn serve_mcp(
     relay: Relay,
     link: u64,
@@ -498,10 +522,11 @@ async fn serve_mcp(
     hello: Envelope,
 ) {
     let client_id = name_field(&hello, "clientId", Some("default"));
+    let instance = optional_name_field(&hello, "instance");
     let subs = wire::subscription(hello.payload.get("subscriptions"), "payload.subscriptions");
-    let (client_id, subs) = match (client_id, subs) {
-        (Ok(c), Ok(s)) => (c, s),
-        (Err(mut e), _) | (_, Err(mut e)) => {
+    let (client_id, instance, subs) = match (client_id, instance, subs) {
+        (Ok(c), Ok(i), Ok(s)) => (c, i, s),
+        (Err(mut e), _, _) | (_, Err(mut e), _) | (_, _, Err(mut e)) => {
             e.id = hello.id.clone();
             reply_schema(&relay, &sender, &e).await;
             sender.close("hello refused");
@@ -525,13 +550,26 @@ async fn serve_mcp(
         let mut state = relay.lock();
         let games = state.games_now();
         let fresh = !state.clients.contains_key(&key);
-        // A token holds at most clients_per_token queues: a new client id replaces the least recently used
-        // disconnected one, and is refused when they are all connected.
-        if fresh
+        // The client id stays with the live link holding it: a second MCP server under it is refused, not
+        // swapped in (two servers left at the default id used to replace each other for ever and get each
+        // other's answers, which the relay routes by (token, clientId)). A link that closed, or went silent
+        // and was dropped by its watchdog (a ping unanswered within the heartbeat), is taken over at once: a
+        // refused server redials, so one restarted after a network loss gets in once its old link is gone.
+        // The same server (its secret `instance` matches the live link's) gets in at once: its link went
+        // half-open, and waiting for the watchdog would leave its calls failing for the heartbeat and more.
+        let held = state.clients.get(&key).is_some_and(|c| {
+            c.live.as_ref().is_some_and(|(_, s)| !s.is_closed())
+                && (instance.is_none() || c.instance != instance)
+        });
+        if held {
+            Err(Refused::InUse)
+        } else if fresh
+            // A token holds at most clients_per_token queues: a new client id replaces the least recently used
+            // disconnected one, and is refused when they are all connected.
             && state.token_usage(token).0 >= settings.clients_per_token
             && !state.evict_lru(token, relay.stats())
         {
-            Err(true)
+            Err(Refused::TooMany)
         } else {
             let evicted = if fresh {
                 state.evicted.remove(&key)
@@ -542,6 +580,7 @@ async fn serve_mcp(
                 queue: Queue::new(settings.queue_size, settings.queue_bytes),
                 subscriptions: Vec::new(),
                 live: None,
+                instance: None,
                 wake: Arc::new(Notify::new()),
                 sent: 0,
                 gone_since: Some(Instant::now()),
@@ -560,19 +599,39 @@ async fn serve_mcp(
                 .map(|()| {
                     client.subscriptions = subs;
                     let replaced = client.live.replace((link, sender.clone()));
+                    client.instance = instance;
                     client.sent = acked;
                     client.gone_since = None;
                     (acked, Arc::clone(&client.wake), replaced, fresh)
                 })
-                .ok_or(false)
+                .ok_or(Refused::Closed)
         }
     };
     // A fresh link's queue is empty: only a link already closed refuses the welcome. A queue created for
     // it is left to the retention sweep like any other client gone.
     let (acked, wake, replaced, fresh) = match admitted {
         Ok(v) => v,
-        Err(false) => return,
-        Err(true) => {
+        Err(Refused::Closed) => return,
+        Err(Refused::InUse) => {
+            relay
+                .stats()
+                .client_ids_in_use
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(client = %client_id, token, "hello refused: another live MCP server holds this client id");
+            let reply = Envelope::error(
+                &hello.id,
+                Code::PermissionDenied,
+                format!(
+                    "another MCP server is connected with client id {client_id}; give each server its own \
+                     --minecraft-client-id / MINECRAFT_CLIENT_ID"
+                ),
+                json!({"reason": "client_id_in_use", "clientId": client_id}),
+            );
+            let _ = sender.send_text(reply.to_text()).await;
+            sender.close("client id in use");
+            return;
+        }
+        Err(Refused::TooMany) => {
             relay
                 .stats()
                 .clients_refused
@@ -638,7 +697,7 @@ async fn serve_mcp(
                 if matches!(env.kind, Kind::Command | Kind::Query) {
                     let mut state = relay.lock();
                     if let Some(c) = state.clients.get_mut(&key) {
-                        c.queue.push(|seq| {
+                        c.queue.push_response(|seq| {
                             super::state::respond_error(
                                 &env.id,
                                 None,
@@ -837,22 +896,47 @@ async fn forward_command(relay: &Relay, key: &ClientKey, env: &Envelope) {
 /// Sends a routed command to its game, and fails it as the game's answer would if the link drops or the game
 /// does not answer within `--command-timeout`. Commands from a client here and from another relay over the bus
 /// go the same way.
+///
+/// The caller is the asking link's read loop: the wait for room on the game's link is bounded
+/// ([`FORWARD_PATIENCE`]), so a game that reads nothing costs its asker that, not the rest of its calls, and
+/// the command fails at once naming the game. The timeout is armed before the send, so no wait escapes it.
 pub(crate) async fn send_to_game(relay: &Relay, game: &LinkSender, out: Envelope) {
     let relay_id = out.id.clone();
-    if game.send_text(out.to_text()).await.is_err() {
-        relay.fail_pending(&relay_id, Code::ConnectionError, "the game's link dropped");
-        return;
-    }
     let timeout = relay.settings().command_timeout;
-    let relay = relay.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(timeout).await;
-        relay.fail_pending(
-            &relay_id,
-            Code::Timeout,
-            &format!("the game did not answer within {} ms", timeout.as_millis()),
-        );
-    });
+    {
+        let relay = relay.clone();
+        let relay_id = relay_id.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            relay.fail_pending(
+                &relay_id,
+                Code::Timeout,
+                &format!("the game did not answer within {} ms", timeout.as_millis()),
+            );
+        });
+    }
+    let sent = tokio::time::timeout(FORWARD_PATIENCE, game.send_text(out.to_text())).await;
+    let why = match sent {
+        Ok(Ok(())) => return,
+        Ok(Err(LinkError::FrameTooLarge { size, limit })) => format!(
+            "the command is {size} bytes, over the game link's frame limit of {limit} bytes; it was not sent"
+        ),
+        Ok(Err(e)) => format!("the game's link dropped ({e})"),
+        Err(_) => format!(
+            "the game is not reading what the relay sends it ({} bytes waiting on its link for {} ms); \
+             the command was not sent",
+            game.queued_bytes(),
+            FORWARD_PATIENCE.as_millis()
+        ),
+    };
+    let name = relay.lock().pending.get(&relay_id).map(|p| p.game.clone());
+    let Some(name) = name else { return };
+    tracing::warn!(game = %name, id = %relay_id, %why, "command not forwarded");
+    relay.fail_pending(
+        &relay_id,
+        Code::ConnectionError,
+        &format!("game `{name}`: {why}"),
+    );
 }
 
 fn forget_link(relay: &Relay, key: &ClientKey, link: u64) {

@@ -2,6 +2,11 @@
 //! (PROTOCOL.md §5). The oldest message goes first when a bound is hit, and the loss is counted for the
 //! client's next `lost` notice.
 //!
+//! Answers to commands are held in a lane of their own, beside the events, under the same numbering and with
+//! bounds of their own (the same values): a flood of events pushes out older events, never an answer. An
+//! answer dropped is a tool call that never ends (the relay forgot the command when the answer came), an
+//! event dropped is a gap the client is told about.
+//!
 //! A message is kept until acknowledged, so a bound can drop one already written to the link: the client got
 //! it (or will), and counting it lost over-reported (the real-stack bench at 50 000 events/s told 58 350 lost
 //! of 12 352). Such a message is counted lost only if the link breaks and the client, back, does not
@@ -71,8 +76,13 @@ impl Item {
 
 #[derive(Debug)]
 pub struct Queue {
+    /// Events (and anything else not an answer), oldest first.
     items: VecDeque<Item>,
+    /// Answers to commands, oldest first; numbered in the same sequence as `items`.
+    answers: VecDeque<Item>,
+    /// Bytes of both lanes.
     bytes: usize,
+    answer_bytes: usize,
     max_items: usize,
     max_bytes: usize,
     last_seq: u64,
@@ -84,7 +94,8 @@ pub struct Queue {
     /// The highest seq handed to the writer ([`Queue::after`]) since it last started again.
     written: u64,
     /// Runs of seqs (first, last) dropped by a bound after they were written and not acknowledged yet: lost
-    /// only if the writer starts again below them. Oldest first; messages leave the queue in seq order.
+    /// only if the writer starts again below them. Oldest first within a lane; a run of one lane may follow
+    /// a higher run of the other.
     written_dropped: VecDeque<(u64, u64)>,
 }
 
@@ -96,7 +107,9 @@ impl Queue {
     pub fn new(max_items: usize, max_bytes: usize) -> Self {
         Self {
             items: VecDeque::new(),
+            answers: VecDeque::new(),
             bytes: 0,
+            answer_bytes: 0,
             max_items: max_items.max(1),
             max_bytes,
             last_seq: 0,
@@ -121,6 +134,26 @@ impl Queue {
         seq
     }
 
+    /// Queues an answer to a command, `make(seq)`, in the answers' lane: the events' bounds never drop it.
+    pub fn push_response(&mut self, make: impl FnOnce(u64) -> String) -> u64 {
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        let item = Item {
+            seq,
+            body: Arc::from(make(seq)),
+            spliced: false,
+        };
+        self.bytes += item.size();
+        self.answer_bytes += item.size();
+        self.answers.push_back(item);
+        while self.answers.len() > self.max_items || self.answer_bytes > self.max_bytes {
+            if !self.drop_front(true) {
+                break;
+            }
+        }
+        seq
+    }
+
     /// Queues a shared message body (a JSON object without `seq`) under the next sequence number.
     pub fn push_shared(&mut self, body: Arc<str>) -> u64 {
         self.last_seq += 1;
@@ -136,24 +169,40 @@ impl Queue {
     fn insert(&mut self, item: Item) {
         self.bytes += item.size();
         self.items.push_back(item);
-        while self.items.len() > self.max_items || self.bytes > self.max_bytes {
-            if !self.drop_oldest() {
+        while self.items.len() > self.max_items || self.bytes - self.answer_bytes > self.max_bytes {
+            if !self.drop_front(false) {
                 break;
             }
         }
     }
 
-    /// Drops the oldest message: counted lost (reason `queue_full`) if it was not written yet, else remembered
-    /// until the client acknowledges it or the writer starts again below it. False when empty.
+    /// Drops the oldest event, or the oldest answer when no event is left (a bound over every queue of a
+    /// token together leaves nothing unbounded): counted lost (reason `queue_full`) if it was not written
+    /// yet, else remembered until the client acknowledges it or the writer starts again below it. False when
+    /// empty.
     pub fn drop_oldest(&mut self) -> bool {
-        let Some(old) = self.items.pop_front() else {
+        self.drop_front(false) || self.drop_front(true)
+    }
+
+    /// Drops the oldest message of one lane; false when that lane is empty.
+    fn drop_front(&mut self, answer: bool) -> bool {
+        let lane = if answer {
+            &mut self.answers
+        } else {
+            &mut self.items
+        };
+        let Some(old) = lane.pop_front() else {
             return false;
         };
         self.bytes -= old.size();
+        if answer {
+            self.answer_bytes -= old.size();
+        }
         if old.seq > self.written {
             self.count_lost(1);
             return true;
         }
+        // Runs stay in seq order within a lane; across the two lanes a run may start below the last one.
         match self.written_dropped.back_mut() {
             Some((_, last)) if *last + 1 == old.seq => *last = old.seq,
             _ => {
@@ -186,21 +235,41 @@ impl Queue {
                 self.bytes -= old.size();
             }
         }
-        // Written, dropped, and now acknowledged: the client got them.
-        while let Some((first, last)) = self.written_dropped.front_mut() {
-            if *last <= seq {
-                self.written_dropped.pop_front();
-            } else {
-                *first = (*first).max(seq + 1);
-                break;
+        while self.answers.front().is_some_and(|i| i.seq <= seq) {
+            if let Some(old) = self.answers.pop_front() {
+                self.bytes -= old.size();
+                self.answer_bytes -= old.size();
             }
         }
+        // Written, dropped, and now acknowledged: the client got them.
+        self.written_dropped.retain_mut(|(first, last)| {
+            *first = (*first).max(seq + 1);
+            *last > seq
+        });
     }
 
     /// Up to `limit` messages after `seq`, in order (a look; the writer takes with [`Queue::write_after`]).
     pub fn after(&self, seq: u64, limit: usize) -> Vec<Item> {
-        let start = self.items.partition_point(|i| i.seq <= seq);
-        self.items.range(start..).take(limit).cloned().collect()
+        let mut events = self
+            .items
+            .range(self.items.partition_point(|i| i.seq <= seq)..)
+            .peekable();
+        let mut answers = self
+            .answers
+            .range(self.answers.partition_point(|i| i.seq <= seq)..)
+            .peekable();
+        // The two lanes merged back into seq order.
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let next = match (events.peek(), answers.peek()) {
+                (Some(e), Some(a)) if a.seq < e.seq => answers.next(),
+                (Some(_), _) => events.next(),
+                (None, _) => answers.next(),
+            };
+            let Some(item) = next else { break };
+            out.push(item.clone());
+        }
+        out
     }
 
     /// Up to `limit` messages after `seq`, in order, handed to the writer for the link. A `seq` below what was
@@ -248,11 +317,11 @@ impl Queue {
     }
 
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.items.len() + self.answers.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.items.is_empty() && self.answers.is_empty()
     }
 
     pub fn bytes(&self) -> usize {

@@ -70,6 +70,9 @@ pub struct Client {
     pub subscriptions: Vec<EventType>,
     /// The live link, if connected: its id and sender.
     pub live: Option<(u64, LinkSender)>,
+    /// The secret the live link's MCP server said it runs as (`hello`'s `instance`): the same server redialling
+    /// after its link went half-open takes its id back at once, where another server under the id is refused.
+    pub instance: Option<String>,
     /// Wakes the client's writer when something was queued.
     pub wake: Arc<Notify>,
     /// Highest seq written to the live link.
@@ -376,6 +379,8 @@ pub struct Stats {
     pub evicted_messages: AtomicU64,
     /// Hellos refused because the token had all its client ids connected.
     pub clients_refused: AtomicU64,
+    /// Hellos refused because another live link holds their (token, clientId).
+    pub client_ids_in_use: AtomicU64,
     /// Game events refused at a game's rate limit (each also reported to the clients that missed it).
     pub events_rate_limited: AtomicU64,
     /// Dead game instances forgotten to keep [`Instances`] within its bounds.
@@ -515,11 +520,12 @@ impl Relay {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Queues `make(seq)` for `key` and wakes its writer. Returns false when the client is unknown.
+    /// Queues the answer `make(seq)` for `key` (in the queue's answers' lane, which events never push out) and
+    /// wakes its writer. Returns false when the client is unknown.
     fn enqueue(state: &mut State, key: &ClientKey, make: impl FnOnce(u64) -> String) -> bool {
         match state.clients.get_mut(key) {
             Some(client) => {
-                client.queue.push(make);
+                client.queue.push_response(make);
                 client.wake.notify_one();
                 true
             }
@@ -1157,6 +1163,10 @@ impl Relay {
                 &s.evicted_messages,
             ),
             ("minecraft_relay_clients_refused_total", &s.clients_refused),
+            (
+                "minecraft_relay_client_id_in_use_total",
+                &s.client_ids_in_use,
+            ),
             (
                 "minecraft_relay_game_instances_evicted_total",
                 &s.instances_evicted,

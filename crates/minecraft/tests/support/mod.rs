@@ -310,6 +310,22 @@ impl RawLink {
         self.tx.send(Message::text(t)).await.unwrap();
     }
 
+    /// The close frame that ends the link (its code and reason), skipping what comes before it.
+    pub async fn close_frame(&mut self) -> (u16, String) {
+        within("the relay to close the link", async {
+            loop {
+                match self.rx.next().await {
+                    Some(Ok(Message::Close(Some(frame)))) => {
+                        return (u16::from(frame.code), frame.reason.to_string());
+                    }
+                    Some(Ok(_)) => {}
+                    other => panic!("link ended without a close frame: {other:?}"),
+                }
+            }
+        })
+        .await
+    }
+
     /// The next JSON message that is not a heartbeat.
     pub async fn recv(&mut self) -> Value {
         within("a message from the relay", async {
@@ -726,5 +742,43 @@ pub fn event_data(ty: &str, n: u64) -> Value {
             json!({"player": "Steve", "cause": "fell", "location": loc, "killer": "Zombie"})
         }
         _ => json!({"player": "Steve", "blockType": "minecraft:stone", "location": loc}),
+    }
+}
+
+/// An MCP server's raw link to the relay after its `hello` under `client_id`, and the relay's first answer
+/// (a `welcome`, or the refusal).
+pub async fn mcp_hello(url: &str, token: &str, client_id: &str) -> (RawLink, Value) {
+    mcp_hello_with(url, token, json!({"clientId": client_id})).await
+}
+
+/// [`mcp_hello`] with the whole `hello` payload given.
+pub async fn mcp_hello_with(url: &str, token: &str, payload: Value) -> (RawLink, Value) {
+    let mut link = raw_connect(url, Some(token)).await.unwrap();
+    link.send(&envelope("hello", "h", "mcp", payload)).await;
+    let first = link.recv().await;
+    (link, first)
+}
+
+/// The server side of a stand-in relay's link to one MCP server.
+pub type StandInLink = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+/// A stand-in relay's first steps with the MCP server that dials `listener`: its `hello` read, a `welcome`
+/// naming game `g` sent; the link is then the test's to script.
+pub async fn welcome_one_mcp_server(listener: tokio::net::TcpListener) -> StandInLink {
+    let (socket, _) = listener.accept().await.unwrap();
+    let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
+    assert_eq!(next_json(&mut ws).await["type"], "hello");
+    let welcome = json!({"version": "1.0", "type": "welcome", "id": "w", "timestamp": 1, "source": "relay",
+        "payload": {"role": "mcp", "epoch": "e1", "lastSeq": 0, "games": ["g"]}});
+    ws.send(Message::text(welcome.to_string())).await.unwrap();
+    ws
+}
+
+/// The next text message on a stand-in relay's link, as JSON.
+pub async fn next_json(ws: &mut StandInLink) -> Value {
+    loop {
+        if let Some(Ok(Message::Text(t))) = ws.next().await {
+            return serde_json::from_str::<Value>(&t).unwrap();
+        }
     }
 }
