@@ -51,22 +51,7 @@ pub fn start_vmm(mut command: Command, bin: &Path) -> Result<Launched, LaunchErr
     command.stdin(Stdio::null()).stdout(Stdio::piped());
     // A bridge killed outright must not leave VMs running until its next start's orphan sweep. The signal
     // follows the spawning thread, which is a runtime worker: those live as long as the bridge.
-    // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2) and getppid(2),
-    // which are async-signal-safe; its errors are raw OS codes (no allocation); it touches no memory shared
-    // with the parent.
-    let bridge = nix::unistd::getpid();
-    #[allow(unsafe_code)]
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)?;
-            // The bridge may have died between fork and prctl: then nothing would ever signal us.
-            if nix::unistd::getppid() != bridge {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
+    bridge_core::link::child::dies_with_this_process(&mut command);
     let mut child = spawn(command, bin)?;
     let output = Arc::new(Mutex::new(Vec::new()));
     keep_tail(child.stdout.take(), &output);
