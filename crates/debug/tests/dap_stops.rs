@@ -74,14 +74,16 @@ fn stops_in(result: &Value) -> Vec<Value> {
 /// Starts `config` with a breakpoint at `file:line`, then, as fast as one client goes: at each breakpoint stop
 /// evaluates `i`, every third one steps over once, else continues, to the end. Asserts every stop the adapter
 /// sent was reported exactly once, in arrival order, and each thread's breakpoint stops came in loop order,
-/// one per round (an adapter that announces no repeats may miss one round: see the last check).
+/// one per round, unless the adapter itself never announced a round (see the last check). `log` is the
+/// adapter's own record of its messages, where it keeps one (lldb-dap's `LLDBDAP_LOG`).
 async fn stress(
     c: &mcp_testkit::Client,
     config: Value,
     file: &str,
     line: u64,
-    trace: &dyn Fn() -> String,
+    log: Option<&std::path::Path>,
 ) {
+    let trace = || log.map(adapter_trace).unwrap_or_default();
     data(c, "breakpoint_set", json!({"path": file, "line": line})).await;
     let start = data(
         c,
@@ -170,14 +172,24 @@ async fn stress(
             trace()
         );
     }
+    let announced = log.map(breakpoint_events_sent);
     for (thread, n) in &bp_stops {
         // A round without a stop is the bridge's fault only if it could have dropped one: every stopped event
-        // it received was reported (checked above), so with no event dropped as a repeat the adapter never
-        // announced that round. debugpy did that once in CI (thread 3's round 0: 118 events, 0 repeats) and
-        // announces no repeats at all, so there one missing round is the adapter's and is only printed.
-        if repeats == 0 && *n + 1 == ROUNDS {
+        // it received and did not take for a repeat was reported (checked above). So the adapter never
+        // announced that round when no event was dropped as a repeat (debugpy, which announces no repeats,
+        // missed thread 3's round 0 once in CI: 118 events, 0 repeats), or when the adapter's log shows it
+        // sent this thread exactly the breakpoint stops reported, none of them dropped (lldb-dap 19 did that
+        // once in CI: thread B's round 15 never announced while thread A's 32 repeats were dropped; lldb
+        // before LLVM 20 steps silently past a breakpoint a thread was halted at without having hit it,
+        // llvm/llvm-project#126988). Then the missing rounds are only printed.
+        let none_of_its_dropped = repeats == 0
+            || announced
+                .as_ref()
+                .is_some_and(|sent| sent.get(thread) == Some(n));
+        if none_of_its_dropped && *n < ROUNDS {
             eprintln!(
-                "thread {thread}: the adapter announced {n} of {ROUNDS} breakpoint rounds: {hits:?}"
+                "thread {thread}: the adapter announced {n} of {ROUNDS} breakpoint rounds: {hits:?}{}",
+                trace()
             );
             continue;
         }
@@ -201,7 +213,7 @@ async fn python_threads_in_a_tight_loop_every_stop_is_reported_once_in_order() {
     let c = client(args(&ws, BackendChoice::Dap)).await;
     let config =
         json!({"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/stress.py"});
-    stress(&c, config, "stress.py", STRESS_PY_LINE, &String::new).await;
+    stress(&c, config, "stress.py", STRESS_PY_LINE, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,18 +258,15 @@ async fn c_threads_in_a_tight_loop_every_stop_is_reported_once_in_order() {
     let c = client(with_log).await;
     let config =
         json!({"type": "lldb-dap", "request": "launch", "program": "${workspaceFolder}/stress"});
-    stress(&c, config, "stress.c", STRESS_C_LINE, &|| {
-        adapter_trace(&log)
-    })
-    .await;
+    stress(&c, config, "stress.c", STRESS_C_LINE, Some(&log)).await;
 }
 
-/// The stops, resumes and steps in lldb-dap's own log, one line each, in the order it sent and received them.
-/// The log is a `<time> -->` (received) or `<time> <--` (sent) line, a Content-Length header and the message's
-/// JSON, indented over several lines.
-fn adapter_trace(log: &std::path::Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_else(|e| format!("(no lldb-dap log: {e})"));
-    let mut messages: Vec<(&str, String)> = Vec::new();
+/// The messages in lldb-dap's own log, each with its direction: `-->` received, `<--` sent. The log is a
+/// `<time> -->` or `<time> <--` line, a Content-Length header and the message's JSON, indented over several
+/// lines.
+fn adapter_messages(log: &std::path::Path) -> Result<Vec<(&'static str, Value)>, String> {
+    let text = std::fs::read_to_string(log).map_err(|e| format!("(no lldb-dap log: {e})"))?;
+    let mut messages: Vec<(&'static str, String)> = Vec::new();
     for line in text.lines() {
         let t = line.trim_end();
         if let Some(dir) = ["-->", "<--"].into_iter().find(|d| t.ends_with(d)) {
@@ -268,10 +277,34 @@ fn adapter_trace(log: &std::path::Path) -> String {
             json.push_str(t);
         }
     }
+    Ok(messages
+        .into_iter()
+        .filter_map(|(dir, json)| Some((dir, serde_json::from_str(&json).ok()?)))
+        .collect())
+}
+
+/// Per thread, the stopped events with reason `breakpoint` the adapter sent, repeats included.
+fn breakpoint_events_sent(log: &std::path::Path) -> BTreeMap<i64, u64> {
+    let mut sent = BTreeMap::new();
+    for (dir, m) in adapter_messages(log).unwrap_or_default() {
+        if dir == "<--" && m["event"] == "stopped" && m["body"]["reason"] == "breakpoint" {
+            *sent
+                .entry(m["body"]["threadId"].as_i64().unwrap_or(0))
+                .or_default() += 1;
+        }
+    }
+    sent
+}
+
+/// The stops, resumes and steps in lldb-dap's own log, one line each, in the order it sent and received them.
+fn adapter_trace(log: &std::path::Path) -> String {
+    let messages = match adapter_messages(log) {
+        Ok(messages) => messages,
+        Err(e) => return e,
+    };
     let lines: Vec<String> = messages
         .iter()
-        .filter_map(|(dir, json)| {
-            let m: Value = serde_json::from_str(json).ok()?;
+        .filter_map(|(dir, m)| {
             let what = m["event"].as_str().or(m["command"].as_str())?;
             let wanted = [
                 "stopped",
