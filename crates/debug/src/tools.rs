@@ -16,6 +16,10 @@ use tokio::time::Instant;
 
 /// Room past a tool's own deadline for the cancel-and-wait-for-done step, before the core's deadline fires.
 const CORE_GRACE: Duration = Duration::from_secs(5);
+/// How long past its deadline a `dap` call is cut short. Every wait inside one ends at the deadline itself and
+/// answers with what it waited for (`the adapter never sent initialized`); cutting it at that same instant
+/// answered a bare timeout instead. Less than [`CORE_GRACE`], so the bridge still answers before the core.
+const DAP_BACKSTOP: Duration = Duration::from_secs(2);
 /// A `timeoutMs` parameter gets this much more than its own wait (VSC-Bridge's tool timeouts were shorter than
 /// their own `timeoutMs` defaults, so the MCP side gave up first).
 const PARAM_SLACK: Duration = Duration::from_secs(2);
@@ -123,10 +127,11 @@ async fn call(
         // The file client handles cancellation itself: it writes `cancel` and waits for `done`.
         run.await
     } else {
+        // Dropping `run` here is safe: a launch cut short ends what it started (`dap::ending::Launching`).
         tokio::select! {
             r = run => r,
             () = cancel.cancelled() => Err(ScriptError::new("E_CANCELLED", "the call was cancelled")),
-            () = tokio::time::sleep_until(deadline) => Err(ScriptError::new("E_TIMEOUT", format!("{} did not finish within {} ms", def.name, wait.as_millis()))),
+            () = tokio::time::sleep_until(deadline + DAP_BACKSTOP) => Err(ScriptError::new("E_TIMEOUT", format!("{} did not finish within {} ms", def.name, wait.as_millis()))),
         }
     };
     match result {

@@ -48,15 +48,36 @@ impl StderrTail {
     }
 }
 
+/// An adapter process this bridge started: the group it leads, and whether that group has been ended.
+#[derive(Clone)]
+pub struct AdapterProcess {
+    pgid: Option<u32>,
+    ended: CancellationToken,
+}
+
+impl AdapterProcess {
+    /// Resolves once the process has exited and its group was killed after it (see [`spawn`]); at most
+    /// [`EXIT_GRACE`] and a kill after its link closed.
+    pub async fn ended(&self) {
+        self.ended.cancelled().await;
+    }
+
+    /// The process group it leads.
+    pub fn group(&self) -> Option<u32> {
+        self.pgid
+    }
+}
+
 /// Starts `command` linked over its stdin/stdout. The link closes when the process exits; when the link closes
 /// (or `shutdown` fires) the process gets [`EXIT_GRACE`] to exit, then its whole group is killed, and the group
-/// is killed again once it has exited, for children it left behind.
+/// is killed again once it has exited, for children it left behind; only then is it [`AdapterProcess::ended`].
 pub fn spawn(
     mut command: Command,
     cfg: StreamConfig,
     shutdown: &CancellationToken,
-) -> Result<(Connection, StderrTail), LinkError> {
+) -> Result<(Connection, StderrTail, AdapterProcess), LinkError> {
     let target = format!("{:?}", command.as_std().get_program());
+    dies_with_the_bridge(&mut command);
     let mut process = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -90,6 +111,11 @@ pub fn spawn(
     }
     let conn = stream::spawn(stdout, stdin, cfg, shutdown);
     let sender = conn.sender.clone();
+    let process_handle = AdapterProcess {
+        pgid,
+        ended: CancellationToken::new(),
+    };
+    let ended = process_handle.ended.clone();
     tokio::spawn(async move {
         tokio::select! {
             status = process.wait() => {
@@ -108,11 +134,29 @@ pub fn spawn(
         }
         // Whatever the adapter started in its group (the debuggee, its children) goes with it.
         kill_group(pgid);
+        ended.cancel();
     });
-    Ok((conn, tail))
+    Ok((conn, tail, process_handle))
 }
 
-fn kill_group(pgid: Option<u32>) {
+/// Ends a debug server started with `process_group(0)` (js-debug's, delve): its group first, so what it started
+/// (a program, delve's `go build`) goes with it rather than outliving it, then the server itself. The group is
+/// signalled while the server is not yet reaped, so its id cannot belong to anyone else.
+pub(super) async fn kill_server(server: &mut tokio::process::Child) {
+    kill_group(server.id());
+    let _ = server.kill().await;
+}
+
+/// Has the process `command` starts killed when the bridge's process dies, even by SIGKILL: the debug servers
+/// (js-debug's, delve), which listen on for good once their client is gone, and the adapters. Only that process
+/// gets it, not what it starts in its group. The bridge starts them from async code on a runtime worker, as
+/// [`bridge_core::link::child::dies_with_this_process`] requires.
+pub(super) fn dies_with_the_bridge(command: &mut Command) {
+    bridge_core::link::child::dies_with_this_process(command);
+}
+
+/// SIGKILL to the process group `pgid` leads (a process started with `process_group(0)`), if any.
+pub(super) fn kill_group(pgid: Option<u32>) {
     if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()) {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid),

@@ -12,6 +12,7 @@
 //! runs, with the reason and what to change. `debug_detach` leaves the program running in every case.
 
 use super::backend::{DapBackend, Params, bool_param, str_param, u64_param};
+use super::ending::Ending;
 use super::launch::{AdapterKind, find_program};
 use crate::envelope::ScriptError;
 use serde_json::{Value, json};
@@ -195,7 +196,7 @@ impl DapBackend {
                 Err(e) => {
                     for s in self.live_sessions() {
                         if s.config.get("name").and_then(Value::as_str) == Some(name.as_str()) {
-                            s.terminate().await;
+                            self.end_session(&s, Ending::Terminate).await;
                         }
                     }
                     let _ = started.await;
@@ -211,7 +212,7 @@ impl DapBackend {
             let id = result.get("sessionId").and_then(Value::as_str);
             for s in self.live_sessions() {
                 if Some(s.id.as_str()) == id {
-                    s.terminate().await;
+                    self.end_session(&s, Ending::Terminate).await;
                 }
             }
             return Err(ScriptError::new(
@@ -265,7 +266,7 @@ impl DapBackend {
     pub(super) async fn detach(&self, p: &Params) -> Result<Value, ScriptError> {
         let session = self.session(p)?;
         let attached = session.is_attached();
-        session.end(false).await;
+        self.end_session(&session, Ending::Detach).await;
         let note = if attached {
             "the program runs on without the debugger (its breakpoints removed)"
         } else {

@@ -2,6 +2,7 @@
 
 use super::breakpoints::Store;
 use super::client::DapError;
+use super::ending::{Ending, Endings, Launching};
 use super::launch::{self, AdapterKind};
 use super::session::{Link, Outcome, Run, Session, lock};
 use crate::envelope::ScriptError;
@@ -18,6 +19,10 @@ const REAP_AFTER: Duration = Duration::from_millis(500);
 pub const DEFAULT_MAX_SESSIONS: usize = 8;
 /// Ended sessions kept for their journal (`dap_logs {sessionId}`); the oldest go first.
 const ENDED_KEPT: usize = 16;
+/// How long the shutdown waits for sessions to end before it kills what they started. An ending against a hung
+/// debugger takes 3 s per `disconnect` (js-debug's program session, then its launcher) and 2 s for a stdio
+/// adapter to exit; under the 10 s the core gives a bridge's tasks to end before the process exits anyway.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(7);
 
 /// Where the backend finds its debuggers.
 #[derive(Debug, Clone)]
@@ -42,6 +47,8 @@ pub struct DapBackend {
     /// Serialises start/stop/restart so two starts cannot race past the maximum.
     lifecycle: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
+    /// Sessions being ended; the shutdown waits for them.
+    pub(super) endings: Endings,
 }
 
 pub(super) type Params = Map<String, Value>;
@@ -90,6 +97,7 @@ impl DapBackend {
             max_sessions: DEFAULT_MAX_SESSIONS,
             lifecycle: tokio::sync::Mutex::new(()),
             next_id: AtomicU64::new(1),
+            endings: Endings::default(),
         }
     }
 
@@ -100,12 +108,25 @@ impl DapBackend {
         self
     }
 
-    /// Ends every live session (the bridge is shutting down).
+    /// Ends every session that is not over yet (the bridge is shutting down): the live ones, and those whose
+    /// program ended but whose adapter is still to be reaped, all at once; then waits for these and every ending
+    /// already under way (a launch cut short by the drain ends its sessions only now), at most
+    /// [`SHUTDOWN_LIMIT`], past which what they started is killed. So when the process exits, nothing a session
+    /// started is left.
     pub async fn shutdown(&self) {
         let all = lock(&self.sessions).clone();
-        for s in all.iter().filter(|s| !s.is_terminated()) {
-            s.terminate().await;
+        for s in all
+            .into_iter()
+            .filter(|s| !s.is_finished() && !self.endings.is_ending(s))
+        {
+            drop(self.endings.end(vec![s], Ending::Terminate));
         }
+        self.endings.finish(SHUTDOWN_LIMIT).await;
+    }
+
+    /// Ends `session` as `how` says, in a task a caller going away cannot cut short (see [`Endings`]).
+    pub(super) async fn end_session(&self, session: &Arc<Session>, how: Ending) {
+        let _ = self.endings.end(vec![Arc::clone(session)], how).await;
     }
 
     /// Adds a session being started; the oldest ended ones beyond [`ENDED_KEPT`] are forgotten.
@@ -450,33 +471,55 @@ impl DapBackend {
             .hint("End one with debug_stop {sessionId}, or start the bridge with a higher --debug-max-sessions")
             .details(json!({"maxSessions": self.max_sessions, "live": ids})));
         }
-        let session = self.launch(config, deadline).await?;
+        // Held until the answer names the session: a call that ends before (cancelled, timed out, its client
+        // gone), even while waiting for the first stop, ends the session instead of leaving it unnamed.
+        let mut launching = Launching::new(&self.endings);
+        let session = self.launch(config, deadline, &mut launching).await?;
         let mut result = json!({"sessionId": session.id, "adapter": session.adapter.name(),
             "name": session.config.get("name"), "type": session.config.get("type"),
             "breakpoints": lock(&session.breakpoints).list(false)});
         if bool_param(p, "wait") == Some(true) {
             let wait_ms = u64_param(p, "timeoutMs").unwrap_or(30_000);
             let until = Instant::now() + Duration::from_millis(wait_ms);
-            result["stop"] = self
+            match self
                 .wait_result(&session, None, until.min(deadline), wait_ms)
-                .await?;
+                .await
+            {
+                Ok(stop) => result["stop"] = stop,
+                // The session runs on; the error names it, so the caller can wait again or stop it.
+                Err(mut e) => {
+                    if let Some(details) = e.details.as_object_mut() {
+                        details.insert("sessionId".into(), json!(session.id));
+                    }
+                    launching.settle();
+                    return Err(e);
+                }
+            }
         }
+        launching.settle();
         result["state"] = json!(state_name(&session.run()));
         Ok(result)
     }
 
     /// Launches, then reaps the adapter once the program ends: a `terminated` session is disconnected and its
-    /// adapter's process group killed, while what it printed stays in the journal for the `dap_*` tools.
-    async fn launch(&self, config: Value, deadline: Instant) -> Result<Arc<Session>, ScriptError> {
-        let session = self.launch_session(config, deadline).await?;
+    /// adapter's process group killed, while what it printed stays in the journal for the `dap_*` tools. Every
+    /// session a launch path opens goes into `launching`, which ends them unless the caller settles it.
+    async fn launch(
+        &self,
+        config: Value,
+        deadline: Instant,
+        launching: &mut Launching,
+    ) -> Result<Arc<Session>, ScriptError> {
+        let session = self.launch_session(config, deadline, launching).await?;
         let weak = Arc::downgrade(&session);
         let ended = session.ended();
+        let endings = self.endings.clone();
         tokio::spawn(async move {
             ended.await;
             // The last output events may trail `terminated` by a moment.
             tokio::time::sleep(REAP_AFTER).await;
             if let Some(s) = weak.upgrade() {
-                s.terminate().await;
+                let _ = endings.end(vec![s], Ending::Terminate).await;
             }
         });
         Ok(session)
@@ -486,6 +529,7 @@ impl DapBackend {
         &self,
         mut config: Value,
         deadline: Instant,
+        launching: &mut Launching,
     ) -> Result<Arc<Session>, ScriptError> {
         let ty = config
             .get("type")
@@ -530,10 +574,14 @@ impl DapBackend {
         let id = format!("dap-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         self.settle_queue();
         if kind == AdapterKind::JsDebug {
-            return self.launch_js(id, command, config, deadline).await;
+            return self
+                .launch_js(id, command, config, deadline, launching)
+                .await;
         }
         if kind == AdapterKind::Delve {
-            return self.launch_go(id, command, config, deadline).await;
+            return self
+                .launch_go(id, command, config, deadline, launching)
+                .await;
         }
         // `python -m debugpy --listen` runs its own adapter on that port: the session speaks to it there.
         let listener = super::attach::listener(kind, &config);
@@ -560,11 +608,14 @@ impl DapBackend {
             .hint("Check that the program runs under python -m debugpy --listen at that address"),
             None => e,
         })?;
+        launching.opened(&session);
         self.register(Arc::clone(&session));
         match self.handshake(&session, config, deadline).await {
             Ok(()) => Ok(session),
+            // The session is ended by `launching` once this error is answered, not before: a hung adapter's
+            // `disconnect` would hold the answer past the call's deadline, and the answer would no longer say
+            // what the launch waited for.
             Err(mut e) => {
-                session.terminate().await;
                 let tail = session.client.stderr_tail();
                 let tail = tail.trim();
                 if !tail.is_empty() {
@@ -621,14 +672,17 @@ impl DapBackend {
         let mut answered = false;
         let initialized = tokio::select! {
             ok = s.wait_initialized(deadline) => ok,
-            answer = &mut launch_answer => {
-                let answer = answer
-                    .map_err(|e| failed(e.to_string()))?
-                    .map_err(|e| failed(format!("{request}: {e}")))?;
-                super::client::body_of(&request, answer).map_err(|e| failed(e.to_string()))?;
-                answered = true;
-                s.wait_initialized(deadline).await
-            }
+            answer = &mut launch_answer => match answer.map_err(|e| failed(e.to_string()))? {
+                // Both waits end at the deadline, and either may see it first: what the launch waited for is
+                // `initialized` either way, and the error says so.
+                Err(bridge_core::link::LinkError::Timeout { .. }) => false,
+                answer => {
+                    let answer = answer.map_err(|e| failed(format!("{request}: {e}")))?;
+                    super::client::body_of(&request, answer).map_err(|e| failed(e.to_string()))?;
+                    answered = true;
+                    s.wait_initialized(deadline).await
+                }
+            },
         };
         if !initialized {
             return Err(failed(format!(
@@ -676,7 +730,7 @@ impl DapBackend {
         let session = self.any_session(p)?;
         let _guard = self.lifecycle.lock().await;
         let ended = session.is_terminated();
-        session.terminate().await;
+        self.end_session(&session, Ending::Terminate).await;
         if self.live_sessions().is_empty() {
             lock(&self.breakpoints).unbind_all();
         }
@@ -689,10 +743,14 @@ impl DapBackend {
     async fn restart(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
         let session = self.any_session(p)?;
         let _guard = self.lifecycle.lock().await;
-        session.terminate().await;
+        self.end_session(&session, Ending::Terminate).await;
         // The new session starts with the old one's breakpoints (they become the queued ones).
         *lock(&self.breakpoints) = lock(&session.breakpoints).fresh_copy();
-        let fresh = self.launch(session.config.clone(), deadline).await?;
+        let mut launching = Launching::new(&self.endings);
+        let fresh = self
+            .launch(session.config.clone(), deadline, &mut launching)
+            .await?;
+        launching.settle();
         Ok(json!({"success": true, "details": {"sessionId": fresh.id, "previous": session.id}}))
     }
 

@@ -3,7 +3,7 @@
 //! `startDebugging` is accepted when the caller takes child sessions (js-debug), other reverse requests are
 //! declined, as `initialize` told the adapter.
 
-use super::adapter::StderrTail;
+use super::adapter::{AdapterProcess, StderrTail};
 use bridge_core::link::stream::StreamConfig;
 use bridge_core::link::{Connection, Framing, LinkError, Peer, dial};
 use serde_json::{Value, json};
@@ -28,6 +28,8 @@ pub enum DapError {
 pub struct DapClient {
     peer: Peer<Value>,
     stderr: StderrTail,
+    /// The adapter's process, when the bridge started it on this link's stdio.
+    process: Option<AdapterProcess>,
 }
 
 impl DapClient {
@@ -39,9 +41,10 @@ impl DapClient {
         on_event: impl FnMut(Value) + Send + 'static,
         on_closed: impl FnOnce(String) + Send + 'static,
     ) -> Result<Self, LinkError> {
-        let (conn, tail) = super::adapter::spawn(command, stream_config(), shutdown)?;
+        let (conn, tail, process) = super::adapter::spawn(command, stream_config(), shutdown)?;
         let mut client = Self::serve(conn, on_event, on_closed, None);
         client.stderr = tail;
+        client.process = Some(process);
         Ok(client)
     }
 
@@ -81,6 +84,7 @@ impl DapClient {
         let client = Self {
             peer: peer.clone(),
             stderr: StderrTail::default(),
+            process: None,
         };
         let replier = client.clone();
         let incoming = conn.incoming;
@@ -169,6 +173,11 @@ impl DapClient {
 
     pub fn close(&self, reason: &str) {
         self.peer.close(reason);
+    }
+
+    /// The adapter's process, when it runs on this link's stdio (not for a server reached over a socket).
+    pub fn process(&self) -> Option<&AdapterProcess> {
+        self.process.as_ref()
     }
 
     pub fn is_closed(&self) -> bool {

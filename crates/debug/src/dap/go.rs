@@ -8,6 +8,7 @@
 //! DAP `output` events: both are read into the session's journal, so `dap_logs` shows what it printed.
 
 use super::backend::DapBackend;
+use super::ending::Launching;
 use super::launch::AdapterKind;
 use super::session::{Companion, Link, Session, Shared};
 use crate::envelope::ScriptError;
@@ -30,6 +31,7 @@ impl DapBackend {
         mut command: tokio::process::Command,
         config: Value,
         deadline: Instant,
+        launching: &mut Launching,
     ) -> Result<Arc<Session>, ScriptError> {
         let failed = |msg: String| {
             ScriptError::new("E_LAUNCH_FAILED", msg).hint(
@@ -42,11 +44,14 @@ impl DapBackend {
         if let Some(cwd) = config.get("cwd").and_then(Value::as_str) {
             command.current_dir(self.cfg.workspace.join(cwd));
         }
+        super::adapter::dies_with_the_bridge(&mut command);
         let mut server = command
             .args(["dap", "--listen", "127.0.0.1:0", "--only-same-user"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
+            // Its own group, so the `go build` it runs ends with it (see `Session::end`).
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| {
@@ -54,18 +59,18 @@ impl DapBackend {
                     .hint(AdapterKind::Delve.install_hint())
             })?;
         let (Some(stdout), Some(stderr)) = (server.stdout.take(), server.stderr.take()) else {
-            let _ = server.kill().await;
+            super::adapter::kill_server(&mut server).await;
             return Err(failed("dlv's stdout or stderr was not piped".into()));
         };
         let mut stdout = BufReader::new(stdout);
         let addr = match tokio::time::timeout_at(deadline, announced(&mut stdout)).await {
             Ok(Ok(addr)) => addr,
             Ok(Err(why)) => {
-                let _ = server.kill().await;
+                super::adapter::kill_server(&mut server).await;
                 return Err(failed(format!("dlv dap did not listen: {why}")));
             }
             Err(_) => {
-                let _ = server.kill().await;
+                super::adapter::kill_server(&mut server).await;
                 return Err(failed(
                     "dlv dap did not say where it listens in time".into(),
                 ));
@@ -87,17 +92,13 @@ impl DapBackend {
             )
             .await
             .map_err(|why| failed(format!("dlv dap did not answer on {addr}: {why}")))?;
+        session.keep(Companion::Process(server));
+        launching.opened(&session);
         tokio::spawn(pump(stdout, Arc::clone(&session.shared), "stdout"));
         tokio::spawn(pump(stderr, Arc::clone(&session.shared), "stderr"));
-        session.keep(Companion::Process(server));
         self.register(Arc::clone(&session));
-        match self.handshake(&session, config, deadline).await {
-            Ok(()) => Ok(session),
-            Err(e) => {
-                session.terminate().await;
-                Err(e)
-            }
-        }
+        self.handshake(&session, config, deadline).await?;
+        Ok(session)
     }
 }
 

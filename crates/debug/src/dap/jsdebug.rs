@@ -7,6 +7,7 @@
 //! directory live as long as it.
 
 use super::backend::{DapBackend, left};
+use super::ending::Launching;
 use super::launch::AdapterKind;
 use super::session::{Companion, Link, Session};
 use crate::envelope::ScriptError;
@@ -42,7 +43,7 @@ impl DapBackend {
                 Ok(s) => return Ok(s),
                 Err(e) => {
                     if Instant::now() >= deadline || matches!(server.try_wait(), Ok(Some(_))) {
-                        let _ = server.kill().await;
+                        super::adapter::kill_server(server).await;
                         return Err(e.message);
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -57,6 +58,7 @@ impl DapBackend {
         mut command: tokio::process::Command,
         config: Value,
         deadline: Instant,
+        launching: &mut Launching,
     ) -> Result<Arc<Session>, ScriptError> {
         let failed = |msg: String| {
             ScriptError::new("E_LAUNCH_FAILED", msg).hint(
@@ -73,11 +75,14 @@ impl DapBackend {
                 socket.as_os_str().len()
             )));
         }
+        super::adapter::dies_with_the_bridge(&mut command);
         let mut server = command
             .arg(&socket)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
+            // Its own group, so the program it starts ends with it (see `Session::end`).
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| {
@@ -108,17 +113,14 @@ impl DapBackend {
                     socket.display()
                 ))
             })?;
-        let child_args = match self
+        // From here the parent session holds the server and the directory, and `launching` the parent.
+        parent.keep(Companion::Process(server));
+        parent.keep(Companion::Dir(dir));
+        launching.opened(&parent);
+        let child_args = self
             .parent_handshake(&parent, &config, &mut children, deadline)
             .await
-        {
-            Ok(a) => a,
-            Err(e) => {
-                parent.terminate().await;
-                let _ = server.kill().await;
-                return Err(failed(e));
-            }
-        };
+            .map_err(failed)?;
         let mut child_config = child_args
             .get("configuration")
             .cloned()
@@ -132,7 +134,7 @@ impl DapBackend {
                 .unwrap_or_else(|| json!("launch"));
             obj.insert("request".into(), request);
         }
-        let child = match Session::open(
+        let child = Session::open(
             id,
             AdapterKind::JsDebug,
             config,
@@ -142,26 +144,12 @@ impl DapBackend {
             },
             Arc::clone(&self.breakpoints),
         )
-        .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                parent.terminate().await;
-                let _ = server.kill().await;
-                return Err(e);
-            }
-        };
+        .await?;
         child.keep(Companion::Parent(parent));
-        child.keep(Companion::Process(server));
-        child.keep(Companion::Dir(dir));
+        launching.opened(&child);
         self.register(Arc::clone(&child));
-        match self.handshake(&child, child_config, deadline).await {
-            Ok(()) => Ok(child),
-            Err(e) => {
-                child.terminate().await;
-                Err(e)
-            }
-        }
+        self.handshake(&child, child_config, deadline).await?;
+        Ok(child)
     }
 
     /// initialize → launch → (initialized → configurationDone) → the `startDebugging` arguments.

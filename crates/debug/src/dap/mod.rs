@@ -6,6 +6,7 @@ mod attach;
 mod backend;
 pub mod breakpoints;
 pub mod client;
+pub mod ending;
 mod go;
 mod inspect;
 pub mod journal;

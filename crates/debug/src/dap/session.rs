@@ -11,6 +11,8 @@ use super::launch::AdapterKind;
 use crate::envelope::{ScriptError, now_ms};
 use serde_json::{Value, json};
 use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -130,6 +132,17 @@ pub struct Session {
     shutdown: CancellationToken,
     /// What lives as long as this session: js-debug's server process and its parent session.
     companions: Mutex<Vec<Companion>>,
+    /// What [`Self::kill_now`] ends: the process groups (the adapter's, debug servers') and socket directories
+    /// of this session and of its parent, wherever an ending in progress holds them.
+    leftovers: Mutex<Leftovers>,
+    /// Everything it started has been ended ([`Self::end`] ran to its end).
+    finished: AtomicBool,
+}
+
+#[derive(Default)]
+struct Leftovers {
+    groups: Vec<u32>,
+    dirs: Vec<PathBuf>,
 }
 
 /// How the session reaches its adapter.
@@ -248,6 +261,14 @@ impl Session {
             )
             .hint(adapter.install_hint())
         })?;
+        let leftovers = Leftovers {
+            groups: client
+                .process()
+                .and_then(super::adapter::AdapterProcess::group)
+                .into_iter()
+                .collect(),
+            dirs: Vec::new(),
+        };
         Ok(Arc::new(Self {
             id,
             adapter,
@@ -258,6 +279,8 @@ impl Session {
             breakpoints,
             shutdown,
             companions: Mutex::new(Vec::new()),
+            leftovers: Mutex::new(leftovers),
+            finished: AtomicBool::new(false),
         }))
     }
 
@@ -479,7 +502,40 @@ impl Session {
     }
 
     pub fn keep(&self, companion: Companion) {
+        {
+            let mut left = lock(&self.leftovers);
+            match &companion {
+                Companion::Process(child) => left.groups.extend(child.id()),
+                Companion::Dir(dir) => left.dirs.push(dir.path().to_path_buf()),
+                Companion::Parent(p) => {
+                    let theirs = lock(&p.leftovers);
+                    left.groups.extend(&theirs.groups);
+                    left.dirs.extend(theirs.dirs.iter().cloned());
+                }
+            }
+        }
         lock(&self.companions).push(companion);
+    }
+
+    /// Whether everything the session started has been ended.
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    /// Kills, without asking, every process group this session and its parent started and removes their socket
+    /// directories: for an ending that did not finish in time when the bridge exits. A group already gone may
+    /// have had its id taken since; the window is the seconds of one shutdown, as for the adapter's own last
+    /// kill (`adapter::spawn`).
+    pub fn kill_now(&self) {
+        let left = std::mem::take(&mut *lock(&self.leftovers));
+        for pgid in left.groups {
+            super::adapter::kill_group(Some(pgid));
+        }
+        for dir in left.dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        self.client.close("the bridge is exiting");
+        self.shutdown.cancel();
     }
 
     /// Ends the adapter (and with it the debuggee), then its parent session and server.
@@ -494,19 +550,36 @@ impl Session {
     }
 
     /// Disconnects; the program is ended with it when `terminate_debuggee`, else left running (breakpoints
-    /// removed, threads resumed, as adapters do on a detach).
+    /// removed, threads resumed, as adapters do on a detach). Then its companions, and theirs (js-debug's parent
+    /// session holds the server and the socket's directory), in the order they were kept.
+    /// Returns once all of it is gone: an adapter on stdio has exited and its group was killed after it.
     pub async fn end(&self, terminate_debuggee: bool) {
         self.terminate_own(terminate_debuggee).await;
-        let companions = std::mem::take(&mut *lock(&self.companions));
-        for c in companions {
+        let mut rest: VecDeque<Companion> = std::mem::take(&mut *lock(&self.companions)).into();
+        while let Some(c) = rest.pop_front() {
             match c {
-                Companion::Parent(p) => p.terminate_own(terminate_debuggee).await,
-                Companion::Process(mut child) => {
-                    let _ = child.kill().await;
+                Companion::Parent(p) => {
+                    p.terminate_own(terminate_debuggee).await;
+                    rest.extend(std::mem::take(&mut *lock(&p.companions)));
                 }
+                Companion::Process(mut child) => super::adapter::kill_server(&mut child).await,
                 Companion::Dir(dir) => drop(dir),
             }
         }
+        if let Some(process) = self.client.process() {
+            process.ended().await;
+        }
+        self.finished.store(true, Ordering::Release);
+    }
+
+    /// Counts the session as ended from now on, before its adapter is (see [`Launching`]).
+    pub(super) fn mark_ended(&self) {
+        {
+            let mut st = self.shared.state();
+            st.run = Run::Terminated;
+            st.refs.clear();
+        }
+        self.shared.bump();
     }
 
     async fn terminate_own(&self, terminate_debuggee: bool) {
@@ -522,12 +595,7 @@ impl Session {
         }
         self.client.close("session stopped");
         self.shutdown.cancel();
-        {
-            let mut st = self.shared.state();
-            st.run = Run::Terminated;
-            st.refs.clear();
-        }
-        self.shared.bump();
+        self.mark_ended();
     }
 }
 
@@ -697,6 +765,69 @@ fn remember_bounded(set: &mut HashSet<i64>, refs: impl IntoIterator<Item = i64>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ending that does not finish within the shutdown's limit has what its session started killed at once,
+    /// before the process exits (here: its runtime is dropped right after, as at the end of `main`): the whole
+    /// process group of the adapter, not only the adapter, and the socket directory. The adapter is a shell that
+    /// speaks no DAP and runs a `sleep` in its group, as an adapter runs its debuggee; its ending never finishes.
+    #[test]
+    #[allow(clippy::unwrap_used, clippy::expect_used)]
+    fn past_the_limit_an_unfinished_ending_has_its_groups_killed_and_directories_removed() {
+        let tmp = std::env::temp_dir().join(format!("dap-kill-now-{}", std::process::id()));
+        let dir = tmp.join("socket-dir");
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid_file = tmp.join("debuggee.pid");
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let mut adapter = tokio::process::Command::new("sh");
+            adapter.arg("-c").arg(format!(
+                "sleep 600 </dev/null >/dev/null 2>&1 & echo $! > '{}'; exec sleep 600",
+                pid_file.display()
+            ));
+            let s = Session::open(
+                "t".into(),
+                AdapterKind::Debugpy,
+                json!({}),
+                Link::Child(adapter),
+                Arc::new(Mutex::new(Store::default())),
+            )
+            .await
+            .unwrap();
+            while std::fs::read_to_string(&pid_file).map_or(true, |p| !p.ends_with('\n')) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            lock(&s.leftovers).dirs.push(dir.clone());
+            let endings = super::super::ending::Endings::default();
+            endings.stalled(&s);
+            endings.finish(Duration::from_millis(50)).await;
+        });
+        drop(rt);
+        assert!(!dir.exists(), "the directory is removed");
+        let debuggee: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{debuggee}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .is_some_and(|state| state != "Z" && state != "X")
+            })
+        };
+        let begun = std::time::Instant::now();
+        while alive() {
+            if begun.elapsed() > Duration::from_secs(60) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(debuggee as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                panic!("the debuggee {debuggee} in the adapter's group outlived the bridge");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
 
     #[test]
     fn remembered_references_stop_at_the_bound_and_only_positive_ones_count() {

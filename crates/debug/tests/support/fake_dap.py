@@ -11,28 +11,12 @@ stackTrace, scopes and variables for it. What a real adapter rarely does, it doe
 Run by the tests as `python3 fake_dap.py` on the adapter's stdio (Content-Length framing).
 """
 
-import json
 import sys
+
+from dap_frames import read_frame, write_frame
 
 REFUSAL = "the fake adapter refuses to step here"
 PROGRAM = {"path": ""}
-
-
-def read_frame(stream):
-    length = None
-    while True:
-        line = stream.readline()
-        if not line:
-            return None
-        line = line.strip()
-        if not line:
-            break
-        name, _, value = line.decode("ascii").partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value.strip())
-    if length is None:
-        return None
-    return json.loads(stream.read(length))
 
 
 SEQ = [0]
@@ -41,9 +25,7 @@ SEQ = [0]
 def send(msg):
     SEQ[0] += 1
     msg["seq"] = SEQ[0]
-    data = json.dumps(msg).encode("utf-8")
-    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(data) + data)
-    sys.stdout.buffer.flush()
+    write_frame(msg)
 
 
 def respond(req, body=None, success=True, message=None, error=None):

@@ -3,8 +3,7 @@
 #![allow(dead_code)]
 
 use super::*;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-use rmcp::service::PeerRequestOptions;
+use mcp_testkit::start_call;
 
 /// Criteria 2 and 4: breakpoint → start → wait → stack → evaluate with the frame id → variables → set →
 /// continue (the changed value is printed) → terminated, on Python.
@@ -113,16 +112,7 @@ pub async fn wait_times_out(c: &Client) {
 /// Criterion 10: an MCP cancellation stops the wait; the server answers the next call at once.
 pub async fn cancel_a_long_wait(c: &Client) {
     data(c, "debug_start", json!({"launch": "slow"})).await;
-    let mut args = serde_json::Map::new();
-    args.insert("timeoutMs".into(), json!(120_000));
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-        CallToolRequestParams::new("debug_wait_for_hit").with_arguments(args),
-    ));
-    let handle = c
-        .service
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
-        .await
-        .unwrap();
+    let handle = start_call(c, "debug_wait_for_hit", json!({"timeoutMs": 120_000})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     handle
         .cancel(Some("the agent moved on".into()))
