@@ -311,7 +311,11 @@ pub(crate) async fn run(
     while let Ok(Body::Chunk { stream, data }) = rx.try_recv() {
         live.take(stream, &data);
     }
-    if let Some((seen, message)) = live.finish() {
+    let printed = match &result {
+        Ok(Body::Exited(report)) => Some(report.stdout_bytes.saturating_add(report.stderr_bytes)),
+        _ => None,
+    };
+    if let Some((seen, message)) = live.finish(printed) {
         ctx.progress(seen as f64, None, message).await;
     }
     client.unstream(id);
@@ -357,8 +361,14 @@ impl LiveOutput {
         self.flush(now)
     }
 
-    /// Output held back and not yet sent, whatever its interval: the program has ended.
-    fn finish(&mut self) -> Option<(u64, String)> {
+    /// Output held back and not yet sent, whatever its interval: the program has ended. `printed` is the
+    /// agent's count of every byte written, which the chunks seen fall short of when some were dropped
+    /// (the client read slower than the program printed): the last notification says the whole count.
+    fn finish(&mut self, printed: Option<u64>) -> Option<(u64, String)> {
+        if let Some(printed) = printed.filter(|&p| p > self.seen) {
+            self.seen = printed;
+            self.pending = true;
+        }
         self.next = None;
         self.flush(Instant::now())
     }
@@ -522,10 +532,28 @@ mod tests {
             live.chunk(t0 + ms(100), StreamName::Stdout, b"FINAL\n")
                 .is_none()
         );
-        let (seen, message) = live.finish().expect("the last output is sent");
+        let (seen, message) = live.finish(Some(8)).expect("the last output is sent");
         assert_eq!(seen, 8);
         assert!(message.ends_with("FINAL\n"), "{message:?}");
-        assert!(live.finish().is_none(), "sent once");
+        assert!(live.finish(Some(8)).is_none(), "sent once");
+    }
+
+    /// Live chunks are dropped when the client reads slower than the program prints; the last
+    /// notification still says every byte the agent counted, even when nothing was held back.
+    #[test]
+    fn the_last_notification_says_every_byte_printed_though_chunks_were_dropped() {
+        let t0 = Instant::now();
+        let mut live = LiveOutput::default();
+        assert!(live.chunk(t0, StreamName::Stdout, b"first\n").is_some());
+        let (seen, message) = live.finish(Some(1_000)).expect("the count went out");
+        assert_eq!(seen, 1_000);
+        assert_eq!(message, "[stdout] first\n");
+        assert!(live.finish(Some(1_000)).is_none(), "sent once");
+        // A count below what was seen (no report: the call failed) never moves progress backwards.
+        let mut live = LiveOutput::default();
+        assert!(live.chunk(t0, StreamName::Stdout, b"abc").is_some());
+        assert!(live.finish(None).is_none());
+        assert!(live.finish(Some(1)).is_none());
     }
 
     /// Output held back from one stream is not shown under the other's label.
