@@ -1,15 +1,24 @@
 //! Files as bytes: read a range, write at an offset / append / replace with a mode, list to a depth. The
-//! blocking calls run on tokio's blocking pool so a slow disk never stalls the stream.
+//! blocking calls run on tokio's blocking pool so a slow disk never stalls the stream. Every path is opened
+//! through `paths` (no magic link followed), and only regular files are read or written: a FIFO a program
+//! made would hold a blocking thread for good.
 
+use crate::paths;
 use crate::protocol::{Body, Entry, ErrorKind, MAX_CHUNK_BYTES, MAX_LIST_ENTRIES};
-use std::fs::{self, OpenOptions};
+use nix::dir::Dir;
+use nix::fcntl::OFlag;
+use std::ffi::{OsStr, OsString};
+use std::fs;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 fn io_body(what: &str, path: &Path, e: io::Error) -> Body {
     let kind = match e.kind() {
         io::ErrorKind::NotFound => ErrorKind::NotFound,
+        io::ErrorKind::PermissionDenied | io::ErrorKind::Unsupported => ErrorKind::Invalid,
         _ => ErrorKind::Io,
     };
     Body::error(kind, format!("{what} {}: {e}", path.display()))
@@ -24,8 +33,8 @@ async fn blocking(f: impl FnOnce() -> Body + Send + 'static) -> Body {
 pub async fn read(path: PathBuf, offset: u64, length: u64) -> Body {
     blocking(move || {
         let len = (length as usize).min(MAX_CHUNK_BYTES);
-        let mut f = match fs::File::open(&path) {
-            Ok(f) => f,
+        let mut f = match paths::open(&path, OFlag::O_RDONLY | OFlag::O_NONBLOCK, 0) {
+            Ok(fd) => fs::File::from(fd),
             Err(e) => return io_body("cannot open", &path, e),
         };
         let size = match f.metadata() {
@@ -35,6 +44,7 @@ pub async fn read(path: PathBuf, offset: u64, length: u64) -> Body {
                     format!("{} is a directory", path.display()),
                 );
             }
+            Ok(m) if !m.is_file() => return not_regular(&path),
             Ok(m) => m.len(),
             Err(e) => return io_body("cannot stat", &path, e),
         };
@@ -69,22 +79,26 @@ pub async fn write(
     }
     blocking(move || {
         if let Some(parent) = path.parent()
-            && let Err(e) = mkdirs(parent, owner)
+            && let Err(e) = paths::create_dirs(parent, owner)
         {
             return io_body("cannot create the directories of", &path, e);
         }
-        let existed = path.exists();
-        let mut opts = OpenOptions::new();
-        opts.write(true).create(true).mode(mode.unwrap_or(0o644));
-        if append {
-            opts.append(true);
-        } else if offset.is_none() {
-            opts.truncate(true);
-        }
-        let mut f = match opts.open(&path) {
-            Ok(f) => f,
+        let (mut f, created) = match open_for_write(&path, append, mode) {
+            Ok(opened) => opened,
             Err(e) => return io_body("cannot open", &path, e),
         };
+        match f.metadata() {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return not_regular(&path),
+            Err(e) => return io_body("cannot stat", &path, e),
+        }
+        if !created
+            && offset.is_none()
+            && !append
+            && let Err(e) = f.set_len(0)
+        {
+            return io_body("cannot truncate", &path, e);
+        }
         if let Some(off) = offset.filter(|_| !append)
             && let Err(e) = f.seek(SeekFrom::Start(off))
         {
@@ -98,9 +112,10 @@ pub async fn write(
         {
             return io_body("cannot chmod", &path, e);
         }
-        // The sandbox's user must be able to change what the host wrote for it.
-        if !existed && let Some((uid, gid)) = owner {
-            let _ = std::os::unix::fs::chown(&path, Some(uid), Some(gid));
+        // The sandbox's user must be able to change what the host wrote for it; by descriptor, so a name
+        // swapped meanwhile changes nothing else.
+        if created && let Some((uid, gid)) = owner {
+            let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
         }
         Body::Ok {
             written: data.len() as u64,
@@ -109,41 +124,65 @@ pub async fn write(
     .await
 }
 
-fn mkdirs(dir: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
-    if dir.as_os_str().is_empty() || dir.is_dir() {
-        return Ok(());
+/// Opens `path` to write, creating it when it does not exist (`true` then): created exclusively, so a file
+/// the host did not make is never taken for a new one and handed to the sandbox's user. Not truncated here:
+/// the caller truncates once it knows the file is a regular one (a FIFO must not block the open either).
+///
+/// Two rounds at most: a name that exists for the exclusive create yet not for the plain open is a symlink to
+/// nothing (or a program racing the agent), and looping on it would hold a blocking thread for good.
+fn open_for_write(path: &Path, append: bool, mode: Option<u32>) -> io::Result<(fs::File, bool)> {
+    let mut flags = OFlag::O_WRONLY | OFlag::O_NONBLOCK;
+    if append {
+        flags |= OFlag::O_APPEND;
     }
-    if let Some(parent) = dir.parent() {
-        mkdirs(parent, owner)?;
-    }
-    match fs::create_dir(dir) {
-        Ok(()) => {
-            if let Some((uid, gid)) = owner {
-                let _ = std::os::unix::fs::chown(dir, Some(uid), Some(gid));
-            }
-            Ok(())
+    for _ in 0..2 {
+        match paths::open(path, flags, 0) {
+            Ok(fd) => return Ok((fs::File::from(fd), false)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e),
+        let create = flags | OFlag::O_CREAT | OFlag::O_EXCL;
+        match paths::open(path, create, mode.unwrap_or(0o644)) {
+            Ok(fd) => return Ok((fs::File::from(fd), true)),
+            // Made by someone else between the two opens: open it as an existing file.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
     }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "it is a symbolic link to nothing (or it keeps appearing and vanishing): the agent writes no file \
+         through it",
+    ))
+}
+
+fn not_regular(path: &Path) -> Body {
+    Body::error(
+        ErrorKind::Invalid,
+        format!(
+            "{} is not a regular file (a FIFO, socket or device), which the agent does not read or write: it \
+             could block; run a program to use it",
+            path.display()
+        ),
+    )
 }
 
 pub async fn list(path: PathBuf, depth: u32) -> Body {
     blocking(move || {
         let depth = depth.clamp(1, 64);
-        match fs::metadata(&path) {
-            Ok(m) if !m.is_dir() => {
+        let dir = match paths::open(&path, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0) {
+            Ok(dir) => dir,
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
                 return Body::error(
                     ErrorKind::Invalid,
                     format!("{} is not a directory", path.display()),
                 );
             }
-            Ok(_) => {}
             Err(e) => return io_body("cannot list", &path, e),
-        }
+        };
         let mut entries = Vec::new();
         let mut truncated = false;
-        if let Err(e) = walk(&path, "", depth, &mut entries, &mut truncated) {
+        if let Err(e) = walk(dir, "", depth, &mut entries, &mut truncated) {
             return io_body("cannot list", &path, e);
         }
         Body::Entries { entries, truncated }
@@ -151,35 +190,74 @@ pub async fn list(path: PathBuf, depth: u32) -> Body {
     .await
 }
 
+/// Lists `dir` by descriptor, each subdirectory opened from it without following a link: a directory a
+/// program swaps for a symlink while it is listed is not entered.
 fn walk(
-    dir: &Path,
+    dir: OwnedFd,
     prefix: &str,
     depth: u32,
     out: &mut Vec<Entry>,
     truncated: &mut bool,
 ) -> io::Result<()> {
-    let mut names: Vec<_> = fs::read_dir(dir)?.filter_map(Result::ok).collect();
-    names.sort_by_key(|e| e.file_name());
-    for e in names {
+    let mut dir = Dir::from_fd(dir)?;
+    let mut names: Vec<OsString> = dir
+        .iter()
+        .filter_map(Result::ok)
+        .map(|e| OsStr::from_bytes(e.file_name().to_bytes()).to_owned())
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    names.sort();
+    for file_name in names {
         if out.len() >= MAX_LIST_ENTRIES {
             *truncated = true;
             return Ok(());
         }
-        // symlink_metadata: a link is listed, never followed (no loops, no escape through it).
-        let Ok(meta) = e.path().symlink_metadata() else {
+        // The link itself: never followed (no loops, no escape through it).
+        let Ok((is_dir, size)) = paths::entry_kind(&dir, &file_name) else {
             continue;
         };
-        let name = format!("{prefix}{}", e.file_name().to_string_lossy());
-        let is_dir = meta.is_dir();
+        let name = format!("{prefix}{}", file_name.to_string_lossy());
         out.push(Entry {
             name: name.clone(),
             is_dir,
-            size: if is_dir { 0 } else { meta.len() },
+            size: if is_dir { 0 } else { size },
         });
         if is_dir && depth > 1 {
             // An unreadable subdirectory is listed but not entered.
-            let _ = walk(&e.path(), &format!("{name}/"), depth - 1, out, truncated);
+            if let Ok(sub) =
+                paths::open_entry(&dir, &file_name, OFlag::O_RDONLY | OFlag::O_DIRECTORY)
+            {
+                let _ = walk(sub, &format!("{name}/"), depth - 1, out, truncated);
+            }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A symlink to nothing exists for the exclusive create and not for the plain open: the write is refused
+    /// at once instead of trying the two opens for ever.
+    #[tokio::test]
+    async fn a_write_through_a_symlink_to_nothing_is_refused_not_retried_for_ever() {
+        let dir = std::env::temp_dir().join(format!("agent-files-{}-dangling", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(dir.join("missing"), dir.join("link")).unwrap();
+        let written = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            write(dir.join("link"), b"x".to_vec(), None, false, None, None),
+        )
+        .await
+        .expect("the write answers");
+        let Body::Error { message, .. } = written else {
+            panic!("{written:?}")
+        };
+        assert!(message.contains("symbolic link to nothing"), "{message}");
+        assert!(!dir.join("missing").exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
 }

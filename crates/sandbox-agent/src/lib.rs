@@ -9,6 +9,7 @@ mod files;
 pub mod launch;
 mod netif;
 pub mod outbuf;
+mod paths;
 pub mod procs;
 pub mod protocol;
 pub mod seccomp;

@@ -14,6 +14,7 @@ mod code_session;
 mod containment;
 mod expose;
 mod firecracker;
+mod host_paths;
 mod images;
 mod lifecycle;
 mod limits;
