@@ -34,6 +34,27 @@ pub const SCRATCH: &str = "/run/agent";
 /// The unprivileged user programs run as inside, when the launcher can map one.
 pub const SANDBOX_UID: u32 = 1000;
 
+/// Kernel counts a sandbox's user namespace charges to the uid that created it (the bridge's, often root),
+/// bounded per sandbox well below the host's own limits for that uid (inotify: 128 instances and at least
+/// 8192 watches; signals and message queues: the host's RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE), so that one
+/// sandbox, or several, cannot leave the host's uid without any (docs/sandbox.md, "Limits").
+///
+/// inotify instances per uid inside: one per event loop or watcher object is what programs take (libuv,
+/// Python's watchdog); the kernel's default for a whole uid is 128.
+pub const INOTIFY_INSTANCES: u64 = 8;
+/// inotify watches per uid inside: the kernel's smallest default for a whole uid, which watching tools are
+/// written to live within (its default grows with memory up to 1 048 576).
+pub const INOTIFY_WATCHES: u64 = 8192;
+/// inotify counts add up over sandboxes (they are bounded per uid in each namespace), so a sandbox gets at
+/// most this fraction of the bridge's uid's own limit, lower than the two above on a host that set them low.
+const INOTIFY_SHARE: u64 = 16;
+/// Queued signals, all of the sandbox together: a program queues real-time signals one at a time (glibc's
+/// own use is a few at once); about 1% of the host's usual RLIMIT_SIGPENDING (its threads-max / 2).
+pub const SIGPENDING: u64 = 1024;
+/// Bytes of POSIX message queues, all of the sandbox together: three queues of the default size (10
+/// messages of 8 KiB with their overhead); the host's default is 800 KiB.
+pub const MSGQUEUE_BYTES: u64 = 256 << 10;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LaunchConfig {
     /// Host uid/gid that uid 0 inside maps to (65536 ids from there). Only honoured when the launcher runs
@@ -168,6 +189,9 @@ pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
             drop(up_r);
             drop(go_w);
             die_with_parent(launcher)?;
+            let capped = cap_queues();
+            // Read here, in the bridge's user namespace, whose limits the sandbox's counts are charged to.
+            let inotify = inotify_bounds();
             step(
                 "unshare",
                 unshare(
@@ -203,7 +227,7 @@ pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
                         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
                     )?;
                     let _ = c;
-                    let mut agent = build_root(cfg, root, joined)?;
+                    let mut agent = build_root(cfg, root, joined, (capped, inotify))?;
                     let kill = crate::tree::init(exec_cgroup, agent.user);
                     agent.enforced.insert("timeout_kill".into(), kill);
                     Ok(Launched::Agent(Box::new(agent)))
@@ -211,6 +235,86 @@ pub fn run(cfg: &LaunchConfig) -> Result<Launched, SetupError> {
             }
         }
     }
+}
+
+/// Lowers RLIMIT_SIGPENDING and RLIMIT_MSGQUEUE of this process, just before it creates the sandbox's user
+/// namespace, and says what holds (`kernel_counts` of the isolation report).
+///
+/// Why this bounds the whole sandbox: since Linux 5.14 these two limits are counted per user in every user
+/// namespace (`ucounts`), and a new namespace records its creator's current value of each as its cap
+/// (`create_user_ns` calls `set_userns_rlimit_max` with `rlimit(RLIMIT_SIGPENDING)` and
+/// `rlimit(RLIMIT_MSGQUEUE)`). A signal queued or a queue made inside is charged to the user inside and to
+/// every creator up the chain, and `inc_rlimit_get_ucounts`/`inc_rlimit_ucounts` refuse it once the
+/// creator's count in the parent namespace would pass the child namespace's recorded cap: what the sandbox
+/// may charge to the bridge's uid is at most these values, whatever a program does with its own rlimits
+/// later (raising them takes CAP_SYS_RESOURCE in the host's namespace). Programs and the agent inherit the
+/// lower limits too; signals below SIGRTMIN sent by kill() or the kernel are delivered past the limit (the
+/// kernel then drops only their extra information), so the agent's child and signal handling is unchanged.
+fn cap_queues() -> Value {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let mut report = serde_json::Map::new();
+    for (name, resource, bound) in [
+        ("sigpending", Resource::RLIMIT_SIGPENDING, SIGPENDING),
+        ("msgqueue_bytes", Resource::RLIMIT_MSGQUEUE, MSGQUEUE_BYTES),
+    ] {
+        // Never raised: a lower limit the bridge was started with stays, and is what the report says.
+        let set = getrlimit(resource).and_then(|(soft, hard)| {
+            setrlimit(resource, soft.min(bound), hard.min(bound))?;
+            getrlimit(resource)
+        });
+        let value = match set {
+            Ok((_, hard)) if hard <= bound => json!(hard),
+            Ok((_, hard)) => not_enforced(&format!("the limit is still {hard}")),
+            Err(e) => not_enforced(&format!("setrlimit: {e}")),
+        };
+        report.insert(name.into(), value);
+    }
+    Value::Object(report)
+}
+
+/// The sysctl files of the inotify bounds, with the bound each gets in a sandbox: the constant, or the
+/// bridge's uid's own limit (this namespace's file) divided by [`INOTIFY_SHARE`] when that is lower.
+type InotifyBounds = [(&'static str, &'static str, u64); 2];
+
+fn inotify_bounds() -> InotifyBounds {
+    [
+        (
+            "inotify_instances",
+            "max_inotify_instances",
+            INOTIFY_INSTANCES,
+        ),
+        ("inotify_watches", "max_inotify_watches", INOTIFY_WATCHES),
+    ]
+    .map(|(name, file, bound)| {
+        let own = fs::read_to_string(Path::new("/proc/sys/user").join(file))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        let bound = own.map_or(bound, |n| bound.min(n / INOTIFY_SHARE).max(1));
+        (name, file, bound)
+    })
+}
+
+/// Bounds the inotify instances and watches each user of this process's user namespace may hold (the
+/// sandbox's: the namespace's root writes them, before any program runs; a program, never root inside and
+/// unable to make a namespace of its own, cannot raise them). `proc` is a procfs of the sandbox; the files are
+/// per user namespace whichever procfs they are reached through (`/proc/sys/user` is looked up in the
+/// writer's namespace). Both counts are also charged to the bridge's uid on the host, which the bounds keep
+/// from being exhausted.
+fn cap_inotify(proc: &Path, bounds: &InotifyBounds, report: &mut Value) {
+    for &(name, file, bound) in bounds {
+        let path = proc.join("sys/user").join(file);
+        let value = match fs::write(&path, bound.to_string()) {
+            Ok(()) => json!(bound),
+            Err(e) => not_enforced(&format!("writing /proc/sys/user/{file}: {e}")),
+        };
+        if let Value::Object(o) = report {
+            o.insert(name.into(), value);
+        }
+    }
+}
+
+fn not_enforced(reason: &str) -> Value {
+    json!({"status": "not enforced", "reason": reason})
 }
 
 fn die_with_parent(parent: Pid) -> Result<(), SetupError> {
@@ -353,6 +457,7 @@ fn build_root(
     cfg: &LaunchConfig,
     root: bool,
     cgroups: Vec<String>,
+    (mut kernel_counts, inotify): (Value, InotifyBounds),
 ) -> Result<AgentConfig, SetupError> {
     mnt(
         None,
@@ -408,6 +513,7 @@ fn build_root(
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None,
     )?;
+    cap_inotify(&new.join("proc"), &inotify, &mut kernel_counts);
     let dev = new.join("dev");
     tmpfs(&dev, "size=64k,mode=755")?;
     // No `tty`: a sandboxed program has no controlling terminal, and /dev/tty would name the bridge's when
@@ -510,6 +616,7 @@ fn build_root(
         },
     );
     enforced.insert("rlimits".into(), rlimits_json(&cfg.limits));
+    enforced.insert("kernel_counts".into(), kernel_counts);
     enforced.insert("cgroups".into(), json!(cgroups));
     enforced.insert(
         "seccomp".into(),
@@ -630,4 +737,45 @@ pub(crate) fn write_etc(etc: &Path, hostname: &str) -> Result<(), SetupError> {
 /// The raw fd of stdin, for the agent's stream.
 pub fn stdin_fd() -> i32 {
     std::io::stdin().as_raw_fd()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_inotify_bound_that_cannot_be_written_is_reported_as_not_enforced() {
+        let mut report = json!({"sigpending": SIGPENDING});
+        let bounds = [
+            ("inotify_instances", "max_inotify_instances", 8),
+            ("inotify_watches", "max_inotify_watches", 8192),
+        ];
+        cap_inotify(Path::new("/nonexistent-proc"), &bounds, &mut report);
+        assert_eq!(report["sigpending"], SIGPENDING);
+        for (name, file) in [
+            ("inotify_instances", "max_inotify_instances"),
+            ("inotify_watches", "max_inotify_watches"),
+        ] {
+            assert_eq!(report[name]["status"], "not enforced", "{report}");
+            let reason = report[name]["reason"].as_str().unwrap();
+            assert!(reason.contains(file), "{reason}");
+        }
+    }
+
+    #[test]
+    fn inotify_bounds_never_pass_a_sixteenth_of_the_callers_own() {
+        for (_, file, bound) in inotify_bounds() {
+            assert!(bound >= 1);
+            let own: u64 = fs::read_to_string(Path::new("/proc/sys/user").join(file))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert!(
+                bound <= (own / INOTIFY_SHARE).max(1),
+                "{file}: {bound} of {own}"
+            );
+        }
+    }
 }
