@@ -2,7 +2,8 @@
 
 use crate::procs::{Procs, reaper};
 use crate::protocol::{
-    Body, ErrorKind, Hello, LANGUAGES, Limits, MAX_FRAME_BYTES, Op, Reply, Request, VERSION,
+    Body, ErrorKind, Hello, LANGUAGES, Limits, MAX_FRAME_BYTES, MAX_PROCESSES, Op, Reply, Request,
+    VERSION,
 };
 use crate::{exec, files};
 use bridge_link::{FrameReader, FrameWriter, Framing};
@@ -196,8 +197,8 @@ async fn handle(agent: Arc<Agent>, req: Request, out: Out) {
                 }
             }
         }
-        Op::Status { target } => match agent.procs.get(target) {
-            Some(p) => Body::Status(p.report()),
+        Op::Status { target, state_only } => match agent.procs.get(target) {
+            Some(p) => Body::Status(p.report(state_only)),
             None => not_running(target),
         },
         Op::Forget { target } => {
@@ -238,7 +239,13 @@ async fn handle(agent: Arc<Agent>, req: Request, out: Out) {
 }
 
 fn not_running(target: u64) -> Body {
-    Body::error(ErrorKind::NotFound, format!("no process {target}"))
+    Body::error(
+        ErrorKind::NotFound,
+        format!(
+            "no process {target}: never started, or ended and dropped to make room (an ended background process \
+             is kept until {MAX_PROCESSES} are tracked)"
+        ),
+    )
 }
 
 async fn stdin(agent: &Agent, target: u64, data: Vec<u8>, eof: bool) -> Body {

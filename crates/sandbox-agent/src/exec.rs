@@ -7,6 +7,7 @@ use crate::procs::{Exit, Proc};
 use crate::protocol::{
     Body, ErrorKind, ExecSpec, MAX_CODE_BYTES, MAX_OUTPUT_CEILING, Program, StreamName, interpreter,
 };
+use nix::fcntl::OFlag;
 use nix::sys::signal::Signal;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -43,6 +44,21 @@ async fn start(
             format!("max_output must be 1..={MAX_OUTPUT_CEILING} bytes"),
         ));
     }
+    let cwd = spec
+        .cwd
+        .as_deref()
+        .map(|c| agent.resolve(c))
+        .unwrap_or_else(|| agent.config.workspace.clone());
+    // Opened here without following a magic link, and entered by descriptor in the child: `current_dir` would
+    // resolve the path in the child, which still holds PID 1's host cgroup descriptor until its exec, so a
+    // program's symlink to `/proc/self/fd/N/..` would start the next program in the host's `/` (paths.rs).
+    let cwd_dir =
+        crate::paths::open(&cwd, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0).map_err(|e| {
+            Body::error(
+                ErrorKind::Spawn,
+                format!("cannot use {} as the working directory: {e}", cwd.display()),
+            )
+        })?;
     let (argv, script) = program_argv(agent, id, &spec.program)?;
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -58,17 +74,17 @@ async fn start(
         // the program ends; a caller's own value (even empty) replaces it.
         .env("PYTHONUNBUFFERED", "1")
         .envs(&spec.env)
-        .current_dir(
-            spec.cwd
-                .as_deref()
-                .map(|c| agent.resolve(c))
-                .unwrap_or_else(|| agent.config.workspace.clone()),
-        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some((uid, gid)) = agent.config.user {
         cmd.uid(uid).gid(gid);
+    }
+    // SAFETY: runs in the child between fork and exec; fchdir is one async-signal-safe system call on a
+    // descriptor the closure owns (the parent's copy is closed when `cmd` is dropped after the spawn).
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || nix::unistd::fchdir(&cwd_dir).map_err(std::io::Error::from));
     }
     let spawned = agent.procs.spawn(
         id,
@@ -156,7 +172,7 @@ async fn start(
         return Ok(None);
     }
     finish.await;
-    let report = proc.report();
+    let report = proc.report(false);
     agent.procs.forget(id);
     Ok(Some(Body::Exited(report)))
 }

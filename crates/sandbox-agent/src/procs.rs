@@ -3,6 +3,13 @@
 //! As PID 1 the agent inherits every orphan of the sandbox, so it reaps with `waitpid(-1)`: a status for a
 //! pid in the table goes to that process, any other is an orphan and is dropped. Spawning and reaping both
 //! hold the table's lock, so a child that dies at once cannot be reaped before it is in the table.
+//!
+//! The table holds `MAX_PROCESSES`. A foreground run leaves it when it ends; an ended background process
+//! stays (its output is still wanted) until a spawn finds the table full: it then makes room by dropping one
+//! ended background process: one whose output was handed over after its end (a `status` with its output),
+//! the earliest handed over first; else, when none was, the one that ended first. A `state_only` status (a
+//! poll for the end) hands nothing over: the caller typically reads the output next. A running process is
+//! never dropped: with the table full of them a spawn is refused.
 
 use crate::outbuf::OutBuf;
 use crate::protocol::{ErrorKind, Limits, MAX_PROCESSES, ProcReport};
@@ -29,6 +36,9 @@ pub struct ProcState {
     pub err: OutBuf,
     pub timed_out: bool,
     pub ended_at: Option<Instant>,
+    /// When a report with its output was first sent after it ended: from then on dropping it loses nothing
+    /// the caller was not given.
+    pub delivered: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -70,10 +80,19 @@ impl Proc {
         self.tree.signal(self.pid, sig);
     }
 
-    pub fn report(&self) -> ProcReport {
+    /// Its state, with its output unless `state_only`; a report with the output of an ended process marks
+    /// that output as delivered.
+    pub fn report(&self, state_only: bool) -> ProcReport {
         let exit = self.exit();
-        let st = self.state();
+        let mut st = self.state();
+        if exit.is_some() && !state_only && st.delivered.is_none() {
+            st.delivered = Some(Instant::now());
+        }
         let end = st.ended_at.unwrap_or_else(Instant::now);
+        let (stdout, stderr) = match state_only {
+            true => (Vec::new(), Vec::new()),
+            false => (st.out.snapshot(), st.err.snapshot()),
+        };
         ProcReport {
             pid: self.pid,
             running: exit.is_none(),
@@ -87,8 +106,8 @@ impl Proc {
             },
             timed_out: st.timed_out,
             truncated: st.out.truncated() || st.err.truncated(),
-            stdout: st.out.snapshot(),
-            stderr: st.err.snapshot(),
+            stdout,
+            stderr,
             stdout_bytes: st.out.total(),
             stderr_bytes: st.err.total(),
             duration_ms: end.duration_since(self.started).as_millis() as u64,
@@ -100,6 +119,30 @@ impl Proc {
 struct Table {
     by_id: HashMap<u64, Arc<Proc>>,
     by_pid: HashMap<i32, u64>,
+}
+
+impl Table {
+    /// Drops one ended background process to make room: the one whose output was delivered earliest, else
+    /// (none was) the one that ended first. False when every process still runs (or is a foreground run still
+    /// being answered).
+    fn evict_one(&mut self) -> bool {
+        let victim = self
+            .by_id
+            .iter()
+            .filter(|(_, p)| p.background && p.exit().is_some())
+            .map(|(id, p)| {
+                let st = p.state();
+                (st.delivered.is_none(), st.delivered.or(st.ended_at), *id)
+            })
+            .min();
+        match victim {
+            Some((_, _, id)) => {
+                self.by_id.remove(&id);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -133,8 +176,8 @@ impl Procs {
             kind: ErrorKind::Spawn,
             message: format!("could not make the program's cgroup: {e}"),
         })?;
-        // SAFETY: the hook runs between fork and exec in the child, first of the closures (before Landlock
-        // and seccomp, which could refuse it), and only makes system calls (see `tree::join`).
+        // SAFETY: the hook runs between fork and exec in the child, before the closures that apply Landlock
+        // and seccomp (which could refuse it), and only makes system calls (see `tree::join`).
         #[allow(unsafe_code)]
         unsafe {
             command.pre_exec(tree.hook());
@@ -174,11 +217,12 @@ impl Procs {
                 message: format!("request id {id} is already a running process"),
             });
         }
-        if table.by_id.len() >= MAX_PROCESSES {
+        if table.by_id.len() >= MAX_PROCESSES && !table.evict_one() {
             return Err(SpawnError {
-                kind: ErrorKind::Limit,
+                kind: ErrorKind::Busy,
                 message: format!(
-                    "this sandbox already tracks {MAX_PROCESSES} processes (the limit); kill or forget some"
+                    "{MAX_PROCESSES} processes are running in this sandbox (the most one sandbox runs at once); \
+                     end one (kill_process) before starting another"
                 ),
             });
         }
@@ -198,6 +242,7 @@ impl Procs {
                 err: OutBuf::new(max_output),
                 timed_out: false,
                 ended_at: None,
+                delivered: None,
             }),
             exit_tx,
         });

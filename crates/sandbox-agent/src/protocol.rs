@@ -9,8 +9,12 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Protocol version said in `hello`.
-pub const VERSION: u32 = 1;
+/// Protocol version said in `hello`. 2: `status` takes `state_only`, and an error may be of kind `busy`. The
+/// host sends a field an agent of an older version does not know only when `hello` says it can (an older agent
+/// refuses unknown fields), so a bridge keeps working with an older guest image.
+pub const VERSION: u32 = 2;
+/// The first version whose `status` takes `state_only`.
+pub const STATE_ONLY_SINCE: u32 = 2;
 /// Largest frame either way. A 1 MiB chunk in base64 plus JSON fits with room to spare.
 pub const MAX_FRAME_BYTES: usize = 4 << 20;
 /// Largest raw byte count in one `read` answer or one `write`/`stdin` request; bigger transfers are chunked.
@@ -77,9 +81,13 @@ pub enum Op {
         target: u64,
         signal: i32,
     },
-    /// State and output (head and tail) of process `target` so far.
+    /// State and output (head and tail) of process `target` so far. With `state_only` the output is left
+    /// out (`stdout` and `stderr` empty, their byte counts given): a poll for the end, which does not count
+    /// as the output having been read (see `procs`).
     Status {
         target: u64,
+        #[serde(default, skip_serializing_if = "is_false")]
+        state_only: bool,
     },
     /// Forget a finished background process.
     Forget {
@@ -112,6 +120,10 @@ pub enum Op {
 
 fn one() -> u32 {
     1
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What to run. Code and shell commands are written to a file inside the sandbox and the interpreter is
@@ -275,8 +287,10 @@ pub enum ErrorKind {
     Invalid,
     /// No such file, directory or process.
     NotFound,
-    /// A limit of the agent (processes, sizes).
+    /// A size limit of the agent (code, files, frames).
     Limit,
+    /// Too many running already (processes): one must end before another starts.
+    Busy,
     /// An I/O error, message verbatim.
     Io,
     /// The program could not be started.
@@ -338,9 +352,30 @@ pub const LANGUAGES: [(&str, &str); 4] = [
     ("sh", "sh"),
 ];
 
+impl Op {
+    /// A `status` of `target` for an agent that said `agent_version` in its hello: only the state when asked and
+    /// the agent can leave the output out; an older agent refuses the field, so it gets a full status.
+    pub fn status(target: u64, state_only: bool, agent_version: u32) -> Self {
+        Op::Status {
+            target,
+            state_only: state_only && agent_version >= STATE_ONLY_SINCE,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bridge keeps working with an older guest image: what it sends a version-1 agent carries no field that
+    /// agent refuses (`deny_unknown_fields`).
+    #[test]
+    fn a_version_1_agent_gets_a_status_request_it_knows() {
+        let old = serde_json::to_value(Op::status(3, true, 1)).unwrap();
+        assert!(old.get("state_only").is_none(), "{old}");
+        let new = serde_json::to_value(Op::status(3, true, VERSION)).unwrap();
+        assert_eq!(new["state_only"], true, "{new}");
+    }
 
     #[test]
     fn requests_and_replies_round_trip_as_json() {

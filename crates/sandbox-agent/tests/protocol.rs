@@ -127,7 +127,7 @@ async fn a_frame_arriving_in_pieces_is_answered_once_whole() {
     }
     let r = a.reply().await;
     assert_eq!(r.id, 5);
-    assert!(matches!(r.body, Body::Hello(ref h) if h.version == 1));
+    assert!(matches!(r.body, Body::Hello(ref h) if h.version == 2));
 }
 
 #[tokio::test]
@@ -370,11 +370,35 @@ async fn background_processes_take_stdin_signals_and_report_status() {
     .await;
     assert!(matches!(a.reply().await.body, Body::Ok { written: 3 }));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    a.send(3, Op::Status { target: 1 }).await;
+    a.send(
+        3,
+        Op::Status {
+            target: 1,
+            state_only: false,
+        },
+    )
+    .await;
     match a.reply().await.body {
         Body::Status(p) => {
             assert!(p.running);
             assert_eq!(p.stdout, b"got:hi\n");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A poll for the state: no output, but how much there is.
+    a.send(
+        33,
+        Op::Status {
+            target: 1,
+            state_only: true,
+        },
+    )
+    .await;
+    match a.reply().await.body {
+        Body::Status(p) => {
+            assert!(p.running);
+            assert!(p.stdout.is_empty() && p.stderr.is_empty(), "{p:?}");
+            assert_eq!(p.stdout_bytes, 7);
         }
         other => panic!("{other:?}"),
     }
@@ -388,7 +412,14 @@ async fn background_processes_take_stdin_signals_and_report_status() {
     .await;
     a.reply().await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    a.send(5, Op::Status { target: 1 }).await;
+    a.send(
+        5,
+        Op::Status {
+            target: 1,
+            state_only: false,
+        },
+    )
+    .await;
     match a.reply().await.body {
         Body::Status(p) => {
             assert!(!p.running);

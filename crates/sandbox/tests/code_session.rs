@@ -8,7 +8,7 @@ use crate::support;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use mcp_testkit::within;
+use mcp_testkit::{start_call, within};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 use support::{Harness, error_of, start};
@@ -150,21 +150,11 @@ async fn an_interrupt_ends_a_busy_loop_and_keeps_the_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_cell_is_interrupted_and_the_session_kept() {
-    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-    use rmcp::service::PeerRequestOptions;
     let mut h = start(&[]).await;
     let id = h.create().await;
     cell(&h, &id, "c = 'kept'").await;
     let args = json!({"sandbox_id": id, "code": "print('looping', flush=True)\nwhile True: pass"});
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-        CallToolRequestParams::new("run_code").with_arguments(args.as_object().unwrap().clone()),
-    ));
-    let handle = h
-        .client
-        .service
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
-        .await
-        .unwrap();
+    let handle = start_call(&h.client, "run_code", args).await;
     within("the loop to start", h.client.progress.recv())
         .await
         .unwrap();

@@ -566,8 +566,7 @@ async fn cancelling_execute_code_kills_the_program_every_time_over_http() {
 }
 
 async fn cancel_rounds(mut h: Harness) {
-    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-    use rmcp::service::PeerRequestOptions;
+    use mcp_testkit::start_call;
     const COUNT: &str = "pgrep -x python3 | wc -l";
     let id = h.create().await;
     let rounds = 20;
@@ -575,16 +574,7 @@ async fn cancel_rounds(mut h: Harness) {
     for round in 0..rounds {
         let code = "import time\nprint('up', flush=True)\ntime.sleep(1000)";
         let args = json!({"sandbox_id": id, "language": "python", "code": code});
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new("execute_code")
-                .with_arguments(args.as_object().unwrap().clone()),
-        ));
-        let handle = h
-            .client
-            .service
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .unwrap();
+        let handle = start_call(&h.client, "execute_code", args).await;
         if round % 2 == 0 {
             // "up" arrives as progress once the program runs. A late "up" of the previous round's program (killed
             // just after it printed) can arrive here too, so the program is also seen running before the cancel.
@@ -893,4 +883,185 @@ async fn bouvet_spellings_and_extra_fields_are_accepted() {
         .ok("destroy_sandbox", extra(json!({"sandbox_id": id})))
         .await;
     assert_eq!(gone["success"], true);
+}
+
+/// Waits (bounded) until background process `pid` has ended, through process_status; returns its status.
+async fn ended(h: &Harness, id: &str, pid: u64) -> serde_json::Value {
+    let guard = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let st = h
+            .ok(
+                "process_status",
+                json!({"sandbox_id": id, "process_id": pid}),
+            )
+            .await;
+        if st["running"] == false {
+            return st;
+        }
+        assert!(
+            std::time::Instant::now() < guard,
+            "process {pid} never ended: {st}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The agent tracks 64 processes at once: ended background processes whose end was read make room, so a
+/// sandbox can start any number of them over its life (65 used to leave it unable to run anything).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_background_processes_make_room_for_new_ones() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    for n in 0..65 {
+        let r = h
+            .call(
+                "start_process",
+                json!({"sandbox_id": id, "command": "true"}),
+            )
+            .await;
+        assert_ne!(
+            r.is_error,
+            Some(true),
+            "start_process #{}: {}",
+            n + 1,
+            error_of(&r)
+        );
+        let pid = support::ok_of(&r)["process_id"].as_u64().unwrap();
+        assert_eq!(ended(&h, &id, pid).await["exit_code"], 0);
+    }
+    let out = h
+        .ok(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "sh", "code": "echo ok"}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "ok\n", "{out}");
+}
+
+/// A running process is never dropped to make room: with 64 running, the next start is refused (busy, naming
+/// the limit); once one has been killed and its end read, a start succeeds again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_running_processes_are_the_limit_and_none_is_dropped() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let mut pids = Vec::new();
+    for _ in 0..64 {
+        let p = h
+            .ok(
+                "start_process",
+                json!({"sandbox_id": id, "command": "exec sleep 600"}),
+            )
+            .await;
+        pids.push(p["process_id"].as_u64().unwrap());
+    }
+    let refused = error_of(
+        &h.call(
+            "start_process",
+            json!({"sandbox_id": id, "command": "true"}),
+        )
+        .await,
+    );
+    assert_eq!(refused["code"], "E_BUSY", "a count, not a size: {refused}");
+    let msg = refused["message"].as_str().unwrap();
+    assert!(msg.contains("64"), "{refused}");
+    assert!(msg.contains("kill_process"), "{refused}");
+    for pid in &pids {
+        let st = h
+            .ok(
+                "process_status",
+                json!({"sandbox_id": id, "process_id": pid}),
+            )
+            .await;
+        assert_eq!(st["running"], true, "process {pid} was dropped: {st}");
+    }
+    h.ok(
+        "kill_process",
+        json!({"sandbox_id": id, "process_id": pids[0]}),
+    )
+    .await;
+    assert_eq!(ended(&h, &id, pids[0]).await["signal"], 9);
+    let out = h
+        .ok(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "sh", "code": "echo ok"}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "ok\n", "{out}");
+    for pid in &pids[1..] {
+        let st = h
+            .ok(
+                "process_status",
+                json!({"sandbox_id": id, "process_id": pid}),
+            )
+            .await;
+        assert_eq!(st["running"], true, "process {pid} was dropped: {st}");
+    }
+}
+
+/// Only output handed over makes an ended process safe to drop: with the table full, a spawn drops the ended
+/// process whose output process_output returned, not one whose end process_status merely showed (the usual
+/// loop polls process_status until the end, then reads process_output). P2 ends first, so dropping "the
+/// first to end among those whose end was seen" would take P2 and its unread output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_alone_does_not_make_an_ended_process_droppable() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let start_one = |command: &'static str| {
+        let h = &h;
+        let id = id.clone();
+        async move {
+            h.ok(
+                "start_process",
+                json!({"sandbox_id": id, "command": command}),
+            )
+            .await["process_id"]
+                .as_u64()
+                .unwrap()
+        }
+    };
+    let p2 = start_one("echo two").await;
+    assert_eq!(ended(&h, &id, p2).await["exit_code"], 0);
+    let p1 = start_one("echo one").await;
+    assert_eq!(ended(&h, &id, p1).await["exit_code"], 0);
+    let read = h
+        .ok(
+            "process_output",
+            json!({"sandbox_id": id, "process_id": p1}),
+        )
+        .await;
+    assert_eq!(read["stdout"], "one\n", "{read}");
+    // 62 running beside the two ended: the table's 64 are taken.
+    for _ in 0..62 {
+        start_one("exec sleep 600").await;
+    }
+    start_one("exec sleep 600").await;
+    let unread = h
+        .call(
+            "process_output",
+            json!({"sandbox_id": id, "process_id": p2}),
+        )
+        .await;
+    assert_ne!(
+        unread.is_error,
+        Some(true),
+        "P2's output, never read, was dropped: {}",
+        error_of(&unread)
+    );
+    let unread = support::ok_of(&unread);
+    assert_eq!(unread["stdout"], "two\n", "{unread}");
+    assert_eq!(unread["exit_code"], 0, "{unread}");
+    let gone = error_of(
+        &h.call(
+            "process_output",
+            json!({"sandbox_id": id, "process_id": p1}),
+        )
+        .await,
+    );
+    assert!(
+        gone["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("no process {p1}")),
+        "P1, whose output was read, is the one dropped: {gone}"
+    );
 }

@@ -1,5 +1,7 @@
 //! Background processes: start_process, process_status, process_output, kill_process. A process's id is
-//! the agent's handle for it; its output is kept head-and-tail (1 MiB per stream) until it is forgotten.
+//! the agent's handle for it; its output is kept head-and-tail (1 MiB per stream) after it ended, until the
+//! agent needs its place among the 64 it tracks (`sandbox_agent::procs`): those whose output process_output
+//! returned after their end go first, process_status's answer (no output) does not count.
 
 use super::agent_error;
 use super::exec::{ExecOpts, ExecResult, exec_spec};
@@ -187,9 +189,8 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
                 .instance
                 .client
                 .call(
-                    Op::Status {
-                        target: a.process_id,
-                    },
+                    // Its end seen is not its output read: the agent keeps it until process_output.
+                    Op::status(a.process_id, true, s.instance.hello.version),
                     CALL_TIMEOUT,
                 )
                 .await?
@@ -218,7 +219,11 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .read_only()
         .handler_on(Arc::clone(mgr), |m, a: ProcArgs, _: ToolCtx| async move {
             let s = m.get(&a.sandbox_id)?;
-            match s.instance.client.call(Op::Status { target: a.process_id }, CALL_TIMEOUT).await? {
+            let op = Op::Status {
+                target: a.process_id,
+                state_only: false,
+            };
+            match s.instance.client.call(op, CALL_TIMEOUT).await? {
                 Body::Status(r) => Ok(Output::from(r)),
                 other => Err(agent_error(other)),
             }

@@ -419,7 +419,13 @@ async fn kernel_exit(s: &Sandbox, process_id: u64) -> Option<String> {
     match s
         .instance
         .client
-        .call(Op::Status { target: process_id }, CALL_TIMEOUT)
+        .call(
+            Op::Status {
+                target: process_id,
+                state_only: false,
+            },
+            CALL_TIMEOUT,
+        )
         .await
     {
         Ok(Body::Status(r)) if r.running => None,
@@ -472,7 +478,10 @@ async fn forget(s: &Sandbox, process_id: u64) {
             Ok(Body::Ok { .. }) | Err(_) => return,
             // Refused: still running (not reaped yet), or unknown.
             Ok(_) => match client
-                .call(Op::Status { target: process_id }, CALL_TIMEOUT)
+                .call(
+                    Op::status(process_id, true, s.instance.hello.version),
+                    CALL_TIMEOUT,
+                )
                 .await
             {
                 Ok(Body::Status(r)) if r.running => {
