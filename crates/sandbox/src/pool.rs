@@ -130,6 +130,23 @@ impl Pool {
 
     fn start_boots(self: &Arc<Self>) {
         let mut st = self.lock();
+        // A warm sandbox whose agent died would count as ready and keep the pool from refilling.
+        for q in st.idle.values_mut() {
+            let before = q.len();
+            let (live, dead): (VecDeque<Instance>, VecDeque<Instance>) =
+                q.drain(..).partition(|i| !i.client.is_closed());
+            *q = live;
+            if !dead.is_empty() {
+                tracing::warn!(
+                    dead = dead.len(),
+                    of = before,
+                    "warm sandboxes whose agent exited dropped from the pool"
+                );
+            }
+            for i in dead {
+                tokio::spawn(async move { i.destroy().await });
+            }
+        }
         if st.closed || st.backoff_until.is_some_and(|t| Instant::now() < t) {
             return;
         }

@@ -131,8 +131,89 @@ async fn a_dead_agent_fails_the_call_in_flight_at_once() {
     // Ended by the sandbox's death, not by `sleep 60` or the 120 s timeout: either would answer a result.
     let e = error_of(&r);
     assert_eq!(e["code"], "E_DISCONNECTED", "{e}");
-    let list = h.ok("list_sandboxes", json!({})).await;
-    assert_eq!(list["sandboxes"][0]["state"], "dead");
+}
+
+/// Kills every process of the sandbox whose launcher is `launcher`, the launcher included.
+fn kill_sandbox_processes(launcher: u32) {
+    let mut pids = descendants(launcher);
+    pids.push(launcher);
+    for p in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// A sandbox whose agent died is reaped on the next tick (its cgroups and its place under SANDBOX_MAX freed),
+/// however often it is named meanwhile, and a later call naming it is told it ended and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_whose_agent_died_is_reaped_and_said_to_have_ended() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let other = h.create().await;
+    let launcher = h.launcher_pid(&id);
+    // PID 1 of the sandbox: the launcher's grandchild.
+    let pid1 = *descendants(launcher).get(1).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid1 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let guard = Instant::now() + HANG_GUARD;
+    loop {
+        // Naming it renews its idle time: that must not keep a dead sandbox.
+        let _ = h.call("keepalive", json!({"sandbox_id": id})).await;
+        let list = h.ok("list_sandboxes", json!({})).await;
+        let ids: Vec<&str> = list["sandboxes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sandbox_id"].as_str().unwrap())
+            .collect();
+        if !ids.contains(&id.as_str()) {
+            assert_eq!(ids, vec![other.as_str()]);
+            break;
+        }
+        assert!(Instant::now() < guard, "the dead sandbox was never reaped");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually("the dead sandbox's launcher to be gone", || dead(launcher)).await;
+    let e = error_of(
+        &h.call("run_command", json!({"sandbox_id": id, "command": "true"}))
+            .await,
+    );
+    assert_eq!(e["code"], "E_SANDBOX_ENDED", "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains("ended") && msg.contains("agent exited"), "{e}");
+    assert_eq!(h.sh(&other, "echo still").await["stdout"], "still\n");
+}
+
+/// A warm sandbox whose agent died is dropped from the pool, which boots another in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_warm_sandbox_is_dropped_and_the_pool_refills() {
+    let h = start(&["--sandbox-pool-min-size", "1"]).await;
+    let pool = std::sync::Arc::clone(&h.manager.pool);
+    eventually("the pool to fill", || pool.idle() == 1).await;
+    assert_eq!(pool.stats()["boots"], 1);
+    // The warm sandbox's launcher: this test process's only child running the agent binary.
+    let launchers: Vec<u32> = support::children(std::process::id())
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("sandbox-agent"))
+        })
+        .collect();
+    assert_eq!(launchers.len(), 1, "{launchers:?}");
+    kill_sandbox_processes(launchers[0]);
+    eventually("the pool to boot a replacement", || {
+        pool.stats()["boots"] == 2 && pool.idle() == 1
+    })
+    .await;
+    let warm = h.ok("create_sandbox", json!({})).await;
+    assert_eq!(warm["from_pool"], true);
+    let id = warm["sandbox_id"].as_str().unwrap();
+    assert_eq!(h.sh(id, "echo up").await["stdout"], "up\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -147,6 +147,23 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     out
 }
 
+/// The direct children of `pid` on the host.
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.filter_map(Result::ok) {
+        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
 /// True when `pid` no longer runs (gone, or a zombie awaiting its reaper).
 pub fn dead(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/status")) {
