@@ -1,6 +1,6 @@
 //! The live sandboxes by id: create (warm pool first, cold start outside every lock), look up (one generic
 //! not-found for unknown and malformed ids alike, as Bouvet), destroy, and the reaper for idle and
-//! over-age sandboxes.
+//! over-age sandboxes and for those whose agent is gone.
 
 use crate::backend::{self, BackendChoice, BackendKind, Instance, Spec, microvm};
 use crate::config::{ConfigError, Settings, image_names};
@@ -8,8 +8,8 @@ use crate::pool::Pool;
 use crate::time::rfc3339;
 use bridge_core::ToolError;
 use serde_json::{Value, json};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -17,6 +17,15 @@ use uuid::Uuid;
 
 /// Bouvet's words, for unknown and malformed ids alike: nothing tells a prober which ids exist.
 pub const NOT_FOUND: &str = "Sandbox not found or invalid ID";
+/// Sandboxes reaped because their agent died, remembered (newest kept) so a later call naming one is told
+/// why it is gone; an id is a random UUID its caller was given, so this tells a prober nothing.
+const ENDED_REMEMBERED: usize = 256;
+
+/// Set by the first bridge started in this process. Until then nothing named with our pid (`<pid>-...`: a
+/// sandbox's groups and folders, a transfer file) is this run's, so such leftovers are an earlier process's
+/// that had our pid, as pid 1 of a container has on every restart. A later start in the same process (a
+/// library user's second bridge) must leave the first one's alone.
+static STARTED_IN_THIS_PROCESS: AtomicBool = AtomicBool::new(false);
 
 pub struct Sandbox {
     pub id: Uuid,
@@ -85,6 +94,10 @@ pub struct Manager {
     pub orphans_cleaned: usize,
     /// The templates built before start (each also an image, `template:NAME`).
     pub templates: Vec<crate::template::Template>,
+    /// Sandboxes whose agent died.
+    ended: Mutex<EndedIds>,
+    /// export_workspace's and import_workspace's files, which go with their sandbox.
+    pub(crate) transfers: crate::tools::workspace::Store,
 }
 
 impl Manager {
@@ -97,13 +110,16 @@ impl Manager {
             crate::agent_bin::install(&settings.agent_bin, agent)
                 .map_err(|why| ConfigError::InstallAgent(settings.agent_bin.clone(), why))?;
         }
-        let orphans_cleaned = backend::cleanup_orphans(&settings).await;
+        let own_pid_gone = !STARTED_IN_THIS_PROCESS.swap(true, Ordering::SeqCst);
+        let orphans_cleaned = backend::cleanup_orphans(&settings, own_pid_gone).await;
         if orphans_cleaned > 0 {
             tracing::warn!(
                 orphans_cleaned,
                 "removed sandboxes left behind by a crashed run"
             );
         }
+        let transfers =
+            crate::tools::workspace::Store::open(&settings.state_dir, own_pid_gone).await;
         let microvm = match settings.choice {
             BackendChoice::Microvm | BackendChoice::Auto => microvm::self_test(&settings).await,
             BackendChoice::Namespace | BackendChoice::Process => microvm::facts(&settings),
@@ -141,6 +157,8 @@ impl Manager {
             reserved: AtomicUsize::new(0),
             orphans_cleaned,
             templates,
+            ended: Mutex::new(EndedIds::default()),
+            transfers,
         }))
     }
 
@@ -352,18 +370,27 @@ impl Manager {
         Ok(s)
     }
 
-    /// The sandbox named by `id`, renewed, paused or not; any failure is the one generic not-found.
+    /// The sandbox named by `id`, renewed, paused or not; any failure is the one generic not-found, but for
+    /// a sandbox whose agent died (`E_SANDBOX_ENDED`).
     pub fn get_any(&self, id: &str) -> Result<Arc<Sandbox>, ToolError> {
-        let found = Uuid::parse_str(id.trim())
-            .ok()
-            .and_then(|u| self.map().get(&u).cloned());
+        let Ok(uuid) = Uuid::parse_str(id.trim()) else {
+            return Err(ToolError::not_found(NOT_FOUND));
+        };
+        let found = self.map().get(&uuid).cloned();
         match found {
+            // Dead but not yet reaped (the next tick takes it): a call would only fail on the closed link.
+            Some(s) if s.instance.client.is_closed() => Err(ended(uuid)),
             Some(s) => {
                 s.touch();
                 Ok(s)
             }
+            None if self.lock_ended().contains(&uuid) => Err(ended(uuid)),
             None => Err(ToolError::not_found(NOT_FOUND)),
         }
+    }
+
+    fn lock_ended(&self) -> MutexGuard<'_, EndedIds> {
+        self.ended.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub async fn destroy(&self, id: &str) -> Result<(), ToolError> {
@@ -373,8 +400,15 @@ impl Manager {
         let Some(sandbox) = removed else {
             return Err(ToolError::not_found(NOT_FOUND));
         };
-        finish(sandbox).await;
+        self.finish(sandbox).await;
         Ok(())
+    }
+
+    /// Destroys a sandbox taken out of the map, and its transfers' files; a call still in flight on it fails
+    /// at once (its stream is closed).
+    async fn finish(&self, sandbox: Arc<Sandbox>) {
+        self.transfers.forget_sandbox(sandbox.id);
+        sandbox.instance.destroy().await;
     }
 
     pub fn list(&self) -> Vec<Arc<Sandbox>> {
@@ -387,9 +421,10 @@ impl Manager {
     pub async fn destroy_all(&self) {
         let all: Vec<_> = self.map().drain().map(|(_, s)| s).collect();
         let warm = self.pool.drain();
+        self.transfers.clear();
         let mut tasks = Vec::new();
         for s in all {
-            tasks.push(tokio::spawn(finish(s)));
+            tasks.push(tokio::spawn(async move { s.instance.destroy().await }));
         }
         for i in warm {
             tasks.push(tokio::spawn(async move { i.destroy().await }));
@@ -400,29 +435,49 @@ impl Manager {
     }
 
     /// Every second: destroy sandboxes idle longer than the idle timeout, older than the max lifetime, or
-    /// whose agent is gone.
+    /// whose agent is gone; drop transfers of sandboxes gone and transfers unused past their TTL.
     pub async fn reap(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
-            let expired: Vec<Arc<Sandbox>> = {
+            let expired: Vec<(Arc<Sandbox>, Ended)> = {
                 let mut map = self.map();
-                let ids: Vec<Uuid> = map
+                let ids: Vec<(Uuid, Ended)> = map
                     .values()
-                    .filter(|s| {
-                        s.idle_for() >= self.settings.idle_timeout
-                            || s.created.elapsed() >= self.settings.max_lifetime
+                    .filter_map(|s| {
+                        let why = if s.instance.client.is_closed() {
+                            Ended::AgentExited
+                        } else if s.idle_for() >= self.settings.idle_timeout {
+                            Ended::Idle
+                        } else if s.created.elapsed() >= self.settings.max_lifetime {
+                            Ended::Lifetime
+                        } else {
+                            return None;
+                        };
+                        Some((s.id, why))
                     })
-                    .map(|s| s.id)
                     .collect();
-                ids.iter().filter_map(|id| map.remove(id)).collect()
+                ids.into_iter()
+                    .filter_map(|(id, why)| map.remove(&id).map(|s| (s, why)))
+                    .collect()
             };
-            for s in expired {
-                tracing::info!(sandbox = %s.id, "sandbox expired");
-                finish(s).await;
+            for (s, why) in expired {
+                match why {
+                    Ended::AgentExited => {
+                        tracing::warn!(sandbox = %s.id, "sandbox ended: its agent exited; destroyed");
+                        self.lock_ended().remember(s.id);
+                    }
+                    Ended::Idle => tracing::info!(sandbox = %s.id, "sandbox expired (idle)"),
+                    Ended::Lifetime => {
+                        tracing::info!(sandbox = %s.id, "sandbox expired (maximum lifetime)");
+                    }
+                }
+                self.finish(s).await;
             }
+            let live: Vec<Uuid> = self.map().keys().copied().collect();
+            self.transfers.sweep(&live);
         }
     }
 
@@ -450,9 +505,41 @@ pub fn paused(s: &Sandbox) -> ToolError {
     .with_details(json!({"sandbox_id": s.id.to_string(), "state": "paused"}))
 }
 
-/// Destroys a sandbox; a call still in flight on it fails at once (its stream is closed).
-async fn finish(sandbox: Arc<Sandbox>) {
-    sandbox.instance.destroy().await;
+/// Why the reaper took a sandbox.
+enum Ended {
+    AgentExited,
+    Idle,
+    Lifetime,
+}
+
+/// The ids of sandboxes whose agent died, newest `ENDED_REMEMBERED` kept: a fixed few KiB however many die.
+#[derive(Default)]
+struct EndedIds(VecDeque<Uuid>);
+
+impl EndedIds {
+    fn remember(&mut self, id: Uuid) {
+        if self.0.len() >= ENDED_REMEMBERED {
+            self.0.pop_front();
+        }
+        self.0.push_back(id);
+    }
+
+    fn contains(&self, id: &Uuid) -> bool {
+        self.0.contains(id)
+    }
+}
+
+/// The answer to a call naming a sandbox whose agent died.
+fn ended(id: Uuid) -> ToolError {
+    ToolError::new(
+        bridge_core::ErrorCode::Disconnected,
+        format!(
+            "sandbox {id} ended: its agent exited (it crashed or was killed), so the sandbox and its files are gone"
+        ),
+    )
+    .with_code_name("E_SANDBOX_ENDED")
+    .with_hint("create a new sandbox with create_sandbox")
+    .with_details(json!({"sandbox_id": id.to_string(), "state": "ended", "reason": "agent exited"}))
 }
 
 struct Release<'a>(&'a AtomicUsize);
@@ -460,5 +547,22 @@ struct Release<'a>(&'a AtomicUsize);
 impl Drop for Release<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ended_ids_keep_the_newest_and_stay_bounded() {
+        let mut ended = EndedIds::default();
+        let ids: Vec<Uuid> = (0..ENDED_REMEMBERED + 44).map(|_| Uuid::new_v4()).collect();
+        for id in &ids {
+            ended.remember(*id);
+        }
+        assert_eq!(ended.0.len(), ENDED_REMEMBERED);
+        assert!(ids[..44].iter().all(|id| !ended.contains(id)));
+        assert!(ids[44..].iter().all(|id| ended.contains(id)));
     }
 }

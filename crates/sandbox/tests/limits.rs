@@ -572,3 +572,220 @@ async fn the_bridge_s_own_memory_limit_bounds_what_a_sandbox_may_ask() {
         "{e}"
     );
 }
+
+/// A bridge restarted with the same pid (pid 1 of a container) finds groups named with its own pid: at its
+/// start nothing of its run exists yet, so they are a crashed run's and are removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_run_s_groups_named_with_our_own_pid_are_removed_at_start() {
+    assert!(root(), "these tests run as root, as CI does");
+    let own = own_cgroups("self");
+    let mount = mount_of("memory").expect("a memory hierarchy");
+    let parent = mount
+        .join(own["memory"].trim_start_matches('/'))
+        .join("mcp-bridges-sandbox");
+    let orphan = parent.join(format!("{}-crashed", std::process::id()));
+    let nested = orphan.join("p7");
+    std::fs::create_dir_all(&nested).unwrap();
+    let h = start(&[]).await;
+    assert!(!orphan.exists(), "{} left behind", orphan.display());
+    drop(h);
+}
+
+/// The bounds a sandbox's programs meet on the kernel counts its user namespace charges to the bridge's uid
+/// (docs/sandbox.md, "Limits"): inotify instances and watches per uid inside (at most 1/16 of the bridge
+/// uid's own), queued signals and message queue bytes in all (never above the bridge's own rlimits).
+const INOTIFY_INSTANCES: u64 = 8;
+const INOTIFY_WATCHES: u64 = 8192;
+const SIGPENDING: u64 = 1024;
+const MSGQUEUE_BYTES: u64 = 256 << 10;
+
+/// Run inside: takes inotify watches (one instance, one fresh file each), then inotify instances, then
+/// queues real-time signals to itself, each until the kernel refuses or `cap` (one past the host's own
+/// limit) is reached; prints what it holds as JSON and keeps holding it.
+const EXHAUST: &str = r#"
+import ctypes, errno, json, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+cap_instances, cap_watches, cap_signals = (int(a) for a in sys.argv[1:4])
+def why(r):
+    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno())) if r < 0 else "cap"
+out = {}
+first = libc.inotify_init1(0)
+assert first >= 0, why(first)
+os.makedirs("/tmp/w")
+watches, r = 0, 0
+while watches < cap_watches:
+    p = b"/tmp/w/%d" % watches
+    open(p, "w").close()
+    r = libc.inotify_add_watch(first, p, 2)
+    if r < 0:
+        break
+    watches += 1
+out["watches"], out["watches_error"] = watches, why(r)
+fds = [first]
+while len(fds) < cap_instances:
+    r = libc.inotify_init1(0)
+    if r < 0:
+        break
+    fds.append(r)
+out["instances"], out["instances_error"] = len(fds), why(r)
+class sigval(ctypes.Union):
+    _fields_ = [("i", ctypes.c_int), ("p", ctypes.c_void_p)]
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+queued = 0
+while queued < cap_signals:
+    r = libc.sigqueue(os.getpid(), signal.SIGRTMIN, sigval(1))
+    if r < 0:
+        break
+    queued += 1
+out["signals"], out["signals_error"] = queued, why(r)
+print(json.dumps(out), flush=True)
+time.sleep(600)
+"#;
+
+/// On the host, as this process's uid (the bridge's): an inotify instance with a watch, and a real-time
+/// signal queued to the calling thread (blocked there, then taken back). Runs on a thread of its own, whose
+/// signal mask no other code shares. Returns every refusal.
+fn host_can_still_use_inotify_and_sigqueue() -> Result<(), String> {
+    #[allow(unsafe_code)]
+    let check = || -> Vec<String> {
+        let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+        let mut refused = Vec::new();
+        // SAFETY: plain system calls on values owned here; the signal is blocked on this thread alone and
+        // taken back before it ends.
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_CLOEXEC);
+            if fd < 0 {
+                refused.push(err("inotify_init1"));
+            } else {
+                if libc::inotify_add_watch(fd, c"/tmp".as_ptr(), libc::IN_MODIFY) < 0 {
+                    refused.push(err("inotify_add_watch"));
+                }
+                libc::close(fd);
+            }
+            let sig = libc::SIGRTMIN();
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            info.si_signo = sig;
+            info.si_code = -1; // SI_QUEUE, as sigqueue(3) sends it
+            let r = libc::syscall(
+                libc::SYS_rt_tgsigqueueinfo,
+                libc::getpid(),
+                libc::gettid(),
+                sig,
+                &info as *const libc::siginfo_t,
+            );
+            if r < 0 {
+                refused.push(err("rt_tgsigqueueinfo (sigqueue to itself)"));
+            } else {
+                let none = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                if libc::sigtimedwait(&set, std::ptr::null_mut(), &none) != sig {
+                    refused.push(err("sigtimedwait for the signal just queued"));
+                }
+            }
+        }
+        refused
+    };
+    let refused = std::thread::spawn(check).join().unwrap();
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(refused.join("; "))
+    }
+}
+
+fn host_number(path: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_exhausting_inotify_and_signal_queues_stops_at_its_sandbox_s_bounds() {
+    assert!(root(), "these tests run as root, as CI does");
+    host_can_still_use_inotify_and_sigqueue().expect("the host before any sandbox");
+    use nix::sys::resource::{Resource, getrlimit};
+    let (_, sigpending) = getrlimit(Resource::RLIMIT_SIGPENDING).unwrap();
+    let (_, msgqueue) = getrlimit(Resource::RLIMIT_MSGQUEUE).unwrap();
+    let host_instances = host_number("/proc/sys/user/max_inotify_instances");
+    let host_watches = host_number("/proc/sys/user/max_inotify_watches");
+    let caps = [host_instances + 1, host_watches + 1, sigpending + 1];
+    let instances = INOTIFY_INSTANCES.min(host_instances / 16).max(1);
+    let watches = INOTIFY_WATCHES.min(host_watches / 16).max(1);
+    let signals_cap = SIGPENDING.min(sigpending);
+    let h = start(&[]).await;
+    let id = h.create().await;
+    let report = h
+        .manager
+        .get(&id)
+        .unwrap()
+        .instance
+        .hello
+        .enforced
+        .get("kernel_counts")
+        .cloned();
+    h.ok(
+        "write_file",
+        json!({"sandbox_id": id, "path": "exhaust.py", "content": EXHAUST}),
+    )
+    .await;
+    let started = h
+        .ok(
+            "start_process",
+            json!({"sandbox_id": id, "command": format!("python3 /workspace/exhaust.py {} {} {}", caps[0], caps[1], caps[2])}),
+        )
+        .await;
+    let pid = started["process_id"].clone();
+    let mut held = serde_json::Value::Null;
+    // A hang guard, not a claim about speed.
+    for _ in 0..1200 {
+        let out = h
+            .ok(
+                "process_output",
+                json!({"sandbox_id": id, "process_id": pid}),
+            )
+            .await;
+        if let Some(line) = out["stdout"].as_str().and_then(|s| s.lines().next()) {
+            held = serde_json::from_str(line).unwrap();
+            break;
+        }
+        assert_eq!(out["running"], true, "the program ended early: {out}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(held.is_object(), "the program never said what it holds");
+    // Checked while the program still holds all it could get.
+    let host = host_can_still_use_inotify_and_sigqueue();
+    h.ok("destroy_sandbox", json!({"sandbox_id": id})).await;
+    host.unwrap_or_else(|why| {
+        panic!("the host's uid lost its own limits to the sandbox ({held}): {why}")
+    });
+    assert_eq!(held["instances"], instances, "{held}");
+    assert_eq!(held["instances_error"], "EMFILE", "{held}");
+    assert_eq!(held["watches"], watches, "{held}");
+    assert_eq!(held["watches_error"], "ENOSPC", "{held}");
+    // The signal cap counts everything queued for the bridge's uid through the sandbox's namespace: a signal
+    // pending elsewhere for that uid takes one from it.
+    let signals = held["signals"].as_u64().unwrap();
+    assert!(
+        (signals_cap.saturating_sub(64)..=signals_cap).contains(&signals),
+        "queued {signals}, the bound is {signals_cap}: {held}"
+    );
+    assert_eq!(held["signals_error"], "EAGAIN", "{held}");
+    assert_eq!(
+        report.unwrap_or_default(),
+        json!({
+            "inotify_instances": instances,
+            "inotify_watches": watches,
+            "sigpending": signals_cap,
+            "msgqueue_bytes": MSGQUEUE_BYTES.min(msgqueue),
+        }),
+        "isolation.kernel_counts"
+    );
+}

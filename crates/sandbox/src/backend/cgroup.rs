@@ -618,33 +618,36 @@ async fn kill_tree(dir: &Path) {
 /// At start: a crashed run's sandboxes are found by their cgroups (every process in them is killed, the
 /// groups removed) under this bridge's own cgroup, and at the root of each hierarchy where older versions
 /// put them; its `process` and `vm` directories under the state dir are removed, a VM's VMM killed first.
+/// `own_pid_gone` (the first start in this process): what is named with our own pid is a crashed run's too,
+/// under our own cgroup and in the state dir; not at a hierarchy's root outside our cgroup, which bridges in
+/// other pid namespaces share, where our pid (1, in a container) is another live bridge's just as well.
 /// Returns how many groups were cleaned.
-pub async fn cleanup_orphans(settings: &Settings) -> usize {
+pub async fn cleanup_orphans(settings: &Settings, own_pid_gone: bool) -> usize {
     let mut cleaned = 0;
-    let mut parents: Vec<PathBuf> = if settings.cgroups {
+    let mut parents: Vec<(PathBuf, bool)> = if settings.cgroups {
         tokio::task::spawn_blocking(places)
             .await
             .unwrap_or(&[])
             .iter()
-            .map(|p| p.parent.clone())
+            .map(|p| (p.parent.clone(), own_pid_gone))
             .collect()
     } else {
         Vec::new()
     };
     for controller in CONTROLLERS {
         let legacy = Path::new(LEGACY_ROOT).join(controller).join(GROUP);
-        if !parents.contains(&legacy) {
-            parents.push(legacy);
+        if !parents.iter().any(|(p, _)| *p == legacy) {
+            parents.push((legacy, false));
         }
     }
-    for parent in parents {
+    for (parent, own_pid_gone) in parents {
         let Ok(mut rd) = tokio::fs::read_dir(&parent).await else {
             continue;
         };
         while let Ok(Some(e)) = rd.next_entry().await {
             let dir = e.path();
             if !e.file_type().await.is_ok_and(|t| t.is_dir())
-                || !orphaned(&e.file_name().to_string_lossy())
+                || !orphaned(&e.file_name().to_string_lossy(), own_pid_gone)
             {
                 continue;
             }
@@ -667,7 +670,7 @@ pub async fn cleanup_orphans(settings: &Settings) -> usize {
                 .strip_prefix("process-")
                 .or_else(|| name.strip_prefix("vm-"));
             if let Some(rest) = rest
-                && orphaned(rest)
+                && orphaned(rest, own_pid_gone)
             {
                 kill_vmm(&e.path()).await;
                 let _ = tokio::fs::remove_dir_all(e.path()).await;
@@ -710,14 +713,17 @@ pub fn owned_name(rest: &str) -> String {
     format!("{}-{rest}", std::process::id())
 }
 
-/// True when the owner pid in `name` is no longer alive.
-fn orphaned(name: &str) -> bool {
+/// True when the owner pid in `name` is no longer alive. Our own pid is alive, but `own_pid_gone` says whether
+/// what carries it is this run's: not at the first start in this process, when nothing of this run exists
+/// yet and it is an earlier process's that had the same pid (pid 1 of a container, on every restart).
+pub(crate) fn orphaned(name: &str, own_pid_gone: bool) -> bool {
     let Some(pid) = name.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
         return false;
     };
-    pid != std::process::id() as i32
-        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-            == Err(nix::errno::Errno::ESRCH)
+    if pid == std::process::id() as i32 {
+        return own_pid_gone;
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! works the same on every backend because they all talk to the same agent.
 
 mod cgroup;
+pub(crate) use cgroup::orphaned;
 pub mod microvm;
 mod spawn;
 

@@ -9,7 +9,7 @@ mod pause;
 mod process;
 pub(crate) mod session;
 mod templates;
-mod workspace;
+pub(crate) mod workspace;
 
 use crate::manager::Manager;
 use bridge_core::BridgeBuilder;
@@ -70,6 +70,7 @@ pub(crate) fn agent_error(body: sandbox_agent::protocol::Body) -> bridge_core::T
             ErrorKind::NotFound => ToolError::not_found(message),
             ErrorKind::Invalid => ToolError::new(bridge_core::ErrorCode::InvalidArgument, message),
             ErrorKind::Limit => ToolError::too_large(message),
+            ErrorKind::Busy => ToolError::new(bridge_core::ErrorCode::Busy, message),
             ErrorKind::Io | ErrorKind::Spawn => ToolError::remote(message),
         },
         other => ToolError::internal(format!("the sandbox agent answered out of turn: {other:?}")),

@@ -7,6 +7,12 @@
 //! special links), then streams it into `tar -x` run inside the sandbox as its user, which keeps modes and
 //! mtimes. Every buffer is bounded in bytes: a page, the agent's 1 MiB chunks, a 4-chunk queue, and the
 //! archive (the workspace's size plus headers).
+//!
+//! Every file under `<state dir>/transfers/` is either in the map of open transfers or held by an
+//! [`Unclaimed`] guard of the call making or consuming it, so a call cut short (cancelled, timed out, its
+//! client gone) removes its file. The manager drops a sandbox's transfers with it and sweeps the rest on
+//! its reaper's tick; files are named `<bridge pid>-<id>.tar`, so a bridge starting removes a crashed run's
+//! and none of another bridge's sharing the state dir.
 
 use crate::manager::Manager;
 use bridge_core::{BridgeBuilder, ToolCtx, ToolError, ToolSpec, Validate, check};
@@ -15,6 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,6 +37,10 @@ const TRANSFER_TTL: Duration = Duration::from_secs(15 * 60);
 const MAX_TRANSFERS: usize = 16;
 /// Entries an export may hold (the `find` listing is at most 1 MiB as well).
 const MAX_ENTRIES: usize = 100_000;
+/// Entries left out that a result names, and their JSON's bytes (the rest are counted in `skipped`): every
+/// page carries them, beside a page of data sized to the result cap.
+const MAX_SKIPPED_NAMED: usize = 20;
+const MAX_SKIPPED_NAMED_BYTES: usize = 4 << 10;
 const AGENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -74,8 +85,18 @@ pub struct ExportPage {
     pub done: bool,
     /// Files, folders and symbolic links archived.
     pub entries: u64,
-    /// Entries left out (sockets, pipes, devices).
+    /// Entries left out: sockets, pipes, devices, and files whose path is not UTF-8.
     pub skipped: u64,
+    /// The first entries left out (up to 20, 4 KiB of JSON), each with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped_entries: Vec<SkippedEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SkippedEntry {
+    /// Relative to the exported folder; a byte that is not UTF-8 is written `\xNN` and a backslash `\\`.
+    pub path: String,
+    pub why: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -163,6 +184,7 @@ enum Kind {
         total: u64,
         entries: u64,
         skipped: u64,
+        named: Arc<Vec<SkippedEntry>>,
     },
     Upload {
         received: u64,
@@ -179,27 +201,61 @@ struct Transfer {
     kind: Kind,
 }
 
-/// The open exports and uploads by id.
-#[derive(Clone)]
-struct Transfers {
-    mgr: Arc<Manager>,
-    open: Arc<Mutex<HashMap<Uuid, Transfer>>>,
+/// The open exports and uploads by id, and the folder of their files; the manager owns it, so its reaper and
+/// its destroys reach it.
+pub(crate) struct Store {
+    open: Mutex<HashMap<Uuid, Transfer>>,
     dir: PathBuf,
 }
 
-impl Transfers {
+impl Store {
+    /// The store of a bridge whose state dir is `state_dir`; removes what a crashed run left in its folder,
+    /// files named with our own pid included when `own_pid_gone` (no transfer of this run exists yet).
+    pub(crate) async fn open(state_dir: &Path, own_pid_gone: bool) -> Self {
+        let dir = state_dir.join("transfers");
+        let cleaning = dir.clone();
+        match tokio::task::spawn_blocking(move || remove_leftovers(&cleaning, own_pid_gone)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::warn!(
+                files = n,
+                "removed transfer files left behind by a crashed run"
+            ),
+            Ok(Err(why)) => {
+                tracing::warn!(dir = %dir.display(), %why, "the transfers folder is not usable; left alone")
+            }
+            Err(e) => tracing::warn!(error = %e, "cleaning the transfers folder failed"),
+        }
+        Self {
+            open: Mutex::default(),
+            dir,
+        }
+    }
+
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Transfer>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Drops transfers of sandboxes gone and transfers untouched past the TTL, with their files.
-    fn sweep(&self) {
-        let live: Vec<Uuid> = self.mgr.list().iter().map(|s| s.id).collect();
-        let gone: Vec<PathBuf> = {
+    /// Drops transfers of sandboxes not in `live` and transfers untouched past the TTL, with their files.
+    pub(crate) fn sweep(&self, live: &[Uuid]) {
+        self.remove_where(|t| !live.contains(&t.sandbox) || t.touched.elapsed() > TRANSFER_TTL);
+    }
+
+    /// Drops every transfer of sandbox `id`, with its files.
+    pub(crate) fn forget_sandbox(&self, id: Uuid) {
+        self.remove_where(|t| t.sandbox == id);
+    }
+
+    /// Drops every transfer (the bridge is stopping).
+    pub(crate) fn clear(&self) {
+        self.remove_where(|_| true);
+    }
+
+    fn remove_where(&self, gone: impl Fn(&Transfer) -> bool) {
+        let files: Vec<PathBuf> = {
             let mut map = self.map();
             let ids: Vec<Uuid> = map
                 .iter()
-                .filter(|(_, t)| !live.contains(&t.sandbox) || t.touched.elapsed() > TRANSFER_TTL)
+                .filter(|(_, t)| gone(t))
                 .map(|(id, _)| *id)
                 .collect();
             ids.iter()
@@ -207,13 +263,14 @@ impl Transfers {
                 .map(|t| t.file)
                 .collect()
         };
-        for f in gone {
+        for f in files {
             let _ = std::fs::remove_file(f);
         }
     }
 
-    fn new_file(&self) -> Result<(Uuid, PathBuf), ToolError> {
-        self.sweep();
+    /// A new transfer's id and its file, made empty (never through a link, never over a file already there),
+    /// held by a guard until the map takes it.
+    fn new_file(&self) -> Result<(Uuid, Unclaimed, std::fs::File), ToolError> {
         if self.map().len() >= MAX_TRANSFERS {
             return Err(ToolError::busy(format!(
                 "{MAX_TRANSFERS} exports and uploads are open (the limit); finish one or wait {} minutes for an \
@@ -221,10 +278,101 @@ impl Transfers {
                 TRANSFER_TTL.as_secs() / 60
             )));
         }
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| ToolError::internal(format!("{}: {e}", self.dir.display())))?;
+        crate::backend::prepare_state_dir(&self.dir)
+            .map_err(|why| ToolError::internal(format!("{}: {why}", self.dir.display())))?;
         let id = Uuid::new_v4();
-        Ok((id, self.dir.join(format!("{id}.tar"))))
+        let path = self.dir.join(format!("{}-{id}.tar", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| ToolError::internal(format!("{}: {e}", path.display())))?;
+        Ok((id, Unclaimed(Some(path)), file))
+    }
+}
+
+/// A transfer's file that no map entry holds: removed when dropped, unless claimed.
+struct Unclaimed(Option<PathBuf>);
+
+impl Unclaimed {
+    /// The path, no longer removed on drop: the caller hands it to the map.
+    fn claim(mut self) -> PathBuf {
+        self.0.take().unwrap_or_default()
+    }
+
+    fn path(&self) -> &Path {
+        self.0.as_deref().unwrap_or(Path::new(""))
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// At start: removes from `dir` the transfer files of runs that are gone: `<pid>-<uuid>.tar` whose pid no
+/// longer runs (or is ours, when `own_pid_gone`: a restarted bridge with the same pid, pid 1 of a container),
+/// and `<uuid>.tar` (named before the pid was) untouched past the TTL. Only regular files owned by this
+/// process's uid in a folder that is ours and closed to others: a link or anything else is left alone.
+/// Returns how many were removed.
+fn remove_leftovers(dir: &Path, own_pid_gone: bool) -> Result<usize, String> {
+    if std::fs::symlink_metadata(dir).is_err() {
+        return Ok(0);
+    }
+    crate::backend::prepare_state_dir(dir)?;
+    let me = nix::unistd::geteuid().as_raw();
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
+        let Ok(entry) = entry else { continue };
+        // Not followed: a link is its own entry, and is not a regular file.
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if !meta.file_type().is_file() || meta.uid() != me {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".tar") else {
+            continue;
+        };
+        let left = match stem.split_once('-') {
+            Some((pid, id)) if pid.parse::<u32>().is_ok() && Uuid::parse_str(id).is_ok() => {
+                crate::backend::orphaned(stem, own_pid_gone)
+            }
+            _ if Uuid::parse_str(stem).is_ok() => meta
+                .modified()
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .is_some_and(|age| age > TRANSFER_TTL),
+            _ => false,
+        };
+        if left && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// The tools' handle: the manager, whose store holds the transfers.
+#[derive(Clone)]
+struct Transfers {
+    mgr: Arc<Manager>,
+}
+
+impl Transfers {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Transfer>> {
+        self.mgr.transfers.map()
+    }
+
+    fn new_file(&self) -> Result<(Uuid, Unclaimed, std::fs::File), ToolError> {
+        let live: Vec<Uuid> = self.mgr.list().iter().map(|s| s.id).collect();
+        self.mgr.transfers.sweep(&live);
+        self.mgr.transfers.new_file()
     }
 
     fn max_archive(&self) -> u64 {
@@ -252,8 +400,32 @@ struct Found {
     mode: u32,
     mtime: u64,
     size: u64,
-    path: String,
-    link: String,
+    /// The name's bytes as the sandbox has them (not necessarily UTF-8; tar carries any bytes).
+    path: Vec<u8>,
+    link: Vec<u8>,
+}
+
+impl Found {
+    fn path(&self) -> &Path {
+        bytes_path(&self.path)
+    }
+}
+
+fn bytes_path(b: &[u8]) -> &Path {
+    Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b))
+}
+
+/// A name for a result: its UTF-8 as is, every other byte as `\xNN` (and `\` as `\\`), so that two names
+/// never read the same; long ones shortened in the middle.
+fn escaped(name: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in name.utf8_chunks() {
+        out.push_str(&chunk.valid().replace('\\', "\\\\"));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    bridge_core::text::for_log(&out)
 }
 
 fn parse_find(out: &[u8]) -> Result<Vec<Found>, String> {
@@ -263,23 +435,26 @@ fn parse_find(out: &[u8]) -> Result<Vec<Found>, String> {
         if kind.is_empty() {
             break;
         }
-        let mut next = || -> Result<String, String> {
+        let mut raw = || -> Result<&[u8], String> {
             fields
                 .next()
-                .map(|f| String::from_utf8_lossy(f).into_owned())
                 .ok_or_else(|| "the listing ends mid-entry".to_string())
         };
-        let mode = u32::from_str_radix(&next()?, 8).map_err(|e| format!("mode: {e}"))?;
-        let mtime = next()?
+        // Numbers are ASCII; a field that is not is refused by the parse that follows.
+        let mode = u32::from_str_radix(&String::from_utf8_lossy(raw()?), 8)
+            .map_err(|e| format!("mode: {e}"))?;
+        let mtime = String::from_utf8_lossy(raw()?)
             .split('.')
             .next()
             .unwrap_or("0")
             .parse::<u64>()
             .unwrap_or(0);
-        let size = next()?.parse::<u64>().map_err(|e| format!("size: {e}"))?;
-        let path = next()?;
-        let link = next()?;
-        let path = path.strip_prefix("./").unwrap_or(&path).to_string();
+        let size = String::from_utf8_lossy(raw()?)
+            .parse::<u64>()
+            .map_err(|e| format!("size: {e}"))?;
+        let path = raw()?;
+        let path = path.strip_prefix(b"./").unwrap_or(path).to_vec();
+        let link = raw()?.to_vec();
         found.push(Found {
             kind: kind[0],
             mode,
@@ -339,8 +514,8 @@ impl Read for ChanReader<'_> {
     }
 }
 
-fn write_archive(file: &Path, rx: std::sync::mpsc::Receiver<Msg>) -> std::io::Result<u64> {
-    let out = std::io::BufWriter::new(std::fs::File::create(file)?);
+fn write_archive(file: std::fs::File, rx: std::sync::mpsc::Receiver<Msg>) -> std::io::Result<u64> {
+    let out = std::io::BufWriter::new(file);
     let mut b = tar::Builder::new(out);
     b.follow_symlinks(false);
     while let Ok(msg) = rx.recv() {
@@ -356,12 +531,14 @@ fn write_archive(file: &Path, rx: std::sync::mpsc::Receiver<Msg>) -> std::io::Re
             b'd' => {
                 h.set_entry_type(tar::EntryType::Directory);
                 h.set_size(0);
-                b.append_data(&mut h, format!("{}/", f.path), std::io::empty())?;
+                let mut dir = f.path.clone();
+                dir.push(b'/');
+                b.append_data(&mut h, bytes_path(&dir), std::io::empty())?;
             }
             b'l' => {
                 h.set_entry_type(tar::EntryType::Symlink);
                 h.set_size(0);
-                b.append_link(&mut h, &f.path, &f.link)?;
+                b.append_link(&mut h, f.path(), bytes_path(&f.link))?;
             }
             _ => {
                 h.set_entry_type(tar::EntryType::Regular);
@@ -372,13 +549,31 @@ fn write_archive(file: &Path, rx: std::sync::mpsc::Receiver<Msg>) -> std::io::Re
                     buf: Vec::new(),
                     pos: 0,
                 };
-                b.append_data(&mut h, &f.path, reader)?;
+                b.append_data(&mut h, f.path(), reader)?;
             }
         }
     }
-    let mut out = b.into_inner()?;
+    let mut out = b
+        .into_inner()?
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
     out.flush()?;
-    Ok(std::fs::metadata(file)?.len())
+    Ok(out.metadata()?.len())
+}
+
+/// Why an entry stays out of an export, if it does. A file is read through the agent, which names paths in
+/// UTF-8: one whose path is not UTF-8 could not be named, and its lossy decoding might name another file.
+/// Folders and links need no reading and keep their bytes.
+fn left_out(f: &Found) -> Option<&'static str> {
+    match f.kind {
+        b'd' | b'l' => None,
+        b'f' if std::str::from_utf8(&f.path).is_ok() => None,
+        b'f' => Some("a file whose path is not UTF-8, which the agent cannot name to read it"),
+        b's' => Some("a socket"),
+        b'p' => Some("a named pipe"),
+        b'b' | b'c' => Some("a device"),
+        _ => Some("neither a file, a folder nor a symbolic link"),
+    }
 }
 
 async fn export_start(t: &Transfers, a: &ExportArgs) -> Result<Uuid, ToolError> {
@@ -441,22 +636,34 @@ async fn export_start(t: &Transfers, a: &ExportArgs) -> Result<Uuid, ToolError> 
             t.max_archive()
         )));
     }
-    let (id, file) = t.new_file()?;
+    // Should this call be dropped from here on, the guard removes the file; the writer only holds it open.
+    let (id, file, opened) = t.new_file()?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(4);
-    let writer = tokio::task::spawn_blocking({
-        let file = file.clone();
-        move || write_archive(&file, rx)
-    });
+    let writer = tokio::task::spawn_blocking(move || write_archive(opened, rx));
     let mut entries = 0u64;
     let mut skipped = 0u64;
+    let mut named = Vec::new();
+    let mut named_bytes = 0;
     let fed: Result<(), ToolError> = async {
         for f in found {
-            if !matches!(f.kind, b'f' | b'd' | b'l') {
+            if let Some(why) = left_out(&f) {
                 skipped += 1;
+                let entry = SkippedEntry {
+                    path: escaped(&f.path),
+                    why: why.to_string(),
+                };
+                let bytes = bridge_core::json_size::json_len(&entry);
+                if named.len() < MAX_SKIPPED_NAMED && named_bytes + bytes <= MAX_SKIPPED_NAMED_BYTES
+                {
+                    named_bytes += bytes;
+                    named.push(entry);
+                }
                 continue;
             }
             entries += 1;
-            let (kind, size, path) = (f.kind, f.size, format!("{base}/{}", f.path));
+            // Only a file is read by its path, and left_out let through only UTF-8 ones.
+            let path = format!("{base}/{}", String::from_utf8_lossy(&f.path));
+            let (kind, size) = (f.kind, f.size);
             send(&tx, Msg::Entry(f)).await?;
             if kind != b'f' {
                 continue;
@@ -489,12 +696,8 @@ async fn export_start(t: &Transfers, a: &ExportArgs) -> Result<Uuid, ToolError> 
     let written = writer.await.map_err(|e| ToolError::internal(e.to_string()));
     let total = match (fed, written) {
         (Ok(()), Ok(Ok(n))) => n,
-        (Err(e), _) | (_, Err(e)) => {
-            let _ = std::fs::remove_file(&file);
-            return Err(e);
-        }
+        (Err(e), _) | (_, Err(e)) => return Err(e),
         (Ok(()), Ok(Err(e))) => {
-            let _ = std::fs::remove_file(&file);
             return Err(conflict(format!("the archive could not be written: {e}")));
         }
     };
@@ -502,12 +705,13 @@ async fn export_start(t: &Transfers, a: &ExportArgs) -> Result<Uuid, ToolError> 
         id,
         Transfer {
             sandbox: s.id,
-            file,
+            file: file.claim(),
             touched: Instant::now(),
             kind: Kind::Export {
                 total,
                 entries,
                 skipped,
+                named: Arc::new(named),
             },
         },
     );
@@ -523,8 +727,9 @@ async fn send(tx: &std::sync::mpsc::SyncSender<Msg>, msg: Msg) -> Result<(), Too
         .map_err(|_| ToolError::internal("the archive writer stopped"))
 }
 
-fn page_bytes(ctx: &ToolCtx) -> usize {
-    let room = ctx.result_cap().saturating_sub(8 << 10) / 4 * 3;
+/// Raw bytes of a page whose result also carries `extra` bytes of JSON (twice, as the data).
+fn page_bytes(ctx: &ToolCtx, extra: usize) -> usize {
+    let room = ctx.result_cap().saturating_sub((8 << 10) + 2 * extra) / 4 * 3;
     room.clamp(MIN_PAGE_BYTES, MAX_PAGE_BYTES) / 3 * 3
 }
 
@@ -535,7 +740,7 @@ async fn export(t: Transfers, a: ExportArgs, ctx: ToolCtx) -> Result<ExportPage,
         Some(text) => Uuid::parse_str(text.trim()).map_err(|_| unknown("export_id", "export"))?,
     };
     let offset = a.offset.unwrap_or(0);
-    let (file, total, entries, skipped) = {
+    let (file, total, entries, skipped, named) = {
         let mut map = t.map();
         let tr = map
             .get_mut(&id)
@@ -545,12 +750,14 @@ async fn export(t: Transfers, a: ExportArgs, ctx: ToolCtx) -> Result<ExportPage,
             total,
             entries,
             skipped,
+            ref named,
         } = tr.kind
         else {
             return Err(unknown("export_id", "export"));
         };
+        let named = Arc::clone(named);
         tr.touched = Instant::now();
-        (tr.file.clone(), total, entries, skipped)
+        (tr.file.clone(), total, entries, skipped, named)
     };
     if offset > total {
         return Err(ToolError::invalid_argument(
@@ -561,7 +768,7 @@ async fn export(t: Transfers, a: ExportArgs, ctx: ToolCtx) -> Result<ExportPage,
     }
     let want = usize::try_from(total - offset)
         .unwrap_or(usize::MAX)
-        .min(page_bytes(&ctx));
+        .min(page_bytes(&ctx, bridge_core::json_size::json_len(&*named)));
     let data = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
         use std::io::{Seek, SeekFrom};
         let mut f = std::fs::File::open(&file)?;
@@ -575,9 +782,8 @@ async fn export(t: Transfers, a: ExportArgs, ctx: ToolCtx) -> Result<ExportPage,
     .map_err(|e| ToolError::internal(format!("the export's file: {e}")))?;
     let end = offset + data.len() as u64;
     let done = end == total;
-    let finished = if done { t.map().remove(&id) } else { None };
-    if let Some(tr) = finished {
-        let _ = tokio::fs::remove_file(tr.file).await;
+    if done && let Some(tr) = t.map().remove(&id) {
+        drop(Unclaimed(Some(tr.file)));
     }
     Ok(ExportPage {
         export_id: id.to_string(),
@@ -589,6 +795,7 @@ async fn export(t: Transfers, a: ExportArgs, ctx: ToolCtx) -> Result<ExportPage,
         done,
         entries,
         skipped,
+        skipped_entries: named.to_vec(),
     })
 }
 
@@ -670,16 +877,14 @@ async fn import(t: Transfers, a: ImportArgs) -> Result<ImportResult, ToolError> 
                     format!("a new upload starts at offset 0, not {offset}"),
                 ));
             }
-            let (id, file) = t.new_file()?;
-            tokio::fs::write(&file, b"")
-                .await
-                .map_err(|e| ToolError::internal(format!("{}: {e}", file.display())))?;
+            let (id, file, _) = t.new_file()?;
+            let path = file.path().to_path_buf();
             let turn = Arc::new(tokio::sync::Mutex::new(()));
             t.map().insert(
                 id,
                 Transfer {
                     sandbox: s.id,
-                    file: file.clone(),
+                    file: file.claim(),
                     touched: Instant::now(),
                     kind: Kind::Upload {
                         received: 0,
@@ -687,7 +892,7 @@ async fn import(t: Transfers, a: ImportArgs) -> Result<ImportResult, ToolError> 
                     },
                 },
             );
-            (id, file, turn)
+            (id, path, turn)
         }
         Some(text) => {
             let id = Uuid::parse_str(text.trim()).map_err(|_| unknown("upload_id", "upload"))?;
@@ -760,11 +965,12 @@ async fn import(t: Transfers, a: ImportArgs) -> Result<ImportResult, ToolError> 
             path: None,
         });
     }
-    // Committed or refused, the upload is over.
-    t.map().remove(&id);
-    let unpacked = commit(&s, &file, a.path.as_deref()).await;
-    let _ = tokio::fs::remove_file(&file).await;
-    let (entries, path) = unpacked?;
+    // Committed or refused (or this call cut short), the upload is over: its file goes when the guard does.
+    let Some(tr) = t.map().remove(&id) else {
+        return Err(unknown("upload_id", "upload"));
+    };
+    let file = Unclaimed(Some(tr.file));
+    let (entries, path) = commit(&s, file.path(), a.path.as_deref()).await?;
     Ok(ImportResult {
         upload_id: id.to_string(),
         received_bytes: after,
@@ -826,7 +1032,11 @@ async fn commit(
     }
     let started = Instant::now();
     let report = loop {
-        match client.call(Op::Status { target }, AGENT_TIMEOUT).await? {
+        let op = Op::Status {
+            target,
+            state_only: false,
+        };
+        match client.call(op, AGENT_TIMEOUT).await? {
             Body::Status(r) | Body::Exited(r) if !r.running => break r,
             Body::Status(_) | Body::Exited(_) => {}
             other => return Err(super::agent_error(other)),
@@ -900,8 +1110,6 @@ async fn feed(
 pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
     let t = Transfers {
         mgr: Arc::clone(mgr),
-        open: Arc::default(),
-        dir: mgr.settings.state_dir.join("transfers"),
     };
     b.tool(
         ToolSpec::new(
