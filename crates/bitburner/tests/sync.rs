@@ -983,6 +983,80 @@ async fn an_unreadable_record_overwrites_nothing_and_says_so() {
     );
 }
 
+/// Runs the rest of a test as an ordinary user when it runs as root, who reads any file whatever its mode:
+/// `dir` is given to uid 65534 and the effective uid becomes it (root's capabilities go with it). Dropping the
+/// guard gives root back: only the effective uid changed, so the saved one is still root.
+#[cfg(unix)]
+struct NotRoot(bool);
+
+#[cfg(unix)]
+impl NotRoot {
+    const NOBODY: u32 = 65534;
+
+    fn over(dir: &Path) -> Self {
+        if !nix::unistd::geteuid().is_root() {
+            return Self(false);
+        }
+        fn give(path: &Path) {
+            std::os::unix::fs::lchown(path, Some(NotRoot::NOBODY), Some(NotRoot::NOBODY)).unwrap();
+            if path.is_dir() && !path.is_symlink() {
+                for entry in std::fs::read_dir(path).unwrap() {
+                    give(&entry.unwrap().path());
+                }
+            }
+        }
+        give(dir);
+        nix::unistd::seteuid(nix::unistd::Uid::from_raw(Self::NOBODY)).unwrap();
+        Self(true)
+    }
+}
+
+#[cfg(unix)]
+impl Drop for NotRoot {
+    fn drop(&mut self) {
+        if self.0 {
+            let _ = nix::unistd::seteuid(nix::unistd::Uid::from_raw(0));
+        }
+    }
+}
+
+/// A local file that exists but cannot be read is reported and left alone: never taken for a file deleted
+/// here, pulled over with nothing kept.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_local_file_that_cannot_be_read_is_never_pulled_over() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir("unreadable-file");
+    put(&dir, "a.js", "mine");
+    put(&dir, "b.js", "// b");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    rig.game_write("a.js", "edited in the game");
+    let a = dir.join("a.js");
+    let user = NotRoot::over(&dir);
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o000)).unwrap();
+    assert!(std::fs::read(&a).is_err(), "the test needs a.js unreadable");
+
+    let report = sync::pull(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    let reconciled = sync::reconcile(&rig.ctx, &sync_args(&dir), sync::Direction::Both)
+        .await
+        .unwrap();
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop(user);
+
+    assert_eq!(read(&dir, "a.js").as_deref(), Some("mine"), "{report:?}");
+    for report in [&report, &reconciled] {
+        assert!(!report.pulled.iter().any(|f| f == "a.js"), "{report:?}");
+        assert!(report.replaced.is_empty(), "{report:?}");
+        assert!(
+            report.failed.iter().any(|(f, _)| f == "a.js"),
+            "said once, as failed: {report:?}"
+        );
+    }
+    assert_eq!(rig.game_file("a.js").as_deref(), Some("edited in the game"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A subdirectory that cannot be read (here: its path is longer than the system allows) is skipped with a
 /// reason; the rest syncs, so `--watch` goes on.
 #[cfg(unix)]

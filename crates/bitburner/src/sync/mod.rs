@@ -293,12 +293,15 @@ struct Round<'a> {
 }
 
 impl Round<'_> {
-    /// A local file's content for this round. Without [`Settle`] (one command) it is read as it is.
+    /// A local file's content for this round, `None` when there is none. Without [`Settle`] (one command) it
+    /// is read as it is. A file that is there but cannot be read is [`Look::Failed`], never taken for absent: a
+    /// file deleted here is pulled back, and that would write over it with nothing kept.
     async fn read_local(&mut self, relative: &str, path: &Path) -> Look {
         match self.settle.as_deref_mut() {
             Some(s) => s.look(relative, path).await,
             None => match tokio::fs::read(path).await {
                 Ok(c) => Look::Ready(Some(c)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Look::Ready(None),
                 Err(e) => Look::Failed(e),
             },
         }
@@ -331,6 +334,8 @@ impl Round<'_> {
                 }
                 Look::Failed(e) => {
                     self.report.failed.push((relative, e.to_string()));
+                    // Nor is the game's version of it then a game-only file, for the loop below to pull.
+                    seen.insert(stored);
                     continue;
                 }
             };
@@ -389,7 +394,10 @@ impl Round<'_> {
                     self.report.left_for_later.push(name);
                     continue;
                 }
-                Look::Failed(_) => None,
+                Look::Failed(e) => {
+                    self.report.failed.push((name, e.to_string()));
+                    continue;
+                }
             };
             let action = decide(
                 direction,
