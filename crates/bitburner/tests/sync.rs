@@ -250,6 +250,59 @@ async fn pull_keeps_local_edits_unless_forced() {
     shutdown.cancel();
 }
 
+/// The way out of a conflict the report gives: merge the game's version into the file, delete the copy, push.
+/// Deleting the copy says the game's version it held was seen, so the merged file goes to the game without
+/// `--force`; a game that changed again since the copy was taken is a new conflict, not overwritten.
+#[tokio::test]
+async fn deleting_a_conflict_copy_resolves_its_conflict_and_the_merge_is_pushed() {
+    let dir = tempdir("resolve");
+    put(&dir, "a.js", "// v1");
+    put(&dir, "b.js", "// b");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    rig.game_write("a.js", "// v2 from the game");
+    rig.game_write("b.js", "// b2 from the game");
+    put(&dir, "a.js", "// v1 edited here");
+    put(&dir, "b.js", "// b edited here");
+    let report = sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(report.conflicts, ["a.js", "b.js"], "{report:?}");
+
+    // a.js merged and its copy deleted; b.js's copy kept: still a conflict.
+    let merged = "// v1 edited here\n// v2 from the game";
+    put(&dir, "a.js", merged);
+    std::fs::remove_file(dir.join("a.game.js")).unwrap();
+    let report = sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(report.pushed, ["a.js"], "{report:?}");
+    assert_eq!(report.conflicts, ["b.js"], "{report:?}");
+    assert_eq!(rig.game_file("a.js").as_deref(), Some(merged));
+    assert_eq!(
+        rig.game_file("b.js").as_deref(),
+        Some("// b2 from the game")
+    );
+    let again = sync::reconcile(&rig.ctx, &sync_args(&dir), sync::Direction::Both)
+        .await
+        .unwrap();
+    assert!(
+        again.pushed.is_empty() && again.pulled.is_empty(),
+        "{again:?}"
+    );
+
+    // The game changed b.js after its copy was taken: deleting the copy resolves nothing the player saw.
+    rig.game_write("b.js", "// b3 from the game");
+    std::fs::remove_file(dir.join("b.game.js")).unwrap();
+    let report = sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(report.conflicts, ["b.js"], "{report:?}");
+    assert_eq!(
+        rig.game_file("b.js").as_deref(),
+        Some("// b3 from the game")
+    );
+    assert_eq!(
+        read(&dir, "b.game.js").as_deref(),
+        Some("// b3 from the game")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The player edits a file in the game and the same file locally: push must not overwrite the game's edit.
 #[tokio::test]
 async fn push_never_overwrites_an_edit_made_in_the_game() {

@@ -184,9 +184,17 @@ impl Manifest {
         self.copies.insert(path.to_owned(), copy);
     }
 
-    /// Forgets the copies `keep` says are gone (the player deleted or renamed them).
-    pub fn retain_copies(&mut self, mut keep: impl FnMut(&str) -> bool) {
-        self.copies.retain(|path, _| keep(path));
+    /// Forgets the copies `keep` says are gone (the player deleted or renamed them), and returns them.
+    pub fn retain_copies(&mut self, mut keep: impl FnMut(&str) -> bool) -> Vec<Copy> {
+        let gone: Vec<String> = self
+            .copies
+            .keys()
+            .filter(|path| !keep(path))
+            .cloned()
+            .collect();
+        gone.iter()
+            .filter_map(|path| self.copies.remove(path))
+            .collect()
     }
 }
 

@@ -239,13 +239,30 @@ pub async fn reconcile_settled(
     if let Some(why) = unreadable {
         report.notes.push(set_aside(&args.dir, &why));
     }
-    // A copy the player deleted or renamed is no longer ours to track.
-    manifest.retain_copies(|p| {
+    // A copy the player deleted or renamed is no longer ours to track, and its conflict is resolved: the way
+    // out the report gives is "merge, delete the copy, push". The game's version the copy held has been seen,
+    // so it is now what both sides are compared with: the local file (merged, or kept as it was) is the newer
+    // one and is pushed, while a game changed again since the copy was taken still conflicts.
+    let gone = manifest.retain_copies(|p| {
         readable_path(&args.dir, p)
             .ok()
             .and_then(|p| std::fs::symlink_metadata(p).ok())
             .is_some_and(|m| m.is_file())
     });
+    for copy in gone {
+        let Ok(name) = path::validate(&copy.of, &path::ExtensionSet::ANY_VERSION) else {
+            continue;
+        };
+        // A version synced since (or before) was settled another way; taking it back as the base would
+        // make a later game edit look like a conflict.
+        let settled = manifest.get(&copy.server, &name.path) == Some(copy.hash.as_str())
+            || manifest
+                .older(&copy.server, &name.path)
+                .contains(&copy.hash);
+        if !settled {
+            manifest.record_digest(&copy.server, &name.path, copy.hash);
+        }
+    }
     let files = scan(&args.dir, &manifest, server, &mut report)?;
     wait_for_game(ctx, args).await?;
     let mut game: BTreeMap<String, String> = ctx
