@@ -677,7 +677,10 @@ fn set_aside(dir: &Path, why: &str) -> String {
     );
     let is_file = std::fs::symlink_metadata(Manifest::path(dir)).is_ok_and(|m| m.is_file());
     if !is_file {
-        return head;
+        // Neither kept nor replaced: the sync writes over no symlink, so it stays until the player removes it.
+        return format!(
+            "{head}; it is not a plain file, so it is left as it is and no record is kept until it is removed"
+        );
     }
     let kept = std::fs::read(Manifest::path(dir))
         .map_err(WriteError::from)
@@ -690,14 +693,14 @@ fn set_aside(dir: &Path, why: &str) -> String {
     }
 }
 
-/// A manifest that cannot be written costs only the protection of the next sync; say so and go on.
+/// A manifest that cannot be written costs only the protection of the next sync; say so (as a note of the
+/// report, which `--watch` prints once however many rounds meet it) and go on.
 fn save_manifest(manifest: &Manifest, dir: &Path) -> Option<String> {
     let e = manifest.save(dir).err()?;
     let note = format!(
         "cannot write {}: {e}; the next sync will treat every file that differs from the game as a conflict",
         Manifest::path(dir).display()
     );
-    eprintln!("warning: {note}");
     Some(note)
 }
 
