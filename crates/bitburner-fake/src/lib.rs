@@ -117,7 +117,7 @@ impl FakeGame {
         let (received_tx, received_rx) = watch::channel(Vec::new());
         let (closed_tx, closed_rx) = watch::channel(None);
         let answering = Arc::new(Mutex::new(true));
-        let holding = Arc::new(Mutex::new(false));
+        let holding = Arc::new(Mutex::new(Holding::default()));
         tokio::spawn(run(
             socket,
             self.clone(),
@@ -146,7 +146,17 @@ enum Control {
     Send(Message),
     Close(u16),
     Freeze,
-    Release,
+    /// Answer the requests held up to this hold generation.
+    Release(u64),
+}
+
+/// Whether requests are held, and how many holds began: a request is held under the generation it came in,
+/// so a release answers the requests of the holds before it, and a hold begun right after a release (before the
+/// connection's task took the release) keeps what comes next.
+#[derive(Default)]
+struct Holding {
+    on: bool,
+    generation: u64,
 }
 
 /// How the connection ended.
@@ -164,7 +174,7 @@ pub enum Closed {
 pub struct GameConnection {
     control: mpsc::UnboundedSender<Control>,
     answering: Arc<Mutex<bool>>,
-    holding: Arc<Mutex<bool>>,
+    holding: Arc<Mutex<Holding>>,
     received: watch::Receiver<Vec<String>>,
     closed: watch::Receiver<Option<Closed>>,
 }
@@ -179,12 +189,17 @@ impl GameConnection {
     /// while: the bridge's call stays in flight, and the test can act meanwhile. Each request is recorded in
     /// [`received`](Self::received) when it arrives, so a test can wait for the one it means to hold.
     pub fn hold(&self) {
-        *lock(&self.holding) = true;
+        let mut holding = lock(&self.holding);
+        holding.on = true;
+        holding.generation += 1;
     }
 
-    /// Answer the held requests, in the order they came, and stop holding.
+    /// Answer the held requests, in the order they came, and stop holding. A request arriving before they are
+    /// answered waits behind them.
     pub fn release(&self) {
-        let _ = self.control.send(Control::Release);
+        let mut holding = lock(&self.holding);
+        holding.on = false;
+        let _ = self.control.send(Control::Release(holding.generation));
     }
 
     /// Every request of `method` the bridge sent so far, as its `params`.
@@ -258,13 +273,14 @@ async fn run(
     socket: Socket,
     game: FakeGame,
     answering: Arc<Mutex<bool>>,
-    holding: Arc<Mutex<bool>>,
+    holding: Arc<Mutex<Holding>>,
     mut control: mpsc::UnboundedReceiver<Control>,
     received: watch::Sender<Vec<String>>,
     closed: watch::Sender<Option<Closed>>,
 ) {
     let (mut sink, mut stream) = socket.split();
-    let mut held: Vec<String> = Vec::new();
+    // Each held request with the hold generation it came in under.
+    let mut held: Vec<(u64, String)> = Vec::new();
     let outcome = loop {
         tokio::select! {
             command = control.recv() => match command {
@@ -288,11 +304,13 @@ async fn run(
                     }
                     break Closed::ByUs;
                 }
-                Some(Control::Release) => {
-                    // Cleared here, not in `release`, so a request arriving meanwhile is answered after the held ones.
-                    *lock(&holding) = false;
+                Some(Control::Release(generation)) => {
+                    let (due, later) = std::mem::take(&mut held)
+                        .into_iter()
+                        .partition::<Vec<_>, _>(|(g, _)| *g <= generation);
+                    held = later;
                     let mut dropped = None;
-                    for text in std::mem::take(&mut held) {
+                    for (_, text) in due {
                         let reply = dispatch(&mut game.world(), game.version, &text);
                         if let Reply::Send(frame) = reply
                             && let Err(e) = sink.send(Message::text(frame)).await
@@ -314,9 +332,13 @@ async fn run(
                     if !*lock(&answering) {
                         continue;
                     }
-                    if *lock(&holding) {
-                        held.push(text);
-                        continue;
+                    {
+                        let holding = lock(&holding);
+                        // Also behind held requests whose release is on its way, so answers keep their order.
+                        if holding.on || !held.is_empty() {
+                            held.push((holding.generation, text));
+                            continue;
+                        }
                     }
                     let reply = dispatch(&mut game.world(), game.version, &text);
                     if let Reply::Send(frame) = reply
