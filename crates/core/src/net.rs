@@ -510,12 +510,13 @@ struct PerIp(Mutex<HashMap<IpAddr, usize>>);
 
 impl PerIp {
     /// The address a peer is counted under: IPv4 as it is (IPv4-mapped IPv6 too), IPv6 by its /64, and all of
-    /// 127.0.0.0/8 as one: every one of its addresses is this machine, and 127.0.0.2..6 gave one local
-    /// program five times the cap.
+    /// 127.0.0.0/8 and ::1 as one: every one of them is this machine, and 127.0.0.2..6 gave one local
+    /// program five times the cap (a listener on `::` takes both families).
     fn key(ip: IpAddr) -> IpAddr {
         match ip {
             IpAddr::V4(v4) if v4.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
             IpAddr::V4(_) => ip,
+            IpAddr::V6(v6) if v6.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
                 Some(v4) if v4.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
                 Some(v4) => IpAddr::V4(v4),
@@ -1018,7 +1019,7 @@ mod per_ip_tests {
         let other: IpAddr = "2001:db8:1:3::1".parse().unwrap_or(v4);
         assert_eq!(PerIp::key(a), PerIp::key(b));
         assert_ne!(PerIp::key(a), PerIp::key(other));
-        for local in ["127.0.0.2", "127.9.8.7", "::ffff:127.0.0.5"] {
+        for local in ["127.0.0.2", "127.9.8.7", "::ffff:127.0.0.5", "::1"] {
             let local: IpAddr = local.parse().unwrap_or(v4);
             assert_eq!(
                 PerIp::key(local),
