@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """Memory under messages that decode far past their size: N clients at once each send one message holding an
 array of tiny values (`0,0,0,...`), either a `tools/call` POSTed to the MCP HTTP port (`--to mcp`) or an answer
-frame on the Bitburner game port's WebSocket, as any local process can (`--to game`). Prints the server's peak
-RSS (VmHWM) and what it answered. Nothing is asserted: a measurement, not a test.
+frame on the Bitburner game port's WebSocket, as any local process can (`--to game`), or a game adapter's
+answer sent in `chunk`s to the Minecraft relay, as a holder of the game token can (`--to relay`; the values are
+one-member objects, `{"a":0}`, the costliest to decode per byte). Prints the server's peak RSS (VmHWM) and what
+it answered. Nothing is asserted: a measurement, not a test.
 
     bench/decode-flood.py --bin target/debug/mcp-bridges --clients 16 --bytes 4000000
     bench/decode-flood.py --bin target/debug/mcp-bridges --to game --clients 1 --bytes 30000000
+    bench/decode-flood.py --bin target/debug/mcp-bridges --to relay --clients 4 --bytes 16000000
 
-The bridge is `bitburner --http` (it needs no peer to serve MCP); the server is started and stopped here.
+The bridge is `bitburner --http` (it needs no peer to serve MCP), or `minecraft-relay`; the server is started
+and stopped here.
 """
+import json
 import argparse
 import base64
 import os
@@ -79,16 +84,111 @@ def frame_to_game_port(port: int, size: int, statuses: list, i: int) -> None:
         statuses[i] = status
 
 
+GAME_TOKEN = "decode-flood-game-token"
+
+
+def ws_open(port: int, token: str) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16))
+    s.sendall(
+        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Authorization: Bearer " + token.encode() + b"\r\n"
+        b"Sec-WebSocket-Key: " + key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    if b" 101 " not in head.split(b"\r\n", 1)[0]:
+        raise SystemExit(f"the relay refused the upgrade: {head!r}")
+    return s
+
+
+def ws_send(s: socket.socket, text: str) -> None:
+    data = text.encode()
+    mask = os.urandom(4)
+    n = len(data)
+    if n < 126:
+        head = bytes([0x81, 0x80 | n])
+    elif n < 1 << 16:
+        head = bytes([0x81, 0x80 | 126]) + struct.pack(">H", n)
+    else:
+        head = bytes([0x81, 0x80 | 127]) + struct.pack(">Q", n)
+    pad = mask * (n // 4 + 1)
+    masked = (int.from_bytes(data, "big") ^ int.from_bytes(pad[:n], "big")).to_bytes(n, "big") if n else b""
+    s.sendall(head + mask + masked)
+
+
+def ws_recv(s: socket.socket, timeout: float) -> str | None:
+    """One text frame of the server's (unmasked), or None when none came within `timeout`."""
+    s.settimeout(timeout)
+
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = s.recv(n - len(out))
+            if not chunk:
+                raise OSError("closed")
+            out += chunk
+        return out
+
+    try:
+        while True:
+            b0, b1 = exactly(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", exactly(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", exactly(8))[0]
+            payload = exactly(n)
+            if b0 & 0x0F == 0x1:
+                return payload.decode(errors="replace")
+            if b0 & 0x0F == 0x8:
+                return None
+    except (OSError, socket.timeout):
+        return None
+
+
+def chunks_to_relay(port: int, size: int, statuses: list, i: int) -> None:
+    """A game adapter's hello, then one answer of `size` bytes in chunks of 30 000 characters; the status is what
+    the relay said after the last chunk (SCHEMA_ERROR and its reason, or nothing)."""
+    s = ws_open(port, GAME_TOKEN)
+    env = lambda kind, id_, payload: json.dumps(  # noqa: E731
+        {"version": "1.2", "type": kind, "id": id_, "timestamp": 0, "source": "minecraft", "payload": payload}
+    )
+    ws_send(s, env("hello", "h", {"name": f"flood{i}", "instance": f"i{i}", "adapter": "decode-flood"}))
+    ws_recv(s, 10)
+    head = '{"version":"1.2","type":"response","id":"nobody","timestamp":0,"source":"minecraft","payload":{"v":['
+    one = '{"a":0},'
+    whole = head + one * max(1, (size - len(head) - 3) // len(one)) + '{}]}}'
+    step = 30_000
+    count = (len(whole) + step - 1) // step
+    for index in range(count):
+        data = whole[index * step : (index + 1) * step]
+        ws_send(s, env("chunk", "big", {"index": index, "count": count, "data": data}))
+    said = None
+    while (said := ws_recv(s, 10)) is not None and json.loads(said).get("type") in ("heartbeat", "ack", "notice"):
+        pass
+    statuses[i] = json.loads(said)["payload"].get("message", said)[:60] if said else "nothing"
+    s.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="target/release/mcp-bridges", help="the mcp-bridges binary")
     ap.add_argument("--clients", type=int, default=16, help="bodies sent at once")
     ap.add_argument("--bytes", type=int, default=4_000_000, help="size of each body")
-    ap.add_argument("--to", choices=["mcp", "game"], default="mcp", help="the MCP HTTP port or the game port")
+    ap.add_argument(
+        "--to", choices=["mcp", "game", "relay"], default="mcp", help="the MCP HTTP port, the game port or the relay"
+    )
     a = ap.parse_args()
     port, game_port = free_port(), free_port()
+    if a.to == "relay":
+        command = [a.bin, "minecraft-relay", "--relay-port", str(port), "--minecraft-auth-token", GAME_TOKEN,
+                   "--mcp-auth-tokens", "decode-flood-mcp-token"]
+    else:
+        command = [a.bin, "bitburner", "--http", "--mcp-port", str(port), "--bitburner-game-port", str(game_port)]
     server = subprocess.Popen(
-        [a.bin, "bitburner", "--http", "--mcp-port", str(port), "--bitburner-game-port", str(game_port)],
+        command,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -105,6 +205,10 @@ def main() -> None:
         statuses = [""] * a.clients
         if a.to == "mcp":
             threads = [threading.Thread(target=post, args=(port, body, statuses, i)) for i in range(a.clients)]
+        elif a.to == "relay":
+            threads = [
+                threading.Thread(target=chunks_to_relay, args=(port, a.bytes, statuses, i)) for i in range(a.clients)
+            ]
         else:
             threads = [
                 threading.Thread(target=frame_to_game_port, args=(game_port, a.bytes, statuses, i))

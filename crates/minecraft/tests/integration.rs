@@ -16,6 +16,7 @@ mod batch;
 mod big;
 mod bounds;
 mod client_ids;
+mod decoding;
 mod flood;
 mod frames;
 mod identity;

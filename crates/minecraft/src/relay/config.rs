@@ -79,6 +79,14 @@ pub struct RelayArgs {
           value_parser = config::ranged(65_536usize, 1 << 32))]
     pub max_assembling_bytes: usize,
 
+    /// What the messages of every link being decoded at once may take decoded: a message's bytes and about
+    /// 256 for each JSON value in it (a 16 MiB message of tiny values is gigabytes decoded). A message that
+    /// does not fit waits for the others; one that never could is refused with SCHEMA_ERROR (an answer fails
+    /// its command).
+    #[arg(id = "mc_max_decoding_bytes", long = "max-decoding-bytes", env = "MINECRAFT_MAX_DECODING_BYTES", default_value = "268435456",
+          value_parser = config::ranged(1usize << 20, u32::MAX as usize))]
+    pub max_decoding_bytes: usize,
+
     /// Messages per second an MCP server may send (bursts of twice that).
     #[arg(id = "mc_mcp_rate", long = "mcp-rate", env = "MINECRAFT_MCP_RATE", default_value = "100",
           value_parser = config::ranged(1u32, 1_000_000))]

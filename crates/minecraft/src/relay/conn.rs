@@ -1,5 +1,6 @@
 //! One relay link, from `hello` to close: a game adapter's or an MCP server's (PROTOCOL.md §3–§5).
 
+use super::decoding::{Reserved, TooCostly};
 use super::queue::{Item, Queue};
 use super::rate::{Bucket, Scope};
 use super::state::{Client, ClientKey, GameConn, Relay};
@@ -87,7 +88,8 @@ async fn wait_hello(
         let text = tokio::time::timeout_at(deadline, incoming.recv())
             .await
             .ok()??;
-        let Some(env) = check(relay, sender, &text).await else {
+        // A hello is small and handled at once: what it took decoded is given back with this round.
+        let Some(env) = check(relay, sender, &text, &mut Vec::new()).await else {
             continue;
         };
         if env.kind == Kind::Hello {
@@ -105,7 +107,21 @@ async fn wait_hello(
 
 /// Parses one message; refusals are counted, logged and answered here. A message of an unsupported
 /// version is answered with a warning and still returned when it validates (graceful degradation).
-async fn check(relay: &Relay, sender: &LinkSender, text: &str) -> Option<Envelope> {
+/// Parses and validates one frame, answering what is wrong with it. What decoding it takes is reserved in
+/// `decoding` first (a frame over the size limit is refused unread and takes nothing).
+async fn check(
+    relay: &Relay,
+    sender: &LinkSender,
+    text: &str,
+    decoding: &mut Vec<Reserved>,
+) -> Option<Envelope> {
+    if text.len() <= relay.settings().max_message_bytes
+        && reserve_decoding(relay, sender, text, decoding)
+            .await
+            .is_err()
+    {
+        return None;
+    }
     match wire::parse(text, relay.settings().max_message_bytes) {
         Ok(Parsed {
             envelope,
@@ -135,6 +151,31 @@ async fn check(relay: &Relay, sender: &LinkSender, text: &str) -> Option<Envelop
         Err(e) => {
             reply_schema(relay, sender, &e).await;
             None
+        }
+    }
+}
+
+/// Reserves what decoding `text` takes ([`super::decoding`]), waiting for room; a message that could never
+/// fit is answered SCHEMA_ERROR naming the bound.
+async fn reserve_decoding(
+    relay: &Relay,
+    sender: &LinkSender,
+    text: &str,
+    decoding: &mut Vec<Reserved>,
+) -> Result<(), TooCostly> {
+    match relay.decoding().reserve(text).await {
+        Ok(reserved) => {
+            decoding.push(reserved);
+            Ok(())
+        }
+        Err(e) => {
+            let refusal = SchemaError {
+                field: "message".to_owned(),
+                message: e.to_string(),
+                id: head_of(text).map(|h| h.id).unwrap_or_default(),
+            };
+            reply_schema(relay, sender, &refusal).await;
+            Err(e)
         }
     }
 }
@@ -349,6 +390,8 @@ async fn serve_game(
         };
         let Some(text) = text else { break };
         let read_us = crate::latency::start();
+        // What this frame's message takes decoded, held until it has been handled.
+        let mut decoding = Vec::new();
         // Events, alone or batched, the way nearly every frame of a game comes: read without a JSON tree. Anything
         // else, or anything the full path would refuse or warn about, takes the full path below.
         let fast = wire::fast::events(&text, relay.settings().max_message_bytes);
@@ -374,16 +417,28 @@ async fn serve_game(
             }
             None
         } else {
-            match check(&relay, &sender, &text).await {
+            match check(&relay, &sender, &text, &mut decoding).await {
                 Some(env) if env.kind == Kind::Chunk => {
-                    match assemble(&relay, &sender, &mut chunks, &env).await {
+                    match assemble(&relay, &sender, &name, &mut chunks, &env, &mut decoding).await {
                         Some(whole) => Some(whole),
                         None => continue,
                     }
                 }
                 Some(env) => Some(env),
                 None => {
-                    oversize_answer(&relay, &name, &text);
+                    if text.len() > relay.settings().max_message_bytes {
+                        let limit = relay.settings().max_message_bytes;
+                        fail_answer(
+                            &relay,
+                            &name,
+                            &text,
+                            &format!(
+                                "the game's answer is {} bytes, over the relay's message limit of {limit} bytes \
+                                 (--max-message-bytes); an adapter speaking protocol 1.1 sends it in chunks",
+                                text.len()
+                            ),
+                        );
+                    }
                     None
                 }
             }
@@ -673,7 +728,9 @@ async fn serve_mcp(
     ));
     let mut bucket = Bucket::new(settings.mcp_rate);
     while let Some(text) = incoming.recv().await {
-        let env = check(&relay, &sender, &text).await;
+        // What this frame's message takes decoded, held until it has been handled.
+        let mut decoding = Vec::new();
+        let env = check(&relay, &sender, &text, &mut decoding).await;
         for env in expand(&relay, &sender, env).await {
             // Control traffic (acks, heartbeats) is never counted: an MCP server acknowledging a flood of events
             // would otherwise have its own tool calls refused. The rest passes this link's limit, then its
@@ -790,27 +847,25 @@ async fn expand(relay: &Relay, sender: &LinkSender, env: Option<Envelope>) -> Ve
 async fn assemble(
     relay: &Relay,
     sender: &LinkSender,
+    game: &str,
     chunks: &mut wire::Assembler,
     env: &Envelope,
+    decoding: &mut Vec<Reserved>,
 ) -> Option<Envelope> {
     match chunks.push(env) {
         Ok(None) => None,
-        Ok(Some(text)) => match wire::parse(&text, wire::MAX_ASSEMBLED_BYTES) {
-            Ok(p) if p.envelope.kind != Kind::Chunk => Some(p.envelope),
-            Ok(p) => {
-                let e = SchemaError {
-                    field: "type".to_owned(),
-                    message: "a chunked message may not itself be a chunk".to_owned(),
-                    id: p.envelope.id,
-                };
-                reply_schema(relay, sender, &e).await;
-                None
+        Ok(Some(text)) => {
+            if let Err(e) = reserve_decoding(relay, sender, &text, decoding).await {
+                fail_answer(
+                    relay,
+                    game,
+                    &text,
+                    &format!("the game's answer was refused: {e}"),
+                );
+                return None;
             }
-            Err(e) => {
-                reply_schema(relay, sender, &e).await;
-                None
-            }
-        },
+            parse_assembled(relay, sender, &text).await
+        }
         Err(e) => {
             reply_schema(relay, sender, &e).await;
             None
@@ -818,42 +873,107 @@ async fn assemble(
     }
 }
 
-/// A game's message refused for its size may be the answer to a command (a 1.0 adapter cannot chunk): the
-/// command fails at once with the limit named, instead of timing out.
-fn oversize_answer(relay: &Relay, game: &str, text: &str) {
-    let limit = relay.settings().max_message_bytes;
-    if text.len() <= limit {
-        return;
+/// A whole chunked message, validated as if it had come in one frame.
+async fn parse_assembled(relay: &Relay, sender: &LinkSender, text: &str) -> Option<Envelope> {
+    match wire::parse(text, wire::MAX_ASSEMBLED_BYTES) {
+        Ok(p) if p.envelope.kind != Kind::Chunk => Some(p.envelope),
+        Ok(p) => {
+            let e = SchemaError {
+                field: "type".to_owned(),
+                message: "a chunked message may not itself be a chunk".to_owned(),
+                id: p.envelope.id,
+            };
+            reply_schema(relay, sender, &e).await;
+            None
+        }
+        Err(e) => {
+            reply_schema(relay, sender, &e).await;
+            None
+        }
     }
-    let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) else {
+}
+
+/// A game's message refused unread (over the size limit, or what it would take decoded) may be the answer to a
+/// command (a 1.0 adapter cannot chunk): the command fails at once with `why`, instead of timing out.
+fn fail_answer(relay: &Relay, game: &str, text: &str, why: &str) {
+    let Some(Head { kind, id }) = head_of(text) else {
         return;
     };
-    if m.get("type").and_then(Value::as_str) != Some("response") {
+    if kind.as_deref() != Some("response") || id.is_empty() {
         return;
     }
-    let Some(id) = m.get("id").and_then(Value::as_str) else {
-        return;
-    };
     // Only the game the command went to may fail it.
-    if relay.lock().pending.get(id).is_none_or(|p| p.game != game) {
+    if relay.lock().pending.get(&id).is_none_or(|p| p.game != game) {
         return;
     }
-    tracing::warn!(
-        game,
-        id,
-        bytes = text.len(),
-        limit,
-        "answer over the message limit"
-    );
-    relay.fail_pending(
-        id,
-        Code::ServerError,
-        &format!(
-            "the game's answer is {} bytes, over the relay's message limit of {limit} bytes \
-             (--max-message-bytes); an adapter speaking protocol 1.1 sends it in chunks",
-            text.len()
-        ),
-    );
+    tracing::warn!(game, %id, bytes = text.len(), "answer refused unread");
+    relay.fail_pending(&id, Code::ServerError, why);
+}
+
+/// The `type` and `id` of a message, read without decoding the rest: it is read only because the rest was
+/// refused (too large, or too costly to decode), so the rest is skipped (serde's `IgnoredAny`), and an `id`
+/// that is no string reads as none.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(rename = "type", default, deserialize_with = "string_or_none")]
+    kind: Option<String>,
+    #[serde(default, deserialize_with = "string_or_none")]
+    id: String,
+}
+
+fn head_of(text: &str) -> Option<Head> {
+    serde_json::from_str(text).ok()
+}
+
+/// A string, or nothing for any other value (skipped unread, so an array posing as an id costs nothing).
+fn string_or_none<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: From<String> + Default,
+{
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_owned()))
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            while map
+                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                .is_some()
+            {}
+            Ok(None)
+        }
+    }
+    Ok(d.deserialize_any(Visit)?.map(T::from).unwrap_or_default())
 }
 
 /// The refusal of a message over a rate limit: which limit, its value and flag, and when to retry.

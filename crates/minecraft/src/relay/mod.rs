@@ -5,6 +5,7 @@ pub mod audit;
 pub mod bus;
 pub mod config;
 pub mod conn;
+pub mod decoding;
 pub mod queue;
 pub mod rate;
 pub mod state;
@@ -111,6 +112,7 @@ pub fn settings(args: &RelayArgs, extra: Vec<McpToken>) -> Result<Settings, Rela
         command_timeout: args.command_timeout,
         max_message_bytes: args.max_message_bytes,
         max_assembling_bytes: args.max_assembling_bytes,
+        max_decoding_bytes: args.max_decoding_bytes,
         mcp_rate: args.mcp_rate,
         game_rate: args.game_rate,
         mcp_token_rate: args.mcp_token_rate,

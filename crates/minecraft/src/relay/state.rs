@@ -38,6 +38,8 @@ pub struct Settings {
     pub max_message_bytes: usize,
     /// Bytes of chunked messages being put together at once, every link together.
     pub max_assembling_bytes: usize,
+    /// What the messages every link decodes at once may take decoded (`relay::decoding`).
+    pub max_decoding_bytes: usize,
     pub mcp_rate: u32,
     pub game_rate: u32,
     /// All the links of one MCP token together.
@@ -409,6 +411,8 @@ pub struct Inner {
     pub bus: std::sync::OnceLock<super::bus::NatsBus>,
     /// What the links' unfinished chunked messages hold together.
     pub assembly: Arc<crate::wire::AssemblyBudget>,
+    /// What the messages being decoded and handled take decoded, every link together.
+    pub decoding: super::decoding::DecodeBudget,
 }
 
 /// Who a command goes to, or why it goes nowhere.
@@ -475,6 +479,7 @@ impl Relay {
                 next_command: AtomicU64::new(1),
                 bus: std::sync::OnceLock::new(),
                 assembly: crate::wire::AssemblyBudget::new(settings.max_assembling_bytes),
+                decoding: super::decoding::DecodeBudget::new(settings.max_decoding_bytes),
                 settings,
             }),
         }
@@ -482,6 +487,10 @@ impl Relay {
 
     pub fn settings(&self) -> &Settings {
         &self.inner.settings
+    }
+
+    pub fn decoding(&self) -> &super::decoding::DecodeBudget {
+        &self.inner.decoding
     }
 
     pub fn epoch(&self) -> &str {
@@ -1134,6 +1143,12 @@ impl Relay {
             "minecraft_relay_assembling_bytes {}",
             self.inner.assembly.held()
         );
+        let _ = writeln!(out, "# TYPE minecraft_relay_decoding_bytes gauge");
+        let _ = writeln!(
+            out,
+            "minecraft_relay_decoding_bytes {}",
+            self.inner.decoding.held()
+        );
         // Every bound, so a dashboard can set each gauge against its limit.
         let _ = writeln!(out, "# TYPE minecraft_relay_limit gauge");
         for (name, value) in [
@@ -1146,6 +1161,7 @@ impl Relay {
             ("max_message_bytes", settings.max_message_bytes),
             ("max_assembled_bytes", crate::wire::MAX_ASSEMBLED_BYTES),
             ("max_assembling_bytes", self.inner.assembly.max()),
+            ("max_decoding_bytes", self.inner.decoding.max()),
             ("link_outgoing_bytes", bridge_core::link::OUTGOING_BYTES),
             ("link_incoming_bytes", bridge_core::link::INCOMING_BYTES),
             ("mcp_rate", settings.mcp_rate as usize),
