@@ -2,8 +2,8 @@
 //! bounded, expiring store, read back page by page with `resources/read` on `mcp-bridges://result/ID?offset=N`.
 //!
 //! Bounded, since any client can make results: at most `max_entries` texts and `max_bytes` bytes in all (the
-//! oldest go first), each forgotten `ttl` after it was made. Expiry is swept on every access, so nothing runs
-//! in the background.
+//! oldest go first), each forgotten `ttl` after it was made. Expiry is swept on every access, and every 30 s by
+//! the server's sweeper (`sweeper.rs`), so an idle server holds none.
 
 use crate::error::ToolError;
 use crate::json_size::{json_len, shrink};

@@ -5,7 +5,7 @@
 //! Bounded, since any client can create tasks: at most `max_tasks` of them (running or finished) per process,
 //! at most `max_result_bytes` of finished results kept in all, at most `max_input_bytes` of answers held per
 //! task, and each task is forgotten `ttl` after its creation (cancelled first if it still runs). Expiry is swept
-//! on every access, so nothing runs in the background.
+//! on every access, and every 30 s by the server's sweeper (`sweeper.rs`), so an idle server holds none.
 
 use super::client_link::missing_capability;
 use super::convert;
