@@ -1050,6 +1050,14 @@ impl NotRoot {
         if !nix::unistd::geteuid().is_root() {
             return Self(false);
         }
+        // The uid is the whole process's: no other test may run in it meanwhile.
+        let alone = std::env::var("NEXTEST_EXECUTION_MODE").as_deref() == Ok("process-per-test")
+            || std::env::var("RUST_TEST_THREADS").as_deref() == Ok("1");
+        assert!(
+            alone,
+            "this test changes the process's effective uid: run it under cargo nextest (a process per test), \
+             or with RUST_TEST_THREADS=1"
+        );
         fn give(path: &Path) {
             std::os::unix::fs::lchown(path, Some(NotRoot::NOBODY), Some(NotRoot::NOBODY)).unwrap();
             if path.is_dir() && !path.is_symlink() {
