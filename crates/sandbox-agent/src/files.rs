@@ -85,6 +85,8 @@ pub async fn write(
         }
         let (mut f, created) = match open_for_write(&path, append, mode) {
             Ok(opened) => opened,
+            // A FIFO no program reads: a non-blocking open for writing fails so, before it can be looked at.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return not_regular(&path),
             Err(e) => return io_body("cannot open", &path, e),
         };
         match f.metadata() {
