@@ -1031,15 +1031,26 @@ async fn commit(
             .await;
     }
     let started = Instant::now();
+    let version = s.instance.hello.version;
     let report = loop {
-        let op = Op::Status {
-            target,
-            state_only: false,
-        };
-        match client.call(op, AGENT_TIMEOUT).await? {
-            Body::Status(r) | Body::Exited(r) if !r.running => break r,
-            Body::Status(_) | Body::Exited(_) => {}
+        // While tar runs, its state alone (polled every 20 ms, its output would travel each time); once it
+        // ended, its output too, for what it said.
+        let running = match client
+            .call(Op::status(target, true, version), AGENT_TIMEOUT)
+            .await?
+        {
+            Body::Status(r) | Body::Exited(r) => r.running,
             other => return Err(super::agent_error(other)),
+        };
+        if !running {
+            let op = Op::Status {
+                target,
+                state_only: false,
+            };
+            match client.call(op, AGENT_TIMEOUT).await? {
+                Body::Status(r) | Body::Exited(r) => break r,
+                other => return Err(super::agent_error(other)),
+            }
         }
         if started.elapsed() > AGENT_TIMEOUT {
             return Err(ToolError::timeout(
