@@ -273,8 +273,19 @@ async fn deleting_a_conflict_copy_resolves_its_conflict_and_the_merge_is_pushed(
     std::fs::remove_file(dir.join("a.game.js")).unwrap();
     let report = sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
     assert_eq!(report.pushed, ["a.js"], "{report:?}");
+    assert_eq!(report.resolved, ["a.js"], "{report:?}");
     assert_eq!(report.conflicts, ["b.js"], "{report:?}");
     assert_eq!(rig.game_file("a.js").as_deref(), Some(merged));
+    // The game's version it pushed over is kept first (the copy may have gone by a cleanup, not a merge), and
+    // the line says so.
+    let (name, kept) = &report.replaced[0];
+    assert_eq!(name, "a.js");
+    assert_eq!(read(&dir, kept).as_deref(), Some("// v2 from the game"));
+    let said = report.lines("pushed").join("\n");
+    assert!(
+        said.contains("its conflict copy was deleted") && said.contains(kept.as_str()),
+        "{said}"
+    );
     assert_eq!(
         rig.game_file("b.js").as_deref(),
         Some("// b2 from the game")
@@ -1109,12 +1120,56 @@ async fn a_local_file_that_cannot_be_read_is_never_pulled_over() {
     for report in [&report, &reconciled] {
         assert!(!report.pulled.iter().any(|f| f == "a.js"), "{report:?}");
         assert!(report.replaced.is_empty(), "{report:?}");
-        assert!(
-            report.failed.iter().any(|(f, _)| f == "a.js"),
+        assert_eq!(
+            report.failed.iter().filter(|(f, _)| f == "a.js").count(),
+            1,
             "said once, as failed: {report:?}"
         );
     }
     assert_eq!(rig.game_file("a.js").as_deref(), Some("edited in the game"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A conflict copy that could not be looked at for a while (its directory unreadable for a round) was not
+/// deleted: its conflict stays, and the game's edit is not pushed over.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_conflict_copy_that_cannot_be_looked_at_is_not_taken_for_deleted() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir("unreadable-copy");
+    put(&dir, "s/a.js", "// v1");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    rig.game_write("s/a.js", "// v2 from the game");
+    put(&dir, "s/a.js", "// v1 edited here");
+    let report = sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(report.conflicts, ["s/a.js"], "{report:?}");
+    let sub = dir.join("s");
+    let user = NotRoot::over(&dir);
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o000)).unwrap();
+    assert!(
+        std::fs::read_dir(&sub).is_err(),
+        "the test needs s/ unreadable"
+    );
+    let blind = sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    drop(user);
+    assert!(
+        blind.pushed.is_empty() && blind.resolved.is_empty(),
+        "{blind:?}"
+    );
+
+    let report = sync::push(&rig.ctx, &sync_args(&dir)).await.unwrap();
+    assert_eq!(report.conflicts, ["s/a.js"], "{report:?}");
+    assert!(report.pushed.is_empty(), "{report:?}");
+    assert_eq!(
+        rig.game_file("s/a.js").as_deref(),
+        Some("// v2 from the game")
+    );
+    assert_eq!(
+        read(&dir, "s/a.game.js").as_deref(),
+        Some("// v2 from the game")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -73,6 +73,9 @@ pub struct SyncReport {
     /// `--watch` only: files (by their game names) this round left alone because the local one was mid-save;
     /// nothing was decided about them, so what an earlier round said of them still holds.
     pub left_for_later: Vec<String>,
+    /// Files pushed over the game's version because their conflict copy was deleted (also listed in `pushed`;
+    /// the game's version is kept first, in `replaced`).
+    pub resolved: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -242,13 +245,11 @@ pub async fn reconcile_settled(
     // A copy the player deleted or renamed is no longer ours to track, and its conflict is resolved: the way
     // out the report gives is "merge, delete the copy, push". The game's version the copy held has been seen,
     // so it is now what both sides are compared with: the local file (merged, or kept as it was) is the newer
-    // one and is pushed, while a game changed again since the copy was taken still conflicts.
-    let gone = manifest.retain_copies(|p| {
-        readable_path(&args.dir, p)
-            .ok()
-            .and_then(|p| std::fs::symlink_metadata(p).ok())
-            .is_some_and(|m| m.is_file())
-    });
+    // one and is pushed, the game's version kept first (a copy removed by a cleanup, not a merge, loses
+    // nothing), while a game changed again since the copy was taken still conflicts.
+    let gone = gone_copies(&manifest, &args.dir, settle.as_deref_mut()).await;
+    let gone = manifest.retain_copies(|p| !gone.contains(p));
+    let mut resolved = BTreeSet::new();
     for copy in gone {
         let Ok(name) = path::validate(&copy.of, &path::ExtensionSet::ANY_VERSION) else {
             continue;
@@ -261,6 +262,9 @@ pub async fn reconcile_settled(
                 .contains(&copy.hash);
         if !settled {
             manifest.record_digest(&copy.server, &name.path, copy.hash);
+            if copy.server == server {
+                resolved.insert(name.path);
+            }
         }
     }
     let files = scan(&args.dir, &manifest, server, &mut report)?;
@@ -278,6 +282,7 @@ pub async fn reconcile_settled(
         manifest: &mut manifest,
         report: &mut report,
         game_names: &game_names,
+        resolved: &resolved,
         settle,
     };
     let outcome = round.files(files, &mut game, direction).await;
@@ -305,6 +310,8 @@ struct Round<'a> {
     report: &'a mut SyncReport,
     /// Every file the game has this round, so a conflict copy never takes a game file's name.
     game_names: &'a BTreeSet<String>,
+    /// Files (game names) whose conflict this round found resolved: their copy was deleted.
+    resolved: &'a BTreeSet<String>,
     /// `--watch`: what the local files looked like in earlier rounds.
     settle: Option<&'a mut Settle>,
 }
@@ -517,6 +524,16 @@ impl Round<'_> {
                         return Ok(());
                     }
                 }
+                // A conflict resolved by deleting its copy: the game's version goes only once it is kept, in
+                // case the copy went by a cleanup rather than a merge.
+                let resolving = action == Action::Push && self.resolved.contains(name);
+                if resolving && let Some(game_version) = &theirs {
+                    let kept_as = copy_name(name, 0);
+                    let refused = "not pushed: the game's version could not be kept first";
+                    if !self.keep_first(name, &kept_as, game_version.as_bytes(), refused) {
+                        return Ok(());
+                    }
+                }
                 let hash = manifest::digest(&content);
                 let write = WriteArgs {
                     filename: name.to_owned(),
@@ -528,6 +545,9 @@ impl Round<'_> {
                         self.manifest.record_digest(server, &w.filename, hash);
                         if action == Action::Restore {
                             self.report.rolled_back.push(w.filename.clone());
+                        }
+                        if resolving {
+                            self.report.resolved.push(w.filename.clone());
                         }
                         self.report.pushed.push(w.filename);
                     }
@@ -720,12 +740,76 @@ fn local_relative(game_path: &str) -> Option<String> {
     (!bad && !unread_dir && !ours).then_some(resolved)
 }
 
+/// The conflict copies the record lists whose file is not there any more: never one that could not be looked
+/// at (a directory that could not be read for a round is no deletion), and under `--watch` only one whose
+/// absence has held still like a file's (an editor saving the copy by a rename leaves it missing a moment).
+async fn gone_copies(
+    manifest: &Manifest,
+    dir: &Path,
+    mut settle: Option<&mut Settle>,
+) -> BTreeSet<String> {
+    let mut gone = BTreeSet::new();
+    for (relative, _) in manifest.copies() {
+        // A path the sync would not read through (a symlink on the way) is not looked at: not gone.
+        let Ok(file) = readable_path(dir, relative) else {
+            continue;
+        };
+        if !matches!(std::fs::symlink_metadata(&file), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        {
+            continue;
+        }
+        let settled = match settle.as_deref_mut() {
+            Some(s) => matches!(s.look(relative, &file).await, Look::Ready(None)),
+            None => true,
+        };
+        if settled {
+            gone.insert(relative.clone());
+        }
+    }
+    gone
+}
+
 /// The folder of what the sync keeps for the player (replaced files, an unreadable record).
 const SYNC_FOLDER: &str = ".bitburner-sync";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under `--watch`, a conflict copy missing a moment (an editor saving it by a rename) is not gone: its
+    /// absence must hold still as a file's does. Without the watch, missing is gone.
+    #[tokio::test]
+    async fn a_copy_missing_a_moment_under_watch_is_not_yet_gone() {
+        let dir = std::env::temp_dir().join(format!("bb-gone-copies-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let mut manifest = Manifest::default();
+        let copy = manifest::Copy {
+            of: "a.js".into(),
+            server: "home".into(),
+            hash: manifest::digest(b"the game's"),
+        };
+        manifest.record_copy("a.game.js", copy.clone());
+        manifest.record_copy(
+            "b.game.js",
+            manifest::Copy {
+                of: "b.js".into(),
+                ..copy
+            },
+        );
+        std::fs::write(dir.join("b.game.js"), "kept").unwrap_or_else(|e| panic!("{e}"));
+        // a.game.js was just renamed away: its directory changed a moment ago.
+        let events = std::sync::Arc::new(settle::LastEvent::default());
+        events.touch();
+        let mut settle = Settle::new(std::time::Duration::from_millis(200), events);
+        settle.begin_round();
+        let gone = gone_copies(&manifest, &dir, Some(&mut settle)).await;
+        assert!(gone.is_empty(), "{gone:?}");
+        settle.end_round();
+        let gone = gone_copies(&manifest, &dir, None).await;
+        assert_eq!(gone.into_iter().collect::<Vec<_>>(), ["a.game.js"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_failed_file_makes_the_command_fail() {

@@ -41,7 +41,22 @@ impl SyncReport {
 
     /// The per-file lines and the summary; `verb` names the command (`pushed`, `pulled`, `synced`).
     pub fn lines(&self, verb: &str) -> Vec<String> {
-        let mut out: Vec<String> = self.pushed.iter().map(|f| format!("pushed {f}")).collect();
+        let mut out: Vec<String> = self
+            .pushed
+            .iter()
+            .map(|f| {
+                match (
+                    self.resolved.contains(f),
+                    self.replaced.iter().find(|(name, _)| name == f),
+                ) {
+                    (true, Some((_, kept))) => format!(
+                        "pushed {f}: its conflict copy was deleted, which resolves the conflict (the game's \
+                         version it replaced is kept in {kept})"
+                    ),
+                    _ => format!("pushed {f}"),
+                }
+            })
+            .collect();
         out.extend(self.pulled.iter().map(
             |f| match self.replaced.iter().find(|(name, _)| name == f) {
                 Some((_, kept)) => {
