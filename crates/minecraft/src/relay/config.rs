@@ -81,8 +81,9 @@ pub struct RelayArgs {
 
     /// What the messages of every link being decoded at once may take decoded: a message's bytes and about
     /// 256 for each JSON value in it (a 16 MiB message of tiny values is gigabytes decoded). A message that
-    /// does not fit waits for the others; one that never could is refused with SCHEMA_ERROR (an answer fails
-    /// its command).
+    /// does not fit waits for the others; a chunked one that never could is refused with SCHEMA_ERROR (an
+    /// answer fails its command). Never less than one frame of --max-message-bytes may take (257 times it),
+    /// so a single frame only ever waits.
     #[arg(id = "mc_max_decoding_bytes", long = "max-decoding-bytes", env = "MINECRAFT_MAX_DECODING_BYTES", default_value = "268435456",
           value_parser = config::ranged(1usize << 20, u32::MAX as usize))]
     pub max_decoding_bytes: usize,

@@ -115,6 +115,7 @@ async fn check(
     text: &str,
     decoding: &mut Vec<Reserved>,
 ) -> Option<Envelope> {
+    // Never refused (a frame always fits the budget, `DecodeBudget::new`), only made to wait, or the link went.
     if text.len() <= relay.settings().max_message_bytes
         && reserve_decoding(relay, sender, text, decoding)
             .await
@@ -155,15 +156,27 @@ async fn check(
     }
 }
 
-/// Reserves what decoding `text` takes ([`super::decoding`]), waiting for room; a message that could never
-/// fit is answered SCHEMA_ERROR naming the bound.
+/// Why a message was not given room to be decoded.
+enum NoRoom {
+    /// It could never fit: answered SCHEMA_ERROR naming the bound.
+    TooCostly(TooCostly),
+    /// The link closed while it waited; its place in the queue is given up with it.
+    Closed,
+}
+
+/// Reserves what decoding `text` takes ([`super::decoding`]), waiting for room while the link is open; a
+/// message that could never fit is answered SCHEMA_ERROR naming the bound.
 async fn reserve_decoding(
     relay: &Relay,
     sender: &LinkSender,
     text: &str,
     decoding: &mut Vec<Reserved>,
-) -> Result<(), TooCostly> {
-    match relay.decoding().reserve(text).await {
+) -> Result<(), NoRoom> {
+    let reserved = tokio::select! {
+        reserved = relay.decoding().reserve(text) => reserved,
+        () = sender.closed() => return Err(NoRoom::Closed),
+    };
+    match reserved {
         Ok(reserved) => {
             decoding.push(reserved);
             Ok(())
@@ -175,7 +188,7 @@ async fn reserve_decoding(
                 id: head_of(text).map(|h| h.id).unwrap_or_default(),
             };
             reply_schema(relay, sender, &refusal).await;
-            Err(e)
+            Err(NoRoom::TooCostly(e))
         }
     }
 }
@@ -419,6 +432,9 @@ async fn serve_game(
         } else {
             match check(&relay, &sender, &text, &mut decoding).await {
                 Some(env) if env.kind == Kind::Chunk => {
+                    // The chunk's own room goes back before the whole asks for its own: held, a whole that needs
+                    // nearly all of the budget would wait for it for good, and every link behind it too.
+                    decoding.clear();
                     match assemble(&relay, &sender, &name, &mut chunks, &env, &mut decoding).await {
                         Some(whole) => Some(whole),
                         None => continue,
@@ -855,14 +871,14 @@ async fn assemble(
     match chunks.push(env) {
         Ok(None) => None,
         Ok(Some(text)) => {
-            if let Err(e) = reserve_decoding(relay, sender, &text, decoding).await {
-                fail_answer(
-                    relay,
-                    game,
-                    &text,
-                    &format!("the game's answer was refused: {e}"),
-                );
-                return None;
+            match reserve_decoding(relay, sender, &text, decoding).await {
+                Ok(()) => {}
+                Err(NoRoom::TooCostly(e)) => {
+                    let why = format!("the game's answer was refused: {e}");
+                    fail_answer(relay, game, &text, &why);
+                    return None;
+                }
+                Err(NoRoom::Closed) => return None,
             }
             parse_assembled(relay, sender, &text).await
         }
@@ -896,7 +912,7 @@ async fn parse_assembled(relay: &Relay, sender: &LinkSender, text: &str) -> Opti
 /// A game's message refused unread (over the size limit, or what it would take decoded) may be the answer to a
 /// command (a 1.0 adapter cannot chunk): the command fails at once with `why`, instead of timing out.
 fn fail_answer(relay: &Relay, game: &str, text: &str, why: &str) {
-    let Some(Head { kind, id }) = head_of(text) else {
+    let Some(Head { kind, id, .. }) = head_of(text) else {
         return;
     };
     if kind.as_deref() != Some("response") || id.is_empty() {
@@ -919,6 +935,8 @@ struct Head {
     kind: Option<String>,
     #[serde(default, deserialize_with = "string_or_none")]
     id: String,
+    #[serde(default, deserialize_with = "string_or_none")]
+    game: Option<String>,
 }
 
 fn head_of(text: &str) -> Option<Head> {
@@ -1212,13 +1230,8 @@ fn frames(text: &str, seq: u64, limit: usize, chunks: bool) -> Vec<String> {
     if text.len() <= limit || (!chunks && text.len() <= wire::HARD_MAX_FRAME_BYTES) {
         return vec![text.to_owned()];
     }
-    let (id, game) = match serde_json::from_str::<Value>(text) {
-        Ok(v) => (
-            v["id"].as_str().unwrap_or_default().to_owned(),
-            v["game"].as_str().map(str::to_owned),
-        ),
-        Err(_) => (String::new(), None),
-    };
+    // Only its id and game are needed, read without decoding the rest (it can be 16 MiB of tiny values).
+    let (id, game) = head_of(text).map_or((String::new(), None), |h| (h.id, h.game));
     let refuse = |why: String| {
         vec![
             super::state::respond_error(

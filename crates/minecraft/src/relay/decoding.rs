@@ -32,9 +32,14 @@ pub struct TooCostly {
 }
 
 impl DecodeBudget {
-    /// A budget of `max` bytes (at most `u32::MAX`, what one reservation can name).
-    pub fn new(max: usize) -> Self {
-        let max = max.min(u32::MAX as usize);
+    /// A budget of `max` bytes, never less than what one frame of `max_frame` bytes may take decoded, so a
+    /// single frame is never refused, only made to wait (the fast event path, which builds no JSON tree, then
+    /// takes what the full path takes); at most `u32::MAX`, what one reservation can name.
+    pub fn new(max: usize, max_frame: usize) -> Self {
+        let value = bridge_core::link::json_cost::DECODED_VALUE_BYTES;
+        // Every byte of a text may count as a value (`,,,,`), and the text itself counts as one more.
+        let frame = max_frame.saturating_mul(value + 1).saturating_add(value);
+        let max = max.max(frame).min(u32::MAX as usize);
         Self {
             bytes: Arc::new(Semaphore::new(max)),
             max,
@@ -81,7 +86,7 @@ mod tests {
     /// never fit is refused at once, naming the flag.
     #[tokio::test(start_paused = true)]
     async fn a_message_waits_for_room_and_one_that_never_fits_is_refused() {
-        let budget = DecodeBudget::new(4096);
+        let budget = DecodeBudget::new(4096, 8);
         let small = "[0,0,0]";
         let cost = bridge_core::link::json_cost::decoded_bytes(small.as_bytes());
         let first = budget.reserve(small).await.unwrap();
@@ -103,5 +108,22 @@ mod tests {
             refused.to_string().contains("--max-decoding-bytes"),
             "{refused}"
         );
+    }
+
+    /// The bound is never below what the largest frame may take decoded: a frame is made to wait, never
+    /// refused, as the fast event path (no JSON tree) never refuses one.
+    #[tokio::test]
+    async fn the_largest_frame_always_fits() {
+        let frame = 1024;
+        let budget = DecodeBudget::new(1, frame);
+        let worst = [
+            ",".repeat(frame),
+            "[".repeat(frame),
+            format!("[{}0]", "0,".repeat(frame / 2 - 2)),
+        ];
+        for text in worst {
+            assert!(text.len() <= frame);
+            assert!(budget.reserve(&text).await.is_ok(), "{} bytes", text.len());
+        }
     }
 }

@@ -479,7 +479,10 @@ impl Relay {
                 next_command: AtomicU64::new(1),
                 bus: std::sync::OnceLock::new(),
                 assembly: crate::wire::AssemblyBudget::new(settings.max_assembling_bytes),
-                decoding: super::decoding::DecodeBudget::new(settings.max_decoding_bytes),
+                decoding: super::decoding::DecodeBudget::new(
+                    settings.max_decoding_bytes,
+                    settings.max_message_bytes,
+                ),
                 settings,
             }),
         }
