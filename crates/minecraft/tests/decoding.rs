@@ -36,22 +36,35 @@ fn chunks_of(message: &Value) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn an_answer_too_costly_to_decode_fails_its_command_at_once_and_one_as_large_as_a_string_goes_through()
- {
-    // A command timeout far past the test's own deadline: only the bound can answer in time.
+/// A relay with [`RELAY_ARGS`], one game and one MCP server linked to it.
+async fn linked() -> (TestRelay, RawLink, McpServer) {
     let relay = start_relay(relay_args(&RELAY_ARGS)).await;
-    let (mut game, welcome) = game_hello(&relay.url(), "survival", "i1").await;
+    let (game, welcome) = game_hello(&relay.url(), "survival", "i1").await;
     assert_eq!(welcome["type"], "welcome", "{welcome}");
     let server = McpServer::linked(&relay, MCP_TOKEN, &[]).await;
     server.ready(1).await;
+    (relay, game, server)
+}
 
-    // 12 000 one-member objects: 96 KB of text, some 9 MB by the bound's count.
+/// `execute_command` called through `server`, and the command the game received for it.
+async fn command(
+    server: &McpServer,
+    game: &mut RawLink,
+    text: &str,
+) -> (tokio::task::JoinHandle<rmcp::model::CallToolResult>, Value) {
     let client = server.client.clone();
-    let costly = tokio::spawn(async move {
-        call(&client, "execute_command", json!({"command": "say hi"})).await
-    });
-    let cmd = game.recv_kind("command").await;
+    let args = json!({"command": text, "game": "survival"});
+    let call = tokio::spawn(async move { call(&client, "execute_command", args).await });
+    (call, game.recv_kind("command").await)
+}
+
+#[tokio::test]
+async fn an_answer_too_costly_to_decode_fails_its_command_at_once_and_one_as_large_as_a_string_goes_through()
+ {
+    // A command timeout far past the test's own deadline (RELAY_ARGS): only the bound can answer in time.
+    let (relay, mut game, server) = linked().await;
+    // 12 000 one-member objects: 96 KB of text, some 9 MB by the bound's count.
+    let (costly, cmd) = command(&server, &mut game, "say hi").await;
     let objects = vec![json!({"a": 0}); 12_000];
     let answer = envelope(
         "response",
@@ -81,11 +94,7 @@ async fn an_answer_too_costly_to_decode_fails_its_command_at_once_and_one_as_lar
     );
 
     // As many bytes as one string: about its size decoded, so it fits and is answered.
-    let client = server.client.clone();
-    let cheap = tokio::spawn(async move {
-        call(&client, "execute_command", json!({"command": "say hi"})).await
-    });
-    let cmd = game.recv_kind("command").await;
+    let (cheap, cmd) = command(&server, &mut game, "say hi").await;
     let line = "x".repeat(96_000);
     let answer = envelope(
         "response",
@@ -115,16 +124,8 @@ async fn an_answer_too_costly_to_decode_fails_its_command_at_once_and_one_as_lar
 #[tokio::test]
 async fn a_message_that_takes_nearly_the_whole_budget_is_decoded_and_the_relay_goes_on() {
     const BUDGET: usize = 2_097_152;
-    let relay = start_relay(relay_args(&RELAY_ARGS)).await;
-    let (mut game, welcome) = game_hello(&relay.url(), "survival", "i1").await;
-    assert_eq!(welcome["type"], "welcome", "{welcome}");
-    let server = McpServer::linked(&relay, MCP_TOKEN, &[]).await;
-    server.ready(1).await;
-    let client = server.client.clone();
-    let big = tokio::spawn(async move {
-        call(&client, "execute_command", json!({"command": "say hi"})).await
-    });
-    let cmd = game.recv_kind("command").await;
+    let (relay, mut game, server) = linked().await;
+    let (big, cmd) = command(&server, &mut game, "say hi").await;
     let answer = |objects: usize, pad: usize| {
         envelope(
             "response",
@@ -163,16 +164,7 @@ async fn a_message_that_takes_nearly_the_whole_budget_is_decoded_and_the_relay_g
     // The relay goes on: another game says hello, and a command reaches the first.
     let (_other, welcome) = game_hello(&relay.url(), "creative", "i2").await;
     assert_eq!(welcome["type"], "welcome", "{welcome}");
-    let client = server.client.clone();
-    let next = tokio::spawn(async move {
-        call(
-            &client,
-            "execute_command",
-            json!({"command": "say again", "game": "survival"}),
-        )
-        .await
-    });
-    let cmd = game.recv_kind("command").await;
+    let (next, cmd) = command(&server, &mut game, "say again").await;
     game.send(&envelope(
         "response",
         cmd["id"].as_str().unwrap(),
