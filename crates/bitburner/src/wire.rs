@@ -176,6 +176,7 @@ pub fn parse_response(text: &str) -> Result<Response, WireError> {
 /// unreadable: the request it answers then fails at once rather than waiting out its deadline. Other members
 /// are skipped unread, so a value nested deeper than the parser allows does not hide the id.
 pub fn salvage_id(text: &str) -> Option<Value> {
+    use bridge_core::json_peek::Scalar;
     use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
     use std::cell::RefCell;
 
@@ -190,57 +191,14 @@ pub fn salvage_id(text: &str) -> Option<Value> {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                 if key == "id" && self.0.borrow().is_none() {
-                    *self.0.borrow_mut() = map.next_value::<ScalarId>()?.0;
+                    // A number or a string (what ours are): an array or object there is skipped unread, since
+                    // this runs on frames refused for what they would take decoded.
+                    *self.0.borrow_mut() = map.next_value::<Scalar>()?.0;
                 } else {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
             Ok(())
-        }
-    }
-    /// An `id` read only when it is a number or a string (what ours are): an array or object there is skipped
-    /// unread, since this runs on frames refused for what they would take decoded.
-    struct ScalarId(Option<Value>);
-    impl<'de> serde::Deserialize<'de> for ScalarId {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Scalar;
-            impl<'de> Visitor<'de> for Scalar {
-                type Value = ScalarId;
-
-                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                    f.write_str("a JSON value")
-                }
-                fn visit_u64<E>(self, n: u64) -> Result<ScalarId, E> {
-                    Ok(ScalarId(Some(Value::from(n))))
-                }
-                fn visit_i64<E>(self, n: i64) -> Result<ScalarId, E> {
-                    Ok(ScalarId(Some(Value::from(n))))
-                }
-                fn visit_f64<E>(self, n: f64) -> Result<ScalarId, E> {
-                    Ok(ScalarId(Some(Value::from(n))))
-                }
-                fn visit_str<E>(self, s: &str) -> Result<ScalarId, E> {
-                    Ok(ScalarId(Some(Value::from(s))))
-                }
-                fn visit_bool<E>(self, _: bool) -> Result<ScalarId, E> {
-                    Ok(ScalarId(None))
-                }
-                fn visit_unit<E>(self) -> Result<ScalarId, E> {
-                    Ok(ScalarId(None))
-                }
-                fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                    self,
-                    mut seq: A,
-                ) -> Result<ScalarId, A::Error> {
-                    while seq.next_element::<IgnoredAny>()?.is_some() {}
-                    Ok(ScalarId(None))
-                }
-                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ScalarId, A::Error> {
-                    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                    Ok(ScalarId(None))
-                }
-            }
-            d.deserialize_any(Scalar)
         }
     }
     let id = RefCell::new(None);

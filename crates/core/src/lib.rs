@@ -9,6 +9,7 @@ pub mod bridge;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod json_peek;
 pub mod json_size;
 pub mod link;
 pub mod mount;

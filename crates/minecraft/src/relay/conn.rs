@@ -6,6 +6,7 @@ use super::rate::{Bucket, Scope};
 use super::state::{Client, ClientKey, GameConn, Relay};
 use crate::acks::Acks;
 use crate::wire::{self, Code, Envelope, Kind, Parsed, SchemaError, Source};
+use bridge_core::json_peek::Scalar;
 use bridge_core::link::{Incoming, LinkError, LinkSender, WsConnection};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -106,9 +107,9 @@ async fn wait_hello(
 }
 
 /// Parses one message; refusals are counted, logged and answered here. A message of an unsupported
-/// version is answered with a warning and still returned when it validates (graceful degradation).
-/// Parses and validates one frame, answering what is wrong with it. What decoding it takes is reserved in
-/// `decoding` first (a frame over the size limit is refused unread and takes nothing).
+/// version is answered with a warning and still returned when it validates (graceful degradation). What
+/// decoding it takes is reserved in `decoding` first (a frame over the size limit is refused unread and takes
+/// nothing).
 async fn check(
     relay: &Relay,
     sender: &LinkSender,
@@ -185,7 +186,9 @@ async fn reserve_decoding(
             let refusal = SchemaError {
                 field: "message".to_owned(),
                 message: e.to_string(),
-                id: head_of(text).map(|h| h.id).unwrap_or_default(),
+                id: head_of(text)
+                    .and_then(|h| h.id.into_string())
+                    .unwrap_or_default(),
             };
             reply_schema(relay, sender, &refusal).await;
             Err(NoRoom::TooCostly(e))
@@ -915,9 +918,9 @@ fn fail_answer(relay: &Relay, game: &str, text: &str, why: &str) {
     let Some(Head { kind, id, .. }) = head_of(text) else {
         return;
     };
-    if kind.as_deref() != Some("response") || id.is_empty() {
+    let (Some("response"), Some(id)) = (kind.into_string().as_deref(), id.into_string()) else {
         return;
-    }
+    };
     // Only the game the command went to may fail it.
     if relay.lock().pending.get(&id).is_none_or(|p| p.game != game) {
         return;
@@ -926,72 +929,21 @@ fn fail_answer(relay: &Relay, game: &str, text: &str, why: &str) {
     relay.fail_pending(&id, Code::ServerError, why);
 }
 
-/// The `type` and `id` of a message, read without decoding the rest: it is read only because the rest was
-/// refused (too large, or too costly to decode), so the rest is skipped (serde's `IgnoredAny`), and an `id`
-/// that is no string reads as none.
+/// The `type`, `id` and `game` of a message, read without decoding the rest: it is read only because the rest
+/// was refused (too large, or too costly to decode), so the rest is skipped unread, and a field that is no
+/// string reads as none ([`Scalar`]).
 #[derive(serde::Deserialize)]
 struct Head {
-    #[serde(rename = "type", default, deserialize_with = "string_or_none")]
-    kind: Option<String>,
-    #[serde(default, deserialize_with = "string_or_none")]
-    id: String,
-    #[serde(default, deserialize_with = "string_or_none")]
-    game: Option<String>,
+    #[serde(rename = "type", default)]
+    kind: Scalar,
+    #[serde(default)]
+    id: Scalar,
+    #[serde(default)]
+    game: Scalar,
 }
 
 fn head_of(text: &str) -> Option<Head> {
     serde_json::from_str(text).ok()
-}
-
-/// A string, or nothing for any other value (skipped unread, so an array posing as an id costs nothing).
-fn string_or_none<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: From<String> + Default,
-{
-    struct Visit;
-    impl<'de> serde::de::Visitor<'de> for Visit {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("any JSON value")
-        }
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-            Ok(Some(v.to_owned()))
-        }
-        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            Ok(None)
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Self::Value, A::Error> {
-            while map
-                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
-                .is_some()
-            {}
-            Ok(None)
-        }
-    }
-    Ok(d.deserialize_any(Visit)?.map(T::from).unwrap_or_default())
 }
 
 /// The refusal of a message over a rate limit: which limit, its value and flag, and when to retry.
@@ -1231,7 +1183,9 @@ fn frames(text: &str, seq: u64, limit: usize, chunks: bool) -> Vec<String> {
         return vec![text.to_owned()];
     }
     // Only its id and game are needed, read without decoding the rest (it can be 16 MiB of tiny values).
-    let (id, game) = head_of(text).map_or((String::new(), None), |h| (h.id, h.game));
+    let (id, game) = head_of(text).map_or((String::new(), None), |h| {
+        (h.id.into_string().unwrap_or_default(), h.game.into_string())
+    });
     let refuse = |why: String| {
         vec![
             super::state::respond_error(
