@@ -513,24 +513,20 @@ impl Round<'_> {
                         _ => {}
                     }
                 }
-                // What the game went back to is an older version the directory had, but maybe not one the
-                // player wants gone (a revert made in the game on purpose): keep it before pushing over it.
-                if action == Action::Restore
-                    && let Some(older) = &theirs
-                {
-                    let kept_as = copy_name(name, 0);
-                    let refused = "not pushed: the game's older version could not be kept first";
-                    if !self.keep_first(name, &kept_as, older.as_bytes(), refused) {
-                        return Ok(());
-                    }
-                }
-                // A conflict resolved by deleting its copy: the game's version goes only once it is kept, in
-                // case the copy went by a cleanup rather than a merge.
+                // The game's version goes only once it is kept: what it went back to (Restore) is an older
+                // version the directory had, but maybe not one the player wants gone (a revert made in the game
+                // on purpose); a conflict resolved by deleting its copy may have lost that copy to a cleanup
+                // rather than a merge.
                 let resolving = action == Action::Push && self.resolved.contains(name);
-                if resolving && let Some(game_version) = &theirs {
+                let keep_first = match action {
+                    Action::Restore => Some("the game's older version"),
+                    _ if resolving => Some("the game's version"),
+                    _ => None,
+                };
+                if let (Some(what), Some(game_version)) = (keep_first, &theirs) {
+                    let refused = format!("not pushed: {what} could not be kept first");
                     let kept_as = copy_name(name, 0);
-                    let refused = "not pushed: the game's version could not be kept first";
-                    if !self.keep_first(name, &kept_as, game_version.as_bytes(), refused) {
+                    if !self.keep_first(name, &kept_as, game_version.as_bytes(), &refused) {
                         return Ok(());
                     }
                 }
