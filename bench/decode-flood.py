@@ -63,48 +63,37 @@ def post(port: int, body: bytes, statuses: list, i: int) -> None:
 
 
 def frame_to_game_port(port: int, size: int, statuses: list, i: int) -> None:
-    """One WebSocket text frame (client frames are masked, RFC 6455 §5.3), then a moment for the bridge to read it."""
+    """One WebSocket text frame, then a moment for the bridge to read it."""
     text = b'{"jsonrpc":"2.0","id":1,"result":[' + b"0," * max(0, (size - 40) // 2) + b"0]}"
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        key = base64.b64encode(os.urandom(16))
-        s.sendall(
-            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Key: " + key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        )
-        status = s.recv(4096).split(b"\r\n", 1)[0].decode(errors="replace")
-        mask = os.urandom(4)
-        masked = bytes(b ^ mask[j % 4] for j, b in enumerate(text)) if len(text) < 1 << 16 else None
-        if masked is None:
-            # XOR through int arithmetic: a byte loop over 30 MB takes Python too long.
-            n = len(text)
-            pad = mask * (n // 4 + 1)
-            masked = (int.from_bytes(text, "big") ^ int.from_bytes(pad[:n], "big")).to_bytes(n, "big")
-        s.sendall(b"\x81\xff" + struct.pack(">Q", len(text)) + mask + masked)
+    s, status = ws_open(port)
+    with s:
+        ws_send(s, text)
         time.sleep(3)
-        statuses[i] = status
+    statuses[i] = status
 
 
 GAME_TOKEN = "decode-flood-game-token"
 
 
-def ws_open(port: int, token: str) -> socket.socket:
+def ws_open(port: int, token: str | None = None) -> tuple[socket.socket, str]:
+    """A WebSocket upgrade (with `Authorization: Bearer token` when given); the socket and the status line."""
     s = socket.create_connection(("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16))
+    auth = b"Authorization: Bearer " + token.encode() + b"\r\n" if token else b""
     s.sendall(
         b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Authorization: Bearer " + token.encode() + b"\r\n"
-        b"Sec-WebSocket-Key: " + key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        + auth
+        + b"Sec-WebSocket-Key: " + key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
     )
     head = b""
-    while b"\r\n\r\n" not in head:
-        head += s.recv(1)
-    if b" 101 " not in head.split(b"\r\n", 1)[0]:
-        raise SystemExit(f"the relay refused the upgrade: {head!r}")
-    return s
+    while b"\r\n\r\n" not in head and (byte := s.recv(1)):
+        head += byte
+    return s, head.split(b"\r\n", 1)[0].decode(errors="replace")
 
 
-def ws_send(s: socket.socket, text: str) -> None:
-    data = text.encode()
+def ws_send(s: socket.socket, text: str | bytes) -> None:
+    """One text frame, masked as a client's must be (RFC 6455 §5.3)."""
+    data = text.encode() if isinstance(text, str) else text
     mask = os.urandom(4)
     n = len(data)
     if n < 126:
@@ -114,6 +103,7 @@ def ws_send(s: socket.socket, text: str) -> None:
     else:
         head = bytes([0x81, 0x80 | 127]) + struct.pack(">Q", n)
     pad = mask * (n // 4 + 1)
+    # XOR through int arithmetic: a byte loop over 30 MB takes Python too long.
     masked = (int.from_bytes(data, "big") ^ int.from_bytes(pad[:n], "big")).to_bytes(n, "big") if n else b""
     s.sendall(head + mask + masked)
 
@@ -151,7 +141,9 @@ def ws_recv(s: socket.socket, timeout: float) -> str | None:
 def chunks_to_relay(port: int, size: int, statuses: list, i: int) -> None:
     """A game adapter's hello, then one answer of `size` bytes in chunks of 30 000 characters; the status is what
     the relay said after the last chunk (SCHEMA_ERROR and its reason, or nothing)."""
-    s = ws_open(port, GAME_TOKEN)
+    s, status = ws_open(port, GAME_TOKEN)
+    if " 101 " not in status:
+        raise SystemExit(f"the relay refused the upgrade: {status}")
     env = lambda kind, id_, payload: json.dumps(  # noqa: E731
         {"version": "1.2", "type": kind, "id": id_, "timestamp": 0, "source": "minecraft", "payload": payload}
     )

@@ -14,8 +14,8 @@ use mcp_testkit::start_call;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use support::procs::{
-    assert_exited, children_by_argv, go_held_in_its_build, hung_js_debug, hung_python, pids_in,
-    until,
+    assert_exited, children_by_argv, go_held_in_its_build, hung_js_debug, hung_python,
+    js_socket_dirs, pids_in, until,
 };
 use support::*;
 
@@ -142,17 +142,6 @@ async fn a_start_past_its_deadline_ends_its_stdio_adapter_and_names_the_wait() {
     stdio_adapter(End::Timeout).await;
 }
 
-/// The private socket directories of js-debug servers this test process started.
-fn js_socket_dirs() -> Vec<PathBuf> {
-    let prefix = format!("mcp-bridges-js-debug-{}-", std::process::id());
-    std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .map(|e| e.path())
-        .collect()
-}
-
 /// js-debug's server (`--debug-js-debug`) is `hung_js_debug.js`: the launcher's connection works, the
 /// program's session hangs after its `launch`.
 async fn js_debug(end: End) {
@@ -173,7 +162,7 @@ async fn js_debug(end: End) {
     )
     .await;
     until("js-debug's socket directory is removed", || {
-        js_socket_dirs().is_empty()
+        js_socket_dirs(std::process::id()).is_empty()
     })
     .await;
     if let Some(e) = e {

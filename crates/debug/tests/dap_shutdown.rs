@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use support::procs::{
-    assert_exited, go_held_in_its_build, hung_js_debug, hung_python, pids_in, running, until,
+    assert_exited, go_held_in_its_build, hung_js_debug, hung_python, js_socket_dirs, pids_in,
+    running, until,
 };
 use support::*;
 use tokio::process::{Child, Command};
@@ -148,17 +149,6 @@ fn line_below(pid: u32, top: u32) -> Vec<u32> {
         line.push(parent);
     }
     line
-}
-
-/// The private socket directories of js-debug servers the process `bridge_pid` started.
-fn js_socket_dirs(bridge_pid: u32) -> Vec<PathBuf> {
-    let prefix = format!("mcp-bridges-js-debug-{bridge_pid}-");
-    std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .map(|e| e.path())
-        .collect()
 }
 
 /// debugpy's adapter hung (`hung_dap.py`, its program a `sleep` in its group).

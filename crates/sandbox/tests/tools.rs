@@ -906,6 +906,30 @@ async fn ended(h: &Harness, id: &str, pid: u64) -> serde_json::Value {
     }
 }
 
+/// The sandbox still runs a program to its end.
+async fn runs_a_program(h: &Harness, id: &str) {
+    let out = h
+        .ok(
+            "execute_code",
+            json!({"sandbox_id": id, "language": "sh", "code": "echo ok"}),
+        )
+        .await;
+    assert_eq!(out["stdout"], "ok\n", "{out}");
+}
+
+/// Every one of `pids` still runs: none was dropped to make room.
+async fn all_running(h: &Harness, id: &str, pids: &[u64]) {
+    for pid in pids {
+        let st = h
+            .ok(
+                "process_status",
+                json!({"sandbox_id": id, "process_id": pid}),
+            )
+            .await;
+        assert_eq!(st["running"], true, "process {pid} was dropped: {st}");
+    }
+}
+
 /// The agent tracks 64 processes at once: ended background processes whose end was read make room, so a
 /// sandbox can start any number of them over its life (65 used to leave it unable to run anything).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -929,13 +953,7 @@ async fn ended_background_processes_make_room_for_new_ones() {
         let pid = support::ok_of(&r)["process_id"].as_u64().unwrap();
         assert_eq!(ended(&h, &id, pid).await["exit_code"], 0);
     }
-    let out = h
-        .ok(
-            "execute_code",
-            json!({"sandbox_id": id, "language": "sh", "code": "echo ok"}),
-        )
-        .await;
-    assert_eq!(out["stdout"], "ok\n", "{out}");
+    runs_a_program(&h, &id).await;
 }
 
 /// A running process is never dropped to make room: with 64 running, the next start is refused (busy, naming
@@ -965,37 +983,15 @@ async fn sixty_four_running_processes_are_the_limit_and_none_is_dropped() {
     let msg = refused["message"].as_str().unwrap();
     assert!(msg.contains("64"), "{refused}");
     assert!(msg.contains("kill_process"), "{refused}");
-    for pid in &pids {
-        let st = h
-            .ok(
-                "process_status",
-                json!({"sandbox_id": id, "process_id": pid}),
-            )
-            .await;
-        assert_eq!(st["running"], true, "process {pid} was dropped: {st}");
-    }
+    all_running(&h, &id, &pids).await;
     h.ok(
         "kill_process",
         json!({"sandbox_id": id, "process_id": pids[0]}),
     )
     .await;
     assert_eq!(ended(&h, &id, pids[0]).await["signal"], 9);
-    let out = h
-        .ok(
-            "execute_code",
-            json!({"sandbox_id": id, "language": "sh", "code": "echo ok"}),
-        )
-        .await;
-    assert_eq!(out["stdout"], "ok\n", "{out}");
-    for pid in &pids[1..] {
-        let st = h
-            .ok(
-                "process_status",
-                json!({"sandbox_id": id, "process_id": pid}),
-            )
-            .await;
-        assert_eq!(st["running"], true, "process {pid} was dropped: {st}");
-    }
+    runs_a_program(&h, &id).await;
+    all_running(&h, &id, &pids[1..]).await;
 }
 
 /// Only output handed over makes an ended process safe to drop: with the table full, a spawn drops the ended

@@ -171,3 +171,14 @@ pub fn go_held_in_its_build(ws: &std::path::Path, pid_file: &std::path::Path) ->
     serde_json::json!({"type": "go", "request": "launch", "name": "go", "program": dir, "cwd": dir,
         "buildFlags": format!("-toolexec={}", tool.display())})
 }
+
+/// The private socket directories of js-debug servers the bridge in process `bridge_pid` started.
+pub fn js_socket_dirs(bridge_pid: u32) -> Vec<std::path::PathBuf> {
+    let prefix = format!("mcp-bridges-js-debug-{bridge_pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
