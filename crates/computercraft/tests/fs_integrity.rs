@@ -339,6 +339,10 @@ async fn read_copies_are_dropped_on_cancel_and_bounded() {
     let h = start_bridge(test_config()).await;
     let mut cfg = h.computer(78, None, SimKind::Computer);
     cfg.space_limit = 40_000_000;
+    // The cancelled read below is held by a loop that must not yield (a yield would let the client take the
+    // cancel early), while the test waits for the cancel to reach the computer: on a loaded CI machine that
+    // took past CC's 7 s, and the abort ended the run first. No limit on yielding is under test here.
+    cfg.yield_timeout = Duration::from_secs(600);
     let sim = h.link(cfg).await;
     let root = sim.state().cfg.root.clone();
     let big = filled(b'a', 100_000);
