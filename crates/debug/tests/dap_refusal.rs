@@ -6,48 +6,11 @@
 
 use crate::support;
 
-use bridge_debug::config::BackendChoice;
 use serde_json::{Value, json};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use support::*;
 
 /// What `fake_dap.py` answers `next` and `stepIn` with (its `body.error.format`).
 const REFUSAL: &str = "the fake adapter refuses to step here";
-
-/// A client whose debugpy is the fake adapter, and a session paused at the fake's stop.
-async fn paused_on_the_fake(tag: &str) -> mcp_testkit::Client {
-    let ws = workspace(tag);
-    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_dap.py");
-    let python = ws.join("fake-python");
-    std::fs::write(
-        &python,
-        format!(
-            "#!/bin/sh\n# `-c 'import debugpy'` is the bridge's check; anything else starts the adapter.\n[ \"$1\" = -c ] && exit 0\nexec python3 '{}'\n",
-            fake.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut a = args(&ws, BackendChoice::Dap);
-    a.python = Some(python);
-    let c = client(a).await;
-    let started = data(
-        &c,
-        "debug_start",
-        json!({"launch": "py", "wait": true, "timeoutMs": 10000}),
-    )
-    .await;
-    assert_eq!(
-        (
-            started["stop"]["event"].as_str(),
-            started["stop"]["line"].as_u64()
-        ),
-        (Some("stopped"), Some(3)),
-        "{started}"
-    );
-    c
-}
 
 /// The variables reference of `point` (a structured local) in the current stop.
 async fn point_reference(c: &mcp_testkit::Client) -> i64 {
@@ -64,7 +27,7 @@ async fn point_reference(c: &mcp_testkit::Client) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_step_leaves_the_session_paused_with_its_references() {
-    let c = paused_on_the_fake("refused").await;
+    let c = on_the_fake("refused", "").await;
     let reference = point_reference(&c).await;
 
     let (code, e) = support::code(&c, "debug_step_over", json!({"timeoutMs": 3000})).await;
@@ -129,7 +92,7 @@ async fn a_refused_step_leaves_the_session_paused_with_its_references() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_step_is_e_timeout_telling_to_check_debug_status() {
-    let c = paused_on_the_fake("unanswered").await;
+    let c = on_the_fake("unanswered", "").await;
     let (code, e) = support::code(&c, "debug_step_out", json!({"timeoutMs": 500})).await;
     assert_eq!(code, "E_TIMEOUT", "{e}");
     assert!(

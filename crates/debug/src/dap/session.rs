@@ -24,6 +24,11 @@ const MAX_REFS: usize = 100_000;
 /// Stops queued and not yet reported; past it the oldest are dropped and counted (an agent that never waits on
 /// a program stopping in a loop cannot grow the bridge).
 pub const MAX_PENDING_STOPS: usize = 10_000;
+/// How long a wait after a resume holds the stops that came for the adapter's `continued` announcing it, once the
+/// adapter is known to announce resumes (see [`State::awaiting_continued`]). lldb-dap announces one as soon as the
+/// program runs, before any stop it leads to; past this the stops are taken as they are (an adapter that
+/// announced some resumes and not this one).
+const CONTINUED_WITHIN: Duration = Duration::from_secs(3);
 
 /// One `stopped` event.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +87,14 @@ pub struct State {
     pub stepping: Option<i64>,
     /// Variables references valid now; a resume empties it.
     pub refs: HashSet<i64>,
+    /// A resume request of ours went out and no `continued` came since. lldb-dap sends its `stopped` events from
+    /// a thread of its own, one per thread with a stop reason, so one for the pause being left can cross the
+    /// request and come after it; its `continued` for the resume comes after those and before any stop the
+    /// resume leads to. So while this is set, a stop is not yet known to be news.
+    pub awaiting_continued: bool,
+    /// The adapter announced a resume of ours with `continued` (lldb-dap does; debugpy does not, as the
+    /// protocol allows): only then do waits hold stops for it.
+    pub announces_continued: bool,
     pub exit_code: Option<i64>,
     pub initialized: bool,
     pub closed: Option<String>,
@@ -220,6 +233,8 @@ impl Session {
                 repeats: 0,
                 stepping: None,
                 refs: HashSet::new(),
+                awaiting_continued: false,
+                announces_continued: false,
                 exit_code: None,
                 initialized: false,
                 closed: None,
@@ -330,6 +345,7 @@ impl Session {
                 st.stopped_threads.remove(&thread_id);
                 st.stepping = Some(thread_id);
             }
+            st.awaiting_continued = true;
             Resumed {
                 stops: st.stops,
                 run: std::mem::replace(&mut st.run, Run::Running),
@@ -348,6 +364,8 @@ impl Session {
     pub fn refused(&self, before: Resumed) -> bool {
         let restored = {
             let mut st = self.shared.state();
+            // Refused: no resume to announce, and a stop that came meanwhile is where the program is.
+            st.awaiting_continued = false;
             let untouched = st.stops == before.stops && st.run == Run::Running;
             if untouched {
                 st.run = before.run;
@@ -366,20 +384,28 @@ impl Session {
 
     /// Waits for the next unreported stop after `after` stops (`None`: also answers at once with the current
     /// pause when nothing new is queued), or the end, or `deadline`. Stops whose threads were resumed before
-    /// being reported are collected into the outcome's `passed` on the way.
+    /// being reported are collected into the outcome's `passed` on the way. After a resume, stops wait for the
+    /// adapter's `continued` for it (at most [`CONTINUED_WITHIN`]) where the adapter announces resumes.
     pub async fn wait_stop(&self, after: Option<u64>, deadline: Instant) -> Option<Outcome> {
         let mut rx = self.shared.changed.subscribe();
         let mut passed = Vec::new();
+        let mut hold_until: Option<Instant> = None;
         loop {
-            {
+            let holding = {
                 let mut st = self.shared.state();
+                let holding = st.awaiting_continued
+                    && st.announces_continued
+                    && !matches!(st.run, Run::Terminated)
+                    && Instant::now()
+                        < *hold_until.get_or_insert_with(|| Instant::now() + CONTINUED_WITHIN);
                 if let Some(n) = after {
                     // Stops from before the resume request were reported by `resuming` (none are left).
                     while st.pending.front().is_some_and(|s| s.seq <= n) {
                         st.pending.pop_front();
                     }
                 }
-                match take_pending(&mut st) {
+                let next = if holding { None } else { take_pending(&mut st) };
+                match next {
                     Some(Outcome::Stopped {
                         stop, passed: p, ..
                     }) => {
@@ -402,7 +428,7 @@ impl Session {
                     None => {}
                 }
                 match (&st.run, &st.current) {
-                    (Run::Paused { .. }, Some(stop)) if after.is_none() => {
+                    (Run::Paused { .. }, Some(stop)) if after.is_none() && !holding => {
                         return Some(Outcome::Stopped {
                             stop: stop.clone(),
                             passed,
@@ -417,9 +443,16 @@ impl Session {
                     }
                     _ => {}
                 }
-            }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                holding
+            };
+            let until = match hold_until {
+                Some(t) if holding => t.min(deadline),
+                _ => deadline,
+            };
+            match tokio::time::timeout_at(until, rx.changed()).await {
                 Ok(Ok(())) => {}
+                // The hold is over: what is queued is taken as it is.
+                Err(_) if until < deadline => {}
                 // The sender lives as long as the session; no change can come after it is gone.
                 Ok(Err(_)) | Err(_) => return None,
             }
@@ -661,6 +694,10 @@ fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
             let thread = body.get("threadId").and_then(Value::as_i64);
             let all = body.get("allThreadsContinued").and_then(Value::as_bool) != Some(false);
             let mut st = shared.state();
+            if st.awaiting_continued {
+                st.awaiting_continued = false;
+                st.announces_continued = true;
+            }
             let hits = |t: i64| all || thread == Some(t);
             for s in st.pending.iter_mut().filter(|s| hits(s.thread_id)) {
                 s.resumed = true;

@@ -234,3 +234,41 @@ pub async fn attach_when_listening(c: &Client, args: Value) -> Value {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A client whose debugpy is the test double `fake_dap.py` run with `fake_args`, and a session paused at the
+/// fake's first stop (thread 1, line 3). `--debug-python` names a script that passes the bridge's `import
+/// debugpy` check and runs the fake instead of `-m debugpy.adapter`.
+pub async fn on_the_fake(tag: &str, fake_args: &str) -> Client {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = workspace(tag);
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_dap.py");
+    let python = ws.join("fake-python");
+    std::fs::write(
+        &python,
+        format!(
+            "#!/bin/sh\n# `-c 'import debugpy'` is the bridge's check; anything else starts the adapter.\n[ \"$1\" = -c ] && exit 0\nexec python3 '{}' {fake_args}\n",
+            fake.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut a = args(&ws, BackendChoice::Dap);
+    a.python = Some(python);
+    let c = client(a).await;
+    let started = data(
+        &c,
+        "debug_start",
+        json!({"launch": "py", "wait": true, "timeoutMs": 10000}),
+    )
+    .await;
+    assert_eq!(
+        (
+            started["stop"]["event"].as_str(),
+            started["stop"]["threadId"].as_i64(),
+            started["stop"]["line"].as_u64()
+        ),
+        (Some("stopped"), Some(1), Some(3)),
+        "{started}"
+    );
+    c
+}
