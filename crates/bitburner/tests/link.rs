@@ -398,7 +398,9 @@ async fn extra_origins_are_configurable() {
 async fn a_frozen_game_is_noticed_by_its_missing_pongs() {
     let mut args = game_args();
     args.rpc_timeout = Duration::from_secs(60);
-    args.ping_interval = Duration::from_millis(100);
+    // The pong deadline is the ping interval: until the freeze, the game (on this test's one thread, beside
+    // the bridge and the MCP client) must answer each ping within it, so it is not a tenth of a second.
+    args.ping_interval = Duration::from_secs(1);
     let h = start(args).await;
     let game = v3();
     let conn = h.connect(&game).await;

@@ -13,7 +13,7 @@ async fn run_lua(code: &str) -> String {
     cfg.command = Some(format!("{code}\nos.shutdown()"));
     let sim = ccsim::spawn(cfg);
     assert!(
-        sim.wait_for(Duration::from_secs(10), |s| s.halted.is_some())
+        sim.wait_for(Duration::from_secs(60), |s| s.halted.is_some())
             .await,
         "program did not finish: {}",
         sim.output()
@@ -123,7 +123,7 @@ async fn event_queue_holds_at_most_256() {
     );
     let sim = ccsim::spawn(cfg);
     assert!(
-        sim.wait_for(Duration::from_secs(10), |s| s.halted.is_some())
+        sim.wait_for(Duration::from_secs(60), |s| s.halted.is_some())
             .await
     );
     sim.stop();
@@ -171,7 +171,7 @@ async fn the_runtime_answers_pings_after_the_lua_side_stopped_reading() {
     let (tcp, _) = listener.accept().await.unwrap();
     let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
     assert!(
-        sim.wait_for(Duration::from_secs(10), |s| s.output.contains("opened"))
+        sim.wait_for(Duration::from_secs(60), |s| s.output.contains("opened"))
             .await
     );
     ws.send(Message::Ping(b"alive?".to_vec().into()))

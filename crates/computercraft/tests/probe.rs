@@ -5,6 +5,7 @@ use crate::support;
 
 use mcp_testkit::http_get;
 use serde_json::json;
+use std::time::Duration;
 use support::ccsim::{self, SimConfig, SimKind};
 use support::harness::{ok_of, start_bridge, test_config, text_of};
 
@@ -18,7 +19,10 @@ async fn no_computers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pongs_timeouts_and_a_missing_label() {
-    let h = start_bridge(test_config()).await;
+    let mut cfg = test_config();
+    // The silent computer's probe waits this long: short, as the others answer well within it.
+    cfg.probe_timeout = Duration::from_secs(3);
+    let h = start_bridge(cfg).await;
     let _a = h
         .link(h.computer(12, Some("base-turtle"), SimKind::Turtle))
         .await;

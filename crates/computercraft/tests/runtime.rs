@@ -29,7 +29,7 @@ async fn installed(h: &Harness, id: u32, label: &str) -> SimHandle {
 
 async fn wait_output(sim: &SimHandle, needle: &str, times: usize) {
     assert!(
-        sim.wait_for(Duration::from_secs(10), |s| s
+        sim.wait_for(Duration::from_secs(60), |s| s
             .output
             .matches(needle)
             .count()

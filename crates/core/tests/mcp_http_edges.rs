@@ -93,9 +93,10 @@ async fn bad_tools_call_params_are_invalid_params_not_method_not_found() {
 
 #[tokio::test]
 async fn legacy_sessions_are_capped_and_idle_ones_reaped() {
+    // Both sessions must still be live when the third asks: an idle time the requests between fit in.
     let options = HttpOptions {
         max_sessions: 2,
-        session_idle: Duration::from_millis(300),
+        session_idle: Duration::from_secs(3),
         ..HttpOptions::default()
     };
     let server = start_http(test_bridge().bridge, options, vec![]).await;

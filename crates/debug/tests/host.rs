@@ -86,7 +86,8 @@ async fn capacity_refuses_and_a_long_job_renews_its_lease_instead_of_being_rerun
     let long = {
         let host = std::sync::Arc::clone(&host);
         tokio::spawn(async move {
-            host.run("debug.wait-for-hit", json!({"timeoutMs": 2500}), 10_000)
+            // Long enough to be running still after the refused call and the wait below on a loaded machine.
+            host.run("debug.wait-for-hit", json!({"timeoutMs": 6000}), 15_000)
                 .await
         })
     };
@@ -220,7 +221,9 @@ async fn fail_one_job_internally(host: &InProcessHost, ws: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn internal_failures_open_the_circuit_which_refuses_then_closes_after_the_window() {
     let ws = workspace("host-circuit");
-    let window = Duration::from_millis(1500);
+    // Both failures and the two refused calls after them must fall in one window, which counts from the first
+    // failure: each is a round of job files, seconds apart on a loaded machine.
+    let window = Duration::from_secs(6);
     let opts = HostOptions {
         lease_renew: Duration::from_millis(50),
         circuit_threshold: 2,

@@ -730,7 +730,13 @@ async fn events_aged_out_of_the_stream_are_reported_lost_to_the_client_that_miss
     mcp.wait_welcomes(1).await;
     game.emit("player_chat", event_data("player_chat", 0));
     mcp.wait_unique(1, "the first event").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Its acknowledgement goes out once the link is quiet: the client comes back from there.
+    within("the first event's acknowledgement", async {
+        while mcp.inner.acked.load(Ordering::SeqCst) < 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     // Away: 20 events come and age out of the stream before the client is back (at the other relay).
     mcp.inner.stop.cancel();
     mcp.move_to(1);
@@ -738,7 +744,28 @@ async fn events_aged_out_of_the_stream_are_reported_lost_to_the_client_that_miss
         game.emit("player_chat", event_data("player_chat", n));
     }
     game.wait_acked().await;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Aged out is what the stream no longer holds: JetStream removes expired messages on a timer of its own,
+    // later on a loaded machine, so the test looks rather than sleeps.
+    let js = jetstream(&cluster).await;
+    let last = acknowledged(&js, "desk-4").await.last_event.unwrap();
+    within("the 20 events to age out of the stream", async {
+        loop {
+            let state = js
+                .get_stream("MC_EVENTS")
+                .await
+                .unwrap()
+                .info()
+                .await
+                .unwrap()
+                .state
+                .clone();
+            if state.messages == 0 || state.first_sequence > last {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
     let back = McpSide {
         inner: Arc::clone(&mcp.inner),
     };

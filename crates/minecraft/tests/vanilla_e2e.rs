@@ -11,7 +11,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use vanilla_double::RconDouble;
 
@@ -88,8 +87,8 @@ async fn the_binary_runs_commands_over_rcon_and_reads_chat_from_the_log() {
     );
     assert!(double.commands().contains(&"list".to_owned()));
 
-    // Give the follower a moment to open the file at its end, then a player speaks.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the follower has opened the file at its end, a player speaks.
+    crate::vanilla_tools::log_followed(&client).await;
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     f.write_all(b"[12:34:56] [Server thread/INFO]: <Steve> hello from the log\n")
         .unwrap();

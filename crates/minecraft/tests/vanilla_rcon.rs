@@ -21,6 +21,21 @@ fn settings(d: &RconDouble) -> RconSettings {
     s
 }
 
+/// A listener on `addr` again, once the one before has let it go (a dropped double closes its listener
+/// from its own task, a moment later on a loaded machine).
+async fn rebind(addr: std::net::SocketAddr) -> tokio::net::TcpListener {
+    for _ in 0..3000 {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => return listener,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("{addr}: {e}"),
+        }
+    }
+    panic!("{addr} stayed in use for a minute")
+}
+
 fn echo() -> vanilla_double::Handler {
     Arc::new(|cmd: &str| Reply::Text(cmd.strip_prefix("echo ").unwrap_or("").to_owned()))
 }
@@ -165,9 +180,7 @@ async fn a_server_restarted_between_commands_costs_no_command() {
     assert_eq!(c.exec("echo a").await.unwrap(), "a");
     // The server goes away (its connections with it) and comes back on the same port.
     drop(d);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let d2 = RconDouble::on(listener, "pw", echo());
+    let d2 = RconDouble::on(rebind(addr).await, "pw", echo());
     // The old connection is closed: found before the command is sent, so the command goes out on a new one.
     assert_eq!(c.exec("echo b").await.unwrap(), "b");
     assert_eq!(d2.connections.load(Ordering::SeqCst), 1);
@@ -188,13 +201,16 @@ async fn a_server_down_is_connection_error_and_redialled_with_backoff() {
         "{err:?}"
     );
     assert_eq!(rcon_error(&err).code_name(), "CONNECTION_ERROR");
-    // It keeps dialling on its own, with capped delays.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // It keeps dialling on its own, with capped delays (80 ms apart at most: four take a moment on a quiet
+    // machine, longer on a loaded one).
+    let guard = tokio::time::Instant::now() + Duration::from_secs(60);
+    while c.status().reconnect_attempts < 4 && tokio::time::Instant::now() < guard {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let st = c.status();
     assert!(st.reconnect_attempts >= 4, "redialled: {st:?}");
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let d = RconDouble::on(listener, "pw", echo());
-    for _ in 0..100 {
+    let d = RconDouble::on(rebind(addr).await, "pw", echo());
+    for _ in 0..3000 {
         if c.status().connected {
             break;
         }
@@ -322,7 +338,7 @@ async fn a_slow_server_times_out_and_the_next_command_is_not_answered_with_the_l
         "pw",
         Arc::new(|cmd: &str| {
             if cmd == "slow" {
-                Reply::Slow("late".into(), Duration::from_millis(600))
+                Reply::Slow("late".into(), Duration::from_secs(5))
             } else {
                 Reply::Text(format!("re {cmd}"))
             }
@@ -330,10 +346,11 @@ async fn a_slow_server_times_out_and_the_next_command_is_not_answered_with_the_l
     )
     .await;
     let mut s = settings(&d);
-    s.timeout = Duration::from_millis(200);
+    // The next command redials and logs in within this time too, so it is not a fraction of a second.
+    s.timeout = Duration::from_secs(2);
     let c = Rcon::start(s, CancellationToken::new());
     let err = c.exec("slow").await.unwrap_err();
-    assert!(matches!(err, RconError::Timeout { ms: 200 }), "{err:?}");
+    assert!(matches!(err, RconError::Timeout { ms: 2000 }), "{err:?}");
     assert_eq!(rcon_error(&err).code_name(), "TIMEOUT");
     assert_eq!(c.exec("fast").await.unwrap(), "re fast");
 }

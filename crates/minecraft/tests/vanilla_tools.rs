@@ -63,6 +63,17 @@ async fn start(name: &str, extra: &[&str]) -> Vanilla {
     }
 }
 
+/// Once the bridge follows its server log: it opened the file at its end, so what is appended from now on
+/// becomes events (what was there before is history, never replayed).
+pub(crate) async fn log_followed(client: &rmcp::Peer<rmcp::RoleClient>) {
+    within("the log to be followed", async {
+        while ok_of(&call(client, "status", json!({})).await)["log"]["following"] != true {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
 fn append(path: &Path, text: &str) {
     let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     f.write_all(text.as_bytes()).unwrap();
@@ -313,8 +324,7 @@ async fn rcon_commands_star_allows_every_command() {
 #[tokio::test]
 async fn log_lines_become_events_with_player_text_marked_untrusted() {
     let v = start("events", &[]).await;
-    // Let the follower open the file at its end first (its history is not replayed).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    log_followed(&v.client).await;
     append(
         &v.log,
         "[12:00:00] [User Authenticator #1/INFO]: UUID of player Steve is 069a79f4-44e9-4726-a5be-fca90e38aaf5\n\
@@ -371,7 +381,7 @@ async fn log_lines_become_events_with_player_text_marked_untrusted() {
 #[tokio::test]
 async fn the_events_flag_limits_the_streams() {
     let v = start("subs", &["--minecraft-events", "player_chat"]).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    log_followed(&v.client).await;
     append(
         &v.log,
         "[12:00:01] [Server thread/INFO]: Steve joined the game\n[12:00:02] [Server thread/INFO]: <Steve> hi\n",

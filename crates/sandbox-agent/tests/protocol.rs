@@ -94,6 +94,36 @@ impl Agent {
         }
     }
 
+    /// The status of process `target` once `done` holds, asked again every 20 ms under ids from `first_id` up:
+    /// polled, not slept on, as a loaded machine runs the process when it can.
+    async fn status_until(
+        &mut self,
+        first_id: u64,
+        target: u64,
+        done: impl Fn(&sandbox_agent::protocol::ProcReport) -> bool,
+    ) -> sandbox_agent::protocol::ProcReport {
+        let guard = tokio::time::Instant::now() + HANG_GUARD;
+        for id in first_id.. {
+            self.send(
+                id,
+                Op::Status {
+                    target,
+                    state_only: false,
+                },
+            )
+            .await;
+            match self.reply().await.body {
+                Body::Status(p) if done(&p) => return p,
+                Body::Status(p) => {
+                    assert!(tokio::time::Instant::now() < guard, "never came: {p:?}")
+                }
+                other => panic!("{other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        unreachable!("ids run out")
+    }
+
     async fn shell(&mut self, id: u64, command: &str, timeout_ms: Option<u64>) -> Reply {
         let mut spec = ExecSpec::new(Program::Shell {
             command: command.into(),
@@ -369,22 +399,9 @@ async fn background_processes_take_stdin_signals_and_report_status() {
     )
     .await;
     assert!(matches!(a.reply().await.body, Body::Ok { written: 3 }));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    a.send(
-        3,
-        Op::Status {
-            target: 1,
-            state_only: false,
-        },
-    )
-    .await;
-    match a.reply().await.body {
-        Body::Status(p) => {
-            assert!(p.running);
-            assert_eq!(p.stdout, b"got:hi\n");
-        }
-        other => panic!("{other:?}"),
-    }
+    let p = a.status_until(1000, 1, |p| !p.stdout.is_empty()).await;
+    assert!(p.running);
+    assert_eq!(p.stdout, b"got:hi\n");
     // A poll for the state: no output, but how much there is.
     a.send(
         33,
@@ -411,22 +428,8 @@ async fn background_processes_take_stdin_signals_and_report_status() {
     )
     .await;
     a.reply().await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    a.send(
-        5,
-        Op::Status {
-            target: 1,
-            state_only: false,
-        },
-    )
-    .await;
-    match a.reply().await.body {
-        Body::Status(p) => {
-            assert!(!p.running);
-            assert_eq!(p.signal, Some(15));
-        }
-        other => panic!("{other:?}"),
-    }
+    let p = a.status_until(2000, 1, |p| !p.running).await;
+    assert_eq!(p.signal, Some(15));
 }
 
 #[tokio::test]
@@ -438,7 +441,8 @@ async fn as_pid_1_the_agent_reaps_orphans() {
         other => panic!("{other:?}"),
     }
     // Each `sh -c '... &'` leaves an orphan that exits a moment later and is reparented to PID 1.
-    let r = a.shell(2, "for i in 1 2 3 4 5; do sh -c 'sleep 0.1 &'; done; sleep 0.5; grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l", None).await;
+    // The count is retried for up to 10 s: a loaded machine may run PID 1's reaping late, never not at all.
+    let r = a.shell(2, "for i in 1 2 3 4 5; do sh -c 'sleep 0.1 &'; done; sleep 0.5; for i in $(seq 100); do [ \"$(grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l)\" = 0 ] && break; sleep 0.1; done; grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l", None).await;
     assert_eq!(
         String::from_utf8_lossy(&exited(&r).stdout).trim(),
         "0",
@@ -464,13 +468,16 @@ async fn closing_the_stream_ends_the_agent_and_its_processes() {
         .unwrap()
         .unwrap();
     assert!(status.success());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    // Gone, or a zombie waiting for the host's init to reap it: either way no longer running.
-    let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    assert!(
-        state.is_empty() || state.contains("State:\tZ"),
-        "the background process is gone: {state}"
-    );
+    // Gone, or a zombie waiting for the host's init to reap it: either way no longer running. A killed process
+    // still has to be scheduled to die, so this waits for it (until the hang guard).
+    let ended = |state: &str| state.is_empty() || state.contains("State:\tZ");
+    let guard = tokio::time::Instant::now() + HANG_GUARD;
+    let mut state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    while !ended(&state) && tokio::time::Instant::now() < guard {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    }
+    assert!(ended(&state), "the background process is gone: {state}");
 }
 
 /// Landlock, not the mounts, refuses a rename through procfs; the sandbox's writable places still work, and

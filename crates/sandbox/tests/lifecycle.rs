@@ -42,10 +42,12 @@ async fn the_pool_serves_warm_sandboxes_per_spec_and_refills() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sandboxes_expire_and_keepalive_renews() {
-    let h = start(&["--sandbox-idle-timeout", "2s"]).await;
-    let kept = h.create().await;
+    // The kept one is created last, so its idle time does not run while another boots (on a loaded machine a
+    // boot can take seconds), and the timeout is well above one keepalive round.
+    let h = start(&["--sandbox-idle-timeout", "5s"]).await;
     let idle = h.create().await;
     let idle_launcher = h.launcher_pid(&idle);
+    let kept = h.create().await;
     // Until the idle one is reaped, however long a loaded machine takes (a hung reaper is the hang guard's).
     let guard = Instant::now() + HANG_GUARD;
     while !dead(idle_launcher) {
@@ -222,10 +224,8 @@ async fn a_crashed_runs_sandboxes_are_cleaned_at_start() {
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = gone.id();
     gone.wait().unwrap();
-    let dir = std::path::PathBuf::from(format!(
-        "/sys/fs/cgroup/pids/mcp-bridges-sandbox/{dead_pid}-orphan"
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let parent = std::path::Path::new("/sys/fs/cgroup/pids/mcp-bridges-sandbox");
+    let dir = parent.join(format!("{dead_pid}-orphan"));
     // Orphaned like a crashed run's: its parent is gone, so it is not this test's zombie once killed.
     let out = std::process::Command::new("sh")
         .args(["-c", "sleep 300 >/dev/null 2>&1 & echo $!"])
@@ -236,7 +236,16 @@ async fn a_crashed_runs_sandboxes_are_cleaned_at_start() {
         .trim()
         .parse()
         .unwrap();
-    std::fs::write(dir.join("cgroup.procs"), orphan.to_string()).unwrap();
+    // Built under our own (live) pid and renamed into place with the process in it: a bridge another test
+    // starts meanwhile sweeps a dead pid's group, and an empty parent, as soon as it sees them.
+    let building = parent.join(format!("{}-building-{dead_pid}", std::process::id()));
+    let mut tries = 0;
+    while let Err(e) = std::fs::create_dir_all(&building) {
+        tries += 1;
+        assert!(tries < 100, "{}: {e}", building.display());
+    }
+    std::fs::write(building.join("cgroup.procs"), orphan.to_string()).unwrap();
+    std::fs::rename(&building, &dir).unwrap();
     let _h = start(&[]).await;
     // Whichever bridge starts first cleans it (tests run side by side); it is gone once ours has started.
     assert!(!dir.exists());
