@@ -20,7 +20,15 @@ from mcp import Client, StdioServerParameters
 
 ERAS = ["legacy", "2026-07-28"]
 TRANSPORTS = ["stdio", "http"]
-LINK_ARGS = ["--computercraft-link-host", "127.0.0.1", "--computercraft-link-port", "0"]
+# A probe's pongs are compared whole: the computers (Lua in a simulator process) get a long probe timeout.
+LINK_ARGS = [
+    "--computercraft-link-host",
+    "127.0.0.1",
+    "--computercraft-link-port",
+    "0",
+    "--computercraft-probe-timeout",
+    "30s",
+]
 
 pytestmark = [pytest.mark.anyio]
 

@@ -152,7 +152,7 @@ function open (id, waitMs) {
       out({ step: op })
       continue
     }
-    const { ws, messages } = await open(id, op === 'return' ? 3000 : 100)
+    const { ws, messages } = await open(id, op === 'return' ? 30000 : 100)
     if (op === 'hold') held.push(ws)
     else ws.close()
     out({ step: op, id, messages: messages.map((m) => ({ type: m.type, payload: m.payload })) })

@@ -45,7 +45,7 @@ async def test_relay_down_90_s_and_back_loses_nothing_unreported() -> None:
             redials = len(re.findall(r"relay (dial failed|link error|refused)", game.log()))
             relay.start()
             # The plugin's next dial comes within its backoff cap (30 s) of the relay's return.
-            game.wait_linked(2, timeout=45)
+            game.wait_linked(2, timeout=90)
             await wait_games(client, ["outage"])
             say(bots, "olga", sent, 20, "after")
             cursor, st = await settle(client, sent, received, cursor)

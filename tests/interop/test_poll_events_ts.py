@@ -290,7 +290,9 @@ def test_a_page_answered_after_progress_over_http_sse(era: str, payload: bytes) 
     with bridge("http", "v2", era) as (client, port, _server):
         game = Game(port)
         try:
-            sender = threading.Timer(7.0, game.chat, args=(payload,))
+            # The first heartbeat goes out 5 s after the server starts the call; the timer starts before the
+            # request has left this process, so it leaves the request 7 s to get there on a loaded machine.
+            sender = threading.Timer(12.0, game.chat, args=(payload,))
             sender.start()
             try:
                 page = page_events(client, wait_ms=30_000, progress=True)
