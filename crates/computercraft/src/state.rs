@@ -182,9 +182,11 @@ impl Writes {
     }
 
     /// Waits for the turn to write `file` (CC's normalised path) on `computer`; the turn ends when the
-    /// returned value is dropped, or when the wait is given up.
+    /// returned value is dropped, or when the wait is given up. Spellings that differ only in case share a
+    /// turn: on a case-insensitive disk (a server on Windows or macOS) they are one file, and where they are
+    /// two, taking turns costs only a wait.
     pub async fn turn(&self, computer: u32, file: String) -> WriteTurn<'_> {
-        let key = (computer, file);
+        let key = (computer, file.to_lowercase());
         let lock = self
             .turns
             .lock()
@@ -266,9 +268,16 @@ mod tests {
             futures::poll!(waiting.as_mut()).is_pending(),
             "the second write to a.txt waits for the first"
         );
+        let other_case = writes.turn(1, "A.TXT".into());
+        tokio::pin!(other_case);
+        assert!(
+            futures::poll!(other_case.as_mut()).is_pending(),
+            "A.TXT may be a.txt on the server's disk: it waits too"
+        );
         drop(first);
         let second = waiting.await;
         drop(second);
+        drop(other_case.await);
         assert_eq!(writes.files_in_turn(), 0, "no entry outlives its writes");
         assert_ne!(writes.next_id(), writes.next_id());
         assert!(writes.next_id().len() <= 16);
