@@ -389,14 +389,19 @@ end
 local function needPath(p)
   local path = p.path
   if type(path) ~= "string" then fail("invalid", "path must be a string") end
-  -- Counted here, not left to fs.combine: runtimes differ on a leading "/.." (CraftOS-PC drops it).
+  -- Counted here, not left to fs.combine: runtimes differ on a leading "/.." (CraftOS-PC drops it). Each
+  -- part as CC's sanitizePath reads it: these characters dropped, trimmed; "." and "..." (any run of three
+  -- dots or more) name nothing.
   local depth = 0
   for part in path:gmatch("[^/\\]+") do
-    if part == ".." then depth = depth - 1 elseif part ~= "." then depth = depth + 1 end
-    if depth < 0 then fail("invalid", ("path %q climbs above the computer's root"):format(path)) end
-    -- CC cuts a name at 255 characters (after dropping these characters and trimming): a longer one would
-    -- silently be another file.
     local name = part:gsub('[%c"*:<>?|]', ""):match("^%s*(.-)%s*$")
+    if name == ".." then
+      depth = depth - 1
+    elseif name ~= "" and not name:match("^%.+$") then
+      depth = depth + 1
+    end
+    if depth < 0 then fail("invalid", ("path %q climbs above the computer's root"):format(path)) end
+    -- CC cuts a name at 255 characters: a longer one would silently be another file.
     if #name > NAME_MAX then
       fail("invalid", ("path has a name of %d bytes; CC cuts names at %d"):format(#name, NAME_MAX))
     end

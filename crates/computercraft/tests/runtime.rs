@@ -547,6 +547,67 @@ async fn paths_above_the_root_are_refused_however_spelled() {
     sim.stop();
 }
 
+/// The client counts climbs as CC's `sanitizePath` reads a path (`...` names nothing), not trusting
+/// `fs.combine`: CraftOS-PC's drops a leading `..`, which would make `.../../x` the file `x`. The bridge
+/// refuses such a path first, so this asks the client directly, with `fs.combine` made to drop as CraftOS-PC's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_counts_climbs_as_cc_reads_a_path_whatever_fs_combine_does() {
+    let h = start_bridge(test_config()).await;
+    let sim = h.link(h.computer(64, None, SimKind::Computer)).await;
+    let root = sim.state().cfg.root.clone();
+    std::fs::write(root.join("x"), b"inside").unwrap();
+    std::fs::create_dir_all(root.join("a")).unwrap();
+    std::fs::write(root.join("a/b.txt"), b"in a").unwrap();
+    // The hook lasts as long as the run that sets it (the client puts back what runs change).
+    let holder = h.call(
+        "run_lua",
+        json!({"computer": 64, "timeout_ms": 60000, "code": r#"
+            local combine = fs.combine
+            fs.combine = function(...)
+              local r = combine(...)
+              while r == ".." or r:sub(1, 3) == "../" do r = r == ".." and "" or r:sub(4) end
+              return r
+            end
+            local h = fs.open("hooked", "w") h.close()
+            os.pullEvent("release")
+            return fs.combine(".../../x")
+        "#}),
+    );
+    let comp = h.state.registry.get(64).unwrap();
+    let read = |path: &str| {
+        comp.request(
+            "fs.read",
+            json!({"path": path, "offset": 0, "length": 100}),
+            Duration::from_secs(30),
+        )
+    };
+    let asker = async {
+        assert!(
+            sim.wait_for(Duration::from_secs(60), |_| root.join("hooked").exists())
+                .await,
+            "the run never started: {}",
+            sim.output()
+        );
+        for bad in [".../../x", "a/.../../../x", " .. /x", "a/..../../../x"] {
+            let e = read(bad).await.unwrap_err();
+            assert!(e.message().contains("climbs above"), "{bad}: {e:?}");
+        }
+        let r = read("a/.../b.txt").await.unwrap();
+        assert_eq!(
+            bridge_computercraft::b64::decode(r["data"].as_str().unwrap()).unwrap(),
+            b"in a"
+        );
+        sim.queue_event(vec!["release".into()]);
+    };
+    let (held, ()) = tokio::join!(holder, asker);
+    assert_eq!(
+        ok_of(&held)["values"],
+        json!(["x"]),
+        "fs.combine dropped the climb during the run"
+    );
+    sim.stop();
+}
+
 /// Issue 24 item 6: an error raised with a table reads as its contents, and numbers come back exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_errors_are_readable_and_numbers_exact() {

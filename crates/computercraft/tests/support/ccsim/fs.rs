@@ -26,12 +26,17 @@ fn cut(part: &str) -> &str {
     part[..end].trim()
 }
 
-/// Normalises a CC path: `a//b/../c` → `a/c`; `None` when it climbs above the root.
+/// Names nothing in a CC path: `FileSystem.sanitizePath` skips `.` and any run of three dots or more.
+fn no_name(part: &str) -> bool {
+    part.is_empty() || (part.bytes().all(|b| b == b'.') && part.len() != 2)
+}
+
+/// Normalises a CC path: `a//b/.../../c` → `a/c`; `None` when it climbs above the root.
 pub fn normalise(path: &str) -> Option<String> {
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split(['/', '\\']) {
         match part {
-            "" | "." => {}
+            p if no_name(p) => {}
             ".." => {
                 parts.pop()?;
             }
@@ -47,7 +52,7 @@ pub fn sanitise(path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split(['/', '\\']).map(str::trim) {
         match part {
-            "" | "." => {}
+            p if no_name(p) => {}
             ".." if parts.last().is_some_and(|p| *p != "..") => {
                 parts.pop();
             }
