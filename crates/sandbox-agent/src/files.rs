@@ -18,7 +18,13 @@ use std::path::{Path, PathBuf};
 fn io_body(what: &str, path: &Path, e: io::Error) -> Body {
     let kind = match e.kind() {
         io::ErrorKind::NotFound => ErrorKind::NotFound,
-        io::ErrorKind::PermissionDenied | io::ErrorKind::Unsupported => ErrorKind::Invalid,
+        // A path the agent refuses to open (`paths`: a /proc link, a kernel filesystem, no openat2) is the
+        // caller's to change; the system's own EACCES (a mode, Landlock) is its answer, passed on verbatim.
+        io::ErrorKind::PermissionDenied | io::ErrorKind::Unsupported
+            if e.raw_os_error().is_none() =>
+        {
+            ErrorKind::Invalid
+        }
         _ => ErrorKind::Io,
     };
     Body::error(kind, format!("{what} {}: {e}", path.display()))
@@ -240,6 +246,32 @@ fn walk(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// What the agent refuses is the caller's to change; what the system refuses is its answer.
+    #[test]
+    fn a_refused_path_is_invalid_and_the_systems_own_refusal_is_its_answer() {
+        let path = Path::new("/w/f");
+        let kind = |e: io::Error| match io_body("cannot open", path, e) {
+            Body::Error { kind, .. } => kind,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            kind(paths::refused(nix::errno::Errno::ELOOP)),
+            ErrorKind::Invalid
+        );
+        assert_eq!(
+            kind(paths::refused(nix::errno::Errno::ENOSYS)),
+            ErrorKind::Invalid
+        );
+        assert_eq!(
+            kind(paths::refused(nix::errno::Errno::EACCES)),
+            ErrorKind::Io
+        );
+        assert_eq!(
+            kind(io::Error::from(nix::errno::Errno::EPERM)),
+            ErrorKind::Io
+        );
+    }
 
     /// A symlink to nothing exists for the exclusive create and not for the plain open: the write is refused
     /// at once instead of trying the two opens for ever.

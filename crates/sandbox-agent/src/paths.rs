@@ -60,7 +60,7 @@ fn open_at(
     Ok(fd)
 }
 
-fn refused(e: Errno) -> io::Error {
+pub(crate) fn refused(e: Errno) -> io::Error {
     match e {
         Errno::ELOOP => io::Error::new(
             io::ErrorKind::PermissionDenied,
