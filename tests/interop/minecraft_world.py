@@ -120,7 +120,8 @@ class Proc:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(timeout=10)
+                # Past a relay's drain grace (10 s here).
+                self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -143,6 +144,9 @@ class Relay:
         env = {
             "MINECRAFT_AUTH_TOKEN": GAME_TOKEN,
             "MINECRAFT_MCP_AUTH_TOKENS": f"{MCP_TOKEN},{MCP_TOKEN_READONLY}=get_online_players|get_server_info",
+            # A stopped relay waits this long for MCP servers to acknowledge what it sent them (queues live in
+            # its memory): the restart tests lose nothing only if a loaded machine's server gets there in time.
+            "MINECRAFT_DRAIN_GRACE": "10s",
             "RUST_LOG": "info",
         }
         # A port just freed by a stopped relay can take a moment to bind again.

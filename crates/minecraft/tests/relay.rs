@@ -5,10 +5,12 @@
 
 use crate::support;
 
+use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::time::Duration;
 use support::*;
+use tokio_tungstenite::tungstenite::Message;
 
 async fn raw_mcp(url: &str, token: &str, client_id: &str, extra: Value) -> (RawLink, Value) {
     let mut link = raw_connect(url, Some(token)).await.unwrap();
@@ -313,6 +315,47 @@ async fn the_relay_restarted_mid_stream_loses_no_event() {
     server.stop().await;
     game.stop();
     relay.stop().await;
+}
+
+/// A stopping relay waits up to `--drain-grace` for a connected MCP server to acknowledge what it was sent (its
+/// queues die with it), and stops as soon as it has.
+#[tokio::test]
+async fn a_stopping_relay_waits_its_drain_grace_for_an_acknowledgement() {
+    let relay = start_relay(relay_args(&["--drain-grace", "60s"])).await;
+    let game = FakeGame::start(&relay.url(), "survival");
+    game.wait_connected(1).await;
+    let mut mcp = raw_connect(&relay.url(), Some(MCP_TOKEN)).await.unwrap();
+    // A client of a version that acknowledges (1.0 ones are not waited for).
+    let mut hello = envelope(
+        "hello",
+        "h1",
+        "mcp",
+        json!({"clientId": "drained", "subscriptions": ["*"]}),
+    );
+    hello["version"] = json!("1.2");
+    mcp.send(&hello).await;
+    assert_eq!(mcp.recv_kind("welcome").await["type"], "welcome");
+    game.emit("player_chat", event_data("player_chat", 1));
+    let event = mcp.recv_kind("event").await;
+    let seq = event["seq"].as_u64().unwrap();
+    // The server keeps reading (so it answers the relay's pings and is not dropped as dead), and acknowledges
+    // nothing for a while.
+    let RawLink { mut tx, mut rx } = mcp;
+    let reader = tokio::spawn(async move { while let Some(Ok(_)) = rx.next().await {} });
+    relay.stop.cancel();
+    // Past the 2 s the grace once was, nothing acknowledged: still waiting.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !relay.task.is_finished(),
+        "the relay left an unacknowledged event behind"
+    );
+    let ack = envelope("ack", "a1", "mcp", json!({"seq": seq}));
+    tx.send(Message::text(ack.to_string())).await.unwrap();
+    within("the relay to stop once acknowledged", relay.task)
+        .await
+        .unwrap();
+    reader.abort();
+    game.stop();
 }
 
 #[tokio::test]

@@ -68,6 +68,12 @@ pub struct RelayArgs {
           value_parser = config::duration(Duration::from_millis(100), Duration::from_secs(600), Unit::Millis))]
     pub command_timeout: Duration,
 
+    /// How long a stopping relay (SIGTERM, Ctrl-C) waits for connected MCP servers to acknowledge what it sent
+    /// them before it exits: queues live in its memory, so what is still unacknowledged then is gone with it.
+    #[arg(value_name = "DURATION", id = "mc_drain_grace", long = "drain-grace", env = "MINECRAFT_DRAIN_GRACE",
+          default_value = "2s", value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
+    pub drain_grace: Duration,
+
     /// Largest message processed; a larger one is answered with SCHEMA_ERROR (over 1 MiB the link closes).
     #[arg(id = "mc_max_message_bytes", long = "max-message-bytes", env = "MINECRAFT_MAX_MESSAGE_BYTES", default_value = "65536",
           value_parser = config::ranged(1024usize, 1 << 20))]

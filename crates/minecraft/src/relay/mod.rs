@@ -32,9 +32,6 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// How long a stopping relay gives connected MCP servers to acknowledge what they were sent.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
-
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
     #[error("{0}")]
@@ -110,6 +107,7 @@ pub fn settings(args: &RelayArgs, extra: Vec<McpToken>) -> Result<Settings, Rela
         token_queue_bytes: args.token_queue_bytes,
         heartbeat: args.heartbeat,
         command_timeout: args.command_timeout,
+        drain_grace: args.drain_grace,
         max_message_bytes: args.max_message_bytes,
         max_assembling_bytes: args.max_assembling_bytes,
         max_decoding_bytes: args.max_decoding_bytes,
@@ -152,7 +150,7 @@ fn tls_config(args: &RelayArgs) -> Result<Option<Arc<tls::ServerConfig>>, RelayE
 }
 
 /// Binds and serves the relay until `stop` is cancelled; then it stops taking game events, gives connected
-/// MCP servers [`DRAIN_GRACE`] to acknowledge what they hold, and closes.
+/// MCP servers `--drain-grace` to acknowledge what they hold, and closes.
 pub async fn start(
     args: &RelayArgs,
     settings: Settings,
@@ -266,7 +264,7 @@ pub async fn start(
             for game in relay.live_senders(true, false) {
                 game.close("relay shutting down");
             }
-            let deadline = tokio::time::Instant::now() + DRAIN_GRACE;
+            let deadline = tokio::time::Instant::now() + relay.settings().drain_grace;
             while !relay.connected_clients_drained() && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }

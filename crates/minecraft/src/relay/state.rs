@@ -35,6 +35,8 @@ pub struct Settings {
     pub token_queue_bytes: usize,
     pub heartbeat: Duration,
     pub command_timeout: Duration,
+    /// How long a stopping relay waits for connected MCP servers to acknowledge what they were sent.
+    pub drain_grace: Duration,
     pub max_message_bytes: usize,
     /// Bytes of chunked messages being put together at once, every link together.
     pub max_assembling_bytes: usize,
