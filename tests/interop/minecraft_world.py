@@ -120,7 +120,7 @@ class Proc:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                # Past a relay's drain grace (10 s here).
+                # Past a relay's drain grace (10 s here) and a game server's stop grace (15 s).
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
@@ -178,7 +178,13 @@ class Game:
         self.dir = tempfile.TemporaryDirectory(prefix="mc-game-")
         cfg = Path(self.dir.name) / "minecraft-mcp-bridge.toml"
         cfg.write_text(config)
-        argv = [str(ROOT / "scripts" / "minecraft-server"), "--port", "0", "--relay", relay_url, "--token", token, "--config", str(cfg), "--name", name]
+        # --stop-grace: a stopped server waits for the relay's acknowledgement of its last events; on a loaded
+        # machine that is not always within the default 3 s.
+        argv = [
+            str(ROOT / "scripts" / "minecraft-server"),
+            *("--port", "0", "--relay", relay_url, "--token", token, "--config", str(cfg), "--name", name),
+            *("--stop-grace", "15000"),
+        ]
         self.proc = Proc(argv, env={"PEERS_DIR": str(PEERS)}, watch="stdout", name="minecraft-server")
         self.port = int(self.proc.wait_for(r"^ready port=(\d+)", timeout=120).group(1))
 

@@ -1,7 +1,7 @@
 'use strict'
 // Starts flying-squid with the bridge plugin: node server.js --port P --relay URL --token T [--config FILE]
-// [--name NAME]. stdout carries only this launcher's status lines ("ready ...", "linked ..."); flying-squid's
-// own console output goes to stderr.
+// [--name NAME] [--stop-grace MS]. stdout carries only this launcher's status lines ("ready ...", "linked ...");
+// flying-squid's own console output goes to stderr.
 
 const fs = require('fs')
 const path = require('path')
@@ -14,7 +14,8 @@ const { loadConfig, ConfigError } = require('./config')
 const { squidOptions } = require('./squid-options')
 
 function usage (msg) {
-  process.stderr.write(`minecraft-server: ${msg}\nusage: minecraft-server --port P --relay URL --token T [--config FILE] [--name NAME]\n`)
+  process.stderr.write(`minecraft-server: ${msg}\nusage: minecraft-server --port P --relay URL --token T [--config FILE] [--name NAME] [--stop-grace MS]\n` +
+    '  --stop-grace MS: how long a stopping server waits for the relay to acknowledge its last events (3000)\n')
   process.exit(2)
 }
 
@@ -22,7 +23,7 @@ function parseArgs (argv) {
   const a = {}
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]
-    if (!['--port', '--relay', '--token', '--config', '--name'].includes(k)) usage(`unknown argument ${k}`)
+    if (!['--port', '--relay', '--token', '--config', '--name', '--stop-grace'].includes(k)) usage(`unknown argument ${k}`)
     if (i + 1 >= argv.length) usage(`${k} needs a value`)
     a[k.slice(2)] = argv[++i]
   }
@@ -32,6 +33,10 @@ function parseArgs (argv) {
 const args = parseArgs(process.argv.slice(2))
 const port = Number(args.port)
 if (!Number.isInteger(port) || port < 0 || port > 65535) usage('--port: expected a port number')
+const stopGrace = args['stop-grace'] === undefined ? 3000 : Number(args['stop-grace'])
+if (!Number.isInteger(stopGrace) || stopGrace < 0 || stopGrace > 600000) {
+  usage('--stop-grace: expected milliseconds from 0 to 600000')
+}
 let config
 try {
   config = loadConfig(args.config ? fs.readFileSync(args.config, 'utf8') : null)
@@ -68,9 +73,10 @@ let stopping = false
 const stop = () => {
   if (stopping) return
   stopping = true
-  setTimeout(() => process.exit(0), 8000).unref()
+  // A server that cannot close (a plugin stuck) still exits, some time after the grace.
+  setTimeout(() => process.exit(0), stopGrace + 5000).unref()
   // Players online are reported as quitting, and the relay given time to take it, before the server closes.
-  Promise.resolve(serv.mcpBridge?.shutdown(3000))
+  Promise.resolve(serv.mcpBridge?.shutdown(stopGrace))
     .then((r) => r && out(`stopped players=${r.players} unacknowledged=${r.unacknowledged}\n`))
     .catch((e) => process.stderr.write(`shutdown: ${e.stack || e}\n`))
     .then(() => serv.quit?.('Server closed'))
