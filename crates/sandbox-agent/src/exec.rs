@@ -54,8 +54,13 @@ async fn start(
     // program's symlink to `/proc/self/fd/N/..` would start the next program in the host's `/` (paths.rs).
     let cwd_dir =
         crate::paths::open(&cwd, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0).map_err(|e| {
+            // A refused or missing directory is the caller's to change, like a file's path.
+            let kind = match crate::files::error_kind(&e) {
+                ErrorKind::Io => ErrorKind::Spawn,
+                kind => kind,
+            };
             Body::error(
-                ErrorKind::Spawn,
+                kind,
                 format!("cannot use {} as the working directory: {e}", cwd.display()),
             )
         })?;

@@ -16,18 +16,24 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 fn io_body(what: &str, path: &Path, e: io::Error) -> Body {
-    let kind = match e.kind() {
+    Body::error(error_kind(&e), format!("{what} {}: {e}", path.display()))
+}
+
+/// What a failure to open or use a path is to the caller. A path the agent refuses (`paths`: a /proc link, a
+/// kernel filesystem, no openat2; a write through a symlink to nothing) is the caller's to change: those carry
+/// no OS error. The system's own refusal (EACCES from a mode or Landlock, EPERM) is its answer, verbatim.
+pub(crate) fn error_kind(e: &io::Error) -> ErrorKind {
+    match e.kind() {
         io::ErrorKind::NotFound => ErrorKind::NotFound,
-        // A path the agent refuses to open (`paths`: a /proc link, a kernel filesystem, no openat2) is the
-        // caller's to change; the system's own EACCES (a mode, Landlock) is its answer, passed on verbatim.
-        io::ErrorKind::PermissionDenied | io::ErrorKind::Unsupported
+        io::ErrorKind::PermissionDenied
+        | io::ErrorKind::Unsupported
+        | io::ErrorKind::InvalidInput
             if e.raw_os_error().is_none() =>
         {
             ErrorKind::Invalid
         }
         _ => ErrorKind::Io,
-    };
-    Body::error(kind, format!("{what} {}: {e}", path.display()))
+    }
 }
 
 async fn blocking(f: impl FnOnce() -> Body + Send + 'static) -> Body {
@@ -287,10 +293,15 @@ mod tests {
         )
         .await
         .expect("the write answers");
-        let Body::Error { message, .. } = written else {
+        let Body::Error { message, kind } = written else {
             panic!("{written:?}")
         };
         assert!(message.contains("symbolic link to nothing"), "{message}");
+        assert_eq!(
+            kind,
+            ErrorKind::Invalid,
+            "the path is the caller's to change"
+        );
         assert!(!dir.join("missing").exists());
         let _ = fs::remove_dir_all(&dir);
     }

@@ -3,7 +3,9 @@
 //! PID 1 duties inside a namespace sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sandbox_agent::protocol::{Body, ExecSpec, MAX_FRAME_BYTES, Op, Program, Reply, Request};
+use sandbox_agent::protocol::{
+    Body, ErrorKind, ExecSpec, MAX_FRAME_BYTES, Op, Program, Reply, Request,
+};
 use serde_json::json;
 use std::process::Stdio;
 use std::time::Duration;
@@ -430,6 +432,30 @@ async fn background_processes_take_stdin_signals_and_report_status() {
     a.reply().await;
     let p = a.status_until(2000, 1, |p| !p.running).await;
     assert_eq!(p.signal, Some(15));
+}
+
+/// A working directory the agent refuses (through a /proc magic link) or that does not exist is the caller's
+/// to change, as a file's path is: not a failure to start the program.
+#[tokio::test]
+async fn a_refused_or_missing_working_directory_is_the_callers_mistake() {
+    let mut a = Agent::start(plain());
+    for (id, cwd, want) in [
+        (1, "/proc/self/cwd", ErrorKind::Invalid),
+        (2, "/no/such/directory", ErrorKind::NotFound),
+    ] {
+        let mut spec = ExecSpec::new(Program::Shell {
+            command: "pwd".into(),
+        });
+        spec.cwd = Some(cwd.into());
+        a.send(id, Op::Exec(Box::new(spec))).await;
+        match a.reply().await.body {
+            Body::Error { kind, message } => {
+                assert_eq!(kind, want, "{cwd}: {message}");
+                assert!(message.contains("working directory"), "{message}");
+            }
+            other => panic!("{cwd}: {other:?}"),
+        }
+    }
 }
 
 #[tokio::test]
