@@ -87,13 +87,13 @@ pub struct State {
     pub stepping: Option<i64>,
     /// Variables references valid now; a resume empties it.
     pub refs: HashSet<i64>,
-    /// A resume request of ours went out and no `continued` came since. lldb-dap sends its `stopped` events from
-    /// a thread of its own, one per thread with a stop reason, so one for the pause being left can cross the
-    /// request and come after it; its `continued` for the resume comes after those and before any stop the
-    /// resume leads to. So while this is set, a stop is not yet known to be news.
-    pub awaiting_continued: bool,
-    /// The adapter announced a resume of ours with `continued` (lldb-dap does; debugpy does not, as the
-    /// protocol allows): only then do waits hold stops for it.
+    /// The thread a resume request of ours resumed, while no `continued` for it came since. lldb-dap sends its
+    /// `stopped` events from a thread of its own, one per thread with a stop reason, so one for the pause being
+    /// left can cross the request and come after it; its `continued` for the resume comes after those and
+    /// before any stop the resume leads to. So while this is set, a stop is not yet known to be news.
+    pub awaiting_continued: Option<i64>,
+    /// The adapter announced a resume of ours with `continued` (lldb-dap does; the protocol does not require
+    /// it): only then do waits hold stops for it.
     pub announces_continued: bool,
     pub exit_code: Option<i64>,
     pub initialized: bool,
@@ -233,7 +233,7 @@ impl Session {
                 repeats: 0,
                 stepping: None,
                 refs: HashSet::new(),
-                awaiting_continued: false,
+                awaiting_continued: None,
                 announces_continued: false,
                 exit_code: None,
                 initialized: false,
@@ -345,7 +345,7 @@ impl Session {
                 st.stopped_threads.remove(&thread_id);
                 st.stepping = Some(thread_id);
             }
-            st.awaiting_continued = true;
+            st.awaiting_continued = Some(thread_id);
             Resumed {
                 stops: st.stops,
                 run: std::mem::replace(&mut st.run, Run::Running),
@@ -365,7 +365,7 @@ impl Session {
         let restored = {
             let mut st = self.shared.state();
             // Refused: no resume to announce, and a stop that came meanwhile is where the program is.
-            st.awaiting_continued = false;
+            st.awaiting_continued = None;
             let untouched = st.stops == before.stops && st.run == Run::Running;
             if untouched {
                 st.run = before.run;
@@ -390,14 +390,25 @@ impl Session {
         let mut rx = self.shared.changed.subscribe();
         let mut passed = Vec::new();
         let mut hold_until: Option<Instant> = None;
+        // The hold ended (its time, or the caller's): what is queued is taken as it is from then on.
+        let mut hold_over = false;
         loop {
             let holding = {
                 let mut st = self.shared.state();
-                let holding = st.awaiting_continued
+                let awaited = st.awaiting_continued.is_some()
                     && st.announces_continued
-                    && !matches!(st.run, Run::Terminated)
+                    && !matches!(st.run, Run::Terminated);
+                if awaited
                     && Instant::now()
-                        < *hold_until.get_or_insert_with(|| Instant::now() + CONTINUED_WITHIN);
+                        >= *hold_until.get_or_insert_with(|| Instant::now() + CONTINUED_WITHIN)
+                {
+                    hold_over = true;
+                }
+                // Not announced in time: this resume's stops, and the next wait's, are not held for it.
+                if hold_over && st.awaiting_continued.take().is_some() {
+                    tracing::debug!(session = %self.id, "a resume went unannounced; its stops are taken as they are");
+                }
+                let holding = awaited && !hold_over;
                 if let Some(n) = after {
                     // Stops from before the resume request were reported by `resuming` (none are left).
                     while st.pending.front().is_some_and(|s| s.seq <= n) {
@@ -451,8 +462,9 @@ impl Session {
             };
             match tokio::time::timeout_at(until, rx.changed()).await {
                 Ok(Ok(())) => {}
-                // The hold is over: what is queued is taken as it is.
-                Err(_) if until < deadline => {}
+                // The hold is over, by its own time or the caller's: a stop queued meanwhile is still reported
+                // (one more look), never left behind an E_TIMEOUT.
+                Err(_) if holding => hold_over = true,
                 // The sender lives as long as the session; no change can come after it is gone.
                 Ok(Err(_)) | Err(_) => return None,
             }
@@ -694,11 +706,12 @@ fn on_event(shared: &Shared, breakpoints: &Mutex<Store>, msg: &Value) {
             let thread = body.get("threadId").and_then(Value::as_i64);
             let all = body.get("allThreadsContinued").and_then(Value::as_bool) != Some(false);
             let mut st = shared.state();
-            if st.awaiting_continued {
-                st.awaiting_continued = false;
+            let hits = |t: i64| all || thread == Some(t);
+            // Only a `continued` that covers the thread we resumed announces our resume.
+            if st.awaiting_continued.is_some_and(hits) {
+                st.awaiting_continued = None;
                 st.announces_continued = true;
             }
-            let hits = |t: i64| all || thread == Some(t);
             for s in st.pending.iter_mut().filter(|s| hits(s.thread_id)) {
                 s.resumed = true;
             }
