@@ -70,6 +70,8 @@ pub struct RelayArgs {
 
     /// How long a stopping relay (SIGTERM, Ctrl-C) waits for connected MCP servers to acknowledge what it sent
     /// them before it exits: queues live in its memory, so what is still unacknowledged then is gone with it.
+    /// A relay inside the minecraft bridge (no --minecraft-relay-url) has at most the 10 s a stopping bridge
+    /// gives its tasks.
     #[arg(value_name = "DURATION", id = "mc_drain_grace", long = "drain-grace", env = "MINECRAFT_DRAIN_GRACE",
           default_value = "2s", value_parser = config::duration(Duration::ZERO, Duration::from_secs(600), Unit::Millis))]
     pub drain_grace: Duration,
