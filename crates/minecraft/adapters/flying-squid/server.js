@@ -33,8 +33,9 @@ function parseArgs (argv) {
 const args = parseArgs(process.argv.slice(2))
 const port = Number(args.port)
 if (!Number.isInteger(port) || port < 0 || port > 65535) usage('--port: expected a port number')
-const stopGrace = args['stop-grace'] === undefined ? 3000 : Number(args['stop-grace'])
-if (!Number.isInteger(stopGrace) || stopGrace < 0 || stopGrace > 600000) {
+const stopGraceArg = args['stop-grace'] ?? '3000'
+const stopGrace = /^\d+$/.test(stopGraceArg) ? Number(stopGraceArg) : NaN
+if (!Number.isInteger(stopGrace) || stopGrace > 600000) {
   usage('--stop-grace: expected milliseconds from 0 to 600000')
 }
 let config
