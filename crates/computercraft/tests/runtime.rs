@@ -582,12 +582,8 @@ async fn the_client_counts_climbs_as_cc_reads_a_path_whatever_fs_combine_does() 
         )
     };
     let asker = async {
-        assert!(
-            sim.wait_for(Duration::from_secs(60), |_| root.join("hooked").exists())
-                .await,
-            "the run never started: {}",
-            sim.output()
-        );
+        sim.wait_file(Duration::from_secs(60), "hooked", "the run never started")
+            .await;
         for bad in [".../../x", "a/.../../../x", " .. /x", "a/..../../../x"] {
             let e = read(bad).await.unwrap_err();
             assert!(e.message().contains("climbs above"), "{bad}: {e:?}");

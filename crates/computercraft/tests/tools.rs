@@ -493,28 +493,33 @@ async fn events_are_pushed_and_pullable() {
         support::harness::within("a resources/updated push", h.client.updates.recv()).await;
     assert_eq!(pushed.as_deref(), Some(uri));
 
+    // Paged from where the last page ended, so each poll waits for what is new (from the start, a poll answers
+    // at once with what is there, and a hundred of them can pass before a loaded machine's turtle reports).
     let mut seen = Vec::new();
+    let mut since = 0;
     for _ in 0..100 {
         let page = ok_of(
             &h.call(
                 "poll_events",
-                json!({"stream": "computer_events", "wait_ms": 2000}),
+                json!({"stream": "computer_events", "since": since, "wait_ms": 2000}),
             )
             .await,
         );
-        seen = page["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["data"]["event"].as_str().unwrap().to_owned())
-            .collect();
+        since = page["next_since"].as_u64().unwrap();
+        seen.extend(
+            page["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["data"]["event"].as_str().unwrap().to_owned()),
+        );
         if seen.iter().any(|e| e == "turtle_inventory") {
             break;
         }
     }
     assert_eq!(
-        &seen[..3],
-        ["redstone", "peripheral", "turtle_inventory"],
+        seen.get(..3),
+        Some(&["redstone", "peripheral", "turtle_inventory"].map(String::from)[..]),
         "{seen:?}"
     );
     let page = ok_of(

@@ -296,6 +296,17 @@ impl SimHandle {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+
+    /// Waits (for at most `limit`) until the computer has made the file `name` in its root, which is how a
+    /// test's Lua says it got somewhere; panics with `what` and the computer's output if it never does.
+    pub async fn wait_file(&self, limit: Duration, name: &str, what: &str) {
+        let path = self.state().cfg.root.join(name);
+        assert!(
+            self.wait_for(limit, |_| path.exists()).await,
+            "{what}: {}",
+            self.output()
+        );
+    }
 }
 
 /// Starts a simulated computer on the current tokio runtime.
@@ -434,7 +445,7 @@ async fn drive(h: &SimHandle) {
             *started
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = (Instant::now(), false, 0);
-            match main.resume::<MultiValue>(args) {
+            match resume(&main, args) {
                 Ok(yielded) => {
                     filter = match yielded.front() {
                         Some(Value::String(s)) => Some(s.as_bytes().to_vec()),
@@ -451,6 +462,20 @@ async fn drive(h: &SimHandle) {
                 }
             }
         }
+    }
+}
+
+/// One resume of the top-level coroutine, which runs as long as the Lua does before it yields (a loop that never
+/// yields: until CC's abort). CC runs Lua on a thread of its own; here it runs on a runtime worker, so on a
+/// multi-threaded runtime the worker's other tasks are handed to another thread meanwhile (`block_in_place`).
+/// Without that, a task parked on this worker waited for the loop: a test's cancel reached the computer only
+/// once CC's abort ended the loop.
+fn resume(main: &Thread, args: MultiValue) -> mlua::Result<MultiValue> {
+    let flavor = tokio::runtime::Handle::current().runtime_flavor();
+    if flavor == tokio::runtime::RuntimeFlavor::MultiThread {
+        tokio::task::block_in_place(|| main.resume::<MultiValue>(args))
+    } else {
+        main.resume::<MultiValue>(args)
     }
 }
 
