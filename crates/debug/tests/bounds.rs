@@ -274,19 +274,8 @@ async fn jobs_share_one_watcher_no_thread_per_job_on_either_side() {
 async fn an_adapter_flooding_output_events_is_held_to_the_journal_bound() {
     use bridge_debug::config::BackendChoice;
     let ws = workspace("bound-output");
-    let flood = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/flood_dap.py");
-    let python = ws.join("flood-python");
-    std::fs::write(
-        &python,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = -c ] && exit 0\nexec python3 '{}'\n",
-            flood.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut a = args(&ws, BackendChoice::Dap);
-    a.python = Some(python);
+    a.python = Some(python_running(&ws, "flood_dap.py", ""));
     let c = client(a).await;
     let before = vm_hwm("self");
     let (code, e) = support::code(

@@ -389,26 +389,25 @@ impl Session {
     pub async fn wait_stop(&self, after: Option<u64>, deadline: Instant) -> Option<Outcome> {
         let mut rx = self.shared.changed.subscribe();
         let mut passed = Vec::new();
+        // Stops are held until the announcement, [`CONTINUED_WITHIN`] or the caller's deadline, whichever comes
+        // first: a stop queued by then is still reported, never left behind an E_TIMEOUT.
         let mut hold_until: Option<Instant> = None;
-        // The hold ended (its time, or the caller's): what is queued is taken as it is from then on.
-        let mut hold_over = false;
         loop {
             let holding = {
                 let mut st = self.shared.state();
                 let awaited = st.awaiting_continued.is_some()
                     && st.announces_continued
                     && !matches!(st.run, Run::Terminated);
-                if awaited
+                let holding = awaited
                     && Instant::now()
-                        >= *hold_until.get_or_insert_with(|| Instant::now() + CONTINUED_WITHIN)
-                {
-                    hold_over = true;
-                }
+                        < *hold_until.get_or_insert_with(|| {
+                            (Instant::now() + CONTINUED_WITHIN).min(deadline)
+                        });
                 // Not announced in time: this resume's stops, and the next wait's, are not held for it.
-                if hold_over && st.awaiting_continued.take().is_some() {
+                if awaited && !holding {
+                    st.awaiting_continued = None;
                     tracing::debug!(session = %self.id, "a resume went unannounced; its stops are taken as they are");
                 }
-                let holding = awaited && !hold_over;
                 if let Some(n) = after {
                     // Stops from before the resume request were reported by `resuming` (none are left).
                     while st.pending.front().is_some_and(|s| s.seq <= n) {
@@ -457,14 +456,13 @@ impl Session {
                 holding
             };
             let until = match hold_until {
-                Some(t) if holding => t.min(deadline),
+                Some(t) if holding => t,
                 _ => deadline,
             };
             match tokio::time::timeout_at(until, rx.changed()).await {
                 Ok(Ok(())) => {}
-                // The hold is over, by its own time or the caller's: a stop queued meanwhile is still reported
-                // (one more look), never left behind an E_TIMEOUT.
-                Err(_) if holding => hold_over = true,
+                // The hold is over: one more look takes what is queued.
+                Err(_) if holding => {}
                 // The sender lives as long as the session; no change can come after it is gone.
                 Ok(Err(_)) | Err(_) => return None,
             }

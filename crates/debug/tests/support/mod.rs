@@ -235,25 +235,29 @@ pub async fn attach_when_listening(c: &Client, args: Value) -> Value {
     }
 }
 
-/// A client whose debugpy is the test double `fake_dap.py` run with `fake_args`, and a session paused at the
-/// fake's first stop (thread 1, line 3). `--debug-python` names a script that passes the bridge's `import
-/// debugpy` check and runs the fake instead of `-m debugpy.adapter`.
-pub async fn on_the_fake(tag: &str, fake_args: &str) -> Client {
-    use std::os::unix::fs::PermissionsExt;
-    let ws = workspace(tag);
-    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_dap.py");
+/// A stand-in for `--debug-python` in `ws`: it passes the bridge's `import debugpy` check and runs the test double
+/// `tests/support/<double>` with `double_args` as the adapter, instead of `-m debugpy.adapter`.
+pub fn python_running(ws: &Path, double: &str, double_args: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/support")
+        .join(double);
     let python = ws.join("fake-python");
-    std::fs::write(
+    procs::script(
         &python,
-        format!(
-            "#!/bin/sh\n# `-c 'import debugpy'` is the bridge's check; anything else starts the adapter.\n[ \"$1\" = -c ] && exit 0\nexec python3 '{}' {fake_args}\n",
-            fake.display()
+        &format!(
+            "#!/bin/sh\n# `-c 'import debugpy'` is the bridge's check; anything else starts the adapter.\n[ \"$1\" = -c ] && exit 0\nexec python3 '{}' {double_args}\n",
+            path.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
+    python
+}
+
+/// A client whose debugpy is the test double `fake_dap.py` run with `fake_args`, and a session paused at the
+/// fake's first stop (thread 1, line 3).
+pub async fn on_the_fake(tag: &str, fake_args: &str) -> Client {
+    let ws = workspace(tag);
     let mut a = args(&ws, BackendChoice::Dap);
-    a.python = Some(python);
+    a.python = Some(python_running(&ws, "fake_dap.py", fake_args));
     let c = client(a).await;
     let started = data(
         &c,
