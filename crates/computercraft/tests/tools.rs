@@ -474,6 +474,13 @@ async fn events_are_pushed_and_pullable() {
         .await
         .unwrap();
     let t = turtle_world(&h).await;
+    // The bridge lists a computer once it has sent `hello-ok`, and the client forwards events only once it has
+    // read it: an event queued before that is dropped (this test lost `redstone` so, 2 runs in about 20 on a
+    // loaded machine). Frames are read in order, so an answered request means `hello-ok` was read.
+    ok_of(
+        &h.call("turtle_select", json!({"computer": 3, "slot": 1}))
+            .await,
+    );
 
     // The world changes: CC queues these events; the client forwards them.
     t.state().world.redstone_in.insert("left".into(), 9);
@@ -483,10 +490,6 @@ async fn events_are_pushed_and_pullable() {
         .peripherals
         .insert("top".into(), Peripheral::Speaker { played: vec![] });
     t.queue_event(vec!["peripheral".into(), "top".into()]);
-    ok_of(
-        &h.call("turtle_select", json!({"computer": 3, "slot": 1}))
-            .await,
-    );
     ok_of(&h.call("turtle_refuel", json!({"computer": 3})).await); // inventory changes → turtle_inventory
 
     let pushed =
