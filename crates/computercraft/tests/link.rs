@@ -124,12 +124,7 @@ async fn the_client_relinks_after_the_bridge_restarts() {
     );
 
     // Same port, new process state: the client's backoff brings it back.
-    let listener = loop {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(l) => break l,
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    };
+    let listener = mcp_testkit::net::rebind(addr).await;
     let second = start_on(test_config(), listener).await;
     assert_eq!(second.link_url(), cfg_url);
     second.wait_linked(21, Some("phoenix"), &sim).await;

@@ -158,12 +158,7 @@ async fn a_timed_out_run_leaves_the_terminal_globals_and_apis_as_they_were() {
         .await;
     first.shutdown.cancel();
     drop(first);
-    let listener = loop {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(l) => break l,
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    };
+    let listener = mcp_testkit::net::rebind(addr).await;
     let second = start_on(test_config(), listener).await;
     second.wait_linked(53, Some("pager"), &sim).await;
     let p = second.call("probe-computers", json!({})).await;

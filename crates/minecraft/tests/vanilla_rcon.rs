@@ -21,21 +21,6 @@ fn settings(d: &RconDouble) -> RconSettings {
     s
 }
 
-/// A listener on `addr` again, once the one before has let it go (a dropped double closes its listener
-/// from its own task, a moment later on a loaded machine).
-async fn rebind(addr: std::net::SocketAddr) -> tokio::net::TcpListener {
-    for _ in 0..3000 {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => return listener,
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => panic!("{addr}: {e}"),
-        }
-    }
-    panic!("{addr} stayed in use for a minute")
-}
-
 fn echo() -> vanilla_double::Handler {
     Arc::new(|cmd: &str| Reply::Text(cmd.strip_prefix("echo ").unwrap_or("").to_owned()))
 }
@@ -180,7 +165,7 @@ async fn a_server_restarted_between_commands_costs_no_command() {
     assert_eq!(c.exec("echo a").await.unwrap(), "a");
     // The server goes away (its connections with it) and comes back on the same port.
     drop(d);
-    let d2 = RconDouble::on(rebind(addr).await, "pw", echo());
+    let d2 = RconDouble::on(mcp_testkit::net::rebind(addr).await, "pw", echo());
     // The old connection is closed: found before the command is sent, so the command goes out on a new one.
     assert_eq!(c.exec("echo b").await.unwrap(), "b");
     assert_eq!(d2.connections.load(Ordering::SeqCst), 1);
@@ -209,7 +194,7 @@ async fn a_server_down_is_connection_error_and_redialled_with_backoff() {
     }
     let st = c.status();
     assert!(st.reconnect_attempts >= 4, "redialled: {st:?}");
-    let d = RconDouble::on(rebind(addr).await, "pw", echo());
+    let d = RconDouble::on(mcp_testkit::net::rebind(addr).await, "pw", echo());
     for _ in 0..3000 {
         if c.status().connected {
             break;

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod cargo;
+pub mod net;
 
 use bridge_core::Mount;
 use rmcp::model::{
