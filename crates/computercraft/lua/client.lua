@@ -384,17 +384,23 @@ handlers["lua.run"] = function(p, task)
   return result
 end
 
+-- %c also matches DEL (127), which CC keeps in a name.
+local function keepDel(c)
+  if c == "\127" then return c end
+  return ""
+end
+
 -- Paths the computer cannot use are the caller's mistake: say so and name the path, before CC raises an
 -- error carrying the client's own file and line.
 local function needPath(p)
   local path = p.path
   if type(path) ~= "string" then fail("invalid", "path must be a string") end
   -- Counted here, not left to fs.combine: runtimes differ on a leading "/.." (CraftOS-PC drops it). Each
-  -- part as CC's sanitizePath reads it: these characters dropped, trimmed; "." and "..." (any run of three
-  -- dots or more) name nothing.
+  -- part as CC's sanitizePath reads it: control characters below 32 and these characters dropped (DEL is
+  -- kept), spaces trimmed; "." and "..." (any run of three dots or more) name nothing.
   local depth = 0
   for part in path:gmatch("[^/\\]+") do
-    local name = part:gsub('[%c"*:<>?|]', ""):match("^%s*(.-)%s*$")
+    local name = part:gsub('[%c"*:<>?|]', keepDel):match("^ *(.-) *$")
     if name == ".." then
       depth = depth - 1
     elseif name ~= "" and not name:match("^%.+$") then

@@ -588,6 +588,16 @@ async fn the_client_counts_climbs_as_cc_reads_a_path_whatever_fs_combine_does() 
             bridge_computercraft::b64::decode(r["data"].as_str().unwrap()).unwrap(),
             b"in a"
         );
+        // CC keeps DEL in a name: `..` and DEL is a name, which the `..` after it takes back; and it counts.
+        let r = read("..\u{7f}/../x").await.unwrap();
+        assert_eq!(
+            bridge_computercraft::b64::decode(r["data"].as_str().unwrap()).unwrap(),
+            b"inside"
+        );
+        let e = read(&format!("{}\u{7f}", "n".repeat(255)))
+            .await
+            .unwrap_err();
+        assert!(e.message().contains("CC cuts names at 255"), "{e:?}");
         sim.queue_event(vec!["release".into()]);
     };
     let (held, ()) = tokio::join!(holder, asker);

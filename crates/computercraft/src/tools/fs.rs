@@ -39,7 +39,8 @@ const NAME_MAX: usize = 255;
 const TEMP_SUFFIX_MAX: usize = ".mcp-part-".len() + 16;
 
 /// A path's names as CC resolves them (`FileSystem.sanitizePath`): `\` is `/`; control characters and
-/// `"*:<>?|` are dropped; each name is trimmed; empty names, `.` and runs of three or more dots are skipped;
+/// `"*:<>?|` are dropped; each name is trimmed of spaces (Java's `trim`, which leaves a Unicode space such as
+/// U+00A0 in the name, as CC does); empty names, `.` and runs of three or more dots are skipped;
 /// `..` takes the name before it back. A path that climbs above the computer's root (`..`, `/../x`,
 /// `a/../../x`) is the caller's mistake, whatever the runtime's `fs.combine` would make of it, and so is a name
 /// CC would cut.
@@ -50,7 +51,7 @@ fn resolve(field: &str, path: &str) -> Result<Vec<String>, ToolError> {
         .collect();
     let mut names: Vec<String> = Vec::new();
     for part in cleaned.split(['/', '\\']) {
-        let part = part.trim();
+        let part = part.trim_matches(' ');
         if part.is_empty() || (part.bytes().all(|b| b == b'.') && part.len() != 2) {
             continue;
         }
@@ -683,6 +684,14 @@ mod tests {
             e.message().contains("256 bytes") && e.message().contains("255"),
             "{e:?}"
         );
+        // Java's `trim` takes spaces only: CC keeps a Unicode space (and DEL) in a name, and counts its bytes.
+        assert_eq!(
+            resolve("path", " \u{a0}a\u{2003} /..\u{7f}").unwrap(),
+            ["\u{a0}a\u{2003}", "..\u{7f}"]
+        );
+        let spaced = format!("{}\u{a0}", "n".repeat(NAME_MAX - 1));
+        let e = resolve("path", &spaced).unwrap_err();
+        assert!(e.message().contains("256 bytes"), "{e:?}");
     }
 
     #[test]
