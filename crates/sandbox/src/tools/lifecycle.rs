@@ -235,8 +235,9 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         ToolSpec::new(
             "list_sandboxes",
             "List the live sandboxes, oldest first, 20 a page (limit up to 100; pass next_cursor as cursor for \
-             the next page): state, expiry, languages and the isolation really enforced (in full once per \
-             distinct report; verbose for every sandbox, or sandbox_id for one).",
+             the next page): state (running, paused, or dead: its agent exited and it goes within a second), \
+             expiry, languages and the isolation really enforced (in full once per distinct report; verbose for \
+             every sandbox, or sandbox_id for one).",
         )
         .title("List Sandboxes")
         .read_only()
