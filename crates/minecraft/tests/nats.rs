@@ -1145,6 +1145,67 @@ async fn a_game_name_held_on_one_relay_is_refused_on_another_until_its_claim_exp
     eprintln!("refused {refusals} times after the holder's relay died");
 }
 
+/// A client id is the cluster's too: two MCP servers under one client id on two relays would read one
+/// consumer and take each other's events and answers. A second server is refused on the other relay as on the
+/// same one (PERMISSION_DENIED, `client_id_in_use`, its secret `instance` never shown); the same server (its
+/// `instance`) moves at once, and the link it left is closed; once it leaves, the id is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_id_held_on_one_relay_is_refused_on_another_but_its_own_server_moves_at_once() {
+    let cluster = Cluster::start().await;
+    let a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let hello = |instance: Option<&str>| {
+        let mut payload = json!({"clientId": "desk-9"});
+        if let Some(i) = instance {
+            payload["instance"] = json!(i);
+        }
+        payload
+    };
+    let (mut first, w) = mcp_hello_with(&a.url(), MCP_TOKEN, hello(Some("s1"))).await;
+    assert_eq!(w["type"], "welcome", "{w}");
+    for other in [Some("s2"), None] {
+        let (_link, refused) = mcp_hello_with(&b.url(), MCP_TOKEN, hello(other)).await;
+        assert_eq!(refused["type"], "error", "{other:?}: {refused}");
+        assert_eq!(refused["payload"]["code"], "PERMISSION_DENIED", "{refused}");
+        assert_eq!(
+            refused["payload"]["details"]["reason"], "client_id_in_use",
+            "{refused}"
+        );
+        assert!(
+            !refused.to_string().contains("s1"),
+            "the holder's secret: {refused}"
+        );
+    }
+    // The same server, moved: welcomed at once, and relay A closes the link it left.
+    let (moved, w) = mcp_hello_with(&b.url(), MCP_TOKEN, hello(Some("s1"))).await;
+    assert_eq!(w["type"], "welcome", "{w}");
+    within("relay A to close the link the server left", async {
+        loop {
+            match first.rx.next().await {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    // It leaves: its relay releases the id, and another server gets it (on either relay).
+    drop(moved);
+    within("the client id to be free once its server left", async {
+        loop {
+            let (_link, answer) = mcp_hello_with(&a.url(), MCP_TOKEN, hello(Some("s2"))).await;
+            if answer["type"] == "welcome" {
+                return;
+            }
+            assert_eq!(
+                answer["payload"]["details"]["reason"], "client_id_in_use",
+                "{answer}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}
+
 /// `--game-command-rate` is the game's, not each relay's: commands that reach the game through other relays
 /// are counted by the relay holding it, with the ones its own clients send, and one over the limit gets the
 /// refusal the local path gives (SERVER_ERROR, reason `rate_limited`, scope `game`).

@@ -618,6 +618,25 @@ async fn serve_mcp(
         Some(bus) if hello.str_field("epoch").is_none() => bus.live_start().await,
         _ => None,
     };
+    // Through the bus the client id is the cluster's: claimed in JetStream first (bus/nats.rs).
+    let claimed = match relay.bus() {
+        Some(bus) => {
+            bus.claim_client(&relay, &key, instance.as_deref(), &sender)
+                .await
+        }
+        None => Ok(()),
+    };
+    if let Err(super::bus::ClaimError::Unavailable(why)) = &claimed {
+        let reply = Envelope::error(
+            &hello.id,
+            Code::ServerError,
+            format!("the client id {client_id} could not be claimed: {why}; retry"),
+            json!({"reason": "client_id_claim_failed", "clientId": client_id}),
+        );
+        let _ = sender.send_text(reply.to_text()).await;
+        sender.close("client id not claimed");
+        return;
+    }
     // The welcome is queued under the lock that registers the link, so it precedes every notice,
     // heartbeat and queued message, and its game list is exact at that instant.
     let admitted = {
@@ -631,11 +650,7 @@ async fn serve_mcp(
         // refused server redials, so one restarted after a network loss gets in once its old link is gone.
         // The same server (its secret `instance` matches the live link's) gets in at once: its link went
         // half-open, and waiting for the watchdog would leave its calls failing for the heartbeat and more.
-        let held = state.clients.get(&key).is_some_and(|c| {
-            c.live.as_ref().is_some_and(|(_, s)| !s.is_closed())
-                && (instance.is_none() || c.instance != instance)
-        });
-        if held {
+        if claimed.is_err() || state.client_held_by(&key, instance.as_deref()).is_some() {
             Err(Refused::InUse)
         } else if fresh
             // A token holds at most clients_per_token queues: a new client id replaces the least recently used

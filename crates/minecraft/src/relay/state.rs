@@ -321,6 +321,19 @@ impl State {
             .map(|g| g.instance.clone())
     }
 
+    /// Whether a live MCP link here holds the client id of `key` against a server of `instance` (the same
+    /// server, by its secret `instance`, takes its own place back): `Some` with no detail, the instance being a
+    /// secret.
+    pub fn client_held_by(&self, key: &ClientKey, instance: Option<&str>) -> Option<String> {
+        self.clients
+            .get(key)
+            .filter(|c| {
+                c.live.as_ref().is_some_and(|(_, s)| !s.is_closed())
+                    && (instance.is_none() || c.instance.as_deref() != instance)
+            })
+            .map(|_| "another MCP server".to_owned())
+    }
+
     /// The names of the games connected now, sorted, and the version of that list.
     pub fn games_now(&self) -> (Vec<String>, u64) {
         let mut games: Vec<String> = self.games.keys().cloned().collect();

@@ -43,17 +43,18 @@ impl BusConfig {
             max_bytes: args.bus_max_bytes,
             max_ack_pending: i64::try_from(args.queue_size.min(20_000)).unwrap_or(20_000),
             retention: args.retention,
-            token_hash: token_hash(args.minecraft_token.as_deref().unwrap_or_default()),
+            token_hash: digest(args.minecraft_token.as_deref().unwrap_or_default()),
             buffer_bytes: args.bus_buffer_bytes,
         })
     }
 }
 
-/// The first 16 bytes of the token's SHA-256, in hex.
-fn token_hash(token: &str) -> String {
+/// The first 16 bytes of a secret's SHA-256, in hex: what the bus stores of a token or an MCP server's
+/// `instance`.
+pub(super) fn digest(secret: &str) -> String {
     use sha2::Digest;
     use std::fmt::Write;
-    let digest = sha2::Sha256::digest(token.as_bytes());
+    let digest = sha2::Sha256::digest(secret.as_bytes());
     let mut out = String::new();
     for b in digest.iter().take(16) {
         let _ = write!(out, "{b:02x}");

@@ -51,7 +51,8 @@ const PRESENCE: &str = "mc.relays.games";
 const PRESENCE_EVERY: Duration = Duration::from_secs(1);
 /// A relay not heard from for this long holds no game any more (it died).
 const PRESENCE_EXPIRES: Duration = Duration::from_secs(4);
-/// The stream of game-name claims: one message a subject `mc.names.<game>`, the latest claim. A claim is
+/// The stream of claims: one message a subject, the latest claim: `mc.names.<game>` for a game name,
+/// `mc.names.mcp.<token>.<clientId>` for an MCP client id (five tokens, so never a game's three). A claim is
 /// published with `Nats-Expected-Last-Subject-Sequence` (0 for a name never claimed, else the sequence of the
 /// claim it replaces), so of two relays claiming at once only one succeeds.
 const NAMES: &str = "MC_GAME_NAMES";
@@ -145,7 +146,7 @@ struct Inner {
     /// The games of the other relays, by relay epoch, with when that relay last said so.
     remote: Mutex<HashMap<String, (Vec<String>, std::time::Instant)>>,
     names: stream::Stream,
-    /// The names this relay holds, by name.
+    /// The game names and client ids this relay holds, by their claim's subject.
     claims: Mutex<HashMap<String, Claim>>,
     next_claim: AtomicU64,
     /// Asks for a presence message now (a game connected here).
@@ -231,6 +232,13 @@ fn escape_into(out: &mut String, name: &str) {
 fn name_subject(name: &str) -> String {
     let mut out = format!("{NAME_SUBJECTS}.");
     escape_into(&mut out, name);
+    out
+}
+
+/// The subject of an MCP client id's claim.
+fn client_subject(key: &ClientKey) -> String {
+    let mut out = format!("{NAME_SUBJECTS}.mcp.{}.", key.0);
+    escape_into(&mut out, &key.1);
     out
 }
 
@@ -501,15 +509,49 @@ impl NatsBus {
         instance: &str,
         sender: &LinkSender,
     ) -> Result<(), ClaimError> {
-        let subject = name_subject(name);
+        let local = || relay.lock().name_held_by(name, instance);
+        let what = format!("game name {name}");
+        self.claim(name_subject(name), instance, local, what, sender)
+            .await
+    }
+
+    /// Claims the client id of `key` for the MCP server `instance` (none: a server that sent no `instance`,
+    /// which only a dead relay's or a released claim makes way for) linking through `sender`, cluster-wide,
+    /// as [`Self::claim_name`] does for a game: two MCP servers under one client id on two relays would read
+    /// one consumer and take each other's events and answers. A client id held on this relay is judged by its
+    /// own table, as without the bus.
+    pub async fn claim_client(
+        &self,
+        relay: &Relay,
+        key: &ClientKey,
+        instance: Option<&str>,
+        sender: &LinkSender,
+    ) -> Result<(), ClaimError> {
+        let local = || relay.lock().client_held_by(key, instance);
+        let what = format!("client id {}", key.1);
+        // The instance is the server's secret: the bus keeps a digest of it.
+        let instance = instance.map(super::digest).unwrap_or_default();
+        self.claim(client_subject(key), &instance, local, what, sender)
+            .await
+    }
+
+    /// Claims `subject` for `instance` (`""` matches no instance), `local` saying who holds it on this relay.
+    async fn claim(
+        &self,
+        subject: String,
+        instance: &str,
+        local: impl Fn() -> Option<String>,
+        what: String,
+        sender: &LinkSender,
+    ) -> Result<(), ClaimError> {
         let deadline = tokio::time::Instant::now() + CLAIM_PATIENCE;
         let seq = loop {
-            match self.try_claim(relay, name, &subject, instance).await {
+            match self.try_claim(&subject, instance, &local).await {
                 Ok(seq) => break seq,
                 Err(Attempt::InUse(holder)) => return Err(ClaimError::InUse(holder)),
                 Err(Attempt::Raced) => continue,
                 Err(Attempt::Bus(e)) if tokio::time::Instant::now() < deadline => {
-                    tracing::debug!(game = name, error = %e, "claiming the game name");
+                    tracing::debug!(claim = %what, error = %e, "claiming");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Err(Attempt::Bus(e)) => return Err(ClaimError::Unavailable(e)),
@@ -517,7 +559,7 @@ impl NatsBus {
         };
         let id = self.inner.next_claim.fetch_add(1, Ordering::Relaxed);
         lock(&self.inner.claims).insert(
-            name.to_owned(),
+            subject.clone(),
             Claim {
                 id,
                 seq,
@@ -526,7 +568,7 @@ impl NatsBus {
         );
         tokio::spawn(hold_claim(
             Arc::clone(&self.inner),
-            name.to_owned(),
+            what,
             subject,
             id,
             sender.clone(),
@@ -537,10 +579,9 @@ impl NatsBus {
     /// One read-then-write of a claim: the sequence of ours, or why not.
     async fn try_claim(
         &self,
-        relay: &Relay,
-        name: &str,
         subject: &str,
         instance: &str,
+        local: &impl Fn() -> Option<String>,
     ) -> Result<u64, Attempt> {
         let inner = &self.inner;
         let last = match inner.names.get_last_raw_message_by_subject(subject).await {
@@ -555,11 +596,15 @@ impl NatsBus {
                 let held_by = match record {
                     None => None,
                     Some(r) if r.released || age(&m) > CLAIM_EXPIRES => None,
-                    Some(r) if r.instance == instance && r.token == inner.config.token_hash => None,
-                    Some(r) if r.relay == inner.epoch => {
-                        // Ours: held while a live link here has it, as without the bus.
-                        relay.lock().name_held_by(name, instance)
+                    Some(r)
+                        if !instance.is_empty()
+                            && r.instance == instance
+                            && r.token == inner.config.token_hash =>
+                    {
+                        None
                     }
+                    // Ours: held while a live link here has it, as without the bus.
+                    Some(r) if r.relay == inner.epoch => local(),
                     Some(r) => Some(r.instance),
                 };
                 if let Some(holder) = held_by {
@@ -895,10 +940,16 @@ async fn publish_claim(
     }
 }
 
-/// Keeps a name's claim alive while its game's link lives, and releases it when the link ends. Ends early
-/// when a newer claim of this relay replaced it, or when another relay took the name (then the link here is
-/// closed: the name is served there now).
-async fn hold_claim(inner: Arc<Inner>, name: String, subject: String, id: u64, sender: LinkSender) {
+/// Keeps a claim (of `what`: a game name, a client id) alive while its link lives, and releases it when the
+/// link ends. Ends early when a newer claim of this relay replaced it, or when another relay took it (then
+/// the link here is closed: the name or client id is served there now).
+async fn hold_claim(inner: Arc<Inner>, what: String, subject: String, id: u64, sender: LinkSender) {
+    let forget = || {
+        let mut claims = lock(&inner.claims);
+        if claims.get(&subject).is_some_and(|c| c.id == id) {
+            claims.remove(&subject);
+        }
+    };
     let mut tick = tokio::time::interval(CLAIM_REFRESH);
     tick.tick().await;
     loop {
@@ -906,45 +957,34 @@ async fn hold_claim(inner: Arc<Inner>, name: String, subject: String, id: u64, s
             () = sender.closed() => true,
             _ = tick.tick() => sender.is_closed(),
         };
-        let (seq, instance) = match lock(&inner.claims).get(&name) {
+        let (seq, instance) = match lock(&inner.claims).get(&subject) {
             Some(c) if c.id == id => (c.seq, c.instance.clone()),
             _ => return,
         };
         match publish_claim(&inner, &subject, &instance, closed, seq).await {
+            Ok(_) if closed => {
+                forget();
+                tracing::debug!(claim = %what, "released");
+                return;
+            }
             Ok(next) => {
-                let mut claims = lock(&inner.claims);
-                if closed {
-                    if claims.get(&name).is_some_and(|c| c.id == id) {
-                        claims.remove(&name);
-                    }
-                    tracing::debug!(game = %name, "game name released");
-                    return;
-                }
-                if let Some(c) = claims.get_mut(&name).filter(|c| c.id == id) {
+                if let Some(c) = lock(&inner.claims).get_mut(&subject).filter(|c| c.id == id) {
                     c.seq = next;
                 }
             }
             Err(Attempt::Raced) => {
-                {
-                    let mut claims = lock(&inner.claims);
-                    if claims.get(&name).is_some_and(|c| c.id == id) {
-                        claims.remove(&name);
-                    }
-                }
+                forget();
                 if !closed {
-                    tracing::warn!(game = %name, "another relay took this game's name (its claim here expired): closing the link");
-                    sender.close("the game name was claimed through another relay");
+                    tracing::warn!(claim = %what, "another relay took this claim (ours here expired): closing the link");
+                    sender.close(&format!("the {what} was claimed through another relay"));
                 }
                 return;
             }
             // NATS out of reach for a moment: the next tick tries again (a release, then, is left to expire).
             Err(Attempt::Bus(e)) | Err(Attempt::InUse(e)) => {
-                tracing::debug!(game = %name, error = %e, "refreshing the game name's claim");
+                tracing::debug!(claim = %what, error = %e, "refreshing the claim");
                 if closed {
-                    let mut claims = lock(&inner.claims);
-                    if claims.get(&name).is_some_and(|c| c.id == id) {
-                        claims.remove(&name);
-                    }
+                    forget();
                     return;
                 }
             }
