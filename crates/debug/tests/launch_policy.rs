@@ -185,3 +185,94 @@ async fn launch_json_names_in_a_hint_are_bounded_and_quoted_as_the_projects() {
     );
     assert_eq!(e["details"]["configurationsLeftOut"], 82, "{e}");
 }
+
+/// An attack run's finding: every adapter takes fields that run code of their own beside `program`, and with the
+/// default policy debugpy's `code` (no program file at all), its `module` and lldb-dap's `initCommands` each ran a
+/// command of the caller's. They are refused now, naming the field, and nothing runs; with
+/// --debug-allow-launch-anywhere they work as before. A relative `program` runs from the workspace, as judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_that_run_code_besides_the_program_are_refused_and_run_nothing() {
+    let ws = workspace("lp-code");
+    let ran = ws.join("ran");
+    let write_ran = format!("open({:?}, 'w').write('ran')", ran.display().to_string());
+    std::fs::write(ws.join("writes.py"), &write_ran).unwrap();
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    build_c(&ws);
+    let shell = format!("platform shell touch {}", ran.display());
+    let attempts = [
+        (
+            json!({"type": "debugpy", "request": "launch", "code": write_ran}),
+            "code",
+        ),
+        (
+            json!({"type": "debugpy", "request": "launch", "module": "json.tool"}),
+            "module",
+        ),
+        (
+            json!({"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/target.py",
+                "pythonArgs": ["-c", write_ran]}),
+            "pythonArgs",
+        ),
+        (
+            json!({"type": "lldb-dap", "request": "launch", "program": "${workspaceFolder}/t",
+                "initCommands": [shell]}),
+            "initCommands",
+        ),
+        (
+            json!({"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/target.py",
+                "env": {"LD_PRELOAD": "/nonexistent.so"}}),
+            "env.LD_PRELOAD",
+        ),
+    ];
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    for (config, field) in &attempts {
+        let (code, e) = support::code(&c, "debug_start", json!({"config": config})).await;
+        assert_eq!(code, "E_LAUNCH_REFUSED", "{config}: {e}");
+        assert_eq!(e["details"]["field"], *field, "{e}");
+        assert!(
+            e.to_string().contains("--debug-allow-launch-anywhere"),
+            "the refusal names the flag: {e}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!ran.exists(), "a refused configuration ran its code");
+    // The workspace's own module runs, and a relative program is the workspace's (lldb-dap looked for it
+    // from the bridge's own directory).
+    data(
+        &c,
+        "debug_start",
+        json!({"config": {"type": "debugpy", "request": "launch", "module": "writes"}}),
+    )
+    .await;
+    wait_for_file(&ran).await;
+    std::fs::remove_file(&ran).unwrap();
+    let started = data(
+        &c,
+        "debug_start",
+        json!({"config": {"type": "lldb-dap", "request": "launch", "program": "t", "stopOnEntry": true}}),
+    )
+    .await;
+    assert!(started.get("sessionId").is_some(), "{started}");
+    let mut anywhere = args(&ws, BackendChoice::Dap);
+    anywhere.allow_launch_anywhere = true;
+    let c2 = client(anywhere).await;
+    data(
+        &c2,
+        "debug_start",
+        json!({"config": {"type": "debugpy", "request": "launch", "code": write_ran}}),
+    )
+    .await;
+    wait_for_file(&ran).await;
+}
+
+async fn wait_for_file(path: &Path) {
+    let t = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            t.elapsed() < support::HANG_GUARD,
+            "{} was never written",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -3,6 +3,8 @@
 //! workspace (or an allow-listed directory), the adapter and debuggee get a scrubbed environment, and
 //! `${env:NAME}` in a launch configuration reads only allow-listed names.
 
+mod code;
+
 use crate::envelope::ScriptError;
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat};
@@ -52,6 +54,22 @@ impl LaunchPolicy {
         }
     }
 
+    /// Makes a relative `program` absolute, from the configuration's `cwd` (itself from the workspace), as the
+    /// policy judges it: lldb-dap would otherwise look for it from the bridge's own working directory, and run
+    /// another program than the one judged.
+    pub fn absolute_program(config: &mut Value, workspace: &Path) {
+        let base = match config.get("cwd").and_then(Value::as_str) {
+            Some(cwd) => workspace.join(cwd),
+            None => workspace.to_path_buf(),
+        };
+        if let Some(program) = config.get_mut("program")
+            && let Some(raw) = program.as_str()
+            && Path::new(raw).is_relative()
+        {
+            *program = Value::String(base.join(raw).display().to_string());
+        }
+    }
+
     /// Refuses a configuration that would run something outside the workspace and the allow-list, unless the
     /// policy allows anywhere. `program`, and the interpreters a configuration may name (`python`,
     /// `runtimeExecutable`), are checked after symlinks are resolved; `attach` needs the opt-in too. An
@@ -76,7 +94,14 @@ impl LaunchPolicy {
             Some(cwd) => inside(&roots, "cwd", Path::new(cwd), workspace, workspace)?,
             None => workspace.to_path_buf(),
         };
-        for key in ["program", "python", "runtimeExecutable"] {
+        // `pythonPath` and `debugLauncherPython` are debugpy's other names for an interpreter.
+        for key in [
+            "program",
+            "python",
+            "pythonPath",
+            "debugLauncherPython",
+            "runtimeExecutable",
+        ] {
             let paths: Vec<&str> = match config.get(key) {
                 Some(Value::String(s)) => vec![s.as_str()],
                 Some(Value::Array(a)) => a.iter().take(1).filter_map(Value::as_str).collect(),
@@ -105,7 +130,7 @@ impl LaunchPolicy {
                 }
             }
         }
-        Ok(())
+        code::check(config, &roots, &base, workspace)
     }
 
     /// Where a tool may write a file (`debug_save_variable`): inside the workspace (anywhere with

@@ -1,0 +1,249 @@
+//! What a launch configuration runs besides its program. Every adapter takes fields that run code or commands
+//! of their own (an attack run ran `id` as the bridge's user through each of these, with the default policy):
+//! debugpy's `code`, `module`, `pythonArgs` and `sudo`, lldb-dap's `*Commands`, js-debug's `runtimeArgs`,
+//! delve's `buildFlags` (`-toolexec`) and `dlvFlags`, and environment variables through which a loader or an
+//! interpreter runs what they name. Outside `--debug-allow-launch-anywhere` they are judged as a program is:
+//! refused, naming the field, unless what they run is inside the workspace or the allow-list.
+
+use super::{inside, refused};
+use crate::envelope::ScriptError;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// Fields that carry code or a command line of their own: refused whatever they hold.
+const RUNS_WHAT_IT_HOLDS: &[&str] = &[
+    "code",
+    "sudo",
+    "runtimeArgs",
+    "buildFlags",
+    "dlvFlags",
+    "envFile",
+];
+/// lldb-dap's `initCommands`, `preRunCommands`, `launchCommands`, `attachCommands`, `stopCommands`,
+/// `exitCommands`, `terminateCommands`, ...: lldb commands, `platform shell` and `script` among them.
+const COMMANDS_SUFFIX: &str = "Commands";
+/// Variables through which the dynamic loader or an interpreter runs code they name (`NODE_OPTIONS` takes
+/// `--import=data:...`, `GOFLAGS` takes `-toolexec`). `envFile` is refused above: its variables are not seen
+/// here.
+const CODE_ENV: &[&str] = &[
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "NODE_OPTIONS",
+    "PYTHONSTARTUP",
+    "BASH_ENV",
+    "ENV",
+    "GOFLAGS",
+    "PERL5OPT",
+    "RUBYOPT",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "GCONV_PATH",
+];
+/// Python options that run nothing: `pythonArgs` may hold these (and `-X ...`); `-c` and `-m` run code, and `-W`
+/// imports the module a warning category names.
+const SAFE_PYTHON_FLAGS: &[&str] = &[
+    "-B", "-E", "-I", "-O", "-OO", "-P", "-R", "-S", "-b", "-bb", "-d", "-q", "-s", "-u", "-v",
+    "-vv",
+];
+
+/// Refuses what `config` runs besides its program, unless inside `roots` (a `module`).
+pub(super) fn check(
+    config: &Value,
+    roots: &[PathBuf],
+    base: &Path,
+    workspace: &Path,
+) -> Result<(), ScriptError> {
+    let Some(fields) = config.as_object() else {
+        return Ok(());
+    };
+    for (key, value) in fields {
+        let holds_nothing = value.is_null()
+            || value == &Value::Bool(false)
+            || value.as_array().is_some_and(Vec::is_empty)
+            || value.as_str() == Some("");
+        if !holds_nothing
+            && (RUNS_WHAT_IT_HOLDS.contains(&key.as_str()) || key.ends_with(COMMANDS_SUFFIX))
+        {
+            return Err(runs(key, "runs code or commands of its own"));
+        }
+    }
+    if let Some(args) = config.get("pythonArgs")
+        && !python_args_run_nothing(args)
+    {
+        return Err(runs(
+            "pythonArgs",
+            "holds an option that runs code (only -X ... and flags such as -B, -u, -O are taken)",
+        ));
+    }
+    if let Some(module) = config.get("module") {
+        let Some(name) = module.as_str() else {
+            return Err(runs("module", "is not a module name"));
+        };
+        module_inside(name, roots, base, workspace)?;
+    }
+    for name in env_names(config.get("env")) {
+        if CODE_ENV.contains(&name.as_str()) || name.starts_with("LD_") && name != "LD_LIBRARY_PATH"
+        {
+            return Err(refused(
+                format!("`env.{name}` makes a loader or an interpreter run code it names"),
+                json!({"field": format!("env.{name}")}),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `pythonArgs` holds only options that run nothing: [`SAFE_PYTHON_FLAGS`] and `-X` options (`-Xdev`, or
+/// `-X` then its value).
+fn python_args_run_nothing(args: &Value) -> bool {
+    let Some(args) = args.as_array() else {
+        return false;
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let Some(arg) = arg.as_str() else {
+            return false;
+        };
+        let safe = match arg {
+            "-X" => args
+                .next()
+                .and_then(Value::as_str)
+                .is_some_and(|value| !value.starts_with('-')),
+            _ => SAFE_PYTHON_FLAGS.contains(&arg) || (arg.starts_with("-X") && arg.len() > 2),
+        };
+        if !safe {
+            return false;
+        }
+    }
+    true
+}
+
+/// A `module` runs when it is the workspace's (or an allowed directory's): `a.b` as `a/b.py`, `a/b/__main__.py`
+/// or `a/b/__init__.py` under `base`; any other (`http.server`) is a program outside it.
+fn module_inside(
+    name: &str,
+    roots: &[PathBuf],
+    base: &Path,
+    workspace: &Path,
+) -> Result<(), ScriptError> {
+    let valid = !name.is_empty()
+        && name
+            .split('.')
+            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_alphanumeric() || c == '_'));
+    if !valid {
+        return Err(runs("module", "is not a module name"));
+    }
+    let path: PathBuf = name.split('.').collect();
+    let candidates = [
+        path.with_extension("py"),
+        path.join("__main__.py"),
+        path.join("__init__.py"),
+    ];
+    match candidates.iter().find(|c| base.join(c).is_file()) {
+        Some(found) => inside(roots, "module", found, base, workspace).map(drop),
+        None => Err(refused(
+            format!(
+                "`module` {name} is not a module of the workspace ({} has no {}.py or {}/__main__.py); an installed module is a program outside it",
+                base.display(),
+                path.display(),
+                path.display()
+            ),
+            json!({"field": "module", "module": name}),
+        )),
+    }
+}
+
+/// The names a configuration's `env` sets: an object's keys, or lldb-dap's `["NAME=value", ...]`.
+fn env_names(env: Option<&Value>) -> Vec<String> {
+    match env {
+        Some(Value::Object(map)) => map.keys().cloned().collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|s| s.split_once('=').map_or(s, |(name, _)| name).to_owned())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn runs(key: &str, why: &str) -> ScriptError {
+    refused(
+        format!(
+            "`{key}` {why}: only the configuration's program runs without {}",
+            super::ANYWHERE_FLAG
+        ),
+        json!({"field": key}),
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn judged(config: Value) -> Result<(), ScriptError> {
+        let ws = std::env::temp_dir().join(format!("policy-code-{}", std::process::id()));
+        std::fs::create_dir_all(ws.join("pkg")).unwrap();
+        std::fs::write(ws.join("pkg/__main__.py"), "").unwrap();
+        std::fs::write(ws.join("tool.py"), "").unwrap();
+        let ws = ws.canonicalize().unwrap();
+        check(&config, std::slice::from_ref(&ws), &ws, &ws)
+    }
+
+    fn refused_field(config: Value) -> String {
+        let e = judged(config.clone()).unwrap_err();
+        assert_eq!(e.code, "E_LAUNCH_REFUSED", "{config}");
+        e.details["field"].as_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn fields_that_run_code_of_their_own_are_refused_naming_the_field() {
+        for (config, field) in [
+            (json!({"code": "import os"}), "code"),
+            (json!({"sudo": true}), "sudo"),
+            (
+                json!({"initCommands": ["platform shell id"]}),
+                "initCommands",
+            ),
+            (
+                json!({"preRunCommands": ["script import os"]}),
+                "preRunCommands",
+            ),
+            (
+                json!({"launchCommands": ["process launch"]}),
+                "launchCommands",
+            ),
+            (json!({"runtimeArgs": ["-e", "1"]}), "runtimeArgs"),
+            (json!({"buildFlags": "-toolexec=/x"}), "buildFlags"),
+            (json!({"dlvFlags": ["--init=/x"]}), "dlvFlags"),
+            (json!({"envFile": "/x/.env"}), "envFile"),
+            (json!({"pythonArgs": ["-c", "import os"]}), "pythonArgs"),
+            (json!({"pythonArgs": ["-W", "ignore::x.Y"]}), "pythonArgs"),
+            (json!({"module": "http.server"}), "module"),
+            (json!({"module": "../x"}), "module"),
+            (json!({"env": {"LD_PRELOAD": "/x.so"}}), "env.LD_PRELOAD"),
+            (
+                json!({"env": ["NODE_OPTIONS=--import=data:,1"]}),
+                "env.NODE_OPTIONS",
+            ),
+            (json!({"env": {"GOFLAGS": "-toolexec=/x"}}), "env.GOFLAGS"),
+        ] {
+            assert_eq!(refused_field(config), field);
+        }
+    }
+
+    #[test]
+    fn what_runs_nothing_else_or_is_the_workspaces_passes() {
+        for config in [
+            json!({"program": "tool.py", "args": ["-c", "x"], "stopOnEntry": true}),
+            json!({"pythonArgs": ["-X", "dev"]}),
+            json!({"pythonArgs": ["-Xdev", "-u", "-B"]}),
+            json!({"module": "pkg"}),
+            json!({"module": "tool"}),
+            json!({"sudo": false, "initCommands": [], "code": null, "runtimeArgs": [], "buildFlags": ""}),
+            json!({"env": {"PYTHONPATH": "src", "LD_LIBRARY_PATH": "lib", "FOO": "1"}}),
+        ] {
+            assert!(judged(config.clone()).is_ok(), "{config}");
+        }
+    }
+}
