@@ -10,6 +10,7 @@ use crate::support;
 use bridge_debug::config::BackendChoice;
 use mcp_testkit::Client;
 use serde_json::{Value, json};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use support::*;
 
@@ -654,4 +655,46 @@ async fn breakpoint_tools_name_their_session_and_the_queue_seeds_new_ones() {
     )
     .await;
     assert_eq!(code, "E_NO_SESSION", "an ended session takes none: {e}");
+}
+
+/// An attack run's finding: `breakpoint_set` read whatever path it was given, whole, on the call's thread: a
+/// FIFO (or `/dev/stdin`, the bridge's own MCP input) held the call and the bridge with it for good, and
+/// `/dev/zero` was read until memory ran out. Only a regular file of at most 8 MiB is read now; anything else is
+/// refused at once, naming `path`, and the bridge goes on answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_breakpoint_in_something_not_a_source_file_is_refused_without_reading_it() {
+    let ws = workspace("bp-not-a-file");
+    let fifo = ws.join("fifo.py");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    for path in [fifo.display().to_string(), "/dev/zero".to_owned()] {
+        let answered = tokio::time::timeout(
+            support::HANG_GUARD,
+            support::code(&c, "breakpoint_set", json!({"path": path, "line": 1})),
+        )
+        .await;
+        // Whatever the outcome, a reader blocked on the FIFO gets its end of file.
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&fifo);
+        let (code, e) =
+            answered.unwrap_or_else(|_| panic!("breakpoint_set on {path} never answered"));
+        assert_eq!(code, "E_INVALID_PARAMS", "{path}: {e}");
+        assert_eq!(e["details"]["field"], "path", "{e}");
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap()
+                .contains("not a regular file"),
+            "{e}"
+        );
+    }
+    let set = data(
+        &c,
+        "breakpoint_set",
+        json!({"path": "target.py", "line": PY_LINE}),
+    )
+    .await;
+    assert_eq!(set["details"]["breakpoint"]["pending"], true, "{set}");
 }

@@ -350,10 +350,7 @@ impl DapBackend {
     pub(super) fn source_line(&self, p: &Params) -> Result<(PathBuf, u64), ScriptError> {
         let raw = str_param(p, "path").unwrap_or_default();
         let path = self.resolve_path(raw);
-        let text = std::fs::read(&path).map_err(|e| {
-            ScriptError::new("E_FILE_NOT_FOUND", format!("{}: {e}", path.display()))
-                .details(json!({"path": path.display().to_string()}))
-        })?;
+        let text = super::source::read("path", &path)?;
         let path = path.canonicalize().unwrap_or(path);
         let line = u64_param(p, "line").unwrap_or(0);
         let lines = text.split(|b| *b == b'\n').count() as u64;

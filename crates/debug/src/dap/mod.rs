@@ -15,6 +15,7 @@ pub mod launch;
 mod logs;
 pub mod policy;
 pub mod session;
+mod source;
 mod stops;
 
 pub use backend::{DEFAULT_MAX_SESSIONS, DapBackend, DapConfig};

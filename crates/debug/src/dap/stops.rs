@@ -16,8 +16,6 @@ use tokio::time::Instant;
 pub const CONTEXT_LINES: usize = 3;
 /// One source line is cut to this many bytes.
 pub const LINE_BYTES: usize = 200;
-/// A source file larger than this is not read for context.
-const MAX_SOURCE_BYTES: u64 = 8 << 20;
 /// Frames a stop reports.
 pub const STACK_FRAMES: u64 = 20;
 /// How long the requests describing one stop may take together, at most.
@@ -124,11 +122,10 @@ async fn exception(s: &Session, stop: &Stop, until: Instant) -> Value {
 /// `line` of `path` with `around` lines either side, each cut to [`LINE_BYTES`]: `{startLine, line, text}`,
 /// the current line marked `>` in `text` (`  12 | ...`). `None` when the file cannot be read or is shorter.
 pub fn context(path: &Path, line: usize, around: usize) -> Option<Value> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_SOURCE_BYTES || line == 0 {
+    if line == 0 {
         return None;
     }
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = super::source::read("source", path).ok()?;
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     if line > lines.len() {
@@ -217,10 +214,7 @@ impl DapBackend {
         } else {
             self.cfg.workspace.join(raw)
         };
-        let text = std::fs::read(&path).map_err(|e| {
-            ScriptError::new("E_FILE_NOT_FOUND", format!("path: {}: {e}", path.display()))
-                .details(json!({"field": "path", "path": path.display().to_string()}))
-        })?;
+        let text = super::source::read("path", &path)?;
         let path = path.canonicalize().unwrap_or(path);
         let line = u64_param(p, "line").unwrap_or(0);
         let lines = text.split(|b| *b == b'\n').count() as u64;
