@@ -1056,3 +1056,43 @@ async fn a_status_alone_does_not_make_an_ended_process_droppable() {
         "P1, whose output was read, is the one dropped: {gone}"
     );
 }
+
+/// An attack run's finding: `write_file` at an offset of 2^62 succeeded (the agent writes as PID 1, which the
+/// sandbox's RLIMIT_FSIZE does not bind), leaving a sparse file of that apparent size; two such files wrapped
+/// the export's size check in a release build. An offset that would end past --sandbox-max-file-mib is refused
+/// naming `offset` and the limit, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_would_end_past_the_largest_file_is_refused_and_writes_nothing() {
+    let h = start(&["--sandbox-max-file-mib", "1"]).await;
+    let id = h.create().await;
+    for offset in [1u64 << 62, (1 << 20) - 4] {
+        let e = error_of(
+            &h.call(
+                "write_file",
+                json!({"sandbox_id": id, "path": "sparse", "content": "hello", "offset": offset}),
+            )
+            .await,
+        );
+        assert_eq!(e["code"], "E_INVALID_ARGUMENT", "{offset}: {e}");
+        assert_eq!(e["details"]["field"], "offset", "{e}");
+        assert_eq!(e["details"]["limit"], 1 << 20, "{e}");
+    }
+    let e = error_of(
+        &h.call("read_file", json!({"sandbox_id": id, "path": "sparse"}))
+            .await,
+    );
+    assert_eq!(e["code"], "E_NOT_FOUND", "nothing was written: {e}");
+    // Up to the limit is a write like any other.
+    h.ok(
+        "write_file",
+        json!({"sandbox_id": id, "path": "sparse", "content": "hello", "offset": (1u64 << 20) - 5}),
+    )
+    .await;
+    let listed = h
+        .ok(
+            "list_directory",
+            json!({"sandbox_id": id, "path": "/workspace"}),
+        )
+        .await;
+    assert!(listed.to_string().contains("1048576"), "{listed}");
+}

@@ -326,6 +326,22 @@ async fn write(m: &Manager, a: WriteArgs) -> Result<WriteResult, ToolError> {
             ),
         ));
     }
+    // The agent writes as PID 1, which the sandbox's RLIMIT_FSIZE does not bind: without this, an offset of
+    // 2^62 made a file of that apparent size (sparse, costing nothing here), and an export of it could not end.
+    let max_file = m.settings.max_file_mib << 20;
+    if let Some(offset) = a.offset.filter(|_| !a.append)
+        && offset.saturating_add(bytes.len() as u64) > max_file
+    {
+        return Err(ToolError::invalid_argument(
+            "offset",
+            format!(
+                "offset {offset} plus {} bytes of content ends past {max_file} bytes, the largest file a sandbox \
+                 may hold (--sandbox-max-file-mib / SANDBOX_MAX_FILE_MIB)",
+                bytes.len()
+            ),
+        )
+        .with_details(serde_json::json!({"limit": max_file})));
+    }
     let mode = a.mode.as_deref().map(parse_mode).transpose()?;
     let s = m.get(&a.sandbox_id)?;
     let mut written = 0u64;

@@ -428,6 +428,15 @@ fn escaped(name: &[u8]) -> String {
     bridge_core::text::for_log(&out)
 }
 
+/// The bytes of the regular files listed, saturating: sizes are the sandbox's to make up (a sparse file of
+/// 2^63 bytes costs it nothing), and a sum that wrapped would pass the export's limit.
+fn files_bytes(found: &[Found]) -> u64 {
+    found
+        .iter()
+        .filter(|f| f.kind == b'f')
+        .fold(0u64, |total, f| total.saturating_add(f.size))
+}
+
 fn parse_find(out: &[u8]) -> Result<Vec<Found>, String> {
     let mut fields = out.split(|b| *b == 0);
     let mut found = Vec::new();
@@ -625,11 +634,7 @@ async fn export_start(t: &Transfers, a: &ExportArgs) -> Result<Uuid, ToolError> 
         )));
     }
     let found = parse_find(&report.stdout).map_err(ToolError::too_large)?;
-    let total_files: u64 = found
-        .iter()
-        .filter(|f| f.kind == b'f')
-        .map(|f| f.size)
-        .sum();
+    let total_files = files_bytes(&found);
     if total_files > t.max_archive() {
         return Err(ToolError::too_large(format!(
             "{base} holds {total_files} bytes of files, above the {} an export may hold",
@@ -1150,4 +1155,29 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
         .timeout(Duration::from_secs(300))
         .handler_on(t, |t, a: ImportArgs, _: ToolCtx| async move { import(t, a).await }),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listed_sizes_add_up_without_wrapping() {
+        let file = |size| Found {
+            kind: b'f',
+            mode: 0o644,
+            mtime: 0,
+            size,
+            path: b"a".to_vec(),
+            link: Vec::new(),
+        };
+        let dir = Found {
+            kind: b'd',
+            ..file(7)
+        };
+        assert_eq!(files_bytes(&[file(3), dir, file(4)]), 7);
+        // Two sparse files of 2^63 - 1 bytes and one of 3 wrapped to 1, under every limit.
+        let huge = [file(i64::MAX as u64), file(i64::MAX as u64), file(3)];
+        assert_eq!(files_bytes(&huge), u64::MAX);
+    }
 }
