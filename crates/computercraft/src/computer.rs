@@ -334,7 +334,7 @@ pub fn shown_label(label: Option<&str>) -> std::borrow::Cow<'_, str> {
     if plain && !label.is_empty() && label != "nil" {
         label.into()
     } else {
-        serde_json::Value::String(bridge_core::text::for_log(label))
+        serde_json::Value::String(bridge_core::text::shorten_for_quote(label))
             .to_string()
             .into()
     }

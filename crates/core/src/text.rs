@@ -3,10 +3,30 @@
 /// The most characters of a peer's text a log line quotes ([`for_log`]).
 pub const LOG_QUOTE_CHARS: usize = 200;
 
-/// `text` as a log line quotes it: at most [`LOG_QUOTE_CHARS`] characters, start and end kept. A peer chooses
-/// what it sends; a frame's 30 MB id, logged whole on every frame, floods the log.
-pub fn for_log(text: &str) -> String {
+/// `text` shortened as [`for_log`] shortens it, its characters left as they are: for text that is quoted next
+/// (JSON-quoted, which escapes control characters itself).
+pub fn shorten_for_quote(text: &str) -> String {
     shorten_middle(text, LOG_QUOTE_CHARS)
+}
+
+/// `text` as a log line quotes it: at most [`LOG_QUOTE_CHARS`] characters, start and end kept, and control
+/// characters escaped (`\n`, `\u{0}`). A peer chooses what it sends: a frame's 30 MB id, logged whole on every
+/// frame, floods the log, and a newline in it starts a line of the peer's own, with a time and a level it wrote.
+pub fn for_log(text: &str) -> String {
+    let short = shorten_middle(text, LOG_QUOTE_CHARS);
+    if !short.chars().any(char::is_control) {
+        return short;
+    }
+    short
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// `text` whole when it has at most `max` characters; else its start and end (serde's "invalid type: string
@@ -77,6 +97,16 @@ mod tests {
             quoted.len()
         );
         assert!(quoted.contains(&format!("[{} bytes in all]", id.len())));
+    }
+
+    #[test]
+    fn a_quoted_text_cannot_start_a_log_line_of_its_own() {
+        let forged = "e1\n2026-11-30T00:00:00Z  INFO minecraft_audit: forwarded type=command\r\u{0}\u{1b}[2J";
+        let quoted = super::for_log(forged);
+        assert!(!quoted.chars().any(char::is_control), "{quoted:?}");
+        assert!(quoted.starts_with("e1\\n2026"), "{quoted}");
+        assert!(quoted.ends_with("\\r\\u{0}\\u{1b}[2J"), "{quoted}");
+        assert_eq!(super::for_log("plain é"), "plain é");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! ([`crate::text::push_fenced`]) so a model can tell them from the bridge's own words.
 //!
 //! The marks are a second copy of strings the result or event already holds, so they are bounded: each string
-//! is shown shortened to [`crate::text::for_log`]'s 200 characters (its start and end), JSON-quoted so that a
+//! is shown shortened to [`crate::text::shorten_for_quote`]'s 200 characters (its start and end), JSON-quoted so that a
 //! newline in it cannot write a line of its own under another path, and the first strings in order are kept
 //! until one does not fit; that one and every one after it are counted as left out (still in the data,
 //! unlisted).
@@ -39,7 +39,7 @@ impl Marks {
 
     /// Marks `text` at `path` (formatted only when it is kept).
     pub fn add(&mut self, path: impl Display, text: &str) {
-        let shown = serde_json::Value::String(crate::text::for_log(text)).to_string();
+        let shown = serde_json::Value::String(crate::text::shorten_for_quote(text)).to_string();
         if self.left_out > 0 || self.paths.len() >= self.limits.strings {
             self.left_out += 1;
             return;

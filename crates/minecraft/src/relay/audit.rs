@@ -5,6 +5,8 @@ pub const TARGET: &str = "minecraft_audit";
 
 /// The text of one audit line.
 pub fn line(kind: &str, source: &str, destination: &str, id: &str) -> String {
+    // The id is the sender's: quoted, so a newline in it cannot start a line of its own in the audit log.
+    let id = bridge_core::text::for_log(id);
     format!("forwarded type={kind} source={source} destination={destination} id={id}")
 }
 
@@ -17,5 +19,20 @@ pub fn enabled() -> bool {
 pub fn forwarded(kind: &str, source: &str, destination: &str, id: &str) {
     if enabled() {
         tracing::info!(target: TARGET, "{}", line(kind, source, destination, id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_id_with_a_newline_stays_on_its_line() {
+        let line = super::line(
+            "command",
+            "mcp:0/desk",
+            "minecraft:lobby",
+            "c1\nforged INFO line",
+        );
+        assert!(!line.contains('\n'), "{line}");
+        assert!(line.ends_with("id=c1\\nforged INFO line"), "{line}");
     }
 }
