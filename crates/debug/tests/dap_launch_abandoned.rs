@@ -190,7 +190,8 @@ async fn delve(end: End) {
     });
     let pid_file = ws.join("adapter.pid");
     let config = go_held_in_its_build(&ws, &pid_file);
-    let c = bridge(&ws, end, |_| {}).await;
+    // `-toolexec` runs a program of the configuration's: the launch policy takes it only with the flag.
+    let c = bridge(&ws, end, |a| a.allow_launch_anywhere = true).await;
     let e = start_and_end_early(&c, config, end, || !pids_in(&pid_file).is_empty()).await;
     assert_counted_as_ended(&c).await;
     until("delve exited", || {

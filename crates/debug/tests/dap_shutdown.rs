@@ -214,7 +214,10 @@ async fn sigterm_during_a_delve_build_leaves_no_delve_or_build() {
     let pid_file = ws.join("build.pid");
     let _reap = Reap(vec![pid_file.clone(), ws.join("line.pid")]);
     let config = go_held_in_its_build(&ws, &pid_file);
-    let launching = Launching::start(&ws, &[], config, || !pids_in(&pid_file).is_empty()).await;
+    // `-toolexec` runs a program of the configuration's: the launch policy takes it only with the flag.
+    let anywhere = std::ffi::OsStr::new("--debug-allow-launch-anywhere");
+    let launching =
+        Launching::start(&ws, &[anywhere], config, || !pids_in(&pid_file).is_empty()).await;
     let delve_and_build = line_below(pids_in(&pid_file)[0], launching.pid());
     assert!(
         delve_and_build.len() >= 3,

@@ -13,6 +13,7 @@ mod catalog;
 mod dap_attach;
 mod dap_backend;
 mod dap_breakpoints;
+mod dap_descendants;
 mod dap_languages;
 mod dap_launch_abandoned;
 mod dap_refusal;

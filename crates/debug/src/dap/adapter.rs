@@ -78,6 +78,7 @@ pub fn spawn(
 ) -> Result<(Connection, StderrTail, AdapterProcess), LinkError> {
     let target = format!("{:?}", command.as_std().get_program());
     dies_with_the_bridge(&mut command);
+    let tag = super::reap::tag(&mut command);
     let mut process = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -90,6 +91,7 @@ pub fn spawn(
             reason: e.to_string(),
         })?;
     let pgid = process.id();
+    super::reap::remember(pgid, tag);
     let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
         return Err(LinkError::Connect {
             target,
@@ -132,8 +134,8 @@ pub fn spawn(
                 }
             }
         }
-        // Whatever the adapter started in its group (the debuggee, its children) goes with it.
-        kill_group(pgid);
+        // Whatever the adapter started (the debuggee, its children, in its group or not) goes with it.
+        super::reap::end_group(pgid, true);
         ended.cancel();
     });
     Ok((conn, tail, process_handle))
@@ -143,8 +145,10 @@ pub fn spawn(
 /// (a program, delve's `go build`) goes with it rather than outliving it, then the server itself. The group is
 /// signalled while the server is not yet reaped, so its id cannot belong to anyone else.
 pub(super) async fn kill_server(server: &mut tokio::process::Child) {
-    kill_group(server.id());
+    let pid = server.id();
+    kill_group(pid);
     let _ = server.kill().await;
+    super::reap::end_group(pid, true);
 }
 
 /// Has the process `command` starts killed when the bridge's process dies, even by SIGKILL: the debug servers
@@ -155,14 +159,10 @@ pub(super) fn dies_with_the_bridge(command: &mut Command) {
     bridge_core::link::child::dies_with_this_process(command);
 }
 
-/// SIGKILL to the process group `pgid` leads (a process started with `process_group(0)`), if any.
+/// SIGKILL to the process group `pgid` leads (a process started with `process_group(0)`), if any, and to
+/// what its leader started outside it ([`super::reap`]).
 pub(super) fn kill_group(pgid: Option<u32>) {
-    if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    super::reap::end_group(pgid, false);
 }
 
 #[cfg(test)]

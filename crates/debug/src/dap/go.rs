@@ -45,6 +45,7 @@ impl DapBackend {
             command.current_dir(self.cfg.workspace.join(cwd));
         }
         super::adapter::dies_with_the_bridge(&mut command);
+        let tag = super::reap::tag(&mut command);
         let mut server = command
             .args(["dap", "--listen", "127.0.0.1:0", "--only-same-user"])
             .stdin(std::process::Stdio::null())
@@ -58,6 +59,7 @@ impl DapBackend {
                 ScriptError::new("E_ADAPTER_NOT_FOUND", format!("could not start dlv: {e}"))
                     .hint(AdapterKind::Delve.install_hint())
             })?;
+        super::reap::remember(server.id(), tag);
         let (Some(stdout), Some(stderr)) = (server.stdout.take(), server.stderr.take()) else {
             super::adapter::kill_server(&mut server).await;
             return Err(failed("dlv's stdout or stderr was not piped".into()));

@@ -76,6 +76,7 @@ impl DapBackend {
             )));
         }
         super::adapter::dies_with_the_bridge(&mut command);
+        let tag = super::reap::tag(&mut command);
         let mut server = command
             .arg(&socket)
             .stdin(std::process::Stdio::null())
@@ -92,6 +93,7 @@ impl DapBackend {
                 )
                 .hint(AdapterKind::JsDebug.install_hint())
             })?;
+        super::reap::remember(server.id(), tag);
         // One child session per launch; a few more are dropped (workers, if any, are not debugged).
         let (tx, mut children) = mpsc::channel::<Value>(4);
         let parent = self

@@ -14,6 +14,7 @@ mod jsdebug;
 pub mod launch;
 mod logs;
 pub mod policy;
+mod reap;
 pub mod session;
 mod source;
 mod stops;
