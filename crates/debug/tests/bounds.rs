@@ -301,3 +301,49 @@ async fn an_adapter_flooding_output_events_is_held_to_the_journal_bound() {
         logs.to_string().len()
     );
 }
+
+/// An attack run's finding: `dap_search` copied each match's context into its reply before the result was cut,
+/// so a thousand matches with a hundred lines of context each built about 500 MB from 1 MB of output. The reply
+/// is built from at most 1 MiB of lines now, and says it was cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_with_wide_context_builds_a_bounded_reply() {
+    let ws = workspace("search-bounded");
+    std::fs::write(
+        ws.join("lines.py"),
+        "for i in range(1000):\n    print('z' * 1000)\n",
+    )
+    .unwrap();
+    let c = client(args(&ws, bridge_debug::config::BackendChoice::Dap)).await;
+    let config =
+        json!({"type": "debugpy", "request": "launch", "program": "${workspaceFolder}/lines.py"});
+    data(&c, "debug_start", json!({"config": config})).await;
+    let t = std::time::Instant::now();
+    loop {
+        let summary = data(&c, "dap_summary", json!({"compact": true})).await;
+        if summary["journalBytes"].as_u64().unwrap_or(0) >= 1000 * 1000 {
+            break;
+        }
+        assert!(
+            t.elapsed() < HANG_GUARD,
+            "the output never reached the journal: {summary}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let me = std::process::id().to_string();
+    let before = vm_hwm(&me);
+    let found = data(
+        &c,
+        "dap_search",
+        json!({"pattern": "z", "limit": 1000, "contextLines": 100}),
+    )
+    .await;
+    let grown = vm_hwm(&me).saturating_sub(before);
+    assert_eq!(found["cut"]["limitBytes"], 1 << 20, "{}", found["cut"]);
+    let total = found["total"].as_u64().unwrap();
+    assert!(total > 0 && total < 1000, "{total}");
+    assert!(
+        grown < 100 << 20,
+        "searching 1 MB of output grew the bridge by {} MB",
+        grown >> 20
+    );
+}

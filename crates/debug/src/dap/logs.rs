@@ -6,6 +6,10 @@ use super::backend::{DapBackend, Params, bool_param, str_param, u64_param};
 use crate::envelope::ScriptError;
 use serde_json::{Value, json};
 
+/// The most bytes of lines (matches and their context) one `dap_search` reply is built from; the first match is
+/// always kept.
+const SEARCH_REPLY_BYTES: usize = 1 << 20;
+
 impl DapBackend {
     pub(super) fn dap_logs(&self, p: &Params) -> Result<Value, ScriptError> {
         let s = self.any_session(p)?;
@@ -94,6 +98,8 @@ impl DapBackend {
             .flat_map(|e| e.text.lines().map(move |l| (l, e.category.as_str())))
             .collect();
         let mut matches = Vec::new();
+        let mut reply_bytes = 0usize;
+        let mut cut = false;
         for (i, (line, cat)) in lines.iter().enumerate() {
             let hay = if case {
                 (*line).to_owned()
@@ -109,15 +115,33 @@ impl DapBackend {
                     .iter()
                     .map(|l| l.0)
                     .collect();
+                // Each match copies its context: a thousand matches of a hundred long lines each built half a
+                // gigabyte from a megabyte of output before the result was cut (an attack run's finding).
+                reply_bytes += [*line]
+                    .iter()
+                    .chain(&before)
+                    .chain(&after)
+                    .map(|l| l.len() + 8)
+                    .sum::<usize>();
+                if reply_bytes > SEARCH_REPLY_BYTES && !matches.is_empty() {
+                    cut = true;
+                    break;
+                }
                 matches.push(json!({"line": line, "category": cat, "index": i, "before": before, "after": after}));
                 if matches.len() >= limit {
                     break;
                 }
             }
         }
-        Ok(
-            json!({"sessionId": s.id, "pattern": pattern, "matches": matches, "total": matches.len()}),
-        )
+        let mut reply = json!({"sessionId": s.id, "pattern": pattern, "matches": matches, "total": matches.len()});
+        if cut {
+            reply["cut"] = json!({
+                "limitBytes": SEARCH_REPLY_BYTES,
+                "why": "the matches' lines and context reached the reply's byte limit: ask for fewer contextLines, \
+                        a narrower pattern, or page with a smaller limit",
+            });
+        }
+        Ok(reply)
     }
 
     pub(super) fn dap_summary(&self, p: &Params) -> Result<Value, ScriptError> {
