@@ -19,6 +19,7 @@ mod sessions;
 mod stdio;
 mod sweeper;
 mod tasks;
+mod unreadable;
 mod wire;
 
 use crate::bridge::{Bridge, BridgeEntry, BridgeEnv, BridgeError};

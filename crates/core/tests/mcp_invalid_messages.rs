@@ -248,10 +248,58 @@ async fn stdio_names_what_is_wrong_before_and_after_initialize() {
         let after = stdio.exchange(&case, 101).await.expect("an answer");
         check(&case, &after, "stdio, in the session", NoId::Absent);
     }
-    // Not JSON: not answered (answering garbage starts error storms between peers), and nothing else lost.
+    // Not JSON but a request whose id can be read (every case here is `id` 7 with a `method`): answered with
+    // that id, as its caller waits for it (a client with no timeout of its own waited for good); the error says
+    // what is wrong as on HTTP.
     let mut stdio = Stdio::start();
     stdio.initialize().await;
     for (i, case) in not_json().iter().enumerate() {
-        assert_eq!(stdio.exchange(case, i as u64).await, None);
+        let answer = stdio
+            .exchange(case, 100 + i as u64)
+            .await
+            .expect("an answer");
+        let case = Case {
+            id: json!(7),
+            message: case.message.clone(),
+            ..*case
+        };
+        check(&case, &answer, "stdio, not JSON", NoId::Absent);
+    }
+    // No request's id to read: not answered (answering garbage, or a peer's response, with an error starts error
+    // storms between peers), and nothing else lost.
+    for (i, garbage) in [
+        &b"garbage"[..],
+        b"{",
+        br#"{"jsonrpc":"2.0","id":4,"result":{"a":"\ud800"}}"#,
+        br#"{"jsonrpc":"2.0","id":4,"params":{"a":"\ud800"}}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let case = case(garbage, 0, &[], Value::Null);
+        assert_eq!(stdio.exchange(&case, 200 + i as u64).await, None);
+    }
+}
+
+/// A line over the 16 MiB stdio reads is not read, but its request is answered when its id can be found at the
+/// line's start (Python's SDK writes `id` before `params`) or its end (the TypeScript SDK writes it last).
+#[tokio::test]
+async fn stdio_answers_a_request_too_long_to_read_when_its_id_shows() {
+    let mut stdio = Stdio::start();
+    stdio.initialize().await;
+    let content = "a".repeat(17 << 20);
+    let python = format!(
+        r#"{{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{content}"}}}}}}"#
+    );
+    let typescript = format!(
+        r#"{{"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{content}"}}}},"jsonrpc":"2.0","id":"ts-32"}}"#
+    );
+    for (line, id) in [(python, json!(31)), (typescript, json!("ts-32"))] {
+        let answer = stdio.exchange(&case(line, 0, &[], Value::Null), 33).await;
+        let answer = answer.expect("an answer to the long line");
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("16777216 bytes"), "{message}");
     }
 }

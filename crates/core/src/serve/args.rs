@@ -93,7 +93,8 @@ pub struct McpArgs {
     pub max_sessions: usize,
 
     /// Largest HTTP request body in bytes (413 beyond it). A bridge whose tools take more in one call (the
-    /// sandbox's 10 MB files) raises it by itself; stdio has no such limit.
+    /// sandbox's 10 MB files) raises it by itself. Not stdio's: a line there may hold 16 MiB (a longer one is
+    /// answered with an error when its request's id can be read, and not read).
     #[arg(long = "mcp-max-request-bytes", env = "MCP_MAX_REQUEST_BYTES", default_value = "4194304", value_parser = config::ranged(65_536usize, 268_435_456))]
     pub max_request_bytes: usize,
 

@@ -651,6 +651,9 @@ pub(crate) struct LineReader<R> {
     line: Vec<u8>,
     /// Dropping the rest of an oversize line, until its newline.
     discarding: bool,
+    /// An oversize line's first and last bytes, for its request's id ([`super::unreadable`]).
+    head: Vec<u8>,
+    tail: Vec<u8>,
     /// `tools/call` comes as [`Incoming::Call`].
     lean: bool,
 }
@@ -661,6 +664,8 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
             read: BufReader::new(read),
             line: Vec::new(),
             discarding: false,
+            head: Vec::new(),
+            tail: Vec::new(),
             lean: false,
         }
     }
@@ -687,6 +692,19 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
                         max_line_length = MAX_LINE,
                         "Incoming message exceeded the maximum line length, discarding it"
                     );
+                    let id = super::unreadable::request_id(&self.head, &self.tail);
+                    self.head.clear();
+                    self.tail.clear();
+                    if let Some(id) = id {
+                        return Incoming::Invalid(super::invalid::Diagnosis {
+                            code: rmcp::model::ErrorCode::INVALID_REQUEST,
+                            id: Some(id),
+                            message: format!(
+                                "the request's line is longer than {MAX_LINE} bytes, the most this server reads \
+                                 on stdio: it was not read (send less at once: files in pages, code in a file)"
+                            ),
+                        });
+                    }
                     continue;
                 }
             }
@@ -703,9 +721,20 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
                 Ok(Some(Decoded::Call(call))) => Some(Incoming::Call(call)),
                 Err(e) => match e.classify() {
                     // Not JSON: no id to answer, and answering garbage can start an error storm (rmcp #938).
+                    // A request whose id can still be read (a lone surrogate, nesting past the limit, a
+                    // syntax error inside its params) is answered, or its caller would wait for good.
                     serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                        tracing::debug!("Ignoring unparsable incoming message: {e}");
-                        None
+                        match super::unreadable::request_id(line, line) {
+                            Some(id) => {
+                                let mut diagnosis = super::invalid::diagnose(line);
+                                diagnosis.id = Some(id);
+                                Some(Incoming::Invalid(diagnosis))
+                            }
+                            None => {
+                                tracing::debug!("Ignoring unparsable incoming message: {e}");
+                                None
+                            }
+                        }
                     }
                     serde_json::error::Category::Data | serde_json::error::Category::Io => {
                         tracing::debug!("Protocol error on incoming message: {e}");
@@ -738,13 +767,28 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
             let take = newline.map_or(available.len(), |i| i + 1);
             let mut end = None;
             if self.discarding {
+                keep_last(&mut self.tail, &available[..take]);
                 if newline.is_some() {
                     self.discarding = false;
+                    end = Some(LineEnd::Oversize);
                 }
             } else if self.line.len().saturating_add(take) > MAX_LINE {
+                let kept = super::unreadable::KEPT_BYTES;
+                self.head.clear();
+                self.head
+                    .extend_from_slice(&self.line[..self.line.len().min(kept)]);
+                let more = kept - self.head.len();
+                self.head.extend_from_slice(&available[..take.min(more)]);
+                self.tail.clear();
+                keep_last(&mut self.tail, &self.line);
+                keep_last(&mut self.tail, &available[..take]);
                 self.line.clear();
-                self.discarding = newline.is_none();
-                end = Some(LineEnd::Oversize);
+                // Answered once its end is in: the end may hold its id.
+                if newline.is_some() {
+                    end = Some(LineEnd::Oversize);
+                } else {
+                    self.discarding = true;
+                }
             } else {
                 self.line.extend_from_slice(&available[..take]);
                 if newline.is_some() {
@@ -757,6 +801,15 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineReader<R> {
             }
         }
     }
+}
+
+/// `bytes` appended to `kept`, of which only the last [`super::unreadable::KEPT_BYTES`] stay.
+fn keep_last(kept: &mut Vec<u8>, bytes: &[u8]) {
+    let max = super::unreadable::KEPT_BYTES;
+    let bytes = &bytes[bytes.len().saturating_sub(max)..];
+    let drop = (kept.len() + bytes.len()).saturating_sub(max);
+    kept.drain(..drop.min(kept.len()));
+    kept.extend_from_slice(bytes);
 }
 
 /// The first `\n` in `bytes`.
