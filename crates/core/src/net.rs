@@ -15,8 +15,10 @@
 //!   reconnected as each timed out kept every new client waiting about 8 s, before any token was checked
 //!   (the hostile run of stop 40).
 //! - **Cap per peer address**: at most [`ListenLimits::max_per_ip`] of them from one IP address (an IPv6
-//!   address counts by its /64, what one host is usually given). A connection beyond it is closed as soon as
-//!   it is accepted, so one client cannot take every slot; loopback is no exception.
+//!   address counts by its /64, what one host is usually given). A connection beyond it closes the address's
+//!   own oldest silent or idle one (as at the cap; an attack run's local program held 64 silent sockets on
+//!   loopback and kept every other local client out), or else is closed as soon as it is accepted, so one
+//!   client cannot take every slot; loopback is no exception.
 //! - **Handshake deadline**: a connection whose first request head has not fully arrived within
 //!   [`ListenLimits::handshake_timeout`] of being accepted is closed, however many bytes it dribbles.
 //! - **Idle deadline**: a connection with no request in flight is closed [`ListenLimits::idle_timeout`]
@@ -364,8 +366,19 @@ impl Listener for GuardedListener {
                 }
             };
             self.stats.accepted.fetch_add(1, Ordering::SeqCst);
-            match PerIp::take(&self.per_ip, addr.ip(), self.limits.max_per_ip.max(1)) {
+            let max_per_ip = self.limits.max_per_ip.max(1);
+            match PerIp::take(&self.per_ip, addr.ip(), max_per_ip) {
                 Some(slot) => break (tcp, addr, slot),
+                // The address's own silent or idle connection makes room, as one does at the cap.
+                None if self
+                    .make_room_among(Instant::now(), |c| {
+                        PerIp::key(c.peer.ip()) == PerIp::key(addr.ip())
+                    })
+                    .is_ok() =>
+                {
+                    // The closed one gives its place back as it goes: one over for a moment.
+                    break (tcp, addr, PerIp::take_over(&self.per_ip, addr.ip()));
+                }
                 None => {
                     // Dropping the socket closes it, before it takes a slot.
                     self.stats.count(CloseReason::PerIpCap);
@@ -473,11 +486,21 @@ impl GuardedListener {
     /// oldest kept alive with no request in flight for as long. `Err(when)`: none may be closed yet; look
     /// again at `when` (every open connection may be busy or a WebSocket link, which are never closed).
     fn make_room(&mut self, now: Instant) -> Result<(), Instant> {
+        self.make_room_among(now, |_| true)
+    }
+
+    /// [`Self::make_room`] among the connections `which` takes.
+    fn make_room_among(
+        &mut self,
+        now: Instant,
+        which: impl Fn(&ConnState) -> bool,
+    ) -> Result<(), Instant> {
         // Silent ones first, oldest first; then idle ones, oldest first.
         let candidates = self
             .open
             .iter()
             .filter_map(Weak::upgrade)
+            .filter(|c| which(c))
             .filter_map(|c| c.eviction_order().map(|(rank, t)| (rank, t, c)));
         let mut retry = now + MAKE_ROOM_AFTER;
         let mut victim: Option<(u8, Instant, Arc<ConnState>)> = None;
@@ -525,6 +548,21 @@ impl PerIp {
                     IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
                 }
             },
+        }
+    }
+
+    /// One more connection from `ip` whatever it holds: in the place of one of its own just closed.
+    fn take_over(this: &Arc<Self>, ip: IpAddr) -> PeerSlot {
+        let key = Self::key(ip);
+        *this
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key)
+            .or_insert(0) += 1;
+        PeerSlot {
+            per_ip: Arc::clone(this),
+            key,
         }
     }
 

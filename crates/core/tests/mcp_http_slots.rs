@@ -228,6 +228,41 @@ async fn one_peer_address_holds_at_most_its_cap() {
     );
 }
 
+/// An attack run's finding: a local program holding an address's every slot with sockets that say nothing
+/// (all of loopback is one address) kept every other client of that address out, and as each timed out it
+/// opened another. Past the cap, a new connection now closes the address's oldest one that has been silent for
+/// a second, as at the listener's cap, and is served; a younger one is not closed (the test above).
+#[tokio::test]
+async fn an_addresss_silent_sockets_give_way_to_its_next_client() {
+    let limits = ListenLimits {
+        max_per_ip: 4,
+        ..ListenLimits::default()
+    };
+    let server = start(limits).await;
+    let addr = server.addr;
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(TcpStream::connect(addr).await.unwrap());
+    }
+    // Older than the second a connection may stay silent before it can be closed to make room; well inside
+    // the 10 s handshake deadline, which would close them anyway.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let response = within("a request of a fifth client", fetch(addr, "/health")).await;
+    assert_eq!(status_of(&response), 200, "served at once: {response:?}");
+    let evicted = within("the metrics", async {
+        loop {
+            let text = fetch(addr, "/metrics").await;
+            if !text.is_empty() {
+                return series_value(&text, &closed("evicted"));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(evicted >= 1.0, "{evicted}");
+    drop(silent);
+}
+
 /// A bridge's link port (the computers' or the game's, served by `link::serve_with`) follows the same rules:
 /// an upgrade refused for its token ends its connection, and the MCP server's `/metrics` of the same
 /// process counts it under `link_listener_*{listener="<address>"}` beside the port's limits.
