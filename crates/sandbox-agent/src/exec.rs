@@ -278,12 +278,14 @@ fn program_argv(
     ))
 }
 
+/// A new file, never anything already at `path`: PID 1 writes it, and PID 1 holds a descriptor of the host's
+/// cgroup directory, so a symlink planted at the name would send the write to the host (no way to plant one was
+/// found: the sandbox user cannot write the scratch directory; `O_EXCL` makes it so whatever changes).
 fn write_script(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o644)
         .open(path)?;
     f.write_all(bytes)?;
@@ -293,5 +295,25 @@ fn write_script(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 fn remove(script: Option<PathBuf>) {
     if let Some(path) = script {
         let _ = std::fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    #[test]
+    fn a_script_is_never_written_through_what_is_already_at_its_name() {
+        let dir = std::env::temp_dir().join(format!("agent-script-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("host-file");
+        std::fs::write(&target, b"host").unwrap();
+        let planted = dir.join("exec-1.py");
+        std::os::unix::fs::symlink(&target, &planted).unwrap();
+        assert!(super::write_script(&planted, b"print(1)").is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"host");
+        let fresh = dir.join("exec-2.py");
+        super::write_script(&fresh, b"print(2)").unwrap();
+        assert_eq!(std::fs::read(&fresh).unwrap(), b"print(2)");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
