@@ -77,3 +77,44 @@ async fn chunked_messages_being_assembled_are_bounded_in_bytes_across_links() {
     assembling_becomes(&relay, 50_000).await;
     relay.stop().await;
 }
+
+/// A chunked answer dropped for want of room fails its command at once (SERVER_ERROR naming the limit): its MCP
+/// server used to wait the whole command timeout and hear TIMEOUT, "the game did not answer" (an attack run's
+/// finding).
+#[tokio::test]
+async fn a_chunked_answer_dropped_for_want_of_room_fails_its_command_at_once() {
+    let relay = start_relay(relay_args(&[
+        "--max-assembling-bytes",
+        "1048576",
+        "--command-timeout",
+        "300s",
+    ]))
+    .await;
+    let url = relay.url();
+    let (mut alpha, _) = game_hello(&url, "alpha", "i-alpha").await;
+    let (mut beta, welcome) = game_hello(&url, "beta", "i-beta").await;
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    let piece = "x".repeat(50_000);
+    for index in 0..20 {
+        alpha.send(&chunk("big-alpha", index, 40, &piece)).await;
+    }
+    assembling_becomes(&relay, 1_000_000).await;
+
+    let (mut mcp, welcome) = mcp_hello(&url, MCP_TOKEN, "desk").await;
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    let command = json!({"version": "1.1", "type": "command", "id": "c-1", "timestamp": 1, "source": "mcp",
+        "game": "beta", "payload": {"command": "get_world_info", "args": {}}});
+    mcp.send(&command).await;
+    let got = beta.recv_kind("command").await;
+    let id = got["id"].as_str().unwrap().to_owned();
+    beta.send(&chunk(&id, 0, 2, &piece)).await;
+    let answer = mcp.recv_kind("response").await;
+    assert_eq!(answer["payload"]["success"], false, "{answer}");
+    assert_eq!(
+        answer["payload"]["error"]["code"], "SERVER_ERROR",
+        "{answer}"
+    );
+    let message = answer["payload"]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("--max-assembling-bytes"), "{message}");
+    relay.stop().await;
+}

@@ -901,6 +901,10 @@ async fn assemble(
             parse_assembled(relay, sender, &text).await
         }
         Err(e) => {
+            // A chunked answer dropped (no room beside the other links' unfinished messages, out of order, over
+            // 16 MiB) fails its command now: its caller waited for the command's whole timeout to hear TIMEOUT.
+            let why = format!("the game's answer was refused: {}", e.message);
+            fail_command(relay, game, &env.id, &why);
             reply_schema(relay, sender, &e).await;
             None
         }
@@ -936,12 +940,17 @@ fn fail_answer(relay: &Relay, game: &str, text: &str, why: &str) {
     let (Some("response"), Some(id)) = (kind.into_string().as_deref(), id.into_string()) else {
         return;
     };
-    // Only the game the command went to may fail it.
-    if relay.lock().pending.get(&id).is_none_or(|p| p.game != game) {
+    fail_command(relay, game, &id, why);
+}
+
+/// Fails the command `id` with `why` when it is one sent to `game` and waiting: only the game the command went
+/// to may fail it.
+fn fail_command(relay: &Relay, game: &str, id: &str, why: &str) {
+    if relay.lock().pending.get(id).is_none_or(|p| p.game != game) {
         return;
     }
-    tracing::warn!(game, %id, bytes = text.len(), "answer refused unread");
-    relay.fail_pending(&id, Code::ServerError, why);
+    tracing::warn!(game, id = %bridge_core::text::for_log(id), "answer refused");
+    relay.fail_pending(id, Code::ServerError, why);
 }
 
 /// The `type`, `id` and `game` of a message, read without decoding the rest: it is read only because the rest
