@@ -103,15 +103,24 @@ impl ErrorCode {
     fn default_hint(self) -> &'static str {
         match self {
             Self::InvalidArgument => "fix the named argument and call again",
-            Self::Disconnected => "reconnect the live system, then call again",
-            Self::Timeout => "check that the live system is responsive, then retry",
+            // A call cut off while it ran may have done its work: repeating a `give_item` gives twice.
+            Self::Disconnected => {
+                "reconnect the live system, then call again; a call cut off while it ran may have taken effect, \
+                 so check before repeating one that changes something"
+            }
+            Self::Timeout => {
+                "check that the live system is responsive, then retry; the call may still take effect, so check \
+                 before repeating one that changes something"
+            }
             Self::NotFound => "list what exists first, then call again with an existing name",
             Self::Remote => "read the live system's message; change the request accordingly",
             Self::Cancelled => "call again if the result is still needed",
             Self::Busy => "wait for running calls to finish, then retry",
             Self::Unsupported => "use another tool or upgrade the live system",
             Self::Conflict => "inspect the current state, then call again",
-            Self::TooLarge => "send a smaller payload",
+            Self::TooLarge => {
+                "send or ask for less at once (a smaller payload, fewer entries, a page)"
+            }
             Self::Internal => "retry once; if it persists, report a bug with the bridge's log",
             Self::MissingClientCapability => "use a client that supports this feature",
         }
