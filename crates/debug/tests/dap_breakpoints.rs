@@ -698,3 +698,27 @@ async fn a_breakpoint_in_something_not_a_source_file_is_refused_without_reading_
     .await;
     assert_eq!(set["details"]["breakpoint"]["pending"], true, "{set}");
 }
+
+/// An attack run's finding: a 1 MB condition and a 1.5 MB log message were kept, sent again to every session
+/// and echoed in every listing. Each is at most 4096 characters, refused past it naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_breakpoints_condition_and_log_message_are_bounded() {
+    let ws = workspace("bp-bounded");
+    let c = client(args(&ws, BackendChoice::Dap)).await;
+    for field in ["condition", "hitCondition", "logMessage"] {
+        let mut call = json!({"path": "target.py", "line": PY_LINE});
+        call[field] = json!("x".repeat(4097));
+        let (code, e) = support::code(&c, "breakpoint_set", call).await;
+        assert_eq!(code, "E_INVALID_ARGUMENT", "{field}: {e}");
+        assert_eq!(e["details"]["field"], field, "{e}");
+        assert!(e.to_string().contains("4096"), "{field}: {e}");
+    }
+    let listed = data(&c, "breakpoint_list", json!({})).await;
+    assert!(
+        !listed.to_string().contains("xxxx"),
+        "nothing was kept: {listed}"
+    );
+    let mut call = json!({"path": "target.py", "line": PY_LINE});
+    call["condition"] = json!("x".repeat(4096));
+    data(&c, "breakpoint_set", call).await;
+}
