@@ -53,6 +53,11 @@ impl AgentClient {
         self.peer.sender().is_closed()
     }
 
+    /// Why the link closed, once it has (`"sandbox destroyed"`, the agent's end of the stream).
+    pub fn close_reason(&self) -> Option<String> {
+        self.peer.sender().close_reason()
+    }
+
     pub fn close(&self, reason: &str) {
         self.peer.close(reason);
     }

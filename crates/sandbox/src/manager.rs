@@ -7,6 +7,7 @@ use crate::config::{ConfigError, Settings, image_names};
 use crate::pool::Pool;
 use crate::time::rfc3339;
 use bridge_core::ToolError;
+use bridge_core::link::LinkError;
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -57,6 +58,27 @@ impl Sandbox {
         let by_idle = s.idle_timeout.saturating_sub(self.idle_for());
         let by_age = s.max_lifetime.saturating_sub(self.created.elapsed());
         SystemTime::now() + by_idle.min(by_age)
+    }
+
+    /// A call to the agent that failed on the link: once the link is gone, the sandbox's end (its agent exited,
+    /// or it was destroyed while the call ran), not a reconnect, as there is nothing to reconnect.
+    pub fn link_error(&self, e: LinkError) -> ToolError {
+        if matches!(e, LinkError::Timeout { .. }) {
+            return ToolError::from(e);
+        }
+        match self.instance.client.close_reason() {
+            Some(reason) if reason == crate::backend::DESTROYED => ToolError::new(
+                bridge_core::ErrorCode::Disconnected,
+                format!("sandbox {} was destroyed while this call ran", self.id),
+            )
+            .with_code_name("E_SANDBOX_ENDED")
+            .with_hint("create a new sandbox with create_sandbox")
+            .with_details(
+                json!({"sandbox_id": self.id.to_string(), "state": "ended", "reason": "destroyed"}),
+            ),
+            Some(_) => ended(self.id),
+            None => ToolError::from(e),
+        }
     }
 
     pub fn describe(&self, s: &Settings) -> Value {

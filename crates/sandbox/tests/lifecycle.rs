@@ -132,7 +132,8 @@ async fn a_dead_agent_fails_the_call_in_flight_at_once() {
     let (r, ()) = tokio::join!(call, killer);
     // Ended by the sandbox's death, not by `sleep 60` or the 120 s timeout: either would answer a result.
     let e = error_of(&r);
-    assert_eq!(e["code"], "E_DISCONNECTED", "{e}");
+    assert_eq!(e["code"], "E_SANDBOX_ENDED", "{e}");
+    assert_eq!(e["category"], "E_DISCONNECTED", "{e}");
 }
 
 /// Kills every process of the sandbox whose launcher is `launcher`, the launcher included.
@@ -250,4 +251,49 @@ async fn a_crashed_runs_sandboxes_are_cleaned_at_start() {
     // Whichever bridge starts first cleans it (tests run side by side); it is gone once ours has started.
     assert!(!dir.exists());
     eventually("the orphan to die", || dead(orphan)).await;
+}
+
+/// A call under way when its sandbox's agent dies, or when the sandbox is destroyed, is told the sandbox ended
+/// (E_SANDBOX_ENDED, and why), as a later call naming it is: it was told to reconnect the live system, of which
+/// there is nothing to reconnect (an attack run's finding).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_under_way_when_its_sandbox_ends_is_told_so() {
+    let h = start(&[]).await;
+    for how in ["agent killed", "destroyed"] {
+        let id = h.create().await;
+        let running = mcp_testkit::start_call(
+            &h.client,
+            "run_command",
+            json!({"sandbox_id": id, "command": "sleep 60"}),
+        )
+        .await;
+        // The command runs once the sandbox has a child of PID 1 beside the agent's own.
+        let launcher = h.launcher_pid(&id);
+        eventually("the command to run", || descendants(launcher).len() > 2).await;
+        if how == "destroyed" {
+            h.ok("destroy_sandbox", json!({"sandbox_id": id})).await;
+        } else {
+            let pid1 = *descendants(launcher).get(1).unwrap();
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid1 as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+        }
+        let answer = mcp_testkit::within("the call's answer", running.await_response())
+            .await
+            .unwrap();
+        let rmcp::model::ServerResult::CallToolResult(answer) = answer else {
+            panic!("not a tool result: {answer:?}")
+        };
+        let e = error_of(&answer);
+        assert_eq!(e["code"], "E_SANDBOX_ENDED", "{how}: {e}");
+        let reason = if how == "destroyed" {
+            "destroyed"
+        } else {
+            "agent exited"
+        };
+        assert_eq!(e["details"]["reason"], reason, "{how}: {e}");
+        assert!(!e.to_string().contains("reconnect"), "{how}: {e}");
+    }
 }

@@ -87,11 +87,14 @@ pub enum LaunchError {
     Unavailable(BackendKind, String),
 }
 
+/// Why a destroyed sandbox's link closed.
+pub const DESTROYED: &str = "sandbox destroyed";
+
 impl Instance {
     /// Hard stop: the launcher is killed, the parent-death signals kill the agent, and the kernel kills the
     /// rest of the pid namespace. Waits until the launcher is reaped, then removes the cgroups.
     pub async fn destroy(&self) {
-        self.client.close("sandbox destroyed");
+        self.client.close(DESTROYED);
         // A frozen launcher would never be reaped: killed while frozen, then thawed.
         self.cgroups.kill_frozen().await;
         self.process.kill().await;

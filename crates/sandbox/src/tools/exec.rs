@@ -282,7 +282,10 @@ pub(crate) async fn run(
         + Duration::from_secs(10);
     let client = &s.instance.client;
     let (tx, mut rx) = crate::client::AgentClient::chunk_channel();
-    let (id, pending) = client.start(Op::Exec(Box::new(spec)), Some(tx)).await?;
+    let (id, pending) = client
+        .start(Op::Exec(Box::new(spec)), Some(tx))
+        .await
+        .map_err(|e| s.link_error(e))?;
     let wait = pending.wait(host_deadline);
     tokio::pin!(wait);
     let mut live = LiveOutput::default();
@@ -331,7 +334,7 @@ pub(crate) async fn run(
             kill(s, id).await;
             Err(ToolError::from(e))
         }
-        Err(e) => Err(ToolError::from(e)),
+        Err(e) => Err(s.link_error(e)),
     }
 }
 

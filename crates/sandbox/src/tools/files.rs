@@ -209,7 +209,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
                 path: a.path,
                 depth: a.depth.unwrap_or(1),
             };
-            match s.instance.client.call(op, CHUNK_TIMEOUT).await? {
+            match s.instance.client.call(op, CHUNK_TIMEOUT).await.map_err(|e| s.link_error(e))? {
                 Body::Entries { entries, truncated } => Ok(ListResult {
                     entries: entries.into_iter().map(ListEntry::from).collect(),
                     truncated,
@@ -366,7 +366,13 @@ async fn write(m: &Manager, a: WriteArgs) -> Result<WriteResult, ToolError> {
             append,
             mode,
         };
-        match s.instance.client.call(op, CHUNK_TIMEOUT).await? {
+        match s
+            .instance
+            .client
+            .call(op, CHUNK_TIMEOUT)
+            .await
+            .map_err(|e| s.link_error(e))?
+        {
             Body::Ok { written: n } => written += n,
             other => return Err(agent_error(other)),
         }

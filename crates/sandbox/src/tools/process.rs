@@ -169,7 +169,12 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
                 spec.timeout_ms = None;
             }
             spec.background = true;
-            let (id, pending) = s.instance.client.start(Op::Exec(Box::new(spec)), None).await?;
+            let (id, pending) = s
+                .instance
+                .client
+                .start(Op::Exec(Box::new(spec)), None)
+                .await
+                .map_err(|e| s.link_error(e))?;
             match pending.wait(CALL_TIMEOUT).await? {
                 Body::Started { pid } => Ok(Started { process_id: id, pid }),
                 other => Err(agent_error(other)),
@@ -223,7 +228,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
                 target: a.process_id,
                 state_only: false,
             };
-            match s.instance.client.call(op, CALL_TIMEOUT).await? {
+            match s.instance.client.call(op, CALL_TIMEOUT).await.map_err(|e| s.link_error(e))? {
                 Body::Status(r) => Ok(Output::from(r)),
                 other => Err(agent_error(other)),
             }
@@ -243,7 +248,7 @@ pub fn register(b: &mut BridgeBuilder, mgr: &Arc<Manager>) {
                 target: a.process_id,
                 signal: a.signal.unwrap_or(9),
             };
-            match s.instance.client.call(op, CALL_TIMEOUT).await? {
+            match s.instance.client.call(op, CALL_TIMEOUT).await.map_err(|e| s.link_error(e))? {
                 Body::Ok { .. } => Ok(Killed { success: true }),
                 other => Err(agent_error(other)),
             }

@@ -681,7 +681,13 @@ async fn export_start(t: &Transfers, a: &ExportArgs) -> Result<Uuid, ToolError> 
                     offset,
                     length,
                 };
-                let data = match s.instance.client.call(op, AGENT_TIMEOUT).await? {
+                let data = match s
+                    .instance
+                    .client
+                    .call(op, AGENT_TIMEOUT)
+                    .await
+                    .map_err(|e| s.link_error(e))?
+                {
                     Body::Data { data, .. } => data,
                     other => return Err(super::agent_error(other)),
                 };
