@@ -218,17 +218,7 @@ int main(void) {
 async fn c_on_lldb_dap_bound_line_function_and_data_breakpoints() {
     let ws = workspace("bp-c");
     std::fs::write(ws.join("w.c"), WATCH_C).unwrap();
-    let out = std::process::Command::new("gcc")
-        .args(["-g", "-O0", "-o"])
-        .arg(ws.join("w"))
-        .arg(ws.join("w.c"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile_c(&ws, "w", &[]);
     let c = client(args(&ws, BackendChoice::Dap)).await;
     // Line 6 is blank: lldb-dap binds it to the next line with code, and the answer says which.
     data(&c, "breakpoint_set", json!({"path": "w.c", "line": 6})).await;

@@ -53,17 +53,7 @@ async fn a_child_ends_with_its_session(ws: &Path, config: serde_json::Value, pid
 async fn a_c_programs_fork_child_ends_with_the_session() {
     let ws = workspace("desc-c");
     std::fs::write(ws.join("forker.c"), FORKER_C).unwrap();
-    let out = std::process::Command::new("gcc")
-        .args(["-g", "-O0", "-o"])
-        .arg(ws.join("forker"))
-        .arg(ws.join("forker.c"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile_c(&ws, "forker", &[]);
     let pid_file = ws.join("child.pid");
     let config = json!({"type": "lldb-dap", "request": "launch", "program": "${workspaceFolder}/forker",
         "args": [pid_file.display().to_string()]});

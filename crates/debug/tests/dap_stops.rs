@@ -224,17 +224,7 @@ async fn c_threads_in_a_tight_loop_every_stop_is_reported_once_in_order() {
         STRESS_C.replace("ROUNDS", &ROUNDS.to_string()),
     )
     .unwrap();
-    let out = std::process::Command::new("gcc")
-        .args(["-g", "-O0", "-pthread", "-o"])
-        .arg(ws.join("stress"))
-        .arg(ws.join("stress.c"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile_c(&ws, "stress", &["-pthread"]);
     // lldb-dap writes every message it sends and receives to LLDBDAP_LOG: when a stop goes missing, that record
     // tells an adapter that never sent it from a stop the session's repeat rule took for a repeat.
     let log = ws.join("lldb-dap.log");
@@ -603,17 +593,7 @@ async fn pause_stops_a_running_c_program() {
         "#include <stdio.h>\n#include <unistd.h>\nint main(void) {\n    printf(\"ready\\n\");\n    fflush(stdout);\n    for (int i = 0; i < 600; i++) {\n        usleep(100000);\n    }\n    return 0;\n}\n",
     )
     .unwrap();
-    let out = std::process::Command::new("gcc")
-        .args(["-g", "-O0", "-o"])
-        .arg(ws.join("spin"))
-        .arg(ws.join("spin.c"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile_c(&ws, "spin", &[]);
     let c = client(args(&ws, BackendChoice::Dap)).await;
     let config =
         json!({"type": "lldb-dap", "request": "launch", "program": "${workspaceFolder}/spin"});

@@ -136,10 +136,17 @@ pub fn workspace(tag: &str) -> PathBuf {
 
 /// Builds `t.c` into `t` with debug info.
 pub fn build_c(ws: &Path) {
+    compile_c(ws, "t", &[]);
+}
+
+/// Builds `ws/NAME.c` into `ws/NAME` with debug info, unoptimised, with `flags` besides (`-pthread`).
+pub fn compile_c(ws: &Path, name: &str, flags: &[&str]) {
     let out = std::process::Command::new("gcc")
-        .args(["-g", "-O0", "-o"])
-        .arg(ws.join("t"))
-        .arg(ws.join("t.c"))
+        .args(["-g", "-O0"])
+        .args(flags)
+        .arg("-o")
+        .arg(ws.join(name))
+        .arg(ws.join(format!("{name}.c")))
         .output()
         .expect("gcc");
     assert!(

@@ -304,15 +304,9 @@ async fn serve_game(
         None => Ok(()),
     };
     if let Err(super::bus::ClaimError::Unavailable(why)) = &claimed {
-        let reply = Envelope::error(
-            &hello.id,
-            Code::ServerError,
-            format!("the game name `{name}` could not be claimed: {why}; retry"),
-            json!({"reason": "name_claim_failed", "name": name}),
-        );
-        let _ = sender.send_text(reply.to_text()).await;
-        sender.close("game name not claimed");
-        return;
+        let what = format!("the game name `{name}`");
+        let details = json!({"reason": "name_claim_failed", "name": name});
+        return refuse_unclaimed(&sender, &hello, &what, why, details).await;
     }
     // The welcome is queued under the same lock that makes the game routable, so it is the first frame
     // the adapter gets, and the game is reachable as soon as the adapter hears it.
@@ -576,6 +570,20 @@ fn game_left(relay: &Relay, name: &str, link: u64) {
     }
 }
 
+/// A `hello` refused because the NATS cluster did not take its claim (of `what`) in time: the peer may retry.
+async fn refuse_unclaimed(
+    sender: &LinkSender,
+    hello: &Envelope,
+    what: &str,
+    why: &str,
+    details: Value,
+) {
+    let message = format!("{what} could not be claimed: {why}; retry");
+    let reply = Envelope::error(&hello.id, Code::ServerError, message, details);
+    let _ = sender.send_text(reply.to_text()).await;
+    sender.close(&format!("{what} not claimed"));
+}
+
 /// Why an MCP server's `hello` was not admitted.
 enum Refused {
     /// Its link closed before the welcome could be queued: nothing to answer.
@@ -627,15 +635,9 @@ async fn serve_mcp(
         None => Ok(()),
     };
     if let Err(super::bus::ClaimError::Unavailable(why)) = &claimed {
-        let reply = Envelope::error(
-            &hello.id,
-            Code::ServerError,
-            format!("the client id {client_id} could not be claimed: {why}; retry"),
-            json!({"reason": "client_id_claim_failed", "clientId": client_id}),
-        );
-        let _ = sender.send_text(reply.to_text()).await;
-        sender.close("client id not claimed");
-        return;
+        let what = format!("the client id {client_id}");
+        let details = json!({"reason": "client_id_claim_failed", "clientId": client_id});
+        return refuse_unclaimed(&sender, &hello, &what, why, details).await;
     }
     // The welcome is queued under the lock that registers the link, so it precedes every notice,
     // heartbeat and queued message, and its game list is exact at that instant.
