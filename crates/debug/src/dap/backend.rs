@@ -451,7 +451,7 @@ impl DapBackend {
 
     pub(super) async fn start(&self, p: &Params, deadline: Instant) -> Result<Value, ScriptError> {
         let mut config = self.configuration(p)?;
-        super::policy::LaunchPolicy::absolute_program(&mut config, &self.cfg.workspace);
+        super::policy::LaunchPolicy::absolute_paths(&mut config, &self.cfg.workspace);
         // Checked on the caller's configuration, before the bridge adds its own interpreter to it.
         self.cfg.policy.check(&config, &self.cfg.workspace)?;
         let _guard = self.lifecycle.lock().await;

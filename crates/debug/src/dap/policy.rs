@@ -54,19 +54,47 @@ impl LaunchPolicy {
         }
     }
 
-    /// Makes a relative `program` absolute, from the configuration's `cwd` (itself from the workspace), as the
-    /// policy judges it: lldb-dap would otherwise look for it from the bridge's own working directory, and run
-    /// another program than the one judged.
-    pub fn absolute_program(config: &mut Value, workspace: &Path) {
+    /// Makes `cwd`, `program` and an interpreter path with a `/` (`python`, `pythonPath`, `debugLauncherPython`,
+    /// `runtimeExecutable`; an array's first element) absolute, from the configuration's `cwd` (itself from the
+    /// workspace), as the policy judges them: debugpy, lldb-dap and js-debug resolve a relative one from the
+    /// bridge's own working directory, and would run another program than the one judged (from `/`, a `cwd` of
+    /// `tmp` ran `/tmp/x/python`, which any local user may plant: a review's finding).
+    pub fn absolute_paths(config: &mut Value, workspace: &Path) {
         let base = match config.get("cwd").and_then(Value::as_str) {
             Some(cwd) => workspace.join(cwd),
             None => workspace.to_path_buf(),
         };
-        if let Some(program) = config.get_mut("program")
-            && let Some(raw) = program.as_str()
-            && Path::new(raw).is_relative()
+        if let Some(cwd) = config.get_mut("cwd")
+            && cwd.is_string()
         {
-            *program = Value::String(base.join(raw).display().to_string());
+            *cwd = Value::String(base.display().to_string());
+        }
+        let absolute = |value: &mut Value, always: bool| {
+            if let Some(raw) = value.as_str()
+                && Path::new(raw).is_relative()
+                && (always || raw.contains('/'))
+            {
+                *value = Value::String(base.join(raw).display().to_string());
+            }
+        };
+        if let Some(program) = config.get_mut("program") {
+            absolute(program, true);
+        }
+        for key in [
+            "python",
+            "pythonPath",
+            "debugLauncherPython",
+            "runtimeExecutable",
+        ] {
+            match config.get_mut(key) {
+                Some(Value::Array(items)) => {
+                    if let Some(first) = items.first_mut() {
+                        absolute(first, false);
+                    }
+                }
+                Some(value) => absolute(value, false),
+                None => {}
+            }
         }
     }
 
@@ -333,6 +361,23 @@ fn refused(message: String, details: Value) -> ScriptError {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_made_absolute_from_the_cwd_the_policy_judged() {
+        let ws = Path::new("/ws");
+        let mut config = json!({"cwd": "tmp", "program": "a.py", "python": ["x/python", "-u"],
+            "runtimeExecutable": "node", "debugLauncherPython": "/usr/bin/python3"});
+        LaunchPolicy::absolute_paths(&mut config, ws);
+        assert_eq!(config["cwd"], "/ws/tmp");
+        assert_eq!(config["program"], "/ws/tmp/a.py");
+        assert_eq!(config["python"], json!(["/ws/tmp/x/python", "-u"]));
+        // A bare name is PATH's, an absolute path is itself.
+        assert_eq!(config["runtimeExecutable"], "node");
+        assert_eq!(config["debugLauncherPython"], "/usr/bin/python3");
+        let mut config = json!({"program": "t"});
+        LaunchPolicy::absolute_paths(&mut config, ws);
+        assert_eq!(config, json!({"program": "/ws/t"}));
+    }
 
     #[test]
     fn inside_passes_outside_and_attach_are_refused_unless_allowed() {

@@ -27,10 +27,13 @@ fn tags() -> MutexGuard<'static, Option<HashMap<i32, String>>> {
 /// Tags what `command` will start; call [`remember`] with its pid once it started. The environment is set
 /// last: an adapter's is cleared first (`LaunchPolicy::apply_env`).
 pub fn tag(command: &mut tokio::process::Command) -> String {
+    // A random part too: another bridge with the same pid (in another pid namespace, or after a reuse) would
+    // otherwise count the survivors of this one's tags as its own.
     let tag = format!(
-        "{}-{}",
+        "{}-{}-{:016x}",
         std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        rand::random::<u64>()
     );
     command.env(TAG_VAR, &tag);
     tag

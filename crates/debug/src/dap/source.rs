@@ -15,6 +15,16 @@ pub const MAX_SOURCE_BYTES: u64 = 8 << 20;
 /// The bytes of the regular file at `path`, for the tool argument `field`.
 pub fn read(field: &str, path: &Path) -> Result<Vec<u8>, ScriptError> {
     let shown = path.display().to_string();
+    // Looked at before it is opened: opening a device has effects of its own (a watchdog armed, a serial
+    // line's modem lines toggled), and a stop's source path is the debuggee's to choose (a review's finding).
+    // Opened without blocking all the same, and looked at again once open, for a file swapped in between.
+    let before = std::fs::metadata(path).map_err(|e| {
+        ScriptError::new("E_FILE_NOT_FOUND", format!("{field}: {shown}: {e}"))
+            .details(json!({"field": field, "path": shown}))
+    })?;
+    if !before.is_file() {
+        return Err(not_regular(field, &shown));
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
@@ -28,11 +38,7 @@ pub fn read(field: &str, path: &Path) -> Result<Vec<u8>, ScriptError> {
             .details(json!({"field": field, "path": shown}))
     })?;
     if !meta.is_file() {
-        return Err(ScriptError::new(
-            "E_INVALID_PARAMS",
-            format!("{field}: {shown} is not a regular file (a source file is one)"),
-        )
-        .details(json!({"field": field, "path": shown})));
+        return Err(not_regular(field, &shown));
     }
     let too_big = |bytes: u64| {
         ScriptError::new(
@@ -56,6 +62,14 @@ pub fn read(field: &str, path: &Path) -> Result<Vec<u8>, ScriptError> {
         return Err(too_big(bytes.len() as u64));
     }
     Ok(bytes)
+}
+
+fn not_regular(field: &str, shown: &str) -> ScriptError {
+    ScriptError::new(
+        "E_INVALID_PARAMS",
+        format!("{field}: {shown} is not a regular file (a source file is one)"),
+    )
+    .details(json!({"field": field, "path": shown}))
 }
 
 #[cfg(test)]

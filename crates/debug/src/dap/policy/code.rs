@@ -22,23 +22,44 @@ const RUNS_WHAT_IT_HOLDS: &[&str] = &[
 /// lldb-dap's `initCommands`, `preRunCommands`, `launchCommands`, `attachCommands`, `stopCommands`,
 /// `exitCommands`, `terminateCommands`, ...: lldb commands, `platform shell` and `script` among them.
 const COMMANDS_SUFFIX: &str = "Commands";
-/// Variables through which the dynamic loader or an interpreter runs code they name (`NODE_OPTIONS` takes
-/// `--import=data:...`, `GOFLAGS` takes `-toolexec`). `envFile` is refused above: its variables are not seen
-/// here.
+/// Variables through which the dynamic loader, an interpreter or a tool the program starts runs code or a
+/// program they name: `NODE_OPTIONS` takes `--import=data:...`, `GOFLAGS` `-toolexec`, `PYTHONWARNINGS` imports
+/// the module a warning category names (`antigravity` then runs `$BROWSER`: a review's proof), `PYTHONBREAKPOINT`
+/// names a callable, `CC` and `GOTOOLCHAIN` are what `go build` runs. A list of the known ways, not a proof that
+/// no other exists: `envFile` is refused above, as its variables are not seen here.
 const CODE_ENV: &[&str] = &[
-    "LD_PRELOAD",
-    "LD_AUDIT",
     "NODE_OPTIONS",
     "PYTHONSTARTUP",
+    "PYTHONWARNINGS",
+    "PYTHONBREAKPOINT",
+    "PYTHONHOME",
+    "PYTHONINSPECT",
+    "BROWSER",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
     "BASH_ENV",
     "ENV",
+    "PS4",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PROMPT_COMMAND",
     "GOFLAGS",
+    "GOENV",
+    "GOTOOLCHAIN",
+    "CC",
+    "CXX",
     "PERL5OPT",
     "RUBYOPT",
     "JAVA_TOOL_OPTIONS",
     "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
     "GCONV_PATH",
 ];
+/// Prefixes of such variables: the loader's (`LD_PRELOAD`, `LD_AUDIT`; `LD_LIBRARY_PATH` is let through),
+/// git's configuration (`core.fsmonitor` runs a command), bash's exported functions, cgo's flags.
+const CODE_ENV_PREFIXES: &[&str] = &["LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_", "CGO_"];
+
 /// Python options that run nothing: `pythonArgs` may hold these (and `-X ...`); `-c` and `-m` run code, and `-W`
 /// imports the module a warning category names.
 const SAFE_PYTHON_FLAGS: &[&str] = &[
@@ -82,8 +103,8 @@ pub(super) fn check(
         module_inside(name, roots, base, workspace)?;
     }
     for name in env_names(config.get("env")) {
-        if CODE_ENV.contains(&name.as_str()) || name.starts_with("LD_") && name != "LD_LIBRARY_PATH"
-        {
+        let by_prefix = CODE_ENV_PREFIXES.iter().any(|p| name.starts_with(p));
+        if CODE_ENV.contains(&name.as_str()) || (by_prefix && name != "LD_LIBRARY_PATH") {
             return Err(refused(
                 format!("`env.{name}` makes a loader or an interpreter run code it names"),
                 json!({"field": format!("env.{name}")}),
@@ -227,6 +248,18 @@ mod tests {
                 "env.NODE_OPTIONS",
             ),
             (json!({"env": {"GOFLAGS": "-toolexec=/x"}}), "env.GOFLAGS"),
+            (
+                json!({"env": {"PYTHONWARNINGS": "ignore::antigravity.X"}}),
+                "env.PYTHONWARNINGS",
+            ),
+            (
+                json!({"env": {"GIT_CONFIG_KEY_0": "core.fsmonitor"}}),
+                "env.GIT_CONFIG_KEY_0",
+            ),
+            (
+                json!({"env": {"BASH_FUNC_ls%%": "() { id; }"}}),
+                "env.BASH_FUNC_ls%%",
+            ),
         ] {
             assert_eq!(refused_field(config), field);
         }
