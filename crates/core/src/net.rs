@@ -355,7 +355,7 @@ impl Listener for GuardedListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (GuardedIo, SocketAddr) {
-        let (tcp, addr, peer_slot) = loop {
+        let (tcp, addr, peer_slot, took_own) = loop {
             let (tcp, addr) = match self.inner.accept().await {
                 Ok(accepted) => accepted,
                 // Out of descriptors and the like: back off instead of spinning, as axum does.
@@ -368,7 +368,7 @@ impl Listener for GuardedListener {
             self.stats.accepted.fetch_add(1, Ordering::SeqCst);
             let max_per_ip = self.limits.max_per_ip.max(1);
             match PerIp::take(&self.per_ip, addr.ip(), max_per_ip) {
-                Some(slot) => break (tcp, addr, slot),
+                Some(slot) => break (tcp, addr, slot, false),
                 // The address's own silent or idle connection makes room, as one does at the cap.
                 None if self
                     .make_room_among(Instant::now(), |c| {
@@ -377,7 +377,7 @@ impl Listener for GuardedListener {
                     .is_ok() =>
                 {
                     // The closed one gives its place back as it goes: one over for a moment.
-                    break (tcp, addr, PerIp::take_over(&self.per_ip, addr.ip()));
+                    break (tcp, addr, PerIp::take_over(&self.per_ip, addr.ip()), true);
                 }
                 None => {
                     // Dropping the socket closes it, before it takes a slot.
@@ -393,6 +393,13 @@ impl Listener for GuardedListener {
         };
         let permit = match Arc::clone(&self.slots).try_acquire_owned() {
             Ok(permit) => permit,
+            // At the listener's cap too: the address's own connection just closed gives its slot back as it
+            // goes; closing another address's as well would make one new connection cost two (a review's
+            // finding).
+            Err(_) if took_own => match Arc::clone(&self.slots).acquire_owned().await {
+                Ok(permit) => permit,
+                Err(_) => self.wait_for_room().await,
+            },
             Err(_) => self.wait_for_room().await,
         };
         // Request/response links suffer from Nagle's delay (SSE replies stalled ~40 ms without it).
