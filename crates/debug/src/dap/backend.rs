@@ -359,7 +359,7 @@ impl DapBackend {
                 "E_INVALID_LINE",
                 format!("line {line} is outside {} (1..={lines})", path.display()),
             )
-            .details(json!({"line": line, "lines": lines})));
+            .details(json!({"field": "line", "line": line, "lines": lines})));
         }
         Ok((path, line))
     }

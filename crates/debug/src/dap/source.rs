@@ -15,13 +15,14 @@ pub const MAX_SOURCE_BYTES: u64 = 8 << 20;
 /// The bytes of the regular file at `path`, for the tool argument `field`.
 pub fn read(field: &str, path: &Path) -> Result<Vec<u8>, ScriptError> {
     let shown = path.display().to_string();
+    let unreadable = |e: std::io::Error| {
+        ScriptError::new("E_FILE_NOT_FOUND", format!("{field}: {shown}: {e}"))
+            .details(json!({"field": field, "path": shown}))
+    };
     // Looked at before it is opened: opening a device has effects of its own (a watchdog armed, a serial
     // line's modem lines toggled), and a stop's source path is the debuggee's to choose (a review's finding).
     // Opened without blocking all the same, and looked at again once open, for a file swapped in between.
-    let before = std::fs::metadata(path).map_err(|e| {
-        ScriptError::new("E_FILE_NOT_FOUND", format!("{field}: {shown}: {e}"))
-            .details(json!({"field": field, "path": shown}))
-    })?;
+    let before = std::fs::metadata(path).map_err(unreadable)?;
     if !before.is_file() {
         return Err(not_regular(field, &shown));
     }
@@ -29,14 +30,8 @@ pub fn read(field: &str, path: &Path) -> Result<Vec<u8>, ScriptError> {
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
         .open(path)
-        .map_err(|e| {
-            ScriptError::new("E_FILE_NOT_FOUND", format!("{field}: {shown}: {e}"))
-                .details(json!({"field": field, "path": shown}))
-        })?;
-    let meta = file.metadata().map_err(|e| {
-        ScriptError::new("E_FILE_NOT_FOUND", format!("{field}: {shown}: {e}"))
-            .details(json!({"field": field, "path": shown}))
-    })?;
+        .map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
     if !meta.is_file() {
         return Err(not_regular(field, &shown));
     }
@@ -54,10 +49,7 @@ pub fn read(field: &str, path: &Path) -> Result<Vec<u8>, ScriptError> {
     // A file that grew since it was measured is still read no further than the limit.
     file.take(MAX_SOURCE_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| {
-            ScriptError::new("E_FILE_NOT_FOUND", format!("{field}: {shown}: {e}"))
-                .details(json!({"field": field, "path": shown}))
-        })?;
+        .map_err(unreadable)?;
     if bytes.len() as u64 > MAX_SOURCE_BYTES {
         return Err(too_big(bytes.len() as u64));
     }

@@ -2,7 +2,7 @@
 //! exception with its type and message), and the tools that lead to one besides the resumes: `debug_pause` and
 //! `debug_run_to_line`.
 
-use super::backend::{DapBackend, Params, dap_err, left, str_param, u64_param};
+use super::backend::{DapBackend, Params, dap_err, left, u64_param};
 use super::client::DapError;
 use super::session::{Run, Session, Stop, lock};
 use crate::envelope::ScriptError;
@@ -208,23 +208,7 @@ impl DapBackend {
     ) -> Result<Value, ScriptError> {
         let s = self.session(p)?;
         let thread_id = s.paused_thread()?;
-        let raw = str_param(p, "path").unwrap_or_default();
-        let path = if Path::new(raw).is_absolute() {
-            Path::new(raw).to_path_buf()
-        } else {
-            self.cfg.workspace.join(raw)
-        };
-        let text = super::source::read("path", &path)?;
-        let path = path.canonicalize().unwrap_or(path);
-        let line = u64_param(p, "line").unwrap_or(0);
-        let lines = text.split(|b| *b == b'\n').count() as u64;
-        if line == 0 || line > lines {
-            return Err(ScriptError::new(
-                "E_INVALID_LINE",
-                format!("line {line} is outside {} (1..={lines})", path.display()),
-            )
-            .details(json!({"field": "line", "line": line, "lines": lines})));
-        }
+        let (path, line) = self.source_line(p)?;
         let wait_ms = u64_param(p, "timeoutMs").unwrap_or(30_000);
         let until = (Instant::now() + Duration::from_millis(wait_ms)).min(deadline);
         let own = lock(&s.breakpoints).request(&path);
