@@ -9,18 +9,18 @@
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
 /// The environment variable carrying the tag.
 pub const TAG_VAR: &str = "MCP_BRIDGES_DEBUG_TAG";
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
 /// The tag of each group leader the bridge started, by its pid.
-static TAGS: Mutex<Option<HashMap<i32, String>>> = Mutex::new(None);
+static TAGS: LazyLock<Mutex<HashMap<i32, String>>> = LazyLock::new(Mutex::default);
 
-fn tags() -> MutexGuard<'static, Option<HashMap<i32, String>>> {
+fn tags() -> MutexGuard<'static, HashMap<i32, String>> {
     TAGS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -42,7 +42,7 @@ pub fn tag(command: &mut tokio::process::Command) -> String {
 /// The process `pid` (a group leader) started with `tag`.
 pub fn remember(pid: Option<u32>, tag: String) {
     if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-        tags().get_or_insert_with(HashMap::new).insert(pid, tag);
+        tags().insert(pid, tag);
     }
 }
 
@@ -54,7 +54,7 @@ pub fn end_group(pgid: Option<u32>, forget: bool) {
     let Some(leader) = pgid.and_then(|p| i32::try_from(p).ok()) else {
         return;
     };
-    let tag = tags().as_ref().and_then(|t| t.get(&leader).cloned());
+    let tag = tags().get(&leader).cloned();
     for _ in 0..2 {
         let doomed = tag
             .as_deref()
@@ -66,31 +66,34 @@ pub fn end_group(pgid: Option<u32>, forget: bool) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
     }
-    if forget && let Some(t) = tags().as_mut() {
-        t.remove(&leader);
+    if forget {
+        tags().remove(&leader);
     }
 }
 
 /// The processes of `tag`, and the descendants of `leader` when it carries the tag.
 fn processes_of(leader: i32, tag: &str) -> Vec<i32> {
     let table = process_table();
-    let mut found: Vec<i32> = table
+    let wanted = format!("{TAG_VAR}={tag}");
+    let mut found: HashSet<i32> = table
         .iter()
         .map(|(pid, _)| *pid)
-        .filter(|pid| carries(*pid, tag))
+        .filter(|pid| carries(*pid, &wanted))
         .collect();
-    if carries(leader, tag) {
+    if carries(leader, &wanted) {
+        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+        for (pid, ppid) in &table {
+            children.entry(*ppid).or_default().push(*pid);
+        }
         let mut next = vec![leader];
         while let Some(parent) = next.pop() {
-            for (pid, _) in table.iter().filter(|(_, ppid)| *ppid == parent) {
-                if !found.contains(pid) {
-                    found.push(*pid);
-                }
-                next.push(*pid);
+            for child in children.get(&parent).into_iter().flatten() {
+                found.insert(*child);
+                next.push(*child);
             }
         }
     }
-    found
+    found.into_iter().collect()
 }
 
 /// Every process and its parent, from `/proc`.
@@ -112,12 +115,11 @@ fn parent_of(pid: i32) -> Option<i32> {
     after.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Whether `pid`'s environment holds the tag (readable for the bridge's own user's processes).
-fn carries(pid: i32, tag: &str) -> bool {
+/// Whether `pid`'s environment holds `wanted` (`TAG=value`; readable for the bridge's own user's processes).
+fn carries(pid: i32, wanted: &str) -> bool {
     let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
         return false;
     };
-    let wanted = format!("{TAG_VAR}={tag}");
     environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes())
 }
 
