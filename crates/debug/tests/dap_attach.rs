@@ -253,6 +253,10 @@ async fn attach_refusals_name_why_and_what_to_do() {
     let strict = client(args(&ws, BackendChoice::Dap)).await;
     let (code, e) = support::code(&strict, "debug_attach", json!({"pid": pid})).await;
     assert_eq!(code, "E_LAUNCH_REFUSED", "attach needs the opt-in: {e}");
+    assert_eq!(
+        e["details"]["field"], "pid",
+        "names what the caller gave: {e}"
+    );
 
     let c = client(anywhere(&ws)).await;
     // Another user's process: `sleep` as nobody (we run as root, as CI does).

@@ -190,6 +190,14 @@ async fn attach_to_a_debugpy_listener_and_detach_leaving_it_running() {
     let refused = client(args(&ws, BackendChoice::Dap)).await;
     let (code, e) = support::code(&refused, "debug_attach", json!({"address": address})).await;
     assert_eq!(code, "E_LAUNCH_REFUSED", "attach needs the opt-in: {e}");
+    assert_eq!(
+        e["details"]["field"], "address",
+        "names what the caller gave: {e}"
+    );
+    assert!(
+        !e.to_string().contains("--debug-launch-allow"),
+        "the allow-list does not open attaching, so the hint does not offer it: {e}"
+    );
     let (code, e) = support::code(&refused, "debug_attach", json!({"address": "nowhere"})).await;
     assert_eq!(code, "E_INVALID_PARAMS", "{e}");
     assert_eq!(e["details"]["field"], "address", "{e}");

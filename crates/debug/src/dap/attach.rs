@@ -84,6 +84,7 @@ impl DapBackend {
             }
             (None, Some(address)) => {
                 let (host, port) = parse_address(address)?;
+                self.cfg.policy.attach_allowed("address")?;
                 let lang = language.unwrap_or(Lang::Python);
                 let config = match lang {
                     Lang::Python => {
@@ -104,9 +105,7 @@ impl DapBackend {
             }
             (Some(pid), None) => {
                 // Judged before the process is looked at: the opt-in comes first.
-                self.cfg
-                    .policy
-                    .check(&json!({"request": "attach"}), &self.cfg.workspace)?;
+                self.cfg.policy.attach_allowed("pid")?;
                 let process = Process::read(pid)?;
                 process.owned_by(nix::unistd::geteuid().as_raw())?;
                 let lang = language.unwrap_or_else(|| process.guess());

@@ -105,14 +105,12 @@ impl LaunchPolicy {
     /// bridge's PATH (which the adapter gets) and the configuration's `env.PATH`, if any, find it, and refused
     /// when neither does.
     pub fn check(&self, config: &Value, workspace: &Path) -> Result<(), ScriptError> {
+        code::bridge_env(config)?;
         if self.anywhere {
             return Ok(());
         }
         if config.get("request").and_then(Value::as_str) == Some("attach") {
-            return Err(refused(
-                "`request: attach` reaches a process the bridge did not start".into(),
-                json!({"request": "attach"}),
-            ));
+            return Err(self.attach_refused("request"));
         }
         let mut roots = vec![canonical(workspace)];
         roots.extend(self.allow_dirs.iter().map(|d| canonical(d)));
@@ -159,6 +157,27 @@ impl LaunchPolicy {
             }
         }
         code::check(config, &roots, &base, workspace)
+    }
+
+    /// Refuses attaching (`debug_attach`, whose `field` names what the caller gave, or a configuration's
+    /// `request: attach`) unless the policy allows anywhere: the allow-list does not open it.
+    pub fn attach_allowed(&self, field: &str) -> Result<(), ScriptError> {
+        if self.anywhere {
+            Ok(())
+        } else {
+            Err(self.attach_refused(field))
+        }
+    }
+
+    fn attach_refused(&self, field: &str) -> ScriptError {
+        ScriptError::new(
+            "E_LAUNCH_REFUSED",
+            "attaching reaches a process the bridge did not start, which only the bridge's opt-in allows",
+        )
+        .hint(format!(
+            "Start the bridge with {ANYWHERE_FLAG} to attach, or launch the program with debug_start (inside the workspace)"
+        ))
+        .details(json!({"field": field, "request": "attach"}))
     }
 
     /// Where a tool may write a file (`debug_save_variable`): inside the workspace (anywhere with
@@ -419,6 +438,20 @@ mod tests {
             ..LaunchPolicy::default()
         };
         assert!(anywhere.check(&json!({"request": "attach"}), &ws).is_ok());
+        let e = anywhere
+            .check(
+                &json!({"program": "a.py", "env": {crate::dap::reap::TAG_VAR: ""}}),
+                &ws,
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.code, "E_INVALID_PARAMS",
+            "the tag is refused whatever the policy"
+        );
+        assert!(anywhere.attach_allowed("pid").is_ok());
+        let e = allowed.attach_allowed("pid").unwrap_err();
+        assert_eq!(e.details["field"], "pid");
+        assert!(!e.hint.as_deref().unwrap().contains("--debug-launch-allow"));
     }
 
     /// The adapters resolve a relative `program` against `cwd` (delve builds there, debugpy's launcher runs

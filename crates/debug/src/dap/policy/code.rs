@@ -101,6 +101,7 @@ pub(super) fn check(
             return Err(runs("module", "is not a module name"));
         };
         module_inside(name, roots, base, workspace)?;
+        module_found_from_cwd(config)?;
     }
     for name in env_names(config.get("env")) {
         let by_prefix = CODE_ENV_PREFIXES.iter().any(|p| name.starts_with(p));
@@ -172,6 +173,52 @@ fn module_inside(
             json!({"field": "module", "module": name}),
         )),
     }
+}
+
+/// A `module` is judged where Python finds it first, in `cwd`; `-P` and `-I` (and `PYTHONSAFEPATH`) drop `cwd`
+/// from the search, so an installed module of the same name would run instead of the one judged.
+fn module_found_from_cwd(config: &Value) -> Result<(), ScriptError> {
+    let args = config.get("pythonArgs").and_then(Value::as_array);
+    if let Some(flag) = args
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|a| matches!(*a, "-P" | "-I"))
+    {
+        return Err(runs(
+            "pythonArgs",
+            &format!(
+                "holds {flag}, with which Python no longer finds `module` in `cwd` but an installed module of the name"
+            ),
+        ));
+    }
+    if env_names(config.get("env"))
+        .iter()
+        .any(|n| n == "PYTHONSAFEPATH")
+    {
+        return Err(refused(
+            "`env.PYTHONSAFEPATH` makes Python look for `module` outside `cwd`, where it was judged".into(),
+            json!({"field": "env.PYTHONSAFEPATH"}),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a configuration that sets the variable the bridge tags its processes with ([`super::super::reap`]):
+/// with it cleared or changed, what the program starts would outlive its session. Whatever the policy.
+pub(super) fn bridge_env(config: &Value) -> Result<(), ScriptError> {
+    let tag = super::super::reap::TAG_VAR;
+    if env_names(config.get("env")).iter().any(|n| n == tag) {
+        return Err(ScriptError::new(
+            "E_INVALID_PARAMS",
+            format!(
+                "`env.{tag}` is the bridge's own: it finds what a session started by it, to end it"
+            ),
+        )
+        .hint(format!("Remove {tag} from the configuration's env"))
+        .details(json!({"field": format!("env.{tag}")})));
+    }
+    Ok(())
 }
 
 /// The names a configuration's `env` sets: an object's keys, or lldb-dap's `["NAME=value", ...]`.
@@ -260,6 +307,12 @@ mod tests {
                 json!({"env": {"BASH_FUNC_ls%%": "() { id; }"}}),
                 "env.BASH_FUNC_ls%%",
             ),
+            (json!({"module": "pkg", "pythonArgs": ["-P"]}), "pythonArgs"),
+            (json!({"module": "pkg", "pythonArgs": ["-I"]}), "pythonArgs"),
+            (
+                json!({"module": "pkg", "env": {"PYTHONSAFEPATH": "1"}}),
+                "env.PYTHONSAFEPATH",
+            ),
         ] {
             assert_eq!(refused_field(config), field);
         }
@@ -275,8 +328,20 @@ mod tests {
             json!({"module": "tool"}),
             json!({"sudo": false, "initCommands": [], "code": null, "runtimeArgs": [], "buildFlags": ""}),
             json!({"env": {"PYTHONPATH": "src", "LD_LIBRARY_PATH": "lib", "FOO": "1"}}),
+            json!({"program": "tool.py", "pythonArgs": ["-I", "-P"], "env": {"PYTHONSAFEPATH": "1"}}),
         ] {
             assert!(judged(config.clone()).is_ok(), "{config}");
         }
+    }
+
+    #[test]
+    fn the_bridges_tag_variable_is_refused_whatever_the_policy() {
+        let tag = crate::dap::reap::TAG_VAR;
+        for env in [json!({tag: ""}), json!([format!("{tag}=x")])] {
+            let e = bridge_env(&json!({"env": env})).unwrap_err();
+            assert_eq!(e.code, "E_INVALID_PARAMS");
+            assert_eq!(e.details["field"], format!("env.{tag}"));
+        }
+        assert!(bridge_env(&json!({"env": {"FOO": "1"}})).is_ok());
     }
 }
