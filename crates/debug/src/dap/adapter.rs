@@ -141,10 +141,48 @@ pub fn spawn(
     Ok((conn, tail, process_handle))
 }
 
-/// Ends a debug server started with `process_group(0)` (js-debug's, delve): its group first, so what it started
-/// (a program, delve's `go build`) goes with it rather than outliving it, then the server itself. The group is
-/// signalled while the server is not yet reaped, so its id cannot belong to anyone else.
-pub(super) async fn kill_server(server: &mut tokio::process::Child) {
+/// A debug server (js-debug's, delve) leading a process group of its own, tagged ([`super::reap`]). Ended by
+/// [`kill_server`]; dropped without it (a launch cut short by the caller's cancellation), its group and what it
+/// started are ended and its tag forgotten then, while it is not yet reaped.
+pub struct Server(tokio::process::Child);
+
+impl Server {
+    /// Starts `command` (with `process_group(0)`) tagged.
+    pub(super) fn spawn(mut command: Command) -> std::io::Result<Self> {
+        let tag = super::reap::tag(&mut command);
+        let child = command.process_group(0).kill_on_drop(true).spawn()?;
+        super::reap::remember(child.id(), tag);
+        Ok(Self(child))
+    }
+}
+
+impl std::ops::Deref for Server {
+    type Target = tokio::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // `id()` is `None` once the server was reaped (by `kill_server`): then its group was ended already.
+        if let Some(pid) = self.0.id() {
+            super::reap::end_group(Some(pid), true);
+        }
+    }
+}
+
+/// Ends a debug server: its group first, so what it started (a program, delve's `go build`) goes with it rather
+/// than outliving it, then the server itself. The group is signalled while the server is not yet reaped, so its
+/// id cannot belong to anyone else; the pass after the reap reaches what is left of the group (which keeps the
+/// id in use while it has members) and what carries the tag.
+pub(super) async fn kill_server(server: &mut Server) {
     let pid = server.id();
     kill_group(pid);
     let _ = server.kill().await;
@@ -168,6 +206,55 @@ pub(super) fn kill_group(pgid: Option<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A launch cut short (its future dropped by a cancellation) drops its server before `kill_server`: what
+    /// the server started must not outlive it, nor its tag stay behind.
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn a_server_dropped_unended_takes_its_group_and_its_tag_with_it() {
+        let dir = std::env::temp_dir().join(format!("server-drop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("child");
+        let mut command = Command::new("sh");
+        command.args([
+            "-c",
+            &format!(
+                "setsid sh -c 'echo $$ > {}; exec sleep 300' & sleep 300",
+                out.display()
+            ),
+        ]);
+        let server = Server::spawn(command).unwrap();
+        let leader = server.id().unwrap();
+        assert!(super::super::reap::remembered(leader));
+        let started = std::time::Instant::now();
+        let child: i32 = loop {
+            if let Some(pid) = std::fs::read_to_string(&out)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                break pid;
+            }
+            assert!(started.elapsed().as_secs() < 60, "the child never started");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        drop(server);
+        assert!(
+            !super::super::reap::remembered(leader),
+            "the tag was forgotten"
+        );
+        let ended = std::time::Instant::now();
+        // Dead, or a zombie its (reaped) parent left to init.
+        while std::fs::read_to_string(format!("/proc/{child}/stat"))
+            .is_ok_and(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
+        {
+            assert!(
+                ended.elapsed().as_secs() < 60,
+                "the setsid child outlived its server"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn the_tail_keeps_the_latest_bytes_only() {

@@ -7,6 +7,7 @@
 //! refuses connections from other users. The program delve runs writes to delve's stdout and stderr, not through
 //! DAP `output` events: both are read into the session's journal, so `dap_logs` shows what it printed.
 
+use super::adapter::Server;
 use super::backend::DapBackend;
 use super::ending::Launching;
 use super::launch::AdapterKind;
@@ -45,21 +46,16 @@ impl DapBackend {
             command.current_dir(self.cfg.workspace.join(cwd));
         }
         super::adapter::dies_with_the_bridge(&mut command);
-        let tag = super::reap::tag(&mut command);
-        let mut server = command
+        command
             .args(["dap", "--listen", "127.0.0.1:0", "--only-same-user"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            // Its own group, so the `go build` it runs ends with it (see `Session::end`).
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                ScriptError::new("E_ADAPTER_NOT_FOUND", format!("could not start dlv: {e}"))
-                    .hint(AdapterKind::Delve.install_hint())
-            })?;
-        super::reap::remember(server.id(), tag);
+            .stderr(std::process::Stdio::piped());
+        // Its own group, so the `go build` it runs ends with it (see `Session::end`).
+        let mut server = Server::spawn(command).map_err(|e| {
+            ScriptError::new("E_ADAPTER_NOT_FOUND", format!("could not start dlv: {e}"))
+                .hint(AdapterKind::Delve.install_hint())
+        })?;
         let (Some(stdout), Some(stderr)) = (server.stdout.take(), server.stderr.take()) else {
             super::adapter::kill_server(&mut server).await;
             return Err(failed("dlv's stdout or stderr was not piped".into()));

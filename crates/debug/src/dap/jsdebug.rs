@@ -6,6 +6,7 @@
 //! `configurationDone`). That child is the session the tools act on; the parent, the server and the socket's
 //! directory live as long as it.
 
+use super::adapter::Server;
 use super::backend::{DapBackend, left};
 use super::ending::Launching;
 use super::launch::AdapterKind;
@@ -27,7 +28,7 @@ impl DapBackend {
         kind: AdapterKind,
         config: &Value,
         link: impl Fn() -> Link,
-        server: &mut tokio::process::Child,
+        server: &mut Server,
         deadline: Instant,
     ) -> Result<Arc<Session>, String> {
         loop {
@@ -76,24 +77,19 @@ impl DapBackend {
             )));
         }
         super::adapter::dies_with_the_bridge(&mut command);
-        let tag = super::reap::tag(&mut command);
-        let mut server = command
+        command
             .arg(&socket)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            // Its own group, so the program it starts ends with it (see `Session::end`).
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                ScriptError::new(
-                    "E_ADAPTER_NOT_FOUND",
-                    format!("could not start js-debug: {e}"),
-                )
-                .hint(AdapterKind::JsDebug.install_hint())
-            })?;
-        super::reap::remember(server.id(), tag);
+            .stderr(std::process::Stdio::null());
+        // Its own group, so the program it starts ends with it (see `Session::end`).
+        let mut server = Server::spawn(command).map_err(|e| {
+            ScriptError::new(
+                "E_ADAPTER_NOT_FOUND",
+                format!("could not start js-debug: {e}"),
+            )
+            .hint(AdapterKind::JsDebug.install_hint())
+        })?;
         // One child session per launch; a few more are dropped (workers, if any, are not debugged).
         let (tx, mut children) = mpsc::channel::<Value>(4);
         let parent = self

@@ -46,6 +46,12 @@ pub fn remember(pid: Option<u32>, tag: String) {
     }
 }
 
+/// Whether a tag is held for the leader `pid`.
+#[cfg(test)]
+pub fn remembered(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|pid| tags().contains_key(&pid))
+}
+
 /// SIGKILL to the group `pgid` leads, every process of its leader's tag, and every descendant of its leader
 /// while the leader is still the one tagged (a pid reused by another program is not ours to walk). Twice: a
 /// process forking meanwhile leaves a child that the second pass finds. `forget` drops the tag afterwards (the

@@ -175,7 +175,7 @@ pub enum Link {
 }
 
 pub enum Companion {
-    Process(tokio::process::Child),
+    Process(super::adapter::Server),
     Parent(Arc<Session>),
     /// The private directory of js-debug's socket, removed when the session ends.
     Dir(super::jsdebug::PrivateDir),
