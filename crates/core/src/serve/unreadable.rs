@@ -113,6 +113,15 @@ impl<'a> Cursor<'a> {
                     .iter()
                     .take_while(|b| b.is_ascii_digit() || **b == b'-')
                     .count();
+                // `1.5` or `1e3` is no integer: answering it as id 1 would answer another request.
+                let ends = self
+                    .text
+                    .get(from + digits)
+                    .is_some_and(|b| b.is_ascii_whitespace() || *b == b',' || *b == b'}');
+                if !ends {
+                    self.at = start;
+                    return None;
+                }
                 std::str::from_utf8(&self.text[from..from + digits])
                     .ok()?
                     .parse::<i64>()
@@ -242,6 +251,22 @@ mod tests {
                 None,
             ),
             (r#"{"jsonrpc":"2.0","id":4,"params":{}}"#.to_owned(), None),
+            (
+                r#"{"id":1.5,"method":"x","params":{"a": tru}}"#.to_owned(),
+                None,
+            ),
+            (
+                r#"{"id":1e3,"method":"x","params":{"a": tru}}"#.to_owned(),
+                None,
+            ),
+            (
+                r#"{"method":"x","params":{"a": tru},"id":1.5}"#.to_owned(),
+                None,
+            ),
+            (
+                r#"{"id" : 12 ,"method":"x","params":{"a": tru}}"#.to_owned(),
+                Some(NumberOrString::Number(12)),
+            ),
             (r#"{"id":4,"method":"x","error":{}}"#.to_owned(), None),
             ("garbage".to_owned(), None),
             ("{".to_owned(), None),
