@@ -371,7 +371,7 @@ impl Listener for GuardedListener {
                 Some(slot) => break (tcp, addr, slot, false),
                 // The address's own silent or idle connection makes room, as one does at the cap.
                 None if self
-                    .make_room_among(Instant::now(), |c| {
+                    .make_room_among(Instant::now(), "its address's cap", |c| {
                         PerIp::key(c.peer.ip()) == PerIp::key(addr.ip())
                     })
                     .is_ok() =>
@@ -493,13 +493,14 @@ impl GuardedListener {
     /// oldest kept alive with no request in flight for as long. `Err(when)`: none may be closed yet; look
     /// again at `when` (every open connection may be busy or a WebSocket link, which are never closed).
     fn make_room(&mut self, now: Instant) -> Result<(), Instant> {
-        self.make_room_among(now, |_| true)
+        self.make_room_among(now, "the listener's cap", |_| true)
     }
 
-    /// [`Self::make_room`] among the connections `which` takes.
+    /// [`Self::make_room`] among the connections `which` takes, at the cap `cap` names (for the log).
     fn make_room_among(
         &mut self,
         now: Instant,
+        cap: &str,
         which: impl Fn(&ConnState) -> bool,
     ) -> Result<(), Instant> {
         // Silent ones first, oldest first; then idle ones, oldest first.
@@ -524,7 +525,7 @@ impl GuardedListener {
             return Err(retry);
         };
         victim.evict();
-        tracing::debug!(peer = %victim.peer, "connection closed to make room at the cap");
+        tracing::debug!(peer = %victim.peer, cap, "connection closed to make room");
         Ok(())
     }
 }
