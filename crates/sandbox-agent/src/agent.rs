@@ -230,6 +230,7 @@ async fn handle(agent: Arc<Agent>, req: Request, out: Out) {
                 append,
                 mode,
                 agent.config.user,
+                agent.config.limits.file_size,
             )
             .await
         }

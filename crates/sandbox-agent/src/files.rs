@@ -73,6 +73,8 @@ pub async fn read(path: PathBuf, offset: u64, length: u64) -> Body {
     .await
 }
 
+/// Writes `data` to `path`. `max_size` is the sandbox's largest file (its RLIMIT_FSIZE): the agent writes as
+/// PID 1, which that limit does not bind, so a write that would end past it is refused here, writing nothing.
 pub async fn write(
     path: PathBuf,
     data: Vec<u8>,
@@ -80,6 +82,7 @@ pub async fn write(
     append: bool,
     mode: Option<u32>,
     owner: Option<(u32, u32)>,
+    max_size: Option<u64>,
 ) -> Body {
     if data.len() > MAX_CHUNK_BYTES {
         return Body::error(
@@ -101,10 +104,28 @@ pub async fn write(
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return not_regular(&path),
             Err(e) => return io_body("cannot open", &path, e),
         };
-        match f.metadata() {
-            Ok(m) if m.is_file() => {}
+        let size = match f.metadata() {
+            Ok(m) if m.is_file() => m.len(),
             Ok(_) => return not_regular(&path),
             Err(e) => return io_body("cannot stat", &path, e),
+        };
+        let start = match (append, offset) {
+            (true, _) => size,
+            (false, Some(off)) => off,
+            (false, None) => 0,
+        };
+        if let Some(max) = max_size
+            && start.saturating_add(data.len() as u64) > max
+        {
+            return Body::error(
+                ErrorKind::Limit,
+                format!(
+                    "{}: writing {} bytes at byte {start} would end past {max} bytes, the largest file a sandbox \
+                     may hold (--sandbox-max-file-mib / SANDBOX_MAX_FILE_MIB); nothing was written",
+                    path.display(),
+                    data.len()
+                ),
+            );
         }
         if !created
             && offset.is_none()
@@ -279,6 +300,28 @@ mod tests {
         );
     }
 
+    /// The agent writes as PID 1, past the sandbox's RLIMIT_FSIZE: an append that would grow a file past it is
+    /// refused and writes nothing; one that ends at it is taken.
+    #[tokio::test]
+    async fn an_append_past_the_largest_file_is_refused_and_writes_nothing() {
+        let dir = std::env::temp_dir().join(format!("agent-files-{}-append", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("f");
+        fs::write(&f, b"123456").unwrap();
+        let refused = write(f.clone(), b"789".to_vec(), None, true, None, None, Some(8)).await;
+        let Body::Error { kind, message } = refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(kind, ErrorKind::Limit, "{message}");
+        assert!(message.contains("8 bytes"), "{message}");
+        assert_eq!(fs::read(&f).unwrap(), b"123456");
+        let taken = write(f.clone(), b"78".to_vec(), None, true, None, None, Some(8)).await;
+        assert!(matches!(taken, Body::Ok { written: 2 }), "{taken:?}");
+        assert_eq!(fs::read(&f).unwrap(), b"12345678");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     /// A symlink to nothing exists for the exclusive create and not for the plain open: the write is refused
     /// at once instead of trying the two opens for ever.
     #[tokio::test]
@@ -289,7 +332,15 @@ mod tests {
         std::os::unix::fs::symlink(dir.join("missing"), dir.join("link")).unwrap();
         let written = tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            write(dir.join("link"), b"x".to_vec(), None, false, None, None),
+            write(
+                dir.join("link"),
+                b"x".to_vec(),
+                None,
+                false,
+                None,
+                None,
+                None,
+            ),
         )
         .await
         .expect("the write answers");

@@ -1095,4 +1095,42 @@ async fn a_write_that_would_end_past_the_largest_file_is_refused_and_writes_noth
         )
         .await;
     assert!(listed.to_string().contains("1048576"), "{listed}");
+    // An append starts at the file's end, which only the agent knows: it checks, as PID 1 is not bound by
+    // the sandbox's RLIMIT_FSIZE (before, this grew the file past the limit).
+    let e = error_of(
+        &h.call(
+            "write_file",
+            json!({"sandbox_id": id, "path": "sparse", "content": "more", "append": true}),
+        )
+        .await,
+    );
+    assert_eq!(e["code"], "E_TOO_LARGE", "{e}");
+    assert_eq!(e["details"]["field"], "append", "{e}");
+    assert_eq!(e["details"]["limit"], 1 << 20, "{e}");
+    let listed = h
+        .ok(
+            "list_directory",
+            json!({"sandbox_id": id, "path": "/workspace"}),
+        )
+        .await;
+    assert!(
+        listed.to_string().contains("1048576"),
+        "unchanged: {listed}"
+    );
+    // Content larger than the largest file is refused before its first chunk is written.
+    let big = "x".repeat((1 << 20) + 1);
+    let e = error_of(
+        &h.call(
+            "write_file",
+            json!({"sandbox_id": id, "path": "big", "content": big}),
+        )
+        .await,
+    );
+    assert_eq!(e["code"], "E_INVALID_ARGUMENT", "{e}");
+    assert_eq!(e["details"]["field"], "content", "{e}");
+    let e = error_of(
+        &h.call("read_file", json!({"sandbox_id": id, "path": "big"}))
+            .await,
+    );
+    assert_eq!(e["code"], "E_NOT_FOUND", "nothing was written: {e}");
 }

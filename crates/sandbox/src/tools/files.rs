@@ -6,7 +6,7 @@ use super::agent_error;
 use crate::client::AgentClient;
 use crate::manager::Manager;
 use bridge_core::{BridgeBuilder, ToolCtx, ToolError, ToolSpec, Validate, check};
-use sandbox_agent::protocol::{Body, Entry, MAX_CHUNK_BYTES, Op, b64};
+use sandbox_agent::protocol::{Body, Entry, ErrorKind, MAX_CHUNK_BYTES, Op, b64};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub struct ReadArgs {
 }
 impl Validate for ReadArgs {
     fn validate(&self) -> Result<(), ToolError> {
-        check::non_empty("path", &self.path)?;
+        check::path("path", &self.path)?;
         if let Some(l) = self.length {
             check::in_range("length", l, 0, MAX_READ_BYTES as u64)?;
         }
@@ -94,7 +94,7 @@ pub struct WriteArgs {
 }
 impl Validate for WriteArgs {
     fn validate(&self) -> Result<(), ToolError> {
-        check::non_empty("path", &self.path)?;
+        check::path("path", &self.path)?;
         let limit = match self.encoding {
             Encoding::Utf8 => MAX_CONTENT_BYTES,
             Encoding::Base64 => MAX_CONTENT_BYTES.div_ceil(3) * 4,
@@ -139,7 +139,7 @@ pub struct ListArgs {
 }
 impl Validate for ListArgs {
     fn validate(&self) -> Result<(), ToolError> {
-        check::non_empty("path", &self.path)?;
+        check::path("path", &self.path)?;
         if let Some(d) = self.depth {
             check::in_range("depth", d, 1, 64)?;
         }
@@ -329,18 +329,24 @@ async fn write(m: &Manager, a: WriteArgs) -> Result<WriteResult, ToolError> {
     // The agent writes as PID 1, which the sandbox's RLIMIT_FSIZE does not bind: without this, an offset of
     // 2^62 made a file of that apparent size (sparse, costing nothing here), and an export of it could not end.
     let max_file = m.settings.max_file_mib << 20;
-    if let Some(offset) = a.offset.filter(|_| !a.append)
-        && offset.saturating_add(bytes.len() as u64) > max_file
-    {
-        return Err(ToolError::invalid_argument(
-            "offset",
-            format!(
-                "offset {offset} plus {} bytes of content ends past {max_file} bytes, the largest file a sandbox \
-                 may hold (--sandbox-max-file-mib / SANDBOX_MAX_FILE_MIB)",
-                bytes.len()
-            ),
-        )
-        .with_details(serde_json::json!({"limit": max_file})));
+    if !a.append {
+        let offset = a.offset.unwrap_or(0);
+        if offset.saturating_add(bytes.len() as u64) > max_file {
+            let field = if a.offset.is_some() {
+                "offset"
+            } else {
+                "content"
+            };
+            return Err(ToolError::invalid_argument(
+                field,
+                format!(
+                    "offset {offset} plus {} bytes of content ends past {max_file} bytes, the largest file a \
+                     sandbox may hold (--sandbox-max-file-mib / SANDBOX_MAX_FILE_MIB)",
+                    bytes.len()
+                ),
+            )
+            .with_details(serde_json::json!({"limit": max_file})));
+        }
     }
     let mode = a.mode.as_deref().map(parse_mode).transpose()?;
     let s = m.get(&a.sandbox_id)?;
@@ -374,6 +380,16 @@ async fn write(m: &Manager, a: WriteArgs) -> Result<WriteResult, ToolError> {
             .map_err(|e| s.link_error(e))?
         {
             Body::Ok { written: n } => written += n,
+            // The agent's own check of where the write would end (an append's start is the file's size).
+            limit @ Body::Error {
+                kind: ErrorKind::Limit,
+                ..
+            } => {
+                let field = if a.append { "append" } else { "content" };
+                return Err(agent_error(limit).with_details(
+                    serde_json::json!({"field": field, "limit": max_file, "written": written}),
+                ));
+            }
             other => return Err(agent_error(other)),
         }
         first = false;
