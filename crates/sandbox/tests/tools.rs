@@ -133,6 +133,30 @@ async fn unknown_and_malformed_ids_get_the_same_not_found() {
     assert_eq!(a["message"], "Sandbox not found or invalid ID");
 }
 
+/// A NUL in a path was answered with the system's bare "Invalid argument", naming no field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_holding_a_nul_is_refused_naming_the_field() {
+    let h = start(&[]).await;
+    let id = h.create().await;
+    for (tool, extra) in [
+        ("read_file", json!({})),
+        ("write_file", json!({"content": "x"})),
+        ("list_directory", json!({})),
+    ] {
+        let mut args = json!({"sandbox_id": id, "path": "a\u{0}b"});
+        args.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let e = error_of(&h.call(tool, args).await);
+        assert_eq!(e["code"], "E_INVALID_ARGUMENT", "{tool}: {e}");
+        assert_eq!(e["details"]["field"], "path", "{tool}: {e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("NUL"),
+            "{tool}: {e}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_language_and_the_execution_options() {
     let h = start(&[]).await;

@@ -116,7 +116,7 @@ pub struct FsPathArgs {
 }
 impl Validate for FsPathArgs {
     fn validate(&self) -> Result<(), ToolError> {
-        check::non_empty("path", &self.path)?;
+        check::path("path", &self.path)?;
         check_path("path", &self.path)
     }
 }
@@ -131,7 +131,7 @@ pub struct FsDeleteArgs {
 }
 impl Validate for FsDeleteArgs {
     fn validate(&self) -> Result<(), ToolError> {
-        check::non_empty("path", &self.path)?;
+        check::path("path", &self.path)?;
         if resolve("path", &self.path)?.is_empty() {
             return Err(ToolError::invalid_argument(
                 "path",
@@ -163,7 +163,7 @@ pub struct FsWriteArgs {
 }
 impl Validate for FsWriteArgs {
     fn validate(&self) -> Result<(), ToolError> {
-        check::non_empty("path", &self.path)?;
+        check::path("path", &self.path)?;
         let names = resolve("path", &self.path)?;
         match names.last() {
             None => {

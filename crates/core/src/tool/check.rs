@@ -14,6 +14,32 @@ pub fn non_empty(field: &str, value: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// The longest path a tool takes, in bytes: Linux's `PATH_MAX`.
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// Rejects what no file system takes as a path: empty, holding a NUL byte (which the system would refuse
+/// with a bare "Invalid argument" naming nothing), or longer than [`MAX_PATH_BYTES`].
+pub fn path(field: &str, value: &str) -> Result<(), ToolError> {
+    non_empty(field, value)?;
+    if let Some(at) = value.find('\0') {
+        return Err(ToolError::invalid_argument(
+            field,
+            format!("`{field}` holds a NUL byte (at byte {at}), which no path may hold"),
+        ));
+    }
+    if value.len() > MAX_PATH_BYTES {
+        return Err(ToolError::invalid_argument(
+            field,
+            format!(
+                "`{field}` is {} bytes; a path may be at most {MAX_PATH_BYTES}",
+                value.len()
+            ),
+        )
+        .with_details(serde_json::json!({"limit": MAX_PATH_BYTES})));
+    }
+    Ok(())
+}
+
 /// Rejects strings longer than `limit` bytes (UTF-8).
 pub fn max_bytes(field: &str, value: &str, limit: usize) -> Result<(), ToolError> {
     if value.len() > limit {
@@ -68,6 +94,20 @@ mod tests {
         assert_eq!(e.code(), ErrorCode::TooLarge);
         assert_eq!(e.details()["limit"], 6);
         assert_eq!(e.details()["field"], "content");
+    }
+
+    #[test]
+    fn a_path_with_a_nul_or_past_path_max_is_refused_naming_the_field() {
+        for bad in [
+            "a\0b".to_owned(),
+            "x".repeat(MAX_PATH_BYTES + 1),
+            " ".into(),
+        ] {
+            let e = path("path", &bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::InvalidArgument);
+            assert_eq!(e.details()["field"], "path");
+        }
+        assert!(path("path", &"x".repeat(MAX_PATH_BYTES)).is_ok());
     }
 
     #[test]
