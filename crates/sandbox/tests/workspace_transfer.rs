@@ -196,6 +196,17 @@ async fn archives_leaving_the_workspace_are_refused_and_change_nothing() {
         .await,
     );
     assert!(bad.to_string().contains("data"), "{bad}");
+    // Base64 of a chunk's bytes and two more passes the text's bound; its bytes are counted too.
+    let over = error_of(
+        &h.call(
+            "import_workspace",
+            json!({"sandbox_id": id, "data": STANDARD.encode(vec![0u8; (1 << 20) + 2])}),
+        )
+        .await,
+    );
+    assert_eq!(over["code"], "E_TOO_LARGE", "{over}");
+    assert_eq!(over["details"]["field"], "data", "{over}");
+    assert_eq!(over["details"]["limit"], 1 << 20, "{over}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

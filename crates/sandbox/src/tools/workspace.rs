@@ -879,6 +879,14 @@ async fn import(t: Transfers, a: ImportArgs) -> Result<ImportResult, ToolError> 
     let s = t.mgr.get(&a.sandbox_id)?;
     let data = b64::decode(a.data.trim())
         .map_err(|e| ToolError::invalid_argument("data", format!("not base64: {e}")))?;
+    // The base64 bound in `validate` lets through up to two bytes more than a chunk.
+    if data.len() > MAX_CHUNK_BYTES {
+        return Err(ToolError::too_large(format!(
+            "`data` decodes to {} bytes; a chunk is at most {MAX_CHUNK_BYTES}",
+            data.len()
+        ))
+        .with_details(serde_json::json!({"field": "data", "limit": MAX_CHUNK_BYTES})));
+    }
     let offset = a.offset.unwrap_or(0);
     let (id, file, turn) = match &a.upload_id {
         None => {
