@@ -1206,6 +1206,50 @@ async fn a_client_id_held_on_one_relay_is_refused_on_another_but_its_own_server_
     .await;
 }
 
+/// A review's finding: a second link of the same server (its `instance`) that closed before its welcome
+/// released the cluster-wide claim while the server's first link on that relay still held the id, so a
+/// server of another instance was welcomed under it on another relay. The claim now stays with the live link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_link_closing_before_its_welcome_leaves_the_live_links_claim_in_place() {
+    let cluster = Cluster::start().await;
+    let a = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let b = ProcessRelay::start(bus_args(&cluster, &[])).await;
+    let hello = |instance: &str| json!({"clientId": "desk-7", "instance": instance});
+    let (first, w) = mcp_hello_with(&a.url(), MCP_TOKEN, hello("s1")).await;
+    assert_eq!(w["type"], "welcome", "{w}");
+    // Read (so pings are answered: a silent link is dropped by the relay's watchdog) until it closes.
+    let RawLink { tx: _first_tx, rx } = first;
+    let first = tokio::spawn(async move {
+        let mut rx = rx;
+        while let Some(Ok(m)) = rx.next().await {
+            if matches!(m, Message::Close(_)) {
+                break;
+            }
+        }
+    });
+    // The same server dials relay A again and hangs up before it can be welcomed: the relay is then still
+    // claiming the id through NATS when the link closes.
+    let mut dup = raw_connect(&a.url(), Some(MCP_TOKEN)).await.unwrap();
+    dup.send(&envelope("hello", "h", "mcp", hello("s1"))).await;
+    drop(dup);
+    // Long enough for the duplicate's claim to be taken and, before the fix, released (its refresh and release
+    // run at once on a closed link).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !first.is_finished(),
+        "the first link is the one holding the id"
+    );
+    let (_link, answer) = mcp_hello_with(&b.url(), MCP_TOKEN, hello("s2")).await;
+    assert_eq!(
+        answer["type"], "error",
+        "another server got a live link's id: {answer}"
+    );
+    assert_eq!(
+        answer["payload"]["details"]["reason"], "client_id_in_use",
+        "{answer}"
+    );
+}
+
 /// `--game-command-rate` is the game's, not each relay's: commands that reach the game through other relays
 /// are counted by the relay holding it, with the ones its own clients send, and one over the limit gets the
 /// refusal the local path gives (SERVER_ERROR, reason `rate_limited`, scope `game`).

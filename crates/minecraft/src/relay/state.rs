@@ -334,6 +334,21 @@ impl State {
             .map(|_| "another MCP server".to_owned())
     }
 
+    /// The live link here holding the game name `name` for `instance`, if any.
+    pub fn game_link(&self, name: &str, instance: &str) -> Option<LinkSender> {
+        self.games
+            .get(name)
+            .filter(|g| g.instance == instance && !g.sender.is_closed())
+            .map(|g| g.sender.clone())
+    }
+
+    /// The live link here holding the client id of `key` for the server `instance`, if any.
+    pub fn client_link(&self, key: &ClientKey, instance: Option<&str>) -> Option<LinkSender> {
+        let c = self.clients.get(key)?;
+        let (_, sender) = c.live.as_ref()?;
+        (c.instance.as_deref() == instance && !sender.is_closed()).then(|| sender.clone())
+    }
+
     /// The names of the games connected now, sorted, and the version of that list.
     pub fn games_now(&self) -> (Vec<String>, u64) {
         let mut games: Vec<String> = self.games.keys().cloned().collect();

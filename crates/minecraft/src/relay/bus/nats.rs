@@ -511,7 +511,11 @@ impl NatsBus {
     ) -> Result<(), ClaimError> {
         let local = || relay.lock().name_held_by(name, instance);
         let what = format!("game name {name}");
-        self.claim(name_subject(name), instance, local, what, sender)
+        let (holder, name_owned, instance_owned) =
+            (relay.clone(), name.to_owned(), instance.to_owned());
+        let successor: Successor =
+            Box::new(move || holder.lock().game_link(&name_owned, &instance_owned));
+        self.claim(name_subject(name), instance, local, what, sender, successor)
             .await
     }
 
@@ -529,13 +533,28 @@ impl NatsBus {
     ) -> Result<(), ClaimError> {
         let local = || relay.lock().client_held_by(key, instance);
         let what = format!("client id {}", key.1);
+        let (holder, key_owned, instance_owned) =
+            (relay.clone(), key.clone(), instance.map(str::to_owned));
+        let successor: Successor = Box::new(move || {
+            holder
+                .lock()
+                .client_link(&key_owned, instance_owned.as_deref())
+        });
         // The instance is the server's secret: the bus keeps a digest of it.
         let instance = instance.map(super::digest).unwrap_or_default();
-        self.claim(client_subject(key), &instance, local, what, sender)
-            .await
+        self.claim(
+            client_subject(key),
+            &instance,
+            local,
+            what,
+            sender,
+            successor,
+        )
+        .await
     }
 
-    /// Claims `subject` for `instance` (`""` matches no instance), `local` saying who holds it on this relay.
+    /// Claims `subject` for `instance` (`""` matches no instance), `local` saying who holds it on this relay,
+    /// `successor` which live link here holds it for `instance` once `sender` closes.
     async fn claim(
         &self,
         subject: String,
@@ -543,6 +562,7 @@ impl NatsBus {
         local: impl Fn() -> Option<String>,
         what: String,
         sender: &LinkSender,
+        successor: Successor,
     ) -> Result<(), ClaimError> {
         let deadline = tokio::time::Instant::now() + CLAIM_PATIENCE;
         let seq = loop {
@@ -572,6 +592,7 @@ impl NatsBus {
             subject,
             id,
             sender.clone(),
+            successor,
         ));
         Ok(())
     }
@@ -940,10 +961,21 @@ async fn publish_claim(
     }
 }
 
-/// Keeps a claim (of `what`: a game name, a client id) alive while its link lives, and releases it when the
-/// link ends. Ends early when a newer claim of this relay replaced it, or when another relay took it (then
-/// the link here is closed: the name or client id is served there now).
-async fn hold_claim(inner: Arc<Inner>, what: String, subject: String, id: u64, sender: LinkSender) {
+/// The live link on this relay holding a claim's subject for its instance, asked when the claiming link closes.
+type Successor = Box<dyn Fn() -> Option<LinkSender> + Send + Sync>;
+
+/// Keeps a claim (of `what`: a game name, a client id) alive while its link lives, or another link here
+/// holding it for the same instance ([`Successor`]), and releases it when none is left. Ends early when a
+/// newer claim of this relay replaced it, or when another relay took it (then the link here is closed: the
+/// name or client id is served there now).
+async fn hold_claim(
+    inner: Arc<Inner>,
+    what: String,
+    subject: String,
+    id: u64,
+    mut sender: LinkSender,
+    successor: Successor,
+) {
     let forget = || {
         let mut claims = lock(&inner.claims);
         if claims.get(&subject).is_some_and(|c| c.id == id) {
@@ -953,10 +985,17 @@ async fn hold_claim(inner: Arc<Inner>, what: String, subject: String, id: u64, s
     let mut tick = tokio::time::interval(CLAIM_REFRESH);
     tick.tick().await;
     loop {
-        let closed = tokio::select! {
+        let mut closed = tokio::select! {
             () = sender.closed() => true,
             _ = tick.tick() => sender.is_closed(),
         };
+        // Another link of the same holder here may hold what `sender`'s claimed: the same server's second
+        // link, closed before its welcome, left the first one live (a review's finding: releasing here left
+        // the live link's id open to another server on another relay).
+        if closed && let Some(live) = successor() {
+            sender = live;
+            closed = false;
+        }
         let (seq, instance) = match lock(&inner.claims).get(&subject) {
             Some(c) if c.id == id => (c.seq, c.instance.clone()),
             _ => return,
