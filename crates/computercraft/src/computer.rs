@@ -5,11 +5,12 @@
 //! until its own deadline, then fails with `E_BUSY`.
 
 use crate::protocol::{self, Kind, Outbound, RemoteError};
+use crate::reassembly::Reassembly;
 use bridge_core::link::{Correlator, LinkError, LinkSender, Peer, Registered};
 use bridge_core::{ErrorCode, ToolError};
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -23,6 +24,10 @@ const ANSWER_GRACE: Duration = Duration::from_millis(1500);
 /// whose writes time out and must be aborted. They have a few slots of their own, so a burst of them stays far
 /// from CC's 256 queued events.
 const CLEANUP_SLOTS: usize = 4;
+
+/// Liveness probes in flight at once, apart from the requests' slots: a computer busy with `max_in_flight`
+/// calls is alive, and its probe must not wait behind them (an attack run took a busy computer's id so).
+const PROBE_SLOTS: usize = 2;
 
 pub type Answer = Result<Value, RemoteError>;
 
@@ -55,10 +60,21 @@ pub struct Computer {
     max_in_flight: usize,
     /// See [`CLEANUP_SLOTS`].
     cleanup_slots: Arc<Semaphore>,
+    /// See [`PROBE_SLOTS`].
+    probe_slots: Arc<Semaphore>,
+    /// Replies arriving in chunks, until whole or until their request ends.
+    partials: Mutex<Reassembly>,
 }
 
 impl Computer {
-    pub fn new(identity: Identity, link_id: u64, sender: LinkSender, max_in_flight: usize) -> Self {
+    /// `partials` counts the bytes of replies being reassembled, bridge-wide.
+    pub fn new(
+        identity: Identity,
+        link_id: u64,
+        sender: LinkSender,
+        max_in_flight: usize,
+        partials: Arc<AtomicUsize>,
+    ) -> Self {
         let now = now_ms();
         Self {
             label: Mutex::new(identity.label.clone()),
@@ -70,6 +86,8 @@ impl Computer {
             slots: Arc::new(Semaphore::new(max_in_flight)),
             max_in_flight,
             cleanup_slots: Arc::new(Semaphore::new(CLEANUP_SLOTS)),
+            probe_slots: Arc::new(Semaphore::new(PROBE_SLOTS)),
+            partials: Mutex::new(Reassembly::new(partials)),
         }
     }
 
@@ -118,6 +136,11 @@ impl Computer {
         self.peer.correlator()
     }
 
+    /// The replies arriving in chunks on this computer's link.
+    pub fn partials(&self) -> MutexGuard<'_, Reassembly> {
+        self.partials.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub fn peer(&self) -> &Peer<Answer> {
         &self.peer
     }
@@ -131,6 +154,7 @@ impl Computer {
     pub fn link_lost(&self) {
         self.slots.close();
         self.cleanup_slots.close();
+        self.probe_slots.close();
     }
 
     /// Sends `method` and waits for its answer until `timeout` has passed.
@@ -154,6 +178,19 @@ impl Computer {
     ) -> Result<Value, ToolError> {
         self.request_on(&self.cleanup_slots, method, params, timeout, ANSWER_GRACE)
             .await
+    }
+
+    /// A `ping` on a slot of its own ([`PROBE_SLOTS`]), answered within `timeout` (no grace: the deadline is
+    /// the caller's). `Ok` when the computer answered.
+    pub async fn probe(&self, timeout: Duration) -> Result<Value, ToolError> {
+        self.request_on(
+            &self.probe_slots,
+            "ping",
+            json!({}),
+            timeout,
+            Duration::ZERO,
+        )
+        .await
     }
 
     /// [`request`](Self::request) waiting `grace` beyond the computer's own deadline (zero for probes, whose
@@ -192,6 +229,8 @@ impl Computer {
             }
         };
         let (id, pending) = self.peer.start();
+        // However the request ends (answered, timed out, cancelled), a reply half-sent in chunks goes with it.
+        let _partial = DropPartial { computer: self, id };
         let id = id.to_string();
         let mut params = params;
         if let Value::Object(map) = &mut params {
@@ -289,6 +328,18 @@ impl Registered for Computer {
 
     fn close(&self, reason: &str) {
         Computer::close(self, reason);
+    }
+}
+
+/// Drops the partial reply of request `id` when the request ends.
+struct DropPartial<'a> {
+    computer: &'a Computer,
+    id: u64,
+}
+
+impl Drop for DropPartial<'_> {
+    fn drop(&mut self) {
+        self.computer.partials().remove(self.id);
     }
 }
 

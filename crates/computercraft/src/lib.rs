@@ -9,6 +9,7 @@ pub mod b64;
 pub mod computer;
 pub mod config;
 pub mod protocol;
+mod reassembly;
 pub mod registry;
 mod server;
 mod session;

@@ -4,20 +4,13 @@
 
 use crate::computer::{Computer, Identity};
 use crate::protocol::{self, Chunk, Inbound, Outbound, PROTOCOL_VERSION, RemoteError, Response};
+use crate::reassembly::Step;
 use crate::state::State;
 use crate::untrusted;
 use bridge_core::link::{Admission, WsConnection, WsSender, parse_id};
-use serde_json::{Value, json};
-use std::collections::HashMap;
+use serde_json::Value;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
-/// Largest reply reassembled from chunks (the client refuses to send more than 4 MiB).
-const MAX_REASSEMBLED: usize = 8 << 20;
-/// All partial replies of one link together, ids and data; a peer that starts many and finishes none cannot
-/// grow past it.
-const MAX_PARTIAL_TOTAL: usize = 16 << 20;
 /// Why a link is closed when a newer one from the same computer id replaces it.
 const REPLACED: &str = "replaced by a newer link from the same computer id";
 
@@ -64,15 +57,17 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
         link_id,
         sender.clone(),
         state.cfg.max_in_flight,
+        state.reassembly_gauge(),
     ));
     let timeout = state.cfg.probe_timeout;
     let admission = state
         .registry
         .judge(identity.id, state.cfg.on_duplicate, |holder| async move {
-            holder
-                .request_with_grace("ping", json!({}), timeout, Duration::ZERO)
-                .await
-                .is_ok()
+            // Busy: its probe slots are taken by other probes; a holder that cannot be asked keeps its id.
+            match holder.probe(timeout).await {
+                Ok(_) => true,
+                Err(e) => e.code() == bridge_core::ErrorCode::Busy,
+            }
         })
         .await;
     if let Admission::Refused { holder } = admission {
@@ -109,14 +104,13 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
     tracing::info!(computer = identity.id, label = ?identity.label, kind = identity.kind.as_str(), ?peer, "computer linked");
     state.publish_link("connected", &identity, None);
 
-    let mut chunks = Reassembly::new(state.reassembly_gauge());
     computer
         .peer()
         .serve(incoming, |text| {
             computer.touch();
             match protocol::decode(&text) {
                 Ok(Inbound::Response(r)) => deliver(&computer, r),
-                Ok(Inbound::Chunk(c)) => reassemble(&state, &computer, &mut chunks, c),
+                Ok(Inbound::Chunk(c)) => reassemble(&state, &computer, c),
                 Ok(Inbound::Event(e)) => {
                     state.computer_events.publish(untrusted::computer_event(
                         identity.id,
@@ -150,7 +144,7 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
             }
         })
         .await;
-    drop(chunks);
+    computer.partials().clear();
     let reason = sender
         .close_reason()
         .unwrap_or_else(|| "link closed".into());
@@ -194,59 +188,7 @@ fn deliver(computer: &Computer, r: Response) {
     }
 }
 
-/// Replies being reassembled from chunks on one link. Bounded in bytes whatever the peer sends: a chunk is
-/// kept only for a request in flight on this link (so at most `max_in_flight` replies at once), and the ids
-/// and data kept together never exceed [`MAX_PARTIAL_TOTAL`] bytes.
-struct Reassembly<'a> {
-    parts: HashMap<u64, Partial>,
-    /// Bytes held: the id text and the data of every partial reply.
-    bytes: usize,
-    /// The bridge-wide gauge of these bytes, for `/health` and tests.
-    gauge: &'a AtomicUsize,
-}
-
-struct Partial {
-    next_seq: u32,
-    /// Length of the id as the computer wrote it, counted against the bound.
-    id_bytes: usize,
-    text: String,
-}
-
-impl Partial {
-    fn bytes(&self) -> usize {
-        self.id_bytes + self.text.len()
-    }
-}
-
-impl<'a> Reassembly<'a> {
-    fn new(gauge: &'a AtomicUsize) -> Self {
-        Self {
-            parts: HashMap::new(),
-            bytes: 0,
-            gauge,
-        }
-    }
-
-    fn remove(&mut self, id: u64) -> Option<Partial> {
-        let partial = self.parts.remove(&id)?;
-        self.bytes -= partial.bytes();
-        self.gauge.fetch_sub(partial.bytes(), Ordering::Relaxed);
-        Some(partial)
-    }
-
-    fn grow(&mut self, n: usize) {
-        self.bytes += n;
-        self.gauge.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-impl Drop for Reassembly<'_> {
-    fn drop(&mut self) {
-        self.gauge.fetch_sub(self.bytes, Ordering::Relaxed);
-    }
-}
-
-fn reassemble(state: &State, computer: &Computer, chunks: &mut Reassembly<'_>, c: Chunk) {
+fn reassemble(state: &State, computer: &Computer, c: Chunk) {
     let Some(id) =
         parse_id(&Value::String(c.id.clone())).filter(|id| computer.correlator().is_pending(*id))
     else {
@@ -260,71 +202,40 @@ fn reassemble(state: &State, computer: &Computer, chunks: &mut Reassembly<'_>, c
         );
         return;
     };
-    let fail = |chunks: &mut Reassembly<'_>, id: u64, why: String| {
-        chunks.remove(id);
-        tracing::warn!(computer = computer.id(), id, reason = %why, "chunked reply abandoned");
-        computer.correlator().resolve(
-            id,
-            Err(RemoteError {
-                message: why,
-                code: None,
-                data: Value::Null,
-            }),
-        );
-    };
-    let expected = chunks.parts.get(&id).map_or(0, |p| p.next_seq);
-    if c.seq != expected {
-        return fail(
-            chunks,
-            id,
-            format!(
-                "reply chunk {} arrived where {expected} was expected",
-                c.seq
-            ),
-        );
-    }
-    let held = chunks.parts.get(&id).map_or(0, |p| p.text.len());
-    if held + c.data.len() > MAX_REASSEMBLED {
-        return fail(chunks, id, format!("reply exceeds {MAX_REASSEMBLED} bytes"));
-    }
-    let adds = c.data.len() + if expected == 0 { c.id.len() } else { 0 };
-    if chunks.bytes + adds > MAX_PARTIAL_TOTAL {
-        let ids: Vec<u64> = chunks.parts.keys().copied().chain([id]).collect();
+    let step = computer
+        .partials()
+        .add(id, c.id.len(), c.seq, &c.data, c.last);
+    let fail = |ids: Vec<u64>, why: String, too_large: bool| {
         for id in ids {
-            fail(
-                chunks,
+            tracing::warn!(computer = computer.id(), id, reason = %why, "chunked reply abandoned");
+            computer.correlator().resolve(
                 id,
-                format!(
-                    "partial replies on this link exceed {MAX_PARTIAL_TOTAL} bytes (ids and data)"
-                ),
+                Err(RemoteError {
+                    message: format!("the bridge dropped its chunked reply: {why}"),
+                    code: too_large.then(|| "too_large".to_owned()),
+                    data: Value::Null,
+                }),
             );
         }
-        return;
-    }
-    chunks.grow(adds);
-    let partial = chunks.parts.entry(id).or_insert_with(|| Partial {
-        next_seq: 0,
-        id_bytes: c.id.len(),
-        text: String::new(),
-    });
-    partial.next_seq += 1;
-    partial.text.push_str(&c.data);
-    if !c.last {
-        return;
-    }
-    let Some(whole) = chunks.remove(id) else {
-        return;
     };
-    match protocol::parse(&whole.text) {
-        Ok(Inbound::Response(r)) if r.id == c.id => deliver(computer, r),
-        Ok(_) => fail(
-            chunks,
-            id,
-            "chunks did not form a reply to this request".into(),
-        ),
-        Err(e) => {
-            state.count_malformed();
-            fail(chunks, id, format!("chunked reply is malformed: {e}"));
-        }
+    match step {
+        Step::Held => {}
+        Step::Dropped {
+            ids,
+            why,
+            too_large,
+        } => fail(ids, why, too_large),
+        Step::Whole(text) => match protocol::parse(&text) {
+            Ok(Inbound::Response(r)) if r.id == c.id => deliver(computer, r),
+            Ok(_) => fail(
+                vec![id],
+                "chunks did not form a reply to this request".into(),
+                false,
+            ),
+            Err(e) => {
+                state.count_malformed();
+                fail(vec![id], format!("chunked reply is malformed: {e}"), false);
+            }
+        },
     }
 }

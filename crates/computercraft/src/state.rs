@@ -32,7 +32,7 @@ pub struct State {
     /// An entry goes when the holder's link goes, so the warning lasts as long as the dispute.
     disputes: Mutex<BTreeMap<u32, (u64, u64)>>,
     /// Bytes held by chunked replies being reassembled, over all links.
-    reassembly: AtomicUsize,
+    reassembly: Arc<AtomicUsize>,
     /// `fs_write` calls in progress, one at a time per file.
     pub writes: Writes,
 }
@@ -57,7 +57,7 @@ impl State {
             malformed: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             disputes: Mutex::new(BTreeMap::new()),
-            reassembly: AtomicUsize::new(0),
+            reassembly: Arc::default(),
             writes: Writes::new(),
         })
     }
@@ -112,8 +112,8 @@ impl State {
         self.malformed.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    pub fn reassembly_gauge(&self) -> &AtomicUsize {
-        &self.reassembly
+    pub fn reassembly_gauge(&self) -> Arc<AtomicUsize> {
+        Arc::clone(&self.reassembly)
     }
 
     /// Bytes held by chunked replies being reassembled right now (ids and data), over all links.

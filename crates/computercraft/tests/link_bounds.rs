@@ -182,6 +182,136 @@ async fn a_chunked_reply_over_the_bound_fails_its_own_request_only() {
     assert_eq!(h.state.reassembly_bytes(), 0);
 }
 
+/// An attack run's finding: a partial reply was kept after its request had ended (answered by a plain
+/// response, timed out or cancelled), until the link closed: 16 MiB a link, any number of links. The
+/// computer needed no caller: a second hello with its id made the bridge ping it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_reply_is_dropped_when_its_request_ends() {
+    let mut cfg = test_config();
+    cfg.on_duplicate = OnDuplicate::RefuseIfLive;
+    let h = start_bridge(cfg).await;
+    let mut holder = Puppet::link(&h, &h.link_url(), 5).await;
+    let piece = "z".repeat(100 << 10);
+    // Answered by a plain response after a chunk: the ping of a duplicate's judge.
+    let url = h.link_url();
+    let claim = Puppet::hello(&url, 5);
+    let answer = async {
+        let id = holder.request("ping").await;
+        holder
+            .send(json!({"type": "chunk", "id": id, "seq": 0, "last": false, "data": piece}))
+            .await;
+        holder
+            .send(json!({"type": "response", "id": id, "ok": true, "result": "pong"}))
+            .await;
+    };
+    let ((_, refused), ()) = tokio::join!(claim, answer);
+    assert_eq!(refused["type"], "hello-rejected", "{refused}");
+    holder.answer_a_probe(&h).await;
+    assert_eq!(h.state.reassembly_bytes(), 0, "answered: nothing kept");
+    // Timed out with a chunk held, and nothing more on the link after it.
+    let call = h.call(
+        "run_lua",
+        json!({"computer": 5, "code": "return 1", "timeout_ms": 200}),
+    );
+    let answer = async {
+        let id = holder.request("lua.run").await;
+        holder
+            .send(json!({"type": "chunk", "id": id, "seq": 0, "last": false, "data": piece}))
+            .await;
+    };
+    let (result, ()) = tokio::join!(call, answer);
+    assert_eq!(error_of(&result)["code"], "E_TIMEOUT", "{result:?}");
+    within("the timed-out request's partial to be dropped", async {
+        while h.state.reassembly_bytes() != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+/// An attack run's finding: the judge's ping waited for one of the holder's request slots, and a holder busy
+/// with `max_in_flight` calls did not get one within the probe's time, so it was judged dead and replaced by
+/// any newcomer claiming its id, which then got its calls. Several claims of one id were judged at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_holder_keeps_its_id_against_one_claim_or_many() {
+    let mut cfg = test_config();
+    cfg.on_duplicate = OnDuplicate::RefuseIfLive;
+    cfg.max_in_flight = 2;
+    let h = start_bridge(cfg).await;
+    let holder = Puppet::link(&h, &h.link_url(), 8).await;
+    let first_link = h.state.registry.get(8).unwrap().link_id;
+    // The holder answers pings, and leaves its two slots taken by calls it never answers.
+    let answering = holder.keep_answering();
+    let busy = futures::future::join_all((0..2).map(|_| {
+        h.call(
+            "run_lua",
+            json!({"computer": 8, "code": "return 1", "timeout_ms": 20000}),
+        )
+    }));
+    let claims = async {
+        within("both slots taken", async {
+            while h.state.registry.get(8).unwrap().in_flight() < 2 {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        let url = h.link_url();
+        futures::future::join_all((0..20).map(|_| Puppet::hello(&url, 8))).await
+    };
+    let claims = tokio::select! {
+        claims = claims => claims,
+        _ = busy => panic!("the busy calls ended before the claims were judged"),
+    };
+    for (_, answer) in &claims {
+        assert_eq!(answer["type"], "hello-rejected", "{answer}");
+    }
+    assert_eq!(
+        h.state.registry.get(8).unwrap().link_id,
+        first_link,
+        "the busy holder keeps its id"
+    );
+    answering.abort();
+}
+
+/// An attack run's finding: `list_computers` listed every id ever refused, since start (20 000 of them with
+/// no computer linked), and said calls "go to the one listed"; it now lists only disputes that last, as
+/// `/health` does, and the registry forgets an id's refusals once its holder is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_of_an_id_are_forgotten_once_its_holder_is_gone() {
+    let mut cfg = test_config();
+    cfg.on_duplicate = OnDuplicate::RefuseIfLive;
+    let h = start_bridge(cfg).await;
+    for id in [20, 21] {
+        let holder = Puppet::link(&h, &h.link_url(), id).await;
+        let answering = holder.keep_answering();
+        let (_, answer) = Puppet::hello(&h.link_url(), id).await;
+        assert_eq!(answer["type"], "hello-rejected", "{answer}");
+        let listed = ok_of(&h.call("list_computers", json!({})).await);
+        assert_eq!(listed["duplicate_ids"][0]["id"], id, "{listed}");
+        answering.abort();
+        within("the holder's link to go", async {
+            while h.state.registry.get(id).is_some() {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        let listed = h.call("list_computers", json!({})).await;
+        assert!(
+            !text_of(&listed).contains("another machine"),
+            "{}",
+            text_of(&listed)
+        );
+        assert_eq!(
+            ok_of(&listed)["duplicate_ids"]
+                .as_array()
+                .map_or(0, Vec::len),
+            0,
+            "{listed:?}"
+        );
+        assert!(h.state.registry.refused().is_empty());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_link_is_served_at_the_root_too() {
     let h = start_bridge(test_config()).await;

@@ -9,7 +9,7 @@
 //!   newcomer, then [`PeerRegistry::insert`] registers it.
 
 use crate::peer::Peer;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -224,8 +224,12 @@ pub enum Admission<V> {
 /// Many peers by id. Cheap to share behind an `Arc`.
 pub struct PeerRegistry<K, V> {
     entries: Mutex<BTreeMap<K, Arc<V>>>,
-    /// Newcomers refused per id, since start: the ids claimed by more than one live peer.
+    /// Newcomers refused per id held now: the ids claimed by more than one live peer. Forgotten with the
+    /// holder, so it holds at most one entry a held id.
     refused: Mutex<BTreeMap<K, u64>>,
+    /// Ids whose holder is being probed now: one probe at a time per id (an attack run had hundreds at once
+    /// for one id, which took every slot the holder had and let newcomers in while it was busy answering).
+    judging: Mutex<BTreeSet<K>>,
 }
 
 impl<K, V> Default for PeerRegistry<K, V> {
@@ -233,7 +237,20 @@ impl<K, V> Default for PeerRegistry<K, V> {
         Self {
             entries: Mutex::new(BTreeMap::new()),
             refused: Mutex::new(BTreeMap::new()),
+            judging: Mutex::new(BTreeSet::new()),
         }
+    }
+}
+
+/// Takes an id out of [`PeerRegistry::judging`] however its judge ends (a newcomer's link may drop midway).
+struct Judging<'a, K: Ord> {
+    judging: &'a Mutex<BTreeSet<K>>,
+    key: K,
+}
+
+impl<K: Ord> Drop for Judging<'_, K> {
+    fn drop(&mut self) {
+        lock(self.judging).remove(&self.key);
     }
 }
 
@@ -242,6 +259,7 @@ impl<K: Ord + Copy + std::fmt::Debug, V: Registered> PeerRegistry<K, V> {
     pub fn insert(&self, key: K, value: Arc<V>, replaced: &str) -> Option<Arc<V>> {
         let old = lock(&self.entries).insert(key, value);
         if let Some(old) = &old {
+            lock(&self.refused).remove(&key);
             old.close(replaced);
         }
         old
@@ -259,7 +277,19 @@ impl<K: Ord + Copy + std::fmt::Debug, V: Registered> PeerRegistry<K, V> {
         let Some(holder) = self.get(key) else {
             return Admission::Free;
         };
-        if policy == OnDuplicate::RefuseIfLive && is_live(Arc::clone(&holder)).await {
+        if policy != OnDuplicate::RefuseIfLive {
+            return Admission::Replace(holder);
+        }
+        // Another newcomer's judge is probing this holder now: this one waits for no second probe.
+        let refused_at_once = !lock(&self.judging).insert(key);
+        let live = refused_at_once || {
+            let _judging = Judging {
+                judging: &self.judging,
+                key,
+            };
+            is_live(Arc::clone(&holder)).await
+        };
+        if live {
             *lock(&self.refused).entry(key).or_default() += 1;
             tracing::warn!(
                 ?key,
@@ -276,6 +306,7 @@ impl<K: Ord + Copy + std::fmt::Debug, V: Registered> PeerRegistry<K, V> {
         let mut entries = lock(&self.entries);
         if entries.get(&key).is_some_and(|v| v.link_id() == link_id) {
             entries.remove(&key);
+            lock(&self.refused).remove(&key);
             return true;
         }
         false

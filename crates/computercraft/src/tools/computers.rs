@@ -80,9 +80,9 @@ fn list(state: &State) -> Rendered<ListOut> {
         })
         .collect();
     let install = state.install_command();
+    // Only disputes that last (the holder is still linked), as `/health` shows them.
     let duplicate_ids: Vec<DuplicateId> = state
-        .registry
-        .refused()
+        .disputes()
         .into_iter()
         .map(|(id, refusals)| DuplicateId { id, refusals })
         .collect();

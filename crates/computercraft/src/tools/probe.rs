@@ -5,7 +5,7 @@ use crate::state::State;
 use bridge_core::{ErrorCode, NoArgs, Rendered, ToolCtx, ToolError, ToolSpec};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -67,9 +67,7 @@ pub async fn probe(state: &State) -> Rendered<ProbeOut> {
     let timeout = state.cfg.probe_timeout;
     let answers = futures::future::join_all(computers.iter().map(|c| async move {
         let started = Instant::now();
-        let result = c
-            .request_with_grace("ping", json!({}), timeout, Duration::ZERO)
-            .await;
+        let result = c.probe(timeout).await;
         let who = c.describe();
         let (status, line, latency) = match result {
             Ok(Value::String(line)) => (ProbeStatus::Pong, line, Some(started.elapsed())),
