@@ -287,6 +287,43 @@ async fn an_existing_save_is_not_overwritten_unless_asked() {
     );
     let escape = error_of(&call(&client, "get_save_file", json!({"filename": "../s.json"})).await);
     assert_eq!(escape["code"], "E_INVALID_ARGUMENT");
+    // A link planted in the save directory, to a file or to nothing, is never written through (an attack run
+    // had `overwrite: true` truncate the file outside the directory, or create one there).
+    let outside = tempdir("overwrite-outside");
+    std::fs::write(outside.join("victim.txt"), "keep me").unwrap();
+    std::os::unix::fs::symlink(outside.join("victim.txt"), dir.join("evil.json")).unwrap();
+    std::os::unix::fs::symlink(outside.join("made.json"), dir.join("dangling.json")).unwrap();
+    for name in ["evil.json", "dangling.json"] {
+        for overwrite in [true, false] {
+            let e = error_of(
+                &call(
+                    &client,
+                    "get_save_file",
+                    json!({"filename": name, "overwrite": overwrite}),
+                )
+                .await,
+            );
+            assert!(
+                ["E_INVALID_ARGUMENT", "E_CONFLICT"].contains(&e["code"].as_str().unwrap()),
+                "{name} {overwrite}: {e}"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(outside.join("victim.txt")).unwrap(),
+        "keep me"
+    );
+    assert!(
+        !outside.join("made.json").exists(),
+        "nothing made through the dangling link"
+    );
+    assert!(
+        std::fs::symlink_metadata(dir.join("evil.json"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link itself is left as it was"
+    );
 }
 
 /// A game file read as a resource is held to the result cap as `read_file` is: a 900 KB file (a script can

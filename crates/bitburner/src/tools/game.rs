@@ -211,10 +211,11 @@ impl Ctx {
             format!("bitburner-save-{ms}.{ext}")
         });
         let path = dir.join(&name);
-        write_new(&path, &bytes, args.overwrite).await?;
+        let len = bytes.len();
+        write_new(&dir, &name, bytes, args.overwrite).await?;
         Ok(SavedGame {
             path: path.display().to_string(),
-            bytes: bytes.len(),
+            bytes: len,
             identifier: raw.identifier,
             binary: raw.binary,
         })
@@ -311,33 +312,55 @@ fn advice(support: &BTreeMap<Method, Support>) -> String {
     )
 }
 
-async fn write_new(path: &std::path::Path, bytes: &[u8], overwrite: bool) -> Result<(), ToolError> {
-    use tokio::io::AsyncWriteExt;
-    let mut options = tokio::fs::OpenOptions::new();
-    options.write(true);
+/// Writes a save as `dir/name`. A new one is created exclusively (which refuses any name that exists, a symlink
+/// too); an overwrite replaces the file atomically and never through or over a symlink, as the sync writes (an
+/// attack run had `overwrite: true` truncate a file outside the save directory through a planted link).
+async fn write_new(
+    dir: &std::path::Path,
+    name: &str,
+    bytes: Vec<u8>,
+    overwrite: bool,
+) -> Result<(), ToolError> {
+    let path = dir.join(name);
+    let failed = |e: std::io::Error| {
+        ToolError::internal(format!("cannot write {}: {e}", path.display()))
+            .with_hint("check that the save directory exists and is writable")
+    };
     if overwrite {
-        options.create(true).truncate(true);
-    } else {
-        options.create_new(true);
+        let (dir, name) = (dir.to_path_buf(), name.to_owned());
+        let written = tokio::task::spawn_blocking(move || {
+            crate::sync::write::write_inside(&dir, &name, &bytes)
+        })
+        .await
+        .map_err(|e| ToolError::internal(format!("the save's write stopped: {e}")))?;
+        return match written {
+            Ok(()) => Ok(()),
+            Err(crate::sync::write::WriteError::Refused(why)) => Err(ToolError::invalid_argument(
+                "filename",
+                format!("{why}; the save was not written"),
+            )),
+            Err(crate::sync::write::WriteError::Io(e)) => Err(failed(e)),
+        };
     }
-    let mut file = options.open(path).await.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            ToolError::new(
-                ErrorCode::Conflict,
-                format!("{} already exists", path.display()),
-            )
-            .with_hint("choose another filename, or pass overwrite: true")
-        } else {
-            ToolError::internal(format!("cannot write {}: {e}", path.display()))
-                .with_hint("check that the save directory exists and is writable")
-        }
-    })?;
-    file.write_all(bytes)
+    use tokio::io::AsyncWriteExt;
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
         .await
-        .map_err(|e| ToolError::internal(format!("cannot write {}: {e}", path.display())))?;
-    file.flush()
-        .await
-        .map_err(|e| ToolError::internal(format!("cannot write {}: {e}", path.display())))
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                ToolError::new(
+                    ErrorCode::Conflict,
+                    format!("{} already exists", path.display()),
+                )
+                .with_hint("choose another filename, or pass overwrite: true")
+            } else {
+                failed(e)
+            }
+        })?;
+    file.write_all(&bytes).await.map_err(failed)?;
+    file.flush().await.map_err(failed)
 }
 
 pub fn specs(ctx: &Ctx) -> Vec<ToolSpec> {
