@@ -424,6 +424,65 @@ async fn push_never_overwrites_an_edit_made_in_the_game() {
     shutdown.cancel();
 }
 
+/// An attack run's finding: a game edit made between the listing and the look the push takes right before
+/// writing left the local edit unpushed, with no line for the file, "0 pushed, 0 skipped, 0 failed" and a
+/// success. The file is now reported failed (the push did not finish), and the game's edit is kept.
+#[tokio::test]
+async fn a_game_edit_made_during_a_push_is_kept_and_the_file_reported() {
+    let dir = tempdir("edit-during-push");
+    put(&dir, "a.js", "// v1");
+    let (shutdown, ctx, game, conn) = synced_game(GameVersion::V3_0).await;
+    sync::push(&ctx, &sync_args(&dir)).await.unwrap();
+    put(&dir, "a.js", "// edited here");
+    conn.hold();
+    let push = tokio::spawn({
+        let ctx = ctx.clone();
+        let args = sync_args(&dir);
+        async move { sync::push(&ctx, &args).await }
+    });
+    // Requests of this push only: the first one's are in the history too.
+    let before = |method: &str| conn.requests(method).len();
+    let (listings, looks) = (before("getAllFiles"), before("getFile"));
+    let seen = |method: &str, n: usize| {
+        let method = method.to_owned();
+        let conn = &conn;
+        async move {
+            while conn.requests(&method).len() <= n {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    within("the push's listing", seen("getAllFiles", listings)).await;
+    // The listing is answered; the look before writing is held while the game changes the file.
+    conn.release();
+    conn.hold();
+    within("the push's look before writing", seen("getFile", looks)).await;
+    game.world()
+        .server_mut("home")
+        .unwrap()
+        .write("a.js", "// edited in the game meanwhile", true);
+    conn.release();
+    let report = within("the push", push).await.unwrap().unwrap();
+    assert!(report.pushed.is_empty(), "{report:?}");
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert_eq!(report.failed[0].0, "a.js", "{report:?}");
+    assert!(
+        report.failed[0].1.contains("changed in the game"),
+        "{report:?}"
+    );
+    assert!(report.print("pushed").is_err(), "the push did not finish");
+    assert_eq!(
+        game.world()
+            .server("home")
+            .unwrap()
+            .file("a.js")
+            .unwrap()
+            .content,
+        "// edited in the game meanwhile"
+    );
+    shutdown.cancel();
+}
+
 /// The game accepts `:` in names (it is not one of its forbidden characters), and so does a Unix directory.
 #[cfg(unix)]
 #[tokio::test]

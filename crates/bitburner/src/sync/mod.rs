@@ -505,12 +505,25 @@ impl Round<'_> {
                         filename: name.to_owned(),
                         server: self.args.server.clone(),
                     };
-                    match self.ctx.file_content(&args).await {
-                        Ok((_, now)) if Some(&now) != theirs.as_ref() => return Ok(()),
+                    // Not pushed then, and said so: a push that left a file out has not finished.
+                    let not_pushed = match self.ctx.file_content(&args).await {
+                        Ok((_, now)) if Some(&now) == theirs.as_ref() => None,
+                        Ok(_) => Some(
+                            "changed in the game during this sync, so not pushed over; sync again to \
+                             decide"
+                                .to_owned(),
+                        ),
                         Err(e) if e.code() == bridge_core::ErrorCode::Disconnected => {
                             return Err(e.into());
                         }
-                        _ => {}
+                        Err(e) => Some(format!(
+                            "the game's copy could not be looked at again right before writing, so not \
+                             pushed over: {e}"
+                        )),
+                    };
+                    if let Some(why) = not_pushed {
+                        self.report.failed.push((name.to_owned(), why));
+                        return Ok(());
                     }
                 }
                 // The game's version goes only once it is kept: what it went back to (Restore) is an older
