@@ -157,7 +157,19 @@ pub fn parse_response(text: &str) -> Result<Response, WireError> {
             max: MAX_DECODED_FRAME_BYTES,
         });
     }
-    let value: Value = serde_json::from_str(text).map_err(|e| WireError::NotJson(e.to_string()))?;
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        // The game's strings are JavaScript's: a file may hold half an emoji (a script's `ns.write` of a string
+        // cut inside one), which JSON.stringify sends as a lone `\ud83d` and serde refuses, and one such file
+        // made every getAllFiles of its server unreadable (an attack run's finding). Read as U+FFFD, as a
+        // browser's TextEncoder writes it.
+        Err(e) => match lone_surrogates_replaced(text) {
+            Some(repaired) => {
+                serde_json::from_str(&repaired).map_err(|e| WireError::NotJson(e.to_string()))?
+            }
+            None => return Err(WireError::NotJson(e.to_string())),
+        },
+    };
     let Value::Object(mut object) = value else {
         return Err(WireError::NotAnObject);
     };
@@ -170,6 +182,56 @@ pub fn parse_response(text: &str) -> Result<Response, WireError> {
         (Some(_), None) | (None, None) => return Err(WireError::NoOutcome),
     };
     Ok(Response { id, outcome })
+}
+
+/// `text` with every `\uXXXX` escape of a lone UTF-16 surrogate replaced by `\uFFFD`; `None` when it holds none.
+fn lone_surrogates_replaced(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let escape_at = |i: usize| -> Option<u16> {
+        let hex = bytes.get(i..i + 6)?;
+        if hex[0] != b'\\' || hex[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&hex[2..]).ok()?, 16).ok()
+    };
+    let mut out = String::with_capacity(text.len());
+    let (mut copied, mut i, mut changed) = (0, 0, false);
+    while let Some(at) = bytes
+        .get(i..)
+        .and_then(|rest| rest.iter().position(|b| *b == b'\\'))
+        .map(|n| i + n)
+    {
+        let unit = escape_at(at);
+        let lone = match unit {
+            Some(0xD800..=0xDBFF) => {
+                let low = escape_at(at + 6).is_some_and(|u| (0xDC00..=0xDFFF).contains(&u));
+                if low {
+                    i = at + 12;
+                    continue;
+                }
+                true
+            }
+            Some(0xDC00..=0xDFFF) => true,
+            Some(_) => false,
+            // Any other escape is two characters (`\"`, `\\`, ...): step over both.
+            None => {
+                i = at + 2;
+                continue;
+            }
+        };
+        if lone {
+            out.push_str(&text[copied..at]);
+            out.push_str("\\uFFFD");
+            copied = at + 6;
+            changed = true;
+        }
+        i = at + 6;
+    }
+    if !changed {
+        return None;
+    }
+    out.push_str(&text[copied..]);
+    Some(out)
 }
 
 /// The top-level `id` of a frame [`parse_response`] refused, when it could be read before whatever made the frame
@@ -273,6 +335,20 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn a_lone_surrogate_in_a_string_is_read_as_the_replacement_character() {
+        let frame =
+            r#"{"id":1,"result":["half \ud83d end","\udc00","pair \ud83d\ude00 \\ud83d kept"]}"#;
+        let r = parse_response(frame).unwrap();
+        let Outcome::Result(Value::Array(strings)) = r.outcome else {
+            panic!("{:?}", r.outcome)
+        };
+        assert_eq!(strings[0], "half \u{FFFD} end");
+        assert_eq!(strings[1], "\u{FFFD}");
+        assert_eq!(strings[2], "pair \u{1F600} \\ud83d kept");
+        assert!(lone_surrogates_replaced(r#"{"a":"\ud83d\ude00 \\udc00"}"#).is_none());
     }
 
     #[test]
