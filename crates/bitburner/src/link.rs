@@ -379,6 +379,8 @@ pub(crate) fn unix_ms(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+use bridge_core::link::log_limit::LogLimit;
+
 /// Hands one frame from the game to its waiter. The game never sends anything unsolicited, so a frame that
 /// is not an answer to a pending request of ours is logged and dropped.
 fn route_reply(link: u64, correlator: &Correlator<Outcome>, text: &str) {
@@ -388,8 +390,11 @@ fn route_reply(link: u64, correlator: &Correlator<Outcome>, text: &str) {
                 correlator.resolve(id, response.outcome);
             }
             None => {
-                let id = bridge_core::text::for_log(&format!("{:?}", response.id));
-                tracing::warn!(link, %id, "reply without one of our ids dropped")
+                static LOG: LogLimit = LogLimit::new();
+                if let Some(left_out) = LOG.allow() {
+                    let id = bridge_core::text::for_log(&format!("{:?}", response.id));
+                    tracing::warn!(link, %id, left_out, "reply without one of our ids dropped")
+                }
             }
         },
         Err(e) => match wire::salvage_id(text).as_ref().and_then(parse_id) {
@@ -398,8 +403,11 @@ fn route_reply(link: u64, correlator: &Correlator<Outcome>, text: &str) {
                 tracing::warn!(link, id, %error, bytes = text.len(), "malformed answer from the game");
             }
             _ => {
-                let error = bridge_core::text::for_log(&e.to_string());
-                tracing::warn!(link, %error, bytes = text.len(), "malformed frame from the game ignored")
+                static LOG: LogLimit = LogLimit::new();
+                if let Some(left_out) = LOG.allow() {
+                    let error = bridge_core::text::for_log(&e.to_string());
+                    tracing::warn!(link, %error, bytes = text.len(), left_out, "malformed frame from the game ignored")
+                }
             }
         },
     }

@@ -7,6 +7,7 @@ use crate::protocol::{self, Chunk, Inbound, Outbound, PROTOCOL_VERSION, RemoteEr
 use crate::reassembly::Step;
 use crate::state::State;
 use crate::untrusted;
+use bridge_core::link::log_limit::LogLimit;
 use bridge_core::link::{Admission, WsConnection, WsSender, parse_id};
 use serde_json::Value;
 use std::sync::Arc;
@@ -139,7 +140,10 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
                 }
                 Err(e) => {
                     let n = state.count_malformed();
-                    tracing::warn!(computer = identity.id, error = %e, total = n, "malformed frame dropped");
+                    static LOG: LogLimit = LogLimit::new();
+                    if let Some(left_out) = LOG.allow() {
+                        tracing::warn!(computer = identity.id, error = %e, total = n, left_out, "malformed frame dropped");
+                    }
                 }
             }
         })
@@ -182,8 +186,11 @@ fn deliver(computer: &Computer, r: Response) {
             computer.correlator().resolve(id, r.outcome);
         }
         None => {
-            let id = bridge_core::text::for_log(&r.id);
-            tracing::warn!(computer = computer.id(), %id, "response with an id the bridge never uses; dropped")
+            static LOG: LogLimit = LogLimit::new();
+            if let Some(left_out) = LOG.allow() {
+                let id = bridge_core::text::for_log(&r.id);
+                tracing::warn!(computer = computer.id(), %id, left_out, "response with an id the bridge never uses; dropped")
+            }
         }
     }
 }

@@ -127,7 +127,14 @@ impl<T> Correlator<T> {
                 false
             }
             None => {
-                tracing::warn!(id, "answer with an id that was never issued; dropped");
+                static LOG: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+                if let Some(left_out) = LOG.allow() {
+                    tracing::warn!(
+                        id,
+                        left_out,
+                        "answer with an id that was never issued; dropped"
+                    );
+                }
                 false
             }
         }

@@ -29,6 +29,7 @@
 mod framing;
 mod io;
 pub mod json_cost;
+pub mod log_limit;
 
 pub use framing::{FrameCodec, FrameError, Framing, MAX_HEADER_BYTES};
 pub use io::{FrameReader, FrameWriter};

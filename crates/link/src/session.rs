@@ -210,11 +210,17 @@ where
                     return;
                 }
             }
-            WsIn::Binary(bytes) => tracing::warn!(
-                link = state.id,
-                bytes,
-                "binary frame dropped: this link carries text frames only"
-            ),
+            WsIn::Binary(bytes) => {
+                static LOG: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+                if let Some(left_out) = LOG.allow() {
+                    tracing::warn!(
+                        link = state.id,
+                        bytes,
+                        left_out,
+                        "binary frame dropped: this link carries text frames only"
+                    );
+                }
+            }
             WsIn::Control => {}
             WsIn::Close(frame) => {
                 let reason = match frame {

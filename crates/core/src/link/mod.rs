@@ -41,7 +41,7 @@ pub use bridge_link::{
     FrameWriter, Framing, INCOMING_BYTES, Incoming, LinkError, LinkSender, MAX_HEADER_BYTES,
     MAX_ID, OUTGOING_BYTES, OnDuplicate, Peer, PeerRegistry, Pending, Registered,
     SLOW_READER_PATIENCE, SinglePeer, StreamConfig, WsConnection, WsDial, WsSender, bind, child,
-    dial, json_cost, parse_id, redial, stream, tls, writers_finished,
+    dial, json_cost, log_limit, parse_id, redial, stream, tls, writers_finished,
 };
 pub use listen::{serve, serve_guarded, serve_with, serve_with_tls};
 pub use ws::{WsConfig, ws_router, ws_routes};
