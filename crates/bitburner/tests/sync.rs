@@ -1151,6 +1151,72 @@ impl Drop for NotRoot {
     }
 }
 
+/// An attack run's finding: a FIFO named like a game file (or as the record) hung pull, push and sync for good,
+/// past SIGTERM. It is now a file that cannot be read: reported, left alone, and the rest of the sync goes on.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_fifo_named_like_a_game_file_is_reported_not_read() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempdir("fifo");
+    put(&dir, "b.js", "// b");
+    let rig = Rig::new(GameVersion::V3_0).await;
+    rig.game_write("x.js", "the game's x");
+    nix::unistd::mkfifo(
+        &dir.join("x.js"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    for direction in [
+        sync::Direction::Pull,
+        sync::Direction::Push,
+        sync::Direction::Both,
+    ] {
+        let report = within(
+            "a sync beside a FIFO",
+            sync::reconcile(&rig.ctx, &sync_args(&dir), direction),
+        )
+        .await
+        .unwrap();
+        assert!(!report.pulled.iter().any(|f| f == "x.js"), "{report:?}");
+        if direction != sync::Direction::Push {
+            assert!(
+                report
+                    .failed
+                    .iter()
+                    .any(|(f, why)| f == "x.js" && why.contains("regular")),
+                "{direction:?}: {report:?}"
+            );
+        }
+    }
+    assert!(
+        std::fs::symlink_metadata(dir.join("x.js"))
+            .unwrap()
+            .file_type()
+            .is_fifo(),
+        "left as it was"
+    );
+    // The record too.
+    std::fs::remove_file(dir.join(".bitburner-sync.json")).unwrap();
+    nix::unistd::mkfifo(
+        &dir.join(".bitburner-sync.json"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let report = within(
+        "a sync beside a FIFO record",
+        sync::reconcile(&rig.ctx, &sync_args(&dir), sync::Direction::Pull),
+    )
+    .await
+    .unwrap();
+    assert!(
+        report
+            .lines("pulled")
+            .join("\n")
+            .contains(".bitburner-sync.json"),
+        "{report:?}"
+    );
+}
+
 /// A local file that exists but cannot be read is reported and left alone: never taken for a file deleted
 /// here, pulled over with nothing kept.
 #[cfg(unix)]

@@ -105,7 +105,7 @@ impl Manifest {
             }
             _ => {}
         }
-        let bytes = match std::fs::read(&path) {
+        let bytes = match super::write::read_regular_blocking(&path) {
             Ok(b) => b,
             Err(e) => return (Self::default(), Some(e.to_string())),
         };

@@ -323,7 +323,7 @@ impl Round<'_> {
     async fn read_local(&mut self, relative: &str, path: &Path) -> Look {
         match self.settle.as_deref_mut() {
             Some(s) => s.look(relative, path).await,
-            None => match tokio::fs::read(path).await {
+            None => match write::read_regular(path).await {
                 Ok(c) => Look::Ready(Some(c)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Look::Ready(None),
                 Err(e) => Look::Failed(e),
@@ -571,7 +571,7 @@ impl Round<'_> {
                     return Ok(());
                 };
                 // A save between reading the file and now is an edit this round did not see: leave it to the next.
-                if tokio::fs::read(target.local).await.ok() != mine {
+                if write::read_regular(target.local).await.ok() != mine {
                     return Ok(());
                 }
                 let dir = &self.args.dir;

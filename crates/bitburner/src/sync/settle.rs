@@ -190,7 +190,7 @@ impl Settle {
             Err(e) => return Look::Failed(e),
         };
         let stamp = Stamp::of(&before);
-        let bytes = match tokio::fs::read(path).await {
+        let bytes = match super::write::read_regular(path).await {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // Gone since the stat: a save through a rename is under way.

@@ -169,7 +169,7 @@ async fn write_definitions(ctx: &Ctx, dir: &Path) -> Result<(), DefinitionsError
         WriteError::Refused(why) => DefinitionsError::Refused(why),
         WriteError::Io(e) => DefinitionsError::Failed(e.to_string()),
     })?;
-    if tokio::fs::read(&path).await.ok().as_deref() == Some(text.as_bytes()) {
+    if write::read_regular(&path).await.ok().as_deref() == Some(text.as_bytes()) {
         return Ok(());
     }
     let dir = dir.to_path_buf();

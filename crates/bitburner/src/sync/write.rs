@@ -119,6 +119,48 @@ pub fn directory_inside(root: &Path, relative: &str) -> Result<PathBuf, WriteErr
     Ok(path.parent().map(Path::to_path_buf).unwrap_or(path))
 }
 
+/// The content of the local file at `path`, only when it is a regular file (after symlinks): a FIFO named like
+/// a game file blocked its read for good, and the sync with it, past SIGTERM (an attack run's finding). The
+/// open does not block (`O_NONBLOCK`), and the type is judged on what was opened, so nothing swapped in between
+/// can block the read either.
+pub async fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut options = tokio::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    options.custom_flags(libc::O_NONBLOCK);
+    let mut file = options.open(path).await?;
+    if !file.metadata().await?.is_file() {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).await?;
+    Ok(bytes)
+}
+
+/// [`read_regular`] for blocking code.
+pub fn read_regular_blocking(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let mut file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn not_regular() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "not a regular file (a FIFO, a device or a directory); the sync reads only regular files",
+    )
+}
+
 /// Replaces `root/relative` with `bytes`, atomically, never through or over a symlink (module docs).
 pub fn write_inside(root: &Path, relative: &str, bytes: &[u8]) -> Result<(), WriteError> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
