@@ -9,7 +9,7 @@ use crate::support;
 use serde_json::json;
 use std::time::Instant;
 use support::ccsim::SimKind;
-use support::harness::{ok_of, start_bridge, test_config};
+use support::harness::{error_of, ok_of, start_bridge, test_config};
 
 /// Instructions per resume: the old client spent about three times this on one chunk.
 const BUDGET: u64 = 200_000;
@@ -78,6 +78,26 @@ async fn a_megabyte_goes_both_ways_exactly_without_too_long_without_yielding() {
         sim.output()
     );
     sim.stop();
+}
+
+/// An attack run's finding: over HTTP an `fs_write` above about 4 MiB (of the 8 MiB it takes) got a bare
+/// HTTP 413 from the transport's body limit, which is not an MCP error; the bridge now takes the largest write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_fs_write_reaches_the_tool_over_http() {
+    let h = start_bridge(test_config()).await;
+    let content = bridge_computercraft::b64::encode(&vec![7u8; 8 << 20]);
+    let e = error_of(
+        &h.call(
+            "fs_write",
+            json!({"computer": 61, "path": "big.bin", "content": content, "encoding": "base64"}),
+        )
+        .await,
+    );
+    // Read whole and judged by the tool: the computer is not linked.
+    assert!(
+        e["message"].as_str().unwrap().contains("61"),
+        "the tool's own answer, not the transport's: {e}"
+    );
 }
 
 /// `fs_read` asked for whole (up to 4 MiB), past the core's default result cap: this test checks the bytes.

@@ -20,6 +20,8 @@ const READ_CHUNK: usize = 45 * 1024;
 const WRITE_CHUNK: usize = 45 * 1024;
 /// A computer has 1,000,000 bytes by default; allow generous server configs but keep memory bounded.
 const MAX_FILE: usize = 8 << 20;
+/// The longest `content` of an `fs_write`: [`MAX_FILE`] bytes in base64.
+pub const MAX_WRITE_CONTENT_BYTES: usize = MAX_FILE * 4 / 3 + 4;
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -189,7 +191,7 @@ impl Validate for FsWriteArgs {
             }
             Some(_) => {}
         }
-        check::max_bytes("content", &self.content, MAX_FILE * 4 / 3 + 4)
+        check::max_bytes("content", &self.content, MAX_WRITE_CONTENT_BYTES)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The MCP tools. Each module declares its tools on the core's `ToolSpec` API; all share [`State`].
 
 mod computers;
-mod fs;
+pub(crate) mod fs;
 mod lua;
 mod peripheral;
 mod probe;
