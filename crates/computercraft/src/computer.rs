@@ -299,7 +299,17 @@ impl Computer {
             Some("too_large") => ErrorCode::TooLarge,
             _ => ErrorCode::Remote,
         };
-        let mut message = format!("computer {}: {}", self.id(), e.message);
+        // The computer's words cannot start a line of the bridge's: a message of more than one line (a
+        // traceback, or text forging the bridge's lines) is fenced.
+        let mut message = if e.message.chars().any(char::is_control) {
+            format!(
+                "computer {} said:\n{}",
+                self.id(),
+                bridge_core::text::fenced("computer-error", &e.message)
+            )
+        } else {
+            format!("computer {}: {}", self.id(), e.message)
+        };
         // The model reads the text, not the details: what a failed run printed is half of what went wrong.
         if let Some(output) = e.data.get("output").and_then(Value::as_str)
             && !output.is_empty()

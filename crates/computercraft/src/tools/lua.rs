@@ -120,12 +120,18 @@ async fn run(state: &State, args: RunLuaArgs) -> Result<Rendered<RunLuaOut>, Too
         .await?;
     let raw: Raw = reply(&computer, result)?;
     let values = raw.values.0;
-    let mut text = raw.output.clone();
+    // Fenced: what the program printed is the computer's to choose, and unfenced it could pass for the
+    // bridge's own lines (`returned: ...`, `[bridge] ...`; an attack run's finding).
+    let mut text = String::new();
+    if !raw.output.is_empty() {
+        text.push_str("printed:\n");
+        text.push_str(&bridge_core::text::fenced("program-output", &raw.output));
+    }
     if raw.truncated {
         text.push_str("\n[output truncated]");
     }
     if !values.is_empty() {
-        if !text.is_empty() && !text.ends_with('\n') {
+        if !text.is_empty() {
             text.push('\n');
         }
         let shown: Vec<String> = values.iter().map(Value::to_string).collect();
