@@ -584,6 +584,13 @@ async fn watch_pushes_saves_pulls_game_edits_and_keeps_conflicts() {
     use std::sync::{Arc, Mutex};
     let dir = tempdir("watch");
     put(&dir, "a.js", "// a v1");
+    // The player's own declarations: replaced by the game's, but kept first (an attack run's finding: this was
+    // the only local overwrite the sync made without a copy).
+    put(
+        &dir,
+        sync::DEFINITIONS_FILE,
+        "// my own tweaked declarations",
+    );
     let (shutdown, ctx, game, _conn) = synced_game(GameVersion::V3_0).await;
     let stop = CancellationToken::new();
     let rounds = Arc::new(Mutex::new(Vec::<sync::SyncReport>::new()));
@@ -619,6 +626,11 @@ async fn watch_pushes_saves_pulls_game_edits_and_keeps_conflicts() {
         local_file(sync::DEFINITIONS_FILE).as_deref() == Some(definitions.as_str())
     })
     .await;
+    let kept: Vec<String> = std::fs::read_dir(dir.join(".bitburner-sync/replaced"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(kept, ["// my own tweaked declarations"]);
 
     // Local save → game.
     put(&dir, "a.js", "// a saved in the editor");

@@ -169,14 +169,25 @@ async fn write_definitions(ctx: &Ctx, dir: &Path) -> Result<(), DefinitionsError
         WriteError::Refused(why) => DefinitionsError::Refused(why),
         WriteError::Io(e) => DefinitionsError::Failed(e.to_string()),
     })?;
-    if write::read_regular(&path).await.ok().as_deref() == Some(text.as_bytes()) {
+    let before = write::read_regular(&path).await.ok();
+    if before.as_deref() == Some(text.as_bytes()) {
         return Ok(());
     }
     let dir = dir.to_path_buf();
-    let written =
-        tokio::task::spawn_blocking(move || write_inside(&dir, DEFINITIONS_FILE, text.as_bytes()))
-            .await
-            .map_err(|e| DefinitionsError::Failed(e.to_string()))?;
+    let written = tokio::task::spawn_blocking(move || {
+        // What was there (the player's own declarations, or the game's older ones) is kept first, as every
+        // other local file the sync replaces.
+        if let Some(before) = before {
+            super::replaced::keep(&dir, DEFINITIONS_FILE, &before).map_err(|e| {
+                WriteError::Refused(format!(
+                    "not replaced: the local {DEFINITIONS_FILE} could not be kept first: {e}"
+                ))
+            })?;
+        }
+        write_inside(&dir, DEFINITIONS_FILE, text.as_bytes())
+    })
+    .await
+    .map_err(|e| DefinitionsError::Failed(e.to_string()))?;
     written.map_err(|e| match e {
         WriteError::Refused(why) => DefinitionsError::Refused(why),
         WriteError::Io(e) => DefinitionsError::Failed(e.to_string()),
