@@ -17,6 +17,7 @@ mod docs_hygiene;
 mod serve;
 mod shutdown;
 mod startup;
+mod stdout_closed;
 mod task_support;
 mod test_binaries;
 mod transport_default;

@@ -164,6 +164,12 @@ where
                 }
             }
             () = &mut draining => break StdioEnd::Shutdown,
+            // A host that closed our stdout has left, whether or not it closed stdin (the bridge used to serve
+            // on until stdin closed, a sandbox bridge keeping its sandboxes meanwhile).
+            () = out.broken().cancelled() => {
+                tracing::info!("the MCP client closed the bridge's output; ending the session");
+                break StdioEnd::ClientLeft;
+            }
         }
     };
     session.finish(end, running, &service_token).await;

@@ -547,6 +547,8 @@ pub(crate) struct Out<W> {
     queued: Mutex<Vec<u8>>,
     /// The writer and the buffer it writes from (kept for its capacity); `None` once closed.
     writer: tokio::sync::Mutex<Option<(W, Vec<u8>)>>,
+    /// Cancelled when a write failed: the client closed its end of the stream, and nothing written reaches it.
+    broken: tokio_util::sync::CancellationToken,
 }
 
 impl<W: AsyncWrite + Send + Unpin + 'static> Out<W> {
@@ -554,7 +556,13 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Out<W> {
         Self {
             queued: Mutex::new(Vec::new()),
             writer: tokio::sync::Mutex::new(Some((write, Vec::new()))),
+            broken: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// Cancelled once a write failed (see [`Out::broken`]'s field).
+    pub(crate) fn broken(&self) -> &tokio_util::sync::CancellationToken {
+        &self.broken
     }
 
     /// Serialises `message` behind what is queued; it is written by the next [`flush`](Self::flush).
@@ -619,8 +627,14 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Out<W> {
         }
         let written = write.write_all(buffer).await;
         buffer.clear();
-        written?;
-        write.flush().await
+        let written = match written {
+            Ok(()) => write.flush().await,
+            Err(e) => Err(e),
+        };
+        if written.is_err() {
+            self.broken.cancel();
+        }
+        written
     }
 
     /// Writes what is queued, then drops the writer (the client sees the end of the stream).
