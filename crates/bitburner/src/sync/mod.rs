@@ -660,7 +660,7 @@ impl Round<'_> {
             match std::fs::symlink_metadata(&path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Ok(m) if m.is_file() => {
-                    let current = std::fs::read(&path)?;
+                    let current = write::read_regular_blocking(&path)?;
                     if current == theirs.as_bytes() {
                         self.manifest.record_copy(&candidate, record);
                         return Ok(candidate);
@@ -711,7 +711,7 @@ fn set_aside(dir: &Path, why: &str) -> String {
             "{head}; it is not a plain file, so it is left as it is and no record is kept until it is removed"
         );
     }
-    let kept = std::fs::read(Manifest::path(dir))
+    let kept = write::read_regular_blocking(&Manifest::path(dir))
         .map_err(WriteError::from)
         .and_then(|bytes| write_inside(dir, ASIDE, &bytes));
     match kept {

@@ -29,7 +29,10 @@ pub fn keep(root: &Path, name: &str, content: &[u8]) -> Result<String, WriteErro
         .iter()
         .rev()
         .find(|(n, _)| n.get(21..) == Some(flat.as_str()))
-        && std::fs::read(dir.join(&last.0)).ok().as_deref() == Some(content)
+        && super::write::read_regular_blocking(&dir.join(&last.0))
+            .ok()
+            .as_deref()
+            == Some(content)
     {
         return Ok(format!("{DIR}/{}", last.0));
     }

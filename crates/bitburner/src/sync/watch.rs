@@ -169,7 +169,16 @@ async fn write_definitions(ctx: &Ctx, dir: &Path) -> Result<(), DefinitionsError
         WriteError::Refused(why) => DefinitionsError::Refused(why),
         WriteError::Io(e) => DefinitionsError::Failed(e.to_string()),
     })?;
-    let before = write::read_regular(&path).await.ok();
+    let before = match write::read_regular(&path).await {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        // Not read, so not kept: not replaced either.
+        Err(e) => {
+            return Err(DefinitionsError::Refused(format!(
+                "not replaced: the local {DEFINITIONS_FILE} could not be read to be kept first: {e}"
+            )));
+        }
+    };
     if before.as_deref() == Some(text.as_bytes()) {
         return Ok(());
     }
