@@ -155,6 +155,19 @@ fn module_inside(
     if !valid {
         return Err(runs("module", "is not a module name"));
     }
+    // Python takes a module it has already loaded, a built-in or a frozen one before it searches `cwd`: under
+    // debugpy's launcher, `runpy`, `json` or `threading` are loaded, and `-m runpy` ran the standard library's
+    // whatever the workspace held (a review's finding, checked on CPython 3.11).
+    let top = name.split('.').next().unwrap_or(name);
+    if python_owns(top) {
+        return Err(refused(
+            format!(
+                "`module` {name} is named like Python's own module {top}, which Python runs instead of the \
+                 workspace's; launch the file as `program`"
+            ),
+            json!({"field": "module", "module": name}),
+        ));
+    }
     let path: PathBuf = name.split('.').collect();
     let candidates = [
         path.with_extension("py"),
@@ -173,6 +186,20 @@ fn module_inside(
             json!({"field": "module", "module": name}),
         )),
     }
+}
+
+/// Whether Python may find `top` (a module's top-level name) before the workspace: a standard library module
+/// or debugpy's own, which its launcher has loaded.
+fn python_owns(top: &str) -> bool {
+    const STDLIB: &str = include_str!("python_stdlib.txt");
+    let debugger = ["debugpy", "pydevd", "_pydev", "pydev"]
+        .iter()
+        .any(|p| top.starts_with(p));
+    debugger
+        || STDLIB
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .any(|l| l == top)
 }
 
 /// A `module` is judged where Python finds it first, in `cwd`; `-P` and `-I` (and `PYTHONSAFEPATH`) drop `cwd`
@@ -252,6 +279,11 @@ mod tests {
     fn judged(config: Value) -> Result<(), ScriptError> {
         let ws = std::env::temp_dir().join(format!("policy-code-{}", std::process::id()));
         std::fs::create_dir_all(ws.join("pkg")).unwrap();
+        // Decoys: the workspace's own files named like the standard library's and debugpy's modules.
+        std::fs::write(ws.join("runpy.py"), "").unwrap();
+        std::fs::create_dir_all(ws.join("json")).unwrap();
+        std::fs::write(ws.join("json/tool.py"), "").unwrap();
+        std::fs::write(ws.join("debugpy.py"), "").unwrap();
         std::fs::write(ws.join("pkg/__main__.py"), "").unwrap();
         std::fs::write(ws.join("tool.py"), "").unwrap();
         let ws = ws.canonicalize().unwrap();
@@ -307,6 +339,9 @@ mod tests {
                 json!({"env": {"BASH_FUNC_ls%%": "() { id; }"}}),
                 "env.BASH_FUNC_ls%%",
             ),
+            (json!({"module": "runpy"}), "module"),
+            (json!({"module": "json.tool"}), "module"),
+            (json!({"module": "debugpy"}), "module"),
             (json!({"module": "pkg", "pythonArgs": ["-P"]}), "pythonArgs"),
             (json!({"module": "pkg", "pythonArgs": ["-I"]}), "pythonArgs"),
             (
