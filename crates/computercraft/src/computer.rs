@@ -5,7 +5,7 @@
 //! until its own deadline, then fails with `E_BUSY`.
 
 use crate::protocol::{self, Kind, Outbound, RemoteError};
-use crate::reassembly::Reassembly;
+use crate::reassembly::{MAX_REASSEMBLED, Reassembly};
 use bridge_core::link::{Correlator, LinkError, LinkSender, Peer, Registered};
 use bridge_core::{ErrorCode, ToolError};
 use serde_json::{Value, json};
@@ -28,6 +28,11 @@ const CLEANUP_SLOTS: usize = 4;
 /// Liveness probes in flight at once, apart from the requests' slots: a computer busy with `max_in_flight`
 /// calls is alive, and its probe must not wait behind them (an attack run took a busy computer's id so).
 const PROBE_SLOTS: usize = 2;
+
+/// The most a probe's reply may hold: a pong is a few bytes, and a peer answering probes (which it can make the
+/// bridge send, by a second hello with its id) with megabytes of unfinished chunks held the bridge-wide budget of
+/// partial replies against every honest computer (a review's finding).
+const PROBE_REPLY_BYTES: usize = 4 << 10;
 
 pub type Answer = Result<Value, RemoteError>;
 
@@ -176,8 +181,15 @@ impl Computer {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, ToolError> {
-        self.request_on(&self.cleanup_slots, method, params, timeout, ANSWER_GRACE)
-            .await
+        self.request_on(
+            &self.cleanup_slots,
+            method,
+            params,
+            timeout,
+            ANSWER_GRACE,
+            MAX_REASSEMBLED,
+        )
+        .await
     }
 
     /// A `ping` on a slot of its own ([`PROBE_SLOTS`]), answered within `timeout` (no grace: the deadline is
@@ -189,6 +201,7 @@ impl Computer {
             json!({}),
             timeout,
             Duration::ZERO,
+            PROBE_REPLY_BYTES,
         )
         .await
     }
@@ -202,10 +215,11 @@ impl Computer {
         timeout: Duration,
         grace: Duration,
     ) -> Result<Value, ToolError> {
-        self.request_on(&self.slots, method, params, timeout, grace)
+        self.request_on(&self.slots, method, params, timeout, grace, MAX_REASSEMBLED)
             .await
     }
 
+    /// `max_reply`: the most a reply reassembled from chunks may hold.
     async fn request_on(
         &self,
         slots: &Arc<Semaphore>,
@@ -213,6 +227,7 @@ impl Computer {
         params: Value,
         timeout: Duration,
         grace: Duration,
+        max_reply: usize,
     ) -> Result<Value, ToolError> {
         let deadline = Instant::now() + timeout;
         let permit = match tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await {
@@ -228,9 +243,16 @@ impl Computer {
                 .with_details(json!({"computer": self.id(), "max_in_flight": self.max_in_flight})));
             }
         };
-        let (id, pending) = self.peer.start();
         // However the request ends (answered, timed out, cancelled), a reply half-sent in chunks goes with it.
-        let _partial = DropPartial { computer: self, id };
+        // Made before `pending`, so dropped after it: once the request is no longer pending no chunk is taken
+        // for it (`session::reassemble` looks under the same lock), and what was taken is dropped here.
+        let mut partial = DropPartial {
+            computer: self,
+            id: None,
+        };
+        let (id, pending) = self.peer.start();
+        partial.id = Some(id);
+        self.partials().expect(id, max_reply);
         let id = id.to_string();
         let mut params = params;
         if let Value::Object(map) = &mut params {
@@ -344,12 +366,14 @@ impl Registered for Computer {
 /// Drops the partial reply of request `id` when the request ends.
 struct DropPartial<'a> {
     computer: &'a Computer,
-    id: u64,
+    id: Option<u64>,
 }
 
 impl Drop for DropPartial<'_> {
     fn drop(&mut self) {
-        self.computer.partials().remove(self.id);
+        if let Some(id) = self.id {
+            self.computer.partials().remove(id);
+        }
     }
 }
 

@@ -35,6 +35,8 @@ pub enum Step {
 /// The partial replies of one link.
 pub struct Reassembly {
     parts: HashMap<u64, Partial>,
+    /// The most each request in flight takes reassembled, when less than [`MAX_REASSEMBLED`] (a probe's pong).
+    limits: HashMap<u64, usize>,
     /// Bytes held: the id text and the data of every partial reply.
     bytes: usize,
     /// The bridge-wide count of these bytes: [`MAX_PARTIAL_ALL`], `/health` and tests.
@@ -58,13 +60,22 @@ impl Reassembly {
     pub fn new(gauge: Arc<AtomicUsize>) -> Self {
         Self {
             parts: HashMap::new(),
+            limits: HashMap::new(),
             bytes: 0,
             gauge,
         }
     }
 
-    /// Drops the partial reply to request `id`, if any.
+    /// Request `id` takes at most `max` bytes reassembled (until [`Self::remove`]).
+    pub fn expect(&mut self, id: u64, max: usize) {
+        if max < MAX_REASSEMBLED {
+            self.limits.insert(id, max);
+        }
+    }
+
+    /// Drops the partial reply to request `id`, if any, and what was expected of it.
     pub fn remove(&mut self, id: u64) {
+        self.limits.remove(&id);
         if let Some(partial) = self.parts.remove(&id) {
             self.bytes -= partial.bytes();
             self.gauge.fetch_sub(partial.bytes(), Ordering::Relaxed);
@@ -74,6 +85,7 @@ impl Reassembly {
     /// Drops every partial reply (the link is gone).
     pub fn clear(&mut self) {
         self.parts.clear();
+        self.limits.clear();
         self.gauge.fetch_sub(self.bytes, Ordering::Relaxed);
         self.bytes = 0;
     }
@@ -97,8 +109,9 @@ impl Reassembly {
             return dropped(self, vec![id], why, false);
         }
         let held = self.parts.get(&id).map_or(0, |p| p.text.len());
-        if held + data.len() > MAX_REASSEMBLED {
-            let why = format!("its reply exceeds {MAX_REASSEMBLED} bytes");
+        let max = self.limits.get(&id).copied().unwrap_or(MAX_REASSEMBLED);
+        if held + data.len() > max {
+            let why = format!("its reply exceeds {max} bytes");
             return dropped(self, vec![id], why, true);
         }
         let adds = data.len() + if expected == 0 { id_bytes } else { 0 };
@@ -133,6 +146,7 @@ impl Reassembly {
         self.parts.remove(&id);
         self.bytes -= whole;
         self.gauge.fetch_sub(whole, Ordering::Relaxed);
+        self.limits.remove(&id);
         Step::Whole(text)
     }
 }
@@ -171,6 +185,23 @@ mod tests {
         r.add(5, 1, 0, "x", false);
         drop(r);
         assert_eq!(gauge.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_request_expecting_a_short_reply_takes_no_more() {
+        let gauge = Arc::new(AtomicUsize::new(0));
+        let mut r = Reassembly::new(Arc::clone(&gauge));
+        r.expect(1, 4);
+        assert_eq!(r.add(1, 1, 0, "abcd", false), Step::Held);
+        assert!(matches!(
+            r.add(1, 1, 1, "e", false),
+            Step::Dropped {
+                too_large: true,
+                ..
+            }
+        ));
+        assert_eq!(gauge.load(Ordering::Relaxed), 0);
+        assert!(r.limits.is_empty(), "forgotten with its partial");
     }
 
     #[test]

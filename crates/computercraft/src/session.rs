@@ -196,9 +196,13 @@ fn deliver(computer: &Computer, r: Response) {
 }
 
 fn reassemble(state: &State, computer: &Computer, c: Chunk) {
+    // Under the partials' lock: a request that ends drops its partial under it too, after it stopped pending
+    // (`Computer::request_on`), so no chunk is kept for a request that has ended.
+    let mut partials = computer.partials();
     let Some(id) =
         parse_id(&Value::String(c.id.clone())).filter(|id| computer.correlator().is_pending(*id))
     else {
+        drop(partials);
         // Not an answer anyone waits for (never asked, timed out, cancelled): keeping it could only grow.
         let n = state.count_malformed();
         tracing::debug!(
@@ -209,9 +213,8 @@ fn reassemble(state: &State, computer: &Computer, c: Chunk) {
         );
         return;
     };
-    let step = computer
-        .partials()
-        .add(id, c.id.len(), c.seq, &c.data, c.last);
+    let step = partials.add(id, c.id.len(), c.seq, &c.data, c.last);
+    drop(partials);
     let fail = |ids: Vec<u64>, why: String, too_large: bool| {
         for id in ids {
             tracing::warn!(computer = computer.id(), id, reason = %why, "chunked reply abandoned");

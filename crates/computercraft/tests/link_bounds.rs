@@ -192,13 +192,14 @@ async fn a_partial_reply_is_dropped_when_its_request_ends() {
     let h = start_bridge(cfg).await;
     let mut holder = Puppet::link(&h, &h.link_url(), 5).await;
     let piece = "z".repeat(100 << 10);
-    // Answered by a plain response after a chunk: the ping of a duplicate's judge.
+    // Answered by a plain response after a chunk: the ping of a duplicate's judge (a pong's chunk is small:
+    // more is refused, below).
     let url = h.link_url();
     let claim = Puppet::hello(&url, 5);
     let answer = async {
         let id = holder.request("ping").await;
         holder
-            .send(json!({"type": "chunk", "id": id, "seq": 0, "last": false, "data": piece}))
+            .send(json!({"type": "chunk", "id": id, "seq": 0, "last": false, "data": "z".repeat(1000)}))
             .await;
         holder
             .send(json!({"type": "response", "id": id, "ok": true, "result": "pong"}))
@@ -227,6 +228,20 @@ async fn a_partial_reply_is_dropped_when_its_request_ends() {
         }
     })
     .await;
+    // A probe's reply is a pong: 100 KiB of it is refused at once, and holds nothing of the budget all links
+    // share (a review's finding: 16 holders answering pings with 8 MiB each held all of it). The holder that
+    // answers so is not alive as far as the judge can tell: the newcomer takes its id.
+    let claim = Puppet::hello(&url, 5);
+    let answer = async {
+        let id = holder.request("ping").await;
+        holder
+            .send(json!({"type": "chunk", "id": id, "seq": 0, "last": false, "data": piece}))
+            .await;
+        assert_eq!(h.state.reassembly_bytes(), 0);
+    };
+    let ((_, taken), ()) = tokio::join!(claim, answer);
+    assert_eq!(taken["type"], "hello-ok", "{taken}");
+    assert_eq!(h.state.reassembly_bytes(), 0);
 }
 
 /// An attack run's finding: the judge's ping waited for one of the holder's request slots, and a holder busy
