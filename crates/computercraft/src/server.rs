@@ -63,8 +63,9 @@ pub async fn start(
     let link_addr = listener.local_addr()?;
     let mut b = Bridge::builder("computercraft", env!("CARGO_PKG_VERSION"));
     b.instructions(INSTRUCTIONS);
-    // An 8 MiB fs_write travels in one request: base64 makes it 10.7 MiB, over HTTP's default body limit.
-    b.max_request_bytes(crate::tools::fs::MAX_WRITE_CONTENT_BYTES + (1 << 20));
+    // An 8 MiB fs_write travels in one request: base64 makes it 10.7 MiB, over HTTP's default body limit, and
+    // JSON's escapes of text up to twice that.
+    b.max_request_bytes(2 * crate::tools::fs::MAX_WRITE_CONTENT_BYTES + (1 << 20));
     let state = State::new(cfg.clone(), link_addr, &b.events());
     tools::register(&mut b, &state);
     let st = state.clone();
