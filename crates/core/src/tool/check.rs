@@ -14,8 +14,8 @@ pub fn non_empty(field: &str, value: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// The longest path a tool takes, in bytes: Linux's `PATH_MAX`.
-pub const MAX_PATH_BYTES: usize = 4096;
+/// The longest path a tool takes, in bytes: Linux's `PATH_MAX` counts the terminating NUL.
+pub const MAX_PATH_BYTES: usize = 4095;
 
 /// Rejects what no file system takes as a path: empty, holding a NUL byte (which the system would refuse
 /// with a bare "Invalid argument" naming nothing), or longer than [`MAX_PATH_BYTES`].
