@@ -342,8 +342,10 @@ impl State {
             .map(|g| g.sender.clone())
     }
 
-    /// The live link here holding the client id of `key` for the server `instance`, if any.
+    /// The live link here holding the client id of `key` for the server `instance`, if any. A server that sent
+    /// no instance is never known to be the same as another.
     pub fn client_link(&self, key: &ClientKey, instance: Option<&str>) -> Option<LinkSender> {
+        instance?;
         let c = self.clients.get(key)?;
         let (_, sender) = c.live.as_ref()?;
         (c.instance.as_deref() == instance && !sender.is_closed()).then(|| sender.clone())
