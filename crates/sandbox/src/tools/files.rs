@@ -381,12 +381,21 @@ async fn write(m: &Manager, a: WriteArgs) -> Result<WriteResult, ToolError> {
         {
             Body::Ok { written: n } => written += n,
             // The agent's own check of where the write would end (an append's start is the file's size).
-            limit @ Body::Error {
+            Body::Error {
                 kind: ErrorKind::Limit,
-                ..
+                message,
             } => {
                 let field = if a.append { "append" } else { "content" };
-                return Err(agent_error(limit).with_details(
+                // The agent wrote nothing of this chunk; earlier chunks of the content are in the file.
+                let message = if written > 0 {
+                    format!(
+                        "{message}; the first {written} bytes of content were written before it (a retry would \
+                         write them again)"
+                    )
+                } else {
+                    message
+                };
+                return Err(ToolError::too_large(message).with_details(
                     serde_json::json!({"field": field, "limit": max_file, "written": written}),
                 ));
             }
