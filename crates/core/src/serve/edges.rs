@@ -205,7 +205,7 @@ impl McpInner {
     async fn serve(&self, request: Request) -> Response {
         let front = &self.front;
         if let Err(refusal) = front.access.check(request.uri(), request.headers(), None) {
-            tracing::warn!(path = %original_path(&request), status = %refusal.status, reason = %refusal.reason, "HTTP request refused");
+            super::http::log_refusal(&original_path(&request), &refusal);
             return refusal.into_response();
         }
         match *request.method() {
