@@ -2,6 +2,7 @@
 
 mod args;
 mod body_budget;
+mod body_read;
 mod client_link;
 mod convert;
 mod drain;
@@ -345,6 +346,7 @@ fn http_options(args: &McpArgs) -> HttpOptions {
             handshake_timeout: args.handshake_timeout,
             idle_timeout: args.idle_timeout,
         },
+        body_timeout: HttpOptions::DEFAULT_BODY_TIMEOUT,
         paths: RequestPaths::Front,
     }
 }

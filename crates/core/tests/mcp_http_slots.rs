@@ -87,6 +87,31 @@ async fn a_refused_request_closes_its_connection() {
     assert_eq!(metric(addr, &closed("idle_timeout")).await, 0.0);
 }
 
+/// An attack run's finding: the listener's deadlines end with the request head, so a body that never finished
+/// (a byte every few seconds) held its connection for good, and 256 of them locked every local client out.
+/// A body now has `body_timeout` to arrive (and more as it arrives): a stalled one is answered 408 and its
+/// connection closed.
+#[tokio::test]
+async fn a_body_that_stops_arriving_is_answered_408_and_its_connection_closed() {
+    let options = HttpOptions {
+        token: Some(TOKEN.into()),
+        body_timeout: Duration::from_millis(300),
+        ..HttpOptions::default()
+    };
+    let server = start_http(test_bridge().bridge, options, vec![]).await;
+    let addr = server.addr;
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\""
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // Nothing more is sent, and the socket is kept open.
+    let response = within("the 408 and the close", until_closed(stream)).await;
+    assert_eq!(status_of(&response), 408, "{response}");
+    assert!(response.contains("did not arrive in time"), "{response}");
+}
+
 /// Reads what the server sends on `stream` until it closes it, in a task.
 fn silent(stream: TcpStream) -> JoinHandle<String> {
     tokio::spawn(until_closed(stream))

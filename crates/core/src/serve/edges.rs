@@ -2,6 +2,7 @@
 //! would answer with a bare HTTP status or "method not found".
 
 use super::body_budget::BodyBudget;
+use super::body_read::BodyRead;
 use super::drain::Drain;
 use super::http::{FastPath, LegacyPath, Sessions};
 use super::sessions::SessionLimit;
@@ -113,6 +114,8 @@ pub(crate) struct Front {
     pub access: Arc<Access>,
     pub sessions: Arc<SessionLimit>,
     pub max_body: usize,
+    /// See [`HttpOptions::body_timeout`](super::HttpOptions).
+    pub body_timeout: std::time::Duration,
     /// Bytes of the bodies held at once.
     pub budget: Arc<BodyBudget>,
     pub drain: Arc<Drain>,
@@ -242,14 +245,38 @@ impl McpInner {
             Ok(reserved) => Some(reserved),
             Err(refused) => return refused.into_response(),
         };
-        let Ok(body) = axum::body::to_bytes(body, max_body).await else {
-            return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "request body over {max_body} bytes (MCP_MAX_REQUEST_BYTES / --mcp-max-request-bytes)\n"
-                ),
-            )
-                .into_response();
+        let body = match super::body_read::read_body(body, max_body, front.body_timeout).await {
+            Ok(body) => body,
+            Err(BodyRead::TooLarge) => {
+                return (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "request body over {max_body} bytes (MCP_MAX_REQUEST_BYTES / --mcp-max-request-bytes)\n"
+                    ),
+                )
+                    .into_response();
+            }
+            // The body was not read whole: the connection cannot carry another request.
+            Err(BodyRead::TooSlow) => {
+                return (
+                    StatusCode::REQUEST_TIMEOUT,
+                    [(axum::http::header::CONNECTION, "close")],
+                    format!(
+                        "the request body did not arrive in time ({} s, and as much again for each {} KiB sent)\n",
+                        front.body_timeout.as_secs_f64(),
+                        super::body_read::MIN_BYTES_PER_SEC >> 10
+                    ),
+                )
+                    .into_response();
+            }
+            Err(BodyRead::Failed(why)) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    [(axum::http::header::CONNECTION, "close")],
+                    format!("the request body could not be read: {why}\n"),
+                )
+                    .into_response();
+            }
         };
         // Decoding takes more than the text: that too is held until the request is answered.
         if let Some(reserved) = reserved.as_mut()

@@ -50,6 +50,9 @@ pub struct HttpOptions {
     /// Request bodies held at once, in bytes (raised to `max_request_bytes` if lower); a request whose body
     /// does not fit is refused with 503.
     pub max_pending_request_bytes: usize,
+    /// How long a request's body may take to arrive once its head has, and as much again for each 64 KiB it
+    /// sent (`serve/body_read.rs`).
+    pub body_timeout: Duration,
     /// Which code answers the hot `/mcp` requests.
     pub paths: RequestPaths,
 }
@@ -78,12 +81,16 @@ impl Default for HttpOptions {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_pending_request_bytes: DEFAULT_MAX_PENDING_REQUEST_BYTES,
             session_idle: DEFAULT_SESSION_IDLE,
+            body_timeout: Self::DEFAULT_BODY_TIMEOUT,
             paths: RequestPaths::Front,
         }
     }
 }
 
 impl HttpOptions {
+    /// [`HttpOptions::body_timeout`]'s default.
+    pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// Host, origin and token rules for every route: localhost pages and hosts, plus the extra ones.
     fn access(&self) -> Result<Access, ServeError> {
         let invalid = |e: crate::link::LinkError| ServeError::Access(e.to_string());
@@ -194,6 +201,7 @@ pub(crate) async fn serve(
         access,
         sessions,
         max_body,
+        body_timeout: options.body_timeout,
         budget,
         drain: drain.clone(),
         fast,
