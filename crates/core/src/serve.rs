@@ -34,7 +34,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use args::{ExposureError, LogFormat, McpArgs, Transport, check_exposure};
-pub use http::{HttpOptions, MAX_LEGACY_RUNNING_CALLS, RequestPaths};
+pub use http::{HttpOptions, MAX_LEGACY_RUNNING_CALLS, MAX_LEGACY_SESSION_CALLS, RequestPaths};
 pub use logging::init_logging;
 /// The most tool calls that wait at once on one stdio connection; one past it is refused with `E_BUSY`.
 pub use stdio::MAX_CALLS_IN_FLIGHT as MAX_STDIO_CALLS_IN_FLIGHT;

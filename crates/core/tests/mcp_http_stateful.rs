@@ -1017,13 +1017,34 @@ async fn running_calls_are_bounded_and_the_one_past_the_bound_is_refused_busy() 
         }),
     );
     let server = start_http(b.build().unwrap(), HttpOptions::default(), vec![]).await;
-    let (session, _) = Session::open(server.addr, "{}").await;
     let max = bridge_core::serve::MAX_LEGACY_RUNNING_CALLS;
-    for id in 1..=max {
-        start_and_drop(&session, &call(json!(id), "hang", json!({}))).await;
+    let share = bridge_core::serve::MAX_LEGACY_SESSION_CALLS;
+    let mut sessions = Vec::new();
+    for _ in 0..max / share {
+        let (session, _) = Session::open(server.addr, "{}").await;
+        for id in 1..=share {
+            start_and_drop(&session, &call(json!(id), "hang", json!({}))).await;
+        }
+        sessions.push(session);
     }
-    let refused = session
-        .send(Headers::Session, &call(json!(max + 1), "hang", json!({})))
+    // One session past its share (an attack run's finding: one session took every slot, and every other
+    // session's calls were refused).
+    let own = sessions[0]
+        .send(Headers::Session, &call(json!(share + 1), "hang", json!({})))
+        .await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert!(
+        own.body.contains("[E_BUSY]")
+            && own
+                .body
+                .contains(&format!("{share} tool calls of this session")),
+        "{}",
+        own.body
+    );
+    // The server's bound, reached by all sessions together.
+    let (other, _) = Session::open(server.addr, "{}").await;
+    let refused = other
+        .send(Headers::Session, &call(json!(1), "hang", json!({})))
         .await;
     assert_eq!(refused.status, 200, "{}", refused.body);
     assert!(

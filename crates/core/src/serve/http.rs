@@ -26,6 +26,7 @@ mod legacy;
 mod progress_only;
 pub(crate) use fast::FastPath;
 pub use legacy::MAX_RUNNING_CALLS as MAX_LEGACY_RUNNING_CALLS;
+pub use legacy::MAX_SESSION_CALLS as MAX_LEGACY_SESSION_CALLS;
 pub(crate) use legacy::{LegacyPath, Sessions};
 
 /// Security settings of the HTTP transport.

@@ -107,6 +107,10 @@ pub(crate) struct LegacyPath {
 /// `E_BUSY` before it starts.
 pub const MAX_RUNNING_CALLS: usize = 1024;
 
+/// The most of [`MAX_RUNNING_CALLS`] one session's calls take: one session starting a thousand long calls and
+/// dropping their connections kept every other session's calls refused `E_BUSY` (an attack run's finding).
+pub const MAX_SESSION_CALLS: usize = MAX_RUNNING_CALLS / 4;
+
 impl LegacyPath {
     pub(crate) fn new(sessions: Arc<Sessions>) -> Self {
         Self {
@@ -252,17 +256,35 @@ impl LegacyPath {
                 meta,
                 map,
             } => {
-                let Ok(slot) = self.calls.clone().try_acquire_owned() else {
-                    let busy = crate::ToolError::busy(format!(
-                        "{MAX_RUNNING_CALLS} tool calls are already running in this server's HTTP sessions"
-                    ))
-                    .with_details(serde_json::json!({ "max_running_calls": MAX_RUNNING_CALLS }));
+                let busy = |why: String, details: serde_json::Value| {
+                    let busy = crate::ToolError::busy(why).with_details(details);
                     let refused =
                         inline::Called::from(Ok(crate::serve::convert::failure(&busy).into()));
-                    return sse_body(finished(session.number(), &[], &tool_answer(id, refused)));
+                    sse_body(finished(
+                        session.number(),
+                        &[],
+                        &tool_answer(id.clone(), refused),
+                    ))
+                };
+                let Ok(own) = session.calls.clone().try_acquire_owned() else {
+                    return busy(
+                        format!(
+                            "{MAX_SESSION_CALLS} tool calls of this session are already running"
+                        ),
+                        serde_json::json!({ "max_session_calls": MAX_SESSION_CALLS }),
+                    );
+                };
+                let Ok(slot) = self.calls.clone().try_acquire_owned() else {
+                    return busy(
+                        format!(
+                            "{MAX_RUNNING_CALLS} tool calls are already running in this server's HTTP sessions"
+                        ),
+                        serde_json::json!({ "max_running_calls": MAX_RUNNING_CALLS }),
+                    );
                 };
                 let held = Held {
                     _slot: slot,
+                    _own: own,
                     _body: reserved.take(),
                 };
                 self.call(session, id, params, meta, map, held).await
@@ -394,6 +416,8 @@ impl LegacyPath {
 /// Only held: both are given back when the call's task drops it.
 struct Held {
     _slot: OwnedSemaphorePermit,
+    /// The session's share ([`MAX_SESSION_CALLS`]).
+    _own: OwnedSemaphorePermit,
     _body: Option<Reserved>,
 }
 

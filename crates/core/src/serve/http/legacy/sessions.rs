@@ -74,6 +74,8 @@ pub(super) struct Session {
     pub(super) touched: AtomicU64,
     pub(super) state: Mutex<State>,
     pub(super) progress: Arc<Progress>,
+    /// This session's share of the server's running calls ([`super::MAX_SESSION_CALLS`]).
+    pub(super) calls: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(Default)]
@@ -243,6 +245,7 @@ impl Sessions {
             touched: AtomicU64::new(self.now_ms()),
             state: Mutex::default(),
             progress,
+            calls: Arc::new(tokio::sync::Semaphore::new(super::MAX_SESSION_CALLS)),
         });
         lock(&self.live).insert(id.clone(), session);
     }
