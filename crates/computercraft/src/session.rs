@@ -153,8 +153,11 @@ pub async fn run(state: Arc<State>, conn: WsConnection) {
         .close_reason()
         .unwrap_or_else(|| "link closed".into());
     computer.link_lost();
+    // Removed before settled: a dispute is recorded only while the registry holds its holder (`State::dispute`),
+    // so one recorded after this is impossible and one recorded before is settled here.
+    let removed = state.registry.remove_link(identity.id, link_id);
     state.settle(identity.id, link_id);
-    if state.registry.remove_link(identity.id, link_id) {
+    if removed {
         tracing::info!(computer = identity.id, reason = %reason, "computer unlinked");
         state.publish_link("disconnected", &identity, Some(&reason));
     }

@@ -134,8 +134,12 @@ impl State {
     }
 
     /// A newcomer claiming `id` was refused because link `holder_link` holds it and answers.
+    /// Not recorded when the holder has left meanwhile: nothing would settle it (a review's finding).
     pub fn dispute(&self, id: u32, holder_link: u64) {
         let mut d = self.disputes.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.registry.get(id).map(|c| c.link_id) != Some(holder_link) {
+            return;
+        }
         let entry = d.entry(id).or_insert((holder_link, 0));
         if entry.0 != holder_link {
             *entry = (holder_link, 0);
