@@ -144,36 +144,54 @@ pub fn spawn(
 /// A debug server (js-debug's, delve) leading a process group of its own, tagged ([`super::reap`]). Ended by
 /// [`kill_server`]; dropped without it (a launch cut short by the caller's cancellation), its group and what it
 /// started are ended and its tag forgotten then, while it is not yet reaped.
-pub struct Server(tokio::process::Child);
+pub struct Server {
+    child: tokio::process::Child,
+    /// Its pid, kept: `Child::id` forgets it once the child is reaped (by `try_wait` too), and what it started
+    /// is still to be ended then.
+    pid: Option<u32>,
+    /// [`kill_server`] ended it and its group.
+    ended: bool,
+}
 
 impl Server {
     /// Starts `command` (with `process_group(0)`) tagged.
     pub(super) fn spawn(mut command: Command) -> std::io::Result<Self> {
         let tag = super::reap::tag(&mut command);
         let child = command.process_group(0).kill_on_drop(true).spawn()?;
-        super::reap::remember(child.id(), tag);
-        Ok(Self(child))
+        let pid = child.id();
+        super::reap::remember(pid, tag);
+        Ok(Self {
+            child,
+            pid,
+            ended: false,
+        })
+    }
+}
+
+impl Server {
+    /// The pid it started with (the group it leads), reaped or not.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
     }
 }
 
 impl std::ops::Deref for Server {
     type Target = tokio::process::Child;
     fn deref(&self) -> &Self::Target {
-        &self.0
+        &self.child
     }
 }
 
 impl std::ops::DerefMut for Server {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
+        &mut self.child
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // `id()` is `None` once the server was reaped (by `kill_server`): then its group was ended already.
-        if let Some(pid) = self.0.id() {
-            super::reap::end_group(Some(pid), true);
+        if !self.ended {
+            super::reap::end_group(self.pid, true);
         }
     }
 }
@@ -183,10 +201,11 @@ impl Drop for Server {
 /// id cannot belong to anyone else; the pass after the reap reaches what is left of the group (which keeps the
 /// id in use while it has members) and what carries the tag.
 pub(super) async fn kill_server(server: &mut Server) {
-    let pid = server.id();
+    let pid = server.pid;
     kill_group(pid);
     let _ = server.kill().await;
     super::reap::end_group(pid, true);
+    server.ended = true;
 }
 
 /// Has the process `command` starts killed when the bridge's process dies, even by SIGKILL: the debug servers
@@ -206,6 +225,58 @@ pub(super) fn kill_group(pgid: Option<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that exited by itself is reaped by the `try_wait` of `open_when_listening`, after which
+    /// `Child::id` is `None`: what it started must still be ended, and its tag forgotten (a review's finding).
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn a_server_reaped_by_try_wait_still_takes_what_it_started_with_it() {
+        let dir = std::env::temp_dir().join(format!("server-reaped-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("child");
+        let mut command = Command::new("sh");
+        command.args([
+            "-c",
+            &format!(
+                "setsid sh -c 'echo $$ > {}; exec sleep 300' & exit 0",
+                out.display()
+            ),
+        ]);
+        let mut server = Server::spawn(command).unwrap();
+        let leader = server.pid().unwrap();
+        let started = std::time::Instant::now();
+        let child: i32 = loop {
+            if let Some(pid) = std::fs::read_to_string(&out)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                break pid;
+            }
+            assert!(started.elapsed().as_secs() < 60, "the child never started");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        while !matches!(server.try_wait(), Ok(Some(_))) {
+            assert!(started.elapsed().as_secs() < 60, "the leader never exited");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(server.id().is_none(), "reaped");
+        drop(server);
+        assert!(
+            !super::super::reap::remembered(leader),
+            "the tag was forgotten"
+        );
+        let ended = std::time::Instant::now();
+        while std::fs::read_to_string(format!("/proc/{child}/stat"))
+            .is_ok_and(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
+        {
+            assert!(
+                ended.elapsed().as_secs() < 60,
+                "the setsid child outlived its server"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// A launch cut short (its future dropped by a cancellation) drops its server before `kill_server`: what
     /// the server started must not outlive it, nor its tag stay behind.

@@ -548,7 +548,7 @@ impl Session {
         {
             let mut left = lock(&self.leftovers);
             match &companion {
-                Companion::Process(child) => left.groups.extend(child.id()),
+                Companion::Process(server) => left.groups.extend(server.pid()),
                 Companion::Dir(dir) => left.dirs.push(dir.path().to_path_buf()),
                 Companion::Parent(p) => {
                     let theirs = lock(&p.leftovers);
