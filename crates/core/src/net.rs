@@ -416,6 +416,7 @@ impl Listener for GuardedListener {
             waker: AtomicWaker::new(),
             stats: Arc::clone(&self.stats),
             evicted: AtomicBool::new(false),
+            body_wait: Mutex::new(None),
         });
         self.remember(&state);
         let inner = match &self.tls {
@@ -628,6 +629,9 @@ struct ConnState {
     stats: Arc<ListenStats>,
     /// Closed to make room at the cap ([`GuardedListener::make_room`]); reads fail from then on.
     evicted: AtomicBool,
+    /// While a handler waits for a request's body ([`Conn::awaiting_body`]): since when. A body that does not
+    /// come is like a head that does not: the connection may be closed to make room.
+    body_wait: Mutex<Option<Instant>>,
 }
 
 impl ConnState {
@@ -646,7 +650,12 @@ impl ConnState {
         match *self.phase.lock().unwrap_or_else(PoisonError::into_inner) {
             Phase::Handshake => Some((0, self.accepted)),
             Phase::Idle(since) => Some((1, since)),
-            Phase::Busy(_) | Phase::Upgraded => None,
+            Phase::Busy(_) => (*self
+                .body_wait
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner))
+            .map(|since| (0, since)),
+            Phase::Upgraded => None,
         }
     }
 
@@ -683,6 +692,19 @@ impl Conn {
         self.state.update(|p| *p = Phase::Upgraded);
     }
 
+    /// A handler waits for this connection's request body until the guard drops: meanwhile, at the cap, the
+    /// connection may be closed to make room once it has waited a second, as one that sent no head may. 256
+    /// request heads whose bodies dripped a byte every few seconds locked every other local client out of the
+    /// port (an attack run's finding).
+    pub fn awaiting_body(&self) -> AwaitingBody {
+        *self
+            .state
+            .body_wait
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        AwaitingBody(Arc::clone(&self.state))
+    }
+
     fn begin(&self) -> InFlight {
         self.state.update(|p| {
             *p = match *p {
@@ -698,6 +720,19 @@ impl Conn {
 impl Connected<IncomingStream<'_, GuardedListener>> for Conn {
     fn connect_info(stream: IncomingStream<'_, GuardedListener>) -> Self {
         stream.io().conn.clone()
+    }
+}
+
+/// See [`Conn::awaiting_body`].
+pub struct AwaitingBody(Arc<ConnState>);
+
+impl Drop for AwaitingBody {
+    fn drop(&mut self) {
+        *self
+            .0
+            .body_wait
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
     }
 }
 

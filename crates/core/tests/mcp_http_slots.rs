@@ -112,6 +112,50 @@ async fn a_body_that_stops_arriving_is_answered_408_and_its_connection_closed() 
     assert!(response.contains("did not arrive in time"), "{response}");
 }
 
+/// The rest of that finding: while a stalled body is within its deadline its connection is busy, and 256 of
+/// them, renewed every 10 s, still held the address's slots. A connection waiting a second for its body may
+/// now be closed to make room, as one that sent no head may: the next client is answered.
+#[tokio::test]
+async fn connections_waiting_for_their_bodies_give_way_to_the_next_client() {
+    let options = HttpOptions {
+        token: Some(TOKEN.into()),
+        limits: ListenLimits {
+            max_per_ip: 4,
+            ..ListenLimits::default()
+        },
+        ..HttpOptions::default()
+    };
+    let server = start_http(test_bridge().bridge, options, vec![]).await;
+    let addr = server.addr;
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stalled.push(silent(stream));
+    }
+    // Past the second a waiting connection must have waited to be closed for room.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let answer = within("the next client's answer", fetch(addr, "/health")).await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    let closed = within("a stalled connection closed", async {
+        loop {
+            if let Some(i) = stalled.iter().position(|t| t.is_finished()) {
+                return stalled.swap_remove(i).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        closed.is_empty() || status_of(&closed) == 400,
+        "closed with nothing or a 400: {closed}"
+    );
+}
+
 /// Reads what the server sends on `stream` until it closes it, in a task.
 fn silent(stream: TcpStream) -> JoinHandle<String> {
     tokio::spawn(until_closed(stream))

@@ -2,7 +2,7 @@
 //! would answer with a bare HTTP status or "method not found".
 
 use super::body_budget::BodyBudget;
-use super::body_read::BodyRead;
+use super::body_read::{BodyRead, read_body};
 use super::drain::Drain;
 use super::http::{FastPath, LegacyPath, Sessions};
 use super::sessions::SessionLimit;
@@ -245,7 +245,14 @@ impl McpInner {
             Ok(reserved) => Some(reserved),
             Err(refused) => return refused.into_response(),
         };
-        let body = match super::body_read::read_body(body, max_body, front.body_timeout).await {
+        // At the cap, a connection whose body is slow to come may be closed to make room (`net.rs`).
+        let awaiting = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<crate::net::Conn>>()
+            .map(|info| info.0.awaiting_body());
+        let body = read_body(body, max_body, front.body_timeout).await;
+        drop(awaiting);
+        let body = match body {
             Ok(body) => body,
             Err(BodyRead::TooLarge) => {
                 return (
