@@ -20,6 +20,10 @@ pub const LINE_BYTES: usize = 200;
 pub const STACK_FRAMES: u64 = 20;
 /// How long the requests describing one stop may take together, at most.
 const DESCRIBE_WITHIN: Duration = Duration::from_secs(5);
+/// How long they may take at least, past the call's deadline if need be: a stop found just before it is
+/// still described (a CI run answered a step found at the end of a 1 s wait with no line, its stackTrace
+/// given no time at all).
+const DESCRIBE_AT_LEAST: Duration = Duration::from_secs(1);
 
 /// A stop as the tools report it: `{event: "stopped", threadId, reason, stopSeq, file, line, column,
 /// functionName, frameId, source, stack, exception?}`. What the adapter cannot tell (a thread resumed
@@ -28,7 +32,8 @@ pub async fn describe(s: &Session, stop: &Stop, deadline: Instant) -> Value {
     let mut loc = stop.to_json();
     loc["event"] = json!("stopped");
     loc["sessionId"] = json!(s.id);
-    let until = deadline.min(Instant::now() + DESCRIBE_WITHIN);
+    let now = Instant::now();
+    let until = deadline.clamp(now + DESCRIBE_AT_LEAST, now + DESCRIBE_WITHIN);
     let trace = s
         .client
         .request(
