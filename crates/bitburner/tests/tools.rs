@@ -307,6 +307,10 @@ async fn an_existing_save_is_not_overwritten_unless_asked() {
                 ["E_INVALID_ARGUMENT", "E_CONFLICT"].contains(&e["code"].as_str().unwrap()),
                 "{name} {overwrite}: {e}"
             );
+            assert!(
+                !e["message"].as_str().unwrap().contains("sync"),
+                "says what a save does, not the sync: {e}"
+            );
         }
     }
     assert_eq!(

@@ -335,9 +335,14 @@ async fn write_new(
         .map_err(|e| ToolError::internal(format!("the save's write stopped: {e}")))?;
         return match written {
             Ok(()) => Ok(()),
-            Err(crate::sync::write::WriteError::Refused(why)) => Err(ToolError::invalid_argument(
+            // The refusal's own words are the sync's: a save names its file and its directory instead.
+            Err(crate::sync::write::WriteError::Refused(_)) => Err(ToolError::invalid_argument(
                 "filename",
-                format!("{why}; the save was not written"),
+                format!(
+                    "{} is a symlink or a directory: a save is never written through or over one (it could \
+                     lead out of the save directory); the save was not written",
+                    path.display()
+                ),
             )),
             Err(crate::sync::write::WriteError::Io(e)) => Err(failed(e)),
         };
