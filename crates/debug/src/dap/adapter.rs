@@ -226,47 +226,55 @@ pub(super) fn kill_group(pgid: Option<u32>) {
 mod tests {
     use super::*;
 
-    /// A server that exited by itself is reaped by the `try_wait` of `open_when_listening`, after which
-    /// `Child::id` is `None`: what it started must still be ended, and its tag forgotten (a review's finding).
-    #[tokio::test]
+    /// A server started by `sh -c "setsid sh -c 'echo $$ > FILE; exec sleep 300' & {then}"`, and the pid of
+    /// that `setsid` child, which left the server's group and session.
     #[allow(clippy::unwrap_used)]
-    async fn a_server_reaped_by_try_wait_still_takes_what_it_started_with_it() {
-        let dir = std::env::temp_dir().join(format!("server-reaped-{}", std::process::id()));
+    async fn server_with_a_setsid_child(
+        name: &str,
+        then: &str,
+    ) -> (Server, i32, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("server-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("child");
         let mut command = Command::new("sh");
         command.args([
             "-c",
             &format!(
-                "setsid sh -c 'echo $$ > {}; exec sleep 300' & exit 0",
+                "setsid sh -c 'echo $$ > {}; exec sleep 300' & {then}",
                 out.display()
             ),
         ]);
-        let mut server = Server::spawn(command).unwrap();
-        let leader = server.pid().unwrap();
+        let server = Server::spawn(command).unwrap();
         let started = std::time::Instant::now();
-        let child: i32 = loop {
+        loop {
             if let Some(pid) = std::fs::read_to_string(&out)
                 .ok()
                 .and_then(|s| s.trim().parse().ok())
             {
-                break pid;
+                return (server, pid, dir);
             }
             assert!(started.elapsed().as_secs() < 60, "the child never started");
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        };
-        while !matches!(server.try_wait(), Ok(Some(_))) {
-            assert!(started.elapsed().as_secs() < 60, "the leader never exited");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        assert!(server.id().is_none(), "reaped");
+    }
+
+    /// Drops `server` (led by `leader`): its tag is forgotten and its `setsid` child ends.
+    #[allow(clippy::unwrap_used)]
+    async fn dropped_ends_all(server: Server, leader: u32, child: i32, dir: &std::path::Path) {
         drop(server);
         assert!(
             !super::super::reap::remembered(leader),
             "the tag was forgotten"
         );
+        wait_dead(child).await;
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Waits until `pid` is dead, or a zombie its (reaped) parent left to init.
+    #[allow(clippy::unwrap_used)]
+    async fn wait_dead(pid: i32) {
         let ended = std::time::Instant::now();
-        while std::fs::read_to_string(format!("/proc/{child}/stat"))
+        while std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .is_ok_and(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
         {
             assert!(
@@ -275,7 +283,22 @@ mod tests {
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A server that exited by itself is reaped by the `try_wait` of `open_when_listening`, after which
+    /// `Child::id` is `None`: what it started must still be ended, and its tag forgotten (a review's finding).
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn a_server_reaped_by_try_wait_still_takes_what_it_started_with_it() {
+        let (mut server, child, dir) = server_with_a_setsid_child("reaped", "exit 0").await;
+        let leader = server.pid().unwrap();
+        let started = std::time::Instant::now();
+        while !matches!(server.try_wait(), Ok(Some(_))) {
+            assert!(started.elapsed().as_secs() < 60, "the leader never exited");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(server.id().is_none(), "reaped");
+        dropped_ends_all(server, leader, child, &dir).await;
     }
 
     /// A launch cut short (its future dropped by a cancellation) drops its server before `kill_server`: what
@@ -283,48 +306,10 @@ mod tests {
     #[tokio::test]
     #[allow(clippy::unwrap_used)]
     async fn a_server_dropped_unended_takes_its_group_and_its_tag_with_it() {
-        let dir = std::env::temp_dir().join(format!("server-drop-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("child");
-        let mut command = Command::new("sh");
-        command.args([
-            "-c",
-            &format!(
-                "setsid sh -c 'echo $$ > {}; exec sleep 300' & sleep 300",
-                out.display()
-            ),
-        ]);
-        let server = Server::spawn(command).unwrap();
+        let (server, child, dir) = server_with_a_setsid_child("drop", "sleep 300").await;
         let leader = server.id().unwrap();
         assert!(super::super::reap::remembered(leader));
-        let started = std::time::Instant::now();
-        let child: i32 = loop {
-            if let Some(pid) = std::fs::read_to_string(&out)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-            {
-                break pid;
-            }
-            assert!(started.elapsed().as_secs() < 60, "the child never started");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        };
-        drop(server);
-        assert!(
-            !super::super::reap::remembered(leader),
-            "the tag was forgotten"
-        );
-        let ended = std::time::Instant::now();
-        // Dead, or a zombie its (reaped) parent left to init.
-        while std::fs::read_to_string(format!("/proc/{child}/stat"))
-            .is_ok_and(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
-        {
-            assert!(
-                ended.elapsed().as_secs() < 60,
-                "the setsid child outlived its server"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        std::fs::remove_dir_all(&dir).unwrap();
+        dropped_ends_all(server, leader, child, &dir).await;
     }
 
     #[test]
