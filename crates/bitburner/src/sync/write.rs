@@ -124,18 +124,10 @@ pub fn directory_inside(root: &Path, relative: &str) -> Result<PathBuf, WriteErr
 /// open does not block (`O_NONBLOCK`), and the type is judged on what was opened, so nothing swapped in between
 /// can block the read either.
 pub async fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
-    use tokio::io::AsyncReadExt;
-    let mut options = tokio::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    options.custom_flags(libc::O_NONBLOCK);
-    let mut file = options.open(path).await?;
-    if !file.metadata().await?.is_file() {
-        return Err(not_regular());
-    }
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).await?;
-    Ok(bytes)
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || read_regular_blocking(&path))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 /// [`read_regular`] for blocking code.
